@@ -1,0 +1,36 @@
+# The two commands of the README: `make demo` and `make test`.
+# Both create .venv if needed, install torch==2.13.0 first (the CPU build lies on this
+# machine's disk; any other spec would pull a multi-GB CUDA build), then the project.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench verify lint clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(STAMP): $(PY) pyproject.toml
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m ragen_core.demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q -n 2 --dist loadgroup
+
+bench: $(STAMP)
+	$(PY) -m benchmarks.run_all
+
+verify: $(STAMP)
+	$(PY) -m theory_checks
+
+lint: $(STAMP)
+	$(PY) -m ruff check ragen_envs ragen_core theory_checks benchmarks tests
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -1,0 +1,101 @@
+"""The `Policy` protocol: what the rollout and the trainer need from a language-model backend.
+
+Backends (`HFPolicy`, the tiny offline model, `VLLMPolicy`) implement it; everything above
+(rollouts, trainer, cross-scoring) talks to this interface only.
+
+Token conventions:
+- A *prompt* is a list of token ids that ends with the assistant header of the chat template
+  (what `encode_chat(messages)` returns); a *response* is the ids generated after it.
+- `forward_logprobs` scores full sequences: `logprobs[b, t] = log p(input_ids[b, t] | input_ids[b, :t])`
+  for t >= 1 and 0 at t = 0, so a response token's log-prob sits at the token's own position.
+- Images (vision envs) travel as one list of uint8 HxWx3 arrays per sequence, in the order they
+  occur in the conversation; text-only backends reject non-empty image lists with a ValueError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+
+ImageList = list[np.ndarray]
+
+
+@dataclass
+class Generation:
+    """One sampled response.
+
+    Attributes:
+        text: decoded response (special tokens removed), ending at the stop string if one was hit.
+        prompt_ids: the prompt's token ids.
+        response_ids: generated token ids (the stop string's tokens included, EOS excluded).
+        response_logprobs: log-prob of each generated token under the sampling distribution
+            (after temperature / top-p), same length as `response_ids`.
+        finish_reason: "stop" (stop string or EOS) or "length" (max_new_tokens reached).
+    """
+
+    text: str
+    prompt_ids: list[int]
+    response_ids: list[int]
+    response_logprobs: list[float]
+    finish_reason: str
+
+
+@dataclass
+class PolicyOutput:
+    """Teacher-forced scores of a padded batch, all `[B, T]` float32.
+
+    `logprobs[b, t]` = log p(input_ids[b, t] | prefix) (0 at t = 0 and at padding);
+    `entropy[b, t]` = entropy of the next-token distribution that produced position t
+    (None unless requested).
+    """
+
+    logprobs: torch.Tensor
+    entropy: torch.Tensor | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """The interface every backend implements (see the module docstring for conventions)."""
+
+    #: The `torch.nn.Module` the trainer optimises (a transformers causal LM or compatible).
+    model: torch.nn.Module
+    #: A transformers tokenizer (pad/eos ids set; `decode`, `__call__`).
+    tokenizer: Any
+
+    @property
+    def device(self) -> torch.device: ...
+
+    def encode_chat(self, messages: Sequence[dict[str, str]], add_generation_prompt: bool = True) -> list[int]:
+        """Token ids of a chat (list of {"role", "content"}), ending with the assistant header."""
+        ...
+
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        *,
+        max_new_tokens: int = 128,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        stop: Sequence[str] = ("</answer>",),
+        generator: torch.Generator | None = None,
+        images: Sequence[ImageList] | None = None,
+        greedy: bool = False,
+    ) -> list[Generation]:
+        """Sample one response per prompt (batched, KV-cached)."""
+        ...
+
+    def forward_logprobs(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        *,
+        images: Sequence[ImageList] | None = None,
+        with_entropy: bool = False,
+    ) -> PolicyOutput:
+        """Teacher-forced log-probs (and entropies) of a right-padded batch `[B, T]`, with grad."""
+        ...

@@ -1,0 +1,245 @@
+"""`TextAgentEnv`: the Gymnasium base class of every env in the suite.
+
+An env of this package is played by an LLM: the action is the model's raw response string,
+the observation is text (or, for vision variants, `{"text": str, "image": uint8 HxWx3}`).
+The base class owns everything the envs share:
+
+- the spaces (`spaces.Text` over a Unicode charset, see `ragen_envs.spaces`);
+- parsing the response with `ragen_envs.protocol.parse_response` and charging the format penalty;
+- the per-episode action budget (`max_actions`, enforced through `truncated`) and an optional
+  turn limit (`max_turns`);
+- `info` conventions: every `info` has `action_is_valid`, `actions_executed`, `success`,
+  `format_penalty`, `format_error`, `dropped_actions`, `actions_left` and `turn`; `reset()` adds
+  `instructions` (the system-prompt text: rules, legend, action vocabulary, format, budget);
+- rendering: `render_mode="ansi"` returns the text state, `"rgb_array"` the picture (grid envs).
+
+A subclass implements the task through five hooks:
+
+    _reset_task(options) -> dict          new episode from self.np_random; returns extra info
+    _execute(action) -> (reward, terminated)   apply one canonical action
+    _state_text() -> str                  the text observation of the current state
+    _task_instructions() -> str           rules, legend and vocabulary (the format part is added here)
+    _is_success() -> bool
+
+and optionally `_render_rgb()` (required for vision variants), `_match_action(piece)` and
+`_answer_example()`.
+
+Stepping a finished episode again is a defined no-op (reward 0, the same flags, nothing executed),
+so a batched rollout may keep stepping envs that are already done.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from ragen_envs import protocol
+from ragen_envs.spaces import MAX_RESPONSE_CHARS, action_space, observation_space
+
+INVALID_NOTICE = "Your answer had no valid action; the state is unchanged."
+
+
+class TextAgentEnv(gym.Env):
+    """Base class: LLM response in, text (or text + image) out. See the module docstring."""
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
+
+    #: Canonical action names (used by the default matcher and the instructions).
+    ACTIONS: ClassVar[tuple[str, ...]] = ()
+    #: Extra accepted spellings, alias -> canonical name.
+    ACTION_ALIASES: ClassVar[dict[str, str]] = {}
+    #: First line of the instructions.
+    ROLE: ClassVar[str] = "You are an agent solving a task step by step."
+
+    def __init__(
+        self,
+        *,
+        action_format: protocol.ActionFormat = "tagged",
+        max_actions_per_turn: int = 2,
+        max_actions: int | None = None,
+        max_turns: int | None = None,
+        format_penalty: float = protocol.FORMAT_PENALTY,
+        render_mode: str | None = None,
+        vision: bool = False,
+        split_actions: bool = True,
+    ):
+        if action_format not in protocol.ACTION_FORMATS:
+            raise ValueError(f"action_format must be one of {protocol.ACTION_FORMATS}, got {action_format!r}")
+        if not isinstance(max_actions_per_turn, (int, np.integer)) or max_actions_per_turn < 1:
+            raise ValueError(f"max_actions_per_turn must be an integer >= 1, got {max_actions_per_turn!r}")
+        if max_actions is not None and (not isinstance(max_actions, (int, np.integer)) or max_actions < 1):
+            raise ValueError(f"max_actions must be None or an integer >= 1, got {max_actions!r}")
+        if max_turns is not None and (not isinstance(max_turns, (int, np.integer)) or max_turns < 1):
+            raise ValueError(f"max_turns must be None or an integer >= 1, got {max_turns!r}")
+        if format_penalty > 0:
+            raise ValueError(f"format_penalty must be <= 0 (a penalty), got {format_penalty}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        self.action_format = action_format
+        self.max_actions_per_turn = int(max_actions_per_turn)
+        self.max_actions = None if max_actions is None else int(max_actions)
+        self.max_turns = None if max_turns is None else int(max_turns)
+        self.format_penalty_value = float(format_penalty)
+        self.render_mode = render_mode
+        self.vision = bool(vision)
+        self.split_actions = split_actions
+        self._matcher = protocol.vocabulary_matcher(self.ACTIONS, self.ACTION_ALIASES)
+
+        self.action_space = action_space()
+        text_space = observation_space()
+        if self.vision:
+            self.observation_space = spaces.Dict({"text": text_space, "image": self._image_space()})
+        else:
+            self.observation_space = text_space
+
+        self._actions_left: int | None = self.max_actions
+        self._turn = 0
+        self._terminated = False
+        self._truncated = False
+        self._last_text = ""
+
+    # ------------------------------------------------------------------ hooks for subclasses
+    def _reset_task(self, options: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _execute(self, action: str) -> tuple[float, bool]:
+        raise NotImplementedError
+
+    def _state_text(self) -> str:
+        raise NotImplementedError
+
+    def _task_instructions(self) -> str:
+        raise NotImplementedError
+
+    def _is_success(self) -> bool:
+        raise NotImplementedError
+
+    def _render_rgb(self) -> np.ndarray:
+        raise NotImplementedError(f"{type(self).__name__} has no picture; use render_mode='ansi'")
+
+    def _image_space(self) -> spaces.Box:
+        raise NotImplementedError(f"{type(self).__name__} has no vision variant")
+
+    def _match_action(self, piece: str) -> str | None:
+        """Map one answer piece to a canonical action (default: the ACTIONS vocabulary)."""
+        return self._matcher(piece)
+
+    def _answer_example(self) -> str:
+        """An example answer for the instructions."""
+        if not self.ACTIONS:
+            return "your answer"
+        return f" {protocol.ACTION_SEPARATOR} ".join(self.ACTIONS[: min(2, self.max_actions_per_turn)])
+
+    # ------------------------------------------------------------------ shared behaviour
+    def instructions(self) -> str:
+        """The system-prompt text: role, task rules, action vocabulary, response format, budget."""
+        lines = [self.ROLE, self._task_instructions().strip(), ""]
+        if self.ACTIONS:
+            lines.append(f"Valid actions: {', '.join(self.ACTIONS)} (case-insensitive).")
+        fmt = {
+            "tagged": f"Answer in the format: {protocol.RESPONSE_FORMAT}",
+            "answer": "Answer in the format: <answer> [your answer] </answer> (a <think> block before it is optional)",
+            "plain": "Answer with the action itself; <answer> tags are optional.",
+        }[self.action_format]
+        lines.append(fmt)
+        if self.split_actions and self.max_actions_per_turn > 1:
+            lines.append(
+                f"You can give up to {self.max_actions_per_turn} actions per turn, separated by "
+                f'"{protocol.ACTION_SEPARATOR}", e.g. <answer> {self._answer_example()} </answer>.'
+            )
+        else:
+            lines.append(f"Example: <answer> {self._answer_example()} </answer>")
+        if self.max_actions is not None:
+            lines.append(f"You can make up to {self.max_actions} actions in total.")
+        lines.append(
+            f"A missing or malformed answer, or an invalid action, costs {self.format_penalty_value:g}; "
+            "if no action is valid the state does not change."
+        )
+        return "\n".join(lines)
+
+    def _observation(self, notice: str | None = None) -> Any:
+        text = self._state_text()
+        if notice:
+            text = f"{notice}\n{text}"
+        self._last_text = text
+        if self.vision:
+            return {"text": text, "image": self._render_rgb()}
+        return text
+
+    def _info(self, **step_fields: Any) -> dict[str, Any]:
+        info = {
+            "action_is_valid": False,
+            "actions_executed": [],
+            "success": bool(self._is_success()),
+            "format_penalty": 0.0,
+            "format_error": None,
+            "dropped_actions": [],
+            "actions_left": self._actions_left,
+            "turn": self._turn,
+        }
+        info.update(step_fields)
+        return info
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        extra = self._reset_task(dict(options or {}))
+        self._actions_left = self.max_actions
+        self._turn = 0
+        self._terminated = False
+        self._truncated = False
+        info = self._info(instructions=self.instructions(), **(extra or {}))
+        return self._observation(), info
+
+    def step(self, action: Any):
+        if self._terminated or self._truncated:
+            # Defined no-op after the end of an episode (see the module docstring).
+            info = self._info(episode_over=True)
+            return self._observation(), 0.0, self._terminated, self._truncated, info
+
+        parsed = protocol.parse_response(
+            action,
+            self._match_action,
+            action_format=self.action_format,
+            max_actions=self.max_actions_per_turn,
+            max_chars=MAX_RESPONSE_CHARS,
+            split_actions=self.split_actions,
+        )
+        self._turn += 1
+        reward = 0.0
+        executed: list[str] = []
+        for act in parsed.actions:
+            if self._terminated or self._actions_left == 0:
+                break
+            r, terminated = self._execute(act)
+            reward += float(r)
+            executed.append(act)
+            self._terminated = bool(terminated)
+            if self._actions_left is not None:
+                self._actions_left -= 1
+
+        penalty = self.format_penalty_value if parsed.format_penalty else 0.0
+        reward += penalty
+        out_of_actions = self._actions_left == 0
+        out_of_turns = self.max_turns is not None and self._turn >= self.max_turns
+        self._truncated = (not self._terminated) and (out_of_actions or out_of_turns)
+
+        info = self._info(
+            action_is_valid=bool(executed),
+            actions_executed=executed,
+            format_penalty=penalty,
+            format_error=parsed.format_error,
+            dropped_actions=list(parsed.dropped),
+            response_truncated=parsed.truncated,
+        )
+        obs = self._observation(None if executed else INVALID_NOTICE)
+        return obs, reward, self._terminated, self._truncated, info
+
+    def render(self):
+        if self.render_mode == "ansi":
+            return self._state_text()
+        if self.render_mode == "rgb_array":
+            return self._render_rgb()
+        return None

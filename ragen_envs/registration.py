@@ -1,0 +1,74 @@
+"""The registry of the suite: every id under the `ragen/` namespace, with a one-line description.
+
+`import ragen_envs` calls `register_all()`; `gym.make("ragen_envs:ragen/Sokoban-v0")` imports the
+package first and so works without the explicit import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """One registered id: where the class lives, its default kwargs and a one-line description."""
+
+    id: str
+    entry_point: str
+    description: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+ENV_SPECS: tuple[EnvSpec, ...] = (
+    EnvSpec(
+        "ragen/Sokoban-v0",
+        "ragen_envs.sokoban.env:SokobanEnv",
+        "Push every box onto a target (6x6, 1 box, 10 actions; irreversible planning).",
+    ),
+    EnvSpec(
+        "ragen/Sokoban-Vision-v0",
+        "ragen_envs.sokoban.env:SokobanEnv",
+        "Sokoban with an RGB image of the room next to the text state.",
+        {"vision": True},
+    ),
+    EnvSpec(
+        "ragen/FrozenLake-v0",
+        "ragen_envs.frozenlake.env:FrozenLakeEnv",
+        "Reach the goal on a slippery 4x4 lake without falling into a hole (stochastic navigation).",
+    ),
+    EnvSpec(
+        "ragen/FrozenLake-Vision-v0",
+        "ragen_envs.frozenlake.env:FrozenLakeEnv",
+        "FrozenLake with an RGB image of the lake next to the text state.",
+        {"vision": True},
+    ),
+    EnvSpec(
+        "ragen/Bandit-v0",
+        "ragen_envs.bandit:BanditEnv",
+        "Pick one of two named arms once: a safe arm (0.1) or a risky one (1.0 w.p. 0.25).",
+    ),
+)
+
+
+def register_all() -> None:
+    """Register every id of ENV_SPECS with Gymnasium (idempotent)."""
+    for spec in ENV_SPECS:
+        if spec.id in gym.registry:
+            continue
+        gym.register(id=spec.id, entry_point=spec.entry_point, kwargs=dict(spec.kwargs))
+
+
+def env_ids() -> list[str]:
+    """All registered ids of the suite, in registry order."""
+    return [spec.id for spec in ENV_SPECS]
+
+
+def describe(env_id: str) -> str:
+    """The one-line description of a registered id."""
+    for spec in ENV_SPECS:
+        if spec.id == env_id:
+            return spec.description
+    raise KeyError(f"unknown env id {env_id!r}; known ids: {', '.join(env_ids())}")
