@@ -9,14 +9,25 @@ only outside `action_space.contains`, which no env relies on.
 Building such a space costs ~80 ms (Gymnasium indexes every character), so one prototype
 per (max_length, min_length) is built once and shallow-copied: the copies share the
 read-only charset tables and each gets its own random generator.
+
+Vector envs: Gymnasium 1.4's `AsyncVectorEnv(shared_memory=True)` (the default of
+`gym.make_vec(..., vectorization_mode="async")`) reads Text observations out of shared memory
+once, into a tuple of str, and never again, so every later step returns the first strings
+(stale observations). Our spaces are `UnicodeText`, for which the shared-memory read returns a
+live view (`SharedTextView`) that decodes the buffer on access, like the numpy views Gymnasium
+uses for Box spaces; `deepcopy` of the view (what the vector env returns with `copy=True`)
+is a plain tuple of the current strings.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from functools import lru_cache
 
+import numpy as np
 from gymnasium import spaces
+from gymnasium.vector.utils import read_from_shared_memory
 
 #: Every character of the Basic Multilingual Plane except NUL and the UTF-16 surrogates.
 UNICODE_CHARSET: str = "".join(chr(c) for c in range(1, 0x10000) if not 0xD800 <= c <= 0xDFFF)
@@ -27,9 +38,70 @@ MAX_OBSERVATION_CHARS = 16_384
 MAX_RESPONSE_CHARS = 16_384
 
 
+class UnicodeText(spaces.Text):
+    """`spaces.Text` whose vector-env shared-memory read is live (see the module docstring)."""
+
+
+class SharedTextView(Sequence):
+    """The `n` strings stored in a Text shared-memory buffer, decoded on every access.
+
+    Buffer layout (Gymnasium's): int32 `[n, max_length]` of charset indices, padded with
+    `len(charset)`.
+    """
+
+    def __init__(self, space: spaces.Text, buffer, n: int):
+        self._space = space
+        self._buffer = buffer
+        self._n = n
+        self._codepoints = _codepoint_table(space)
+
+    def _decode(self, row: np.ndarray) -> str:
+        row = row[row < len(self._codepoints)]
+        return self._codepoints[row].astype("<u4").tobytes().decode("utf-32-le")
+
+    def _rows(self) -> np.ndarray:
+        data = np.frombuffer(self._buffer.get_obj(), dtype=np.int32)
+        return data.reshape((self._n, self._space.max_length))
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, index):
+        rows = self._rows()
+        if isinstance(index, slice):
+            return tuple(self._decode(r) for r in rows[index])
+        return self._decode(rows[index])
+
+    def __eq__(self, other) -> bool:
+        return tuple(self) == (tuple(other) if isinstance(other, Sequence) else other)
+
+    def __repr__(self) -> str:
+        return f"SharedTextView({tuple(self)!r})"
+
+    def __deepcopy__(self, memo) -> tuple[str, ...]:
+        return tuple(self)
+
+    def __reduce__(self):
+        return (tuple, (tuple(self),))
+
+
+@lru_cache(maxsize=8)
+def _codepoint_table_cached(charset: str) -> np.ndarray:
+    return np.fromiter((ord(c) for c in charset), dtype=np.uint32, count=len(charset))
+
+
+def _codepoint_table(space: spaces.Text) -> np.ndarray:
+    return _codepoint_table_cached("".join(space.character_list))
+
+
+@read_from_shared_memory.register(UnicodeText)
+def _read_unicode_text(space: UnicodeText, shared_memory, n: int = 1) -> SharedTextView:
+    return SharedTextView(space, shared_memory, n)
+
+
 @lru_cache(maxsize=None)
 def _prototype(max_length: int, min_length: int) -> spaces.Text:
-    return spaces.Text(max_length=max_length, min_length=min_length, charset=UNICODE_CHARSET)
+    return UnicodeText(max_length=max_length, min_length=min_length, charset=UNICODE_CHARSET)
 
 
 def unicode_text(max_length: int, min_length: int = 0) -> spaces.Text:

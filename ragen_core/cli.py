@@ -1,0 +1,92 @@
+"""The `ragen` command line: `ragen envs | play | train | diagnose | verify | bench`.
+
+Sub-commands import their modules lazily so that `ragen envs` starts without loading torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+
+def _cmd_envs(args: argparse.Namespace) -> int:
+    from ragen_envs.registration import ENV_SPECS
+
+    width = max(len(spec.id) for spec in ENV_SPECS)
+    for spec in ENV_SPECS:
+        print(f"{spec.id:<{width}}  {spec.description}")
+    return 0
+
+
+def _cmd_play(args: argparse.Namespace) -> int:
+    from ragen_core.play import play
+
+    return play(args.env_id, seed=args.seed, kwargs=args.env_kwargs)
+
+
+def _delegate(module: str):
+    """A handler that forwards the remaining arguments to `module.main(argv)`."""
+
+    def handler(args: argparse.Namespace) -> int:
+        return int(importlib.import_module(module).main(list(args.rest)) or 0)
+
+    return handler
+
+
+def _parse_kwargs(pairs: Sequence[str]) -> dict[str, object]:
+    """`key=value` strings -> kwargs; values parsed as Python literals when possible."""
+    import ast
+
+    out: dict[str, object] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise SystemExit(f"env kwarg {pair!r} must look like key=value")
+        key, value = pair.split("=", 1)
+        try:
+            out[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            out[key] = value
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ragen",
+        description="Agent tasks, SNR-aware RL training and reasoning-collapse diagnostics for LLM agents.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("envs", help="list every registered env id with a one-line description")
+    p.set_defaults(handler=_cmd_envs)
+
+    p = sub.add_parser("play", help="play a text env in the terminal (q quits)")
+    p.add_argument("env_id", help="a registered id, e.g. ragen/Sokoban-v0")
+    p.add_argument("--seed", type=int, default=None, help="seed of the first episode")
+    p.add_argument("env_kwargs", nargs="*", metavar="key=value", help="keyword arguments for gym.make")
+    p.set_defaults(handler=_cmd_play)
+
+    for name, module, text in (
+        ("train", "ragen_core.train", "train an agent: ragen train CONFIG [key=value ...] [--resume RUN_DIR]"),
+        ("diagnose", "ragen_core.diagnose", "RV heterogeneity and MI proxies of a rollouts JSONL file"),
+        ("verify", "theory_checks.__main__", "check the paper's bounds numerically (python -m theory_checks)"),
+        ("bench", "benchmarks.run_all", "run every benchmark and regenerate the README tables"),
+    ):
+        p = sub.add_parser(name, help=text, add_help=False)
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+        p.set_defaults(handler=_delegate(module))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "env_kwargs", None) is not None:
+        args.env_kwargs = _parse_kwargs(args.env_kwargs)
+    return int(args.handler(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""`ragen play ID`: play any text env of the suite in the terminal.
+
+Type an action (`Up`, `Up || Left`) or a full response (`<think>..</think><answer>..</answer>`);
+the game shows the rendered state, the reward and the info. `q` quits, `r` starts a new episode,
+`?` shows the instructions again. A bare action is wrapped into the response format for you, so the
+format penalty only applies to responses you type in full.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any, TextIO
+
+import gymnasium as gym
+
+import ragen_envs  # noqa: F401  (registers the ids)
+
+_HIDDEN_INFO = {"instructions"}
+
+
+def wrap_response(line: str) -> str:
+    """A bare action becomes a full response; a line with tags is passed through unchanged."""
+    if "<answer>" in line.lower() or "<think>" in line.lower():
+        return line
+    return f"<think>typed by a person</think><answer>{line}</answer>"
+
+
+def _show_observation(obs: Any, out: TextIO) -> None:
+    text = obs["text"] if isinstance(obs, dict) else obs
+    print(text, file=out)
+    if isinstance(obs, dict) and "image" in obs:
+        print(f"(image observation: {obs['image'].shape[1]}x{obs['image'].shape[0]} px)", file=out)
+
+
+def _show_info(info: dict[str, Any], out: TextIO) -> None:
+    shown = {k: v for k, v in info.items() if k not in _HIDDEN_INFO}
+    print("info: " + ", ".join(f"{k}={v!r}" for k, v in shown.items()), file=out)
+
+
+def play(
+    env_id: str,
+    *,
+    seed: int | None = None,
+    kwargs: dict[str, Any] | None = None,
+    read_line: Callable[[str], str] = input,
+    out: TextIO = sys.stdout,
+) -> int:
+    """Interactive loop; returns a process exit status (0, or 2 for an unknown id)."""
+    try:
+        env = gym.make(env_id, **(kwargs or {}))
+    except gym.error.Error as exc:
+        print(f"cannot make {env_id!r}: {exc}. Run `ragen envs` for the list of ids.", file=out)
+        return 2
+    episode_seed = seed
+    try:
+        while True:
+            obs, info = env.reset(seed=episode_seed)
+            episode_seed = None if episode_seed is None else episode_seed + 1
+            print(info["instructions"], file=out)
+            print("-" * 60, file=out)
+            _show_observation(obs, out)
+            total = 0.0
+            while True:
+                try:
+                    line = read_line("> ").strip()
+                except EOFError:
+                    print(file=out)
+                    return 0
+                if line.lower() in {"q", "quit", "exit"}:
+                    return 0
+                if line == "?":
+                    print(info.get("instructions", env.unwrapped.instructions()), file=out)
+                    continue
+                if line.lower() == "r":
+                    break
+                obs, reward, terminated, truncated, info = env.step(wrap_response(line))
+                total += reward
+                _show_observation(obs, out)
+                print(f"reward: {reward:+.2f}  (episode return {total:+.2f})", file=out)
+                _show_info(info, out)
+                if terminated or truncated:
+                    outcome = "solved" if info.get("success") else ("terminated" if terminated else "out of actions")
+                    print(f"episode over: {outcome}. New episode (q to quit).", file=out)
+                    print("=" * 60, file=out)
+                    break
+    finally:
+        env.close()
