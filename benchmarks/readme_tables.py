@@ -1,0 +1,71 @@
+"""Regenerate the README's results tables from `benchmarks/results/*.json`.
+
+Each benchmark writes `benchmarks/results/NAME.json` with at least a `"markdown"` field (its
+results table, Markdown) and a `"machine"` field. The README holds one block per benchmark
+between `<!-- results:NAME:start -->` and `<!-- results:NAME:end -->`; this script replaces the
+inside of every block whose JSON exists, so no number in the README is typed by hand.
+
+    python -m benchmarks.readme_tables [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+README = ROOT / "README.md"
+_BLOCK = re.compile(r"(<!-- results:(?P<name>[\w-]+):start -->\n)(?P<body>.*?)(<!-- results:(?P=name):end -->)", re.S)
+
+
+def machine_line(machine: dict) -> str:
+    """One line describing the machine a result was measured on."""
+    keys = ("cpu", "cores", "platform", "python", "torch", "date")
+    parts = [f"{k}: {machine[k]}" for k in keys if machine.get(k) not in (None, "")]
+    return "Measured on " + "; ".join(parts) + "." if parts else ""
+
+
+def render_block(name: str) -> str | None:
+    path = RESULTS / f"{name}.json"
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text())
+    body = data.get("markdown", "").rstrip() + "\n"
+    machine = data.get("machine")
+    if isinstance(machine, dict):
+        body += "\n" + machine_line(machine) + f" Source: `benchmarks/results/{name}.json`.\n"
+    return body
+
+
+def update(text: str) -> tuple[str, list[str]]:
+    """Returns the new README text and the names of the blocks that were filled."""
+    filled: list[str] = []
+
+    def replace(match: re.Match) -> str:
+        body = render_block(match.group("name"))
+        if body is None:
+            return match.group(0)
+        filled.append(match.group("name"))
+        return match.group(1) + body + match.group(4)
+
+    return _BLOCK.sub(replace, text), filled
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if the README is out of date")
+    args = parser.parse_args(argv)
+    old = README.read_text()
+    new, filled = update(old)
+    if args.check:
+        return int(new != old)
+    README.write_text(new)
+    print(f"README tables regenerated: {', '.join(filled) or 'none'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
