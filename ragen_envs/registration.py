@@ -50,6 +50,21 @@ ENV_SPECS: tuple[EnvSpec, ...] = (
         "ragen_envs.bandit:BanditEnv",
         "Pick one of two named arms once: a safe arm (0.1) or a risky one (1.0 w.p. 0.25).",
     ),
+    EnvSpec(
+        "ragen/Countdown-v0",
+        "ragen_envs.countdown.env:CountdownEnv",
+        "Combine the given numbers with + - * / into an expression equal to the target.",
+    ),
+    EnvSpec(
+        "ragen/MetaMathQA-v0",
+        "ragen_envs.math.env:MathEnv",
+        "Solve a word or algebra problem; retry after a wrong answer for half the reward.",
+    ),
+    EnvSpec(
+        "ragen/Code-v0",
+        "ragen_envs.code.env:CodeEnv",
+        "Write a Python program that passes hidden tests, judged in a sandbox (DeepCoder/TACO style).",
+    ),
 )
 
 

@@ -1,0 +1,428 @@
+"""Environment speed, side by side with gym-sokoban 0.0.6, on one CPU core.
+
+    python -m benchmarks.bench_envs [--quick] [--no-peer]
+
+Measures (each a time-boxed loop; rates are items per wall-clock second on one pinned core):
+
+- Sokoban generation, rooms/s at 6x6/1, 8x8/2 and 10x10/3 boxes. Ours: `SokobanGenerator`, whose
+  exact backward search gives every room its optimal solution length, *and* an independent
+  forward `solve` of every room whose length must match (the "verified" rate is the headline).
+  gym-sokoban: `generate_room` as its env's reset calls it (failed rooms are retried and not
+  counted); its rooms are never verified solvable by a solver.
+- Sokoban text step/s: our `step` of a full tagged response (parse + dynamics + text
+  observation) against gym-sokoban's `step`, which renders an RGB frame every step.
+- Sokoban `render()` rgb_array frames/s, both.
+- Text step/s of ragen/FrozenLake-v0 and ragen/Bandit-v0 when they import (Bandit is single-turn:
+  each step is followed by a reset, counted in the rate).
+
+gym-sokoban is installed by this script into its own venv at `benchmarks/.peer-venv` (gym==0.26.2,
+gym-sokoban==0.0.6, setuptools<70 for `pkg_resources`, numpy<2 for `np.bool8`); if that fails the
+comparison columns are skipped with a message. Results: `benchmarks/results/envs.json` (with the
+machine description) and `benchmarks/results/envs.md` (the Markdown table, also printed).
+"""
+
+from __future__ import annotations
+
+import os
+
+# One core, one thread: set before NumPy is imported anywhere in this process.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import re  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+PEER_VENV = ROOT / "benchmarks" / ".peer-venv"
+PEER_REQUIREMENTS = ["gym==0.26.2", "gym-sokoban==0.0.6", "setuptools<70", "numpy<2"]
+GEN_CONFIGS = [((6, 6), 1), ((8, 8), 2), ((10, 10), 3)]
+STEP_DIM = (6, 6)
+
+
+def pin_one_core() -> int | None:
+    """Pin this process to one CPU (the last one allowed); returns it, or None where unsupported."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[-1]})
+        return cpus[-1]
+    except (AttributeError, OSError):
+        return None
+
+
+def timed(fn, seconds: float, min_items: int = 3) -> tuple[float, int]:
+    """Call fn() repeatedly for about `seconds` (at least `min_items` times); returns (items/s, items).
+
+    fn returns the number of items it produced (so a loop body may batch).
+    """
+    items = 0
+    start = time.perf_counter()
+    while True:
+        items += fn()
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds and items >= min_items:
+            return items / elapsed, items
+
+
+# ----------------------------------------------------------------------------- ours
+def bench_ours(seconds: float) -> dict[str, dict]:
+    import numpy as np
+
+    from ragen_envs.sokoban import SokobanEnv, SokobanGenerator, solve
+
+    out: dict[str, dict] = {}
+    for dims, boxes in GEN_CONFIGS:
+        key = f"{dims[0]}x{dims[1]}/{boxes}"
+        gen = SokobanGenerator(dims, boxes)
+        rng = np.random.default_rng(0)
+        rate_gen, n_gen = timed(lambda g=gen, r=rng: (g.generate(r), 1)[1], seconds)
+        rng = np.random.default_rng(1)
+        lengths: list[int] = []
+
+        def verified(g=gen, r=rng, lengths=lengths):
+            item = g.generate(r)
+            solution = solve(item.level)
+            if solution is None or len(solution) != item.optimal_steps:
+                raise AssertionError(f"solver disagrees with the generator on\n{item.level.to_xsb()}")
+            lengths.append(item.optimal_steps)
+            return 1
+
+        rate_ver, n_ver = timed(verified, seconds)
+        out[f"generation {key}"] = {
+            "rate": rate_ver,
+            "items": n_ver,
+            "generation_only_rate": rate_gen,
+            "mean_optimal_steps": float(np.mean(lengths)),
+        }
+
+    responses = [f"<think>move</think><answer>{a}</answer>" for a in ("Up", "Left", "Down", "Right")]
+    env = SokobanEnv(dim_room=STEP_DIM, num_boxes=1, max_actions=None)
+    env.reset(seed=0)
+    counter = [0]
+
+    def text_steps(batch=200):
+        for _ in range(batch):
+            _, _, term, _, _ = env.step(responses[counter[0] & 3])
+            counter[0] += 1
+            if term:
+                env.reset(seed=counter[0])
+        return batch
+
+    rate, n = timed(text_steps, seconds)
+    out["text step"] = {"rate": rate, "items": n}
+
+    renv = SokobanEnv(dim_room=STEP_DIM, num_boxes=1, max_actions=None, render_mode="rgb_array")
+    renv.reset(seed=0)
+
+    def renders(batch=200):
+        for _ in range(batch):
+            renv.render()
+        return batch
+
+    rate, n = timed(renders, seconds)
+    out["rgb_array render"] = {"rate": rate, "items": n}
+    return out
+
+
+def bench_other_envs(seconds: float) -> dict[str, dict]:
+    """Text steps/s of ragen/FrozenLake-v0 and ragen/Bandit-v0 (skipped when they do not import)."""
+    import gymnasium as gym
+
+    import ragen_envs  # noqa: F401  (registers the ids)
+
+    out: dict[str, dict] = {}
+    for env_id in ("ragen/FrozenLake-v0", "ragen/Bandit-v0"):
+        try:
+            env = gym.make(env_id).unwrapped
+            env.reset(seed=0)
+            vocab = list(getattr(env, "ACTIONS", ())) or ["a"]
+        except Exception as exc:  # another engineer's env may not exist yet
+            out[env_id] = {"skipped": f"{type(exc).__name__}: {exc}"}
+            continue
+        # Bandit's arm names are drawn per episode (no fixed ACTIONS): answer with the first word of
+        # the observation that the env's own matcher accepts.
+        state = {"i": 0, "responses": None}
+
+        def valid_responses(obs, env=env, vocab=vocab):
+            if getattr(env, "ACTIONS", ()):
+                return [f"<think>t</think><answer>{a}</answer>" for a in vocab]
+            text = obs["text"] if isinstance(obs, dict) else str(obs)
+            words = [w for w in re.findall(r"[\w-]+", text) if env._match_action(w) is not None]
+            return [f"<think>t</think><answer>{(words or ['a'])[0]}</answer>"]
+
+        obs, _ = env.reset(seed=0)
+        state["responses"] = valid_responses(obs)
+
+        def steps(batch=200, env=env, state=state, valid_responses=valid_responses):
+            for _ in range(batch):
+                responses = state["responses"]
+                _, _, term, trunc, _ = env.step(responses[state["i"] % len(responses)])
+                state["i"] += 1
+                if term or trunc:
+                    obs, _ = env.reset(seed=state["i"])
+                    state["responses"] = valid_responses(obs)
+            return batch
+
+        rate, n = timed(steps, seconds)
+        out[env_id] = {"rate": rate, "items": n}
+    return out
+
+
+# ----------------------------------------------------------------------------- gym-sokoban
+PEER_SCRIPT = r"""
+import json, os, random, sys, time, warnings
+warnings.filterwarnings("ignore")
+cpu = int(sys.argv[2])
+if cpu >= 0:
+    os.sched_setaffinity(0, {cpu})
+import numpy as np
+from gym_sokoban.envs.room_utils import generate_room
+from gym_sokoban.envs.sokoban_env import SokobanEnv
+
+seconds = float(sys.argv[1])
+random.seed(0)
+np.random.seed(0)
+
+def timed(fn, seconds, min_items=3):
+    items = 0
+    start = time.perf_counter()
+    while True:
+        items += fn()
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds and items >= min_items:
+            return items / elapsed, items
+
+out = {}
+for (h, w), boxes in [((6, 6), 1), ((8, 8), 2), ((10, 10), 3)]:
+    failures = [0]
+    def gen():
+        try:
+            generate_room(dim=(h, w), num_steps=int(1.7 * (h + w)), num_boxes=boxes)
+            return 1
+        except (RuntimeError, RuntimeWarning):
+            failures[0] += 1  # the env's reset retries these; they cost time but give no room
+            return 0
+    rate, n = timed(gen, seconds)
+    out[f"generation {h}x{w}/{boxes}"] = {"rate": rate, "items": n, "failures": failures[0]}
+
+env = SokobanEnv(dim_room=(6, 6), num_boxes=1, max_steps=10**9)
+i = [0]
+def steps(batch=50):
+    for _ in range(batch):
+        _, _, done, _ = env.step(1 + (i[0] % 4))  # push up/down/left/right, as our four actions
+        i[0] += 1
+        if done:
+            env.reset()
+    return batch
+rate, n = timed(steps, seconds)
+out["text step"] = {"rate": rate, "items": n}
+def renders(batch=50):
+    for _ in range(batch):
+        env.render(mode="rgb_array")
+    return batch
+rate, n = timed(renders, seconds)
+out["rgb_array render"] = {"rate": rate, "items": n}
+print("PEER_JSON " + json.dumps(out))
+"""
+
+
+def ensure_peer_venv() -> Path | None:
+    """The side venv's python with gym-sokoban importable, created on first use; None on failure."""
+    python = PEER_VENV / "bin" / "python"
+    probe = [str(python), "-c", "import warnings; warnings.filterwarnings('ignore'); import gym_sokoban.envs"]
+    if python.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
+        return python
+    print(f"installing gym-sokoban 0.0.6 into {PEER_VENV} ...", flush=True)
+    try:
+        subprocess.run(["python3", "-m", "venv", str(PEER_VENV)], check=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "--quiet", *PEER_REQUIREMENTS],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+    except (OSError, subprocess.CalledProcessError) as exc:
+        detail = getattr(exc, "stderr", "") or str(exc)
+        print(f"gym-sokoban comparison skipped: could not build the side venv ({detail.strip()[-500:]})")
+        return None
+    if subprocess.run(probe, capture_output=True).returncode != 0:
+        print("gym-sokoban comparison skipped: gym_sokoban does not import in the side venv")
+        return None
+    return python
+
+
+def bench_peer(seconds: float, cpu: int | None) -> dict[str, dict] | None:
+    python = ensure_peer_venv()
+    if python is None:
+        return None
+    proc = subprocess.run(
+        [str(python), "-c", PEER_SCRIPT, str(seconds), str(-1 if cpu is None else cpu)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+    )
+    for line in proc.stdout.splitlines():
+        if line.startswith("PEER_JSON "):
+            return json.loads(line[len("PEER_JSON ") :])
+    print(f"gym-sokoban comparison skipped: the peer run failed:\n{proc.stderr[-2000:]}")
+    return None
+
+
+# ----------------------------------------------------------------------------- report
+def fmt_rate(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:,.0f}" if x >= 100 else f"{x:,.1f}"
+
+
+def build_rows(ours: dict, others: dict, peer: dict | None) -> list[dict]:
+    rows = []
+    for dims, boxes in GEN_CONFIGS:
+        key = f"generation {dims[0]}x{dims[1]}/{boxes}"
+        o = ours[key]
+        p = (peer or {}).get(key, {})
+        rows.append(
+            {
+                "benchmark": f"Sokoban generation {dims[0]}x{dims[1]}, {boxes} box{'es' if boxes > 1 else ''}",
+                "unit": "rooms/s",
+                "ours": o["rate"],
+                "peer": p.get("rate"),
+                "notes": (
+                    f"ours: every room solver-verified, exact optimal length (mean {o['mean_optimal_steps']:.1f} "
+                    f"steps; {fmt_rate(o['generation_only_rate'])}/s without the extra forward solve); "
+                    f"gym-sokoban: not verified"
+                    + (f", {p['failures']} failed tries" if p.get("failures") else "")
+                ),
+            }
+        )
+    rows.append(
+        {
+            "benchmark": f"Sokoban text step ({STEP_DIM[0]}x{STEP_DIM[1]})",
+            "unit": "steps/s",
+            "ours": ours["text step"]["rate"],
+            "peer": (peer or {}).get("text step", {}).get("rate"),
+            "notes": "ours: parse a tagged response + move + text obs; gym-sokoban: step renders an RGB frame",
+        }
+    )
+    rows.append(
+        {
+            "benchmark": f"Sokoban rgb_array render ({STEP_DIM[0]}x{STEP_DIM[1]})",
+            "unit": "frames/s",
+            "ours": ours["rgb_array render"]["rate"],
+            "peer": (peer or {}).get("rgb_array render", {}).get("rate"),
+            "notes": "ours: in-memory sprites, one gather; gym-sokoban: reads the sprite PNGs per frame",
+        }
+    )
+    for env_id, res in others.items():
+        rows.append(
+            {
+                "benchmark": f"{env_id} text step",
+                "unit": "steps/s",
+                "ours": res.get("rate"),
+                "peer": None,
+                "notes": res.get("skipped", "resets counted" if "Bandit" in env_id else ""),
+            }
+        )
+    for row in rows:
+        row["ratio"] = row["ours"] / row["peer"] if row["ours"] and row["peer"] else None
+    return rows
+
+
+def markdown(rows: list[dict], mode: str, seconds: float, rounds: int) -> str:
+    lines = [
+        "| Benchmark | Unit | ragen_envs | gym-sokoban 0.0.6 | Ratio | Notes |",
+        "| --- | --- | ---: | ---: | ---: | --- |",
+    ]
+    for r in rows:
+        ratio = (
+            f"{r['ratio']:.0f}x"
+            if r["ratio"] and r["ratio"] >= 10
+            else (f"{r['ratio']:.1f}x" if r["ratio"] else "-")
+        )
+        lines.append(
+            f"| {r['benchmark']} | {r['unit']} | {fmt_rate(r['ours'])} | {fmt_rate(r['peer'])} | {ratio} | {r['notes']} |"
+        )
+    lines.append("")
+    lines.append(
+        f"One pinned core, {mode} mode: best of {rounds} alternating round(s) of {seconds:g} s per measurement; "
+        "`python -m benchmarks.bench_envs`."
+    )
+    return "\n".join(lines)
+
+
+def merge_best(runs: list[dict | None]) -> dict | None:
+    """Best of several rounds: the highest of every `*rate` field, summed `items`.
+
+    The machine is shared, so the fastest round is the best estimate of uncontended speed; ours
+    and gym-sokoban's rounds alternate, so both get the same chances.
+    """
+    runs = [r for r in runs if r]
+    if not runs:
+        return None
+    best: dict = {}
+    for run in runs:
+        for key, res in run.items():
+            if key not in best:
+                best[key] = dict(res)
+                continue
+            cur = best[key]
+            for field, value in res.items():
+                if field.endswith("rate") and isinstance(value, (int, float)):
+                    cur[field] = max(cur.get(field) or 0.0, value)
+                elif field in ("items", "failures"):
+                    cur[field] = cur.get(field, 0) + value
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--quick", action="store_true", help="1 round of 1 s per measurement (full: 3 rounds of 4 s)"
+    )
+    parser.add_argument("--no-peer", action="store_true", help="skip the gym-sokoban side venv")
+    args = parser.parse_args(argv)
+    seconds, rounds = (1.0, 1) if args.quick else (4.0, 3)
+    mode = "quick" if args.quick else "full"
+    cpu = pin_one_core()
+    sys.path.insert(0, str(ROOT))
+
+    from benchmarks.machine import describe_machine
+
+    ours_runs, other_runs, peer_runs = [], [], []
+    for i in range(rounds):
+        print(f"round {i + 1}/{rounds} ...", flush=True)
+        ours_runs.append(bench_ours(seconds))
+        other_runs.append(bench_other_envs(seconds))
+        if not args.no_peer and (i == 0 or peer_runs[-1] is not None):
+            peer_runs.append(bench_peer(seconds, cpu))
+    ours, others, peer = merge_best(ours_runs), merge_best(other_runs), merge_best(peer_runs)
+    rows = build_rows(ours, others, peer)
+    table = markdown(rows, mode, seconds, rounds)
+    machine = describe_machine()
+    machine["pinned_cpu"] = cpu
+    result = {
+        "benchmark": "envs",
+        "mode": mode,
+        "seconds_per_measurement": seconds,
+        "rounds": rounds,
+        "machine": machine,
+        "peer": "gym-sokoban 0.0.6 (gym 0.26.2)" if peer else None,
+        "gym_sokoban_rooms_verified": False,
+        "rows": rows,
+        "raw": {"ours": ours, "other_envs": others, "gym_sokoban": peer},
+        "markdown": table,
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "envs.json").write_text(json.dumps(result, indent=2) + "\n")
+    (RESULTS / "envs.md").write_text(table + "\n")
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

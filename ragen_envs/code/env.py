@@ -1,0 +1,365 @@
+"""`ragen/Code-v0`: write a Python program that passes hidden tests (DeepCoder / TACO style)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ragen_envs import protocol
+from ragen_envs.base import INVALID_NOTICE, TextAgentEnv
+from ragen_envs.code import sandbox
+from ragen_envs.code.tasks import CodeTask, CodeTaskConfig, CodeTest, generate_task, load_tasks
+from ragen_envs.spaces import MAX_OBSERVATION_CHARS
+
+# The first fenced block, ```python / ```py / ``` (the language tag is optional).
+_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.IGNORECASE | re.DOTALL)
+_SHOW_CHARS = 400  # how much of a failing test the repair feedback shows per field
+
+
+def extract_program(answer: str) -> str | None:
+    """The program inside an answer: the first ```python fenced block if there is one, else the text.
+
+    Returns None when nothing but whitespace remains.
+    """
+    m = _FENCE.search(answer)
+    code = m.group(1) if m else answer
+    if not m and code.strip().startswith("```"):
+        # An unterminated fence: drop the opening line, keep the code.
+        code = code.strip().split("\n", 1)[1] if "\n" in code.strip() else ""
+    code = code.strip("\n")
+    return code if code.strip() else None
+
+
+def _clip(text: str, n: int = _SHOW_CHARS) -> str:
+    return text if len(text) <= n else text[:n] + f"... [{len(text) - n} more characters]"
+
+
+class CodeEnv(TextAgentEnv):
+    """Code generation with hidden tests, judged in a sandbox.
+
+    ## Description
+
+    The agent reads a programming problem and answers with a Python 3 program. The program runs in
+    the sandbox of `ragen_envs.code.sandbox` (a separate process tree: empty network and PID
+    namespaces, an unprivileged per-run uid, resource limits, a fresh temporary directory; see that
+    module) against the task's hidden tests. Tasks are either stdin/stdout programs (TACO /
+    DeepCoder / Codeforces style) or a function to define (LeetCode style, called with JSON
+    arguments). This is RAGEN's code-generation testbed; the env never executes model text in its
+    own process.
+
+    Tasks come from a procedural generator (default: ten parameterised families such as sum of
+    multiples, reverse words, FizzBuzz variants, maximum subarray, gcd/lcm, rotate, palindromes,
+    prime counting; expected outputs computed by an in-process reference solver) or from a data
+    set file in the public formats (`dataset=path`, see `ragen_envs.code.tasks`).
+
+    ## Action Space
+
+    The model's raw response (`spaces.Text`, any Unicode). The `<answer>` holds the program, either
+    bare or in a fenced block (```` ```python ... ``` ````); the whole answer is one action (it is not
+    split on `||`). A response without a well-formed `<answer>` costs the format penalty and runs
+    nothing.
+
+    ## Observation Space
+
+    Text (`spaces.Text`, at most 16,384 characters): the problem statement with one example test
+    and, after a submission, the judgement ("k/n tests passed" and, with `multi_turn_repair`, the
+    first failing test: input, expected and actual output or the error).
+
+    ## Starting State
+
+    A task drawn with `self.np_random` (generator) or a record of the data set chosen with it; the
+    same seed gives the same task. `options={"index": i}` picks record i of a data set.
+
+    ## Rewards
+
+    reward = (tests passed) / (tests), in [0, 1], plus the format penalty (-0.1) for a malformed
+    response. With `multi_turn_repair` the reward of a turn is the *improvement* of the best pass
+    fraction so far (max(0, best_after - best_before)), so the episode return is the best fraction
+    reached and resubmitting the same partial program earns nothing.
+
+    ## Episode End
+
+    Single turn (default): terminated after the first response (a malformed one included: it runs
+    nothing and costs the format penalty). Repair mode: terminated when every test passes or when
+    `max_turns` turns (default 3) are used up; a malformed response uses up a turn. The env never
+    truncates by itself (no future reward remains when the last turn is used).
+
+    ## Information
+
+    Besides the base keys (`action_is_valid`, `success`, `format_penalty`, ...): `reset` adds
+    `instructions`, `task_family`, `task_style` ("stdin" | "function"), `num_tests`; a step that ran a
+    program adds `verdicts` (one per test: "passed", "wrong answer", "runtime error", "time limit",
+    "memory limit", "output limit", "sandbox error"), `tests_passed`, `tests_total`, `pass_fraction`,
+    `best_pass_fraction`, `test_results` (per test: verdict, detail, wall_time, exit_code, run_id,
+    stderr_tail; never the expected outputs) and `sandbox` (the isolation mode).
+
+    ## Arguments
+
+        gym.make("ragen/Code-v0", dataset=None, multi_turn_repair=False, max_turns=None,
+                 num_tests=6, max_len=8, max_value=50, families=None, style="mixed",
+                 limits=None, action_format="tagged")
+
+    - `dataset`: path of a `.jsonl` / `.json` file (TACO/DeepCoder format) or None for the generator.
+    - `multi_turn_repair`: show the first failing test and allow resubmission (up to `max_turns`).
+    - `num_tests`, `max_len`, `max_value`, `families`, `style`: generator knobs (`CodeTaskConfig`).
+    - `limits`: `sandbox.Limits` or a dict of overrides (defaults: 2 s CPU, 4 s wall, 512 MiB, 1 MiB output).
+    - `hide_dataset`: cover the data set file with an empty mount inside the sandbox (default True).
+
+    ## Version History
+
+    - v0: initial version (generator with ten families, TACO/DeepCoder loaders, namespace sandbox,
+      optional multi-turn repair).
+
+    ## Text format
+
+        Problem:
+        Write a function rotate(xs, k) that returns a new list: the list xs rotated left by k positions ...
+        Example: rotate([1, 2, 3], 1) returns [2, 3, 1]
+        Submission style: define the function rotate(...); it is called with the test's arguments.
+
+    and after a submission in repair mode:
+
+        Result of submission 1: 4/6 tests passed.
+        First failing test (#3, wrong answer):
+        Arguments: [[], 3]
+        Expected: []
+        Got: null
+        Submit a corrected program.
+
+    ## Action format
+
+        <think> rotate by slicing </think>
+        <answer>
+        ```python
+        def rotate(xs, k):
+            ...
+        ```
+        </answer>
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
+    ROLE: ClassVar[str] = "You are a careful Python programmer solving a programming problem."
+
+    def __init__(
+        self,
+        *,
+        dataset: str | Path | None = None,
+        multi_turn_repair: bool = False,
+        max_turns: int | None = None,
+        num_tests: int = 6,
+        max_len: int = 8,
+        max_value: int = 50,
+        families: tuple[str, ...] | list[str] | None = None,
+        style: str = "mixed",
+        limits: sandbox.Limits | dict[str, Any] | None = None,
+        hide_dataset: bool = True,
+        action_format: protocol.ActionFormat = "tagged",
+        format_penalty: float = protocol.FORMAT_PENALTY,
+        render_mode: str | None = None,
+    ):
+        if not isinstance(multi_turn_repair, bool):
+            raise ValueError(f"multi_turn_repair must be a bool, got {multi_turn_repair!r}")
+        if max_turns is None:
+            max_turns = 3 if multi_turn_repair else 1
+        elif not multi_turn_repair and max_turns != 1:
+            raise ValueError("max_turns > 1 needs multi_turn_repair=True (a single-turn episode ends at the first submission)")
+        super().__init__(
+            action_format=action_format,
+            max_actions_per_turn=1,
+            max_actions=None,
+            max_turns=None,  # turns are counted here: the last one terminates (see Episode End)
+            format_penalty=format_penalty,
+            render_mode=render_mode,
+            split_actions=False,
+        )
+        if isinstance(max_turns, bool) or not isinstance(max_turns, (int, np.integer)) or max_turns < 1:
+            raise ValueError(f"max_turns must be None or an integer >= 1, got {max_turns!r}")
+        self.multi_turn_repair = multi_turn_repair
+        self.max_submissions = int(max_turns)
+        self.config = CodeTaskConfig(
+            num_tests=num_tests,
+            max_len=max_len,
+            max_value=max_value,
+            families=tuple(families) if families is not None else None,
+            style=style,
+        )
+        self.limits = sandbox.Limits.coerce(limits)
+        self.dataset_path = None if dataset is None else Path(dataset).resolve()
+        self.tasks: list[CodeTask] | None = load_tasks(self.dataset_path) if self.dataset_path else None
+        self._hide = (str(self.dataset_path),) if (self.dataset_path and hide_dataset) else ()
+        # Fail at construction, not mid-rollout, when no sandbox works on this machine.
+        self.isolation = sandbox.sandbox_isolation()
+        self.task: CodeTask | None = None
+        self._submissions = 0
+        self._best = 0.0
+        self._last: dict[str, Any] | None = None
+
+    # ------------------------------------------------------------------ task
+    def _reset_task(self, options: dict[str, Any]) -> dict[str, Any]:
+        if self.tasks is not None:
+            if "index" in options:
+                idx = options["index"]
+                if isinstance(idx, bool) or not isinstance(idx, (int, np.integer)) or not 0 <= idx < len(self.tasks):
+                    raise ValueError(f"options['index'] must be an integer in [0, {len(self.tasks)}), got {idx!r}")
+            else:
+                idx = int(self.np_random.integers(len(self.tasks)))
+            self.task = self.tasks[int(idx)]
+        else:
+            self.task = generate_task(self.np_random, self.config)
+        self._submissions = 0
+        self._best = 0.0
+        self._last = None
+        return {"task_family": self.task.family, "task_style": self.task.style, "num_tests": len(self.task.tests)}
+
+    def _match_action(self, piece: str) -> str | None:
+        return extract_program(piece)
+
+    def _answer_example(self) -> str:
+        return "```python\nprint(sum(map(int, input().split())))\n```"
+
+    def _task_instructions(self) -> str:
+        lim = self.limits
+        lines = [
+            "Solve the programming problem with a Python 3 program (standard library only).",
+            "Put the complete program inside <answer> </answer>, optionally in a ```python fenced block.",
+            "Depending on the problem, the program either reads standard input and prints to standard output, "
+            "or defines the requested function (which is then called with the test's arguments).",
+            f"It is run on hidden tests with limits of {lim.cpu_seconds:g} s CPU, {lim.wall_seconds:g} s wall time, "
+            f"{lim.memory_bytes // 2**20} MiB memory and no network; the reward is the fraction of tests passed.",
+        ]
+        if self.multi_turn_repair:
+            lines.append(
+                f"After each submission you see the first failing test and may submit a corrected program "
+                f"(up to {self.max_submissions} submissions)."
+            )
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------------ judging
+    def _run_test(self, program: str, test: CodeTest) -> tuple[str, sandbox.RunResult, str]:
+        """Run one test; returns (verdict, run result, what the program produced, for feedback)."""
+        task = self.task
+        if task.fn_name is None:
+            res = sandbox.run_program(program, test.input, limits=self.limits, hide_paths=self._hide)
+            got = res.stdout
+            if res.verdict == "ok":
+                return ("passed" if sandbox.outputs_match(res.stdout, test.output) else "wrong answer"), res, got
+            return res.verdict, res, got
+        res = sandbox.run_function(program, task.fn_name, list(test.args), limits=self.limits, hide_paths=self._hide)
+        got = json.dumps(res.value) if res.has_value else ""
+        if res.verdict == "ok":
+            return ("passed" if sandbox.values_match(res.value, test.expected) else "wrong answer"), res, got
+        return res.verdict, res, got
+
+    def _execute(self, action: str) -> tuple[float, bool]:
+        verdicts: list[str] = []
+        results: list[dict[str, Any]] = []
+        first_fail = None
+        for i, test in enumerate(self.task.tests):
+            verdict, res, got = self._run_test(action, test)
+            verdicts.append(verdict)
+            results.append(
+                {
+                    "verdict": verdict,
+                    "detail": res.detail,
+                    "wall_time": round(res.wall_time, 4),
+                    "exit_code": res.exit_code,
+                    "run_id": res.run_id,
+                    "stderr_tail": res.stderr[-500:],
+                }
+            )
+            if verdict != "passed" and first_fail is None:
+                first_fail = (i, verdict, res, got)
+        passed = verdicts.count("passed")
+        frac = passed / len(verdicts)
+        self._submissions += 1
+        improvement = max(0.0, frac - self._best)
+        self._best = max(self._best, frac)
+        self._last = {
+            "verdicts": verdicts,
+            "tests_passed": passed,
+            "tests_total": len(verdicts),
+            "pass_fraction": frac,
+            "best_pass_fraction": self._best,
+            "test_results": results,
+            "sandbox": self.isolation.mode,
+            "first_fail": first_fail,
+        }
+        all_passed = passed == len(verdicts)
+        if self.multi_turn_repair:
+            return improvement, all_passed
+        return frac, True
+
+    def step(self, action: Any):
+        was_over = self._terminated or self._truncated
+        obs, reward, terminated, truncated, info = super().step(action)
+        if not was_over and not terminated and self._turn >= self.max_submissions:
+            # The last turn is used up (a malformed response uses one too): no reward can follow, so
+            # the episode terminates rather than truncates (as Countdown and Bandit do).
+            self._terminated = terminated = True
+            obs = self._observation(None if info.get("action_is_valid") else INVALID_NOTICE)
+        if info.get("action_is_valid") and self._last is not None:
+            info.update({k: v for k, v in self._last.items() if k != "first_fail"})
+        return obs, reward, terminated, truncated, info
+
+    def _is_success(self) -> bool:
+        return self._last is not None and self._last["tests_passed"] == self._last["tests_total"]
+
+    # ------------------------------------------------------------------ text
+    def _describe_test(self, test: CodeTest) -> list[str]:
+        if self.task.fn_name is None:
+            return [f"Input:\n{_clip(test.input.rstrip())}", f"Expected output:\n{_clip(test.output.rstrip())}"]
+        return [f"Arguments: {_clip(json.dumps(list(test.args)))}", f"Expected: {_clip(json.dumps(test.expected))}"]
+
+    def _state_text(self) -> str:
+        if self.task is None:
+            return "No task yet: call reset()."
+        task = self.task
+        style = (
+            "Submission style: a program that reads standard input and writes standard output."
+            if task.fn_name is None
+            else f"Submission style: define the function {task.fn_name}(...); it is called with the test's arguments."
+        )
+        parts = ["Problem:", task.problem, style]
+        last = self._last
+        if last is not None:
+            parts.append(
+                f"Result of submission {self._submissions}: {last['tests_passed']}/{last['tests_total']} tests passed."
+            )
+            if self.multi_turn_repair and last["first_fail"] is not None:
+                i, verdict, res, got = last["first_fail"]
+                parts.append(f"First failing test (#{i + 1}, {verdict}):")
+                parts += self._describe_test(task.tests[i])
+                if verdict == "wrong answer":
+                    parts.append(("Got:\n" if task.fn_name is None else "Got: ") + _clip(got.rstrip()))
+                else:
+                    parts.append(f"Error: {_clip(res.detail)}")
+                    tail = res.stderr.strip().splitlines()[-3:]
+                    if tail and verdict == "runtime error":
+                        parts.append(_clip("\n".join(tail)))
+                if not (self._terminated or self._truncated) and self._turn < self.max_submissions:
+                    parts.append("Submit a corrected program.")
+        text = "\n".join(parts)
+        if any(ord(c) > 0xFFFF or c == "\x00" for c in text):
+            # The observation space is the BMP without NUL (ragen_envs.spaces); data sets may hold more.
+            text = "".join("\ufffd" if ord(c) > 0xFFFF or c == "\x00" else c for c in text)
+        if len(text) > MAX_OBSERVATION_CHARS:
+            text = text[: MAX_OBSERVATION_CHARS - 20] + "\n[... truncated]"
+        return text
+
+    # ------------------------------------------------------------------ oracle
+    def reference_solution(self) -> str | None:
+        """The reference program of the current task (None for data set records without solutions)."""
+        if self.task is None:
+            raise RuntimeError("call reset() before asking for the reference solution")
+        return self.task.reference
+
+    def oracle_answer(self) -> str | None:
+        """A well-formed response holding the reference solution, ready for `step()` (None if unknown)."""
+        ref = self.reference_solution()
+        if ref is None:
+            return None
+        return f"<think>reference solution</think>\n<answer>\n```python\n{ref.rstrip()}\n```\n</answer>"

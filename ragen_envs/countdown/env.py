@@ -1,0 +1,242 @@
+"""Countdown: combine the given numbers with + - * / to reach the target (single turn)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ragen_envs.base import TextAgentEnv
+from ragen_envs.countdown.expression import ExpressionError, parse_expression, uses_numbers_exactly
+from ragen_envs.countdown.generator import CountdownConfig, generate_countdown
+from ragen_envs.countdown.solver import CountdownSolver
+from ragen_envs.data import Field, load_records
+from ragen_envs.protocol import ActionFormat
+
+#: Reward of a correct answer, and of a well-formed answer with the right numbers but the wrong value (RAGEN).
+CORRECT_REWARD = 1.0
+FORMAT_REWARD = 0.1
+
+#: The public Countdown record: {"target": int, "nums": [int, ...]} (extra fields are kept and ignored).
+COUNTDOWN_SCHEMA = {
+    "target": int,
+    "nums": Field(
+        list,
+        item_type=int,
+        check=lambda v: None if 1 <= len(v) <= 7 else "must hold 1 to 7 numbers",
+    ),
+}
+
+
+def score_countdown(answer: str, target: int, nums: list[int]) -> tuple[float, dict[str, Any]]:
+    """RAGEN's Countdown score of one answer, with the details.
+
+    Returns (score, details): 1.0 when the expression uses every number of `nums` exactly once and equals
+    `target`; 0.1 when it uses the numbers but misses the target; 0.0 when it is not a well-formed
+    expression or uses other numbers. Details: `value` (str of the exact value or None), `numbers_ok`,
+    `error` (why it is not well-formed, or None).
+    """
+    try:
+        parsed = parse_expression(answer)
+    except ExpressionError as exc:
+        return 0.0, {"value": None, "numbers_ok": False, "error": str(exc)}
+    numbers_ok = uses_numbers_exactly(parsed, nums)
+    details = {"value": str(parsed.value), "numbers_ok": numbers_ok, "error": None}
+    if not numbers_ok:
+        return 0.0, details
+    return (CORRECT_REWARD if parsed.value == target else FORMAT_REWARD), details
+
+
+class CountdownEnv(TextAgentEnv):
+    """Countdown: reach the target by combining every given number exactly once with + - * /.
+
+    ## Description
+    The arithmetic puzzle of RAGEN (after TinyZero): given numbers and a target, write one arithmetic
+    expression that uses each number exactly once and evaluates to the target. Intermediate fractions
+    are allowed (`8 / (3 - 8 / 3)` = 24); the answer is evaluated exactly with rational arithmetic.
+    Instances come from a seeded procedural generator (default; every instance is proven solvable by
+    an exhaustive solver) or from a JSONL/JSON file in the public `{target, nums}` format.
+
+    ## Action Space
+    `Text` (Unicode, up to 16,384 characters): the model's raw response. The `<answer>` holds an
+    arithmetic expression: integers, `+ - * /`, parentheses (Unicode `× ÷ −` accepted; a trailing
+    `= <integer>` is ignored). It is parsed with an AST whitelist, never `eval`ed: names, calls,
+    attributes, `**`, `//`, `%`, `~` and floats are rejected (unary `-` is accepted, as in RAGEN).
+
+    ## Observation Space
+    `Text` (Unicode, 1 to 16,384 characters): `"Target: T, nums: [a, b, c, d]"`.
+
+    ## Starting State
+    One instance drawn with `self.np_random` (generator) or one record of the data set, chosen uniformly
+    with `self.np_random` (`options={"index": i}` picks record i).
+
+    ## Rewards
+    RAGEN's score, then the shared format penalty:
+    - 1.0: the expression uses every number exactly once and equals the target;
+    - 0.1: it uses exactly the numbers but has another value;
+    - 0.0: it is a well-formed expression with other numbers (missing, extra or repeated ones);
+    - -0.1 (`format_penalty`, from the base class): the response is malformed, or the answer is not a
+      well-formed expression. Such an answer is an invalid action (not executed, task reward 0), so the
+      total is the penalty alone; the penalty is never added to a scored answer.
+
+    ## Episode End
+    Single turn (RAGEN): the episode *terminates* after the first scored answer, and also after a
+    turn without a valid answer (a forfeit, `info["forfeited"]`): no reward can follow, so a critic
+    must not bootstrap, and Gymnasium's `check_env` rejects an env that truncates after one step (the
+    same choice as `ragen/Bandit-v0`). `max_answers > 1` lets the agent retry after invalid answers.
+    Never truncates. Stepping again is a no-op (base class).
+
+    ## Information
+    The shared keys (`action_is_valid`, `actions_executed`, `success`, `format_penalty`, `format_error`,
+    `dropped_actions`, `actions_left`, `turn`; `instructions` on reset), plus `target` and `nums` on reset
+    and after every step, `forfeited` after every step, and after a scored answer `score` (RAGEN's
+    score), `value` (exact value as a string), `numbers_ok` and `expression_error`. `success` is True
+    iff the score is 1.
+
+    ## Arguments
+    ```python
+    import gymnasium as gym
+    import ragen_envs
+    env = gym.make("ragen/Countdown-v0", num_count=4, num_range=(1, 100), target_range=(1, 100))
+    env = gym.make("ragen/Countdown-v0", dataset="countdown.jsonl")   # {target, nums} per line
+    ```
+    - `num_count`: 3-6 numbers, or an inclusive (low, high) range (default 4).
+    - `num_range`, `target_range`: inclusive ranges (default (1, 100) each).
+    - `dataset`: path of a `.jsonl` / `.json` file of `{target, nums}` records (strictly validated:
+      ValueError naming file, line and field). Overrides the generator knobs.
+    - `action_format`: "tagged" (default, `<think>` then `<answer>`), "answer" or "plain".
+    - `max_answers`: turns allowed to produce a valid answer (default 1: single turn).
+    - `format_penalty`: default -0.1.
+    - `render_mode`: None or "ansi".
+
+    ## Version History
+    - v0: first version (RAGEN-compatible scoring; exact rational evaluation; solver-verified generator).
+
+    ## Text format
+    Observation: `Target: 24, nums: [3, 3, 8, 8]`. `info["instructions"]` states the rules and the format.
+
+    ## Action format
+    `<think> ... </think> <answer> 8 / (3 - 8 / 3) </answer>`: one expression, not split on `||`.
+    """
+
+    ROLE: ClassVar[str] = "You are solving the Countdown number puzzle."
+
+    def __init__(
+        self,
+        *,
+        num_count: int | tuple[int, int] = 4,
+        num_range: tuple[int, int] = (1, 100),
+        target_range: tuple[int, int] = (1, 100),
+        dataset: str | Path | None = None,
+        max_answers: int = 1,
+        action_format: ActionFormat = "tagged",
+        format_penalty: float = -0.1,
+        render_mode: str | None = None,
+    ):
+        if not isinstance(max_answers, int) or isinstance(max_answers, bool) or max_answers < 1:
+            raise ValueError(f"max_answers must be an integer >= 1, got {max_answers!r}")
+        super().__init__(
+            action_format=action_format,
+            max_actions_per_turn=1,
+            max_actions=None,
+            max_turns=None,
+            format_penalty=format_penalty,
+            render_mode=render_mode,
+            split_actions=False,
+        )
+        self.config = CountdownConfig(
+            num_count=num_count, num_range=tuple(num_range), target_range=tuple(target_range)
+        )
+        self.dataset_path = None if dataset is None else Path(dataset)
+        self.records = None if dataset is None else load_records(dataset, COUNTDOWN_SCHEMA)
+        self.max_answers = max_answers
+        self.forfeited = False
+        self.target = 0
+        self.nums: list[int] = []
+        self._solution: str | None = None
+        self._score: float | None = None
+        self._details: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ hooks
+    def _reset_task(self, options: dict[str, Any]) -> dict[str, Any]:
+        if self.records is not None:
+            index = options.get("index")
+            if index is None:
+                index = int(self.np_random.integers(len(self.records)))
+            elif not isinstance(index, int) or not 0 <= index < len(self.records):
+                raise ValueError(
+                    f"options['index'] must be an int in [0, {len(self.records)}), got {index!r}"
+                )
+            record = self.records[index]
+            self.target, self.nums = int(record["target"]), [int(n) for n in record["nums"]]
+            self._solution = None  # solved lazily by oracle_answer()
+            extra = {"index": index}
+        else:
+            item = generate_countdown(self.np_random, self.config)
+            self.target, self.nums, self._solution = item["target"], item["nums"], item["solution"]
+            extra = {}
+        self._score = None
+        self._details = {}
+        self.forfeited = False
+        return {"target": self.target, "nums": list(self.nums), **extra}
+
+    def _match_action(self, piece: str) -> str | None:
+        # Any well-formed expression is an action (scored by _execute); anything else is invalid.
+        try:
+            parse_expression(piece)
+        except ExpressionError:
+            return None
+        return piece
+
+    def _execute(self, action: str) -> tuple[float, bool]:
+        score, details = score_countdown(action, self.target, self.nums)
+        self._score, self._details = score, details
+        return score, True
+
+    def _state_text(self) -> str:
+        return f"Target: {self.target}, nums: {list(self.nums)}"
+
+    def _task_instructions(self) -> str:
+        return (
+            "Using the numbers given, write one arithmetic expression that equals the target. "
+            "Use each number exactly once; you may use + - * / and parentheses (fractions are fine along "
+            "the way, e.g. 8 / (3 - 8 / 3) = 24). Put only the expression in the answer.\n"
+            f"Reward: {CORRECT_REWARD:g} if it equals the target, {FORMAT_REWARD:g} if it uses the numbers "
+            "but misses the target, 0 otherwise. "
+            + (
+                "You have one turn."
+                if self.max_answers == 1
+                else f"You have up to {self.max_answers} turns to give a valid answer."
+            )
+        )
+
+    def _answer_example(self) -> str:
+        return "(1 + 2) * 3"
+
+    def _is_success(self) -> bool:
+        return self._score == CORRECT_REWARD
+
+    # ------------------------------------------------------------------ extras
+    def step(self, action: Any):
+        was_over = self._terminated
+        obs, reward, terminated, truncated, info = super().step(action)
+        if not was_over and not terminated and self._turn >= self.max_answers:
+            # Forfeit: no valid answer within the allowed turns; the task is over (see Episode End).
+            self._terminated = terminated = True
+            self.forfeited = True
+        info.update(target=self.target, nums=list(self.nums), forfeited=self.forfeited)
+        if self._score is not None:
+            info.update(
+                score=self._score,
+                value=self._details.get("value"),
+                numbers_ok=self._details.get("numbers_ok"),
+                expression_error=self._details.get("error"),
+            )
+        return obs, reward, terminated, truncated, info
+
+    def oracle_answer(self) -> str:
+        """A correct expression for the current instance (from the generator, or solved on demand)."""
+        if self._solution is None:
+            self._solution = CountdownSolver(self.nums).solve(self.target)
+            if self._solution is None:
+                raise ValueError(f"the instance target={self.target}, nums={self.nums} has no solution")
+        return self._solution

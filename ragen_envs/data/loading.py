@@ -1,0 +1,259 @@
+"""Strict loading of user data sets: JSONL / JSON files validated against a small schema.
+
+Every task env that accepts `dataset=PATH` reads it with `load_records(path, schema)`. The point is
+that a bad user file fails *at load time* with a message that names the file, the line and the field,
+instead of a KeyError in the middle of a rollout:
+
+    >>> schema = {"target": int, "nums": Field(list, item_type=int)}
+    >>> records = load_records("countdown.jsonl", schema)
+    ValueError: countdown.jsonl:3: field 'nums': expected a list of int, got str ('1 2 3')
+
+File formats (chosen by the suffix; `.gz` is not supported):
+
+- `.jsonl` / `.ndjson`: one JSON object per line; blank lines are skipped. Line numbers are the
+  physical lines of the file (1-based).
+- `.json`: either a top-level array of objects, or an object with a single key holding that array
+  (e.g. `{"data": [...]}`, as some HF exports do). Line numbers are the line on which each object
+  *starts*, so an error still points into the file.
+
+A schema maps field names to either a type, a tuple of types, or a `Field` (below). Validation rules:
+
+- a missing required field, a value of the wrong type, a list element of the wrong type, or a failed
+  `check` raises `ValueError` naming `file:line`, the field (dotted for nested objects, with the index
+  for list elements: `goal.options[2]`) and what was expected;
+- `bool` is never accepted where `int`/`float` is asked for (JSON `true` is not a number), but an
+  `int` is accepted where `float` is asked for (JSON writes 3.0 as 3 in many tools);
+- fields not named in the schema are kept as they are (schemas describe what the env needs, not
+  everything the public format may carry);
+- an empty file (no record) is an error: an env cannot sample from it.
+
+The records come back as plain `dict`s in file order; nothing is converted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Field", "Schema", "load_records", "validate_record"]
+
+TypeSpec = type | tuple[type, ...]
+
+
+@dataclass(frozen=True)
+class Field:
+    """How one field of a record is validated.
+
+    Attributes:
+        type: the accepted JSON type(s): `str`, `int`, `float`, `bool`, `list`, `dict` or a tuple of them.
+        required: whether the field must be present (an absent optional field is not checked).
+        item_type: for `list` fields, the accepted type(s) of every element.
+        schema: for `dict` fields (or lists of dicts, with `item_type=dict`), a nested schema.
+        check: extra validation of the value, returning an error message or None when the value is
+            fine (e.g. `lambda v: None if v else "must not be empty"`).
+        nullable: whether JSON `null` is accepted.
+    """
+
+    type: TypeSpec
+    required: bool = True
+    item_type: TypeSpec | None = None
+    schema: Mapping[str, Any] | None = None
+    check: Callable[[Any], str | None] | None = None
+    nullable: bool = False
+
+
+#: field name -> type, tuple of types, or Field
+Schema = Mapping[str, type | tuple | Field]
+
+_TYPE_NAMES = {str: "str", int: "int", float: "float", bool: "bool", list: "list", dict: "object"}
+
+
+def _as_field(spec: Any, name: str) -> Field:
+    if isinstance(spec, Field):
+        return spec
+    if isinstance(spec, type) or (isinstance(spec, tuple) and all(isinstance(t, type) for t in spec)):
+        return Field(spec)
+    raise ValueError(f"schema entry {name!r} must be a type, a tuple of types or a Field, got {spec!r}")
+
+
+def _types(spec: TypeSpec) -> tuple[type, ...]:
+    types = spec if isinstance(spec, tuple) else (spec,)
+    if float in types and int not in types:
+        types = (*types, int)  # JSON writers print 3.0 as 3
+    return types
+
+
+def _type_ok(value: Any, spec: TypeSpec) -> bool:
+    types = _types(spec)
+    if isinstance(value, bool) and bool not in types:
+        return False  # bool is a subclass of int in Python, but not a number in JSON
+    return isinstance(value, types)
+
+
+def _type_name(spec: TypeSpec) -> str:
+    types = spec if isinstance(spec, tuple) else (spec,)
+    return " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in types)
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _got(value: Any) -> str:
+    kind = "null" if value is None else _TYPE_NAMES.get(type(value), type(value).__name__)
+    return f"{kind} ({_show(value)})"
+
+
+def validate_record(record: Any, schema: Schema, where: str, prefix: str = "") -> None:
+    """Check one decoded record against `schema`; raise ValueError(`where: field ...`) on the first problem.
+
+    Args:
+        record: the decoded JSON value (must be an object).
+        schema: field -> type / tuple of types / Field.
+        where: the location prefix of error messages, e.g. "data.jsonl:12".
+        prefix: dotted path of the enclosing field for nested schemas.
+    """
+    if not isinstance(record, dict):
+        what = f"field {prefix!r}" if prefix else "record"
+        raise ValueError(f"{where}: {what}: expected a JSON object, got {_got(record)}")
+    for name, spec in schema.items():
+        field = _as_field(spec, name)
+        path = f"{prefix}.{name}" if prefix else name
+        if name not in record:
+            if field.required:
+                raise ValueError(f"{where}: missing field {path!r} (expected {_type_name(field.type)})")
+            continue
+        _validate_value(record[name], field, where, path)
+
+
+def _validate_value(value: Any, field: Field, where: str, path: str) -> None:
+    if value is None:
+        if field.nullable:
+            return
+        raise ValueError(f"{where}: field {path!r}: expected {_type_name(field.type)}, got null")
+    if not _type_ok(value, field.type):
+        expected = _type_name(field.type)
+        if field.item_type is not None:
+            expected = f"a list of {_type_name(field.item_type)}"
+        raise ValueError(f"{where}: field {path!r}: expected {expected}, got {_got(value)}")
+    if isinstance(value, list) and field.item_type is not None:
+        for i, item in enumerate(value):
+            item_path = f"{path}[{i}]"
+            if not _type_ok(item, field.item_type):
+                raise ValueError(
+                    f"{where}: field {item_path!r}: expected {_type_name(field.item_type)}, got {_got(item)}"
+                )
+            if field.schema is not None and isinstance(item, dict):
+                validate_record(item, field.schema, where, item_path)
+    elif isinstance(value, dict) and field.schema is not None:
+        validate_record(value, field.schema, where, path)
+    if field.check is not None:
+        problem = field.check(value)
+        if problem:
+            raise ValueError(f"{where}: field {path!r}: {problem} (got {_show(value)})")
+
+
+def _iter_jsonl(path: Path, text: str):
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield lineno, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+
+
+def _iter_json(path: Path, text: str):
+    """Yield (start line, record) for a top-level array (or an object wrapping exactly one array).
+
+    The array is decoded element by element with `raw_decode`, which gives each element's offset and
+    so the line it starts on.
+    """
+    decoder = json.JSONDecoder()
+    n = len(text)
+
+    def skip_ws(i: int) -> int:
+        while i < n and text[i] in " \t\r\n":
+            i += 1
+        return i
+
+    def line_of(i: int) -> int:
+        return text.count("\n", 0, i) + 1
+
+    i = skip_ws(0)
+    if i < n and text[i] == "{":
+        try:
+            wrapper = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+        arrays = [k for k, v in wrapper.items() if isinstance(v, list)]
+        if len(wrapper) != 1 or len(arrays) != 1:
+            raise ValueError(
+                f"{path}:1: a .json data set must be an array of objects or an object with one key holding "
+                f"that array; found keys {sorted(wrapper)[:5]}"
+            )
+        # Locate the array in the text so that line numbers stay right (the only key precedes it).
+        key_at = text.find(json.dumps(arrays[0]))
+        if key_at < 0:  # the key was written with other escapes: fall back to the first '['
+            key_at = 0
+        i = text.index("[", key_at)
+    if i >= n or text[i] != "[":
+        raise ValueError(f"{path}:{line_of(i)}: a .json data set must be an array of objects")
+    i = skip_ws(i + 1)
+    if i < n and text[i] == "]":
+        return
+    while True:
+        try:
+            record, end = decoder.raw_decode(text, i)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+        yield line_of(i), record
+        i = skip_ws(end)
+        if i < n and text[i] == ",":
+            i = skip_ws(i + 1)
+            continue
+        if i < n and text[i] == "]":
+            return
+        raise ValueError(f"{path}:{line_of(i)}: invalid JSON (expected ',' or ']' after an array element)")
+
+
+def load_records(path: str | Path, schema: Schema) -> list[dict[str, Any]]:
+    """Load a `.jsonl` or `.json` data set and validate every record against `schema`.
+
+    Args:
+        path: the file (suffix `.jsonl`, `.ndjson` or `.json`).
+        schema: field -> type / tuple of types / `Field` (module docstring).
+
+    Returns:
+        The records, as dicts, in file order.
+
+    Raises:
+        ValueError: the file is missing, unreadable, of an unknown suffix, not valid JSON, empty, or a
+            record breaks the schema; the message names `file:line` and the field.
+    """
+    if not isinstance(schema, Mapping) or not schema:
+        raise ValueError("schema must be a non-empty mapping of field name -> type / Field")
+    fields = {name: _as_field(spec, name) for name, spec in schema.items()}
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".jsonl", ".ndjson", ".json"):
+        raise ValueError(f"{path}: unknown data set format {suffix!r}; accepted: .jsonl, .ndjson, .json")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ValueError(f"{path}: data set file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read the data set ({exc})") from None
+
+    rows = _iter_json(path, text) if suffix == ".json" else _iter_jsonl(path, text)
+    records: list[dict[str, Any]] = []
+    for lineno, record in rows:
+        validate_record(record, fields, f"{path}:{lineno}")
+        records.append(record)
+    if not records:
+        raise ValueError(f"{path}: the data set has no records")
+    return records

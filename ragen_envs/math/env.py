@@ -1,0 +1,218 @@
+"""MetaMathQA-style math: answer a word or algebra problem, retry after a wrong answer (multi-turn)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ragen_envs.base import TextAgentEnv
+from ragen_envs.data import Field, load_records
+from ragen_envs.math.answer import ANSWER_MARKER, check_answer, extract_gold
+from ragen_envs.math.generator import PROBLEM_KINDS, MathConfig, generate_problem
+from ragen_envs.protocol import ActionFormat
+from ragen_envs.spaces import MAX_OBSERVATION_CHARS
+
+INCORRECT_FEEDBACK = "Incorrect. Please think again."
+CORRECT_FEEDBACK = "Correct!"
+
+
+def _has_gold(response: str) -> str | None:
+    try:
+        extract_gold(response)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+#: The public MetaMathQA record (extra fields such as `original_question` are kept and ignored).
+METAMATHQA_SCHEMA = {
+    "query": Field(str, check=lambda v: None if v.strip() else "must not be empty"),
+    "response": Field(str, check=_has_gold),
+    "type": str,
+}
+
+
+class MathEnv(TextAgentEnv):
+    """MetaMathQA-style math problems with retries: reward 1/2^attempt for the first correct answer.
+
+    ## Description
+    RAGEN's MetaMathQA task: the agent reads a math problem (a GSM-style word problem or a MATH-style
+    algebra question) and answers it; a wrong answer gets "Incorrect. Please think again." and another
+    try. Problems come from a seeded procedural generator (default: exact answers computed with
+    sympy, difficulty knobs below) or from a file in the MetaMathQA format `{query, response, type}`,
+    whose gold answer is the text after "The answer is:" in `response`. Answers are checked by
+    mathematical equivalence (`ragen_envs.math.answer`: math-verify plus a few rules of ours), so
+    `1/2`, `0.5`, `\\frac{1}{2}` and `50%` are all right for 1/2 and `0.49` is wrong.
+
+    ## Action Space
+    `Text` (Unicode, up to 16,384 characters): the model's raw response; the `<answer>` block holds the
+    final answer (a number, fraction, expression, LaTeX or a short text), not split on `||`. Any non-empty
+    answer is an action (a wrong one is just wrong).
+
+    ## Observation Space
+    `Text` (Unicode, 1 to 16,384 characters): `"Question: <problem>"`, preceded after an answer by the
+    feedback line ("Incorrect. Please think again." or "Correct!").
+
+    ## Starting State
+    A problem drawn with `self.np_random` (generator) or a record chosen uniformly with `self.np_random`
+    (`options={"index": i}` picks record i of the data set).
+
+    ## Rewards
+    `1 / 2**attempt` for a correct answer, where `attempt` counts the turns before it from 0 (1, 0.5,
+    0.25, ...); 0 for a wrong answer. Every turn counts as an attempt, including a turn whose response
+    was malformed. The base class adds the format penalty (-0.1) on a turn with a malformed response or an
+    empty answer (no answer is checked on that turn); it is never added to a checked answer.
+
+    ## Episode End
+    Terminates at the first correct answer, or when `max_turns` turns have been used (the task gives no
+    more attempts, so the episode *terminates*: nothing is left to bootstrap from). Never truncates.
+
+    ## Information
+    The shared keys (`action_is_valid`, `actions_executed`, `success`, `format_penalty`, `format_error`,
+    `dropped_actions`, `actions_left`, `turn`; `instructions` on reset), plus `type` and `kind` (the
+    problem kind, or "dataset") on reset, and after every step `attempts` (turns used), `correct`
+    (whether this turn's answer was right, None when no answer was checked) and `match_rule` (which
+    equivalence rule accepted it). `success` is True once the problem is solved.
+
+    ## Arguments
+    ```python
+    import gymnasium as gym
+    import ragen_envs
+    env = gym.make("ragen/MetaMathQA-v0", kinds=("linear_equation", "change"), max_value=50, steps=3)
+    env = gym.make("ragen/MetaMathQA-v0", dataset="MetaMathQA-395K.json", max_turns=3)
+    ```
+    - `max_turns`: answer attempts per episode (default 5).
+    - `kinds`, `max_value`, `steps`: generator knobs (`ragen_envs.math.generator.MathConfig`).
+    - `dataset`: `.jsonl` / `.json` file of `{query, response, type}` records (strictly validated:
+      ValueError naming file, line and field; `response` must contain "The answer is:").
+    - `action_format` ("tagged" default, "answer", "plain"), `format_penalty` (-0.1), `render_mode`
+      (None or "ansi").
+
+    ## Version History
+    - v0: first version (RAGEN's retry protocol and 1/2^attempt reward; math-verify equivalence).
+
+    ## Text format
+    `Question: Solve for $x$: $3x + 2 = 5x - 4$.`; after a wrong answer
+    `Incorrect. Please think again.\\nQuestion: ...`.
+
+    ## Action format
+    `<think> ... </think> <answer> 3 </answer>`; LaTeX is fine (`<answer> \\frac{7}{4} </answer>`).
+    """
+
+    ROLE: ClassVar[str] = "You are a careful math solver."
+
+    def __init__(
+        self,
+        *,
+        max_turns: int = 5,
+        kinds: tuple[str, ...] = PROBLEM_KINDS,
+        max_value: int = 20,
+        steps: int = 2,
+        dataset: str | Path | None = None,
+        action_format: ActionFormat = "tagged",
+        format_penalty: float = -0.1,
+        render_mode: str | None = None,
+    ):
+        if not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 1:
+            raise ValueError(f"max_turns must be an integer >= 1, got {max_turns!r}")
+        super().__init__(
+            action_format=action_format,
+            max_actions_per_turn=1,
+            max_actions=None,
+            max_turns=None,  # the attempt limit is a task rule: it terminates (see Episode End)
+            format_penalty=format_penalty,
+            render_mode=render_mode,
+            split_actions=False,
+        )
+        self.max_attempts = max_turns
+        self.config = MathConfig(kinds=tuple(kinds), max_value=max_value, steps=steps)
+        self.dataset_path = None if dataset is None else Path(dataset)
+        self.records = None if dataset is None else load_records(dataset, METAMATHQA_SCHEMA)
+        self.query = ""
+        self.gold = ""
+        self.problem_type = ""
+        self.kind = ""
+        self.solved = False
+        self._feedback: str | None = None
+        self._correct: bool | None = None
+        self._rule: str | None = None
+
+    # ------------------------------------------------------------------ hooks
+    def _reset_task(self, options: dict[str, Any]) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        if self.records is not None:
+            index = options.get("index")
+            if index is None:
+                index = int(self.np_random.integers(len(self.records)))
+            elif not isinstance(index, int) or not 0 <= index < len(self.records):
+                raise ValueError(
+                    f"options['index'] must be an int in [0, {len(self.records)}), got {index!r}"
+                )
+            record = self.records[index]
+            self.query, self.gold = record["query"], extract_gold(record["response"])
+            self.problem_type, self.kind = record["type"], "dataset"
+            extra["index"] = index
+        else:
+            item = generate_problem(self.np_random, self.config)
+            self.query, self.gold = item["query"], item["answer"]
+            self.problem_type, self.kind = item["type"], item["kind"]
+        self.solved = False
+        self._feedback = None
+        self._correct = None
+        self._rule = None
+        return {"type": self.problem_type, "kind": self.kind, **extra}
+
+    def _match_action(self, piece: str) -> str | None:
+        # Free-form answer: any non-empty text is an answer (checked in _execute).
+        piece = piece.strip()
+        return piece or None
+
+    def _execute(self, action: str) -> tuple[float, bool]:
+        attempt = self._turn - 1  # the base counted this turn already; attempts are numbered from 0
+        self._rule = check_answer(action, self.gold)
+        self._correct = self._rule is not None
+        if self._correct:
+            self.solved = True
+            self._feedback = CORRECT_FEEDBACK
+            return 1.0 / 2**attempt, True
+        self._feedback = INCORRECT_FEEDBACK
+        return 0.0, self._turn >= self.max_attempts
+
+    def _state_text(self) -> str:
+        question = f"Question: {self.query}"
+        text = question if self._feedback is None else f"{self._feedback}\n{question}"
+        # A user data set may hold a huge query; the observation space is bounded.
+        return text[: MAX_OBSERVATION_CHARS - 100]
+
+    def _task_instructions(self) -> str:
+        return (
+            "Solve the math problem. Put only the final answer in the answer block: a number, a fraction, "
+            "an expression or LaTeX (e.g. 3, 7/4, \\frac{7}{4}, x^2 + 1); no units, no working.\n"
+            f'If your answer is wrong you are told "{INCORRECT_FEEDBACK}" and may try again, up to '
+            f"{self.max_attempts} attempts in total. A correct answer on attempt k (counting from 0) earns "
+            "1/2^k."
+        )
+
+    def _answer_example(self) -> str:
+        return "\\frac{7}{4}"
+
+    def _is_success(self) -> bool:
+        return self.solved
+
+    # ------------------------------------------------------------------ extras
+    def step(self, action: Any):
+        was_over = self._terminated
+        self._correct, self._rule = None, None
+        obs, reward, terminated, truncated, info = super().step(action)
+        if not was_over and not terminated and self._turn >= self.max_attempts:
+            # Attempts used up on a turn without a checked answer: the task is over (see Episode End).
+            self._terminated = terminated = True
+        info.update(attempts=self._turn, correct=self._correct, match_rule=self._rule)
+        return obs, reward, terminated, truncated, info
+
+    def oracle_answer(self) -> str:
+        """The gold answer of the current problem (the text after "The answer is:")."""
+        return self.gold
+
+
+__all__ = ["ANSWER_MARKER", "METAMATHQA_SCHEMA", "MathEnv"]

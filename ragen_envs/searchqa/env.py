@@ -1,0 +1,502 @@
+"""`ragen/SearchQA-v0`: answer a (multi-hop) question by searching a passage corpus with BM25."""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ragen_envs import protocol
+from ragen_envs.base import INVALID_NOTICE, TextAgentEnv
+from ragen_envs.data import Field, load_records
+from ragen_envs.searchqa.knowledge import (
+    KnowledgeBase,
+    KnowledgeConfig,
+    QAItem,
+    generate_kb,
+    generate_question,
+    oracle_retrieves_support,
+)
+from ragen_envs.searchqa.retriever import Passage, PassageRetriever, cached_file_retriever, passages_from_texts
+from ragen_envs.spaces import MAX_OBSERVATION_CHARS
+
+#: Answers scoring a token F1 at or below this earn nothing (the issue's rule).
+F1_THRESHOLD = 0.3
+#: Questions drawn per world before a new world is drawn (generation is retried, never loops forever).
+_QUESTION_TRIES = 64
+_WORLD_TRIES = 16
+
+
+# ---------------------------------------------------------------------------------------------- scoring
+def normalize_answer(s: str) -> str:
+    """HotpotQA's official normaliser (hotpot_evaluate_v1.py): lowercase, drop punctuation, drop
+    the articles a/an/the, collapse whitespace (in that order)."""
+    s = s.lower()
+    s = "".join(ch for ch in s if ch not in set(string.punctuation))
+    s = re.sub(r"\b(a|an|the)\b", " ", s)
+    return " ".join(s.split())
+
+
+def exact_match(prediction: str, gold: str) -> bool:
+    """EM after `normalize_answer`."""
+    return normalize_answer(prediction) == normalize_answer(gold)
+
+
+def f1_score(prediction: str, gold: str) -> float:
+    """HotpotQA's token F1 (hotpot_evaluate_v1.py `f1_score`).
+
+    tokens = normalize_answer(x).split(); common = multiset intersection;
+    P = |common| / |pred|, R = |common| / |gold|, F1 = 2PR / (P + R), and 0 when nothing is common.
+    As in the official script, "yes" / "no" / "noanswer" only match themselves (F1 0 otherwise).
+    """
+    pred, ref = normalize_answer(prediction), normalize_answer(gold)
+    special = ("yes", "no", "noanswer")
+    if (pred in special or ref in special) and pred != ref:
+        return 0.0
+    p_toks, r_toks = pred.split(), ref.split()
+    common = Counter(p_toks) & Counter(r_toks)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(p_toks), same / len(r_toks)
+    return 2 * precision * recall / (precision + recall)
+
+
+def score_answer(prediction: str, golds: list[str] | tuple[str, ...] | str) -> tuple[float, bool, float]:
+    """(reward, exact match, best F1) of an answer against one or several gold answers.
+
+    reward = 1 if some gold matches exactly after normalisation, else the best token F1 when it is
+    above F1_THRESHOLD (0.3), else 0.
+    """
+    golds = [golds] if isinstance(golds, str) else list(golds)
+    em = any(exact_match(prediction, g) for g in golds)
+    f1 = max(f1_score(prediction, g) for g in golds)
+    if em:
+        return 1.0, True, f1
+    return (f1 if f1 > F1_THRESHOLD else 0.0), False, f1
+
+
+# ---------------------------------------------------------------------------------------------- actions
+_ACTION = re.compile(r"^\s*(search|finish)\s*\[([^\[\]]*)\]\s*$", re.IGNORECASE | re.DOTALL)
+
+
+def match_searchqa_action(piece: str) -> str | None:
+    """`search[query]` / `finish[answer]` (case-insensitive verb, non-empty argument without brackets)
+    -> canonical `search[query]` / `finish[answer]` with whitespace collapsed; anything else -> None."""
+    m = _ACTION.match(piece)
+    if not m:
+        return None
+    arg = " ".join(m.group(2).split())
+    if not arg:
+        return None
+    return f"{m.group(1).lower()}[{arg}]"
+
+
+# ---------------------------------------------------------------------------------------------- data sets
+def _context_problem(value: list) -> str | None:
+    for i, el in enumerate(value):
+        if isinstance(el, str):
+            if not el.strip():
+                return f"element {i} is an empty passage"
+        elif isinstance(el, dict):
+            if not isinstance(el.get("text"), str):
+                return f"element {i} must have a string 'text' (an object {{title?, text}})"
+            if "title" in el and not isinstance(el["title"], str):
+                return f"element {i}: 'title' must be a string"
+        elif isinstance(el, list):
+            ok = (
+                len(el) == 2
+                and isinstance(el[0], str)
+                and (isinstance(el[1], str) or (isinstance(el[1], list) and all(isinstance(s, str) for s in el[1])))
+            )
+            if not ok:
+                return f"element {i} must be [title, [sentences...]] (HotpotQA) or [title, text]"
+        else:
+            return f"element {i} must be a string, an object {{title?, text}} or [title, [sentences]]"
+    return None
+
+
+def _facts_problem(value: list) -> str | None:
+    for i, el in enumerate(value):
+        if not (isinstance(el, list) and len(el) == 2 and isinstance(el[0], str) and isinstance(el[1], int)):
+            return f"element {i} must be [title, sentence index]"
+    return None
+
+
+def _non_empty(value: str) -> str | None:
+    return None if value.strip() else "must not be empty"
+
+
+#: A HotpotQA-style record. `context` is HotpotQA's list of [title, [sentences]] (or {title?, text}
+#: objects, or strings); `supporting_passages` the gold passages in the same forms; `supporting_facts`
+#: HotpotQA's [[title, sentence index]]. `answer_aliases` are extra accepted answers.
+SEARCHQA_SCHEMA = {
+    "question": Field(str, check=_non_empty),
+    "answer": Field(str, check=_non_empty),
+    "context": Field(list, required=False, check=_context_problem),
+    "supporting_passages": Field(list, required=False, check=_context_problem),
+    "supporting_facts": Field(list, required=False, check=_facts_problem),
+    "answer_aliases": Field(list, required=False, item_type=str),
+}
+
+
+def _passage_pairs(elements: list) -> list[tuple[str, str]]:
+    """(title, text) pairs of a context / supporting_passages list (forms validated by the schema)."""
+    out = []
+    for el in elements:
+        if isinstance(el, str):
+            out.append(("", el))
+        elif isinstance(el, dict):
+            out.append((el.get("title", ""), el["text"]))
+        else:
+            title, body = el
+            out.append((title, body if isinstance(body, str) else " ".join(s.strip() for s in body)))
+    return out
+
+
+@dataclass(frozen=True)
+class _DatasetItem:
+    question: str
+    answers: tuple[str, ...]
+    queries: tuple[str, ...]
+
+
+def _dataset_items(records: list[dict[str, Any]]) -> list[_DatasetItem]:
+    items = []
+    for rec in records:
+        titles: list[str] = []
+        for title, _ in rec.get("supporting_facts", []):
+            if title not in titles:
+                titles.append(title)
+        if not titles:
+            titles = [t for t, _ in _passage_pairs(rec.get("supporting_passages", [])) if t]
+        queries = tuple(titles) or (rec["question"],)
+        answers = (rec["answer"], *rec.get("answer_aliases", []))
+        items.append(_DatasetItem(rec["question"], tuple(answers), queries))
+    return items
+
+
+_DATASET_INDEX_CACHE: dict[tuple[str, int, int], PassageRetriever] = {}
+_WORLD_CACHE: dict[tuple[KnowledgeConfig, int], KnowledgeBase] = {}
+
+
+def _dataset_retriever(path: Path, records: list[dict[str, Any]]) -> PassageRetriever:
+    """One index per data set file version over all its context / supporting passages (deduplicated)."""
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _DATASET_INDEX_CACHE:
+        pairs = []
+        for rec in records:
+            pairs += _passage_pairs(rec.get("context", [])) + _passage_pairs(rec.get("supporting_passages", []))
+        passages = passages_from_texts(pairs)
+        if not passages:
+            raise ValueError(
+                f"{path}: no record has 'context' or 'supporting_passages' to search; give corpus=PATH "
+                "(a .jsonl of {id?, title?, text})"
+            )
+        if len(_DATASET_INDEX_CACHE) >= 4:
+            _DATASET_INDEX_CACHE.pop(next(iter(_DATASET_INDEX_CACHE)))
+        _DATASET_INDEX_CACHE[key] = PassageRetriever(passages)
+    return _DATASET_INDEX_CACHE[key]
+
+
+def _unbracket(text: str) -> str:
+    return text.replace("[", "(").replace("]", ")")
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 3].rstrip() + "..."
+
+
+class SearchQAEnv(TextAgentEnv):
+    """Answer a question by searching a corpus (HotpotQA-style search QA; RAGEN's SearchQA testbed).
+
+    ## Description
+    The agent gets a question and a search tool: `search[query]` returns the top-k passages of a
+    BM25 index (the `bm25s` library) over the corpus; `finish[answer]` submits the answer. Questions
+    are single- or multi-hop: a 2-hop question needs a fact from one passage to know what to look up
+    next ("In which city was the founder of Zentrix Labs born?").
+
+    By default the questions come from a procedural world (`ragen_envs.searchqa.knowledge`: people,
+    companies, cities, countries with attributes and relations, one passage per entity), drawn with
+    `self.np_random`; every generated question is checked to be answerable (its supporting passages
+    are in the corpus and searching the entity names returns them in the top k). A new world is drawn
+    per episode (`kb_seed=None`, so nothing can be memorised) or one fixed world is used
+    (`kb_seed=int`). With `dataset=path` the questions are read from a HotpotQA-style file and the
+    corpus is either a user corpus file (`corpus=path`) or all the passages of the data set's
+    `context` fields. Indexes of files are built once per file and cached.
+
+    ## Action Space
+    `Text` (Unicode, up to 16,384 characters): the model's raw response. The `<answer>` holds exactly
+    one action: `search[query]` or `finish[answer]` (verb case-insensitive, non-empty argument without
+    square brackets). Anything else is an invalid action.
+
+    ## Observation Space
+    `Text` (1 to 16,384 characters): the question, the turn counter and the results of the last
+    search (each passage `[i] Title: text`, clipped to `max_passage_chars`).
+
+    ## Starting State
+    A question (with its world, unless `kb_seed` fixes it) drawn with `self.np_random`, or a record of
+    the data set chosen with it (`options={"index": i}` picks record i). No search results yet.
+
+    ## Rewards
+    On `finish[answer]`: 1.0 when the answer equals the gold answer after HotpotQA's normalisation
+    (lowercase, no punctuation, no articles a/an/the, single spaces); otherwise the token F1 (HotpotQA's
+    `f1_score`) when it is above 0.3, else 0. `search` earns 0. An invalid action (not one of the two
+    forms, several actions, malformed response) costs `format_penalty` (-0.1) and changes nothing but
+    the turn counter.
+
+    ## Episode End
+    Terminated by `finish[...]`, or when `max_turns` (5) turns are used without finishing (no reward
+    can follow, so the episode terminates rather than truncates, as Code and Countdown do). Never
+    truncates; stepping again is a no-op.
+
+    ## Information
+    Base keys (`action_is_valid`, `actions_executed`, `success`, `format_penalty`, ...; `instructions`
+    on reset) plus `question` and `hops` (None for data sets) on reset; `search_results` (passage
+    ids) after a search; after `finish`: `score`, `exact_match`, `f1`, `gold_answer`. `success` is
+    True iff the answer matched exactly. `turns_left` after every step.
+
+    ## Arguments
+    ```python
+    import gymnasium as gym
+    import ragen_envs
+    env = gym.make("ragen/SearchQA-v0", hops=(1, 3), num_entities=60, distractors=3, top_k=3)
+    env = gym.make("ragen/SearchQA-v0", dataset="hotpot_dev.jsonl", corpus="wiki_abstracts.jsonl")
+    ```
+    - `hops`: passages a question needs, int or (low, high) within 1..4 (default (1, 2)).
+    - `num_entities`: entities (= passages) per world (default 40, >= 12).
+    - `distractors`: other passages that mention each entity by name (default 2).
+    - `attribute_share`: share of questions that ask for an attribute rather than a name (0.5).
+    - `kb_seed`: None (a new world per episode) or an int (one fixed world).
+    - `dataset`: HotpotQA-style `.jsonl`/`.json`: `{question, answer, context?, supporting_passages?,
+      supporting_facts?, answer_aliases?}` (strictly validated: errors name file, line and field).
+    - `corpus`: `.jsonl`/`.json` of `{id?, title?, text}` passages to search (with `dataset`).
+    - `top_k`: passages per search (default 3); `max_passage_chars`: clip per passage (default 600).
+    - `max_turns` (default 5), `action_format`, `format_penalty`, `render_mode` (None or "ansi").
+
+    ## Version History
+    - v0: first version (procedural multi-hop world, bm25s retrieval, HotpotQA loaders and scoring).
+
+    ## Text format
+    ```
+    Question: In which city was the founder of Zentrix Labs born?
+    Turn 2 of 5.
+    Search results for "Zentrix Labs":
+    [1] Zentrix Labs: Zentrix Labs is a robotics company founded in 1921 by Mira Talven. ...
+    [2] ...
+    ```
+
+    ## Action format
+    `<think> I need the founder first. </think> <answer> search[Zentrix Labs] </answer>`, later
+    `<answer> finish[Korford] </answer>`.
+    """
+
+    ROLE: ClassVar[str] = "You are answering a question by searching a collection of passages."
+
+    def __init__(
+        self,
+        *,
+        hops: int | tuple[int, int] = (1, 2),
+        num_entities: int = 40,
+        distractors: int = 2,
+        attribute_share: float = 0.5,
+        kb_seed: int | None = None,
+        dataset: str | Path | None = None,
+        corpus: str | Path | None = None,
+        top_k: int = 3,
+        max_passage_chars: int = 600,
+        max_turns: int = 5,
+        action_format: protocol.ActionFormat = "tagged",
+        format_penalty: float = protocol.FORMAT_PENALTY,
+        render_mode: str | None = None,
+    ):
+        super().__init__(
+            action_format=action_format,
+            max_actions_per_turn=1,
+            max_actions=None,
+            max_turns=None,  # counted here: the last turn terminates (see Episode End)
+            format_penalty=format_penalty,
+            render_mode=render_mode,
+            split_actions=True,
+        )
+        for name, value, low in (("top_k", top_k, 1), ("max_turns", max_turns, 1), ("max_passage_chars", max_passage_chars, 40)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        if kb_seed is not None and (isinstance(kb_seed, bool) or not isinstance(kb_seed, (int, np.integer))):
+            raise ValueError(f"kb_seed must be None or an int, got {kb_seed!r}")
+        if corpus is not None and dataset is None:
+            raise ValueError("corpus=... needs dataset=... (the generated questions use their own world)")
+        self.top_k = int(top_k)
+        self.max_passage_chars = int(max_passage_chars)
+        self.turn_limit = int(max_turns)
+        self.config = KnowledgeConfig(
+            num_entities=num_entities, hops=hops, distractors=distractors, attribute_share=attribute_share
+        )
+        self.kb_seed = None if kb_seed is None else int(kb_seed)
+
+        self.dataset_path = None if dataset is None else Path(dataset)
+        self.items: list[_DatasetItem] | None = None
+        self.retriever: PassageRetriever | None = None
+        self.kb: KnowledgeBase | None = None
+        if self.dataset_path is not None:
+            records = load_records(self.dataset_path, SEARCHQA_SCHEMA)
+            self.items = _dataset_items(records)
+            if corpus is not None:
+                self.retriever = cached_file_retriever(corpus)
+            else:
+                self.retriever = _dataset_retriever(self.dataset_path.resolve(), records)
+        elif self.kb_seed is not None:
+            key = (self.config, self.kb_seed)
+            if key not in _WORLD_CACHE:
+                if len(_WORLD_CACHE) >= 4:
+                    _WORLD_CACHE.pop(next(iter(_WORLD_CACHE)))
+                _WORLD_CACHE[key] = generate_kb(np.random.default_rng(self.kb_seed), self.config)
+            self.kb = _WORLD_CACHE[key]
+            self.retriever = self.kb.retriever
+
+        self.question = ""
+        self.golds: tuple[str, ...] = ()
+        self.queries: tuple[str, ...] = ()
+        self.hops: int | None = None
+        self.supporting: tuple[str, ...] = ()
+        self._last_query: str | None = None
+        self._last_results: list[tuple[Passage, float]] = []
+        self._final: dict[str, Any] | None = None
+        self._searches = 0
+
+    # ------------------------------------------------------------------ episode
+    def _draw_generated(self) -> QAItem:
+        lo, hi = self.config.hop_range
+        for _ in range(_WORLD_TRIES):
+            if self.kb_seed is None:
+                self.kb = generate_kb(self.np_random, self.config)
+                self.retriever = self.kb.retriever
+            for _ in range(_QUESTION_TRIES):
+                hops = int(self.np_random.integers(lo, hi + 1))
+                item = generate_question(self.np_random, self.kb, hops, self.config.attribute_share)
+                if item is not None and oracle_retrieves_support(self.retriever, item, self.top_k):
+                    return item
+            if self.kb_seed is not None:
+                break  # a fixed world that yields nothing will not change
+        raise RuntimeError(
+            f"no answerable question found with {self.config} and top_k={self.top_k}; "
+            "raise top_k or lower distractors"
+        )
+
+    def _reset_task(self, options: dict[str, Any]) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        if self.items is not None:
+            index = options.get("index")
+            if index is None:
+                index = int(self.np_random.integers(len(self.items)))
+            elif isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < len(self.items):
+                raise ValueError(f"options['index'] must be an int in [0, {len(self.items)}), got {index!r}")
+            item = self.items[int(index)]
+            self.question, self.golds, self.queries = item.question, item.answers, item.queries
+            self.hops, self.supporting = None, ()
+            extra["index"] = int(index)
+        else:
+            qa = self._draw_generated()
+            self.question, self.golds, self.queries = qa.question, (qa.answer,), qa.queries
+            self.hops, self.supporting = qa.hops, qa.supporting
+        self._last_query = None
+        self._last_results = []
+        self._final = None
+        self._searches = 0
+        return {"question": self.question, "hops": self.hops, **extra}
+
+    def _match_action(self, piece: str) -> str | None:
+        return match_searchqa_action(piece)
+
+    def _execute(self, action: str) -> tuple[float, bool]:
+        verb, arg = action.split("[", 1)
+        arg = arg[:-1]
+        if verb == "search":
+            self._last_query = arg
+            self._last_results = self.retriever.search(arg, self.top_k)
+            self._searches += 1
+            return 0.0, False
+        reward, em, f1 = score_answer(arg, self.golds)
+        self._final = {"answer": arg, "score": reward, "exact_match": em, "f1": f1}
+        return reward, True
+
+    def step(self, action: Any):
+        was_over = self._terminated or self._truncated
+        searches_before = self._searches
+        obs, reward, terminated, truncated, info = super().step(action)
+        if not was_over and not terminated and self._turn >= self.turn_limit:
+            self._terminated = terminated = True
+            obs = self._observation(None if info.get("action_is_valid") else INVALID_NOTICE)
+        if not was_over:
+            if self._searches > searches_before:
+                info["search_results"] = [p.pid for p, _ in self._last_results]
+            if self._final is not None and info.get("action_is_valid"):
+                info.update(
+                    score=self._final["score"],
+                    exact_match=self._final["exact_match"],
+                    f1=self._final["f1"],
+                    gold_answer=self.golds[0],
+                )
+        info["turns_left"] = max(0, self.turn_limit - self._turn)
+        return obs, reward, terminated, truncated, info
+
+    def _is_success(self) -> bool:
+        return self._final is not None and bool(self._final["exact_match"])
+
+    # ------------------------------------------------------------------ text
+    def _task_instructions(self) -> str:
+        return (
+            "Answer the question. You can search a collection of passages: search[query] shows the "
+            f"{self.top_k} best-matching passages (BM25 keyword search, so use names and keywords). "
+            "When you know the answer, give it with finish[answer]; keep the answer short (a name, a "
+            "word or a number).\n"
+            f"One action per turn; you have {self.turn_limit} turns. Reward: 1 for the exact answer "
+            f"(case, punctuation and articles ignored), else the word-overlap F1 when above {F1_THRESHOLD:g}."
+        )
+
+    def _answer_example(self) -> str:
+        return "search[Zentrix Labs]"
+
+    def _state_text(self) -> str:
+        lines = [f"Question: {self.question}"]
+        if self._final is not None:
+            lines.append(f"You answered: {_clip(self._final['answer'], 200)} (score {self._final['score']:.2f}).")
+        else:
+            lines.append(f"Turn {min(self._turn + 1, self.turn_limit)} of {self.turn_limit}.")
+            if self._last_query is None:
+                lines.append("No search yet. Use search[query] to search, finish[answer] to answer.")
+            elif not self._last_results:
+                lines.append(f'Search results for "{_clip(self._last_query, 200)}": no passage matches.')
+            else:
+                lines.append(f'Search results for "{_clip(self._last_query, 200)}":')
+                for i, (p, _) in enumerate(self._last_results, start=1):
+                    lines.append(f"[{i}] {_clip(p.render(), self.max_passage_chars)}")
+        text = "\n".join(lines)
+        if any(ord(c) > 0xFFFF or c == "\x00" for c in text):
+            text = "".join("\ufffd" if ord(c) > 0xFFFF or c == "\x00" else c for c in text)
+        if len(text) > MAX_OBSERVATION_CHARS:
+            text = text[: MAX_OBSERVATION_CHARS - 20] + "\n[... truncated]"
+        return text
+
+    # ------------------------------------------------------------------ oracle
+    def oracle_answer(self) -> str:
+        """The next response of an oracle policy: search each supporting entity in turn, then finish.
+
+        Generated questions: the oracle searches the names of the entities whose passages hold the
+        facts (in chain order) and then answers with the gold answer; the generator verified that
+        each search returns the needed passage. Data sets: it searches the supporting titles (or the
+        question) and then answers. It always leaves a turn for `finish`.
+        """
+        n_search = min(len(self.queries), self.turn_limit - 1)
+        if self._searches < n_search and self._turn < self.turn_limit - 1:
+            action = f"search[{_unbracket(self.queries[self._searches])}]"
+        else:
+            # Brackets cannot appear inside the action; parentheses normalise the same (punctuation).
+            action = f"finish[{_unbracket(self.golds[0])}]"
+        return f"<think>oracle</think> <answer> {action} </answer>"

@@ -1,0 +1,3 @@
+# Burns CPU forever. Expected: "time limit" (RLIMIT_CPU -> SIGXCPU, or the wall deadline).
+while True:
+    pass

@@ -1,0 +1,216 @@
+"""Contracts every registered env of the suite must meet (run over all ids)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ragen_envs
+from ragen_envs.protocol import FORMAT_PENALTY
+from ragen_envs.registration import ENV_SPECS, env_ids
+
+IDS = env_ids()
+DOC_SECTIONS = (
+    "Description",
+    "Action Space",
+    "Observation Space",
+    "Starting State",
+    "Rewards",
+    "Episode End",
+    "Information",
+    "Arguments",
+    "Text format",
+    "Action format",
+)
+REQUIRED_INFO = {"action_is_valid", "actions_executed", "success", "format_penalty"}
+
+NASTY_RESPONSES = [
+    "",
+    " ",
+    "\x00\x01\x02\x1b[31m",
+    "x" * 1_000_000 + "<think>a</think><answer>Up</answer>",
+    "<think>",
+    "<answer>",
+    "</answer><answer>",
+    "<think>a</think><answer>",
+    "<think><think>a</think></think><answer>Up</answer>",
+    "<think>a</think><answer>Up</answer><answer>Down</answer>",
+    "<think>a</think><answer><answer>Up</answer></answer>",
+    "日本語のテキスト 🙂 <think>思考</think>",
+    "\ud800 lone surrogate",
+    "<think>a</think>\n",
+]
+
+
+def _text(obs):
+    return obs["text"] if isinstance(obs, dict) else obs
+
+
+def test_every_id_is_registered_under_the_ragen_namespace():
+    assert IDS, "no env registered"
+    for env_id in IDS:
+        assert env_id.startswith("ragen/") and env_id in gym.registry
+    assert len(set(IDS)) == len(IDS) == len(ENV_SPECS)
+
+
+def test_module_prefix_form_works():
+    env = gym.make("ragen_envs:" + IDS[0])
+    env.close()
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_gymnasium_env_checker(env_id):
+    env = gym.make(env_id)
+    check_env(env.unwrapped, skip_render_check=True)
+    env.close()
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_docstring_has_the_gymnasium_sections(env_id):
+    doc = type(gym.make(env_id).unwrapped).__doc__ or ""
+    missing = [s for s in DOC_SECTIONS if s.lower() not in doc.lower()]
+    assert not missing, f"{env_id} docstring lacks sections {missing}"
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_reset_and_step_info_conventions(env_id):
+    env = gym.make(env_id)
+    obs, info = env.reset(seed=0)
+    assert REQUIRED_INFO <= set(info)
+    assert isinstance(info["instructions"], str) and len(info["instructions"]) > 40
+    assert "<answer>" in info["instructions"]
+    assert env.observation_space.contains(obs)
+    _, reward, terminated, truncated, info = env.step("<think>x</think><answer>no such action</answer>")
+    assert REQUIRED_INFO <= set(info)
+    assert isinstance(terminated, bool) and isinstance(truncated, bool)
+    assert isinstance(info["actions_executed"], list)
+    assert math.isfinite(reward)
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_bad_input_never_crashes_nor_changes_the_state(env_id):
+    env = gym.make(env_id)
+    env.reset(seed=1)
+    state = env.unwrapped._state_text()
+    for response in NASTY_RESPONSES:
+        obs, reward, terminated, truncated, info = env.step(response)
+        assert not info["action_is_valid"], repr(response[:60])
+        assert reward == pytest.approx(FORMAT_PENALTY)
+        assert env.observation_space.contains(obs)
+        if terminated or truncated:
+            # Single-turn tasks end on any answer; the next episode starts from the same seed.
+            env.reset(seed=1)
+        else:
+            assert env.unwrapped._state_text() == state
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_random_text_steps_never_crash(env_id):
+    env = gym.make(env_id)
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.lists(st.text(max_size=200), min_size=1, max_size=4), st.integers(0, 2**16))
+    def run(responses, seed):
+        env.reset(seed=seed)
+        for response in responses:
+            obs, reward, terminated, truncated, info = env.step(response)
+            assert env.observation_space.contains(obs)
+            assert math.isfinite(reward)
+            if terminated or truncated:
+                break
+
+    run()
+    env.close()
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_same_seed_same_level_different_seeds_differ(env_id):
+    env = gym.make(env_id)
+    a = _text(env.reset(seed=7)[0])
+    b = _text(env.reset(seed=7)[0])
+    others = {_text(env.reset(seed=s)[0]) for s in range(8, 20)}
+    assert a == b
+    assert len(others | {a}) > 1, "12 different seeds all gave the same initial state"
+
+
+_TRAJECTORY_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import gymnasium as gym
+    import ragen_envs
+    out = {}
+    for env_id in ragen_envs.env_ids():
+        env = gym.make(env_id)
+        rows = []
+        for seed in (0, 1, 2):
+            obs, info = env.reset(seed=seed)
+            text = obs["text"] if isinstance(obs, dict) else obs
+            row = [text]
+            vocab = getattr(env.unwrapped, "ACTIONS", ()) or ("answer",)
+            for t in range(4):
+                action = vocab[(seed + t) % len(vocab)]
+                obs, r, term, trunc, info = env.step(f"<think>t</think><answer>{action}</answer>")
+                text = obs["text"] if isinstance(obs, dict) else obs
+                row.append([text, round(float(r), 6), term, trunc])
+                if term or trunc:
+                    break
+            rows.append(row)
+        out[env_id] = rows
+    json.dump(out, sys.stdout)
+    """
+)
+
+
+def test_determinism_across_processes_with_different_hash_seeds():
+    results = []
+    for hash_seed in ("1", "4242"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        proc = subprocess.run(
+            [sys.executable, "-c", _TRAJECTORY_SCRIPT], capture_output=True, text=True, env=env, timeout=600
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        results.append(json.loads(proc.stdout))
+    assert set(results[0]) == set(IDS)
+    for env_id in IDS:
+        assert results[0][env_id] == results[1][env_id], f"{env_id} differs between processes"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("env_id", IDS)
+def test_vector_envs_return_the_same_strings_as_single_envs(env_id, mode):
+    venv = gym.make_vec(env_id, num_envs=2, vectorization_mode=mode)
+    try:
+        obs, _ = venv.reset(seed=[3, 4])
+        singles = [gym.make(env_id) for _ in range(2)]
+        expected = [s.reset(seed=seed)[0] for s, seed in zip(singles, (3, 4))]
+        texts = obs["text"] if isinstance(obs, dict) else obs
+        assert list(texts) == [_text(e) for e in expected]
+        if isinstance(obs, dict):
+            assert np.array_equal(obs["image"][0], expected[0]["image"])
+        vocab = getattr(singles[0].unwrapped, "ACTIONS", ()) or ("answer",)
+        response = f"<think>t</think><answer>{vocab[0]}</answer>"
+        obs, rewards, term, trunc, _ = venv.step([response, response])
+        texts = obs["text"] if isinstance(obs, dict) else obs
+        for i, single in enumerate(singles):
+            single_obs, single_r, single_term, single_trunc, _ = single.step(response)
+            if not (single_term or single_trunc):
+                assert texts[i] == _text(single_obs)
+            assert rewards[i] == pytest.approx(single_r)
+    finally:
+        venv.close()
+
+
+def test_package_exports():
+    assert callable(ragen_envs.parse_response)
+    assert ragen_envs.env_ids() == IDS
