@@ -49,7 +49,7 @@ _TAG = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ParsedResponse:
     """What the parser made of one response.
 
@@ -101,7 +101,8 @@ def vocabulary_matcher(names: Iterable[str], aliases: Mapping[str, str] | None =
         table[normalize_action_text(alias)] = canonical
 
     def match(piece: str) -> str | None:
-        return table.get(normalize_action_text(piece))
+        found = table.get(piece.casefold())  # fast path: already stripped, single spaces
+        return found if found is not None else table.get(normalize_action_text(piece))
 
     return match
 
@@ -133,8 +134,33 @@ def _single_block(text: str, name: str) -> tuple[tuple[int, int, int, int] | Non
     return (o.start(), o.end(), c.start(), c.end()), None
 
 
+def _locate_canonical(text: str) -> tuple[str, str] | None:
+    """Fast path for the common well-formed response: exactly the four tags, in order, lower case.
+
+    With exactly four "<" characters and `<think>`, `</think>`, `<answer>`, `</answer>` found in
+    this order, no other tag can exist, so the general rules below give the same result.
+    """
+    if text.count("<") != 4:
+        return None
+    a = text.find("<think>")
+    b = text.find("</think>", a + 7) if a >= 0 else -1
+    c = text.find("<answer>", b + 8) if b >= 0 else -1
+    d = text.find("</answer>", c + 8) if c >= 0 else -1
+    if d < 0:
+        return None
+    return text[a + 7 : b], text[c + 8 : d]
+
+
 def _locate_answer(text: str, action_format: str) -> tuple[str | None, str | None, str | None]:
     """Returns (think, answer, format_error) for the given format."""
+    canonical = _locate_canonical(text)
+    if canonical is not None:
+        return canonical[0], canonical[1], None
+    return _locate_answer_general(text, action_format)
+
+
+def _locate_answer_general(text: str, action_format: str) -> tuple[str | None, str | None, str | None]:
+    """The general rules (module docstring); `_locate_canonical` is a shortcut for one case."""
     answer_span, answer_err = _single_block(text, "answer")
     think_span, think_err = _single_block(text, "think")
     if answer_err:
@@ -189,7 +215,10 @@ def parse_response(
     if text is None:
         return ParsedResponse((), (), None, None, f"response must be a string, got {type(response).__name__}", False)
     truncated = len(text) > max_chars
-    text = _CONTROL_CHARS.sub(" ", text[:max_chars])
+    if truncated:
+        text = text[:max_chars]
+    if _CONTROL_CHARS.search(text):
+        text = _CONTROL_CHARS.sub(" ", text)
 
     think, answer, error = _locate_answer(text, action_format)
     if error is not None or answer is None:

@@ -156,3 +156,15 @@ def test_text_around_a_valid_response_never_adds_actions(prefix, suffix):
     assert parsed.actions in ((), ("Down",))
     if "<" not in prefix + suffix:
         assert parsed.actions == ("Down",)
+
+
+_fragments = st.sampled_from(["<think>", "</think>", "<answer>", "</answer>", "<THINK>", "<", "Up", " ", "x", "||"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_fragments, max_size=12), st.sampled_from(["tagged", "answer", "plain"]))
+def test_fast_path_agrees_with_the_general_rules(pieces, action_format):
+    from ragen_envs.protocol import _locate_answer, _locate_answer_general
+
+    text = "".join(pieces)
+    assert _locate_answer(text, action_format) == _locate_answer_general(text, action_format)

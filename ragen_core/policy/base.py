@@ -33,7 +33,8 @@ class Generation:
         prompt_ids: the prompt's token ids.
         response_ids: generated token ids (the stop string's tokens included, EOS excluded).
         response_logprobs: log-prob of each generated token under the sampling distribution
-            (after temperature / top-p), same length as `response_ids`.
+            (after temperature / top-p), same length as `response_ids`; for greedy decoding, the
+            model's log-prob at temperature 1.
         finish_reason: "stop" (stop string or EOS) or "length" (max_new_tokens reached).
     """
 
@@ -96,6 +97,13 @@ class Policy(Protocol):
         *,
         images: Sequence[ImageList] | None = None,
         with_entropy: bool = False,
+        temperature: float = 1.0,
+        with_hidden: bool = False,
     ) -> PolicyOutput:
-        """Teacher-forced log-probs (and entropies) of a right-padded batch `[B, T]`, with grad."""
+        """Teacher-forced log-probs (and entropies) of a right-padded batch `[B, T]`, with grad.
+
+        `temperature` divides the logits first (scores a temperature-T rollout without top-p);
+        `with_hidden` puts the last layer's hidden states `[B, T, H]` in `extras["hidden"]`
+        (for a value head).
+        """
         ...

@@ -1,0 +1,262 @@
+"""Advantage estimators and loss aggregation (PAPER.md section 3 and section 6's algorithms).
+
+- :func:`gae`: generalised advantage estimation over token sequences (PPO; official defaults gamma = lambda = 1).
+- :func:`grpo`: group-normalised outcome advantages (GRPO).
+- :func:`dr_grpo`: GRPO without the std normalisation (Dr.GRPO; pair it with the constant length
+  normaliser ``loss_agg_mode="seq-mean-token-sum-norm"``).
+- :func:`rloo`: REINFORCE leave-one-out baseline.
+- :func:`aggregate_loss`: the four loss aggregation modes, named as verl names them.
+
+In the notation of PAPER.md section 3 the advantage is ``A = R - b(x)`` with ``b(x)`` an estimate of
+``E[R | x]``; every estimator here differs only in the baseline and the normalisation.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = [
+    "LOSS_AGG_MODES",
+    "gae",
+    "grpo",
+    "dr_grpo",
+    "rloo",
+    "expand_to_tokens",
+    "place_on_last_token",
+    "masked_mean",
+    "masked_whiten",
+    "aggregate_loss",
+]
+
+LOSS_AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+
+
+def _check_unit_interval(name: str, value: float) -> float:
+    v = float(value)
+    if not (0.0 <= v <= 1.0):
+        raise ValueError(f"{name} must be in [0, 1]; got {value!r}")
+    return v
+
+
+def _check_same_shape(**tensors: torch.Tensor) -> None:
+    shapes = {name: tuple(t.shape) for name, t in tensors.items()}
+    if len(set(shapes.values())) != 1:
+        raise ValueError(f"shapes must match: {shapes}")
+
+
+def gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor,
+    gamma: float = 1.0,
+    lam: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalised advantage estimation over token sequences (Schulman et al. 2016; PPO in PAPER.md section 6).
+
+    Over the valid tokens t_1 < t_2 < ... < t_n of a row (``mask != 0``; gaps such as environment
+    observation tokens in a multi-turn trajectory are skipped, so "next" means the next valid token):
+
+        delta_t = r_t + gamma * V_{next(t)} - V_t          (V after the last valid token = 0)
+        A_t     = delta_t + gamma * lam * A_{next(t)}
+        R_t     = A_t + V_t                                (returns, the value target)
+
+    Args:
+        rewards: ``[B, T]`` per-token rewards, or ``[B]`` per-sequence rewards, which are placed on the last
+            valid token of each row (the default for outcome rewards).
+        values: ``[B, T]`` value estimates V_t.
+        mask: ``[B, T]`` response mask (non-zero = token is part of the policy's output).
+        gamma: discount in [0, 1] (official default 1).
+        lam: GAE lambda in [0, 1] (official default 1).
+
+    Returns:
+        ``(advantages, returns)``, both float ``[B, T]``, zero on masked positions.
+    """
+    if values.dim() != 2:
+        raise ValueError(f"values must be [B, T]; got shape {tuple(values.shape)}")
+    _check_same_shape(values=values, mask=mask)
+    gamma = _check_unit_interval("gamma", gamma)
+    lam = _check_unit_interval("lam", lam)
+    m = mask != 0
+    if rewards.dim() == 1:
+        if rewards.shape[0] != values.shape[0]:
+            raise ValueError(f"rewards [B] must have B={values.shape[0]} entries; got {rewards.shape[0]}")
+        rewards = place_on_last_token(rewards, m)
+    _check_same_shape(rewards=rewards, values=values)
+    dtype = torch.promote_types(values.dtype, rewards.dtype)
+    r = rewards.to(dtype)
+    v = values.to(dtype).detach()
+    b, t = v.shape
+    adv = torch.zeros_like(v)
+    next_value = torch.zeros(b, dtype=dtype, device=v.device)
+    next_adv = torch.zeros(b, dtype=dtype, device=v.device)
+    for i in range(t - 1, -1, -1):
+        valid = m[:, i]
+        delta = r[:, i] + gamma * next_value - v[:, i]
+        a = delta + gamma * lam * next_adv
+        adv[:, i] = torch.where(valid, a, torch.zeros_like(a))
+        # Masked positions carry the "next" quantities through unchanged.
+        next_adv = torch.where(valid, a, next_adv)
+        next_value = torch.where(valid, v[:, i], next_value)
+    returns = torch.where(m, adv + v, torch.zeros_like(adv))
+    return adv, returns
+
+
+def place_on_last_token(seq_rewards: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Put a per-sequence reward ``[B]`` on the last valid token of each row of ``mask`` ``[B, T]``.
+
+    Returns a ``[B, T]`` tensor, zero elsewhere (rows without a valid token get nothing).
+    """
+    m = mask != 0
+    b, t = m.shape
+    pos = torch.arange(t, device=m.device).expand(b, t)
+    last = torch.where(m, pos, torch.full_like(pos, -1)).max(dim=1).values
+    out = torch.zeros(b, t, dtype=seq_rewards.dtype if seq_rewards.is_floating_point() else torch.float32,
+                      device=m.device)
+    rows = (last >= 0).nonzero().flatten()
+    out[rows, last[rows]] = seq_rewards[rows].to(out.dtype)
+    return out
+
+
+def _check_group_rewards(rewards: torch.Tensor, min_g: int, why: str) -> torch.Tensor:
+    if rewards.dim() != 2:
+        raise ValueError(f"rewards must be [P, G] (P groups x G rollouts); got shape {tuple(rewards.shape)}")
+    if rewards.shape[1] < min_g:
+        raise ValueError(f"rewards needs G >= {min_g} rollouts per group {why}; got G={rewards.shape[1]}")
+    return rewards if rewards.is_floating_point() else rewards.to(torch.float32)
+
+
+def grpo(rewards: torch.Tensor, norm_by_std: bool = True, eps: float = 1e-6) -> torch.Tensor:
+    """GRPO outcome advantages (Shao et al. 2024).
+
+        A_ik = (R_ik - mean_k R_ik) / (std_k R_ik + eps)     (std with ddof = 1, as torch.std / verl)
+
+    With ``norm_by_std=False`` this is Dr.GRPO's ``A_ik = R_ik - mean_k R_ik``.
+
+    Args:
+        rewards: ``[P, G]`` outcome rewards.
+        norm_by_std: divide by the group standard deviation (needs G >= 2).
+        eps: non-negative constant added to the std (zero-variance groups get A = 0).
+
+    Returns:
+        ``[P, G]`` advantages (broadcast to tokens with :func:`expand_to_tokens`).
+    """
+    if float(eps) < 0:
+        raise ValueError(f"eps must be >= 0; got {eps!r}")
+    r = _check_group_rewards(rewards, 2 if norm_by_std else 1, "to normalise by the std")
+    centred = r - r.mean(dim=1, keepdim=True)
+    if not norm_by_std:
+        return centred
+    return centred / (r.std(dim=1, keepdim=True) + eps)
+
+
+def dr_grpo(rewards: torch.Tensor) -> torch.Tensor:
+    """Dr.GRPO advantages (Liu et al. 2025): ``A_ik = R_ik - mean_k R_ik``, no std normalisation.
+
+    Use with ``aggregate_loss(..., mode="seq-mean-token-sum-norm")`` (a constant length normaliser instead of
+    the per-sequence length). ``rewards`` ``[P, G]`` -> ``[P, G]``.
+    """
+    return grpo(rewards, norm_by_std=False)
+
+
+def rloo(rewards: torch.Tensor) -> torch.Tensor:
+    """REINFORCE leave-one-out advantages (Ahmadian et al. 2024).
+
+        A_ik = R_ik - 1/(G-1) * sum_{k' != k} R_ik' = G/(G-1) * (R_ik - mean_k R_ik)
+
+    ``rewards`` ``[P, G]`` with G >= 2 -> ``[P, G]``.
+    """
+    r = _check_group_rewards(rewards, 2, "for a leave-one-out baseline")
+    g = r.shape[1]
+    loo_mean = (r.sum(dim=1, keepdim=True) - r) / (g - 1)
+    return r - loo_mean
+
+
+def expand_to_tokens(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Broadcast per-sequence advantages to tokens.
+
+    Args:
+        advantages: ``[P, G]`` (group-major, row ``i * G + k``) or ``[B]``.
+        mask: ``[B, T]`` response mask.
+
+    Returns:
+        ``[B, T]``: ``A_b`` on valid tokens, 0 elsewhere.
+    """
+    a = advantages.reshape(-1)
+    if a.shape[0] != mask.shape[0]:
+        raise ValueError(f"advantages hold {a.shape[0]} sequences but mask has B={mask.shape[0]} rows")
+    return a[:, None] * (mask != 0).to(a.dtype)
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+    """``sum(x * m) / sum(m)`` over ``dim`` (all elements when None); ``x``, ``mask`` same shape."""
+    m = (mask != 0).to(x.dtype)
+    if dim is None:
+        return (x * m).sum() / m.sum()
+    return (x * m).sum(dim=dim) / m.sum(dim=dim)
+
+
+def masked_whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True, eps: float = 1e-8) -> torch.Tensor:
+    """Whiten ``x`` over its valid entries: ``(x - mean) / sqrt(var + eps)`` (population var), masked -> 0.
+
+    ``x``, ``mask``: ``[B, T]``. With ``shift_mean=False`` the mean is added back (PPO-style value whitening).
+    """
+    m = mask != 0
+    mean = masked_mean(x, m)
+    var = masked_mean((x - mean) ** 2, m)
+    w = (x - mean) * torch.rsqrt(var + eps)
+    if not shift_mean:
+        w = w + mean
+    return torch.where(m, w, torch.zeros_like(w))
+
+
+def aggregate_loss(
+    loss_mat: torch.Tensor,
+    mask: torch.Tensor,
+    mode: str = "token-mean",
+    norm_constant: float | None = None,
+) -> torch.Tensor:
+    """Aggregate a per-token loss ``[B, T]`` into a scalar, with the modes as verl names them.
+
+    With m the mask, n_b = sum_t m_bt and B' the rows having at least one valid token:
+
+    - ``token-mean``:               sum_bt l*m / sum_bt m
+    - ``seq-mean-token-mean``:      1/B' sum_b (sum_t l*m / n_b)
+    - ``seq-mean-token-sum``:       1/B' sum_b sum_t l*m
+    - ``seq-mean-token-sum-norm``:  1/B' sum_b sum_t l*m / C,  C = ``norm_constant`` (default T, the
+      horizon), Dr.GRPO's constant length normaliser. verl's version divides the total by C without the
+      1/B'; ours is that divided by the number of sequences, as in the Dr.GRPO paper.
+
+    Rows without any valid token are left out of the sequence means (verl would produce NaN for them).
+
+    Args:
+        loss_mat: ``[B, T]`` per-token loss.
+        mask: ``[B, T]`` response mask.
+        mode: one of ``LOSS_AGG_MODES``.
+        norm_constant: positive constant for ``seq-mean-token-sum-norm``.
+
+    Returns:
+        scalar tensor (0 when there is no valid token).
+    """
+    if mode not in LOSS_AGG_MODES:
+        raise ValueError(f"mode must be one of {', '.join(repr(m) for m in LOSS_AGG_MODES)}; got {mode!r}")
+    _check_same_shape(loss_mat=loss_mat, mask=mask)
+    if loss_mat.dim() != 2:
+        raise ValueError(f"loss_mat must be [B, T]; got shape {tuple(loss_mat.shape)}")
+    m = (mask != 0).to(loss_mat.dtype)
+    lm = loss_mat * m
+    n_tok = m.sum(dim=1)
+    rows = n_tok > 0
+    n_rows = rows.sum()
+    if int(n_rows) == 0:
+        return loss_mat.sum() * 0.0
+    if mode == "token-mean":
+        return lm.sum() / n_tok.sum()
+    seq_sum = lm.sum(dim=1)
+    if mode == "seq-mean-token-sum":
+        return seq_sum[rows].sum() / n_rows
+    if mode == "seq-mean-token-mean":
+        return (seq_sum[rows] / n_tok[rows]).sum() / n_rows
+    c = float(loss_mat.shape[1]) if norm_constant is None else float(norm_constant)
+    if not c > 0:
+        raise ValueError(f"norm_constant must be > 0; got {norm_constant!r}")
+    return seq_sum[rows].sum() / (c * n_rows)

@@ -1,0 +1,442 @@
+"""SNR-aware filtering of prompt groups by reward variance (PAPER.md section 4).
+
+Per training iteration the batch holds P prompts x G rollouts. Each prompt group gets a score, its sample
+reward variance ``V_i`` (the paper's) or its standard deviation (the official code's), and a selection rule
+keeps the high-signal groups. Dropped groups are removed from the batch (:func:`compact`), which is where the
+backward-pass saving comes from; masking them out would save nothing.
+
+Everything here is a pure function of tensors. Variants implemented (all selectable, none silently adopted):
+
+- ``score="variance"`` (paper, default) or ``"std"`` (official RAGEN code). On ``[9, 1, 1, 1]`` with
+  ``value=0.9`` the variance keeps 3 groups and the std keeps 4.
+- ``eps``: the top-p threshold is ``value * total - eps`` (paper: ``eps = 0``; official code: ``0.01``).
+- An all-zero batch (or one where every group is excluded) keeps nothing: ``FilterResult.empty`` is True and
+  the caller should skip the update (the paper leaves ``sum V = 0`` undefined; this is our choice).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+
+__all__ = [
+    "FilterResult",
+    "STRATEGIES",
+    "SCORES",
+    "ORDERS",
+    "ZERO_TOL",
+    "reward_variance",
+    "rv_statistics",
+    "select_groups",
+    "filter_groups",
+    "compact",
+]
+
+STRATEGIES = ("top_p", "top_k", "top_k_abs", "min_p", "random")
+SCORES = ("variance", "std")
+ORDERS = ("largest", "smallest")
+#: Scores at or below this value count as zero for ``include_zero=False`` (official code's threshold).
+ZERO_TOL = 1e-10
+# Float slack for floor(value * P): 0.29 * 100 evaluates to 28.999999999999996 in binary floating point.
+_FLOOR_SLACK = 1e-9
+
+
+@dataclass(frozen=True)
+class FilterResult:
+    """Outcome of :func:`filter_groups` / :func:`select_groups`.
+
+    Attributes:
+        kept: LongTensor ``[n_kept]`` of kept group indices, in descending score order, ties by lower index.
+        mask: BoolTensor ``[P]``, True for kept groups.
+        scores: float64 tensor ``[P]``, the score each group was ranked by (NaN for NaN groups).
+        empty: True when nothing is kept (total score 0, every group excluded, or max score 0 for min_p);
+            the caller should skip the update step.
+        kept_fraction: ``n_kept / P``.
+        rv_mean, rv_std, rv_heterogeneity: batch statistics of the per-group reward variance, NaN groups
+            ignored (see :func:`rv_statistics`). NaN when not defined.
+        zero_fraction: share of non-NaN groups whose variance is <= ``ZERO_TOL``.
+        n_nan: number of groups with a NaN variance (never kept).
+        n_excluded: number of groups excluded before ranking (NaN groups, plus zero groups when
+            ``include_zero=False``).
+    """
+
+    kept: torch.Tensor
+    mask: torch.Tensor
+    scores: torch.Tensor
+    empty: bool
+    kept_fraction: float
+    rv_mean: float
+    rv_std: float
+    rv_heterogeneity: float
+    zero_fraction: float
+    n_nan: int
+    n_excluded: int
+
+    @property
+    def n_kept(self) -> int:
+        """Number of kept groups."""
+        return int(self.kept.numel())
+
+    def as_metrics(self, prefix: str = "filter/") -> dict[str, float]:
+        """Flat, JSON-ready metrics namespaced with ``prefix`` (CleanRL-style metric names)."""
+        return {
+            f"{prefix}kept_groups": float(self.n_kept),
+            f"{prefix}kept_fraction": self.kept_fraction,
+            f"{prefix}empty": float(self.empty),
+            f"{prefix}rv_mean": self.rv_mean,
+            f"{prefix}rv_std": self.rv_std,
+            f"{prefix}rv_heterogeneity": self.rv_heterogeneity,
+            f"{prefix}zero_fraction": self.zero_fraction,
+            f"{prefix}nan_groups": float(self.n_nan),
+        }
+
+
+def _check_rewards(rewards: torch.Tensor, name: str = "rewards") -> torch.Tensor:
+    if not isinstance(rewards, torch.Tensor):
+        rewards = torch.as_tensor(rewards)
+    if rewards.dim() != 2:
+        raise ValueError(f"{name} must be a 2-D tensor [P, G] (P groups x G rollouts); got shape {tuple(rewards.shape)}")
+    if rewards.shape[0] < 1:
+        raise ValueError(f"{name} must hold at least one group (P >= 1); got shape {tuple(rewards.shape)}")
+    if not (rewards.is_floating_point() or rewards.dtype in (torch.int8, torch.int16, torch.int32, torch.int64,
+                                                             torch.uint8, torch.bool)):
+        raise ValueError(f"{name} must be a real-valued tensor; got dtype {rewards.dtype}")
+    return rewards
+
+
+def reward_variance(rewards: torch.Tensor, ddof: int = 1) -> torch.Tensor:
+    """Per-group sample reward variance (PAPER.md section 4).
+
+    ``V_i = 1/(G - ddof) * sum_k (R_ik - mean_i)^2``, the paper uses ``ddof = 1``.
+
+    Args:
+        rewards: float tensor ``[P, G]``, one row per prompt group. NaN entries are allowed: they make that
+            group's variance NaN (such a group is never kept by :func:`filter_groups`).
+        ddof: delta degrees of freedom, an integer in ``[0, G - 1]``.
+
+    Returns:
+        float64 tensor ``[P]`` of variances (computed in float64 for exactness on small integer rewards).
+    """
+    rewards = _check_rewards(rewards)
+    g = rewards.shape[1]
+    if isinstance(ddof, bool) or not isinstance(ddof, int) or ddof < 0:
+        raise ValueError(f"ddof must be a non-negative integer (0 or 1 in practice); got {ddof!r}")
+    if g - ddof < 1:
+        raise ValueError(
+            f"rewards needs G > ddof rollouts per group to define a variance; got G={g} with ddof={ddof} "
+            f"(use G >= {ddof + 1} or a smaller ddof)"
+        )
+    r = rewards.to(torch.float64)
+    mean = r.mean(dim=1, keepdim=True)
+    return ((r - mean) ** 2).sum(dim=1) / (g - ddof)
+
+
+def rv_statistics(variances: torch.Tensor) -> dict[str, float]:
+    """Batch statistics of per-group reward variance: the RV heterogeneity pre-check (PAPER.md section 4).
+
+    ``rv_heterogeneity = Std(RV) / Mean(RV)`` over the groups of one rollout batch, with the population
+    standard deviation (ddof = 0) over the groups. NaN groups are ignored; when no group is left, or
+    ``Mean(RV) = 0``, the ratio is NaN (never inf, never an exception).
+
+    Args:
+        variances: tensor ``[P]`` of per-group reward variances (NaN allowed).
+
+    Returns:
+        dict with ``rv_mean``, ``rv_std``, ``rv_heterogeneity``, ``zero_fraction`` (share of non-NaN
+        groups with variance <= ``ZERO_TOL``), ``n_groups`` and ``n_nan``.
+    """
+    v = torch.as_tensor(variances).to(torch.float64).reshape(-1)
+    nan = torch.isnan(v)
+    n_nan = int(nan.sum())
+    n = v.numel() - n_nan
+    out = {"n_groups": float(v.numel()), "n_nan": float(n_nan)}
+    if n == 0:
+        out.update(rv_mean=math.nan, rv_std=math.nan, rv_heterogeneity=math.nan, zero_fraction=math.nan)
+        return out
+    vv = v if n_nan == 0 else v[~nan]
+    std_t, mean_t = torch.std_mean(vv, correction=0)
+    mean, std = float(mean_t), float(std_t)
+    out["rv_mean"] = mean
+    out["rv_std"] = std
+    out["rv_heterogeneity"] = std / mean if mean > 0 else math.nan
+    out["zero_fraction"] = int((vv <= ZERO_TOL).sum()) / n
+    return out
+
+
+def _check_choice(name: str, value: str, accepted: tuple[str, ...]) -> None:
+    if value not in accepted:
+        raise ValueError(f"{name} must be one of {', '.join(repr(a) for a in accepted)}; got {value!r}")
+
+
+def _check_fraction(value: float, strategy: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"value must be a number in (0, 1] for strategy={strategy!r}; got {value!r}") from None
+    if not (0.0 < v <= 1.0):
+        raise ValueError(f"value must be in (0, 1] for strategy={strategy!r} (a keep rate); got {value!r}")
+    return v
+
+
+def _top_p_count(sorted_scores: torch.Tensor, value: float, eps: float) -> int:
+    """Smallest prefix length k >= 1 with cumsum(sorted_scores)[k-1] >= value * total - eps (0 if total <= 0)."""
+    if sorted_scores.numel() == 0:
+        return 0
+    cum = torch.cumsum(sorted_scores, dim=0)
+    total = float(cum[-1])
+    if not total > 0.0:
+        return 0
+    threshold = value * total - eps
+    # cum is non-decreasing (scores >= 0): k* - 1 is the number of prefixes still below the threshold.
+    k = int((cum < threshold).sum()) + 1
+    return min(max(k, 1), sorted_scores.numel())
+
+
+def select_groups(
+    scores: torch.Tensor,
+    strategy: str = "top_p",
+    value: float = 0.9,
+    include_zero: bool = True,
+    order: str = "largest",
+    eps: float = 0.0,
+    generator: torch.Generator | None = None,
+    variances: torch.Tensor | None = None,
+) -> FilterResult:
+    """Select groups from precomputed non-negative scores (PAPER.md section 4: top-p and its variants).
+
+    This is the selection rule of :func:`filter_groups`, usable when groups have unequal sizes (compute the
+    variances yourself) or when the score comes from elsewhere.
+
+    Rules, on candidate groups (non-NaN, and score > ``ZERO_TOL`` when ``include_zero=False``) ranked by a
+    stable sort (descending for ``order="largest"``, ascending for ``"smallest"``; ties by lower index):
+
+    - ``top_p``: keep the smallest prefix ``k* = min{k >= 1 : sum_{j<=k} s_sigma(j) >= value * sum_i s_i - eps}``.
+      Total score 0 (or no candidate): keep nothing, ``empty=True``.
+    - ``top_k``: keep ``max(1, floor(value * P))`` groups (``value`` in (0, 1], P = all groups), at most the
+      number of candidates.
+    - ``top_k_abs``: keep ``int(value)`` groups (a positive integer), at most the number of candidates.
+    - ``min_p``: keep groups with ``s_i >= value * max_i s_i`` (nothing if the max is 0). With
+      ``order="smallest"`` it keeps the same number of groups from the bottom of the ranking (a
+      count-matched reverse ablation).
+    - ``random``: as many groups as ``top_p`` (order ``"largest"``) would keep, drawn uniformly without
+      replacement among the candidates with ``generator`` (the control arm of ablations).
+
+    Args:
+        scores: tensor ``[P]`` of non-negative scores; NaN allowed (never kept).
+        strategy: one of ``STRATEGIES``.
+        value: keep rate rho in (0, 1] (``top_p``, ``top_k``, ``random``), ratio p in (0, 1] (``min_p``) or a
+            positive integer count (``top_k_abs``).
+        include_zero: when False, groups with score <= ``ZERO_TOL`` are dropped before ranking.
+        order: ``"largest"`` (the method) or ``"smallest"`` (the reverse ablation).
+        eps: non-negative slack subtracted from the top-p threshold (official code: 0.01).
+        generator: ``torch.Generator`` for ``strategy="random"`` (required there, unused otherwise).
+        variances: optional ``[P]`` reward variances for the batch statistics (defaults to ``scores``).
+
+    Returns:
+        :class:`FilterResult`.
+    """
+    _check_choice("strategy", strategy, STRATEGIES)
+    _check_choice("order", order, ORDERS)
+    s = torch.as_tensor(scores)
+    if s.dim() != 1 or s.numel() < 1:
+        raise ValueError(f"scores must be a non-empty 1-D tensor [P]; got shape {tuple(s.shape)}")
+    s = s.to(torch.float64)
+    if bool((s < 0).any()):
+        raise ValueError("scores must be non-negative (variances or standard deviations); got a negative entry")
+    try:
+        eps_f = float(eps)
+    except (TypeError, ValueError):
+        raise ValueError(f"eps must be a non-negative number; got {eps!r}") from None
+    if not eps_f >= 0.0:
+        raise ValueError(f"eps must be a non-negative number; got {eps!r}")
+    if strategy == "top_k_abs":
+        try:
+            count = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"value must be a positive integer count for strategy='top_k_abs'; got {value!r}") from None
+        if not (count >= 1 and count == int(count)):
+            raise ValueError(f"value must be a positive integer count for strategy='top_k_abs'; got {value!r}")
+        value_f = count
+    else:
+        value_f = _check_fraction(value, strategy)
+    if strategy == "random" and not isinstance(generator, torch.Generator):
+        raise ValueError("generator must be a torch.Generator for strategy='random' (no global random state)")
+
+    p = s.numel()
+    nan = torch.isnan(s)
+    excluded = nan.clone()
+    if not include_zero:
+        excluded |= s <= ZERO_TOL
+    n_cand = p - int(excluded.sum())
+
+    # Stable ranking; excluded groups are pushed to the end so the first n_cand entries are the candidates.
+    if order == "largest":
+        key = torch.where(excluded, torch.full_like(s, -math.inf), s)
+        ranked = torch.sort(key, descending=True, stable=True).indices
+    else:
+        key = torch.where(excluded, torch.full_like(s, math.inf), s)
+        ranked = torch.sort(key, descending=False, stable=True).indices
+    cand_ranked = ranked[:n_cand]
+    cand_scores = s[cand_ranked]
+
+    if strategy == "top_p":
+        k = _top_p_count(cand_scores, value_f, eps_f)
+        chosen = cand_ranked[:k]
+    elif strategy == "top_k":
+        k = min(max(1, math.floor(value_f * p + _FLOOR_SLACK)), n_cand)
+        chosen = cand_ranked[:k]
+    elif strategy == "top_k_abs":
+        k = min(int(value_f), n_cand)
+        chosen = cand_ranked[:k]
+    elif strategy == "min_p":
+        smax = float(cand_scores.max()) if n_cand > 0 else 0.0
+        if not smax > 0.0:
+            chosen = cand_ranked[:0]
+        else:
+            passes = cand_scores >= value_f * smax
+            if order == "largest":
+                chosen = cand_ranked[passes]
+            else:
+                chosen = cand_ranked[: int(passes.sum())]
+    else:  # random
+        if order == "largest":
+            desc = cand_ranked
+        else:
+            desc = torch.sort(torch.where(excluded, torch.full_like(s, -math.inf), s), descending=True,
+                              stable=True).indices[:n_cand]
+        k = _top_p_count(s[desc], value_f, eps_f)
+        pick = torch.randperm(n_cand, generator=generator)[:k]
+        chosen = cand_ranked[pick]
+
+    mask = torch.zeros(p, dtype=torch.bool)
+    mask[chosen] = True
+    # Contract: kept indices in descending score order, ties by lower index.
+    if order == "largest":
+        kept = cand_ranked[mask[cand_ranked]]  # cand_ranked is already that order
+    else:
+        desc = torch.sort(torch.where(nan, torch.full_like(s, -math.inf), s), descending=True, stable=True).indices
+        kept = desc[mask[desc]]
+
+    stats = rv_statistics(s if variances is None else torch.as_tensor(variances))
+    return FilterResult(
+        kept=kept.to(torch.long),
+        mask=mask,
+        scores=s,
+        empty=kept.numel() == 0,
+        kept_fraction=kept.numel() / p,
+        rv_mean=stats["rv_mean"],
+        rv_std=stats["rv_std"],
+        rv_heterogeneity=stats["rv_heterogeneity"],
+        zero_fraction=stats["zero_fraction"],
+        n_nan=int(nan.sum()),
+        n_excluded=p - n_cand,
+    )
+
+
+def filter_groups(
+    rewards: torch.Tensor,
+    strategy: str = "top_p",
+    value: float = 0.9,
+    score: str = "variance",
+    include_zero: bool = True,
+    order: str = "largest",
+    ddof: int = 1,
+    eps: float = 0.0,
+    generator: torch.Generator | None = None,
+) -> FilterResult:
+    """SNR-Aware Filtering of a rollout batch (PAPER.md section 4, the paper's algorithm and its variants).
+
+    Computes ``V_i`` with :func:`reward_variance`, ranks by ``score`` (``"variance"``: ``V_i``, the paper's;
+    ``"std"``: ``sqrt(V_i)``, the official code's) and applies :func:`select_groups`. The batch statistics
+    (``rv_mean``, ``rv_std``, ``rv_heterogeneity``) are always computed on the variance.
+
+    Args:
+        rewards: float tensor ``[P, G]`` (NaN allowed: that group is never kept and counted in ``n_nan``).
+        strategy: ``"top_p"`` (default), ``"top_k"``, ``"top_k_abs"``, ``"min_p"`` or ``"random"``.
+        value: keep rate rho in (0, 1] (paper default 0.9); a count for ``top_k_abs``.
+        score: ``"variance"`` or ``"std"``.
+        include_zero: keep zero-variance groups eligible (True) or drop them before ranking (False).
+        order: ``"largest"`` or ``"smallest"`` (reverse ablation).
+        ddof: 1 (paper) or 0; needs G > ddof.
+        eps: non-negative top-p threshold slack (0 in the paper, 0.01 in the official code).
+        generator: ``torch.Generator``, required for ``strategy="random"``.
+
+    Returns:
+        :class:`FilterResult` with ``kept`` ``[n_kept]``, ``mask`` ``[P]``, ``scores`` ``[P]``.
+    """
+    _check_choice("score", score, SCORES)
+    variances = reward_variance(rewards, ddof=ddof)
+    scores = variances.sqrt() if score == "std" else variances
+    return select_groups(
+        scores,
+        strategy=strategy,
+        value=value,
+        include_zero=include_zero,
+        order=order,
+        eps=eps,
+        generator=generator,
+        variances=variances,
+    )
+
+
+def compact(
+    batch: Mapping[str, torch.Tensor],
+    kept: torch.Tensor,
+    group_size: int,
+    mask_key: str = "attention_mask",
+) -> dict[str, torch.Tensor]:
+    """Physically remove dropped groups from a padded token batch and re-pad to the longest kept sequence.
+
+    The batch is group-major: row ``i * G + k`` holds rollout k of group i (B = P * G rows). Rows of dropped
+    groups are removed, then the columns that are padding in every kept row (trailing ones for right
+    padding, leading ones for left padding) are cut, so that the backward pass runs over fewer tokens
+    (PAPER.md section 4: "dropped groups are removed from the batch"). Masking instead saves nothing.
+
+    Args:
+        batch: mapping of name -> tensor with first dimension B (e.g. ``input_ids`` ``[B, T]``,
+            ``attention_mask`` ``[B, T]``, ``response_mask`` ``[B, T]``, ``advantages`` ``[B, T]``,
+            ``old_log_probs`` ``[B, T]``, per-sequence ``rewards`` ``[B]``). Tensors whose second
+            dimension equals T are cut along it; others are only row-selected.
+        kept: LongTensor ``[n_kept]`` of kept group indices (e.g. ``FilterResult.kept``); rows come out in
+            this group order, rollouts of a group in their original order.
+        group_size: G, rollouts per group.
+        mask_key: key of the ``[B, T]`` padding mask (non-zero = real token) used to find the columns to cut.
+
+    Returns:
+        dict with the same keys, each tensor with ``n_kept * G`` rows and ``T' <= T`` columns.
+    """
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
+        raise ValueError(f"group_size must be a positive integer (G); got {group_size!r}")
+    if mask_key not in batch:
+        raise ValueError(f"mask_key {mask_key!r} is not a key of batch (keys: {sorted(batch)})")
+    mask = batch[mask_key]
+    if mask.dim() != 2:
+        raise ValueError(f"batch[{mask_key!r}] must be a 2-D padding mask [B, T]; got shape {tuple(mask.shape)}")
+    b, t = mask.shape
+    if b % group_size != 0:
+        raise ValueError(f"batch has B={b} rows, not a multiple of group_size={group_size}")
+    n_groups = b // group_size
+    kept = torch.as_tensor(kept, dtype=torch.long).reshape(-1)
+    if kept.numel() and (int(kept.min()) < 0 or int(kept.max()) >= n_groups):
+        raise ValueError(f"kept must hold group indices in [0, {n_groups - 1}]; got {kept.tolist()}")
+    for name, tensor in batch.items():
+        if not isinstance(tensor, torch.Tensor) or tensor.dim() < 1 or tensor.shape[0] != b:
+            raise ValueError(f"batch[{name!r}] must be a tensor with first dimension B={b}")
+
+    rows = (kept[:, None] * group_size + torch.arange(group_size)[None, :]).reshape(-1)
+    kept_mask = mask.index_select(0, rows) != 0
+    cols = kept_mask.any(dim=0).nonzero().flatten()
+    if cols.numel() == 0:
+        lo, hi = 0, 0
+    else:
+        lo, hi = int(cols[0]), int(cols[-1]) + 1
+    out: dict[str, torch.Tensor] = {}
+    for name, tensor in batch.items():
+        sel = tensor.index_select(0, rows)
+        if sel.dim() >= 2 and tensor.shape[1] == t:
+            sel = sel[:, lo:hi]
+        out[name] = sel.contiguous()
+    return out

@@ -1,0 +1,519 @@
+"""`HFPolicy`: the `Policy` protocol over any transformers causal LM loaded from a local path.
+
+    policy = HFPolicy.from_pretrained("path/to/model", device="cpu", dtype=None)   # or "bfloat16"
+    prompt = policy.encode_chat([{"role": "system", "content": ...}, {"role": "user", "content": ...}])
+    gen = torch.Generator().manual_seed(0)
+    gens = policy.generate([prompt] * 8, max_new_tokens=64, temperature=1.0, generator=gen)
+    out = policy.forward_logprobs(input_ids, attention_mask, with_entropy=True)   # with grad
+
+Prompt layout: the tokenizer's chat template when it has one; otherwise the fallback layout
+(`FALLBACK_TEMPLATE`) `"{role}: {content}\\n\\n"` per message and the generation prompt `"assistant: "`.
+
+Generation (`generate`): prompts are left-padded into one batch, the prompt is prefilled once and
+then one token per step is decoded with the KV cache. Positions are `cumsum(attention_mask) - 1`, so
+a padded sequence sees the same positions as it would alone. Per step, for each sequence:
+
+    greedy:   token = argmax(logits);  logprob = log softmax(logits)[token]      (temperature 1, no top-p)
+    sampled:  q = softmax(logits / T), restricted to the top-p nucleus and renormalised;
+              token ~ q (drawn with `generator`);  logprob = log q[token]
+
+A sequence stops at an EOS id (the tokenizer's EOS, the generation config's EOS ids and
+`<|im_end|>` / `<|endoftext|>` when they exist; the EOS token is not part of the response), or when
+the decoded response contains one of the stop strings: the text is cut right after the stop string
+and the ids end with the token that completed it (if that token also carries characters after the
+stop string, those are in the ids but not in `text`), or after `max_new_tokens` ("length").
+
+Images: models that follow the image-prefix convention of the tiny vision model (config attribute
+`image_token_id`, config property `image_seq_len`, method `prepare_pixel_values(list of HxWx3
+uint8) -> [N, 3, S, S]`, forward argument `pixel_values`) accept images. Put the placeholder
+`policy.image_token` in a message where the image goes; `encode_chat` expands each placeholder to
+`image_seq_len` tokens. Other models raise ValueError on non-empty image lists. Transformers VLMs
+driven through their processor are not supported (see `ragen_core.policy.tiny`'s docstring for why).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from ragen_core.policy.base import Generation, ImageList, PolicyOutput
+
+#: Prompt layout for tokenizers without a chat template (documented in the module docstring).
+FALLBACK_TEMPLATE = "{role}: {content}\n\n"
+FALLBACK_GENERATION_PROMPT = "assistant: "
+
+_DTYPES = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+}
+
+
+def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
+    """None / torch.dtype / one of `_DTYPES`' names -> torch.dtype (None means the checkpoint's default)."""
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    if isinstance(dtype, str) and dtype.lower() in _DTYPES:
+        return _DTYPES[dtype.lower()]
+    raise ValueError(f"dtype must be None, a torch.dtype or one of {sorted(_DTYPES)}, got {dtype!r}")
+
+
+def sample_from_logits(
+    logits: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    greedy: bool = False,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pick one token per row of `logits` `[B, V]`; returns (tokens `[B]` long, logprobs `[B]` float32).
+
+    See the module docstring for the two rules (greedy / temperature + nucleus). The nucleus keeps the
+    smallest prefix of tokens, sorted by probability, whose mass reaches `top_p` (at least one token).
+    """
+    logits = logits.float()
+    if greedy:
+        tokens = logits.argmax(-1)
+        return tokens, torch.log_softmax(logits, -1).gather(-1, tokens[:, None]).squeeze(-1)
+    logp = torch.log_softmax(logits / temperature, -1)
+    if top_p < 1.0:
+        sorted_logp, order = logp.sort(-1, descending=True)
+        sorted_p = sorted_logp.exp()
+        # drop a token when the mass strictly before it already reaches top_p
+        drop_sorted = (sorted_p.cumsum(-1) - sorted_p) >= top_p
+        drop_sorted[:, 0] = False
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        logp = torch.log_softmax(logp.masked_fill(drop, float("-inf")), -1)
+    probs = logp.exp()
+    if generator is not None and generator.device != probs.device:
+        tokens = torch.multinomial(probs.to(generator.device), 1, generator=generator).to(probs.device)
+    else:
+        tokens = torch.multinomial(probs, 1, generator=generator)
+    return tokens.squeeze(-1), logp.gather(-1, tokens).squeeze(-1)
+
+
+def pad_batch(
+    sequences: Sequence[Sequence[int]],
+    pad_id: int,
+    side: str = "right",
+    device: torch.device | str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pad token-id lists into (`input_ids` `[B, T]`, `attention_mask` `[B, T]`), long tensors.
+
+    `side` is "right" (what `forward_logprobs` documents) or "left" (what generation uses).
+    """
+    if side not in ("left", "right"):
+        raise ValueError(f"side must be 'left' or 'right', got {side!r}")
+    if len(sequences) == 0:
+        raise ValueError("pad_batch needs at least one sequence")
+    T = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), T), int(pad_id), dtype=torch.long)
+    mask = torch.zeros((len(sequences), T), dtype=torch.long)
+    for b, seq in enumerate(sequences):
+        n = len(seq)
+        if n == 0:
+            continue
+        sl = slice(0, n) if side == "right" else slice(T - n, T)
+        ids[b, sl] = torch.as_tensor(list(seq), dtype=torch.long)
+        mask[b, sl] = 1
+    return ids.to(device), mask.to(device)
+
+
+def _forward_param_names(model: torch.nn.Module) -> set[str]:
+    """Names of `model.forward`'s parameters, including those of the base classes' forwards (a
+    subclass that takes **kwargs still accepts what its parent's forward names)."""
+    names: set[str] = set()
+    for cls in type(model).__mro__:
+        fwd = cls.__dict__.get("forward")
+        if fwd is None:
+            continue
+        try:
+            names |= set(inspect.signature(fwd).parameters)
+        except (TypeError, ValueError):
+            continue
+    return names
+
+
+class HFPolicy:
+    """`Policy` over a transformers causal LM (see the module docstring).
+
+    Args:
+        model: a transformers causal LM (`model(input_ids, attention_mask, position_ids, <cache>,
+            use_cache) -> .logits`), already on its device and dtype.
+        tokenizer: its tokenizer; a missing pad token is set to the EOS token.
+        eos_token_ids: ids that end a response (default: see the module docstring).
+
+    Attributes:
+        model, tokenizer: what the trainer optimises / decodes with.
+        image_token: the placeholder string for images, or None for text-only models.
+        pad_token_id, eos_token_ids.
+    """
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, *, eos_token_ids: Sequence[int] | None = None):
+        self.model = model
+        self.tokenizer = tokenizer
+        if tokenizer.pad_token_id is None:
+            if tokenizer.eos_token is None:
+                raise ValueError("the tokenizer has neither a pad nor an EOS token; set one of them")
+            tokenizer.pad_token = tokenizer.eos_token
+        self.pad_token_id: int = int(tokenizer.pad_token_id)
+        self.eos_token_ids: frozenset[int] = frozenset(
+            int(i) for i in (eos_token_ids if eos_token_ids is not None else self._default_eos_ids())
+        )
+        names = _forward_param_names(model)
+        # transformers 5.x calls the KV cache `cache` (`past_key_values` is deprecated);
+        # 4.x calls it `past_key_values`.
+        self._cache_kw = "cache" if "cache" in names else "past_key_values"
+        self._has_logits_to_keep = "logits_to_keep" in names
+        cfg = getattr(model, "config", None)
+        self._image_token_id = (
+            getattr(cfg, "image_token_id", None) if hasattr(model, "prepare_pixel_values") else None
+        )
+        self._image_seq_len = int(getattr(cfg, "image_seq_len", 0) or 0)
+        self.image_token: str | None = (
+            tokenizer.convert_ids_to_tokens(int(self._image_token_id))
+            if self._image_token_id is not None
+            else None
+        )
+
+    # ------------------------------------------------------------------------------ construction
+    @classmethod
+    def from_pretrained(
+        cls,
+        path: str | os.PathLike,
+        *,
+        device: str | torch.device = "cpu",
+        dtype: str | torch.dtype | None = None,
+        attn_implementation: str | None = None,
+        trust_remote_code: bool = False,
+        eos_token_ids: Sequence[int] | None = None,
+    ) -> HFPolicy:
+        """Load model and tokenizer from a local directory (no network: `local_files_only=True`).
+
+        Args:
+            path: a directory written by `save_pretrained` (a real model or `build_tiny_model`).
+            device: "cpu", "cuda", "cuda:1", ...
+            dtype: None (checkpoint default; float32 for the tiny model), "bfloat16", "float16", "float32".
+            attn_implementation: passed to transformers ("sdpa", "eager", "flash_attention_2").
+        """
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        import ragen_core.policy.tiny  # noqa: F401  (registers the tiny vision model type)
+
+        if not os.path.isdir(path):
+            raise ValueError(
+                f"{path!s} is not a directory; HFPolicy loads local checkpoints only (no download)"
+            )
+        kwargs: dict[str, Any] = {"local_files_only": True, "trust_remote_code": trust_remote_code}
+        torch_dtype = resolve_dtype(dtype)
+        if torch_dtype is not None:
+            kwargs["dtype"] = torch_dtype
+        if attn_implementation is not None:
+            kwargs["attn_implementation"] = attn_implementation
+        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+        model.to(torch.device(device))
+        tokenizer = AutoTokenizer.from_pretrained(
+            path, local_files_only=True, trust_remote_code=trust_remote_code
+        )
+        return cls(model, tokenizer, eos_token_ids=eos_token_ids)
+
+    def _default_eos_ids(self) -> list[int]:
+        ids: list[int] = []
+        if self.tokenizer.eos_token_id is not None:
+            ids.append(int(self.tokenizer.eos_token_id))
+        gen_cfg = getattr(self.model, "generation_config", None)
+        gen_eos = getattr(gen_cfg, "eos_token_id", None)
+        if gen_eos is not None:
+            ids.extend([gen_eos] if isinstance(gen_eos, int) else list(gen_eos))
+        vocab = self.tokenizer.get_vocab()
+        for name in ("<|im_end|>", "<|endoftext|>"):
+            if name in vocab:
+                ids.append(int(vocab[name]))
+        return ids
+
+    # ------------------------------------------------------------------------------------ basics
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def supports_images(self) -> bool:
+        return self._image_token_id is not None
+
+    def encode_chat(
+        self, messages: Sequence[dict[str, str]], add_generation_prompt: bool = True
+    ) -> list[int]:
+        """Token ids of a chat; with `add_generation_prompt` they end with the assistant header.
+
+        Each `image_token` in a message becomes `image_seq_len` image tokens (vision models only).
+        """
+        for i, m in enumerate(messages):
+            if not isinstance(m, dict) or "role" not in m or "content" not in m:
+                raise ValueError(f"message {i} must be a dict with 'role' and 'content', got {m!r}")
+        if getattr(self.tokenizer, "chat_template", None):
+            text = self.tokenizer.apply_chat_template(
+                [{"role": m["role"], "content": m["content"]} for m in messages],
+                tokenize=False,
+                add_generation_prompt=add_generation_prompt,
+            )
+        else:
+            text = "".join(FALLBACK_TEMPLATE.format(role=m["role"], content=m["content"]) for m in messages)
+            if add_generation_prompt:
+                text += FALLBACK_GENERATION_PROMPT
+        if self.image_token is not None and self._image_seq_len > 1:
+            text = text.replace(self.image_token, self.image_token * self._image_seq_len)
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def pad(
+        self, sequences: Sequence[Sequence[int]], side: str = "right"
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`pad_batch` with this policy's pad id, on its device."""
+        return pad_batch(sequences, self.pad_token_id, side=side, device=self.device)
+
+    # ---------------------------------------------------------------------------------- images
+    def _image_kwargs(self, images: Sequence[ImageList] | None, batch: int, input_ids: torch.Tensor) -> dict:
+        """Validate per-sequence image lists and turn them into the model's `pixel_values`.
+
+        For a vision model the number of image tokens of every sequence must be
+        `len(images[b]) * image_seq_len` (`images=None` means no images anywhere).
+        """
+        if images is not None and len(images) != batch:
+            raise ValueError(f"images must have one list per sequence ({batch}), got {len(images)}")
+        per_seq = [list(x or []) for x in images] if images is not None else [[] for _ in range(batch)]
+        flat = [img for imgs in per_seq for img in imgs]
+        if not self.supports_images:
+            if flat:
+                raise ValueError(
+                    f"{type(self.model).__name__} is a text-only model; got {len(flat)} images "
+                    "(use a model built with build_tiny_model(..., vision=True))"
+                )
+            return {}
+        counts = (input_ids == self._image_token_id).sum(-1).tolist()
+        for b, imgs in enumerate(per_seq):
+            want = len(imgs) * self._image_seq_len
+            if counts[b] != want:
+                raise ValueError(
+                    f"sequence {b} has {counts[b]} image tokens but {len(imgs)} images "
+                    f"need {want}; put policy.image_token once per image in the messages"
+                )
+        if not flat:
+            return {}
+        return {"pixel_values": self.model.prepare_pixel_values(flat)}
+
+    # ------------------------------------------------------------------------------- generation
+    def _forward(self, input_ids, attention_mask, position_ids, cache, last_only: bool, **extra):
+        kwargs = dict(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            use_cache=True,
+            **extra,
+        )
+        if cache is not None:
+            kwargs[self._cache_kw] = cache
+        if last_only and self._has_logits_to_keep:
+            kwargs["logits_to_keep"] = 1
+        out = self.model(**kwargs)
+        new_cache = getattr(out, "cache", None)
+        if new_cache is None:
+            new_cache = getattr(out, "past_key_values", None)
+        return out.logits[:, -1, :], new_cache
+
+    @torch.no_grad()
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        *,
+        max_new_tokens: int = 128,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        stop: Sequence[str] = ("</answer>",),
+        generator: torch.Generator | None = None,
+        images: Sequence[ImageList] | None = None,
+        greedy: bool = False,
+    ) -> list[Generation]:
+        """Sample one response per prompt (batched, left-padded, KV-cached; module docstring).
+
+        Args:
+            prompts: token-id lists (from `encode_chat`), each non-empty.
+            max_new_tokens: per response, >= 1.
+            temperature: > 0 for sampling (0 is accepted and means greedy).
+            top_p: nucleus mass in (0, 1].
+            stop: stop strings, matched on the decoded response.
+            generator: torch.Generator for the draws (same generator state -> same samples).
+            images: one list of uint8 HxWx3 arrays per prompt (vision models).
+            greedy: argmax decoding.
+        """
+        if not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+        if not temperature >= 0:
+            raise ValueError(f"temperature must be >= 0 (0 means greedy), got {temperature}")
+        if not 0.0 < top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        if isinstance(stop, str):
+            stop = (stop,)
+        stop = tuple(s for s in stop if s)
+        greedy = greedy or temperature == 0
+        prompts = [list(p) for p in prompts]
+        if not prompts:
+            return []
+        for i, p in enumerate(prompts):
+            if not p:
+                raise ValueError(f"prompt {i} is empty; encode_chat() a conversation first")
+
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            return self._generate(
+                prompts, max_new_tokens, temperature, top_p, stop, generator, images, greedy
+            )
+        finally:
+            self.model.train(was_training)
+
+    def _generate(self, prompts, max_new_tokens, temperature, top_p, stop, generator, images, greedy):
+        B = len(prompts)
+        device = self.device
+        input_ids, attn = pad_batch(prompts, self.pad_token_id, side="left", device=device)
+        extra = self._image_kwargs(images, B, input_ids)
+        positions = (attn.cumsum(-1) - 1).clamp(min=0)
+        logits, cache = self._forward(input_ids, attn, positions, None, True, **extra)
+
+        responses: list[list[int]] = [[] for _ in range(B)]
+        logprobs: list[list[float]] = [[] for _ in range(B)]
+        texts: list[str | None] = [None] * B
+        reasons = ["length"] * B
+        active = list(range(B))
+        # A stop string spans at most len(stop) tokens (each token carries >= 1 byte of it), so
+        # decoding a short tail each step finds it the step it is completed.
+        window = max((len(s.encode("utf-8")) for s in stop), default=0) + 2
+        next_tok = torch.full((B,), self.pad_token_id, dtype=torch.long, device=device)
+        for step in range(max_new_tokens):
+            tokens, lps = sample_from_logits(
+                logits, temperature=temperature or 1.0, top_p=top_p, greedy=greedy, generator=generator
+            )
+            tok_list, lp_list = tokens.tolist(), lps.tolist()
+            still = []
+            for b in active:
+                t = tok_list[b]
+                if t in self.eos_token_ids:
+                    reasons[b] = "stop"
+                    continue
+                responses[b].append(t)
+                logprobs[b].append(lp_list[b])
+                if stop:
+                    tail = self.tokenizer.decode(responses[b][-window:], skip_special_tokens=True)
+                    if any(s in tail for s in stop):
+                        reasons[b] = "stop"
+                        texts[b] = self._cut_at_stop(self.decode(responses[b]), stop)
+                        continue
+                still.append(b)
+            active = still
+            if not active or step == max_new_tokens - 1:
+                break
+            # finished rows keep being fed (the pad id) so the batch stays rectangular; ignored
+            next_tok.fill_(self.pad_token_id)
+            next_tok[active] = tokens[active]
+            attn = torch.cat([attn, attn.new_ones((B, 1))], dim=1)
+            positions = positions[:, -1:] + 1
+            logits, cache = self._forward(next_tok[:, None], attn, positions, cache, True)
+
+        out = []
+        for b in range(B):
+            text = texts[b] if texts[b] is not None else self.decode(responses[b])
+            out.append(
+                Generation(
+                    text=text,
+                    prompt_ids=prompts[b],
+                    response_ids=responses[b],
+                    response_logprobs=logprobs[b],
+                    finish_reason=reasons[b],
+                )
+            )
+        return out
+
+    @staticmethod
+    def _cut_at_stop(text: str, stop: Sequence[str]) -> str:
+        """Cut `text` right after the earliest-ending occurrence of any stop string."""
+        ends = [text.find(s) + len(s) for s in stop if s in text]
+        return text[: min(ends)] if ends else text
+
+    # ------------------------------------------------------------------------------- scoring
+    def forward_logprobs(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        *,
+        images: Sequence[ImageList] | None = None,
+        with_entropy: bool = False,
+        temperature: float = 1.0,
+        with_hidden: bool = False,
+    ) -> PolicyOutput:
+        """Teacher-forced log-probs (and entropies) of a padded batch `[B, T]`, with grad.
+
+        With logits `z[b, t-1]` (float32, divided by `temperature`) predicting position t:
+
+            logprobs[b, t] = z[b, t-1, x_t] - logsumexp(z[b, t-1])                  (0 at t = 0 and padding)
+            entropy[b, t]  = logsumexp(z) - sum_v softmax(z)_v z_v  of z[b, t-1]     (same zeros)
+
+        (the entropy form avoids log 0; -inf logits are clamped to the float32 minimum first).
+        Right padding is the documented layout; left padding gives the same values, since positions
+        are `cumsum(attention_mask) - 1`.
+
+        Args:
+            input_ids, attention_mask: `[B, T]` long (mask 1 on real tokens).
+            images: one list of images per sequence (vision models), as in `generate`.
+            with_entropy: also return `entropy`.
+            temperature: divide the logits first (to score the sampling distribution of a
+                temperature-T rollout without top-p).
+            with_hidden: put the last layer's hidden states `[B, T, H]` in `extras["hidden"]`
+                (for a value head).
+        """
+        if input_ids.ndim != 2 or input_ids.shape != attention_mask.shape:
+            raise ValueError(
+                f"input_ids and attention_mask must both be [B, T]; got {tuple(input_ids.shape)} and "
+                f"{tuple(attention_mask.shape)}"
+            )
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
+        device = self.device
+        input_ids = input_ids.to(device)
+        attention_mask = attention_mask.to(device).long()
+        extra = self._image_kwargs(images, input_ids.shape[0], input_ids)
+        if with_hidden:
+            extra["output_hidden_states"] = True
+        positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=positions,
+            use_cache=False,
+            **extra,
+        )
+        z = out.logits[:, :-1].float()
+        if temperature != 1.0:
+            z = z / temperature
+        z = z.clamp(min=torch.finfo(torch.float32).min)
+        lse = torch.logsumexp(z, -1)  # [B, T-1]
+        valid = (attention_mask[:, 1:] * attention_mask[:, :-1]).to(z.dtype)
+        tok_lp = (z.gather(-1, input_ids[:, 1:, None]).squeeze(-1) - lse) * valid
+        zeros = tok_lp.new_zeros(input_ids.shape[0], 1)
+        logprobs = torch.cat([zeros, tok_lp], dim=1)
+        entropy = None
+        if with_entropy:
+            ent = (lse - (torch.softmax(z, -1) * z).sum(-1)) * valid
+            entropy = torch.cat([zeros, ent], dim=1)
+        extras: dict[str, Any] = {}
+        if with_hidden:
+            extras["hidden"] = out.hidden_states[-1]
+        return PolicyOutput(logprobs=logprobs, entropy=entropy, extras=extras)
