@@ -23,6 +23,8 @@ from ragen_envs.registration import describe
 
 
 def _response(answer: str) -> str:
+    if "<answer>" in answer:  # some oracles already return a full response
+        return answer
     return f"<think>I decide from the current state.</think><answer>{answer}</answer>"
 
 

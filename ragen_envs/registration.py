@@ -65,6 +65,16 @@ ENV_SPECS: tuple[EnvSpec, ...] = (
         "ragen_envs.code.env:CodeEnv",
         "Write a Python program that passes hidden tests, judged in a sandbox (DeepCoder/TACO style).",
     ),
+    EnvSpec(
+        "ragen/SearchQA-v0",
+        "ragen_envs.searchqa.env:SearchQAEnv",
+        "Answer a single- or multi-hop question by searching a BM25-indexed corpus, then finishing.",
+    ),
+    EnvSpec(
+        "ragen/WebShop-v0",
+        "ragen_envs.webshop.env:WebShopEnv",
+        "Find and buy the product matching an instruction (search, click, options, Buy Now).",
+    ),
 )
 
 

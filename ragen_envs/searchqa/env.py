@@ -22,7 +22,12 @@ from ragen_envs.searchqa.knowledge import (
     generate_question,
     oracle_retrieves_support,
 )
-from ragen_envs.searchqa.retriever import Passage, PassageRetriever, cached_file_retriever, passages_from_texts
+from ragen_envs.searchqa.retriever import (
+    Passage,
+    PassageRetriever,
+    cached_file_retriever,
+    passages_from_texts,
+)
 from ragen_envs.spaces import MAX_OBSERVATION_CHARS
 
 #: Answers scoring a token F1 at or below this earn nothing (the issue's rule).
@@ -112,7 +117,10 @@ def _context_problem(value: list) -> str | None:
             ok = (
                 len(el) == 2
                 and isinstance(el[0], str)
-                and (isinstance(el[1], str) or (isinstance(el[1], list) and all(isinstance(s, str) for s in el[1])))
+                and (
+                    isinstance(el[1], str)
+                    or (isinstance(el[1], list) and all(isinstance(s, str) for s in el[1]))
+                )
             )
             if not ok:
                 return f"element {i} must be [title, [sentences...]] (HotpotQA) or [title, text]"
@@ -192,7 +200,9 @@ def _dataset_retriever(path: Path, records: list[dict[str, Any]]) -> PassageRetr
     if key not in _DATASET_INDEX_CACHE:
         pairs = []
         for rec in records:
-            pairs += _passage_pairs(rec.get("context", [])) + _passage_pairs(rec.get("supporting_passages", []))
+            pairs += _passage_pairs(rec.get("context", [])) + _passage_pairs(
+                rec.get("supporting_passages", [])
+            )
         passages = passages_from_texts(pairs)
         if not passages:
             raise ValueError(
@@ -203,6 +213,15 @@ def _dataset_retriever(path: Path, records: list[dict[str, Any]]) -> PassageRetr
             _DATASET_INDEX_CACHE.pop(next(iter(_DATASET_INDEX_CACHE)))
         _DATASET_INDEX_CACHE[key] = PassageRetriever(passages)
     return _DATASET_INDEX_CACHE[key]
+
+
+def fit_observation(text: str) -> str:
+    """Make text fit the observation space: BMP characters without NUL, at most 16,384 characters."""
+    if any(ord(c) > 0xFFFF or c == "\x00" for c in text):
+        text = "".join("\ufffd" if ord(c) > 0xFFFF or c == "\x00" else c for c in text)
+    if len(text) > MAX_OBSERVATION_CHARS:
+        text = text[: MAX_OBSERVATION_CHARS - 20] + "\n[... truncated]"
+    return text
 
 
 def _unbracket(text: str) -> str:
@@ -286,11 +305,13 @@ class SearchQAEnv(TextAgentEnv):
     ## Text format
     ```
     Question: In which city was the founder of Zentrix Labs born?
-    Turn 2 of 5.
     Search results for "Zentrix Labs":
     [1] Zentrix Labs: Zentrix Labs is a robotics company founded in 1921 by Mira Talven. ...
     [2] ...
+    Turn 2 of 5.
     ```
+    The turn line is part of the observation but not of `_state_text()` / `render()` (the state an
+    invalid action leaves unchanged).
 
     ## Action format
     `<think> I need the founder first. </think> <answer> search[Zentrix Labs] </answer>`, later
@@ -325,7 +346,11 @@ class SearchQAEnv(TextAgentEnv):
             render_mode=render_mode,
             split_actions=True,
         )
-        for name, value, low in (("top_k", top_k, 1), ("max_turns", max_turns, 1), ("max_passage_chars", max_passage_chars, 40)):
+        for name, value, low in (
+            ("top_k", top_k, 1),
+            ("max_turns", max_turns, 1),
+            ("max_passage_chars", max_passage_chars, 40),
+        ):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
         if kb_seed is not None and (isinstance(kb_seed, bool) or not isinstance(kb_seed, (int, np.integer))):
@@ -395,7 +420,11 @@ class SearchQAEnv(TextAgentEnv):
             index = options.get("index")
             if index is None:
                 index = int(self.np_random.integers(len(self.items)))
-            elif isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < len(self.items):
+            elif (
+                isinstance(index, bool)
+                or not isinstance(index, (int, np.integer))
+                or not 0 <= index < len(self.items)
+            ):
                 raise ValueError(f"options['index'] must be an int in [0, {len(self.items)}), got {index!r}")
             item = self.items[int(index)]
             self.question, self.golds, self.queries = item.question, item.answers, item.queries
@@ -466,27 +495,37 @@ class SearchQAEnv(TextAgentEnv):
     def _state_text(self) -> str:
         lines = [f"Question: {self.question}"]
         if self._final is not None:
-            lines.append(f"You answered: {_clip(self._final['answer'], 200)} (score {self._final['score']:.2f}).")
+            lines.append(
+                f"You answered: {_clip(self._final['answer'], 200)} (score {self._final['score']:.2f})."
+            )
+        elif self._last_query is None:
+            lines.append("No search yet. Use search[query] to search, finish[answer] to answer.")
+        elif not self._last_results:
+            lines.append(f'Search results for "{_clip(self._last_query, 200)}": no passage matches.')
         else:
-            lines.append(f"Turn {min(self._turn + 1, self.turn_limit)} of {self.turn_limit}.")
-            if self._last_query is None:
-                lines.append("No search yet. Use search[query] to search, finish[answer] to answer.")
-            elif not self._last_results:
-                lines.append(f'Search results for "{_clip(self._last_query, 200)}": no passage matches.')
+            lines.append(f'Search results for "{_clip(self._last_query, 200)}":')
+            for i, (p, _) in enumerate(self._last_results, start=1):
+                lines.append(f"[{i}] {_clip(p.render(), self.max_passage_chars)}")
+        return fit_observation("\n".join(lines))
+
+    def _observation(self, notice: str | None = None) -> str:
+        # The turn counter is shown to the agent (the turn limit is part of the task) but is not part
+        # of the state text, which an invalid action must leave unchanged.
+        text = self._state_text()
+        if self._final is None:
+            if self._turn >= self.turn_limit:
+                text += "\nNo turns left: the episode is over (reward 0)."
             else:
-                lines.append(f'Search results for "{_clip(self._last_query, 200)}":')
-                for i, (p, _) in enumerate(self._last_results, start=1):
-                    lines.append(f"[{i}] {_clip(p.render(), self.max_passage_chars)}")
-        text = "\n".join(lines)
-        if any(ord(c) > 0xFFFF or c == "\x00" for c in text):
-            text = "".join("\ufffd" if ord(c) > 0xFFFF or c == "\x00" else c for c in text)
-        if len(text) > MAX_OBSERVATION_CHARS:
-            text = text[: MAX_OBSERVATION_CHARS - 20] + "\n[... truncated]"
-        return text
+                text += f"\nTurn {self._turn + 1} of {self.turn_limit}."
+        if notice:
+            text = f"{notice}\n{text}"
+        self._last_text = fit_observation(text)
+        return self._last_text
 
     # ------------------------------------------------------------------ oracle
     def oracle_answer(self) -> str:
-        """The next response of an oracle policy: search each supporting entity in turn, then finish.
+        """The next answer of an oracle policy (the action, e.g. `search[Zentrix Labs]`, to put in
+        `<answer>...</answer>`, as `ragen_core.env_demo` does): search each supporting entity, then finish.
 
         Generated questions: the oracle searches the names of the entities whose passages hold the
         facts (in chain order) and then answers with the gold answer; the generator verified that
@@ -499,4 +538,4 @@ class SearchQAEnv(TextAgentEnv):
         else:
             # Brackets cannot appear inside the action; parentheses normalise the same (punctuation).
             action = f"finish[{_unbracket(self.golds[0])}]"
-        return f"<think>oracle</think> <answer> {action} </answer>"
+        return action

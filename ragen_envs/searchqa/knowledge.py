@@ -18,7 +18,7 @@ entity's name or for one of its attributes:
 
     hops = number of passages needed = (relations followed) + (1 if it asks for an attribute)
     "In which city was the founder of Zentrix Labs born?"        founder, birthplace      -> 2 hops
-    "What is the currency of the country where Korford is located?" country + currency    -> 2 hops
+    "What is the currency of the country of Korford?"             country + currency       -> 2 hops
 
 Relations are functional and chains never revisit an entity, so every answer is unique.
 `QAItem.supporting` lists the passage ids the reader needs, in order, and `QAItem.queries` the
@@ -61,6 +61,8 @@ INDUSTRIES = (
 )  # fmt: skip
 
 KINDS = ("person", "company", "city", "country")
+#: Entity (and passage) id prefixes, distinct per kind.
+ID_PREFIXES = {"person": "pe", "company": "cm", "city": "ci", "country": "ct"}
 #: Share of each kind in a world of n entities (cities and countries need each other; see generate_kb).
 KIND_SHARES = {"person": 0.45, "company": 0.2, "city": 0.25, "country": 0.1}
 
@@ -69,8 +71,13 @@ RELATIONS: dict[str, tuple[str, str, str, str]] = {
     "birthplace": ("person", "city", "the birthplace of {x}", "In which city was {x} born?"),
     "employer": ("person", "company", "the employer of {x}", "Which company does {x} work for?"),
     "founder": ("company", "person", "the founder of {x}", "Who founded {x}?"),
-    "headquarters": ("company", "city", "the city where {x} is headquartered", "In which city is {x} headquartered?"),
-    "country": ("city", "country", "the country where {x} is located", "In which country is {x} located?"),
+    "headquarters": (
+        "company",
+        "city",
+        "the headquarters city of {x}",
+        "In which city is {x} headquartered?",
+    ),
+    "country": ("city", "country", "the country of {x}", "In which country is {x} located?"),
     "capital": ("country", "city", "the capital of {x}", "What is the capital of {x}?"),
 }
 #: (kind, attribute) -> question about x.
@@ -194,32 +201,39 @@ class _Namer:
 
     def person(self) -> str:
         return self._unique(
-            lambda extra: f"{_word(self.rng, 2 + extra).capitalize()} "
-            f"{self.surnames[int(self.rng.integers(len(self.surnames)))]}"
+            lambda extra: (
+                f"{_word(self.rng, 2 + extra).capitalize()} "
+                f"{self.surnames[int(self.rng.integers(len(self.surnames)))]}"
+            )
         )
 
     def city(self) -> str:
         return self._unique(
-            lambda extra: (_word(self.rng, 2 + extra) + CITY_SUFFIXES[int(self.rng.integers(len(CITY_SUFFIXES)))])
-            .capitalize()
+            lambda extra: (
+                _word(self.rng, 2 + extra) + CITY_SUFFIXES[int(self.rng.integers(len(CITY_SUFFIXES)))]
+            ).capitalize()
         )
 
     def country(self) -> str:
         return self._unique(
-            lambda extra: (_word(self.rng, 2 + extra) + COUNTRY_SUFFIXES[int(self.rng.integers(len(COUNTRY_SUFFIXES)))])
-            .capitalize()
+            lambda extra: (
+                _word(self.rng, 2 + extra) + COUNTRY_SUFFIXES[int(self.rng.integers(len(COUNTRY_SUFFIXES)))]
+            ).capitalize()
         )
 
     def company(self) -> str:
         return self._unique(
-            lambda extra: f"{_word(self.rng, 2 + extra).capitalize()} "
-            f"{COMPANY_SUFFIXES[int(self.rng.integers(len(COMPANY_SUFFIXES)))]}"
+            lambda extra: (
+                f"{_word(self.rng, 2 + extra).capitalize()} "
+                f"{COMPANY_SUFFIXES[int(self.rng.integers(len(COMPANY_SUFFIXES)))]}"
+            )
         )
 
     def plain(self, suffixes: tuple[str, ...] = ("",)) -> str:
-        return self._unique(
-            lambda extra: (_word(self.rng, 2 + extra) + suffixes[int(self.rng.integers(len(suffixes)))]).capitalize()
-        )
+        """An attribute value (river, currency, language): need not be unique (answers are reached
+        through the chain, not looked up by name), so no retries; 2 or 3 syllables."""
+        word = _word(self.rng, 2 + int(self.rng.integers(2)))
+        return (word + suffixes[int(self.rng.integers(len(suffixes)))]).capitalize()
 
 
 def _article(word: str) -> str:
@@ -267,7 +281,7 @@ def generate_kb(rng: np.random.Generator, config: KnowledgeConfig) -> KnowledgeB
     by_kind: dict[str, list[str]] = {k: [] for k in KINDS}
 
     def add(kind: str, name: str) -> Entity:
-        e = Entity(f"{kind[:2]}{len(by_kind[kind])}", kind, name)
+        e = Entity(f"{ID_PREFIXES[kind]}{len(by_kind[kind])}", kind, name)
         ents[e.eid] = e
         by_kind[kind].append(e.eid)
         return e
@@ -279,12 +293,19 @@ def generate_kb(rng: np.random.Generator, config: KnowledgeConfig) -> KnowledgeB
     for i in range(counts["city"]):
         c = add("city", namer.city())
         # The first cities go one per country (each country gets one to be its capital).
-        country = by_kind["country"][i] if i < counts["country"] else by_kind["country"][int(rng.integers(counts["country"]))]
+        country = (
+            by_kind["country"][i]
+            if i < counts["country"]
+            else by_kind["country"][int(rng.integers(counts["country"]))]
+        )
         c.rels["country"] = country
         c.attrs["founded"] = str(int(rng.integers(900, 1900)))
         c.attrs["river"] = namer.plain()
-    for i, country in enumerate(by_kind["country"]):
-        own = [cid for cid in by_kind["city"] if ents[cid].rels["country"] == country]
+    cities_of: dict[str, list[str]] = {c: [] for c in by_kind["country"]}
+    for cid in by_kind["city"]:
+        cities_of[ents[cid].rels["country"]].append(cid)
+    for country in by_kind["country"]:
+        own = cities_of[country]
         ents[country].rels["capital"] = own[int(rng.integers(len(own)))]
     for _ in range(counts["company"]):
         c = add("company", namer.company())
@@ -341,14 +362,16 @@ def _draw_chain(
 
 
 def _phrase(kb: KnowledgeBase, chain: list[str], rels: list[str]) -> str:
-    """The noun phrase naming chain[len(rels)] from chain[0]: 'the capital of the country where X is located'."""
+    """The noun phrase naming chain[len(rels)] from chain[0]: "the capital of the country of X"."""
     text = kb.entity(chain[0]).name
     for r in rels:
         text = RELATIONS[r][2].format(x=text)
     return text
 
 
-def generate_question(rng: np.random.Generator, kb: KnowledgeBase, hops: int, attribute_share: float = 0.5) -> QAItem | None:
+def generate_question(
+    rng: np.random.Generator, kb: KnowledgeBase, hops: int, attribute_share: float = 0.5
+) -> QAItem | None:
     """One question needing `hops` passages, or None when the random walk hit a dead end (retry).
 
     With probability `attribute_share` (always when hops allow only that) the question asks for an

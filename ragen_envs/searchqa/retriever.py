@@ -3,8 +3,11 @@
 The scoring is the `bm25s` library's (Lù, 2024: sparse-matrix BM25, default Lucene variant,
 k1 = 1.5, b = 0.75):
 
-    score(q, d) = sum_{t in q} IDF(t) * tf(t, d) * (k1 + 1) / (tf(t, d) + k1 * (1 - b + b * |d| / avgdl))
+    score(q, d) = sum_{t in q} IDF(t) * tf(t, d) / (tf(t, d) + k1 * (1 - b + b * |d| / avgdl))
     IDF(t) = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
+
+(bm25s' "lucene" form drops Robertson's constant factor (k1 + 1), which does not change the ranking;
+|d| counts the document's tokens after stop-word removal; a query term counts once per occurrence.)
 
 Tokenisation is ours (so that index and queries agree, and single characters such as the size "M"
 survive): lowercase, `\\w+` runs, an optional stop-word list. Ranking is deterministic: passages are
@@ -31,11 +34,13 @@ from ragen_envs.data import Field, load_records
 
 __all__ = [
     "CORPUS_SCHEMA",
+    "ENGLISH_STOPWORDS",
     "BM25Index",
     "Passage",
     "PassageRetriever",
     "cached_file_retriever",
     "load_corpus",
+    "passages_from_texts",
     "tokenize",
 ]
 

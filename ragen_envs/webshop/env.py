@@ -1,0 +1,421 @@
+"""`ragen/WebShop-v0`: find and buy the product an instruction asks for (WebShop, text mode)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ragen_envs import protocol
+from ragen_envs.base import INVALID_NOTICE, TextAgentEnv
+from ragen_envs.searchqa.env import fit_observation
+from ragen_envs.webshop import pages
+from ragen_envs.webshop.catalog import (
+    Catalog,
+    CatalogConfig,
+    Goal,
+    Product,
+    generate_catalog,
+    generate_goal,
+    load_goals,
+    load_products,
+)
+from ragen_envs.webshop.scoring import ScoreBreakdown, best_options, webshop_score
+
+_GOAL_TRIES = 64
+_ACTION = re.compile(r"^\s*(search|click)\s*\[(.*)\]\s*$", re.IGNORECASE | re.DOTALL)
+
+_CATALOG_CACHE: dict[tuple, Catalog] = {}
+
+
+def _cached_catalog(key: tuple, build) -> Catalog:
+    """One catalogue (and search index) per generator config + seed or per file version, per process."""
+    if key not in _CATALOG_CACHE:
+        if len(_CATALOG_CACHE) >= 4:
+            _CATALOG_CACHE.pop(next(iter(_CATALOG_CACHE)))
+        _CATALOG_CACHE[key] = build()
+    return _CATALOG_CACHE[key]
+
+
+def oracle_query(goal: Goal) -> str:
+    """The oracle's search keywords: the goal's product type and attributes (else the instruction)."""
+    words = " ".join(" ".join([goal.type, *goal.attributes]).split())
+    return words or " ".join(goal.instruction.split())
+
+
+@dataclass(frozen=True)
+class OraclePlan:
+    """What the oracle does: search `query`, open result number `rank`, select `options`, buy."""
+
+    query: str
+    rank: int
+    asin: str
+    options: dict[str, str]
+    score: float
+
+    def turns(self, per_page: int) -> int:
+        """search + Next > clicks + product click + option clicks + Buy Now."""
+        return 1 + self.rank // per_page + 1 + len(self.options) + 1
+
+
+def make_plan(
+    catalog: Catalog, goal: Goal, per_page: int, max_results: int, max_turns: int, need_perfect: bool
+) -> OraclePlan | None:
+    """The oracle's plan for `goal`: among the search results reachable within `max_turns`, the first
+    product with the best reachable score (score 1 when `need_perfect`, else None if there is none)."""
+    query = oracle_query(goal)
+    best: OraclePlan | None = None
+    for rank, idx in enumerate(catalog.search(query, max_results)):
+        product = catalog.products[idx]
+        opts = best_options(product, goal)
+        plan = OraclePlan(query, rank, product.asin, opts, webshop_score(product, goal, opts).score)
+        if plan.turns(per_page) > max_turns:
+            continue
+        if plan.score >= 1.0:
+            return plan
+        if not need_perfect and (best is None or plan.score > best.score):
+            best = plan
+    return best
+
+
+class WebShopEnv(TextAgentEnv):
+    """Shop for a product that matches an instruction: search, browse, choose options, buy (WebShop).
+
+    ## Description
+    WebShop (Yao et al., 2022) in text mode, as in RAGEN: the agent reads an instruction ("i need a
+    polo shirt that is cotton, with size: medium, and color: navy, and price lower than 40.00
+    dollars"), searches a product catalogue, browses result pages, opens a product, selects its
+    options and clicks "Buy Now". The catalogue is procedural by default (`catalog.CATEGORY_SPECS`:
+    shirts, dresses, sneakers, shampoo, chips, headphones, mugs, pillows, backpacks; brands, attributes,
+    options and prices drawn from `catalog_seed`), searched with BM25 (`bm25s`) over titles, attributes
+    and types. Instructions are drawn per episode from a target product, as WebShop's synthetic goals
+    are; each is verified to be solvable: the oracle's search (goal type and attributes) lists a
+    product with score 1 early enough to buy it within the turn limit. User catalogues
+    (`products=path`) and instructions (`instructions=path`) are read with strict validation.
+
+    ## Action Space
+    `Text` (Unicode, up to 16,384 characters): the model's raw response. The `<answer>` holds one
+    action: `search[keywords]` (on the search page only) or `click[element]` where the element is on
+    the current page: a product (its ASIN or exact title), an option value (`medium` or
+    `size: medium`), `Buy Now`, `Back to Search`, `Next >`, `< Prev` (also `next`, `prev`, `back`,
+    `buy`). Case-insensitive. Anything else (including a click on an element that is not on the
+    page) is an invalid action.
+
+    ## Observation Space
+    `Text` (1 to 16,384 characters): the instruction, the current page (search bar; results with
+    pagination; product page with price, attributes, option buttons and the current selection; the
+    purchase summary) and the turn counter.
+
+    ## Starting State
+    The search page, with an instruction drawn with `self.np_random` (or a record of the
+    instructions file chosen with it; `options={"index": i}` picks record i).
+
+    ## Rewards
+    On "Buy Now": WebShop's score of the purchase (`ragen_envs.webshop.scoring`, from goal.py):
+    `r_type * (N_att + N_opt + 1[price <= bound]) / (|goal attributes| + |goal options| + 1)`, in
+    [0, 1]. Other valid actions earn 0. An invalid action costs `format_penalty` (-0.1) and leaves the
+    page unchanged.
+
+    ## Episode End
+    Terminated by "Buy Now", or when `max_turns` (9) turns are used without buying (score 0; no reward
+    can follow, so it terminates rather than truncates, as the other single-task envs do). Never
+    truncates; stepping again is a no-op.
+
+    ## Information
+    Base keys (`action_is_valid`, `success`, `format_penalty`, ...; `instructions` on reset), `goal`
+    (the goal fields) on reset, `page` and `turns_left` after every step; at the end `score` (WebShop's
+    score; 0.0 when the turns ran out), and after a purchase `score_breakdown` (r_type, attribute and
+    option matches, price_ok, ...), `purchased` (ASIN) and `selected_options`. `success` is True iff
+    the score is exactly 1 (RAGEN).
+
+    ## Arguments
+    ```python
+    import gymnasium as gym
+    import ragen_envs
+    env = gym.make("ragen/WebShop-v0", num_products=1000, goal_attributes=(1, 3), results_per_page=10)
+    env = gym.make("ragen/WebShop-v0", products="items.jsonl", instructions="goals.jsonl")
+    ```
+    - `num_products` (default 1000), `catalog_seed` (default 0: one fixed catalogue, like WebShop's),
+      `categories` (subset of the category paths): the generated catalogue.
+    - `goal_attributes`: inclusive range of attributes an instruction asks for (default (1, 3)).
+    - `results_per_page` (default 10), `max_results` (default 50, WebShop's).
+    - `products`: `.jsonl`/`.json` of `{asin, title, price, category, attributes, options?, type?,
+      query?, description?, features?}`; `instructions`: `{instruction, attributes, options?,
+      price_upper?, type?, category?, query?, asin?}` (needs `products`; without it instructions are
+      generated from the products). Errors name file, line and field.
+    - `max_turns` (default 9), `action_format`, `format_penalty`, `render_mode` (None or "ansi").
+
+    ## Version History
+    - v0: first version (procedural catalogue, WebShop's reward, bm25s search, strict loaders).
+
+    ## Text format
+    ```
+    Instruction: i need a polo shirt that is cotton, with size: medium, and color: navy, and price lower than 40.00 dollars
+    Search results for "polo shirt cotton": page 1 of 5 (total results: 50)
+    [Back to Search] [Next >]
+    [B0K3L9QX2M] Velra Cotton Slim Fit Polo Shirt | $24.99
+    ...
+    Turn 2 of 9.
+    ```
+
+    ## Action format
+    `<think> the first result fits </think> <answer> click[B0K3L9QX2M] </answer>`; then
+    `<answer> click[medium] </answer>`, `<answer> click[navy] </answer>`, `<answer> click[Buy Now] </answer>`.
+    """
+
+    ROLE: ClassVar[str] = "You are shopping online for a product that matches an instruction."
+
+    def __init__(
+        self,
+        *,
+        num_products: int = 1000,
+        catalog_seed: int = 0,
+        categories: tuple[str, ...] | None = None,
+        goal_attributes: int | tuple[int, int] = (1, 3),
+        results_per_page: int = 10,
+        max_results: int = 50,
+        products: str | Path | None = None,
+        instructions: str | Path | None = None,
+        max_turns: int = 9,
+        action_format: protocol.ActionFormat = "tagged",
+        format_penalty: float = protocol.FORMAT_PENALTY,
+        render_mode: str | None = None,
+    ):
+        super().__init__(
+            action_format=action_format,
+            max_actions_per_turn=1,
+            max_actions=None,
+            max_turns=None,  # counted here: the last turn terminates (see Episode End)
+            format_penalty=format_penalty,
+            render_mode=render_mode,
+            split_actions=True,
+        )
+        for name, value, low in (
+            ("results_per_page", results_per_page, 1),
+            ("max_results", max_results, 1),
+            ("max_turns", max_turns, 1),
+        ):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        if isinstance(goal_attributes, (int, np.integer)) and not isinstance(goal_attributes, bool):
+            goal_attributes = (int(goal_attributes), int(goal_attributes))
+        if (
+            not isinstance(goal_attributes, (tuple, list))
+            or len(goal_attributes) != 2
+            or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in goal_attributes)
+            or not 0 <= goal_attributes[0] <= goal_attributes[1] <= 6
+        ):
+            raise ValueError(
+                f"goal_attributes must be an int or a (low, high) range within 0..6, got {goal_attributes!r}"
+            )
+        if instructions is not None and products is None:
+            raise ValueError("instructions=... needs products=... (the goals refer to that catalogue)")
+        if isinstance(catalog_seed, bool) or not isinstance(catalog_seed, (int, np.integer)):
+            raise ValueError(f"catalog_seed must be an int, got {catalog_seed!r}")
+        self.goal_attributes = (int(goal_attributes[0]), int(goal_attributes[1]))
+        self.per_page = int(results_per_page)
+        self.max_results = int(max_results)
+        self.turn_limit = int(max_turns)
+
+        if products is None:
+            config = CatalogConfig(
+                num_products=num_products, categories=None if categories is None else tuple(categories)
+            )
+            self.catalog = _cached_catalog(
+                ("generated", config, int(catalog_seed)),
+                lambda: Catalog(generate_catalog(np.random.default_rng(int(catalog_seed)), config)),
+            )
+        else:
+            path = Path(products).resolve()
+            try:
+                st = path.stat()
+            except OSError:
+                raise ValueError(f"{products}: products file not found") from None
+            self.catalog = _cached_catalog(
+                ("file", str(path), st.st_size, st.st_mtime_ns), lambda: Catalog(load_products(path))
+            )
+        self.goals: list[Goal] | None = (
+            None if instructions is None else load_goals(instructions, self.catalog)
+        )
+
+        self.goal: Goal | None = None
+        self.state = pages.ShopState()
+        self._plan: OraclePlan | None = None
+        self._planned = False
+        self._purchase: tuple[Product, dict[str, str], ScoreBreakdown] | None = None
+        self._score: float | None = None
+
+    # ------------------------------------------------------------------ episode
+    def _draw_goal(self) -> tuple[Goal, OraclePlan]:
+        for _ in range(_GOAL_TRIES):
+            target = self.catalog.products[int(self.np_random.integers(len(self.catalog)))]
+            goal = generate_goal(self.np_random, target, self.goal_attributes)
+            plan = make_plan(
+                self.catalog, goal, self.per_page, self.max_results, self.turn_limit, need_perfect=True
+            )
+            if plan is not None:
+                return goal, plan
+        raise RuntimeError(
+            f"no solvable instruction found in {_GOAL_TRIES} draws: raise max_turns or results_per_page, "
+            "or use a larger catalogue"
+        )
+
+    def _reset_task(self, options: dict[str, Any]) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        if self.goals is not None:
+            index = options.get("index")
+            if index is None:
+                index = int(self.np_random.integers(len(self.goals)))
+            elif (
+                isinstance(index, bool)
+                or not isinstance(index, (int, np.integer))
+                or not 0 <= index < len(self.goals)
+            ):
+                raise ValueError(f"options['index'] must be an int in [0, {len(self.goals)}), got {index!r}")
+            self.goal, self._plan, self._planned = self.goals[int(index)], None, False
+            extra["index"] = int(index)
+        else:
+            self.goal, self._plan = self._draw_goal()
+            self._planned = True
+        self.state = pages.ShopState()
+        self._purchase = None
+        self._score = None
+        return {"goal": self.goal.as_dict(), **extra}
+
+    def _match_action(self, piece: str) -> str | None:
+        m = _ACTION.match(piece)
+        if not m:
+            return None
+        verb, arg = m.group(1).lower(), " ".join(m.group(2).split())
+        if len(arg) >= 2 and arg[0] == "[" and arg[-1] == "]":
+            arg = arg[1:-1].strip()  # click[[Buy Now]]: the page shows elements in brackets
+        if not arg:
+            return None
+        if verb == "search":
+            return f"search[{arg}]" if self.state.page == "search" else None
+        element = pages.resolve_click(arg, self.state, self.catalog, self.per_page)
+        return None if element is None else f"click[{element}]"
+
+    def _execute(self, action: str) -> tuple[float, bool]:
+        verb, arg = action.split("[", 1)
+        arg = arg[:-1]
+        if verb == "search":
+            pages.apply_search(self.state, self.catalog, arg, self.max_results)
+            return 0.0, False
+        product_idx = self.state.item
+        if pages.apply_click(self.state, arg, self.catalog):
+            product = self.catalog.products[product_idx]
+            selected = dict(self.state.selected)
+            breakdown = webshop_score(product, self.goal, selected)
+            self._purchase = (product, selected, breakdown)
+            self._score = breakdown.score
+            return breakdown.score, True
+        return 0.0, False
+
+    def step(self, action: Any):
+        was_over = self._terminated or self._truncated
+        obs, reward, terminated, truncated, info = super().step(action)
+        if not was_over and not terminated and self._turn >= self.turn_limit:
+            self._terminated = terminated = True
+            self._score = 0.0
+            obs = self._observation(None if info.get("action_is_valid") else INVALID_NOTICE)
+        info["page"] = self.state.page
+        info["turns_left"] = max(0, self.turn_limit - self._turn)
+        if terminated and not was_over:
+            info["score"] = float(self._score or 0.0)
+            if self._purchase is not None:
+                product, selected, breakdown = self._purchase
+                info.update(
+                    purchased=product.asin, selected_options=selected, score_breakdown=breakdown.as_dict()
+                )
+        return obs, reward, terminated, truncated, info
+
+    def _is_success(self) -> bool:
+        return self._score is not None and self._score >= 1.0
+
+    # ------------------------------------------------------------------ text
+    def _task_instructions(self) -> str:
+        return (
+            "Find and buy the product that best matches the instruction. On the search page use "
+            "search[keywords]; on the other pages click an element shown in [brackets] with "
+            "click[element]: a product by its ASIN, an option value such as click[medium], click[Buy Now], "
+            "click[Back to Search], click[Next >] or click[< Prev]. Select every option the instruction "
+            "asks for before clicking Buy Now.\n"
+            f"One action per turn; you have {self.turn_limit} turns. The reward, given when you buy, is "
+            "the fraction of the instruction's attributes, options and price bound that the purchase "
+            "meets (0 for the wrong kind of product); only a perfect match (1.0) counts as a success."
+        )
+
+    def _answer_example(self) -> str:
+        return "search[cotton polo shirt]"
+
+    def _state_text(self) -> str:
+        if self.goal is None:
+            return "No instruction yet: call reset()."
+        purchase = None
+        if self._purchase is not None:
+            purchase = (self._purchase[0], self._purchase[1], self._purchase[2].score)
+        return fit_observation(
+            pages.render_page(self.state, self.catalog, self.goal, self.per_page, purchase)
+        )
+
+    def _observation(self, notice: str | None = None) -> str:
+        # The turn counter is shown to the agent but is not part of the state text (which an invalid
+        # action must leave unchanged).
+        text = self._state_text()
+        if self.goal is not None and self.state.page != "done":
+            if self._turn >= self.turn_limit:
+                text += "\nNo turns left: the session is over (score 0)."
+            else:
+                text += f"\nTurn {self._turn + 1} of {self.turn_limit}."
+        if notice:
+            text = f"{notice}\n{text}"
+        self._last_text = fit_observation(text)
+        return self._last_text
+
+    # ------------------------------------------------------------------ oracle
+    def oracle_plan(self) -> OraclePlan | None:
+        """The oracle's plan for the current goal (computed on first use for instructions from a file)."""
+        if self.goal is None:
+            raise RuntimeError("call reset() before asking for the oracle")
+        if not self._planned:
+            self._plan = make_plan(
+                self.catalog, self.goal, self.per_page, self.max_results, self.turn_limit, need_perfect=False
+            )
+            self._planned = True
+        return self._plan
+
+    def oracle_answer(self) -> str:
+        """The next answer of an oracle policy (the action, e.g. `click[Buy Now]`, to put in
+        `<answer>...</answer>`, as `ragen_core.env_demo` does): search the goal keywords, open the
+        planned product (paging as needed), select its options, Buy Now. Works from any page."""
+        plan = self.oracle_plan()
+        s = self.state
+        if plan is None:
+            action = (
+                "search[" + oracle_query(self.goal) + "]" if s.page == "search" else f"click[{pages.BACK}]"
+            )
+        elif s.page == "search":
+            action = f"search[{plan.query}]"
+        elif s.page == "results":
+            target_page = plan.rank // self.per_page
+            if s.query != plan.query:
+                action = f"click[{pages.BACK}]"
+            elif s.page_no < target_page:
+                action = f"click[{pages.NEXT}]"
+            elif s.page_no > target_page:
+                action = f"click[{pages.PREV}]"
+            else:
+                action = f"click[{plan.asin}]"
+        elif s.page == "item":
+            if self.catalog.products[s.item].asin != plan.asin:
+                action = f"click[{pages.PREV}]"
+            else:
+                missing = [(k, v) for k, v in plan.options.items() if s.selected.get(k) != v]
+                action = f"click[{missing[0][0]}: {missing[0][1]}]" if missing else f"click[{pages.BUY}]"
+        else:
+            action = f"click[{pages.BUY}]"
+        return action
