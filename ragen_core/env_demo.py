@@ -19,7 +19,6 @@ import gymnasium as gym
 import numpy as np
 
 import ragen_envs
-from ragen_envs.registration import describe
 
 
 def _response(answer: str) -> str:
@@ -46,10 +45,10 @@ def oracle_answer(env: gym.Env) -> str:
 def random_answer(env: gym.Env, rng: np.random.Generator) -> str:
     """A well-formatted answer made of uniformly drawn action names (free-form tasks: a guess of 0)."""
     base = env.unwrapped
-    vocab = list(getattr(base, "action_names", None) or base.ACTIONS)
+    vocab = list(getattr(base, "arm_names", None) or base.ACTIONS)
     if not vocab:
         return "0"
-    k = int(rng.integers(1, base.max_actions_per_turn + 1))
+    k = 1 if hasattr(base, "arm_names") else int(rng.integers(1, base.max_actions_per_turn + 1))
     return " || ".join(vocab[int(i)] for i in rng.integers(0, len(vocab), size=k))
 
 
@@ -94,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = Console(width=None if Console().is_terminal else 120)
     rng = np.random.default_rng(args.seed)
     ids = ragen_envs.env_ids()
     if "ragen/Sokoban-v0" in ids:
@@ -127,8 +126,6 @@ def main(argv: list[str] | None = None) -> int:
         )
         env.close()
     console.print(table)
-    for env_id in ids:
-        console.print(f"[bold]{env_id}[/bold]: {describe(env_id)}")
     return 0
 
 
