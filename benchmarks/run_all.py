@@ -19,6 +19,7 @@ from benchmarks import readme_tables
 #: (result name, module) in the order they run.
 BENCHMARKS: tuple[tuple[str, str], ...] = (
     ("envs", "benchmarks.bench_envs"),
+    ("tasks", "benchmarks.bench_tasks"),
     ("mi", "benchmarks.bench_mi"),
     ("filtering", "benchmarks.bench_filtering"),
     ("rollout", "benchmarks.bench_rollout"),
