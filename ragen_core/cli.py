@@ -26,13 +26,17 @@ def _cmd_play(args: argparse.Namespace) -> int:
     return play(args.env_id, seed=args.seed, kwargs=args.env_kwargs)
 
 
-def _delegate(module: str):
-    """A handler that forwards the remaining arguments to `module.main(argv)`."""
+#: Sub-commands whose arguments belong to another module's own parser: name -> (module, help).
+DELEGATED: dict[str, tuple[str, str]] = {
+    "train": ("ragen_core.train", "train an agent: ragen train CONFIG [key=value ...] [--resume RUN_DIR]"),
+    "diagnose": ("ragen_core.diagnose", "RV heterogeneity and MI proxies of a rollouts JSONL file"),
+    "verify": ("theory_checks.__main__", "check the paper's bounds numerically (python -m theory_checks)"),
+    "bench": ("benchmarks.run_all", "run every benchmark and regenerate the README tables"),
+}
 
-    def handler(args: argparse.Namespace) -> int:
-        return int(importlib.import_module(module).main(list(args.rest)) or 0)
 
-    return handler
+def _run_delegated(name: str, rest: Sequence[str]) -> int:
+    return int(importlib.import_module(DELEGATED[name][0]).main(list(rest)) or 0)
 
 
 def _parse_kwargs(pairs: Sequence[str]) -> dict[str, object]:
@@ -67,20 +71,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("env_kwargs", nargs="*", metavar="key=value", help="keyword arguments for gym.make")
     p.set_defaults(handler=_cmd_play)
 
-    for name, module, text in (
-        ("train", "ragen_core.train", "train an agent: ragen train CONFIG [key=value ...] [--resume RUN_DIR]"),
-        ("diagnose", "ragen_core.diagnose", "RV heterogeneity and MI proxies of a rollouts JSONL file"),
-        ("verify", "theory_checks.__main__", "check the paper's bounds numerically (python -m theory_checks)"),
-        ("bench", "benchmarks.run_all", "run every benchmark and regenerate the README tables"),
-    ):
-        p = sub.add_parser(name, help=text, add_help=False)
-        p.add_argument("rest", nargs=argparse.REMAINDER)
-        p.set_defaults(handler=_delegate(module))
+    for name, (_, text) in DELEGATED.items():
+        # Listed for `ragen --help`; main() hands their arguments to the module's own parser.
+        sub.add_parser(name, help=text, add_help=False)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in DELEGATED:
+        return _run_delegated(argv[0], argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "env_kwargs", None) is not None:

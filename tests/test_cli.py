@@ -71,3 +71,20 @@ def test_play_handles_end_of_input():
 
 def test_play_accepts_env_kwargs_from_the_command_line():
     assert cli._parse_kwargs(["max_actions=4", "obs_format=grid"]) == {"max_actions": 4, "obs_format": "grid"}
+
+
+def test_delegated_commands_receive_their_options(capsys):
+    import pytest
+
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["diagnose", "--help"])
+    assert exc.value.code == 0
+    assert "--model" in capsys.readouterr().out  # the diagnose parser's own help, not ragen's
+
+
+def test_diagnose_runs_on_the_shipped_sample(capsys):
+    from pathlib import Path
+
+    sample = Path(__file__).resolve().parent.parent / "examples" / "rollouts_sample.jsonl"
+    assert cli.main(["diagnose", str(sample)]) == 0
+    assert "RV heterogeneity" in capsys.readouterr().out

@@ -1,0 +1,461 @@
+"""Exact softmax testbed: every expectation of PAPER.md sections 3 and 5 by enumeration, in float64.
+
+Model (PAPER.md section 3, one row per prompt):
+
+    prompts   x in {0..X-1}, weighted by w(x) (``prompt_probs``, uniform by default)
+    outcomes  z in {0..Z-1}
+    policy    pi(z|x) = softmax_z( phi(x, z) . theta ),   phi = ``features`` [X, Z, d], theta [d]
+    reward    R = mu(x, z) + eps,  E[eps | x, z] = 0,  Var(eps | x, z) = sigma^2(x, z)
+
+``sigma`` is ``[X]`` (homoscedastic: the same noise level for every outcome of a prompt) or ``[X, Z]``
+(heteroscedastic).  Whenever a *distribution* of the noise is needed (enumeration of estimators,
+Monte Carlo with Hoeffding bounds), the noise is Rademacher: eps = +-sigma with probability 1/2 each.
+It has mean 0 and variance sigma^2, which is all the exact formulas use, and it is bounded.
+
+Derived quantities (all per prompt, all exact sums over z):
+
+    s(z; x)   = phi(x, z) - E_pi[phi(x, .)]                  score  grad_theta log pi(z|x)
+    b(x)      = E_pi[mu(x, .)]                               baseline = E[R | x]
+    RV_mu(x)  = Var_pi(mu(x, .))                             signal variance
+    RV(x)     = RV_mu(x) + E_pi[sigma^2(x, .)]               reward variance Var(R | x)
+    g(x)      = E[(R - c) s] = E_pi[mu s]                    task gradient (any baseline c, since E s = 0)
+    F(x)      = E_pi[s s^T],   E||s||^2 = tr F(x)            Fisher information
+    MSE_G(x)  = E||g_hat - g||^2,  g_hat = (1/G) sum_k (R_k - c) s_k
+              = ( E_pi[((mu - c)^2 + sigma^2) ||s||^2] - ||g||^2 ) / G
+
+Information quantities use the joint w(x) pi(z|x):
+``mutual_information`` I(X;Z), ``cond_entropy`` H(Z|X), ``marginal_entropy`` H(Z), in nats.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "SoftmaxTestbed",
+    "entropy",
+    "kl_divergence",
+    "channel_mutual_information",
+    "channel_cond_entropy",
+    "channel_marginal_entropy",
+    "enumerate_outcomes",
+    "h2",
+    "random_channel",
+    "softmax",
+]
+
+
+def softmax(logits: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Numerically stable softmax along ``axis`` (float64)."""
+    logits = np.asarray(logits, dtype=np.float64)
+    shifted = logits - np.max(logits, axis=axis, keepdims=True)
+    e = np.exp(shifted)
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def _xlogy(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """x * log(y) with the convention 0 * log(anything) = 0."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    out = np.zeros(np.broadcast(x, y).shape)
+    mask = np.broadcast_to(x != 0, out.shape)
+    xb = np.broadcast_to(x, out.shape)
+    yb = np.broadcast_to(y, out.shape)
+    out[mask] = xb[mask] * np.log(yb[mask])
+    return out
+
+
+def entropy(p: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Shannon entropy -sum p log p (nats) along ``axis``."""
+    return -np.sum(_xlogy(p, p), axis=axis)
+
+
+def kl_divergence(p: np.ndarray, q: np.ndarray, axis: int = -1) -> np.ndarray:
+    """KL(p || q) = sum p log(p / q) along ``axis`` (nats; +inf if supp p is not in supp q)."""
+    p = np.asarray(p, dtype=np.float64)
+    q = np.asarray(q, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        return np.sum(_xlogy(p, p) - _xlogy(p, q), axis=axis)
+
+
+def h2(t: np.ndarray | float) -> np.ndarray:
+    """Binary entropy h2(t) = -t log t - (1-t) log(1-t) in nats (h2(0) = h2(1) = 0)."""
+    t = np.asarray(t, dtype=np.float64)
+    return -(_xlogy(t, t) + _xlogy(1.0 - t, 1.0 - t))
+
+
+def channel_marginal_entropy(w: np.ndarray, channel: np.ndarray) -> float:
+    """H(Z) for the joint w(x) channel[x, z]: entropy of p(z) = sum_x w(x) channel[x, z]."""
+    return float(entropy(np.asarray(w) @ np.asarray(channel)))
+
+
+def channel_cond_entropy(w: np.ndarray, channel: np.ndarray) -> float:
+    """H(Z|X) = sum_x w(x) H(channel[x, :])."""
+    return float(np.asarray(w) @ entropy(channel, axis=1))
+
+
+def _bregman_log(r: np.ndarray) -> np.ndarray:
+    """f(r) = r log r - r + 1 >= 0, accurate to a few ulps also for r near 1 (series in u = r - 1)."""
+    r = np.asarray(r, dtype=np.float64)
+    u = r - 1.0
+    small = np.abs(u) < 0.05
+    out = np.empty_like(r)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out[~small] = _xlogy(r[~small], r[~small]) - u[~small]
+    us = u[small]
+    acc = np.zeros_like(us)
+    for k in range(16, 1, -1):  # f(u) = sum_{k>=2} (-1)^k u^k / (k (k - 1))
+        acc = us * acc + (-1.0) ** k / (k * (k - 1))
+    out[small] = us * us * acc
+    return out
+
+
+def channel_mutual_information(w: np.ndarray, channel: np.ndarray) -> float:
+    """I(X;Z) = sum_x w(x) KL(channel[x, :] || p(z)), p(z) = sum_x w(x) channel[x, z].
+
+    Computed as the KL average (not as H(Z) - H(Z|X)), so that the identity
+    H(Z) = H(Z|X) + I can be checked between two independent computations.  Each KL is summed in the
+    Bregman form sum_z p(z) f(channel[x, z] / p(z)), f(r) = r log r - r + 1 >= 0 (the added terms
+    sum to 0), which has no first-order cancellation: I keeps ~1e-12 relative accuracy down to I ~ 1e-8.
+    """
+    w = np.asarray(w, dtype=np.float64)
+    channel = np.asarray(channel, dtype=np.float64)
+    marginal = w @ channel
+    keep_z = marginal > 0
+    keep_x = w > 0
+    ratio = channel[np.ix_(keep_x, keep_z)] / marginal[keep_z][None, :]
+    kl = _bregman_log(ratio) @ marginal[keep_z]
+    return float(max(w[keep_x] @ kl, 0.0))
+
+
+@dataclass
+class SoftmaxTestbed:
+    """Linear-softmax policy with a noisy reward, all expectations exact (see the module docstring).
+
+    Args:
+        features: phi, ``[X, Z, d]``.
+        theta: ``[d]``.
+        mu: mean reward ``[X, Z]``.
+        sigma: noise standard deviation, ``[X]`` (homoscedastic) or ``[X, Z]`` (heteroscedastic).
+        prompt_probs: w(x), ``[X]``, non-negative and summing to 1 (uniform when None).
+    """
+
+    features: np.ndarray
+    theta: np.ndarray
+    mu: np.ndarray
+    sigma: np.ndarray
+    prompt_probs: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        self.features = np.asarray(self.features, dtype=np.float64)
+        self.theta = np.asarray(self.theta, dtype=np.float64)
+        self.mu = np.asarray(self.mu, dtype=np.float64)
+        self.sigma = np.asarray(self.sigma, dtype=np.float64)
+        if self.features.ndim != 3:
+            raise ValueError(f"features must have shape [X, Z, d], got {self.features.shape}")
+        X, Z, d = self.features.shape
+        if Z < 2:
+            raise ValueError(f"need at least 2 outcomes per prompt, got Z={Z}")
+        if self.theta.shape != (d,):
+            raise ValueError(f"theta must have shape [{d}], got {self.theta.shape}")
+        if self.mu.shape != (X, Z):
+            raise ValueError(f"mu must have shape [{X}, {Z}], got {self.mu.shape}")
+        if self.sigma.shape not in ((X,), (X, Z)):
+            raise ValueError(f"sigma must have shape [{X}] or [{X}, {Z}], got {self.sigma.shape}")
+        if np.any(self.sigma < 0):
+            raise ValueError("sigma must be non-negative")
+        if self.prompt_probs is None:
+            self.prompt_probs = np.full(X, 1.0 / X)
+        self.prompt_probs = np.asarray(self.prompt_probs, dtype=np.float64)
+        if self.prompt_probs.shape != (X,) or np.any(self.prompt_probs < 0):
+            raise ValueError(f"prompt_probs must be a non-negative vector of length {X}")
+        if abs(self.prompt_probs.sum() - 1.0) > 1e-12:
+            raise ValueError(f"prompt_probs must sum to 1, got {self.prompt_probs.sum()!r}")
+
+    # ------------------------------------------------------------------ shapes
+    @property
+    def X(self) -> int:
+        return self.features.shape[0]
+
+    @property
+    def Z(self) -> int:
+        return self.features.shape[1]
+
+    @property
+    def d(self) -> int:
+        return self.features.shape[2]
+
+    @property
+    def heteroscedastic(self) -> bool:
+        return self.sigma.ndim == 2
+
+    def with_theta(self, theta: np.ndarray) -> SoftmaxTestbed:
+        """The same testbed at another parameter vector."""
+        return SoftmaxTestbed(self.features, theta, self.mu, self.sigma, self.prompt_probs)
+
+    # ------------------------------------------------------------------ policy
+    def logits(self) -> np.ndarray:
+        """phi(x, z) . theta, ``[X, Z]``."""
+        return self.features @ self.theta
+
+    def probs(self) -> np.ndarray:
+        """pi(z|x), ``[X, Z]``."""
+        return softmax(self.logits(), axis=1)
+
+    def score(self) -> np.ndarray:
+        """s(z; x) = phi(x, z) - sum_z' pi(z'|x) phi(x, z'), ``[X, Z, d]``."""
+        pi = self.probs()
+        mean_phi = np.einsum("xz,xzd->xd", pi, self.features)
+        return self.features - mean_phi[:, None, :]
+
+    def score_sq_norm(self) -> np.ndarray:
+        """E_pi ||s||^2 = tr F(x), ``[X]``."""
+        s = self.score()
+        return np.einsum("xz,xz->x", self.probs(), np.sum(s * s, axis=2))
+
+    def fisher(self) -> np.ndarray:
+        """F(x) = E_pi[s s^T], ``[X, d, d]``."""
+        s = self.score()
+        return np.einsum("xz,xzd,xze->xde", self.probs(), s, s)
+
+    # ------------------------------------------------------------------ reward
+    def noise_variance(self) -> np.ndarray:
+        """sigma^2(x, z) broadcast to ``[X, Z]``."""
+        s2 = self.sigma**2
+        return s2[:, None] * np.ones((1, self.Z)) if s2.ndim == 1 else s2
+
+    def baseline(self) -> np.ndarray:
+        """b(x) = E[R | x] = sum_z pi(z|x) mu(x, z), ``[X]``."""
+        return np.sum(self.probs() * self.mu, axis=1)
+
+    def signal_variance(self) -> np.ndarray:
+        """RV_mu(x) = Var_pi(mu(x, .)) = sum_z pi (mu - b)^2, ``[X]``."""
+        dev = self.mu - self.baseline()[:, None]
+        return np.sum(self.probs() * dev * dev, axis=1)
+
+    def mean_noise_variance(self) -> np.ndarray:
+        """Plain average sigma^2(x) = E_pi[sigma^2(x, .)], ``[X]``."""
+        return np.sum(self.probs() * self.noise_variance(), axis=1)
+
+    def effective_noise_variance(self) -> np.ndarray:
+        """sigma_eff^2(x) = E_pi[sigma^2 ||s||^2] / E_pi||s||^2 (T2/T3 under heteroscedastic noise), ``[X]``.
+
+        Equal to sigma^2(x) for homoscedastic noise; 0/0 is reported as the plain average.
+        """
+        s = self.score()
+        sn = np.sum(s * s, axis=2)
+        pi = self.probs()
+        num = np.sum(pi * self.noise_variance() * sn, axis=1)
+        den = np.sum(pi * sn, axis=1)
+        plain = self.mean_noise_variance()
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), plain)
+
+    def reward_variance(self) -> np.ndarray:
+        """RV(x) = Var(R | x) = RV_mu(x) + E_pi[sigma^2(x, .)], ``[X]``."""
+        return self.signal_variance() + self.mean_noise_variance()
+
+    # ------------------------------------------------------------------ gradients
+    def task_gradient(self, baseline: np.ndarray | None = None) -> np.ndarray:
+        """g(x) = E[(R - c(x)) s], ``[X, d]``; c = b(x) (the true baseline) when None.
+
+        The noise drops out (E[eps | z] = 0), and so does c, because E_pi s = 0.
+        """
+        c = self.baseline() if baseline is None else np.asarray(baseline, dtype=np.float64)
+        adv = self.mu - c[:, None]
+        return np.einsum("xz,xz,xzd->xd", self.probs(), adv, self.score())
+
+    def estimator_mse(
+        self, G: int, baseline: np.ndarray | None = None, normalize: bool = False
+    ) -> np.ndarray:
+        """Exact E||g_hat - E g_hat||^2 of the G-sample estimator, ``[X]``.
+
+            g_hat = (1/G) sum_k A_k s_k,   A_k = (R_k - c(x)) / n(x)
+
+        with c the true baseline b(x) when ``baseline`` is None, and n(x) = sqrt(RV(x)) when
+        ``normalize`` (population GRPO advantage of T3) else 1.  The G terms are i.i.d., so
+
+            MSE_G = ( E_pi[((mu - c)^2 + sigma^2) ||s||^2] - ||g||^2 ) / (G n^2).
+        """
+        if G < 1:
+            raise ValueError(f"G must be >= 1, got {G}")
+        c = self.baseline() if baseline is None else np.asarray(baseline, dtype=np.float64)
+        pi = self.probs()
+        s = self.score()
+        g = self.task_gradient()
+        # Variance form (no cancellation): E||(mu - c) s - g||^2 + E[sigma^2 ||s||^2].
+        dev = (self.mu - c[:, None])[:, :, None] * s - g[:, None, :]
+        signal_part = np.sum(pi * np.sum(dev * dev, axis=2), axis=1)
+        noise_part = np.sum(pi * self.noise_variance() * np.sum(s * s, axis=2), axis=1)
+        mse = (signal_part + noise_part) / G
+        if normalize:
+            rv = self.reward_variance()
+            mse = mse / np.where(rv > 0, rv, np.nan)
+        return np.maximum(mse, 0.0)
+
+    def grpo_mse(self, K: int) -> np.ndarray:
+        """T3: E||g_tilde_hat - g/sqrt(RV)||^2 with A_tilde = (R - b) / sqrt(RV) over K samples, ``[X]``."""
+        return self.estimator_mse(K, normalize=True)
+
+    # ------------------------------------------------------------------ regularisers
+    def kl_logit_gradient(self, ref_probs: np.ndarray) -> np.ndarray:
+        """Tabular d KL(pi || pi_ref) / d logit_z = pi (log(pi / pi_ref) - KL), ``[X, Z]`` (PAPER.md T5)."""
+        pi = self.probs()
+        log_ratio = np.log(pi) - np.log(ref_probs)
+        kl = np.sum(pi * log_ratio, axis=1, keepdims=True)
+        return pi * (log_ratio - kl)
+
+    def entropy_logit_gradient(self) -> np.ndarray:
+        """Tabular d H(pi) / d logit_z = -pi (log pi + H), ``[X, Z]`` (PAPER.md T5)."""
+        pi = self.probs()
+        logp = np.log(pi)
+        H = -np.sum(pi * logp, axis=1, keepdims=True)
+        return -pi * (logp + H)
+
+    def kl_gradient(self, ref_probs: np.ndarray) -> np.ndarray:
+        """grad_theta KL(pi(.|x) || pi_ref(.|x)) = sum_z [tabular logit gradient]_z phi(x, z), ``[X, d]``."""
+        return np.einsum("xz,xzd->xd", self.kl_logit_gradient(ref_probs), self.features)
+
+    def entropy_gradient(self) -> np.ndarray:
+        """grad_theta H(pi(.|x)) = sum_z [tabular logit gradient]_z phi(x, z), ``[X, d]``."""
+        return np.einsum("xz,xzd->xd", self.entropy_logit_gradient(), self.features)
+
+    # ------------------------------------------------------------------ information
+    def marginal(self) -> np.ndarray:
+        """p(z) = sum_x w(x) pi(z|x), ``[Z]``."""
+        return self.prompt_probs @ self.probs()
+
+    def mutual_information(self) -> float:
+        """I(X;Z) = E_x KL(pi(.|x) || p(z)) in nats."""
+        return channel_mutual_information(self.prompt_probs, self.probs())
+
+    def cond_entropy(self) -> float:
+        """H(Z|X) = sum_x w(x) H(pi(.|x))."""
+        return channel_cond_entropy(self.prompt_probs, self.probs())
+
+    def marginal_entropy(self) -> float:
+        """H(Z) = H(p(z))."""
+        return channel_marginal_entropy(self.prompt_probs, self.probs())
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def tabular(
+        cls,
+        logits: np.ndarray,
+        mu: np.ndarray | None = None,
+        sigma: np.ndarray | float = 0.0,
+        prompt_probs: np.ndarray | None = None,
+    ) -> SoftmaxTestbed:
+        """One parameter per (x, z): features are one-hot, so theta is the flattened logit table."""
+        logits = np.asarray(logits, dtype=np.float64)
+        X, Z = logits.shape
+        features = np.eye(X * Z).reshape(X, Z, X * Z)
+        mu = np.zeros((X, Z)) if mu is None else np.asarray(mu, dtype=np.float64)
+        sig = np.asarray(sigma, dtype=np.float64)
+        if sig.ndim == 0:
+            sig = np.full(X, float(sig))
+        return cls(features, logits.reshape(-1), mu, sig, prompt_probs)
+
+    @classmethod
+    def two_action(cls, p: float, sigma: float = 0.0) -> SoftmaxTestbed:
+        """The 2-action tight case: one logit theta, pi(1) = p, mu = 1[a = 1], homoscedastic sigma.
+
+        features phi(0) = 0, phi(1) = 1, so s(1) = 1 - p, s(0) = -p and
+        g = p(1-p) = E s^2 = RV_mu (T1 holds with equality when sigma = 0).
+        """
+        if not 0.0 < p < 1.0:
+            raise ValueError(f"p must lie in (0, 1), got {p}")
+        theta = np.array([np.log(p) - np.log1p(-p)])
+        features = np.array([[[0.0], [1.0]]])
+        return cls(features, theta, np.array([[0.0, 1.0]]), np.array([float(sigma)]))
+
+    @classmethod
+    def heteroscedastic_counterexample(cls) -> SoftmaxTestbed:
+        """PAPER.md T2: p = pi(1) = 0.4, mu = 1[a = 1], noise variance 1 on action 0 only.
+
+        SNR^2 / G = 0.24^2 / 0.1056 = 6/11 = 0.545... > RV_mu / E_pi sigma^2 = 0.24 / 0.6 = 0.4.
+        """
+        tb = cls.two_action(0.4)
+        return cls(tb.features, tb.theta, tb.mu, np.array([[1.0, 0.0]]))
+
+    @classmethod
+    def entropy_bonus_counterexample(cls) -> SoftmaxTestbed:
+        """PAPER.md T9: X uniform on 2 prompts, Z in {0, 1, 2}, tabular logits (2, 0, -5) and (2, -5, 0).
+
+        I = 0.0783 nats, and dI/dt = +0.030 along per-prompt entropy ascent d logit_x / dt = grad H(pi(.|x)).
+        """
+        return cls.tabular(np.array([[2.0, 0.0, -5.0], [2.0, -5.0, 0.0]]))
+
+    @classmethod
+    def rank_one_tight(
+        cls, rng: np.random.Generator, X: int = 1, Z: int = 3, d: int = 3, temperature: float = 1.0
+    ) -> SoftmaxTestbed:
+        """A T1 equality case: phi(x, z) = c(x, z) v(x) (rank-one score), mu = a(x) + beta(x) c(x, z), sigma = 0.
+
+        Then s = (c - E c) v and A = beta (c - E c), so A is proportional to the score's only direction.
+        """
+        c = rng.normal(size=(X, Z)) * temperature
+        v = rng.normal(size=(X, d))
+        features = c[:, :, None] * v[:, None, :]
+        theta = rng.normal(size=d)
+        a = rng.normal(size=(X, 1))
+        beta = rng.choice([-1.0, 1.0], size=(X, 1)) * rng.uniform(0.1, 3.0, size=(X, 1))
+        return cls(features, theta, a + beta * c, np.zeros(X))
+
+    @classmethod
+    def random(
+        cls,
+        rng: np.random.Generator,
+        X: int | None = None,
+        Z: int | None = None,
+        d: int | None = None,
+        temperature: float | None = None,
+        sigma_scale: float | None = None,
+        heteroscedastic: bool = False,
+        mu_offset: float | None = None,
+    ) -> SoftmaxTestbed:
+        """A random testbed; every argument left as None is drawn.
+
+        Draws cover: X in 1..6, Z in 2..8, d in 1..5; an inverse temperature ||theta|| log-uniform in
+        [0.01, 30] (so near-deterministic policies occur); sigma log-uniform in [1e-3, 100] (large
+        noise), sometimes exactly 0; reward means with a random offset up to +-100 (baselines far from
+        0); occasionally duplicated outcome features (ties) and non-uniform prompt weights.
+        """
+        X = int(rng.integers(1, 7)) if X is None else X
+        Z = int(rng.integers(2, 9)) if Z is None else Z
+        d = int(rng.integers(1, 6)) if d is None else d
+        temperature = float(np.exp(rng.uniform(np.log(0.01), np.log(30.0)))) if temperature is None else temperature
+        features = rng.normal(size=(X, Z, d))
+        if Z > 2 and rng.random() < 0.15:  # tied outcomes
+            features[:, 1] = features[:, 0]
+        theta = rng.normal(size=d)
+        theta *= temperature / max(np.linalg.norm(theta), 1e-12)
+        mu = rng.normal(size=(X, Z)) * float(np.exp(rng.uniform(np.log(0.01), np.log(10.0))))
+        if mu_offset is None:
+            mu_offset = float(rng.choice([0.0, rng.uniform(-100.0, 100.0)]))
+        mu = mu + mu_offset
+        if sigma_scale is None:
+            sigma_scale = 0.0 if rng.random() < 0.1 else float(np.exp(rng.uniform(np.log(1e-3), np.log(100.0))))
+        shape = (X, Z) if heteroscedastic else (X,)
+        sigma = sigma_scale * rng.uniform(0.2, 1.0, size=shape)
+        if heteroscedastic and Z > 1:
+            sigma[:, rng.integers(0, Z)] = 0.0  # noise on some outcomes only
+        prompt_probs = None
+        if X > 1 and rng.random() < 0.3:
+            prompt_probs = rng.dirichlet(np.ones(X))
+        return cls(features, theta, mu, sigma, prompt_probs)
+
+
+def random_channel(rng: np.random.Generator, X: int, Z: int, scale: float = 2.0) -> np.ndarray:
+    """A random full-support channel softmax(scale * N(0, 1)), ``[X, Z]``."""
+    return softmax(scale * rng.normal(size=(X, Z)), axis=1)
+
+
+def enumerate_outcomes(probs: Sequence[float] | np.ndarray, G: int) -> tuple[np.ndarray, np.ndarray]:
+    """All G-tuples of outcome indices with their probabilities: (indices [n^G, G], weights [n^G])."""
+    probs = np.asarray(probs, dtype=np.float64)
+    n = probs.shape[0]
+    idx = np.indices((n,) * G).reshape(G, -1).T
+    return idx, np.prod(probs[idx], axis=1)
