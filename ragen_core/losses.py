@@ -47,6 +47,7 @@ def ppo_policy_loss(
     clip_eps_high: float = 0.28,
     dual_clip_c: float | None = 3.0,
     loss_agg_mode: str = "token-mean",
+    norm_constant: float | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """PPO clipped policy loss with clip-higher and dual clip (Schulman et al. 2017; DAPO; Ye et al. 2020).
 
@@ -68,6 +69,7 @@ def ppo_policy_loss(
         clip_eps_high: upper clip epsilon, >= 0.
         dual_clip_c: dual-clip constant, > 1 (None disables).
         loss_agg_mode: one of ``LOSS_AGG_MODES``.
+        norm_constant: Dr.GRPO's constant C for ``seq-mean-token-sum-norm`` (see ``aggregate_loss``).
 
     Returns:
         ``(loss, stats)`` with scalar ``loss`` and floats ``clipfrac`` (share of valid tokens where the clip
@@ -94,7 +96,7 @@ def ppo_policy_loss(
         neg = advantages < 0
         loss_mat = torch.where(neg, torch.minimum(clipped, pg3), clipped)
         dual_active = neg & (pg3 < clipped)
-    loss = aggregate_loss(loss_mat, mask, loss_agg_mode)
+    loss = aggregate_loss(loss_mat, mask, loss_agg_mode, norm_constant=norm_constant)
     m = mask != 0
     with torch.no_grad():
         n = max(int(m.sum()), 1)

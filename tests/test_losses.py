@@ -199,3 +199,26 @@ def test_value_loss_bad_arguments():
         value_loss(z, z, z, z, clip_range=0.0)
     with pytest.raises(ValueError, match="logits"):
         entropy_bonus(torch.zeros(2, 3), torch.zeros(2, 3))
+
+
+def test_ppo_loss_with_dr_grpo_constant_normaliser_matches_a_plain_loop():
+    import torch
+
+    from ragen_core.losses import ppo_policy_loss
+
+    g = torch.Generator().manual_seed(3)
+    lp, old, adv = (torch.randn(3, 5, generator=g) * 0.1 for _ in range(3))
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [0, 1, 0, 0, 0]], dtype=torch.float32)
+    c = 7.0
+    loss, _ = ppo_policy_loss(lp, old, adv, mask, dual_clip_c=None, loss_agg_mode="seq-mean-token-sum-norm",
+                              norm_constant=c)
+    total = 0.0
+    for b in range(3):
+        row = 0.0
+        for t in range(5):
+            if mask[b, t]:
+                r = float(torch.exp(lp[b, t] - old[b, t]))
+                a = float(adv[b, t])
+                row += max(-a * r, -a * min(max(r, 0.8), 1.28))
+        total += row / c
+    assert abs(float(loss) - total / 3) < 1e-6

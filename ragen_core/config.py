@@ -1,0 +1,459 @@
+"""Training configuration: dataclasses with the paper's defaults, TOML files and `key=value` overrides.
+
+A run is described by one :class:`TrainConfig`, made of small sections::
+
+    [run]       name, output folder, seed, number of steps, device, logging/checkpoint cadence
+    [model]     policy path ("tiny" = the offline tiny model), dtype, critic learning rate
+    [env]       env id and kwargs, train / validation seeds (RAGEN: 10000 / 123)
+    [rollout]   P groups x G rollouts, turns, context mode, sampling, reward placement
+    [algo]      ppo | grpo | dr_grpo | dapo, learning rate, clipping, entropy / KL coefficients, GAE
+    [filter]    SNR-aware filtering (PAPER.md section 4): strategy, keep rate, empty-step policy
+    [mi]        MI diagnostics cadence and EMA constants (PAPER.md section 2)
+    [eval]      validation cadence and size
+    [warm_start] supervised warm start on oracle trajectories
+
+Defaults are the official ones of PAPER.md section 6 (8 groups x 16 rollouts, temperature 1, actor lr 1e-6,
+entropy 0.001, KL off, clip 0.2 / 0.28, GAE gamma = lambda = 1, up to 5 turns, 2 actions per turn) and
+top-p filtering with rho = 0.9.
+
+Loading::
+
+    cfg = load_config("configs/sokoban_tiny.toml", ["algo.name=grpo", "rollout.groups=4"])
+
+Unknown sections or keys, in a file or an override, raise :class:`ConfigError` naming the key and listing
+the accepted ones; values are type-checked (ints are accepted where floats are expected).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+__all__ = [
+    "ALGORITHMS",
+    "CONTEXT_MODES",
+    "ConfigError",
+    "RunConfig",
+    "ModelConfig",
+    "EnvConfig",
+    "RolloutConfig",
+    "AlgoConfig",
+    "FilterConfig",
+    "MIConfig",
+    "EvalConfig",
+    "WarmStartConfig",
+    "TrainConfig",
+    "load_config",
+    "apply_overrides",
+    "config_to_dict",
+    "config_from_dict",
+    "dump_toml",
+]
+
+ALGORITHMS = ("ppo", "grpo", "dr_grpo", "dapo")
+CONTEXT_MODES = ("full", "window:N", "single_turn")
+REWARD_PLACEMENTS = ("last_token", "per_turn")
+
+
+class ConfigError(ValueError):
+    """A configuration file or override is invalid (unknown key, wrong type, value out of range)."""
+
+
+@dataclass
+class RunConfig:
+    """Where and how long a run goes."""
+
+    name: str = "run"
+    #: Parent folder of run folders; the run folder is `out_dir/name` (a suffix is added if it exists).
+    out_dir: str = "runs"
+    seed: int = 0
+    steps: int = 200
+    #: "auto" (cuda if available), "cpu" or "cuda".
+    device: str = "auto"
+    #: Checkpoint every this many steps (1 = killing the process loses at most the current step).
+    save_every: int = 1
+    #: Also keep a numbered copy of the checkpoint every this many steps (0 = only the latest).
+    keep_every: int = 0
+    #: Stop training (then validate once more) when this many minutes have passed; 0 = no limit.
+    max_minutes: float = 0.0
+    #: Show a progress bar.
+    progress: bool = True
+    #: Also write TensorBoard events (needs the `tensorboard` extra).
+    tensorboard: bool = False
+
+
+@dataclass
+class ModelConfig:
+    """The policy (and critic) backend."""
+
+    #: Local path of a transformers causal LM, or "tiny" for the offline tiny model (built on first use).
+    path: str = "tiny"
+    #: "float32" or "bfloat16" (bf16 only makes sense on a GPU).
+    dtype: str = "float32"
+    #: Critic learning rate (PPO only; verl's default critic lr is 1e-5).
+    critic_lr: float = 1e-5
+    #: Gradient checkpointing for real models on small GPUs.
+    gradient_checkpointing: bool = False
+
+
+@dataclass
+class EnvConfig:
+    """The environment family and its seeds (ENVS.md: train seed 10000, validation seed 123)."""
+
+    id: str = "ragen/Sokoban-v0"
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    train_seed: int = 10000
+    val_seed: int = 123
+    #: Name of a reset option that gets a distinct integer per rollout (e.g. "payoff_seed" for the bandit, so
+    #: that rollouts sharing a seed still draw independent payoffs); "" = none.
+    per_rollout_option: str = ""
+
+
+@dataclass
+class RolloutConfig:
+    """P groups x G rollouts per step, multi-turn (RAGEN prompt layout)."""
+
+    groups: int = 8
+    group_size: int = 16
+    max_turns: int = 5
+    #: "full" (whole history), "window:N" (last N turns), "single_turn" (current state only).
+    context: str = "full"
+    max_new_tokens: int = 128
+    temperature: float = 1.0
+    top_p: float = 1.0
+    #: "last_token" (the episode return on the last generated token) or "per_turn".
+    reward_placement: str = "last_token"
+    #: The length limit stated in the format reminder (tokens); 0 = max_new_tokens.
+    length_limit: int = 0
+
+
+@dataclass
+class AlgoConfig:
+    """The RL algorithm and its optimisation hyper-parameters."""
+
+    #: "ppo" (value head + GAE, paper default), "grpo", "dr_grpo", "dapo" (clip-higher, token-level loss).
+    name: str = "ppo"
+    lr: float = 1e-6
+    weight_decay: float = 0.0
+    #: PPO epochs over each batch.
+    epochs: int = 1
+    #: Rows per optimiser step (a multiple of micro_batch_size is not required).
+    mini_batch_size: int = 32
+    #: Rows per forward/backward pass (gradient accumulation within a mini-batch).
+    micro_batch_size: int = 8
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    #: Dual-clip constant c (> 1), 0 disables.
+    dual_clip: float = 3.0
+    #: verl's names: token-mean, seq-mean-token-mean, seq-mean-token-sum, seq-mean-token-sum-norm.
+    loss_agg_mode: str = "token-mean"
+    entropy_coef: float = 0.001
+    #: KL to a frozen reference (off by default, as the paper).
+    kl_coef: float = 0.0
+    kl_estimator: str = "k3"
+    gamma: float = 1.0
+    lam: float = 1.0
+    value_clip: float = 0.5
+    grad_clip: float = 1.0
+    #: Recompute old log-probs with a teacher-forced pass (exact PPO ratio; the sampling log-probs differ
+    #: from the model's under top-p or temperature != 1).
+    recompute_old_logprobs: bool = True
+    #: DAPO dynamic sampling: roll out extra groups to refill the ones the filter dropped.
+    dynamic_sampling: bool = False
+    #: At most this many extra rollout rounds per step for dynamic sampling.
+    max_refill_rounds: int = 3
+
+
+@dataclass
+class FilterConfig:
+    """SNR-aware filtering (PAPER.md section 4), applied between rollout and update."""
+
+    enabled: bool = True
+    strategy: str = "top_p"
+    value: float = 0.9
+    score: str = "variance"
+    include_zero: bool = True
+    order: str = "largest"
+    eps: float = 0.0
+    #: Stop after this many consecutive empty steps (official code: 5); 0 = never stop.
+    max_empty_steps: int = 5
+
+
+@dataclass
+class MIConfig:
+    """MI diagnostics (PAPER.md section 2): in-batch cross-scoring every `every` steps."""
+
+    every: int = 5
+    #: Token budget per cross-scoring forward pass.
+    batch_tokens: int = 8192
+    ema_alpha: float = 0.9
+    ema_eps: float = 1e-3
+    #: Z = "reasoning" (response through </think>) or "response" (the whole first-turn response).
+    span: str = "reasoning"
+
+
+@dataclass
+class EvalConfig:
+    """Validation on held-out seeds (stream seeded by env.val_seed)."""
+
+    every: int = 10
+    #: Number of validation episodes (distinct seeds, one rollout each).
+    episodes: int = 32
+    greedy: bool = True
+    #: Also validate before the first step (the "before" number of a run).
+    at_start: bool = True
+
+
+@dataclass
+class WarmStartConfig:
+    """Supervised warm start on scripted trajectories written in the response format."""
+
+    #: Number of scripted episodes (0 = no warm start).
+    sft_episodes: int = 0
+    #: "oracle" (solver / optimal actions) or "random" (uniformly random valid actions: teaches the format
+    #: without the task, e.g. for learning tests).
+    policy: str = "oracle"
+    epochs: int = 2
+    lr: float = 1e-3
+    batch_size: int = 16
+    #: Seed stream of the warm-start episodes (distinct from train and validation seeds).
+    seed: int = 777
+
+
+@dataclass
+class TrainConfig:
+    """A full training run (see the module docstring)."""
+
+    run: RunConfig = field(default_factory=RunConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    filter: FilterConfig = field(default_factory=FilterConfig)
+    mi: MIConfig = field(default_factory=MIConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
+
+    def validate(self) -> TrainConfig:
+        """Range checks; raises ConfigError naming the key."""
+        _check(self.run.steps >= 0, "run.steps", "must be >= 0")
+        _check(self.run.device in ("auto", "cpu", "cuda") or self.run.device.startswith("cuda:"),
+               "run.device", "must be auto, cpu, cuda or cuda:N")
+        _check(self.run.save_every >= 0, "run.save_every", "must be >= 0 (0 = only at the end)")
+        _check(self.model.dtype in ("float32", "bfloat16"), "model.dtype", "must be float32 or bfloat16")
+        _check(self.rollout.groups >= 1, "rollout.groups", "must be >= 1")
+        _check(self.rollout.group_size >= 1, "rollout.group_size", "must be >= 1")
+        _check(self.rollout.max_turns >= 1, "rollout.max_turns", "must be >= 1")
+        _check(self.rollout.max_new_tokens >= 1, "rollout.max_new_tokens", "must be >= 1")
+        _check(self.rollout.temperature > 0, "rollout.temperature", "must be > 0")
+        _check(0 < self.rollout.top_p <= 1, "rollout.top_p", "must be in (0, 1]")
+        _check(self.rollout.reward_placement in REWARD_PLACEMENTS, "rollout.reward_placement",
+               f"must be one of {REWARD_PLACEMENTS}")
+        try:
+            parse_context(self.rollout.context)
+        except ValueError as e:
+            raise ConfigError(f"rollout.context: {e}") from None
+        _check(self.algo.name in ALGORITHMS, "algo.name", f"must be one of {ALGORITHMS}")
+        _check(self.algo.lr > 0, "algo.lr", "must be > 0")
+        _check(self.algo.epochs >= 1, "algo.epochs", "must be >= 1")
+        _check(self.algo.mini_batch_size >= 1, "algo.mini_batch_size", "must be >= 1")
+        _check(self.algo.micro_batch_size >= 1, "algo.micro_batch_size", "must be >= 1")
+        _check(0 <= self.algo.clip_low < 1, "algo.clip_low", "must be in [0, 1)")
+        _check(self.algo.clip_high >= 0, "algo.clip_high", "must be >= 0")
+        _check(self.algo.dual_clip == 0 or self.algo.dual_clip > 1, "algo.dual_clip", "must be 0 (off) or > 1")
+        _check(self.algo.entropy_coef >= 0, "algo.entropy_coef", "must be >= 0")
+        _check(self.algo.kl_coef >= 0, "algo.kl_coef", "must be >= 0")
+        _check(self.algo.kl_estimator in ("k1", "k2", "k3", "low-var-kl"), "algo.kl_estimator",
+               "must be k1, k2, k3 or low-var-kl")
+        _check(self.algo.loss_agg_mode in ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum",
+                                           "seq-mean-token-sum-norm"), "algo.loss_agg_mode",
+               "must be token-mean, seq-mean-token-mean, seq-mean-token-sum or seq-mean-token-sum-norm")
+        _check(0 <= self.algo.gamma <= 1, "algo.gamma", "must be in [0, 1]")
+        _check(0 <= self.algo.lam <= 1, "algo.lam", "must be in [0, 1]")
+        _check(self.algo.grad_clip >= 0, "algo.grad_clip", "must be >= 0 (0 = no clipping)")
+        _check(self.filter.strategy in ("top_p", "top_k", "top_k_abs", "min_p", "random"), "filter.strategy",
+               "must be top_p, top_k, top_k_abs, min_p or random")
+        _check(self.filter.score in ("variance", "std"), "filter.score", "must be variance or std")
+        _check(self.filter.order in ("largest", "smallest"), "filter.order", "must be largest or smallest")
+        if self.filter.strategy == "top_k_abs":
+            _check(self.filter.value >= 1, "filter.value", "must be a count >= 1 for top_k_abs")
+        else:
+            _check(0 < self.filter.value <= 1, "filter.value", "must be in (0, 1]")
+        _check(self.filter.max_empty_steps >= 0, "filter.max_empty_steps", "must be >= 0")
+        _check(self.mi.every >= 0, "mi.every", "must be >= 0 (0 = never)")
+        _check(0 <= self.mi.ema_alpha < 1, "mi.ema_alpha", "must be in [0, 1)")
+        _check(self.mi.span in ("reasoning", "response"), "mi.span", "must be reasoning or response")
+        _check(self.eval.every >= 0, "eval.every", "must be >= 0 (0 = never)")
+        _check(self.eval.episodes >= 1, "eval.episodes", "must be >= 1")
+        _check(self.warm_start.sft_episodes >= 0, "warm_start.sft_episodes", "must be >= 0")
+        _check(self.warm_start.policy in ("oracle", "random"), "warm_start.policy", "must be oracle or random")
+        _check(self.warm_start.epochs >= 1, "warm_start.epochs", "must be >= 1")
+        return self
+
+
+def _check(ok: bool, key: str, what: str) -> None:
+    if not ok:
+        raise ConfigError(f"{key} {what}")
+
+
+def parse_context(context: str) -> int | None:
+    """Context mode -> number of previous turns shown (None = full history, 0 = single turn).
+
+    Accepted: "full", "single_turn", "window:N" with N >= 1.
+    """
+    if context == "full":
+        return None
+    if context == "single_turn":
+        return 0
+    if context.startswith("window:"):
+        try:
+            n = int(context.split(":", 1)[1])
+        except ValueError:
+            n = -1
+        if n >= 1:
+            return n
+    raise ValueError(f"context must be 'full', 'single_turn' or 'window:N' with N >= 1; got {context!r}")
+
+
+# ---------------------------------------------------------------------------------------------- (de)serialise
+def _field_types(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _coerce(key: str, value: Any, typ: Any) -> Any:
+    """Check `value` against the annotation `typ` (int -> float allowed)."""
+    origin = typing.get_origin(typ)
+    if typ is bool:
+        if isinstance(value, bool):
+            return value
+    elif typ is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif typ is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif typ is str:
+        if isinstance(value, str):
+            return value
+    elif origin is dict or typ is dict:
+        if isinstance(value, dict):
+            return dict(value)
+    else:  # pragma: no cover - every field above is one of these
+        return value
+    name = getattr(typ, "__name__", str(typ))
+    raise ConfigError(f"{key} must be of type {name}; got {value!r} ({type(value).__name__})")
+
+
+def config_from_dict(data: dict[str, Any], base: TrainConfig | None = None) -> TrainConfig:
+    """Build a TrainConfig from nested dicts (as TOML gives), starting from `base` or the defaults."""
+    return config_from_nested(base if base is not None else TrainConfig(), data)
+
+
+def config_from_nested(cfg: TrainConfig, data: dict[str, Any]) -> TrainConfig:
+    """A copy of `cfg` with the sections/keys of `data` replaced (unknown keys raise ConfigError)."""
+    sections = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    out = {}
+    for name in sections:
+        out[name] = dataclasses.replace(getattr(cfg, name))
+    for sec_name, sec_data in data.items():
+        if sec_name not in sections:
+            raise ConfigError(f"unknown config section {sec_name!r}; accepted sections: {', '.join(sections)}")
+        if not isinstance(sec_data, dict):
+            raise ConfigError(f"config section {sec_name!r} must be a table of key = value pairs")
+        section = out[sec_name]
+        types = _field_types(type(section))
+        for key, value in sec_data.items():
+            if key not in types:
+                raise ConfigError(f"unknown config key {sec_name}.{key}; accepted keys in [{sec_name}]: "
+                                  f"{', '.join(types)}")
+            setattr(section, key, _coerce(f"{sec_name}.{key}", value, types[key]))
+    return TrainConfig(**out)
+
+
+def _parse_value(text: str) -> Any:
+    """A TOML value (number, bool, quoted string, inline table, array); bare words are strings."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def apply_overrides(cfg: TrainConfig, overrides: list[str] | tuple[str, ...]) -> TrainConfig:
+    """Apply `section.key=value` overrides (values parsed as TOML; bare words are strings).
+
+    `env.kwargs.NAME=value` sets one env keyword argument.
+    """
+    nested: dict[str, Any] = {}
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} must look like section.key=value")
+        key, raw = item.split("=", 1)
+        key = key.strip()
+        parts = key.split(".")
+        if len(parts) < 2 or not all(parts):
+            raise ConfigError(f"override key {key!r} must be section.key (e.g. algo.lr=1e-6)")
+        value = _parse_value(raw.strip())
+        if len(parts) > 2:
+            if parts[:2] != ["env", "kwargs"] or len(parts) != 3:
+                raise ConfigError(f"unknown config key {key!r}: only env.kwargs.NAME may have three parts")
+            kwargs = nested.setdefault("env", {}).setdefault("kwargs", dict(cfg.env.kwargs))
+            kwargs[parts[2]] = value
+            continue
+        nested.setdefault(parts[0], {})[parts[1]] = value
+    return config_from_nested(cfg, nested)
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+    """Defaults <- TOML file (if given) <- overrides; validated."""
+    cfg = TrainConfig()
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {str(p)!r} does not exist")
+        try:
+            data = tomllib.loads(p.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{p}: invalid TOML: {e}") from None
+        cfg = config_from_nested(cfg, data)
+    cfg = apply_overrides(cfg, list(overrides))
+    return cfg.validate()
+
+
+def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:
+    """Nested plain dict (JSON/TOML ready)."""
+    return dataclasses.asdict(cfg)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def dump_toml(cfg: TrainConfig) -> str:
+    """The resolved config as TOML text (loads back to an equal config)."""
+    lines: list[str] = []
+    for section, values in config_to_dict(cfg).items():
+        lines.append(f"[{section}]")
+        for key, value in values.items():
+            lines.append(f"{key} = {_toml_value(value)}")
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,577 @@
+"""Multi-turn group rollouts: P groups x G rollouts, the RAGEN prompt layout, a token batch for training.
+
+One call of :func:`rollout` plays ``P * G`` episodes in lock-step (ENVS.md, "The multi-turn protocol"):
+
+- all G rollouts of group i are reset with the same seed ``seeds[i]`` (same initial state), so that group
+  statistics (GRPO baselines, reward variance for SNR-aware filtering) compare answers to one input;
+- every turn, the prompts of all unfinished episodes are generated in one batched ``policy.generate`` call and
+  the responses are sent to the envs (stepped one after another: the envs are cheap, generation is not);
+  an episode stops when the env terminates or truncates, or after ``max_turns`` turns;
+- prompt layout: system message = the env's ``info["instructions"]``; each user turn holds
+  ``Reward: r`` (the previous turn's reward, from turn 2 on), ``Turn k:``, ``State:`` + observation,
+  ``You have N actions left.`` and the format reminder with the length limit.
+
+Context modes and the rows of the batch:
+
+- ``"full"``: the turn-k prompt is the turn-(k-1) prompt + its response tokens + the chat-template tokens that
+  close that turn and open turn k (computed from the policy's own chat template, see :func:`turn_bridge`).
+  Generation therefore sees exactly the tokens that training scores, and one trajectory is one row.
+- ``"window:N"`` / ``"single_turn"``: the turn-k prompt is re-encoded from the system message, the last N
+  (user, assistant) pairs (N = 0 for single turn) and user turn k; each turn is its own row.
+
+In both layouts ``loss_mask`` is 1 exactly on generated tokens: prompt, env observation and template tokens are
+never trained on. Rewards: ``"last_token"`` puts the episode return on the last generated token of the
+trajectory; ``"per_turn"`` puts each turn's reward on that turn's last generated token.
+
+For the MI diagnostics (PAPER.md section 2) every turn keeps its input X (the prompt ids) and the reasoning
+span Z (the response tokens through ``</think>``, or the whole response when it has none).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from ragen_core.config import parse_context
+from ragen_envs.protocol import RESPONSE_FORMAT
+
+__all__ = [
+    "RolloutSettings",
+    "Turn",
+    "Trajectory",
+    "RolloutBatch",
+    "Responder",
+    "rollout",
+    "build_batch",
+    "user_turn_text",
+    "turn_bridge",
+    "reasoning_prefix_length",
+    "make_envs",
+]
+
+#: A scripted responder (warm start, tests): (envs, indices of active episodes) -> one response text each.
+Responder = Callable[[Sequence[Any], Sequence[int]], Sequence[str]]
+
+_SENTINELS = ("A", "B")
+
+
+@dataclass
+class RolloutSettings:
+    """Per-call rollout options (the `[rollout]` config section minus the batch sizes)."""
+
+    max_turns: int = 5
+    context: str = "full"
+    max_new_tokens: int = 128
+    temperature: float = 1.0
+    top_p: float = 1.0
+    greedy: bool = False
+    reward_placement: str = "last_token"
+    #: Length limit stated in the reminder (tokens); 0 = max_new_tokens.
+    length_limit: int = 0
+    stop: tuple[str, ...] = ("</answer>",)
+
+    def __post_init__(self) -> None:
+        parse_context(self.context)
+        if self.reward_placement not in ("last_token", "per_turn"):
+            raise ValueError(f"reward_placement must be 'last_token' or 'per_turn'; got {self.reward_placement!r}")
+        if self.max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1; got {self.max_turns}")
+
+
+@dataclass
+class Turn:
+    """One assistant turn of one episode."""
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+    #: Sampling log-probs of `response_ids` (0 for scripted responses).
+    response_logprobs: list[float]
+    response_text: str
+    #: Number of leading response tokens that form the reasoning span Z (through `</think>`).
+    reasoning_len: int
+    reward: float
+    format_valid: bool
+    action_valid: bool
+    finish_reason: str
+    #: Images of the prompt (vision envs), in order of occurrence.
+    images: list[np.ndarray] = field(default_factory=list)
+
+
+@dataclass
+class Trajectory:
+    """One episode: group index, its seed, the turns, and the outcome."""
+
+    group: int
+    index_in_group: int
+    seed: int
+    turns: list[Turn] = field(default_factory=list)
+    messages: list[dict[str, str]] = field(default_factory=list)
+    success: bool = False
+    terminated: bool = False
+    truncated: bool = False
+
+    @property
+    def episode_return(self) -> float:
+        return float(sum(t.reward for t in self.turns))
+
+    @property
+    def format_valid_rate(self) -> float:
+        return float(np.mean([t.format_valid for t in self.turns])) if self.turns else 0.0
+
+    @property
+    def response_tokens(self) -> int:
+        return int(sum(len(t.response_ids) for t in self.turns))
+
+
+@dataclass
+class RolloutBatch:
+    """A padded token batch of P * G trajectories (group-major: trajectory ``i * G + k``).
+
+    Row tensors (R rows = trajectories in "full" context, turns otherwise), right-padded to T:
+
+    - ``input_ids`` ``[R, T]`` long, ``attention_mask`` ``[R, T]`` (1 = real token);
+    - ``loss_mask`` ``[R, T]``: 1 on generated (assistant) tokens only;
+    - ``old_logprobs`` ``[R, T]``: sampling log-probs at generated tokens, 0 elsewhere;
+    - ``token_rewards`` ``[R, T]``: rewards placed per ``reward_placement``;
+    - ``turn_index`` ``[R, T]`` long: turn number (0-based) of each generated token, -1 elsewhere;
+    - ``row_traj`` ``[R]``: trajectory of each row; ``row_group`` ``[R]``: its group.
+
+    Trajectory tensors (N = P * G): ``traj_group`` ``[N]``, ``returns`` ``[N]`` (sum of turn rewards),
+    ``turn_rewards`` ``[N, max_turns]`` (NaN after the last turn), ``success`` ``[N]`` bool,
+    ``format_valid`` ``[N]`` (share of format-valid turns), ``num_turns`` ``[N]``, ``response_length`` ``[N]``
+    (generated tokens). ``images``: per row, the images of its sequence (vision), else None.
+    """
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    loss_mask: torch.Tensor
+    old_logprobs: torch.Tensor
+    token_rewards: torch.Tensor
+    turn_index: torch.Tensor
+    row_traj: torch.Tensor
+    row_group: torch.Tensor
+    traj_group: torch.Tensor
+    returns: torch.Tensor
+    turn_rewards: torch.Tensor
+    success: torch.Tensor
+    format_valid: torch.Tensor
+    num_turns: torch.Tensor
+    response_length: torch.Tensor
+    groups: int
+    group_size: int
+    trajectories: list[Trajectory]
+    images: list[list[np.ndarray]] | None = None
+
+    @property
+    def rewards_pg(self) -> torch.Tensor:
+        """Episode returns as ``[P, G]`` (for filtering and group advantages)."""
+        return self.returns.reshape(self.groups, self.group_size)
+
+    def row_tensors(self) -> dict[str, torch.Tensor]:
+        """The ``[R, ...]`` tensors by name (what :func:`ragen_core.filtering.compact` operates on)."""
+        return {
+            "input_ids": self.input_ids,
+            "attention_mask": self.attention_mask,
+            "loss_mask": self.loss_mask,
+            "old_logprobs": self.old_logprobs,
+            "token_rewards": self.token_rewards,
+            "turn_index": self.turn_index,
+            "row_traj": self.row_traj,
+            "row_group": self.row_group,
+        }
+
+    def mi_inputs(self, span: str = "reasoning", turn: int = 0) -> tuple[list[list[int]], list[list[list[int]]]]:
+        """(X, Z) for cross-scoring at turn `turn`: P prompts (of rollout 0 of each group) and P x G traces.
+
+        At turn 0 all G rollouts of a group share their prompt (same seed, same initial state). Z is the
+        reasoning span (``span="reasoning"``) or the whole response; an empty span falls back to the response.
+        Trajectories without that turn contribute an empty trace.
+        """
+        prompts: list[list[int]] = []
+        traces: list[list[list[int]]] = []
+        for i in range(self.groups):
+            group = self.trajectories[i * self.group_size : (i + 1) * self.group_size]
+            prompts.append(list(group[0].turns[turn].prompt_ids) if len(group[0].turns) > turn else [])
+            row = []
+            for traj in group:
+                if len(traj.turns) <= turn:
+                    row.append([])
+                    continue
+                t = traj.turns[turn]
+                n = t.reasoning_len if span == "reasoning" and t.reasoning_len > 0 else len(t.response_ids)
+                row.append(list(t.response_ids[:n]))
+            traces.append(row)
+        return prompts, traces
+
+    def summary(self) -> dict[str, float]:
+        """Per-batch rollout metrics (namespaced `rollout/`)."""
+        return {
+            "rollout/success": float(self.success.float().mean()),
+            "rollout/return": float(self.returns.mean()),
+            "rollout/return_std": float(self.returns.std(unbiased=False)),
+            "rollout/format_valid": float(self.format_valid.mean()),
+            "rollout/response_length": float(self.response_length.float().mean()),
+            "rollout/tokens_per_turn": float(self.response_length.sum() / max(int(self.num_turns.sum()), 1)),
+            "rollout/num_turns": float(self.num_turns.float().mean()),
+            "rollout/trajectories": float(len(self.trajectories)),
+            "rollout/rows": float(self.input_ids.shape[0]),
+            "rollout/seq_len": float(self.attention_mask.sum(dim=1).float().mean()),
+        }
+
+
+# ---------------------------------------------------------------------------------------------- prompt layout
+def user_turn_text(
+    turn: int,
+    observation: str,
+    actions_left: int | None,
+    prev_reward: float | None,
+    length_limit: int,
+    response_format: str = RESPONSE_FORMAT,
+) -> str:
+    """The user message of turn `turn` (1-based) in RAGEN's layout (ENVS.md)."""
+    lines = []
+    if prev_reward is not None:
+        lines.append(f"Reward: {prev_reward:g}")
+    lines.append(f"Turn {turn}:")
+    lines.append(f"State:\n{observation}")
+    if actions_left is not None:
+        lines.append(f"You have {actions_left} actions left.")
+    lines.append(f"Always output: {response_format} with no extra text. Strictly follow this format. "
+                 f"Max response length: {length_limit} tokens.")
+    return "\n".join(lines)
+
+
+def _response_format(env: Any) -> str:
+    fmt = getattr(getattr(env, "unwrapped", env), "action_format", "tagged")
+    if fmt == "answer":
+        return "<answer> [your answer] </answer>"
+    if fmt == "plain":
+        return "[your answer]"
+    return RESPONSE_FORMAT
+
+
+def turn_bridge(policy: Any, user_message: dict[str, str]) -> list[int]:
+    """Template tokens between the end of an assistant response and the start of the next response.
+
+    Renders ``[user, assistant(s), user_message]`` twice with two different one-character assistant contents
+    and returns the longest common token suffix: the end-of-turn marker, the next user message and the
+    assistant header. Works for any chat template that renders the assistant content verbatim.
+    """
+    renders = [
+        policy.encode_chat([{"role": "user", "content": "x"}, {"role": "assistant", "content": s}, user_message],
+                           add_generation_prompt=True)
+        for s in _SENTINELS
+    ]
+    a, b = renders
+    n = 0
+    while n < min(len(a), len(b)) and a[len(a) - 1 - n] == b[len(b) - 1 - n]:
+        n += 1
+    return list(a[len(a) - n :])
+
+
+def reasoning_prefix_length(tokenizer: Any, response_ids: Sequence[int], marker: str = "</think>") -> int:
+    """Smallest k such that ``decode(response_ids[:k])`` contains `marker` (0 if it never does).
+
+    Binary search over prefixes (containment is monotone in k): O(log n) decodes.
+    """
+    ids = list(response_ids)
+    if not ids or marker not in tokenizer.decode(ids, skip_special_tokens=True):
+        return 0
+    lo, hi = 1, len(ids)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if marker in tokenizer.decode(ids[:mid], skip_special_tokens=True):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def make_envs(env_id: str, n: int, kwargs: dict[str, Any] | None = None) -> list[Any]:
+    """`n` independent envs from `gym.make(env_id, **kwargs)` (importing ragen_envs registers the ids)."""
+    import gymnasium as gym
+
+    import ragen_envs  # noqa: F401  (registers the ragen/ ids)
+
+    return [gym.make(env_id, **dict(kwargs or {})) for _ in range(n)]
+
+
+def _obs_text(obs: Any, image_token: str | None) -> tuple[str, np.ndarray | None]:
+    """Text of an observation and its image; the image is placed in the text with the policy's image
+    placeholder (vision policies), or dropped for text-only policies."""
+    if isinstance(obs, dict):
+        text, image = str(obs.get("text", "")), obs.get("image")
+        if image is None or image_token is None:
+            return text, None
+        return f"{image_token}\n{text}", image
+    return str(obs), None
+
+
+# ---------------------------------------------------------------------------------------------- the rollout
+def rollout(
+    policy: Any,
+    envs: Sequence[Any],
+    seeds: Sequence[int],
+    group_size: int,
+    settings: RolloutSettings | None = None,
+    *,
+    generator: torch.Generator | None = None,
+    responder: Responder | None = None,
+    reset_options: Sequence[dict[str, Any] | None] | None = None,
+) -> RolloutBatch:
+    """Play ``len(seeds)`` groups of `group_size` episodes and return the training batch.
+
+    Args:
+        policy: a :class:`ragen_core.policy.base.Policy` (``encode_chat``, ``generate``, ``tokenizer``).
+        envs: at least ``P * G`` envs (gymnasium envs of this package); env ``i * G + k`` plays rollout k of
+            group i.
+        seeds: P reset seeds, one per group.
+        group_size: G.
+        settings: turns, context mode, sampling (defaults: 5 turns, full context, temperature 1).
+        generator: torch generator of the sampler (reproducible rollouts).
+        responder: scripted responses instead of the policy's (warm start, tests); see :data:`Responder`.
+        reset_options: optional per-episode `options` for `env.reset` (length P * G).
+
+    Returns:
+        :class:`RolloutBatch`.
+    """
+    s = settings or RolloutSettings()
+    window = parse_context(s.context)
+    p, g = len(seeds), int(group_size)
+    n = p * g
+    if g < 1 or p < 1:
+        raise ValueError(f"need at least one group and group_size >= 1; got {p} groups of {g}")
+    if len(envs) < n:
+        raise ValueError(f"need {n} envs for {p} groups x {g} rollouts; got {len(envs)}")
+    limit = s.length_limit or s.max_new_tokens
+    tok = policy.tokenizer
+    image_token = getattr(policy, "image_token", None)
+
+    trajs = [Trajectory(group=i // g, index_in_group=i % g, seed=int(seeds[i // g])) for i in range(n)]
+    # Per episode: system message, (user text, assistant text) history, the running full-context ids.
+    system: list[str] = [""] * n
+    pending_user: list[dict[str, str]] = [{}] * n
+    pending_images: list[list[np.ndarray]] = [[] for _ in range(n)]
+    history: list[list[tuple[dict[str, str], str, list[np.ndarray]]]] = [[] for _ in range(n)]
+    running: list[list[int]] = [[] for _ in range(n)]
+    running_images: list[list[np.ndarray]] = [[] for _ in range(n)]
+    actions_left: list[int | None] = [None] * n
+    fmt: list[str] = [RESPONSE_FORMAT] * n
+    active = [True] * n
+
+    for i in range(n):
+        opts = reset_options[i] if reset_options is not None else None
+        obs, info = envs[i].reset(seed=int(seeds[i // g]), options=opts)
+        text, image = _obs_text(obs, image_token)
+        system[i] = str(info.get("instructions", ""))
+        actions_left[i] = info.get("actions_left")
+        fmt[i] = _response_format(envs[i])
+        pending_user[i] = {"role": "user",
+                           "content": user_turn_text(1, text, actions_left[i], None, limit, fmt[i])}
+        pending_images[i] = [image] if image is not None else []
+        trajs[i].messages = [{"role": "system", "content": system[i]}]
+
+    for turn in range(1, s.max_turns + 1):
+        idx = [i for i in range(n) if active[i]]
+        if not idx:
+            break
+        prompts: list[list[int]] = []
+        images: list[list[np.ndarray]] = []
+        for i in idx:
+            if window is None:
+                if turn == 1:
+                    ids = list(policy.encode_chat([{"role": "system", "content": system[i]}, pending_user[i]],
+                                                  add_generation_prompt=True))
+                else:
+                    ids = running[i] + turn_bridge(policy, pending_user[i])
+                running[i] = ids
+                running_images[i] = running_images[i] + pending_images[i]
+                imgs = list(running_images[i])
+            else:
+                kept = history[i][len(history[i]) - window :] if window > 0 else []
+                msgs = [{"role": "system", "content": system[i]}]
+                imgs = []
+                for user, assistant, user_imgs in kept:
+                    msgs += [user, {"role": "assistant", "content": assistant}]
+                    imgs += user_imgs
+                msgs.append(pending_user[i])
+                imgs += pending_images[i]
+                ids = list(policy.encode_chat(msgs, add_generation_prompt=True))
+            prompts.append(ids)
+            images.append(imgs)
+
+        if responder is not None:
+            texts = list(responder([envs[i] for i in idx], idx))
+            gens = []
+            for text in texts:
+                rid = list(tok(text, add_special_tokens=False)["input_ids"])
+                gens.append((text, rid, [0.0] * len(rid), "stop"))
+        else:
+            has_images = any(len(im) for im in images)
+            out = policy.generate(
+                prompts,
+                max_new_tokens=s.max_new_tokens,
+                temperature=s.temperature,
+                top_p=s.top_p,
+                stop=s.stop,
+                generator=generator,
+                images=images if has_images else None,
+                greedy=s.greedy,
+            )
+            gens = [(o.text, list(o.response_ids), list(o.response_logprobs), o.finish_reason) for o in out]
+
+        for j, i in enumerate(idx):
+            text, rid, rlp, finish = gens[j]
+            obs, reward, terminated, truncated, info = envs[i].step(text)
+            next_text, image = _obs_text(obs, image_token)
+            penalty = float(info.get("format_penalty", 0.0) or 0.0)
+            trajs[i].turns.append(Turn(
+                prompt_ids=prompts[j],
+                response_ids=rid,
+                response_logprobs=rlp,
+                response_text=text,
+                reasoning_len=reasoning_prefix_length(tok, rid),
+                reward=float(reward),
+                format_valid=penalty == 0.0 and info.get("format_error") is None,
+                action_valid=bool(info.get("action_is_valid", False)),
+                finish_reason=finish,
+                images=images[j],
+            ))
+            trajs[i].messages += [pending_user[i], {"role": "assistant", "content": text}]
+            trajs[i].success = bool(info.get("success", False))
+            trajs[i].terminated = bool(terminated)
+            trajs[i].truncated = bool(truncated)
+            if window is None:
+                running[i] = running[i] + rid
+            history[i].append((pending_user[i], text, pending_images[i]))
+            actions_left[i] = info.get("actions_left", actions_left[i])
+            if terminated or truncated:
+                active[i] = False
+                continue
+            pending_user[i] = {"role": "user", "content": user_turn_text(
+                turn + 1, next_text, actions_left[i], float(reward), limit, fmt[i])}
+            pending_images[i] = [image] if image is not None else []
+
+    return build_batch(trajs, p, g, s, pad_id=_pad_id(tok), full_context=window is None, max_turns=s.max_turns)
+
+
+def _pad_id(tokenizer: Any) -> int:
+    pad = getattr(tokenizer, "pad_token_id", None)
+    if pad is None:
+        pad = getattr(tokenizer, "eos_token_id", None)
+    return int(pad) if pad is not None else 0
+
+
+# ---------------------------------------------------------------------------------------------- tensors
+def build_batch(
+    trajs: Sequence[Trajectory],
+    groups: int,
+    group_size: int,
+    settings: RolloutSettings,
+    *,
+    pad_id: int,
+    full_context: bool,
+    max_turns: int,
+) -> RolloutBatch:
+    """Lay trajectories out as padded rows (see :class:`RolloutBatch` and the module docstring).
+
+    Full context: row = last prompt + last response, where every earlier response sits inside the last
+    prompt at known offsets (the prompt of turn k+1 extends prompt k + response k by construction).
+    Otherwise: one row per turn, prompt + response.
+    """
+    rows: list[dict[str, Any]] = []
+    for t_idx, traj in enumerate(trajs):
+        if not traj.turns:
+            raise ValueError(f"trajectory {t_idx} has no turn (max_turns >= 1 guarantees one)")
+        if full_context:
+            last = traj.turns[-1]
+            ids = list(last.prompt_ids) + list(last.response_ids)
+            loss = [0] * len(ids)
+            lp = [0.0] * len(ids)
+            turn_of = [-1] * len(ids)
+            ends = []
+            for k, turn in enumerate(traj.turns):
+                start = len(turn.prompt_ids)
+                if ids[start : start + len(turn.response_ids)] != list(turn.response_ids):
+                    raise AssertionError("full-context prompts must extend the previous turn's tokens")
+                for off in range(len(turn.response_ids)):
+                    loss[start + off] = 1
+                    lp[start + off] = turn.response_logprobs[off]
+                    turn_of[start + off] = k
+                ends.append(start + len(turn.response_ids) - 1)
+            rows.append(dict(ids=ids, loss=loss, lp=lp, turn_of=turn_of, ends=ends, traj=t_idx,
+                             turns=list(range(len(traj.turns))), images=list(last.images)))
+        else:
+            for k, turn in enumerate(traj.turns):
+                start = len(turn.prompt_ids)
+                ids = list(turn.prompt_ids) + list(turn.response_ids)
+                loss = [0] * start + [1] * len(turn.response_ids)
+                lp = [0.0] * start + list(turn.response_logprobs)
+                turn_of = [-1] * start + [k] * len(turn.response_ids)
+                rows.append(dict(ids=ids, loss=loss, lp=lp, turn_of=turn_of, ends=[start + len(turn.response_ids) - 1],
+                                 traj=t_idx, turns=[k], images=list(turn.images)))
+
+    r = len(rows)
+    t_max = max(len(row["ids"]) for row in rows)
+    input_ids = torch.full((r, t_max), pad_id, dtype=torch.long)
+    attention = torch.zeros(r, t_max, dtype=torch.long)
+    loss_mask = torch.zeros(r, t_max, dtype=torch.long)
+    old_lp = torch.zeros(r, t_max, dtype=torch.float32)
+    token_rewards = torch.zeros(r, t_max, dtype=torch.float32)
+    turn_index = torch.full((r, t_max), -1, dtype=torch.long)
+    row_traj = torch.tensor([row["traj"] for row in rows], dtype=torch.long)
+    last_row_of_traj: dict[int, int] = {}
+    for ri, row in enumerate(rows):
+        m = len(row["ids"])
+        input_ids[ri, :m] = torch.tensor(row["ids"], dtype=torch.long)
+        attention[ri, :m] = 1
+        loss_mask[ri, :m] = torch.tensor(row["loss"], dtype=torch.long)
+        old_lp[ri, :m] = torch.tensor(row["lp"], dtype=torch.float32)
+        turn_index[ri, :m] = torch.tensor(row["turn_of"], dtype=torch.long)
+        last_row_of_traj[row["traj"]] = ri
+        if settings.reward_placement == "per_turn":
+            traj = trajs[row["traj"]]
+            for end, k in zip(row["ends"], row["turns"]):
+                if end >= 0 and traj.turns[k].response_ids:
+                    token_rewards[ri, end] += traj.turns[k].reward
+                else:
+                    # An empty response has no token to carry its reward: move it to the last token before.
+                    token_rewards[ri, max(end, 0)] += traj.turns[k].reward
+    if settings.reward_placement == "last_token":
+        for t_idx, traj in enumerate(trajs):
+            ri = last_row_of_traj[t_idx]
+            pos = (loss_mask[ri] != 0).nonzero().flatten()
+            end = int(pos[-1]) if pos.numel() else int(attention[ri].sum()) - 1
+            token_rewards[ri, end] += traj.episode_return
+
+    n = len(trajs)
+    turn_rewards = torch.full((n, max_turns), float("nan"), dtype=torch.float32)
+    for t_idx, traj in enumerate(trajs):
+        for k, turn in enumerate(traj.turns[:max_turns]):
+            turn_rewards[t_idx, k] = turn.reward
+    has_images = any(row["images"] for row in rows)
+    return RolloutBatch(
+        input_ids=input_ids,
+        attention_mask=attention,
+        loss_mask=loss_mask,
+        old_logprobs=old_lp,
+        token_rewards=token_rewards,
+        turn_index=turn_index,
+        row_traj=row_traj,
+        row_group=torch.tensor([trajs[row["traj"]].group for row in rows], dtype=torch.long),
+        traj_group=torch.tensor([traj.group for traj in trajs], dtype=torch.long),
+        returns=torch.tensor([traj.episode_return for traj in trajs], dtype=torch.float32),
+        turn_rewards=turn_rewards,
+        success=torch.tensor([traj.success for traj in trajs], dtype=torch.bool),
+        format_valid=torch.tensor([traj.format_valid_rate for traj in trajs], dtype=torch.float32),
+        num_turns=torch.tensor([len(traj.turns) for traj in trajs], dtype=torch.long),
+        response_length=torch.tensor([traj.response_tokens for traj in trajs], dtype=torch.long),
+        groups=groups,
+        group_size=group_size,
+        trajectories=list(trajs),
+        images=[row["images"] for row in rows] if has_images else None,
+    )

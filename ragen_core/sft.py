@@ -1,0 +1,263 @@
+"""Supervised warm start: teach a (tiny) model the response format before RL (`warm_start.sft_episodes=N`).
+
+Scripted episodes are played through the same rollout code as RL (same prompt layout, same context mode), with
+responses written by a script instead of the model:
+
+- ``policy="oracle"``: the env's oracle (Sokoban: the solver's optimal remaining moves, ``oracle_actions()``;
+  FrozenLake: ``oracle_action()``; Bandit: ``oracle_arm()``);
+- ``policy="random"``: uniformly random valid actions (teaches the format, not the task: used by learning tests
+  so that RL, not the warm start, has to find the better answer).
+
+Each response is ``<think> reasoning </think> <answer> actions </answer>`` where the reasoning refers to the actual
+state (player / box / target coordinates and the chosen direction for Sokoban, the player and goal for FrozenLake,
+the two arm names for the bandit), so that the reasoning depends on the input (high I(X;Z), PAPER.md section 1).
+The model is then fine-tuned with the mean negative log-likelihood of the generated tokens (the same loss mask as
+RL: prompt and observation tokens are not trained on).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from ragen_core.rollout import Responder, RolloutBatch, RolloutSettings, make_envs, rollout
+
+__all__ = [
+    "oracle_response",
+    "random_response",
+    "scripted_responder",
+    "collect_sft_batch",
+    "sft_train",
+    "warm_start",
+]
+
+_DIRECTION_WORDS = {"Up": "up", "Down": "down", "Left": "left", "Right": "right"}
+
+
+def _coords(cells: Any) -> str:
+    cells = sorted(tuple(int(x) for x in c) for c in cells)
+    return ", ".join(f"({r}, {c})" for r, c in cells)
+
+
+def _sokoban_state(u: Any) -> tuple[Any, Any, Any] | None:
+    """(player, boxes, targets) from a Sokoban env, trying the attribute names the env may use."""
+    if all(hasattr(u, a) for a in ("player_position", "box_positions", "target_positions")):
+        return u.player_position, u.box_positions, u.target_positions
+    level = getattr(u, "level", None)
+    for obj in (u, level):
+        if obj is None:
+            continue
+        player = getattr(obj, "player", None)
+        if player is None:
+            player = getattr(obj, "player_position", None)
+        boxes = getattr(obj, "boxes", None)
+        targets = getattr(obj, "targets", None)
+        if player is not None and boxes is not None and targets is not None:
+            return player, boxes, targets
+    return None
+
+
+def _move(cell: tuple[int, int], action: str) -> tuple[int, int]:
+    dr, dc = {"Up": (-1, 0), "Down": (1, 0), "Left": (0, -1), "Right": (0, 1)}[action]
+    return cell[0] + dr, cell[1] + dc
+
+
+def _sokoban_reasoning(u: Any, actions: Sequence[str]) -> str:
+    state = _sokoban_state(u)
+    if state is None:
+        return f"I follow the plan and move {' then '.join(_DIRECTION_WORDS.get(a, a) for a in actions)}."
+    player, boxes, targets = state
+    player = tuple(int(x) for x in player)
+    boxes_set = {tuple(int(x) for x in b) for b in boxes}
+    left = sorted(boxes_set - {tuple(int(x) for x in t) for t in targets})
+    parts = [f"I am at {_coords([player])}.",
+             f"Box at {_coords(left or boxes_set)}, target at {_coords(targets)}."]
+    if actions:
+        nxt = _move(player, actions[0])
+        if nxt in boxes_set:
+            parts.append(f"Moving {_DIRECTION_WORDS[actions[0]]} pushes the box to {_coords([_move(nxt, actions[0])])}.")
+        else:
+            parts.append(f"I move {_DIRECTION_WORDS[actions[0]]} to {_coords([nxt])}.")
+        if len(actions) > 1:
+            parts.append(f"Then {_DIRECTION_WORDS.get(actions[1], actions[1])}.")
+    return " ".join(parts)
+
+
+def _frozenlake_reasoning(u: Any, action: str) -> str:
+    pos = tuple(int(x) for x in u.player_position)
+    goal = [(r, c) for r, row in enumerate(u.desc) for c, ch in enumerate(row) if ch == "G"]
+    return (f"I am at {_coords([pos])} and the goal is at {_coords(goal)}. "
+            f"Moving {_DIRECTION_WORDS.get(action, action)} goes to {_coords([_move(pos, action)])} and avoids the holes.")
+
+
+def _bandit_reasoning(u: Any, arm: str) -> str:
+    kind = "steady" if arm == u.low_arm else "risky"
+    return f"{arm} sounds {kind}."
+
+
+def _format(reasoning: str, actions: Sequence[str]) -> str:
+    return f"<think> {reasoning} </think> <answer> {' || '.join(actions)} </answer>"
+
+
+def oracle_response(env: Any) -> str:
+    """A response with the oracle's next action(s) and reasoning about the current state."""
+    u = getattr(env, "unwrapped", env)
+    per_turn = int(getattr(u, "max_actions_per_turn", 1) or 1)
+    left = getattr(u, "_actions_left", None)
+    if left is not None:
+        per_turn = max(1, min(per_turn, int(left)))
+    if hasattr(u, "oracle_actions"):
+        plan = list(u.oracle_actions() or [])
+        acts = plan[:per_turn] or [u.ACTIONS[0]]
+        return _format(_sokoban_reasoning(u, acts), acts)
+    if hasattr(u, "oracle_action"):
+        a = u.oracle_action()
+        return _format(_frozenlake_reasoning(u, a), [a])
+    if hasattr(u, "oracle_arm"):
+        arm = u.oracle_arm()
+        return _format(_bandit_reasoning(u, arm), [arm])
+    raise ValueError(f"{type(u).__name__} has no oracle (oracle_actions / oracle_action / oracle_arm); "
+                     "use warm_start.policy='random'")
+
+
+def random_response(env: Any, rng: np.random.Generator) -> str:
+    """A well-formed response with a uniformly random valid action (reasoning about the state, as the oracle's)."""
+    u = getattr(env, "unwrapped", env)
+    if hasattr(u, "oracle_arm"):
+        arm = u.arm_names[int(rng.integers(2))]
+        return _format(_bandit_reasoning(u, arm), [arm])
+    actions = list(getattr(u, "ACTIONS", ()))
+    if not actions:
+        raise ValueError(f"{type(u).__name__} has no action vocabulary (ACTIONS) to draw random actions from")
+    a = actions[int(rng.integers(len(actions)))]
+    if hasattr(u, "oracle_actions"):
+        return _format(_sokoban_reasoning(u, [a]), [a])
+    if hasattr(u, "player_position") and hasattr(u, "desc"):
+        return _format(_frozenlake_reasoning(u, a), [a])
+    return _format(f"I try {a}.", [a])
+
+
+def scripted_responder(kind: str = "oracle", rng: np.random.Generator | None = None) -> Responder:
+    """A :data:`ragen_core.rollout.Responder` writing oracle or random responses."""
+    if kind == "oracle":
+        return lambda envs, idx: [oracle_response(e) for e in envs]
+    if kind == "random":
+        gen = rng if rng is not None else np.random.default_rng(0)
+        return lambda envs, idx: [random_response(e, gen) for e in envs]
+    raise ValueError(f"kind must be 'oracle' or 'random'; got {kind!r}")
+
+
+def collect_sft_batch(policy: Any, envs: Sequence[Any], seeds: Sequence[int], settings: RolloutSettings,
+                      kind: str = "oracle", rng: np.random.Generator | None = None) -> RolloutBatch:
+    """Play one scripted episode per seed (groups of size 1) and return the token batch."""
+    return rollout(policy, envs, list(seeds), 1, settings, responder=scripted_responder(kind, rng))
+
+
+def sft_train(policy: Any, batch: RolloutBatch, *, epochs: int = 2, lr: float = 1e-3, batch_size: int = 16,
+              generator: torch.Generator | None = None, device: torch.device | None = None) -> dict[str, float]:
+    """Fine-tune on the generated tokens of `batch`: loss = -mean log p(token) over `loss_mask` (token-mean).
+
+    Returns ``sft/loss_first``, ``sft/loss_last`` (mean of the first / last epoch) and ``sft/token_accuracy``
+    proxy ``sft/mean_token_prob`` of the last epoch.
+    """
+    model = policy.model
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+    n = batch.input_ids.shape[0]
+    dev = device or policy.device
+    epoch_losses: list[float] = []
+    probs: list[float] = []
+    model.train()
+    for _ in range(epochs):
+        perm = torch.randperm(n, generator=generator)
+        losses_e = []
+        for s in range(0, n, batch_size):
+            idx = perm[s : s + batch_size]
+            am = batch.attention_mask[idx]
+            t = int(am.sum(dim=1).max())
+            ids, am, lm = batch.input_ids[idx, :t].to(dev), am[:, :t].to(dev), batch.loss_mask[idx, :t].to(dev)
+            imgs = [batch.images[int(i)] for i in idx] if batch.images is not None else None
+            out = policy.forward_logprobs(ids, am, images=imgs)
+            m = (lm != 0).float()
+            loss = -(out.logprobs.float() * m).sum() / m.sum().clamp(min=1)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            losses_e.append(loss.item())
+            if _ == epochs - 1:
+                probs.append(float((out.logprobs.detach().float().exp() * m).sum() / m.sum().clamp(min=1)))
+        epoch_losses.append(float(np.mean(losses_e)))
+    model.eval()
+    return {"sft/loss_first": epoch_losses[0], "sft/loss_last": epoch_losses[-1],
+            "sft/mean_token_prob": float(np.mean(probs)) if probs else float("nan")}
+
+
+def warm_start(policy: Any, cfg: Any, device: torch.device | None = None) -> dict[str, float]:
+    """Run the `[warm_start]` section of a TrainConfig: scripted episodes, then `sft_train`."""
+    ws = cfg.warm_start
+    t0 = time.perf_counter()
+    settings = RolloutSettings(max_turns=cfg.rollout.max_turns, context=cfg.rollout.context,
+                               max_new_tokens=cfg.rollout.max_new_tokens, length_limit=cfg.rollout.length_limit,
+                               reward_placement=cfg.rollout.reward_placement)
+    chunk = 64
+    envs = make_envs(cfg.env.id, min(chunk, ws.sft_episodes), cfg.env.kwargs)
+    rng = np.random.default_rng(ws.seed)
+    seeds = [ws.seed + i for i in range(ws.sft_episodes)]
+    batches = []
+    success = []
+    for s in range(0, len(seeds), chunk):
+        part = seeds[s : s + chunk]
+        opts = [{cfg.env.per_rollout_option: x} for x in part] if cfg.env.per_rollout_option else None
+        b = rollout(policy, envs, part, 1, settings, responder=scripted_responder(ws.policy, rng), reset_options=opts)
+        batches.append(b)
+        success.append(b.success.float())
+    batch = _concat(batches)
+    t_collect = time.perf_counter() - t0
+    gen = torch.Generator().manual_seed(ws.seed)
+    stats = sft_train(policy, batch, epochs=ws.epochs, lr=ws.lr, batch_size=ws.batch_size, generator=gen,
+                      device=device)
+    stats.update({"sft/episodes": float(ws.sft_episodes), "sft/script_success": float(torch.cat(success).mean()),
+                  "sft/tokens": float((batch.loss_mask != 0).sum()), "perf/sft_collect_s": t_collect,
+                  "perf/sft_s": time.perf_counter() - t0})
+    return stats
+
+
+def _concat(batches: Sequence[RolloutBatch]) -> RolloutBatch:
+    """Rows of several batches in one (only the fields `sft_train` reads are merged)."""
+    if len(batches) == 1:
+        return batches[0]
+    t = max(b.input_ids.shape[1] for b in batches)
+
+    def pad(x: torch.Tensor, value: float) -> torch.Tensor:
+        return torch.nn.functional.pad(x, (0, t - x.shape[1]), value=value)
+
+    first = batches[0]
+    pad_id = int(first.input_ids[0, -1]) if first.attention_mask[0, -1] == 0 else 0
+    imgs = None
+    if any(b.images is not None for b in batches):
+        imgs = [im for b in batches for im in (b.images or [[] for _ in range(b.input_ids.shape[0])])]
+    return RolloutBatch(
+        input_ids=torch.cat([pad(b.input_ids, pad_id) for b in batches]),
+        attention_mask=torch.cat([pad(b.attention_mask, 0) for b in batches]),
+        loss_mask=torch.cat([pad(b.loss_mask, 0) for b in batches]),
+        old_logprobs=torch.cat([pad(b.old_logprobs, 0.0) for b in batches]),
+        token_rewards=torch.cat([pad(b.token_rewards, 0.0) for b in batches]),
+        turn_index=torch.cat([pad(b.turn_index, -1) for b in batches]),
+        row_traj=torch.cat([b.row_traj for b in batches]),
+        row_group=torch.cat([b.row_group for b in batches]),
+        traj_group=torch.cat([b.traj_group for b in batches]),
+        returns=torch.cat([b.returns for b in batches]),
+        turn_rewards=torch.cat([b.turn_rewards for b in batches]),
+        success=torch.cat([b.success for b in batches]),
+        format_valid=torch.cat([b.format_valid for b in batches]),
+        num_turns=torch.cat([b.num_turns for b in batches]),
+        response_length=torch.cat([b.response_length for b in batches]),
+        groups=sum(b.groups for b in batches),
+        group_size=1,
+        trajectories=[t_ for b in batches for t_ in b.trajectories],
+        images=imgs,
+    )
