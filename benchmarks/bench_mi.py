@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 
+from benchmarks.machine import describe_machine
 from ragen_core.filtering import filter_groups, reward_variance
 from ragen_core.mi import DEFAULT_BATCH_TOKENS, cross_score, cross_score_naive
 
@@ -172,6 +173,27 @@ def _table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _markdown(result: dict[str, Any]) -> str:
+    """The README table: the same numbers as :func:`_table`, as Markdown."""
+    cs = result["cross_score"]
+    c = cs["config"]
+    t_kv = cs["methods"]["kv_reuse"]["seconds"]
+    lines = ["| method | seconds | forward calls | positions | time vs KV reuse | max abs diff of L |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for name, row in cs["methods"].items():
+        diff = row.get("max_abs_diff_vs_kv")
+        lines.append(f"| {name} | {row['seconds']:.3f} | {row['forward_calls']} | {row['positions']:,} | "
+                     f"{row['seconds'] / t_kv:.2f}x | {'-' if diff is None else f'{diff:.1e}'} |")
+    f = result["filter"]
+    lines += ["", f"Cross-scoring L[P, G, P] with P={c['P']}, G={c['G']}, |x|={c['prompt_tokens']}, "
+                  f"|z|={c['response_tokens']} (Qwen2 hidden={c['hidden']}, layers={c['layers']}, vocab={c['vocab']}, "
+                  f"fp32, {c['device']}, {result['machine'].get('torch_threads')} torch thread(s)); physical floor "
+                  f"{cs['physical_floor_positions']:,} trace positions, naive computes {cs['position_ratio']:.2f}x "
+                  f"more. filter_groups top-p on [{f['P']}, {f['G']}]: {f['filter_groups_top_p_ms']:.3f} ms "
+                  f"(top-k {f['filter_groups_top_k_ms']:.3f} ms, reward_variance {f['reward_variance_ms']:.3f} ms)."]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_mi", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, no per-pair baseline (seconds)")
@@ -199,12 +221,13 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "bench_mi",
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "quick": args.quick,
-        "machine": machine(),
+        "machine": {**machine(), **describe_machine()},
         "cross_score": bench_cross_score(**sizes, hidden=args.hidden, layers=args.layers, vocab=args.vocab,
                                          repeats=repeats, batch_tokens=args.batch_tokens,
                                          per_pair=not args.quick, device=args.device),
         "filter": bench_filter(1024, 8, filter_repeats),
     }
+    result["markdown"] = _markdown(result)
     out = args.out or RESULTS / ("mi_quick.json" if args.quick else "mi.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")

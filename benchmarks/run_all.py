@@ -23,6 +23,7 @@ BENCHMARKS: tuple[tuple[str, str], ...] = (
     ("mi", "benchmarks.bench_mi"),
     ("filtering", "benchmarks.bench_filtering"),
     ("rollout", "benchmarks.bench_rollout"),
+    ("micro", "benchmarks.micro.run"),
 )
 
 
