@@ -38,6 +38,7 @@ from gymnasium import spaces
 
 from ragen_envs import protocol
 from ragen_envs.spaces import MAX_RESPONSE_CHARS, action_space, observation_space
+from ragen_envs.validation import require_int
 
 INVALID_NOTICE = "Your answer had no valid action; the state is unchanged."
 
@@ -68,20 +69,17 @@ class TextAgentEnv(gym.Env):
     ):
         if action_format not in protocol.ACTION_FORMATS:
             raise ValueError(f"action_format must be one of {protocol.ACTION_FORMATS}, got {action_format!r}")
-        if not isinstance(max_actions_per_turn, (int, np.integer)) or max_actions_per_turn < 1:
-            raise ValueError(f"max_actions_per_turn must be an integer >= 1, got {max_actions_per_turn!r}")
-        if max_actions is not None and (not isinstance(max_actions, (int, np.integer)) or max_actions < 1):
-            raise ValueError(f"max_actions must be None or an integer >= 1, got {max_actions!r}")
-        if max_turns is not None and (not isinstance(max_turns, (int, np.integer)) or max_turns < 1):
-            raise ValueError(f"max_turns must be None or an integer >= 1, got {max_turns!r}")
+        max_actions_per_turn = require_int("max_actions_per_turn", max_actions_per_turn, 1)
+        max_actions = require_int("max_actions", max_actions, 1, allow_none=True)
+        max_turns = require_int("max_turns", max_turns, 1, allow_none=True)
         if format_penalty > 0:
             raise ValueError(f"format_penalty must be <= 0 (a penalty), got {format_penalty}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
         self.action_format = action_format
-        self.max_actions_per_turn = int(max_actions_per_turn)
-        self.max_actions = None if max_actions is None else int(max_actions)
-        self.max_turns = None if max_turns is None else int(max_turns)
+        self.max_actions_per_turn = max_actions_per_turn
+        self.max_actions = max_actions
+        self.max_turns = max_turns
         self.format_penalty_value = float(format_penalty)
         self.render_mode = render_mode
         self.vision = bool(vision)

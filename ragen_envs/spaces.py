@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import numpy as np
 from gymnasium import spaces
@@ -99,7 +99,7 @@ def _read_unicode_text(space: UnicodeText, shared_memory, n: int = 1) -> SharedT
     return SharedTextView(space, shared_memory, n)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _prototype(max_length: int, min_length: int) -> spaces.Text:
     return UnicodeText(max_length=max_length, min_length=min_length, charset=UNICODE_CHARSET)
 

@@ -14,6 +14,7 @@ from ragen_envs.base import INVALID_NOTICE, TextAgentEnv
 from ragen_envs.code import sandbox
 from ragen_envs.code.tasks import CodeTask, CodeTaskConfig, CodeTest, generate_task, load_tasks
 from ragen_envs.spaces import MAX_OBSERVATION_CHARS
+from ragen_envs.validation import require_int
 
 # The first fenced block, ```python / ```py / ``` (the language tag is optional).
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.IGNORECASE | re.DOTALL)
@@ -176,10 +177,8 @@ class CodeEnv(TextAgentEnv):
             render_mode=render_mode,
             split_actions=False,
         )
-        if isinstance(max_turns, bool) or not isinstance(max_turns, (int, np.integer)) or max_turns < 1:
-            raise ValueError(f"max_turns must be None or an integer >= 1, got {max_turns!r}")
         self.multi_turn_repair = multi_turn_repair
-        self.max_submissions = int(max_turns)
+        self.max_submissions = require_int("max_turns", max_turns, 1)
         self.config = CodeTaskConfig(
             num_tests=num_tests,
             max_len=max_len,

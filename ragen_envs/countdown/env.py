@@ -10,7 +10,8 @@ from ragen_envs.countdown.expression import ExpressionError, parse_expression, u
 from ragen_envs.countdown.generator import CountdownConfig, generate_countdown
 from ragen_envs.countdown.solver import CountdownSolver
 from ragen_envs.data import Field, load_records
-from ragen_envs.protocol import ActionFormat
+from ragen_envs.protocol import FORMAT_PENALTY, ActionFormat
+from ragen_envs.validation import require_int
 
 #: Reward of a correct answer, and of a well-formed answer with the right numbers but the wrong value (RAGEN).
 CORRECT_REWARD = 1.0
@@ -129,11 +130,10 @@ class CountdownEnv(TextAgentEnv):
         dataset: str | Path | None = None,
         max_answers: int = 1,
         action_format: ActionFormat = "tagged",
-        format_penalty: float = -0.1,
+        format_penalty: float = FORMAT_PENALTY,
         render_mode: str | None = None,
     ):
-        if not isinstance(max_answers, int) or isinstance(max_answers, bool) or max_answers < 1:
-            raise ValueError(f"max_answers must be an integer >= 1, got {max_answers!r}")
+        max_answers = require_int("max_answers", max_answers, 1)
         super().__init__(
             action_format=action_format,
             max_actions_per_turn=1,

@@ -9,8 +9,9 @@ from ragen_envs.base import TextAgentEnv
 from ragen_envs.data import Field, load_records
 from ragen_envs.math.answer import ANSWER_MARKER, check_answer, extract_gold
 from ragen_envs.math.generator import PROBLEM_KINDS, MathConfig, generate_problem
-from ragen_envs.protocol import ActionFormat
+from ragen_envs.protocol import FORMAT_PENALTY, ActionFormat
 from ragen_envs.spaces import MAX_OBSERVATION_CHARS
+from ragen_envs.validation import require_int
 
 INCORRECT_FEEDBACK = "Incorrect. Please think again."
 CORRECT_FEEDBACK = "Correct!"
@@ -110,11 +111,10 @@ class MathEnv(TextAgentEnv):
         steps: int = 2,
         dataset: str | Path | None = None,
         action_format: ActionFormat = "tagged",
-        format_penalty: float = -0.1,
+        format_penalty: float = FORMAT_PENALTY,
         render_mode: str | None = None,
     ):
-        if not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 1:
-            raise ValueError(f"max_turns must be an integer >= 1, got {max_turns!r}")
+        max_turns = require_int("max_turns", max_turns, 1)
         super().__init__(
             action_format=action_format,
             max_actions_per_turn=1,

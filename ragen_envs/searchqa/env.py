@@ -29,6 +29,7 @@ from ragen_envs.searchqa.retriever import (
     passages_from_texts,
 )
 from ragen_envs.spaces import MAX_OBSERVATION_CHARS
+from ragen_envs.validation import require_int
 
 #: Answers scoring a token F1 at or below this earn nothing (the issue's rule).
 F1_THRESHOLD = 0.3
@@ -351,8 +352,7 @@ class SearchQAEnv(TextAgentEnv):
             ("max_turns", max_turns, 1),
             ("max_passage_chars", max_passage_chars, 40),
         ):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+            require_int(name, value, low)
         if kb_seed is not None and (isinstance(kb_seed, bool) or not isinstance(kb_seed, (int, np.integer))):
             raise ValueError(f"kb_seed must be None or an int, got {kb_seed!r}")
         if corpus is not None and dataset is None:

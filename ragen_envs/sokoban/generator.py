@@ -27,6 +27,7 @@ import numpy as np
 
 from ragen_envs.sokoban.level import Level
 from ragen_envs.sokoban.solver import goal_distances
+from ragen_envs.validation import require_int
 
 # gym-sokoban's carving masks (a cross of three cells in five shapes).
 _MASKS = np.array(
@@ -51,9 +52,7 @@ class GeneratedLevel:
 
 
 def _check_int(name: str, value: object, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)
+    return require_int(name, value, low)
 
 
 def room_topology(

@@ -12,6 +12,7 @@ import numpy as np
 from ragen_envs import protocol
 from ragen_envs.base import INVALID_NOTICE, TextAgentEnv
 from ragen_envs.searchqa.env import fit_observation
+from ragen_envs.validation import require_int
 from ragen_envs.webshop import pages
 from ragen_envs.webshop.catalog import (
     Catalog,
@@ -198,8 +199,7 @@ class WebShopEnv(TextAgentEnv):
             ("max_results", max_results, 1),
             ("max_turns", max_turns, 1),
         ):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+            require_int(name, value, low)
         if isinstance(goal_attributes, (int, np.integer)) and not isinstance(goal_attributes, bool):
             goal_attributes = (int(goal_attributes), int(goal_attributes))
         if (
