@@ -227,6 +227,11 @@ class WarmStartConfig:
     batch_size: int = 16
     #: Seed stream of the warm-start episodes (distinct from train and validation seeds).
     seed: int = 777
+    #: Sokoban oracle reasoning text: "full" (sentences naming the cells) or "plan" (short: the cells, the
+    #: solver's first push and the next move); see ragen_core.sft.oracle_response.
+    reasoning: str = "full"
+    #: Learning-rate schedule: "constant" or "linear" (5% warm-up, then linear decay to 0).
+    schedule: str = "constant"
 
 
 @dataclass
@@ -297,6 +302,8 @@ class TrainConfig:
         _check(self.warm_start.sft_episodes >= 0, "warm_start.sft_episodes", "must be >= 0")
         _check(self.warm_start.policy in ("oracle", "random"), "warm_start.policy", "must be oracle or random")
         _check(self.warm_start.epochs >= 1, "warm_start.epochs", "must be >= 1")
+        _check(self.warm_start.reasoning in ("full", "plan"), "warm_start.reasoning", "must be full or plan")
+        _check(self.warm_start.schedule in ("linear", "constant"), "warm_start.schedule", "must be linear or constant")
         return self
 
 

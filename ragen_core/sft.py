@@ -87,6 +87,42 @@ def _sokoban_reasoning(u: Any, actions: Sequence[str]) -> str:
     return " ".join(parts)
 
 
+def _first_push(player: tuple[int, int], boxes: set[tuple[int, int]], plan: Sequence[str]) -> tuple[str, tuple[int, int]] | None:
+    """(direction, cell the player pushes from) of the first push of `plan`, or None if it has no push."""
+    for a in plan:
+        nxt = _move(player, a)
+        if nxt in boxes:
+            return a, player
+        player = nxt
+    return None
+
+
+def _sokoban_plan_reasoning(u: Any, plan: Sequence[str], actions: Sequence[str]) -> str:
+    """Short reasoning (``warm_start.reasoning="plan"``): the pieces, the solver's first push, the next move.
+
+    E.g. ``Player (2, 2), box (1, 2), target (1, 4). Push Right from (1, 1). Go Left.`` ("Push now." when the
+    next move is that push). Every cell is read off the current state; the push is the first push of the
+    solver's shortest plan, so the text is a true (if abridged) account of why the answer is what it is.
+    """
+    state = _sokoban_state(u)
+    if state is None:
+        return f"Go {actions[0]}." if actions else "No move."
+    player, boxes, targets = state
+    player = tuple(int(x) for x in player)
+    boxes_set = {tuple(int(x) for x in b) for b in boxes}
+    targets_set = {tuple(int(x) for x in t) for t in targets}
+    left = sorted(boxes_set - targets_set) or sorted(boxes_set)
+    free = sorted(targets_set - boxes_set) or sorted(targets_set)
+    s = (f"Player {_coords([player])}, box{'es' if len(left) > 1 else ''} {_coords(left)}, "
+         f"target{'s' if len(free) > 1 else ''} {_coords(free)}.")
+    push = _first_push(player, boxes_set, plan)
+    if push is not None:
+        s += f" Push {push[0]} from {_coords([push[1]])}."
+    if actions:
+        s += " Push now." if _move(player, actions[0]) in boxes_set else f" Go {actions[0]}."
+    return s
+
+
 def _frozenlake_reasoning(u: Any, action: str) -> str:
     pos = tuple(int(x) for x in u.player_position)
     goal = [(r, c) for r, row in enumerate(u.desc) for c, ch in enumerate(row) if ch == "G"]
@@ -103,8 +139,19 @@ def _format(reasoning: str, actions: Sequence[str]) -> str:
     return f"<think> {reasoning} </think> <answer> {' || '.join(actions)} </answer>"
 
 
-def oracle_response(env: Any) -> str:
-    """A response with the oracle's next action(s) and reasoning about the current state."""
+#: Reasoning styles of the Sokoban oracle (`warm_start.reasoning`).
+REASONING_STYLES = ("full", "plan")
+
+
+def oracle_response(env: Any, reasoning: str = "full") -> str:
+    """A response with the oracle's next action(s) and reasoning about the current state.
+
+    `reasoning` (Sokoban only; other envs have one style): ``"full"`` sentences naming the player, box and
+    target cells and the move(s); ``"plan"`` the short form of `_sokoban_plan_reasoning` (fewer tokens, and
+    it names the push the solver's plan leads to, which a tiny model learns more easily).
+    """
+    if reasoning not in REASONING_STYLES:
+        raise ValueError(f"reasoning must be one of {REASONING_STYLES}; got {reasoning!r}")
     u = getattr(env, "unwrapped", env)
     per_turn = int(getattr(u, "max_actions_per_turn", 1) or 1)
     left = getattr(u, "_actions_left", None)
@@ -113,6 +160,8 @@ def oracle_response(env: Any) -> str:
     if hasattr(u, "oracle_actions"):
         plan = list(u.oracle_actions() or [])
         acts = plan[:per_turn] or [u.ACTIONS[0]]
+        if reasoning == "plan":
+            return _format(_sokoban_plan_reasoning(u, plan, acts), acts)
         return _format(_sokoban_reasoning(u, acts), acts)
     if hasattr(u, "oracle_action"):
         a = u.oracle_action()
@@ -141,10 +190,14 @@ def random_response(env: Any, rng: np.random.Generator) -> str:
     return _format(f"I try {a}.", [a])
 
 
-def scripted_responder(kind: str = "oracle", rng: np.random.Generator | None = None) -> Responder:
-    """A :data:`ragen_core.rollout.Responder` writing oracle or random responses."""
+def scripted_responder(kind: str = "oracle", rng: np.random.Generator | None = None,
+                       reasoning: str = "full") -> Responder:
+    """A :data:`ragen_core.rollout.Responder` writing oracle or random responses (`reasoning`: see
+    :func:`oracle_response`; random responses always use the full style)."""
+    if reasoning not in REASONING_STYLES:
+        raise ValueError(f"reasoning must be one of {REASONING_STYLES}; got {reasoning!r}")
     if kind == "oracle":
-        return lambda envs, idx: [oracle_response(e) for e in envs]
+        return lambda envs, idx: [oracle_response(e, reasoning) for e in envs]
     if kind == "random":
         gen = rng if rng is not None else np.random.default_rng(0)
         return lambda envs, idx: [random_response(e, gen) for e in envs]
@@ -158,15 +211,31 @@ def collect_sft_batch(policy: Any, envs: Sequence[Any], seeds: Sequence[int], se
 
 
 def sft_train(policy: Any, batch: RolloutBatch, *, epochs: int = 2, lr: float = 1e-3, batch_size: int = 16,
-              generator: torch.Generator | None = None, device: torch.device | None = None) -> dict[str, float]:
+              generator: torch.Generator | None = None, device: torch.device | None = None,
+              schedule: str = "constant") -> dict[str, float]:
     """Fine-tune on the generated tokens of `batch`: loss = -mean log p(token) over `loss_mask` (token-mean).
+
+    `schedule`: ``"constant"`` (default) keeps `lr` throughout; ``"linear"`` warms the learning rate up over
+    the first 5% of the optimiser steps and decays it linearly to 0 at the last one (what the demo uses: a
+    tiny model trained for a few hundred steps ends better fitted than with a constant rate).
 
     Returns ``sft/loss_first``, ``sft/loss_last`` (mean of the first / last epoch) and ``sft/token_accuracy``
     proxy ``sft/mean_token_prob`` of the last epoch.
     """
+    if schedule not in ("linear", "constant"):
+        raise ValueError(f"schedule must be 'linear' or 'constant'; got {schedule!r}")
     model = policy.model
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
     n = batch.input_ids.shape[0]
+    total = epochs * ((n + batch_size - 1) // batch_size)
+    warmup = max(1, total // 20)
+
+    def lr_at(k: int) -> float:  # k = 0-based optimiser step
+        if schedule == "constant":
+            return lr
+        return lr * min((k + 1) / warmup, max(0.0, (total - k) / max(total - warmup, 1)))
+
+    k_step = 0
     dev = device or policy.device
     epoch_losses: list[float] = []
     probs: list[float] = []
@@ -186,7 +255,10 @@ def sft_train(policy: Any, batch: RolloutBatch, *, epochs: int = 2, lr: float = 
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            for group in opt.param_groups:
+                group["lr"] = lr_at(k_step)
             opt.step()
+            k_step += 1
             losses_e.append(loss.item())
             if _ == epochs - 1:
                 probs.append(float((out.logprobs.detach().float().exp() * m).sum() / m.sum().clamp(min=1)))
@@ -212,14 +284,15 @@ def warm_start(policy: Any, cfg: Any, device: torch.device | None = None) -> dic
     for s in range(0, len(seeds), chunk):
         part = seeds[s : s + chunk]
         opts = [{cfg.env.per_rollout_option: x} for x in part] if cfg.env.per_rollout_option else None
-        b = rollout(policy, envs, part, 1, settings, responder=scripted_responder(ws.policy, rng), reset_options=opts)
+        b = rollout(policy, envs, part, 1, settings, responder=scripted_responder(ws.policy, rng, ws.reasoning),
+                    reset_options=opts)
         batches.append(b)
         success.append(b.success.float())
     batch = _concat(batches)
     t_collect = time.perf_counter() - t0
     gen = torch.Generator().manual_seed(ws.seed)
     stats = sft_train(policy, batch, epochs=ws.epochs, lr=ws.lr, batch_size=ws.batch_size, generator=gen,
-                      device=device)
+                      device=device, schedule=ws.schedule)
     stats.update({"sft/episodes": float(ws.sft_episodes), "sft/script_success": float(torch.cat(success).mean()),
                   "sft/tokens": float((batch.loss_mask != 0).sum()), "perf/sft_collect_s": t_collect,
                   "perf/sft_s": time.perf_counter() - t0})

@@ -100,3 +100,53 @@ def test_warm_start_from_config(policy):
         from ragen_core.sft import scripted_responder
 
         scripted_responder("expert")
+
+
+def test_plan_reasoning_names_the_real_cells_and_the_solver_move():
+    env = gym.make("ragen/Sokoban-v0", max_solution_len=2, max_actions_per_turn=1)
+    for seed in range(8):
+        env.reset(seed=seed)
+        u = env.unwrapped
+        text = oracle_response(env, reasoning="plan")
+        parsed = parse_response(text, vocabulary_matcher(u.ACTIONS), max_actions=1)
+        assert parsed.format_error is None and parsed.actions == (u.oracle_actions()[0],)
+        r, c = (int(x) for x in u.player_position)
+        assert f"Player ({r}, {c})" in parsed.think
+        for br, bc in u.box_positions:
+            if (br, bc) not in {tuple(t) for t in u.target_positions}:
+                assert f"({int(br)}, {int(bc)})" in parsed.think
+        # the first push of the plan: the player stands next to the box, on the side opposite to the push
+        m = __import__("re").search(r"Push (\w+) from \((\d+), (\d+)\)", parsed.think)
+        assert m is not None
+        d = {"Up": (-1, 0), "Down": (1, 0), "Left": (0, -1), "Right": (0, 1)}[m.group(1)]
+        pushed_from = (int(m.group(2)), int(m.group(3)))
+        assert (pushed_from[0] + d[0], pushed_from[1] + d[1]) in {tuple(int(x) for x in b) for b in u.box_positions}
+    with pytest.raises(ValueError, match="reasoning"):
+        oracle_response(env, reasoning="verbose")
+
+
+def test_linear_schedule_warms_up_then_decays_to_near_zero(policy, monkeypatch):
+    envs = make_envs("ragen/Sokoban-v0", 4)
+    batch = collect_sft_batch(policy, envs, [0, 1, 2, 3], RolloutSettings(max_turns=1))
+    seen: list[float] = []
+    real_adamw = torch.optim.AdamW
+
+    class RecordingAdamW(real_adamw):
+        def step(self, closure=None):
+            seen.append(self.param_groups[0]["lr"])
+            return super().step(closure)
+
+    monkeypatch.setattr(torch.optim, "AdamW", RecordingAdamW)
+    sft_train(policy, batch, epochs=10, lr=1e-3, batch_size=1, schedule="linear")
+    total = len(seen)
+    assert total == 40
+    peak = max(seen)
+    assert seen[0] < peak and abs(peak - 1e-3) < 1e-12  # warm-up reaches the base rate
+    after = seen[seen.index(peak):]
+    assert all(b <= a for a, b in zip(after, after[1:]))  # then never increases
+    assert seen[-1] <= 1e-3 / (total - total // 20) + 1e-12  # ends at the last step of the linear decay
+    seen.clear()
+    sft_train(policy, batch, epochs=1, lr=1e-3, batch_size=2, schedule="constant")
+    assert seen == [1e-3, 1e-3]
+    with pytest.raises(ValueError, match="schedule"):
+        sft_train(policy, batch, schedule="cosine")
