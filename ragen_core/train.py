@@ -52,6 +52,17 @@ from ragen_core.config import ConfigError, TrainConfig, dump_toml, load_config
 from ragen_core.filtering import compact, filter_groups, reward_variance, rv_statistics
 from ragen_core.rollout import RolloutBatch, RolloutSettings, build_batch, make_envs, rollout
 
+
+def _require_tensorboard() -> None:
+    """Fail at start-up, not after the first step, when TensorBoard logging is asked for but missing."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter  # noqa: F401
+    except ImportError as exc:
+        raise ConfigError(
+            "run.tensorboard = true needs the tensorboard package: pip install 'ragen2[tensorboard]'"
+        ) from exc
+
+
 __all__ = [
     "Trainer",
     "ValueModel",
@@ -278,6 +289,8 @@ class Trainer:
 
         self.ema = MIZScoreEMA(alpha=cfg.mi.ema_alpha, eps=cfg.mi.ema_eps)
         self._tb = None
+        if cfg.run.tensorboard:
+            _require_tensorboard()
         if resume:
             self.load_checkpoint()
         elif cfg.algo.kl_coef > 0:
@@ -701,6 +714,7 @@ class Trainer:
             self.on_step(metrics)
 
     def _tensorboard(self, metrics: dict[str, Any]) -> None:
+        """Mirror the numeric metrics to TensorBoard (`run.tensorboard = true`, extra `tensorboard`)."""
         if self._tb is None:
             from torch.utils.tensorboard import SummaryWriter
 

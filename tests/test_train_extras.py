@@ -1,4 +1,4 @@
-"""ragen/Sokoban-Vision-v0 trains end to end on the tiny vision model (images reach the update)."""
+"""Trainer paths beyond the core loop: vision envs end to end, optional TensorBoard logging."""
 
 from __future__ import annotations
 
@@ -33,3 +33,15 @@ def test_vision_env_trains_end_to_end_on_cpu(tmp_path):
     last = rows[-1]
     assert last["loss/grad_norm"] > 0  # the policy received a gradient through the image-conditioned forward
     assert last["rollout/trajectories"] == 4
+
+
+def test_tensorboard_without_the_package_is_a_clear_start_up_error(monkeypatch):
+    import sys
+
+    import pytest
+
+    from ragen_core.config import ConfigError
+
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # import now raises ImportError
+    with pytest.raises(ConfigError, match=r"ragen2\[tensorboard\]"):
+        train._require_tensorboard()
