@@ -106,6 +106,8 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("top_k0.9_removed", "remove", "top_k", 0.9),
 )}
 CONTRAST = ("none", "top_p0.9_masked", "top_p0.9_removed")
+#: Timed rounds at the paper's batch size (see main()).
+PAPER_SIZE_ROUNDS = 2
 
 
 # ---------------------------------------------------------------------------------------------- batches
@@ -533,7 +535,7 @@ def markdown(result: dict[str, Any]) -> str:
                  f"the medians; 'paired per round' computes it within each round (robust to load drift); "
                  f"forward + backward of the PPO loss over the whole batch, {result['device']}, "
                  f"{result['torch_threads']} torch thread(s), {result['repeats']} interleaved rounds (large model: "
-                 f"{result['large_repeats']}) after {result['warmup']} warm-up round(s); kept positions = padded "
+                 f"{result['large_repeats']}; the paper's 8 x 16 batch: {PAPER_SIZE_ROUNDS}) after {result['warmup']} warm-up round(s); kept positions = padded "
                  f"[rows x columns] after compact; CPU allocator: {result['allocator']}. Groups kept by rewards: {', '.join(src)}. Real reward variance of "
                  f"the sampled batches (untrained tiny model): {rv}.")
     oh = result.get("overhead")
@@ -564,6 +566,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", default=None, help="comma list of tiny, large")
     parser.add_argument("--sizes", default=None, help="P x G list for the tiny model, e.g. 8x16,4x8")
     parser.add_argument("--large-sizes", default=None, help="P x G list for the large model")
+    parser.add_argument("--paper-sizes", default=None,
+                        help="P x G list timed on the tiny model, first env, headline contrast only "
+                             "(default: 8x16, the paper's batch; none in --quick)")
     parser.add_argument("--sample-size", default=None, help="P x G sampled per env (default 8x16, quick 4x2)")
     parser.add_argument("--max-new-tokens", type=int, default=None)
     parser.add_argument("--warmup", type=int, default=1, help="warm-up rounds (CPU: one 'none' step each)")
@@ -600,7 +605,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         sizes = parse_sizes(args.sizes or ("4x2" if q else "4x8"))
         large_sizes = parse_sizes(args.large_sizes or "4x2")
-        need = sizes + (large_sizes if "large" in models else [])
+        paper_spec = args.paper_sizes if args.paper_sizes is not None else ("" if q else "8x16")
+        paper_sizes = parse_sizes(paper_spec) if paper_spec else []
+        need = sizes + paper_sizes + (large_sizes if "large" in models else [])
         default_sample = f"{max(p for p, _ in need)}x{max(g for _, g in need)}"
         sample_p, sample_g = parse_sizes(args.sample_size or default_sample)[0]
     except ValueError as exc:
@@ -653,38 +660,43 @@ def main(argv: list[str] | None = None) -> int:
         # The large model is ~9x slower per token: time it on the headline contrast only.
         names = names_all if m == "tiny" or args.large_all_variants else list(CONTRAST)
         large_env = args.large_env if args.large_env in envs else envs[0]
-        for e in envs if m == "tiny" else [large_env]:
+        jobs = ([(e, size, names, repeats) for e in envs for size in sizes] if m == "tiny"
+                else [(large_env, size, names, large_repeats) for size in large_sizes])
+        if m == "tiny":
+            # The paper's 8 x 16 batch costs ~6x a 4 x 8 step on a CPU (about a minute unfiltered): headline
+            # contrast only, first env, PAPER_SIZE_ROUNDS rounds, so that `make bench` stays under 20 minutes.
+            jobs += [(envs[0], size, list(CONTRAST), PAPER_SIZE_ROUNDS) for size in paper_sizes]
+        for e, (p, g), names, n_rounds in jobs:
             rows_all, real_all, sinfo = sampled[e]
-            for p, g in (sizes if m == "tiny" else large_sizes):
-                rows, real = sub_batch(rows_all, real_all, p, g)
-                rewards, source = choose_rewards(real, args.rewards, seed=p * 1000 + g)
-                infos = {n: variant_info(rows, rewards, VARIANTS[n]) for n in names}
-                print(f"[filtering] {m} ({n_params / 1e6:.1f}M) {e} {p}x{g}: {rows['input_ids'].shape[0]} rows, "
-                      f"{int(rows['attention_mask'].sum())} tokens, rewards {source}", flush=True)
-                t0 = time.perf_counter()
-                times = time_interleaved(lambda n, rows=rows, rewards=rewards, policy=policy:
-                                         run_step(policy, rows, rewards, VARIANTS[n]),
-                                         names, args.warmup, repeats if m == "tiny" else large_repeats,
-                                         device, warmup_names=None if device.type == "cuda" else ["none"])
-                summary = summarize(times, infos)
-                for r in summary:
-                    print(f"    {r['variant']:<20} {r['time_median_s']:8.3f} s  kept {r['tokens_kept_fraction']:5.0%}"
-                          f"  eff {_fmt(r['efficiency'], '.2f')}", flush=True)
-                real_rv = rv_statistics(reward_variance(real)) if g >= 2 else {}
-                used_rv = rv_statistics(reward_variance(rewards)) if g >= 2 else {}
-                result["sets"].append({
-                    "model": m, "parameters": n_params, "model_args": MODELS[m] or {"hidden": 192, "layers": 4},
-                    "env": ENVS[e], "P": p, "G": g, "rows": int(rows["input_ids"].shape[0]),
-                    "tokens": int(rows["attention_mask"].sum()), "seq_len_max": int(rows["attention_mask"].shape[1]),
-                    "rewards_source": source, "real_rv": {k: _nan_to_none(v) for k, v in real_rv.items()},
-                    "selection_rv": {k: _nan_to_none(v) for k, v in used_rv.items()},
-                    "real_filter_top_p0.9_empty": bool(filter_groups(real, "top_p", 0.9).empty) if g >= 2 else None,
-                    "sampling": {k: v for k, v in sinfo.items()},
-                    "timing_wall_s": time.perf_counter() - t0,
-                    "variants": summary,
-                })
-                if mem_rows is None and m == "tiny" and not args.no_memory:
-                    mem_rows = (rows, rewards, model_dir, f"{m} {ENVS[e]} {p}x{g}")
+            rows, real = sub_batch(rows_all, real_all, p, g)
+            rewards, source = choose_rewards(real, args.rewards, seed=p * 1000 + g)
+            infos = {n: variant_info(rows, rewards, VARIANTS[n]) for n in names}
+            print(f"[filtering] {m} ({n_params / 1e6:.1f}M) {e} {p}x{g}: {rows['input_ids'].shape[0]} rows, "
+                  f"{int(rows['attention_mask'].sum())} tokens, rewards {source}", flush=True)
+            t0 = time.perf_counter()
+            times = time_interleaved(lambda n, rows=rows, rewards=rewards, policy=policy:
+                                     run_step(policy, rows, rewards, VARIANTS[n]),
+                                     names, args.warmup, n_rounds,
+                                     device, warmup_names=None if device.type == "cuda" else ["none"])
+            summary = summarize(times, infos)
+            for r in summary:
+                print(f"    {r['variant']:<20} {r['time_median_s']:8.3f} s  kept {r['tokens_kept_fraction']:5.0%}"
+                      f"  eff {_fmt(r['efficiency'], '.2f')}", flush=True)
+            real_rv = rv_statistics(reward_variance(real)) if g >= 2 else {}
+            used_rv = rv_statistics(reward_variance(rewards)) if g >= 2 else {}
+            result["sets"].append({
+                "model": m, "parameters": n_params, "model_args": MODELS[m] or {"hidden": 192, "layers": 4},
+                "env": ENVS[e], "P": p, "G": g, "rows": int(rows["input_ids"].shape[0]),
+                "tokens": int(rows["attention_mask"].sum()), "seq_len_max": int(rows["attention_mask"].shape[1]),
+                "rewards_source": source, "real_rv": {k: _nan_to_none(v) for k, v in real_rv.items()},
+                "selection_rv": {k: _nan_to_none(v) for k, v in used_rv.items()},
+                "real_filter_top_p0.9_empty": bool(filter_groups(real, "top_p", 0.9).empty) if g >= 2 else None,
+                "sampling": {k: v for k, v in sinfo.items()},
+                "timing_wall_s": time.perf_counter() - t0,
+                "variants": summary,
+            })
+            if mem_rows is None and m == "tiny" and not args.no_memory:
+                mem_rows = (rows, rewards, model_dir, f"{m} {ENVS[e]} {p}x{g}")
 
     # Variance + filter cost relative to a step at the same P, from the first tiny set's per-token time.
     first = result["sets"][0]
