@@ -324,23 +324,6 @@ def test_registered_form_passes_check_env():
     assert len(env.unwrapped.nums) == 3 and obs.startswith("Target: ")
 
 
-def test_docstring_sections():
-    doc = CountdownEnv.__doc__
-    for section in (
-        "Description",
-        "Action Space",
-        "Observation Space",
-        "Starting State",
-        "Rewards",
-        "Episode End",
-        "Information",
-        "Arguments",
-        "gym.make",
-        "Version History",
-        "Text format",
-        "Action format",
-    ):
-        assert section in doc, section
 
 
 # ---------------------------------------------------------------------- data sets

@@ -303,23 +303,6 @@ def test_registered_form_passes_check_env():
     assert "3 attempts" in env.reset(seed=0)[1]["instructions"]
 
 
-def test_docstring_sections():
-    doc = MathEnv.__doc__
-    for section in (
-        "Description",
-        "Action Space",
-        "Observation Space",
-        "Starting State",
-        "Rewards",
-        "Episode End",
-        "Information",
-        "Arguments",
-        "gym.make",
-        "Version History",
-        "Text format",
-        "Action format",
-    ):
-        assert section in doc, section
 
 
 # ---------------------------------------------------------------------- data sets
