@@ -10,8 +10,11 @@ Everything here is a pure function of tensors. Variants implemented (all selecta
 - ``score="variance"`` (paper, default) or ``"std"`` (official RAGEN code). On ``[9, 1, 1, 1]`` with
   ``value=0.9`` the variance keeps 3 groups and the std keeps 4.
 - ``eps``: the top-p threshold is ``value * total - eps`` (paper: ``eps = 0``; official code: ``0.01``).
-- An all-zero batch (or one where every group is excluded) keeps nothing: ``FilterResult.empty`` is True and
-  the caller should skip the update (the paper leaves ``sum V = 0`` undefined; this is our choice).
+- An all-zero batch (total score 0 over the candidate groups), or one where every group is excluded, keeps
+  nothing under *every* strategy (top_p, top_k, top_k_abs, min_p, random, either order): ``FilterResult.empty``
+  is True and the caller should skip the update (the paper leaves ``sum V = 0`` undefined; this is our
+  choice, and it matches the official code). Before, top_k kept group 0 of an all-zero batch while top-p and
+  min-p returned empty, so whether a step was skipped depended on the strategy.
 """
 
 from __future__ import annotations
@@ -52,8 +55,8 @@ class FilterResult:
         kept: LongTensor ``[n_kept]`` of kept group indices, in descending score order, ties by lower index.
         mask: BoolTensor ``[P]``, True for kept groups.
         scores: float64 tensor ``[P]``, the score each group was ranked by (NaN for NaN groups).
-        empty: True when nothing is kept (total score 0, every group excluded, or max score 0 for min_p);
-            the caller should skip the update step.
+        empty: True when nothing is kept (total score 0 over the candidates, for every strategy, or every
+            group excluded); the caller should skip the update step.
         kept_fraction: ``n_kept / P``.
         rv_mean, rv_std, rv_heterogeneity: batch statistics of the per-group reward variance, NaN groups
             ignored (see :func:`rv_statistics`). NaN when not defined.
@@ -211,7 +214,9 @@ def select_groups(
     variances yourself) or when the score comes from elsewhere.
 
     Rules, on candidate groups (non-NaN, and score > ``ZERO_TOL`` when ``include_zero=False``) ranked by a
-    stable sort (descending for ``order="largest"``, ascending for ``"smallest"``; ties by lower index):
+    stable sort (descending for ``order="largest"``, ascending for ``"smallest"``; ties by lower index).
+    When the candidates' total score is 0 (an all-zero batch) every strategy keeps nothing (``empty=True``,
+    skip the step); otherwise:
 
     - ``top_p``: keep the smallest prefix ``k* = min{k >= 1 : sum_{j<=k} s_sigma(j) >= value * sum_i s_i - eps}``.
       Total score 0 (or no candidate): keep nothing, ``empty=True``.
@@ -281,8 +286,12 @@ def select_groups(
         ranked = torch.sort(key, descending=False, stable=True).indices
     cand_ranked = ranked[:n_cand]
     cand_scores = s[cand_ranked]
+    # sum V = 0 (the paper leaves it undefined): keep nothing and skip the step, whatever the strategy.
+    all_zero = not float(cand_scores.sum()) > 0.0 if n_cand > 0 else True
 
-    if strategy == "top_p":
+    if all_zero:
+        chosen = cand_ranked[:0]
+    elif strategy == "top_p":
         k = _top_p_count(cand_scores, value_f, eps_f)
         chosen = cand_ranked[:k]
     elif strategy == "top_k":

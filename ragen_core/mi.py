@@ -83,9 +83,15 @@ def mi_proxies(
     Identical prompts (equal ``prompt_ids``) count as correct retrievals and raise the chance level. The MI
     estimators are unchanged by duplicates: they estimate I(X;Z) for X uniform over the batch entries.
 
+    Invalid scores raise instead of propagating: a NaN or +inf anywhere in L, or a row L[i, k, :] that is -inf
+    for every prompt, would turn every output into NaN (one bad trace reaches every mean), so
+    :func:`mi_proxies` raises ``ValueError`` naming the offending rows ``(i, k)`` (prompt i, trace k); drop or
+    re-score those traces. A single ``-inf`` is a valid log-probability (a trace impossible under that
+    prompt) and is accepted.
+
     Args:
-        L: ``[P, G, P]`` summed log-probs, ``L[i,k,j] = log p(z_ik | x_j)``.
-        lengths: ``[P, G]`` token counts |z_ik| (> 0).
+        L: ``[P, G, P]`` summed log-probs, ``L[i,k,j] = log p(z_ik | x_j)`` (no NaN, no +inf, no row of -inf).
+        lengths: ``[P, G]`` token counts |z_ik| (finite, > 0).
         prompt_ids: optional ``[P]`` ids (tensor or sequence of hashables); equal ids = identical prompts.
         eps: non-negative constant of the z-score denominator (paper: 1e-3).
 
@@ -100,8 +106,15 @@ def mi_proxies(
     n = torch.as_tensor(lengths).to(torch.float64)
     if tuple(n.shape) != (p, g):
         raise ValueError(f"lengths must be [P, G] = [{p}, {g}] to match L; got shape {tuple(n.shape)}")
-    if bool((n <= 0).any()):
-        raise ValueError("lengths must be > 0 (every scored trace needs at least one token)")
+    if bool((n <= 0).any()) or not bool(torch.isfinite(n).all()):
+        raise ValueError("lengths must be finite and > 0 (every scored trace needs at least one token)")
+    # a NaN or +inf score, or a trace impossible under every prompt (a row of -inf), makes every output NaN
+    bad = (torch.isnan(L) | (L == math.inf)).any(dim=2) | (L == -math.inf).all(dim=2)
+    if bool(bad.any()):
+        rows = bad.nonzero().tolist()
+        shown = ", ".join(f"({i}, {k})" for i, k in rows[:10]) + (f" and {len(rows) - 10} more" if len(rows) > 10 else "")
+        raise ValueError(f"L has NaN, +inf or all -inf scores in {len(rows)} row(s) (i, k) = {shown} (prompt i, trace k); "
+                         "every MI output would be NaN: re-score or drop those traces")
     if not float(eps) >= 0:
         raise ValueError(f"eps must be >= 0; got {eps!r}")
     same = _equivalence(prompt_ids, p)

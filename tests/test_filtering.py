@@ -1,4 +1,4 @@
-"""SNR-aware filtering (PAPER.md section 4) against plain-Python references."""
+"""SNR-aware filtering (the paper, section 4) against plain-Python references."""
 
 from __future__ import annotations
 
@@ -206,13 +206,32 @@ def test_paper_example_variance_vs_std():
     assert filter_groups(rewards, score="std").n_kept == 4
 
 
-def test_all_zero_batch_keeps_nothing():
+@pytest.mark.parametrize("strategy, value", [("top_p", 0.9), ("top_k", 0.9), ("top_k", 0.1), ("top_k_abs", 3), ("min_p", 0.5),
+                                             ("random", 0.9)])
+@pytest.mark.parametrize("order", ["largest", "smallest"])
+@pytest.mark.parametrize("score", ["variance", "std"])
+def test_all_zero_batch_keeps_nothing_under_every_strategy(strategy, value, order, score):
+    # sum V = 0: every strategy agrees on "keep nothing, skip the step" (top_k used to keep group 0)
     r = torch.ones(5, 4)
-    for strategy in ("top_p", "min_p", "random"):
-        res = filter_groups(r, strategy, 0.9, generator=torch.Generator().manual_seed(0))
-        assert res.empty and res.n_kept == 0 and res.kept_fraction == 0.0
-        assert not res.mask.any()
-    assert math.isnan(filter_groups(r).rv_heterogeneity)
+    res = filter_groups(r, strategy, value, order=order, score=score, generator=torch.Generator().manual_seed(0))
+    assert res.empty and res.n_kept == 0 and res.kept_fraction == 0.0
+    assert not res.mask.any() and res.kept.numel() == 0
+    assert math.isnan(res.rv_heterogeneity)
+
+
+def test_all_zero_batch_with_nan_groups_keeps_nothing():
+    r = torch.tensor([[1.0, 1.0], [math.nan, 2.0], [3.0, 3.0]])
+    for strategy, value in (("top_p", 0.9), ("top_k", 1.0), ("top_k_abs", 2), ("min_p", 0.5)):
+        res = filter_groups(r, strategy, value)
+        assert res.empty and res.n_nan == 1, strategy
+
+
+def test_zero_groups_stay_eligible_when_some_variance_is_positive():
+    # include_zero=True keeps zero-variance groups eligible once the batch has signal
+    v = torch.tensor([0.0, 2.0, 0.0], dtype=torch.float64)
+    assert kept_set(select_groups(v, "top_k", 1.0)) == {0, 1, 2}
+    assert kept_set(select_groups(v, "top_k_abs", 2)) == {0, 1}
+    assert not select_groups(v, "top_k", 0.1).empty
 
 
 def test_include_zero_false_drops_zero_groups_before_ranking():
@@ -233,9 +252,10 @@ def test_include_zero_false_drops_zero_groups_before_ranking():
 @settings(max_examples=100, deadline=None)
 def test_top_k_matches_reference(scores, rho, order):
     s = [float(x) for x in scores]
-    k = max(1, math.floor(rho * len(s) + 1e-9))
+    k = max(1, math.floor(rho * len(s) + 1e-9)) if sum(s) > 0 else 0  # sum V = 0: keep nothing
     res = select_groups(torch.tensor(s, dtype=torch.float64), "top_k", rho, order=order)
     assert kept_set(res) == set(ref_ranking(s, order)[:k])
+    assert res.empty == (k == 0)
 
 
 def test_top_k_floor_is_robust_to_float_rounding():

@@ -1,4 +1,4 @@
-"""MI proxies from L (PAPER.md section 2): loop reference, identities, bounds and exact enumeration."""
+"""MI proxies from L (the paper, section 2): loop reference, identities, bounds and exact enumeration."""
 
 from __future__ import annotations
 
@@ -296,12 +296,46 @@ def test_flatten_proxies():
         (torch.zeros(3, 2, 4), torch.ones(3, 2), "L must be"),
         (torch.zeros(3, 2), torch.ones(3, 2), "L must be"),
         (torch.zeros(3, 2, 3), torch.ones(2, 3), "lengths"),
-        (torch.zeros(3, 2, 3), torch.zeros(3, 2), "lengths must be > 0"),
+        (torch.zeros(3, 2, 3), torch.zeros(3, 2), "lengths must be finite and > 0"),
+        (torch.zeros(3, 2, 3), torch.full((3, 2), math.nan), "lengths must be finite and > 0"),
     ],
 )
 def test_bad_arguments(L, n, fragment):
     with pytest.raises(ValueError, match=fragment):
         mi_proxies(L, n)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_invalid_scores_raise_naming_the_rows(bad):
+    # one bad score used to turn every output into NaN silently; now the rows (i, k) are named
+    L = torch.randn(4, 3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    L[1, 2, 0] = bad
+    L[3, 0, 3] = bad
+    with pytest.raises(ValueError, match=r"2 row\(s\) \(i, k\) = \(1, 2\), \(3, 0\)"):
+        mi_proxies(L, torch.ones(4, 3))
+
+
+def test_row_impossible_under_every_prompt_raises():
+    L = torch.zeros(3, 2, 3, dtype=torch.float64)
+    L[0, 1, :] = -math.inf
+    with pytest.raises(ValueError, match=r"\(0, 1\)"):
+        mi_proxies(L, torch.ones(3, 2))
+
+
+def test_many_bad_rows_are_counted():
+    L = torch.full((4, 5, 4), math.nan, dtype=torch.float64)
+    with pytest.raises(ValueError, match="20 row.*and 10 more"):
+        mi_proxies(L, torch.ones(4, 5))
+
+
+def test_single_minus_inf_is_a_valid_log_probability():
+    # a trace impossible under another prompt: accepted, and equal to the loop reference with that term
+    L, n = random_L(7, 3, 2)
+    L[0][1][2] = -math.inf
+    out = mi_proxies(torch.tensor(L, dtype=torch.float64), torch.tensor(n, dtype=torch.float64))
+    ref = ref_proxies(L, n)
+    assert math.isfinite(out["mi_est"])
+    assert out["mi_seq_est"] == pytest.approx(ref["mi_seq_est"], abs=1e-12)
 
 
 def test_bad_ema_and_prompt_ids():

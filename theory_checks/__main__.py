@@ -1,8 +1,10 @@
-"""``python -m theory_checks [--quick] [--seed N] [--json PATH] [--report DIR]`` (also ``ragen verify``).
+"""``python -m theory_checks [--quick] [--mutants] [--seed N] [--json PATH] [--report DIR]`` (also ``ragen verify``).
 
-Prints a table (check, type, method, instances, max ratio, tight ratio, status) and returns exit
+Prints a table (check, type, method, category, instances, max ratio, tight ratio, status) and returns exit
 status 1 when a true bound is violated or an expected counterexample is not reproduced (see
-:mod:`theory_checks.report`).
+:mod:`theory_checks.report`).  With ``--mutants`` it also lists every deliberately wrong variant of every
+check and whether it was caught, and returns 1 when a mutant of a verified result survives
+(:mod:`theory_checks.mutants`).
 """
 
 from __future__ import annotations
@@ -10,44 +12,55 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .report import format_table, run_all, write_json, write_report
+from .mutants import mutation_summary
+from .report import format_mutants, format_table, run_all, write_json, write_report
 
 
 def build_parser(prog: str = "python -m theory_checks") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
-        description="Verify the theory of PAPER.md (T1-T9, MI proxies) exactly, by Monte Carlo, and symbolically.",
+        description="Verify the theory of the paper (T1-T9, MI proxies) exactly, by Monte Carlo, and symbolically.",
     )
     parser.add_argument("--quick", action="store_true", help="fewer testbeds and draws (under a minute)")
+    parser.add_argument("--mutants", action="store_true",
+                        help="also list every deliberately wrong variant of every check; exit 1 if one of a verified result survives")
     parser.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
     parser.add_argument("--json", metavar="PATH", help="write the summary as JSON to PATH")
-    parser.add_argument("--report", metavar="DIR", help="write report.md and PNG plots into DIR")
-    parser.add_argument("--quiet", action="store_true", help="print only the table and the verdict")
+    parser.add_argument("--report", metavar="DIR", help="write report.md (and mutants.md) and PNG plots into DIR")
+    parser.add_argument("--quiet", action="store_true", help="print only the tables and the verdict")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run all checks; 0 when everything holds, 1 otherwise."""
+    """Run all checks; 0 when everything holds (and, with --mutants, every mutant is caught), 1 otherwise."""
     args = build_parser().parse_args(argv)
     if args.seed < 0:
         print(f"--seed must be a non-negative integer, got {args.seed}", file=sys.stderr)
         return 2
     log = None if args.quiet else (lambda s: print(s, flush=True))
-    result = run_all(seed=args.seed, quick=args.quick, progress=not args.quiet, log=log)
+    result = run_all(seed=args.seed, quick=args.quick, progress=not args.quiet, log=log, mutants=args.mutants)
     print(format_table(result.summaries))
     t = result.timings
+    counted = sum(s.counted for s in result.summaries)
     print(
-        f"\n{'PASS' if result.ok else 'FAIL'}: {len(result.summaries)} checks, {len(result.checks)} records, "
+        f"\n{'PASS' if result.ok else 'FAIL'}: {len(result.summaries)} checks ({counted} verified results), {len(result.checks)} records, "
         f"{t['total']:.1f} s (exact {t['exact']:.1f}, Monte Carlo {t['monte_carlo']:.1f}, symbolic {t['symbolic']:.1f})"
     )
+    if result.mutants is not None:
+        print("\n" + format_mutants(result.mutants))
+        s = mutation_summary(result.mutants)
+        print(f"\nMUTANTS {'PASS' if result.mutants_ok else 'FAIL'}: {s['caught']}/{s['total']} mutants of {s['rows']} verified results "
+              f"caught, {s['failed']} failed; {s['equivalent']} equivalent (true statements), {s['not_claimed']} not claimed, "
+              f"{s['sanity']} of sanity rows (informational)")
     if args.json:
         write_json(result, args.json)
         print(f"JSON written to {args.json}")
     if args.report:
-        cmd = "python -m theory_checks" + (" --quick" if args.quick else "") + f" --seed {args.seed} --report {args.report}"
+        cmd = ("python -m theory_checks" + (" --quick" if args.quick else "") + (" --mutants" if args.mutants else "")
+               + f" --seed {args.seed} --report {args.report}")
         md = write_report(result, args.report, command=cmd)
         print(f"report written to {md}")
-    return 0 if result.ok else 1
+    return 0 if result.ok and result.mutants_ok else 1
 
 
 if __name__ == "__main__":

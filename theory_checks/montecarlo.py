@@ -1,8 +1,8 @@
-"""Monte Carlo checks of the estimator-level results (PAPER.md sections 2, 3 and 5).
+"""Monte Carlo checks of the estimator-level results (MI proxies, SNR mechanism, T1-T9).
 
-Harness rule (PAPER.md section 5, "harness note"): first validate the simulator, i.e. its sample mean
-must agree with the exact value from :class:`SoftmaxTestbed` within a confidence interval; only then
-compare with a bound, and flag a violation only when the whole interval clears the bound.
+Harness rule: first validate the simulator, i.e. its sample mean must agree with the exact value from
+:class:`SoftmaxTestbed` within a confidence interval; only then compare with a bound, and flag a violation
+only when the whole interval clears the bound.
 
 Confidence intervals.  Every simulated statistic Y is bounded, Y in [a, b] (noise is Rademacher,
 eps = +-sigma, so rewards, scores and estimators are bounded; the range is computed from the testbed).
@@ -16,44 +16,63 @@ so P(|Ybar - E Y| > t) <= delta_i (union bound over the two).  Bonferroni over t
 delta_i = DELTA / M_INTERVALS with DELTA = 1e-3, and the run asserts that it uses at most M_INTERVALS
 intervals.  All draws come from one seeded ``np.random.Generator``: the same seed gives the same numbers.
 
+Power (issue 12).  Every validation is sized to detect a simulator error of 5%: its record carries the
+*detectable error* d = (half-width + |mean - exact|) / |exact|, the smallest relative error of the exact
+value that the run would have flagged, and two mutants (exact value x1.05 and x0.95) that must be caught.
+Variance reduction, all unbiased and exact (no fitted constants):
+
+- exact conditional expectation over the Rademacher noise given the sampled outcomes (Rao-Blackwell):
+  the estimators are affine in eps, so E[||g_hat - g||^2 | z] = ||m_hat - g||^2 + sum_k sigma_k^2 ||s_k||^2 / G^2
+  and E[g_hat | z] drops the noise; the noise itself is still simulated where the result depends on it
+  (the per-draw T1 bound, the heteroscedastic counterexample, the T7 selection from the same rollouts);
+- enough draws that the empirical-Bernstein range term 7 (b - a) log(8 / delta_i) / (3 n) stays small.
+
+Claims the run cannot support were dropped: the Monte Carlo Fano bound and the MC forms of the bounds
+that the exact checks verify on the same quantities (they added no power); "E[Retrieval-Acc] = 1/P under
+collapse" holds for any winner function and is reported as a sanity identity.
+
 Checks (each a :class:`~theory_checks.bounds.Check` with ``method="monte-carlo"``):
 
-- T2 SNR: simulate g_hat = (1/G) sum_k (R_k - b) s_k; validate E||g_hat - g||^2 against ``estimator_mse``;
-  bound SNR <= sqrt(G RV_mu) / sigma; reproduce the heteroscedastic counterexample.
-- T3 GRPO floor: simulate the population-normalised estimator; validate its MSE; floor <= MSE.
+- T2 SNR: g_hat = (1/G) sum_k (R_k - b) s_k; validate E||g_hat - g||^2 against ``estimator_mse``; then
+  SNR <= sqrt(G RV_mu) / sigma and the T3 floor (sigma^2 / RV) E||s||^2 / K <= MSE_GRPO, both tight at
+  p = 1/2; the heteroscedastic counterexample with simulated noise.
 - T1 sample version: ||(1/G) sum_k (R_k - Rbar) s_k|| <= sqrt(Var_hat) sqrt(mean_k ||s_k||^2) on every draw,
   with the RL core's Dr.GRPO advantages and ``reward_variance`` (ddof = 0) when importable; validates
-  E[(1/G) sum_k (R_k - Rbar) s_k] = (1 - 1/G) g.
-- T6 drift: theta_T - theta_0 = eta sum_t (m + xi_t), xi_t = g_hat_t - g; validate
+  E[(1/G) sum_k (R_k - Rbar) s_k] . u = (1 - 1/G) ||g||, u = g / ||g||.
+- T6 drift: theta_T - theta_0 = eta sum_t (m + xi_t), xi_t = g_hat_t - g; validates
   E||theta_T - theta_0||^2 = eta^2 (T MSE_G + T^2 ||m||^2).
-- T7: the identity for a fixed subset, and the failure of independence when the subset is chosen from the
-  same rollouts (top-k by sample reward variance, with ``ragen_core.filtering.filter_groups``).
-- MI proxies (section 2) with ``ragen_core.mi.mi_proxies`` (skipped with a "not available" status when it
-  cannot be imported), against an independent numpy implementation of the sequence-level proxy:
-  E[MI-Seq-Est] = I_P (scorer = sampler), <= I_P(sampler) at temperature != 1, <= log P on every batch,
-  Retrieval-Acc = 1/P in expectation under collapse, Fano for the Bayes scorer, the entropy identity and
-  the row-shift invariance.
+- T7: the identity for a fixed subset, and its failure when the subset is chosen from the same rollouts
+  (top-k by sample reward variance, with ``ragen_core.filtering.filter_groups``).
+- MI proxies (section 2) with ``ragen_core.mi.mi_proxies`` (numpy reference when it cannot be imported):
+  E[MI-Seq-Est] = I_P (scorer = sampler) and the exact expectation at sampler temperature != 1,
+  E[Retrieval-Acc] = the Bayes accuracy, per batch: MI-Seq-Est <= log P (tight for disjoint supports),
+  agreement with an independent numpy implementation, invariance to row shifts, and 0 under collapse.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .bounds import Check, bayes_accuracy, bound, expected_seq_proxy, fano_lower, identity
+from .bounds import Check, bayes_accuracy, bound, expected_seq_proxy, identity
 from .testbed import SoftmaxTestbed, channel_mutual_information, softmax
 
 DELTA = 1e-3
-M_INTERVALS = 400
+M_INTERVALS = 120
+#: the simulator error every validation must be able to detect (issue 12)
+TARGET_ERROR = 0.05
 
 __all__ = [
     "DELTA",
     "M_INTERVALS",
+    "TARGET_ERROR",
     "Interval",
     "MCBudget",
+    "Est",
     "seq_proxy_terms",
     "run_montecarlo",
     "core_available",
@@ -91,6 +110,28 @@ class Interval:
         return self.mean + self.halfwidth
 
 
+@dataclass(frozen=True)
+class Est:
+    """A quantity with a confidence interval [lo, hi] (lo = hi = est for an exact value)."""
+
+    est: float
+    lo: float
+    hi: float
+
+    @classmethod
+    def exact(cls, v: float) -> Est:
+        return cls(float(v), float(v), float(v))
+
+    @classmethod
+    def of(cls, iv: Interval, scale: float = 1.0) -> Est:
+        return cls(iv.mean * scale, iv.lower * scale, iv.upper * scale)
+
+    def map(self, f: Any) -> Est:
+        """Image under a monotone function (decreasing ones swap the ends)."""
+        a, b = f(self.lo), f(self.hi)
+        return Est(float(f(self.est)), float(min(a, b)), float(max(a, b)))
+
+
 @dataclass
 class MCBudget:
     """Bonferroni bookkeeping: hands out intervals at level DELTA / M_INTERVALS and counts them."""
@@ -121,25 +162,55 @@ class MCBudget:
         return Interval(float(y.mean()), min(hoeff, eb), n, lo, hi)
 
 
-def _validate(name: str, iv: Interval, exact: float) -> Check:
-    """Simulator validation: |mean - exact| <= half-width; ratio = |mean - exact| / half-width."""
+def _validate(name: str, iv: Interval, exact: float, note: str = "", variants: Mapping[str, float] | None = None) -> Check:
+    """Simulator validation: |mean - exact| <= half-width; ratio = |mean - exact| / half-width.
+
+    Mutants: the exact value off by +-5% (``exact x1.05``, ``exact x0.95``) and every ``variants`` entry
+    (a wrong exact value, e.g. a formula with a factor dropped); each is caught when it falls outside the
+    interval.  ``detect`` = (half-width + |mean - exact|) / |exact|.
+    """
     err = abs(iv.mean - exact)
     ok = err <= iv.halfwidth
-    note = f"n={iv.n}, mean={iv.mean:.6g}, exact={exact:.6g}, halfwidth={iv.halfwidth:.3g}"
-    return Check(name, iv.mean, exact, bool(ok), err / iv.halfwidth if iv.halfwidth > 0 else 0.0, "mc-validation", False, "monte-carlo", note)
+
+    def holds(v: float) -> bool:
+        return bool(abs(iv.mean - v) <= iv.halfwidth)
+
+    muts = [("exact x1.05", holds(1.05 * exact)), ("exact x0.95", holds(0.95 * exact))]
+    muts += [(label, holds(v)) for label, v in (variants or {}).items()]
+    detect = (iv.halfwidth + err) / abs(exact) if exact != 0 else math.inf
+    full = f"n={iv.n}, mean={iv.mean:.6g}, exact={exact:.6g}, halfwidth={iv.halfwidth:.3g}" + (f"; {note}" if note else "")
+    return Check(name, iv.mean, exact, bool(ok), err / iv.halfwidth if iv.halfwidth > 0 else 0.0, "mc-validation", False,
+                 "monte-carlo", full, tuple(muts), detect)
 
 
-def _mc_bound(name: str, est: float, lower: float, rhs: float, note: str = "", tight: bool = False) -> Check:
-    """Upper bound est <= rhs: a violation only when the lower confidence limit clears it."""
-    ok = lower <= rhs * (1 + 1e-12)
-    ratio = est / rhs if rhs > 0 else (math.inf if est > 0 else 0.0)
-    return Check(name, est, rhs, bool(ok), ratio, "bound", tight, "monte-carlo", note)
+def _mc_bound(name: str, lhs: Est, rhs: Est, note: str = "", variants: Mapping[str, tuple[Est, Est]] | None = None) -> Check:
+    """Bound lhs <= rhs between quantities with intervals: violated only when lhs.lo > rhs.hi.
+
+    Mutants: ``rhs x0.5``, ``rhs x0.9`` (caught when lhs.lo > c rhs.hi), ``reversed`` (caught when
+    rhs.lo > lhs.hi) and the ``variants``.  ``detect`` = lhs.lo / rhs.hi: every constant below it is refuted.
+    """
+
+    def holds(a: Est, b: Est) -> bool:
+        return not a.lo > b.hi * (1 + 1e-12) + 1e-300
+
+    scaled = lambda c: Est(rhs.est * c, rhs.lo * c, rhs.hi * c)  # noqa: E731
+    muts = [("rhs x0.5", holds(lhs, scaled(0.5))), ("rhs x0.9", holds(lhs, scaled(0.9))), ("reversed", holds(rhs, lhs))]
+    muts += [(label, holds(a, b)) for label, (a, b) in (variants or {}).items()]
+    ratio = lhs.est / rhs.est if rhs.est > 0 else (math.inf if lhs.est > 0 else 0.0)
+    detect = lhs.lo / rhs.hi if rhs.hi > 0 else math.nan
+    return Check(name, lhs.est, rhs.est, holds(lhs, rhs), ratio, "bound", False, "monte-carlo", note, tuple(muts), detect)
 
 
-def _mc_counterexample(name: str, est: float, lower: float, claimed: float, note: str = "") -> Check:
-    """A claimed est <= claimed is reproduced false only when the lower confidence limit exceeds it."""
-    ok = lower > claimed
-    return Check(name, est, claimed, bool(ok), est / claimed if claimed > 0 else math.inf, "counterexample", False, "monte-carlo", note)
+def _mc_counterexample(name: str, lhs: Est, rhs: Est, note: str = "", variants: Mapping[str, tuple[Est, Est]] | None = None) -> Check:
+    """A claimed lhs <= rhs is reproduced false only when lhs.lo > rhs.hi.  Mutants: ``reversed`` and ``variants``."""
+
+    def reproduced(a: Est, b: Est) -> bool:
+        return bool(a.lo > b.hi)
+
+    muts = [("reversed", reproduced(rhs, lhs))] + [(label, reproduced(a, b)) for label, (a, b) in (variants or {}).items()]
+    ratio = lhs.est / rhs.est if rhs.est > 0 else math.inf
+    return Check(name, lhs.est, rhs.est, reproduced(lhs, rhs), ratio, "counterexample", False, "monte-carlo", note, tuple(muts),
+                 lhs.lo / rhs.hi if rhs.hi > 0 else math.nan)
 
 
 # ------------------------------------------------------------------------------------------- sampling
@@ -158,23 +229,50 @@ def _draw_group(rng: np.random.Generator, tb: SoftmaxTestbed, x: int, n: int, G:
     return tb.mu[x][idx] + eps, tb.score()[x][idx]
 
 
-def _err_range(tb: SoftmaxTestbed, x: int) -> float:
-    """max ||g_hat - g|| <= max_z (|mu - b| + sigma) ||s|| + ||g||  (any G)."""
+def _rb_parts(tb: SoftmaxTestbed, x: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per outcome z: a_z = (mu_z - b) s_z - g  [Z, d] and the noise term sigma_z^2 ||s_z||^2  [Z]."""
     s = tb.score()[x]
-    a = np.abs(tb.mu[x] - tb.baseline()[x]) + np.sqrt(tb.noise_variance()[x])
-    return float(np.max(a * np.linalg.norm(s, axis=1)) + np.linalg.norm(tb.task_gradient()[x]))
+    a = (tb.mu[x] - tb.baseline()[x])[:, None] * s - tb.task_gradient()[x][None, :]
+    return a, tb.noise_variance()[x] * np.sum(s * s, axis=1)
 
 
-def _estimator_errors(rng: np.random.Generator, tb: SoftmaxTestbed, x: int, n: int, G: int, chunk: int = 50_000) -> np.ndarray:
-    """n draws of ||g_hat - g||^2 for the G-sample true-baseline estimator of prompt x."""
+def _rb_errors(rng: np.random.Generator, tb: SoftmaxTestbed, x: int, n: int, G: int, chunk: int = 100_000) -> tuple[np.ndarray, float]:
+    """n draws of E[||g_hat - g||^2 | z_1..z_G] = ||mean_k a_{z_k}||^2 + sum_k sigma^2 ||s||^2 / G^2 (the
+    true-baseline G-sample estimator with the Rademacher noise integrated out exactly), and the upper end
+    of their range."""
+    a, ns = _rb_parts(tb, x)
+    pi = tb.probs()[x]
     out = np.empty(n)
-    b, g = tb.baseline()[x], tb.task_gradient()[x]
     for start in range(0, n, chunk):
         m = min(chunk, n - start)
-        R, s = _draw_group(rng, tb, x, m, G)
-        ghat = np.mean((R - b)[:, :, None] * s, axis=1)
-        out[start : start + m] = np.sum((ghat - g) ** 2, axis=1)
-    return out
+        idx = _sample(rng, pi, (m, G))
+        mh = a[idx].mean(axis=1)
+        out[start : start + m] = np.sum(mh * mh, axis=1) + ns[idx].sum(axis=1) / G**2
+    return out, float(np.max(np.sum(a * a, axis=1)) + np.max(ns) / G)
+
+
+def _raw_errors(rng: np.random.Generator, tb: SoftmaxTestbed, x: int, n: int, G: int) -> tuple[np.ndarray, float]:
+    """n draws of ||g_hat - g||^2 with the noise simulated (no variance reduction), and the range's upper end."""
+    R, s = _draw_group(rng, tb, x, n, G)
+    ghat = np.mean((R - tb.baseline()[x])[:, :, None] * s, axis=1)
+    sc = tb.score()[x]
+    amp = np.abs(tb.mu[x] - tb.baseline()[x]) + np.sqrt(tb.noise_variance()[x])
+    B = float(np.max(amp * np.linalg.norm(sc, axis=1)) + np.linalg.norm(tb.task_gradient()[x]))
+    return np.sum((ghat - tb.task_gradient()[x]) ** 2, axis=1), B * B
+
+
+def _sized(budget: MCBudget, draw: Any, lo: float, hi: float, what: str, n: int, rounds: int = 3) -> Interval:
+    """An interval from ``draw(n)`` (an array of i.i.d. draws in [lo, hi]), redrawn with 4x as many fresh
+    draws (up to ``rounds`` times) while its relative half-width exceeds 0.6 TARGET_ERROR, so that the
+    validation can detect a 5% error.  Every interval drawn counts against the Bonferroni budget, so the
+    last one is valid whatever the stopping rule."""
+    iv = budget.interval(draw(n), lo, hi, what)
+    for _ in range(rounds - 1):
+        if iv.halfwidth <= 0.6 * TARGET_ERROR * abs(iv.mean):
+            break
+        n *= 4
+        iv = budget.interval(draw(n), lo, hi, what + f" (n={n})")
+    return iv
 
 
 # ------------------------------------------------------------------------------------------- T2 / T3
@@ -185,121 +283,150 @@ def mc_t2_t3(rng: np.random.Generator, budget: MCBudget, n: int, plot: dict[str,
     sigma = 0.5
     pts: list[dict[str, float]] = []
     cases: list[tuple[str, SoftmaxTestbed]] = [
-        (f"2-action p={p}", SoftmaxTestbed.two_action(p, sigma)) for p in (0.05, 0.15, 0.3, 0.5, 0.7, 0.9)
+        (f"2-action p={p}", SoftmaxTestbed.two_action(p, sigma)) for p in (0.1, 0.25, 0.5, 0.75, 0.9)
     ]
     for _ in range(4):
         cases.append(("random", SoftmaxTestbed.random(rng, X=1, Z=int(rng.integers(2, 6)), d=int(rng.integers(1, 4)),
-                                                      temperature=float(rng.uniform(0.3, 3)), sigma_scale=float(rng.uniform(0.2, 2)), mu_offset=0.0)))
+                                                      temperature=float(rng.uniform(0.3, 2)), sigma_scale=float(rng.uniform(0.2, 2)), mu_offset=0.0)))
     for label, tb in cases:
-        B = _err_range(tb, 0)
-        y = _estimator_errors(rng, tb, 0, n, G)
-        iv = budget.interval(y, 0.0, B * B, f"T2 {label}")
+        hi = _rb_errors(rng, tb, 0, 2, G)[1]
+        iv = _sized(budget, lambda m, tb=tb: _rb_errors(rng, tb, 0, m, G)[0], 0.0, hi, f"T2 {label}", n)
         exact = float(tb.estimator_mse(G)[0])
-        checks.append(_validate("MC validate: E||g_hat - g||^2 = MSE_G", iv, exact))
+        checks.append(_validate("MC validate: E||g_hat - g||^2 = MSE_G", iv, exact, f"{label}, G={G}",
+                                variants={"drop the noise term": exact - float(tb.noise_variance()[0] @ (tb.probs()[0] * np.sum(tb.score()[0] ** 2, 1))) / G}))
         gn = float(np.linalg.norm(tb.task_gradient()[0]))
         s2 = float(tb.sigma[0] ** 2)
-        bnd = math.sqrt(G * float(tb.signal_variance()[0]) / s2)
-        snr = gn / math.sqrt(iv.mean)
-        snr_lower = gn / math.sqrt(iv.upper)
-        checks.append(_mc_bound("MC T2 sharper: SNR <= sqrt(G RV_mu)/sigma", snr, snr_lower, bnd, f"{label}, G={G}"))
-        checks.append(_mc_bound("MC T2 paper: SNR <= sqrt(G RV)/sigma", snr, snr_lower,
-                                math.sqrt(G * float(tb.reward_variance()[0]) / s2), f"{label}, G={G}"))
-        # T3: population-normalised GRPO estimator (independent draws)
-        rv = float(tb.reward_variance()[0])
-        y3 = _estimator_errors(rng, tb, 0, n, G) / rv
-        iv3 = budget.interval(y3, 0.0, B * B / rv, f"T3 {label}")
-        exact3 = float(tb.grpo_mse(G)[0])
-        checks.append(_validate("MC validate: GRPO MSE (T3)", iv3, exact3))
+        rvmu, rv = float(tb.signal_variance()[0]), float(tb.reward_variance()[0])
+        mse = Est.of(iv)
+        snr = mse.map(lambda v, gn=gn: gn / math.sqrt(max(v, 1e-300)))
+        checks.append(_mc_bound("MC T2 sharper: SNR <= sqrt(G RV_mu)/sigma", snr, Est.exact(math.sqrt(G * rvmu / s2)), f"{label}, G={G}",
+                                variants={"drop sqrt(G)": (snr, Est.exact(math.sqrt(rvmu / s2)))}))
+        # T3: the population-normalised GRPO estimator is g_hat / sqrt(RV): its MSE is MSE_G / RV
         floor = s2 / rv * float(tb.score_sq_norm()[0]) / G
-        # floor <= MSE: violated only if the whole interval lies below the floor
-        ok = iv3.upper >= floor * (1 - 1e-12)
-        checks.append(Check("MC T3 floor <= MSE_GRPO", floor, iv3.mean, bool(ok), floor / iv3.mean, "bound", False, "monte-carlo", f"{label}, K={G}"))
+        grpo = Est.of(iv, 1.0 / rv)
+        checks.append(_mc_bound("MC T3 floor <= MSE_GRPO", Est.exact(floor), grpo, f"{label}, K={G}",
+                                variants={"drop 1/K": (Est.exact(floor * G), grpo)}))
         if label.startswith("2-action"):
-            pts.append({"p": float(tb.probs()[0, 1]), "rv_mu": float(tb.signal_variance()[0]), "rv": rv,
-                        "snr": snr, "snr_lo": snr_lower, "snr_hi": gn / math.sqrt(max(iv.lower, 1e-300)),
-                        "grpo_mse": iv3.mean, "grpo_lo": iv3.lower, "grpo_hi": iv3.upper})
+            pts.append({"p": float(tb.probs()[0, 1]), "rv_mu": rvmu, "rv": rv, "snr": snr.est, "snr_lo": snr.lo, "snr_hi": snr.hi,
+                        "grpo_mse": grpo.est, "grpo_lo": grpo.lo, "grpo_hi": grpo.hi})
     plot["snr_points"] = pts
     plot["snr_G"] = G
     plot["snr_sigma"] = sigma
-    # heteroscedastic counterexample (G = 1: SNR^2 / G does not depend on G)
+    # heteroscedastic counterexample with simulated noise (G = 1: SNR^2 / G does not depend on G)
     tb = SoftmaxTestbed.heteroscedastic_counterexample()
-    B = _err_range(tb, 0)
-    iv = budget.interval(_estimator_errors(rng, tb, 0, n, 1), 0.0, B * B, "T2 heteroscedastic counterexample")
-    checks.append(_validate("MC validate: E||g_hat - g||^2 = MSE_G", iv, float(tb.estimator_mse(1)[0])))
+    y, hi = _raw_errors(rng, tb, 0, n, 1)
+    iv = budget.interval(y, 0.0, hi, "T2 heteroscedastic counterexample")
+    checks.append(_validate("MC validate: E||g_hat - g||^2 = MSE_G, simulated noise", iv, float(tb.estimator_mse(1)[0]),
+                            "heteroscedastic counterexample, G=1"))
     g2 = float(np.sum(tb.task_gradient()[0] ** 2))
+    snr2 = Est.of(iv).map(lambda v: g2 / max(v, 1e-300))
     claimed = float(tb.signal_variance()[0] / tb.mean_noise_variance()[0])
-    checks.append(_mc_counterexample("MC T2 sharper with plain-average sigma^2 (false)", g2 / iv.mean, g2 / iv.upper, claimed,
-                                     "p=0.4, noise variance 1 on action 0; SNR^2/G vs RV_mu/E sigma^2"))
+    corrected = float(tb.signal_variance()[0] / tb.effective_noise_variance()[0])
+    checks.append(_mc_counterexample("MC T2 sharper with plain-average sigma^2 (false)", snr2, Est.exact(claimed),
+                                     "p=0.4, noise variance 1 on action 0; SNR^2/G vs RV_mu/E sigma^2",
+                                     variants={"corrected claim (sigma_eff)": (snr2, Est.exact(corrected))}))
     return checks
 
 
 # ------------------------------------------------------------------------------------------- T1 sample version
 def mc_t1_sample(rng: np.random.Generator, budget: MCBudget, n: int, core: dict[str, str]) -> list[Check]:
-    """T1 sample version on every draw, with the RL core's Dr.GRPO advantages and reward_variance when present."""
+    """T1 sample version on every draw, with the RL core's Dr.GRPO advantages and reward_variance when present,
+    and the validation E[g_hat] . u = (1 - 1/G) ||g|| of the sample-baseline estimator (noise integrated out,
+    advantages of the noiseless rewards mu from the RL core)."""
     checks: list[Check] = []
     use_core = core["ragen_core.advantages"] == "available" and core["ragen_core.filtering"] == "available"
-    for _ in range(6):
-        tb = SoftmaxTestbed.random(rng, X=1, Z=int(rng.integers(2, 7)), d=int(rng.integers(1, 4)),
-                                   temperature=float(np.exp(rng.uniform(-1, 2))), sigma_scale=float(rng.uniform(0, 2)))
-        G = int(rng.choice([2, 4, 8, 16]))
-        R, s = _draw_group(rng, tb, 0, n, G)
+    if use_core:
+        import torch
+
+        from ragen_core.advantages import dr_grpo
+        from ragen_core.filtering import reward_variance
+    for G in (2, 2, 4, 8, 16):
+        if not checks:  # the equality case first: 2 actions at p = 1/2, G = 2 (opposite scores, A proportional to s)
+            tb = SoftmaxTestbed.two_action(0.5, 0.3)
+        else:
+            # a random testbed on which the validation has power: the projected per-draw term (mu - b) s . u must
+            # not be dominated by its spread (chosen from the exact model, never from simulated data)
+            for _ in range(50):
+                tb = SoftmaxTestbed.random(rng, X=1, Z=int(rng.integers(2, 7)), d=int(rng.integers(1, 4)),
+                                           temperature=float(np.exp(rng.uniform(-1, 0.7))), sigma_scale=float(rng.uniform(0.1, 2)),
+                                           mu_offset=0.0)
+                g0 = tb.task_gradient()[0]
+                proj_term = (tb.mu[0] - tb.baseline()[0]) * (tb.score()[0] @ (g0 / max(np.linalg.norm(g0), 1e-300)))
+                if np.linalg.norm(g0) ** 2 >= 0.2 * float(tb.probs()[0] @ proj_term**2):
+                    break
+        R, s = _draw_group(rng, tb, 0, n // 4, G)
         adv_np = R - R.mean(axis=1, keepdims=True)
         var_np = np.var(R, axis=1)
         if use_core:
-            import torch
-
-            from ragen_core.advantages import dr_grpo
-            from ragen_core.filtering import reward_variance
-
             Rt = torch.from_numpy(R)
             adv = dr_grpo(Rt).numpy()
             var = reward_variance(Rt, ddof=0).numpy()
             scale = 1e-12 * (1 + np.abs(R).max())
             checks.append(identity("RL core Dr.GRPO advantage = R - mean(R)", adv, adv_np, atol=scale, method="monte-carlo"))
-            checks.append(identity("RL core reward_variance(ddof=0) = numpy var", var, var_np, atol=1e-12 * (1 + np.abs(R).max()) ** 2, method="monte-carlo"))
+            checks.append(identity("RL core reward_variance(ddof=0) = numpy var", var, var_np, atol=1e-12 * (1 + np.abs(R).max()) ** 2,
+                                   method="monte-carlo", variants={"ddof = 1": (var * G / (G - 1), var_np)}))
         else:
             adv, var = adv_np, var_np
         ghat = np.mean(adv[:, :, None] * s, axis=1)
         lhs = np.linalg.norm(ghat, axis=1)
         rhs = np.sqrt(var) * np.sqrt(np.mean(np.sum(s * s, axis=2), axis=1))
         atol = 1e-12 * (1 + np.abs(R).max()) * (1 + np.abs(s).max())
-        note = f"n={n} draws, G={G}" + ("" if use_core else ", numpy advantages (RL core not available)")
+        note = f"n={n // 4} draws, G={G}" + ("" if use_core else ", numpy advantages (RL core not available)")
         checks.append(bound("MC T1 sample version (every draw)", lhs, rhs, atol=atol, method="monte-carlo", note=note))
-        # validation: E[(1/G) sum (R_k - Rbar) s_k] = (1 - 1/G) g, per coordinate
+        # validation: E[(1/G) sum (R_k - Rbar) s_k] . u = (1 - 1/G) ||g||, noise integrated out (it enters linearly)
         g = tb.task_gradient()[0]
-        span = float((np.abs(tb.mu[0] - tb.baseline()[0]).max() + np.sqrt(tb.noise_variance()[0]).max()) * 2 * np.abs(tb.score()[0]).max())
-        for j in range(tb.d):
-            if span == 0:
-                continue
-            iv = budget.interval(ghat[:, j], -span, span, "T1 sample mean")
-            checks.append(_validate("MC validate: E[sample-baseline g_hat] = (1 - 1/G) g", iv, (1 - 1 / G) * g[j]))
+        u = g / np.linalg.norm(g)
+        su = tb.score()[0] @ u
+
+        def proj(m: int, tb: SoftmaxTestbed = tb, G: int = G, su: np.ndarray = su) -> np.ndarray:
+            idx = _sample(rng, tb.probs()[0], (m, G))
+            mu = tb.mu[0][idx]
+            a_mu = dr_grpo(torch.from_numpy(mu)).numpy() if use_core else mu - mu.mean(axis=1, keepdims=True)
+            return np.mean(a_mu * su[idx], axis=1)
+
+        span = float(np.ptp(tb.mu[0]) * np.max(np.abs(su)))
+        iv = _sized(budget, proj, -span, span, f"T1 sample mean G={G}", n)
+        exact = (1 - 1 / G) * float(np.linalg.norm(g))
+        checks.append(_validate("MC validate: E[sample-baseline g_hat] . u = (1 - 1/G) ||g||", iv, exact, f"G={G}",
+                                variants={"drop the factor (1 - 1/G)": float(np.linalg.norm(g))}))
     return checks
 
 
 # ------------------------------------------------------------------------------------------- T6
 def mc_t6(rng: np.random.Generator, budget: MCBudget, n: int, plot: dict[str, Any]) -> list[Check]:
-    """Drift of theta under policy-gradient noise: E||theta_T - theta_0||^2 = eta^2 (T MSE_G + T^2 ||m||^2)."""
+    """Drift of theta under policy-gradient noise: E||theta_T - theta_0||^2 = eta^2 (T MSE_G + T^2 ||m||^2).
+
+    theta_T - theta_0 = eta sum_t (m + m_hat_t - g + n_t) with n_t the noise part of step t; integrating the
+    Rademacher noise out exactly, E[||.||^2 | z] = eta^2 (||sum_t (m + m_hat_t - g)||^2 + sum_t sum_k sigma^2 ||s||^2 / G^2).
+    """
     checks: list[Check] = []
     tb = SoftmaxTestbed.random(rng, X=1, Z=4, d=3, temperature=1.0, sigma_scale=0.5, mu_offset=0.0)
     G, eta = 4, 0.1
     v = float(tb.estimator_mse(G)[0])
-    B = _err_range(tb, 0)
+    a, ns = _rb_parts(tb, 0)
+    pi = tb.probs()[0]
     ref = softmax(tb.logits() + rng.normal(size=(1, tb.Z)), axis=1)
     kl_dir = -tb.kl_gradient(ref)[0]
     m_reg = kl_dir / np.linalg.norm(kl_dir) * math.sqrt(v)  # a persistent regulariser direction, ||m||^2 = v
+    am = float(np.max(np.linalg.norm(a, axis=1)))
     rows = []
-    b, g = tb.baseline()[0], tb.task_gradient()[0]
     for label, m in (("m = 0", np.zeros(tb.d)), ("m = KL direction", m_reg)):
-        for T in (1, 2, 4, 8, 16):
-            disp = np.zeros((n, tb.d))
-            for _ in range(T):
-                R, s = _draw_group(rng, tb, 0, n, G)
-                disp += eta * (m + np.mean((R - b)[:, :, None] * s, axis=1) - g)
-            y = np.sum(disp * disp, axis=1)
-            hi = (eta * T * (B + np.linalg.norm(m))) ** 2
-            iv = budget.interval(y, 0.0, hi, f"T6 {label} T={T}")
+        for T in (1, 2, 4, 8):
+
+            def drift(k: int, T: int = T, m: np.ndarray = m) -> np.ndarray:
+                disp = np.zeros((k, tb.d))
+                noise = np.zeros(k)
+                for _ in range(T):
+                    idx = _sample(rng, pi, (k, G))
+                    disp += m + a[idx].mean(axis=1)
+                    noise += ns[idx].sum(axis=1) / G**2
+                return eta**2 * (np.sum(disp * disp, axis=1) + noise)
+
+            hi = eta**2 * ((T * (am + np.linalg.norm(m))) ** 2 + T * float(ns.max()) / G)
+            iv = _sized(budget, drift, 0.0, hi, f"T6 {label} T={T}", n, rounds=2)
             exact = eta**2 * (T * v + T**2 * float(m @ m))
-            checks.append(_validate(f"MC T6 drift E||theta_T - theta_0||^2 ({label})", iv, exact))
+            wrong = {"T instead of T^2 on ||m||^2": eta**2 * (T * v + T * float(m @ m))} if T > 1 and label != "m = 0" else {}
+            checks.append(_validate(f"MC T6 drift E||theta_T - theta_0||^2 ({label})", iv, exact, f"T={T}", variants=wrong))
             rows.append({"label": label, "T": T, "mean": iv.mean, "lo": iv.lower, "hi": iv.upper, "exact": exact})
     plot["drift"] = rows
     return checks
@@ -307,49 +434,62 @@ def mc_t6(rng: np.random.Generator, budget: MCBudget, n: int, plot: dict[str, An
 
 # ------------------------------------------------------------------------------------------- T7
 def _topk_by_variance(R: np.ndarray, k: int) -> np.ndarray:
-    """Mask [n, P] of the k groups with the largest sample variance (ddof = 1), ties by lower index."""
+    """Mask [n, P] of the k groups with the largest sample variance (ddof = 1), ties by lower index; nothing
+    when every variance is 0 (the documented empty step of ``ragen_core.filtering``)."""
     V = np.var(R, axis=2, ddof=1)
     order = np.argsort(-V, axis=1, kind="stable")[:, :k]
     mask = np.zeros(V.shape, dtype=bool)
     np.put_along_axis(mask, order, True, axis=1)
+    mask[np.all(V == 0, axis=1)] = False
     return mask
 
 
 def mc_t7(rng: np.random.Generator, budget: MCBudget, n: int, core: dict[str, str]) -> list[Check]:
     """T7: the identity for a fixed subset, and its failure when the subset is chosen from the same rollouts."""
     checks: list[Check] = []
-    base = SoftmaxTestbed.two_action(0.5, 1.0)
+    base = SoftmaxTestbed.two_action(0.3, 1.0)
     P, G, k = 6, 4, 3
     tb = SoftmaxTestbed(np.repeat(base.features, P, 0), base.theta, np.repeat(base.mu, P, 0), np.repeat(base.sigma, P))
-    b, g = tb.baseline()[0], tb.task_gradient()[0]
-    R = np.empty((n, P, G))
-    S = np.empty((n, P, G, tb.d))
-    for x in range(P):
-        R[:, x], S[:, x] = _draw_group(rng, tb, x, n, G)
-    err = np.mean((R - b)[..., None] * S, axis=2) - g  # [n, P, d]
     sig2 = float(tb.estimator_mse(G)[0])
-    B = _err_range(tb, 0)
-    fixed = np.sum(np.mean(err[:, :k], axis=1) ** 2, axis=1)
-    iv = budget.interval(fixed, 0.0, B * B, "T7 fixed subset")
-    checks.append(_validate("MC T7 identity, fixed S: E||gbar_hat_S - gbar_S||^2 = sum sigma^2 / n^2", iv, k * sig2 / k**2))
+    # fixed S = the first k groups, noise integrated out: E||mean_S (g_hat_i - g_i)||^2 given the outcomes
+    a, ns = _rb_parts(tb, 0)
+    idx = _sample(rng, tb.probs()[0], (n, k, G))
+    mh = a[idx].mean(axis=2).mean(axis=1)
+    y = np.sum(mh * mh, axis=1) + ns[idx].sum(axis=(1, 2)) / (G**2 * k**2)
+    hi = float(np.max(np.sum(a * a, axis=1)) + np.max(ns) / (G * k))
+    iv = budget.interval(y, 0.0, hi, "T7 fixed subset")
+    checks.append(_validate("MC T7 identity, fixed S: E||gbar_hat_S - gbar_S||^2 = sum sigma^2 / n^2", iv, k * sig2 / k**2,
+                            f"P={P}, G={G}, |S|={k}", variants={"1/n instead of 1/n^2": k * sig2 / k}))
+    # S chosen from the same rollouts: simulated noise, top-k by sample variance
+    m = n // 4
+    b, g = tb.baseline()[0], tb.task_gradient()[0]
+    R = np.empty((m, P, G))
+    S = np.empty((m, P, G, tb.d))
+    for x in range(P):
+        R[:, x], S[:, x] = _draw_group(rng, tb, x, m, G)
+    err = np.mean((R - b)[..., None] * S, axis=2) - g  # [m, P, d]
     mask = _topk_by_variance(R, k)
     if core["ragen_core.filtering"] == "available":
         import torch
 
         from ragen_core.filtering import filter_groups
 
-        m_core = min(n, 2000)
+        m_core = min(m, 2000)
         agree = 0
         for i in range(m_core):
             res = filter_groups(torch.from_numpy(R[i]), strategy="top_k_abs", value=k)
             agree += int(np.array_equal(res.mask.numpy(), mask[i]))
         checks.append(identity("RL core filter_groups(top_k_abs) = numpy top-k by variance", float(agree), float(m_core), method="monte-carlo",
                                note=f"{m_core} batches"))
+    B = float(np.max(np.abs(tb.mu[0] - b) + tb.sigma[0]) * np.max(np.linalg.norm(tb.score()[0], axis=1)) + np.linalg.norm(g))
     sel = np.sum(np.sum(err * mask[..., None], axis=1) ** 2, axis=1) / k**2
     iv2 = budget.interval(sel, 0.0, B * B, "T7 selected subset")
+    fixed = np.sum(np.sum(err[:, :k], axis=1) ** 2, axis=1) / k**2
+    iv3 = budget.interval(fixed, 0.0, B * B, "T7 fixed subset, same draws")
     claimed = sig2 / k
-    checks.append(_mc_counterexample("MC T7 identity with S chosen from the same rollouts (false)", iv2.mean, iv2.lower, claimed,
-                                     f"P={P} equal prompts, G={G}, top-{k} by sample variance; exact identity value {claimed:.4g}"))
+    checks.append(_mc_counterexample("MC T7 identity with S chosen from the same rollouts (false)", Est.of(iv2), Est.exact(claimed),
+                                     f"P={P} equal prompts, G={G}, top-{k} by sample variance; exact identity value {claimed:.4g}",
+                                     variants={"S fixed in advance (the identity's condition)": (Est.of(iv3), Est.exact(claimed))}))
     return checks
 
 
@@ -363,6 +503,22 @@ def seq_proxy_terms(L: np.ndarray) -> np.ndarray:
     mx = L.max(axis=2, keepdims=True)
     lse = np.log(np.sum(np.exp(L - mx), axis=2)) + mx[..., 0] - math.log(P)
     return np.einsum("iki->ik", L) - lse
+
+
+def token_proxy_terms(L: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-token matched and marginal terms of the paper's Eq. 1 by a plain loop (independent of ragen_core.mi):
+    matched[i,k] = L[i,k,i] / n, marginal[i,k] = log((1/P) sum_j exp L[i,k,j]) / n, n = lengths[i,k]."""
+    P, G, _ = L.shape
+    matched = np.empty((P, G))
+    marginal = np.empty((P, G))
+    for i in range(P):
+        for k in range(G):
+            row = L[i, k]
+            top = float(row.max())
+            lse = top + math.log(sum(math.exp(float(v) - top) for v in row) / P)
+            matched[i, k] = float(row[i]) / float(lengths[i, k])
+            marginal[i, k] = lse / float(lengths[i, k])
+    return matched, marginal
 
 
 def _retrieval_hits(L: np.ndarray) -> np.ndarray:
@@ -386,116 +542,136 @@ def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core
         import torch
 
         from ragen_core.mi import mi_proxies
+
+        def proxies(L: np.ndarray, lengths: np.ndarray | None = None) -> dict[str, Any]:
+            n = np.ones(L.shape[:2]) if lengths is None else lengths
+            return mi_proxies(torch.from_numpy(L), torch.from_numpy(n))
     P, Z = 8, 12
-    logits = rng.normal(size=(P, Z)) * 1.5
+    logits = rng.normal(size=(P, Z)) * 2.5
     p = softmax(logits, 1)
     logp = np.log(p)
     u = np.full(P, 1.0 / P)
     I_P = channel_mutual_information(u, p)
     lo_term = math.log(P) + float(np.min(logp - np.log(p.sum(axis=0))[None, :]))  # log P + min log r(i|z)
 
-    def run(sampler: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray], list[dict[str, Any]]]:
-        terms, hits, outs = [], [], []
+    def seq_units(sampler: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+        """Per rollout index k: the mean over prompts of the sequence term and of the retrieval hit (i.i.d.
+        across k), and the cross-score tensors (ragen_core.mi's batch mean over all (i, k) is the mean of
+        the units of that batch, checked below)."""
+        units, hits, Ls = [], [], []
         for _ in range(batches):
             L, _ = _cross_scores(rng, sampler, logp, G)
-            terms.append(seq_proxy_terms(L))
-            hits.append(_retrieval_hits(L))
-            if have_mi:
-                lengths = torch.from_numpy(rng.integers(1, 40, size=(P, G)).astype(np.float64))
-                Lt = torch.from_numpy(L)
-                o = mi_proxies(Lt, lengths)
-                shift = torch.from_numpy(rng.normal(size=(P, G, 1)) * 50.0)
-                o_shift = mi_proxies(Lt + shift, lengths)
-                o1 = mi_proxies(Lt, torch.ones(P, G, dtype=torch.float64))
-                outs.append({"o": o, "shift": o_shift, "ones": o1})
-        return terms, hits, outs
+            t = seq_proxy_terms(L)
+            units.append(t.mean(axis=0))
+            hits.append(_retrieval_hits(L).mean(axis=0))
+            Ls.append(L)
+        return np.concatenate(units), np.concatenate(hits), Ls
 
-    # scorer = sampler: E[MI-Seq-Est] = I_P, Fano with the Bayes scorer
-    terms, hits, outs = run(p)
-    unit = np.concatenate([t.mean(axis=0) for t in terms])  # per k: mean over prompts (i.i.d. across k)
+    # scorer = sampler: E[MI-Seq-Est] = I_P; retrieval accuracy = Bayes accuracy
+    unit, hit, Ls = seq_units(p)
+    if have_mi:
+        outs = [proxies(L) for L in Ls[:4]]
+        ours = np.array([seq_proxy_terms(L).mean() for L in Ls[:4]])
+        checks.append(identity("ragen_core.mi mi_seq_est = numpy sequence proxy", np.array([o["mi_seq_est"] for o in outs]), ours,
+                               atol=1e-12, method="monte-carlo", variants={"log-sum instead of log-mean (drop log P)": (
+                                   np.array([o["mi_seq_est"] for o in outs]), ours - math.log(P))}))
+        checks.append(identity("ragen_core.mi retrieval_acc = numpy argmax", np.array([o["retrieval_acc"] for o in outs]),
+                               np.array([_retrieval_hits(L).mean() for L in Ls[:4]]), atol=1e-12, method="monte-carlo"))
     iv = budget.interval(unit, lo_term, math.log(P), "MI seq proxy")
-    checks.append(_validate("MC validate (numpy proxy): E[MI-Seq-Est] = I_P, scorer = sampler", iv, I_P))
-    hit_unit = np.concatenate([h.mean(axis=0) for h in hits])
-    iva = budget.interval(hit_unit, 0.0, 1.0, "MI retrieval")
-    checks.append(_validate("MC validate: E[Retrieval-Acc] = Bayes accuracy", iva, bayes_accuracy(p)))
-    fano = fano_lower(min(iva.lower, 1.0), P) if iva.lower > 1.0 / P else -math.inf
-    checks.append(Check("MC Fano (Bayes scorer): log P - h2(1-Acc) - (1-Acc) log(P-1) <= I_P", fano_lower(iva.mean, P), I_P,
-                        bool(fano <= I_P * (1 + 1e-12)), fano_lower(iva.mean, P) / I_P, "bound", False, "monte-carlo", f"P={P}, acc={iva.mean:.4f}"))
-    all_terms = np.stack(terms)
-    batch_means = all_terms.reshape(batches, -1).mean(axis=1)
-    checks.append(bound("MC MI-Seq-Est <= log P (every batch)", batch_means, math.log(P), atol=1e-12, method="monte-carlo"))
-    # many small batches (G = 4): the per-batch bound, where it is closest
+    checks.append(_validate("MC validate: E[MI-Seq-Est] = I_P, scorer = sampler", iv, I_P, f"P={P}, {batches} batches of G={G}",
+                            variants={"I(X;Z) with H(Z|X) dropped (= H(Z))": I_P + float(np.mean([-(r * np.log(r)).sum() for r in p]))}))
+    iva = budget.interval(hit, 0.0, 1.0, "MI retrieval")
+    checks.append(_validate("MC validate: E[Retrieval-Acc] = Bayes accuracy", iva, bayes_accuracy(p), f"P={P}",
+                            variants={"chance level 1/P": 1.0 / P}))
+    # per-batch bound MI-Seq-Est <= log P: random batches (small G, where it is closest) and disjoint supports (equality)
     small = np.array([seq_proxy_terms(_cross_scores(rng, p, logp, 4)[0]).mean() for _ in range(200)])
     checks.append(bound("MC MI-Seq-Est <= log P (every batch)", small, math.log(P), atol=1e-12, method="monte-carlo"))
+    disjoint = np.zeros((P, 2 * P))
+    for i in range(P):
+        disjoint[i, 2 * i : 2 * i + 2] = (0.3, 0.7)
+    with np.errstate(divide="ignore"):
+        dlog = np.log(disjoint)
+    Ld = [_cross_scores(rng, disjoint, dlog, 16)[0] for _ in range(4)]
+    checks.append(bound("MC MI-Seq-Est <= log P (every batch) [tight]", np.array([seq_proxy_terms(L).mean() for L in Ld]), math.log(P),
+                        atol=1e-12, tight=True, method="monte-carlo", note="disjoint supports: every term equals log P"))
     if have_mi:
-        ours = np.array([t.mean() for t in terms])
-        theirs = np.array([o["o"]["mi_seq_est"] for o in outs])
-        checks.append(identity("ragen_core.mi mi_seq_est = numpy sequence proxy", theirs, ours, atol=1e-12, method="monte-carlo"))
-        acc_t = np.array([o["o"]["retrieval_acc"] for o in outs])
-        checks.append(identity("ragen_core.mi retrieval_acc = numpy argmax", acc_t, np.array([h.mean() for h in hits]), atol=1e-12, method="monte-carlo"))
-        ivm = budget.interval(theirs, lo_term, math.log(P), "mi_proxies seq")
-        checks.append(_validate("MC validate (ragen_core.mi): E[mi_seq_est] = I_P, scorer = sampler", ivm, I_P))
-        ident = np.array([o["o"]["marginal_entropy_est"] - o["o"]["cond_entropy_est"] for o in outs])
-        checks.append(identity("ragen_core.mi H_hat(Z) = H_hat(Z|X) + MI-Est", ident, np.array([o["o"]["mi_est"] for o in outs]), atol=1e-12, method="monte-carlo"))
-        checks.append(identity("ragen_core.mi row shift: mi_est unchanged", np.array([o["shift"]["mi_est"] for o in outs]),
-                               np.array([o["o"]["mi_est"] for o in outs]), atol=1e-9, method="monte-carlo"))
-        checks.append(identity("ragen_core.mi row shift: retrieval_acc unchanged", np.array([o["shift"]["retrieval_acc"] for o in outs]),
-                               acc_t, atol=1e-12, method="monte-carlo"))
-        checks.append(identity("ragen_core.mi |z| = 1: mi_est = mi_seq_est", np.array([o["ones"]["mi_est"] for o in outs]), theirs, atol=1e-12, method="monte-carlo"))
-        checks.append(bound("ragen_core.mi mi_seq_est <= log P", theirs, math.log(P), atol=1e-12, method="monte-carlo"))
-    else:
-        checks.append(Check("ragen_core.mi mi_proxies checks", math.nan, math.nan, True, math.nan, "skipped", False, "monte-carlo",
-                            core["ragen_core.mi"]))
-    # sampler at temperature T != 1, scorer at T = 1: E[proxy] <= I_P(sampler)
-    for T in (0.5, 2.0):
+        L0 = Ls[0][:, :256]
+        lengths = rng.integers(1, 40, size=L0.shape[:2]).astype(np.float64)
+        o = proxies(L0, lengths)
+        matched, marginal = token_proxy_terms(L0, lengths)
+        checks.append(identity("ragen_core.mi per-token estimates = plain-loop reference",
+                               np.array([o["cond_entropy_est"], o["marginal_entropy_est"], o["mi_est"]]),
+                               np.array([-matched.mean(), -marginal.mean(), (matched - marginal).mean()]), atol=1e-12, method="monte-carlo",
+                               variants={"marginal without the 1/P": (np.array([o["cond_entropy_est"], o["marginal_entropy_est"], o["mi_est"]]),
+                                                                      np.array([-matched.mean(), -(marginal + math.log(P) / lengths).mean(),
+                                                                                (matched - marginal - math.log(P) / lengths).mean()]))}))
+        checks.append(identity("ragen_core.mi H_hat(Z) = H_hat(Z|X) + MI-Est", o["marginal_entropy_est"] - o["cond_entropy_est"], o["mi_est"],
+                               atol=1e-12, method="monte-carlo"))
+        shift = rng.normal(size=(P, L0.shape[1], 1)) * 50.0
+        o_shift = proxies(L0 + shift, lengths)
+        checks.append(identity("ragen_core.mi row shift: mi_est unchanged", o_shift["mi_est"], o["mi_est"], atol=1e-9, method="monte-carlo"))
+        checks.append(identity("ragen_core.mi row shift: retrieval_acc unchanged", o_shift["retrieval_acc"], o["retrieval_acc"], atol=1e-12,
+                               method="monte-carlo"))
+        checks.append(identity("ragen_core.mi |z| = 1: mi_est = mi_seq_est", proxies(L0)["mi_est"], proxies(L0)["mi_seq_est"], atol=1e-12,
+                               method="monte-carlo"))
+        core_small = np.array([proxies(_cross_scores(rng, p, logp, 4)[0])["mi_seq_est"] for _ in range(20)])
+        checks.append(bound("ragen_core.mi mi_seq_est <= log P", core_small, math.log(P), atol=1e-12, method="monte-carlo"))
+        checks.append(bound("ragen_core.mi mi_seq_est <= log P [tight]", np.array([proxies(L)["mi_seq_est"] for L in Ld]), math.log(P),
+                            atol=1e-12, tight=True, method="monte-carlo", note="disjoint supports"))
+    # sampler at temperature T != 1, scorer at T = 1: the exact expectation sum_i q_i . (log p_i - log mean_j p_j)
+    for T in (0.5, 1.5):
         q = softmax(logits / T, 1)
-        terms_q, _, outs_q = run(q)
-        unit_q = np.concatenate([t.mean(axis=0) for t in terms_q])
-        ivq = budget.interval(unit_q, lo_term, math.log(P), f"MI T={T}")
-        checks.append(_validate("MC validate (numpy proxy): E[MI-Seq-Est] at sampler T != 1", ivq, expected_seq_proxy(q, p)))
-        Iq = channel_mutual_information(u, q)
-        checks.append(_mc_bound("MC E[MI-Seq-Est] <= I_P(sampler), sampler T != 1", ivq.mean, ivq.lower, Iq, f"T={T}"))
+        units_q, _, Ls_q = seq_units(q)
+        ivq = budget.interval(units_q, lo_term, math.log(P), f"MI T={T}")
+        exact_q = expected_seq_proxy(q, p)
+        checks.append(_validate("MC validate: E[MI-Seq-Est] at sampler T != 1", ivq, exact_q, f"T={T}",
+                                variants={"I_P(sampler) (scorer = sampler)": channel_mutual_information(u, q)}))
         if have_mi:
-            vals = np.array([o["o"]["mi_seq_est"] for o in outs_q])
-            ivt = budget.interval(vals, lo_term, math.log(P), f"mi_proxies T={T}")
-            checks.append(_mc_bound("MC (ragen_core.mi) E[mi_seq_est] <= I_P(sampler), T != 1", ivt.mean, ivt.lower, Iq, f"T={T}"))
+            checks.append(identity("ragen_core.mi mi_seq_est = numpy sequence proxy", np.array([proxies(L)["mi_seq_est"] for L in Ls_q[:2]]),
+                                   np.array([seq_proxy_terms(L).mean() for L in Ls_q[:2]]), atol=1e-12, method="monte-carlo"))
     # exact collapse: identical p(z|x); scorer = sampler gives 0 on every draw; arbitrary scorer gives 1/P
     pz = softmax(rng.normal(size=Z), 0)
     coll = np.repeat(pz[None, :], P, 0)
     arbitrary = np.log(softmax(rng.normal(size=(P, Z)) * 2, 1))
     zero_terms, accs, accs_core, zero_core = [], [], [], []
-    for _ in range(batches):
-        L0, z = _cross_scores(rng, coll, np.log(coll), G)
+    for _ in range(32):
+        L0, z = _cross_scores(rng, coll, np.log(coll), 1024)
         zero_terms.append(seq_proxy_terms(L0).mean())
         La = arbitrary[:, z].transpose(1, 2, 0)
         accs.append(_retrieval_hits(La).mean(axis=0))
-        if have_mi:
-            ones = torch.ones(P, G, dtype=torch.float64)
-            zero_core.append(mi_proxies(torch.from_numpy(L0), ones)["mi_seq_est"])
-            accs_core.append(mi_proxies(torch.from_numpy(La), ones)["retrieval_acc"])
-    checks.append(identity("MC collapse, scorer = sampler: MI-Seq-Est = 0 (every batch)", np.array(zero_terms), 0.0, atol=1e-12, method="monte-carlo"))
+        if have_mi and len(zero_core) < 4:
+            zero_core.append(proxies(L0)["mi_seq_est"])
+            accs_core.append(proxies(La)["retrieval_acc"])
+    zero_terms_a = np.array(zero_terms)
+    checks.append(identity("MC collapse, scorer = sampler: MI-Seq-Est = 0 (every batch)", zero_terms_a, 0.0, atol=1e-12, method="monte-carlo",
+                           variants={"log-sum instead of log-mean (drop log P)": (zero_terms_a - math.log(P), 0.0)}))
     iv0 = budget.interval(np.concatenate(accs), 0.0, 1.0, "collapse acc")
-    checks.append(_validate("MC collapse, arbitrary scorer: E[Retrieval-Acc] = 1/P", iv0, 1.0 / P))
+    checks.append(_validate("MC collapse, arbitrary scorer: E[Retrieval-Acc] = 1/P", iv0, 1.0 / P, "holds for any winner function"))
     if have_mi:
-        checks.append(identity("ragen_core.mi collapse: mi_seq_est = 0 (every batch)", np.array(zero_core), 0.0, atol=1e-12, method="monte-carlo"))
-        checks.append(identity("ragen_core.mi collapse: retrieval_acc = numpy argmax", np.array(accs_core),
-                               np.array([a.mean() for a in accs]), atol=1e-12, method="monte-carlo"))
+        checks.append(identity("ragen_core.mi collapse: mi_seq_est = 0 (every batch)", np.array(zero_core), 0.0, atol=1e-12, method="monte-carlo",
+                               variants={"log-sum instead of log-mean (drop log P)": (np.array(zero_core) - math.log(P), 0.0)}))
+        checks.append(identity("ragen_core.mi collapse: retrieval_acc = numpy argmax", np.array(accs_core), np.array([a.mean() for a in accs[:4]]), atol=1e-12,
+                               method="monte-carlo"))
+    else:
+        checks.append(Check("ragen_core.mi mi_proxies checks", math.nan, math.nan, True, math.nan, "skipped", False, "monte-carlo",
+                            core["ragen_core.mi"]))
     return checks
 
 
 # ------------------------------------------------------------------------------------------- runner
 def run_montecarlo(rng: np.random.Generator, quick: bool = False) -> tuple[list[Check], dict[str, Any]]:
-    """All Monte Carlo checks; returns (checks, plot data).  ``quick`` uses fewer draws."""
+    """All Monte Carlo checks; returns (checks, plot data).  ``quick`` uses fewer draws, still sized so that
+    every validation detects a 5% error of its exact value."""
     budget = MCBudget()
     core = core_available()
     plot: dict[str, Any] = {"core": core}
-    n = 10_000 if quick else 200_000
+    n = 200_000 if quick else 600_000
     checks: list[Check] = []
     checks += mc_t2_t3(rng, budget, n, plot)
-    checks += mc_t1_sample(rng, budget, n // 4, core)
-    checks += mc_t6(rng, budget, n // 2, plot)
-    checks += mc_t7(rng, budget, n // 2, core)
-    checks += mc_mi(rng, budget, G=256 if quick else 1024, batches=8 if quick else 40, core=core)
+    checks += mc_t1_sample(rng, budget, n, core)
+    checks += mc_t6(rng, budget, int(1.5 * n), plot)
+    checks += mc_t7(rng, budget, n, core)
+    checks += mc_mi(rng, budget, G=8192, batches=16 if quick else 48, core=core)
     plot["intervals_used"] = budget.used
     plot["delta"] = budget.delta
     plot["m_intervals"] = budget.m

@@ -1,6 +1,6 @@
-"""Exact softmax testbed: every expectation of PAPER.md sections 3 and 5 by enumeration, in float64.
+"""Exact softmax testbed: every expectation of the theory (docs/theory_report/theory.md) by enumeration, in float64.
 
-Model (PAPER.md section 3, one row per prompt):
+Model (the SNR mechanism, one row per prompt):
 
     prompts   x in {0..X-1}, weighted by w(x) (``prompt_probs``, uniform by default)
     outcomes  z in {0..Z-1}
@@ -301,14 +301,14 @@ class SoftmaxTestbed:
 
     # ------------------------------------------------------------------ regularisers
     def kl_logit_gradient(self, ref_probs: np.ndarray) -> np.ndarray:
-        """Tabular d KL(pi || pi_ref) / d logit_z = pi (log(pi / pi_ref) - KL), ``[X, Z]`` (PAPER.md T5)."""
+        """Tabular d KL(pi || pi_ref) / d logit_z = pi (log(pi / pi_ref) - KL), ``[X, Z]`` (T5)."""
         pi = self.probs()
         log_ratio = np.log(pi) - np.log(ref_probs)
         kl = np.sum(pi * log_ratio, axis=1, keepdims=True)
         return pi * (log_ratio - kl)
 
     def entropy_logit_gradient(self) -> np.ndarray:
-        """Tabular d H(pi) / d logit_z = -pi (log pi + H), ``[X, Z]`` (PAPER.md T5)."""
+        """Tabular d H(pi) / d logit_z = -pi (log pi + H), ``[X, Z]`` (T5)."""
         pi = self.probs()
         logp = np.log(pi)
         H = -np.sum(pi * logp, axis=1, keepdims=True)
@@ -373,7 +373,7 @@ class SoftmaxTestbed:
 
     @classmethod
     def heteroscedastic_counterexample(cls) -> SoftmaxTestbed:
-        """PAPER.md T2: p = pi(1) = 0.4, mu = 1[a = 1], noise variance 1 on action 0 only.
+        """T2: p = pi(1) = 0.4, mu = 1[a = 1], noise variance 1 on action 0 only.
 
         SNR^2 / G = 0.24^2 / 0.1056 = 6/11 = 0.545... > RV_mu / E_pi sigma^2 = 0.24 / 0.6 = 0.4.
         """
@@ -381,8 +381,18 @@ class SoftmaxTestbed:
         return cls(tb.features, tb.theta, tb.mu, np.array([[1.0, 0.0]]))
 
     @classmethod
+    def zero_score_noise_counterexample(cls) -> SoftmaxTestbed:
+        """T2 as stated, with the plain-average noise, fails with 3 outcomes (issue 12, point 5).
+
+        X = 1, features phi = (-1, 0, 1), theta = 0 (uniform policy, score s = phi), mu = s, noise variance 3
+        on the middle outcome only (where s = 0): SNR^2 / G = 2 > RV / E_pi sigma^2 = 5/3.
+        """
+        features = np.array([[[-1.0], [0.0], [1.0]]])
+        return cls(features, np.zeros(1), np.array([[-1.0, 0.0, 1.0]]), np.array([[0.0, np.sqrt(3.0), 0.0]]))
+
+    @classmethod
     def entropy_bonus_counterexample(cls) -> SoftmaxTestbed:
-        """PAPER.md T9: X uniform on 2 prompts, Z in {0, 1, 2}, tabular logits (2, 0, -5) and (2, -5, 0).
+        """T9: X uniform on 2 prompts, Z in {0, 1, 2}, tabular logits (2, 0, -5) and (2, -5, 0).
 
         I = 0.0783 nats, and dI/dt = +0.030 along per-prompt entropy ascent d logit_x / dt = grad H(pi(.|x)).
         """
