@@ -5,7 +5,8 @@ No absolute goals: these numbers are recorded so that regressions show.
 - episodes/s: every registered env played by its own oracle (`ragen_core.env_demo.oracle_answer`),
   fresh seed per episode, so generation/verification of each item is included;
 - BM25: build an index over 10,000 generated passages and time `top_k` queries of entity names;
-- sandbox: `run_program` of a trivial correct program, end to end (namespaces, uid drop, rlimits).
+- sandbox: `run_program` of a trivial correct program, end to end (namespaces, minimal root, uid drop,
+  seccomp, rlimits, a cgroup per run).
 
     python -m benchmarks.bench_tasks [--quick]
 """

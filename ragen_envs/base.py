@@ -21,8 +21,16 @@ A subclass implements the task through five hooks:
     _task_instructions() -> str           rules, legend and vocabulary (the format part is added here)
     _is_success() -> bool
 
-and optionally `_render_rgb()` (required for vision variants), `_match_action(piece)` and
-`_answer_example()`.
+and optionally `_render_rgb()` (required for vision variants), `_match_action(piece)`,
+`_answer_example()` and `_observation_text(notice)` (the observation's text when it shows more than
+the state, e.g. a turn counter).
+
+Every text observation leaves through one gate, `ragen_envs.spaces.fit_observation`: characters
+outside the observation charset (NUL, lone surrogates, characters beyond the BMP) become U+FFFD and
+over-long text is cut, so whatever an env echoes (a search query, a clicked element, a data set's
+text) the observation is always in `observation_space` (Gymnasium's async vector envs fail on the
+first observation that is not). The response itself is cleaned by the parser before any env sees
+it (control characters, lone surrogates; `ragen_envs.protocol`).
 
 Stepping a finished episode again is a defined no-op (reward 0, the same flags, nothing executed),
 so a batched rollout may keep stepping envs that are already done.
@@ -37,7 +45,7 @@ import numpy as np
 from gymnasium import spaces
 
 from ragen_envs import protocol
-from ragen_envs.spaces import MAX_RESPONSE_CHARS, action_space, observation_space
+from ragen_envs.spaces import MAX_RESPONSE_CHARS, action_space, fit_observation, observation_space
 from ragen_envs.validation import require_int
 
 INVALID_NOTICE = "Your answer had no valid action; the state is unchanged."
@@ -158,10 +166,15 @@ class TextAgentEnv(gym.Env):
         )
         return "\n".join(lines)
 
-    def _observation(self, notice: str | None = None) -> Any:
+    def _observation_text(self, notice: str | None) -> str:
+        """The text of the observation: the notice (if any) above the state text."""
         text = self._state_text()
-        if notice:
-            text = f"{notice}\n{text}"
+        return f"{notice}\n{text}" if notice else text
+
+    def _observation(self, notice: str | None = None) -> Any:
+        # The one exit of every observation (module docstring): subclasses shape the text with
+        # `_observation_text`, never by overriding this method.
+        text = fit_observation(self._observation_text(notice))
         self._last_text = text
         if self.vision:
             return {"text": text, "image": self._render_rgb()}
@@ -237,7 +250,7 @@ class TextAgentEnv(gym.Env):
 
     def render(self):
         if self.render_mode == "ansi":
-            return self._state_text()
+            return fit_observation(self._state_text())
         if self.render_mode == "rgb_array":
             return self._render_rgb()
         return None

@@ -7,7 +7,9 @@ One parser serves every env of the package. A response looks like
 Rules (ENVS.md, "The multi-turn protocol users know"):
 
 - The response is truncated to `max_chars` *before* any parsing (a megabyte string costs
-  no more than a short one), and C0/C1 control characters other than tab/newline become spaces.
+  no more than a short one), C0/C1 control characters other than tab/newline become spaces and
+  lone UTF-16 surrogates (`"\\ud800"`, left by a JSON API that cut an emoji in half) become U+FFFD,
+  so nothing an env echoes from a response (a search query, a clicked element) can carry them.
 - `action_format="tagged"` (default): exactly one `<think>...</think>` followed by exactly one
   `<answer>...</answer>`; text around them is tolerated, as in RAGEN's `re.search`.
   `"answer"`: the `<think>` block is optional (but, if present, must be balanced and come first).
@@ -15,7 +17,7 @@ Rules (ENVS.md, "The multi-turn protocol users know"):
   Tags match case-insensitively. Several `<answer>` blocks, nested or unbalanced tags are
   malformed: nothing is executed, because guessing which block was meant would reward spam.
 - The answer is split on `||` (empty pieces are ignored), each piece is matched by the env's
-  matcher (case-insensitive for vocabularies), at most `max_actions` pieces are kept and the rest
+  matcher (case-insensitive for vocabularies, with `fold_case`), at most `max_actions` pieces are kept and the rest
   are dropped. Unknown pieces are dropped too.
 - Format penalty (`FORMAT_PENALTY`, -0.1): a malformed response, an empty answer, or any dropped
   piece. An env leaves its state unchanged when no valid action remains.
@@ -42,11 +44,21 @@ RESPONSE_FORMAT = "<think> [your thoughts] </think> <answer> [your answer] </ans
 ActionMatcher = Callable[[str], "str | None"]
 
 _CONTROL_CHARS = re.compile("[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f-\x9f]")
+_SURROGATES = re.compile("[\ud800-\udfff]")
+_UNSAFE_CHARS = re.compile("[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 _WHITESPACE = re.compile(r"\s+")
+# re.ASCII: under Unicode re.IGNORECASE, "ſ" (U+017F) matches "s", "K" (U+212A) "k", "ı"/"İ" "i".
 _TAG = {
-    name: (re.compile(f"<{name}>", re.IGNORECASE), re.compile(f"</{name}>", re.IGNORECASE))
+    name: (re.compile(f"<{name}>", re.IGNORECASE | re.ASCII), re.compile(f"</{name}>", re.IGNORECASE | re.ASCII))
     for name in ("think", "answer")
 }
+# Non-ASCII characters whose case fold contains ASCII ("ſ" -> "s", "K" -> "k", "ﬁ" -> "fi", "ß" -> "ss",
+# "İ" -> "i̇"; the complete list for Python's Unicode tables, checked by the tests): `fold_case` leaves
+# them as they are, so they never match an ASCII spelling.
+_FOLDS_TO_ASCII = frozenset(
+    "\u00df\u0130\u0149\u017f\u01f0\u1e96\u1e97\u1e98\u1e99\u1e9a\u1e9e\u212a"
+    "\ufb00\ufb01\ufb02\ufb03\ufb04\ufb05\ufb06"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,9 +94,23 @@ class ParsedResponse:
         return 0.0
 
 
+def fold_case(text: str) -> str:
+    """`str.casefold`, except that no non-ASCII character may turn into ASCII letters.
+
+    Plain casefold maps "ſearch" to "search" and "clic\u212a" to "click", so a matcher built on it
+    would dispatch a verb the model never wrote. Here those characters are kept unfolded (they then
+    match nothing spelled in ASCII); every other character folds as usual ("É" -> "é").
+    """
+    if text.isascii():
+        return text.lower()
+    if _FOLDS_TO_ASCII.isdisjoint(text):
+        return text.casefold()
+    return "".join(c if c in _FOLDS_TO_ASCII else c.casefold() for c in text)
+
+
 def normalize_action_text(text: str) -> str:
-    """Case-fold and collapse whitespace: the key under which vocabularies are matched."""
-    return _WHITESPACE.sub(" ", text).strip().casefold()
+    """Case-fold (`fold_case`) and collapse whitespace: the key under which vocabularies are matched."""
+    return fold_case(_WHITESPACE.sub(" ", text).strip())
 
 
 def vocabulary_matcher(names: Iterable[str], aliases: Mapping[str, str] | None = None) -> ActionMatcher:
@@ -101,7 +127,7 @@ def vocabulary_matcher(names: Iterable[str], aliases: Mapping[str, str] | None =
         table[normalize_action_text(alias)] = canonical
 
     def match(piece: str) -> str | None:
-        found = table.get(piece.casefold())  # fast path: already stripped, single spaces
+        found = table.get(fold_case(piece))  # fast path: already stripped, single spaces
         return found if found is not None else table.get(normalize_action_text(piece))
 
     return match
@@ -217,8 +243,8 @@ def parse_response(
     truncated = len(text) > max_chars
     if truncated:
         text = text[:max_chars]
-    if _CONTROL_CHARS.search(text):
-        text = _CONTROL_CHARS.sub(" ", text)
+    if _UNSAFE_CHARS.search(text):
+        text = _SURROGATES.sub("\ufffd", _CONTROL_CHARS.sub(" ", text))
 
     think, answer, error = _locate_answer(text, action_format)
     if error is not None or answer is None:

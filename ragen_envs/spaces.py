@@ -22,6 +22,7 @@ is a plain tuple of the current strings.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Sequence
 from functools import cache, lru_cache
 
@@ -36,6 +37,26 @@ UNICODE_CHARSET: str = "".join(chr(c) for c in range(1, 0x10000) if not 0xD800 <
 MAX_OBSERVATION_CHARS = 16_384
 #: Longest response the envs read; longer responses are truncated before parsing.
 MAX_RESPONSE_CHARS = 16_384
+
+#: Characters outside UNICODE_CHARSET: NUL, UTF-16 surrogates and everything beyond the BMP.
+_OUTSIDE_CHARSET = re.compile("[\x00\ud800-\udfff\U00010000-\U0010ffff]")
+_TRUNCATED = "\n[... truncated]"
+
+
+def fit_observation(text: str) -> str:
+    """Make `text` a member of the observation space (`observation_space().contains` is then True).
+
+    Every character outside `UNICODE_CHARSET` (NUL, a lone surrogate such as the `"\\ud800"` a JSON
+    API leaves when it cuts an emoji in half, characters beyond the BMP) becomes U+FFFD; text longer
+    than `MAX_OBSERVATION_CHARS` is cut with a "[... truncated]" line; an empty text becomes one space.
+    `TextAgentEnv` passes every observation it emits through this function, so no env can emit a
+    string that breaks the space check or Gymnasium's shared-memory write of async vector envs.
+    """
+    if _OUTSIDE_CHARSET.search(text):
+        text = _OUTSIDE_CHARSET.sub("\ufffd", text)
+    if len(text) > MAX_OBSERVATION_CHARS:
+        text = text[: MAX_OBSERVATION_CHARS - len(_TRUNCATED)] + _TRUNCATED
+    return text or " "
 
 
 class UnicodeText(spaces.Text):

@@ -196,3 +196,31 @@ def test_gym_make_with_the_entry_point():
     assert info["task_style"] == "stdin" and "Problem:" in obs
     assert env.unwrapped.observation_space.contains(obs)
     env.close()
+
+
+# ----------------------------------------------------------------------------------------------- hostile answers
+HOSTILE_FUNCTIONS = {
+    "990 levels": "def solve(x):\n    a = [1]\n    for _ in range(990):\n        a = [a]\n    return a",
+    "replaced json.dumps": "import json\njson.dumps = lambda *a, **k: '[' * 100000 + ']' * 100000\ndef solve(x):\n    return x",
+    "5000 digits": "import sys\nsys.set_int_max_str_digits(0)\ndef solve(x):\n    return 10 ** 4999",
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_FUNCTIONS))
+@pytest.mark.parametrize("repair", [False, True])
+def test_a_hostile_function_result_is_a_verdict_not_an_exception(tmp_path, case, repair):
+    """Issue 11.1: a model answer whose return value the caller cannot parse used to raise out of
+    env.step (RecursionError); it is a failed test, and the episode goes on in repair mode."""
+    path = tmp_path / "fn.jsonl"
+    path.write_text(json.dumps({"problem": "p", "fn_name": "solve", "tests": [{"input": [1], "output": 1}]}) + "\n")
+    env = CodeEnv(dataset=path, limits=FAST, multi_turn_repair=repair)
+    env.reset(seed=0)
+    obs, reward, terminated, _, info = env.step(_answer(HOSTILE_FUNCTIONS[case]))
+    assert reward == 0.0 and info["verdicts"] == ["runtime error"], info["test_results"]
+    assert "no readable result" in info["test_results"][0]["detail"]
+    assert terminated != repair and env.observation_space.contains(obs)
+    json.dumps(info)
+    if repair:
+        assert "no readable result" in obs
+        _, reward, terminated, _, info = env.step(_answer("def solve(x):\n    return x"))
+        assert reward == 1.0 and terminated and info["verdicts"] == ["passed"]

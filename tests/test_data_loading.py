@@ -129,3 +129,91 @@ def test_fixtures_exist_and_fixture_path_rejects_unknown_names():
     assert fixture_path("math_sample.jsonl").is_file()
     with pytest.raises(ValueError, match="countdown_sample.jsonl"):
         fixture_path("nope.jsonl")
+
+
+# ----------------------------------------------------------------------------------------------- hostile files
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\u0085"])
+def test_unicode_line_separators_inside_strings_are_valid_jsonl(tmp_path, separator):
+    # json.dumps(ensure_ascii=False) writes these raw inside strings; only "\n" separates records.
+    records = [{"target": 1, "nums": [1], "note": f"a{separator}b"}, {"target": 2, "nums": [2]}]
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    assert separator in text
+    path = _write(tmp_path, "u.jsonl", text)
+    assert load_records(path, SCHEMA) == records
+    # A later bad record still gets its physical line number (line 3, not 4 or 5).
+    path = _write(tmp_path, "u.jsonl", text + '{"target": "x", "nums": [3]}\n')
+    with pytest.raises(ValueError, match=r"u\.jsonl:3: field 'target'"):
+        load_records(path, SCHEMA)
+
+
+def test_code_loader_line_numbers_count_only_newlines(tmp_path):
+    from ragen_envs.code import load_tasks
+
+    good = {"problem": "p\u2028q", "tests": [{"input": "1\n", "output": "1\n"}]}
+    bad = {"problem": "p", "tests": [{"input": 1, "output": "1\n"}]}
+    path = _write(tmp_path, "c.jsonl", json.dumps(good, ensure_ascii=False) + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(ValueError, match=r"c\.jsonl:2: field 'tests\[0\]\.input'"):
+        load_tasks(path)
+
+
+def _long_int_line(n: int = 5000) -> str:
+    return '{"target": ' + "7" * n + ', "nums": [1]}'
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json"])
+@pytest.mark.parametrize(
+    "bad, expected",
+    [
+        (_long_int_line(), "integer with more than"),
+        ('{"target": 1, "nums": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested deeper than"),
+        ('{"target": 1, "nums": ' + "[" * 100_000, "nested deeper than"),
+        ('{"target": 1, "nums": [1], "deep": ' + "{\"a\": " * 500 + "1" + "}" * 500 + "}", "nested deeper than"),
+    ],
+    ids=["5000-digit-int", "100k-brackets", "100k-open-brackets", "500-objects"],
+)
+def test_hostile_json_gives_an_error_naming_file_and_line(tmp_path, suffix, bad, expected):
+    good = '{"target": 1, "nums": [1]}'
+    if suffix == ".jsonl":
+        text, line = f"{good}\n{good}\n\n{bad}\n{good}\n", 4
+    else:
+        text, line = f"[\n{good},\n{good},\n{bad},\n{good}\n]\n", 4
+    path = _write(tmp_path, "h" + suffix, text)
+    with pytest.raises(ValueError) as err:
+        load_records(path, SCHEMA)
+    assert type(err.value) is ValueError  # not a RecursionError, not the bare int-limit message
+    assert f"{path}:{line}:" in str(err.value) and expected in str(err.value), str(err.value)
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting(tmp_path):
+    record = {"target": 1, "nums": [1], "text": "[" * 5000 + "{" * 5000 + '\\"['}
+    path = _write(tmp_path, "s.jsonl", json.dumps(record) + "\n")
+    assert load_records(path, SCHEMA) == [record]
+    deep_ok = {"target": 1, "nums": [1], "d": json.loads("[" * 90 + "]" * 90)}
+    path = _write(tmp_path, "d.json", json.dumps([deep_ok]))
+    assert load_records(path, SCHEMA) == [deep_ok]
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json"])
+def test_non_utf8_bytes_name_the_line(tmp_path, suffix):
+    good = b'{"target": 1, "nums": [1]}'
+    bad = b'{"target": 1, "nums": [1], "x": "caf\xe9"}'
+    if suffix == ".jsonl":
+        data, line = good + b"\n" + good + b"\n" + bad + b"\n", 3
+    else:
+        data, line = b"[\n" + good + b",\n" + good + b",\n" + bad + b"\n]", 4
+    path = tmp_path / ("b" + suffix)
+    path.write_bytes(data)
+    column = bad.index(b"\xe9") + 1
+    with pytest.raises(ValueError, match=rf"b\{suffix}:{line}: not valid UTF-8 \(byte 0xe9 at byte {column} of the line\)"):
+        load_records(path, SCHEMA)
+
+
+def test_strict_json_loads_contract():
+    from ragen_envs.data import strict_json
+
+    assert strict_json.loads('{"a": [[1]], "s": "[[[["}') == {"a": [[1]], "s": "[[[["}
+    for text in ("[" * 101 + "]" * 101, "[" * 10**6, "1" * 5000, "{", "[1,]", '"\\ud800"x'):
+        with pytest.raises(strict_json.JSONValueError):
+            strict_json.loads(text)
+    assert strict_json.loads("[" * 100 + "]" * 100, max_depth=100) is not None
+    assert strict_json.too_deep_at('[\n[\n[1]]]', 2) == 3

@@ -216,3 +216,86 @@ def test_vector_envs_return_the_same_strings_as_single_envs(env_id, mode):
 def test_package_exports():
     assert callable(ragen_envs.parse_response)
     assert ragen_envs.env_ids() == IDS
+
+
+# ----------------------------------------------------------------------------------------------- hostile text
+ECHO_PAYLOADS = ["\ud800", "a\udfffb", "\udbff\udc00", "\U0001f600", "\U0010ffff", "x\x00y"]
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_echoed_text_never_leaves_the_observation_space(env_id):
+    """Whatever an env echoes from the answer (search query, clicked element, answer text), the
+    observation stays in observation_space and info holds no lone surrogate (it must encode as UTF-8)."""
+    env = gym.make(env_id)
+    env.reset(seed=0)
+    for payload in ECHO_PAYLOADS:
+        for answer in (f"search[{payload}]", f"click[{payload}]", f"finish[{payload}]", payload, f"Up {payload}"):
+            obs, reward, terminated, truncated, info = env.step(f"<think>t</think><answer>{answer}</answer>")
+            assert env.observation_space.contains(obs), (env_id, answer)
+            assert math.isfinite(reward)
+            str(info).encode("utf-8")
+            if terminated or truncated:
+                env.reset(seed=0)
+    env.close()
+
+
+def test_fold_case_table_is_complete():
+    from ragen_envs.protocol import _FOLDS_TO_ASCII
+
+    computed = {
+        chr(c)
+        for c in range(0x80, 0x110000)
+        if not 0xD800 <= c <= 0xDFFF and any(ord(f) < 0x80 for f in chr(c).casefold())
+    }
+    assert computed == set(_FOLDS_TO_ASCII)
+
+
+_LOOKALIKES = {"s": "\u017f", "S": "\u017f", "k": "\u212a", "K": "\u212a", "i": "\u0131", "I": "\u0130"}
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_lookalike_letters_never_match_an_action(env_id):
+    """'ſ' (U+017F), 'K' (U+212A), 'ı' and 'İ' equal s, k, i under Unicode case folding / re.IGNORECASE;
+    an action spelled with them is not an action (it is dropped, never dispatched as the ASCII one)."""
+    env = gym.make(env_id).unwrapped
+    env.reset(seed=0)
+    free_form = env._match_action("zq xv 17") is not None  # math, code: any text is an answer
+    names = list(env.ACTIONS) + ["search[x]", "click[Buy Now]", "finish[x]", "search[Buy Now]"]
+    names += [a for arm in (getattr(env, "low_arm", None), getattr(env, "high_arm", None)) if arm for a in [arm]]
+    tried = 0
+    for name in names:
+        for letter, lookalike in _LOOKALIKES.items():
+            if letter in name.split("[")[0]:
+                spoof = name.replace(letter, lookalike, 1)
+                tried += 1
+                matched = env._match_action(spoof)
+                if free_form:  # the text is kept as written, never turned into the ASCII spelling
+                    assert matched is not None and lookalike in matched, (spoof, matched)
+                else:
+                    assert matched is None, (spoof, matched)
+    assert tried
+
+
+def test_tags_match_ascii_case_only():
+    from ragen_envs.protocol import parse_response, vocabulary_matcher
+
+    match = vocabulary_matcher(["Up", "Skip"])
+    assert parse_response("<THINK>a</THINK><Answer>up</ANSWER>", match).actions == ("Up",)
+    for spoof in ("<think>a</think><an\u017fwer>Up</an\u017fwer>", "<th\u0131nk>a</th\u0131nk><answer>Up</answer>",
+                  "<thin\u212a>a</thin\u212a><answer>Up</answer>"):
+        assert parse_response(spoof, match).actions == (), spoof
+    assert match("\u017fkip") is None and match("s\u212aip") is None and match("SKIP") == "Skip"
+    assert vocabulary_matcher(["Été"])("éTÉ") == "Été"  # non-ASCII names still fold as usual
+
+
+def test_parser_replaces_lone_surrogates_and_fit_observation_is_total():
+    from ragen_envs.protocol import parse_response
+    from ragen_envs.spaces import MAX_OBSERVATION_CHARS, fit_observation, observation_space
+
+    parsed = parse_response("<think>\ud800</think><answer>a\udc00</answer>", lambda p: p)
+    assert parsed.actions == ("a\ufffd",) and parsed.think == "\ufffd"
+    space = observation_space()
+    for text in ("", "\x00", "\ud800" * 3, "\U0001f600", "x" * (MAX_OBSERVATION_CHARS + 5), "ok"):
+        fitted = fit_observation(text)
+        assert space.contains(fitted), repr(text[:10])
+    assert fit_observation("ok") == "ok"

@@ -348,3 +348,77 @@ def test_bad_dataset_files_name_line_and_field(tmp_path, line, expected):
     with pytest.raises(ValueError) as err:
         MathEnv(dataset=path)
     assert "m.jsonl:2" in str(err.value) and expected in str(err.value)
+
+
+# ---------------------------------------------------------------------- hostile answers: bounded in time
+STALLING_ANSWERS = [
+    "(((9**64)**64)**64)**64",  # a tower through parentheses: 9^(64^4)
+    "((9^{64})^{64})^{64}",
+    "1||" * 170,  # ambiguous absolute-value bars: 17 s in math-verify's LaTeX grammar
+    "|" * 200,
+    "(" * 300 + "1" + ")" * 300,
+    "(10^{9})!",
+    "(((2^{60})^{60})^{60})",
+]
+
+
+@pytest.mark.parametrize("answer", STALLING_ANSWERS, ids=range(len(STALLING_ANSWERS)))
+def test_stalling_answers_are_refused_by_the_guards(answer):
+    from ragen_envs.math.answer import answer_guard
+
+    assert answer_guard(answer) is not None
+    assert check_answer(answer, "12") is None
+
+
+def test_guards_keep_ordinary_answers():
+    from ragen_envs.math.answer import answer_guard
+
+    for answer in ("(9^{64})^{2}", "|x-1|+|x+1|", "5!", "n!", "x != 3", "\\left(\\frac{1}{2}\\right)^{2}",
+                   "((x+1)^2)^3", "10^{64}", "2^{-2}"):
+        assert answer_guard(answer) is None, answer
+    assert is_equivalent("((x+1)^2)^3", "(x+1)^6") and is_equivalent("5!", "120")
+
+
+def test_every_check_is_bounded_in_a_worker_thread():
+    """The env's checks finish in bounded time outside the main thread (math-verify's signal timeout is
+    off there): the stalling answers are refused at once, the rest are cut by the checker's hard limit."""
+    import threading
+    import time
+
+    env = _env(max_turns=len(STALLING_ANSWERS) + 2, check_timeout=2.0)
+    results = []
+
+    def play():
+        for answer in STALLING_ANSWERS + ["\\binom{10^{60}}{10^{30}}", "1/2"]:
+            t0 = time.monotonic()
+            _, r, term, _, info = env.step(_respond(answer))
+            results.append((answer, time.monotonic() - t0, r, info["check_error"], term))
+
+    worker = threading.Thread(target=play)
+    worker.start()
+    worker.join(timeout=120)
+    assert not worker.is_alive() and len(results) == len(STALLING_ANSWERS) + 2, results
+    for answer, seconds, r, error, _ in results[:-2]:
+        assert seconds < 1.0 and r == 0.0 and error.startswith("refused"), (answer, seconds, r, error)
+    _, seconds, r, error, _ = results[-2]  # passes the guards, stalls the checker: cut at the limit
+    assert error == "timeout" and r == pytest.approx(FORMAT_PENALTY) and seconds < 2.0 + 5.0
+    _, _, r, error, term = results[-1]  # the checker recovers (a fresh worker) and the episode goes on
+    assert error is None and r > 0 and term
+
+
+def test_check_timeout_argument_is_validated():
+    for bad in (0, -1, "2", True, 1e9):
+        with pytest.raises(ValueError, match="check_timeout"):
+            MathEnv(check_timeout=bad)
+
+
+def test_bounded_checker_survives_a_killed_worker():
+    from ragen_envs.math import checker
+
+    assert checker.check_answer_bounded("0.5", "\\frac{1}{2}").rule == "latex"
+    checker._worker.proc.kill()
+    checker._worker.proc.wait()
+    result = checker.check_answer_bounded("0.5", "\\frac{1}{2}")
+    assert result.rule == "latex" or result.error.startswith("checker failed")
+    assert checker.check_answer_bounded("0.5", "\\frac{1}{2}").rule == "latex"
+    assert checker.check_answer_bounded(None, "1") == checker.CheckResult(None, "refused: not a string")  # type: ignore[arg-type]

@@ -1,25 +1,33 @@
-"""The sandbox (ragen_envs.code.sandbox): basic behaviour and the hostile-program corpus.
+"""The sandbox (ragen_envs.code.sandbox): basic behaviour, each isolation layer, the hostile-program corpus.
 
 Every program of tests/hostile_programs/ is run (a) through CodeEnv on a one-test task, which must give
-reward 0 and the expected verdict, and (b) directly with run_program, whose full output is checked
-for the markers that would reveal an escape (secret file, environment variable, expected output,
-files written on the host, connections to a listener, surviving processes). `test_zz_outcome_table`
-prints what each attempt did (run with `-s` to see it).
+reward 0 and the expected verdict, and (b) directly with run_program (`fn_*` programs: run_function),
+whose full output is checked for the markers that would reveal an escape (secret file, environment
+variable, expected output, world-readable host files, the project checkout, files written on the host,
+connections to a listener, a message from another run, sockets or namespaces created) and after which
+nothing of the run may remain (processes, SysV IPC objects, mounts, temporary directories, cgroups).
+`test_zz_outcome_table` prints what each attempt did (run with `-s` to see it).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import json
 import os
 import secrets
 import shutil
 import socket
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
+import ragen_envs
 from ragen_envs.code import (
     CodeEnv,
     Limits,
@@ -27,7 +35,11 @@ from ragen_envs.code import (
     run_function,
     run_program,
     sandbox,
+    sandbox_boot,
+    sandbox_cgroup,
     sandbox_isolation,
+    sandbox_rootfs,
+    sandbox_seccomp,
     values_match,
 )
 
@@ -64,8 +76,29 @@ EXPECTED_VERDICTS = {
     "patch_exit": {"runtime error"},
     "read_tests": {"wrong answer"},
     "privilege_escalation": {"wrong answer"},
+    # issue 11: IPC, whole-run limits, caller crash, host reads, vsock, user namespaces
+    "ipc_shared_memory": {"wrong answer"},
+    "aggregate_memory": {"memory limit"},
+    "aggregate_cpu": {"time limit"},
+    "host_reads": {"wrong answer"},
+    "vsock_and_raw_sockets": {"wrong answer"},
+    "user_namespace": {"wrong answer"},
+    "fn_deep_result": {"runtime error"},
+    "fn_fake_json": {"runtime error", "output limit"},
+    "fn_huge_int": {"runtime error"},
+}
+# Programs that need more wall time than LIMITS gives to show what they do (large allocations are slow
+# in a VM); with 1 s they would end by the wall deadline whatever the sandbox enforces.
+SLOW = {"ipc_shared_memory", "aggregate_memory", "aggregate_cpu"}
+GUARD_VERDICTS = {  # guard mode refuses imports (ctypes, socket) with an audit hook: an error
+    "vsock_and_raw_sockets": {"wrong answer", "runtime error"},
+    "user_namespace": {"wrong answer", "runtime error"},
 }
 GUARD_SUBSET = [
+    "vsock_and_raw_sockets",
+    "user_namespace",
+    "fn_deep_result",
+    "fn_fake_json",
     "infinite_loop",
     "fork_bomb",
     "write_outside",
@@ -223,6 +256,17 @@ class _Listener:
         self.udp.close()
 
 
+def _public_dir() -> Path:
+    """A fresh world-readable directory in a world-readable place of the host that no sandbox layer but
+    the program's own root hides (not under /tmp or /var/tmp, which older sandboxes covered with tmpfs)."""
+    for parent in ("/var/cache", "/var/lib", "/opt", "/srv", "/usr/local/share"):
+        if os.path.isdir(parent) and os.stat(parent).st_mode & 0o005 == 0o005 and os.access(parent, os.W_OK):
+            path = Path(tempfile.mkdtemp(prefix="ragen-public-", dir=parent))
+            os.chmod(path, 0o755)
+            return path
+    pytest.skip("no world-readable, writable directory outside /tmp for the host-read check")
+
+
 @pytest.fixture
 def hostile_setup(tmp_path, monkeypatch):
     token = secrets.token_hex(8)
@@ -231,6 +275,20 @@ def hostile_setup(tmp_path, monkeypatch):
     dataset.write_text(
         json.dumps({"problem": "Print the secret word.", "tests": [{"input": "ping\n", "output": expected + "\n"}]}) + "\n"
     )
+    fn_dataset = tmp_path / "secret_fn_tests.jsonl"
+    fn_dataset.write_text(
+        json.dumps({"problem": "Return the secret word.", "fn_name": "solve", "tests": [{"input": [1], "output": expected}]})
+        + "\n"
+    )
+    # A world-readable file in a world-readable directory: only the sandbox's own root can hide it.
+    public_dir = _public_dir()
+    os.chmod(public_dir, 0o755)
+    public_marker = f"WORLD-READABLE-{token}"
+    public_file = public_dir / "public.txt"
+    public_file.write_text(public_marker)
+    os.chmod(public_file, 0o644)
+    project_file = Path(ragen_envs.__file__).resolve().parents[1] / "ragen_envs" / "code" / "sandbox.py"
+    git_config = project_file.parents[2] / ".git" / "config"
     outside = tmp_path / "outside"
     outside.mkdir()
     os.chmod(outside, 0o777)  # world-writable on purpose: only the sandbox may stop the write
@@ -252,11 +310,17 @@ def hostile_setup(tmp_path, monkeypatch):
         "__PORT__": str(listener.port),
         "__EXPECTED__": expected,
         "__DATASET_PATH__": str(dataset),
+        "__PROJECT_FILE__": str(project_file),
+        "__PROJECT_GIT_CONFIG__": str(git_config),
+        "__WORLD_READABLE__": str(public_file),
     }
     outside_paths = [outside / marker] + [Path(d) / marker for d in ("/tmp", "/var/tmp", "/dev/shm", "/root", "/etc", "/")]
     yield {
         "subs": subs,
         "dataset": dataset,
+        "fn_dataset": fn_dataset,
+        "public_marker": public_marker,
+        "project_marker": "Run untrusted Python programs: the security boundary",
         "expected": expected,
         "secret_marker": secret_marker,
         "env_marker": env_marker,
@@ -265,6 +329,7 @@ def hostile_setup(tmp_path, monkeypatch):
     }
     listener.close()
     shutil.rmtree(secret_dir, ignore_errors=True)
+    shutil.rmtree(public_dir, ignore_errors=True)
     for p in outside_paths:  # leave the machine clean even when a test failed
         if p.is_file():
             p.unlink()
@@ -299,22 +364,59 @@ def _no_survivors(run_id: str) -> list[int]:
         time.sleep(0.05)
 
 
-def _contain(name: str, setup: dict) -> None:
+def _ipc_objects() -> set[str]:
+    """The host's SysV IPC objects (shared memory, semaphores, message queues): key and id columns."""
+    found = set()
+    for kind in ("shm", "sem", "msg"):
+        try:
+            lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        found |= {f"{kind} {' '.join(line.split()[:2])}" for line in lines}
+    return found
+
+
+def _leftovers(run_id: str) -> list[str]:
+    """Everything of a finished run that is still on the host: mounts, temp dirs, cgroups."""
+    left = []
+    if run_id in Path("/proc/self/mountinfo").read_text():
+        left.append("a mount")
+    tmp = tempfile.gettempdir()
+    left += [f"temp dir {n}" for n in os.listdir(tmp) if n.startswith(run_id)]
+    setup = sandbox._ensure()[1]["cgroups"]
+    left += [f"cgroup {p}" for p in sandbox_cgroup.stale_run_cgroups(setup) if run_id in p]
+    return left
+
+
+def _contain(name: str, setup: dict, verdicts: dict[str, set[str]] | None = None) -> None:
     program = _program(name, setup["subs"])
-    env = CodeEnv(dataset=setup["dataset"], limits=LIMITS)
+    limits = dataclasses.replace(LIMITS, wall_seconds=6.0) if name in SLOW else LIMITS
+    function = name.startswith("fn_")
+    ipc_before = _ipc_objects()
+    env = CodeEnv(dataset=setup["fn_dataset" if function else "dataset"], limits=limits)
     env.reset(seed=0)
     _, reward, terminated, _, info = env.step(f"<think>x</think><answer>\n```python\n{program}\n```\n</answer>")
     assert reward == 0.0, f"{name}: reward {reward}"
-    assert terminated and info["verdicts"][0] in EXPECTED_VERDICTS[name], (name, info["test_results"])
+    expected = (verdicts or {}).get(name, EXPECTED_VERDICTS[name])
+    assert terminated and info["verdicts"][0] in expected, (name, info["test_results"])
     env_run_id = info["test_results"][0]["run_id"]
 
-    res = run_program(program, "ping\n", limits=LIMITS, hide_paths=[setup["dataset"]])
+    if function:
+        res = run_function(program, "solve", [1], limits=limits, hide_paths=[setup["fn_dataset"]])
+    else:
+        res = run_program(program, "ping\n", limits=limits, hide_paths=[setup["dataset"]])
     out = res.stdout + res.stderr
     problems = []
     for run_id in (env_run_id, res.run_id):
         alive = _no_survivors(run_id)
         if alive:
             problems.append(f"processes of run {run_id} survive: {alive}")
+        left = _leftovers(run_id)
+        if left:
+            problems.append(f"run {run_id} left {left}")
+    new_ipc = _ipc_objects() - ipc_before
+    if new_ipc:
+        problems.append(f"SysV IPC objects left on the host: {sorted(new_ipc)}")
     given_answer = "__EXPECTED__" in (HOSTILE_DIR / f"{name}.py").read_text()  # exit tricks know it
     if setup["expected"] in out and not given_answer:
         problems.append("the expected output was reachable")
@@ -322,6 +424,15 @@ def _contain(name: str, setup: dict) -> None:
         problems.append("the root-only secret file was read")
     if setup["env_marker"] in out:
         problems.append("the env process's environment was read")
+    if setup["public_marker"] in out:
+        problems.append("a world-readable host file was read")
+    if setup["project_marker"] in out or "[core]" in out:
+        problems.append("the project checkout was read")
+    if str(setup["dataset"]) in res.stdout or "root_plan" in out or "hide_paths" in out:
+        problems.append("the sandbox configuration was visible")
+    for marker in ("CREATED", "SUCCEEDED", "READ FROM A PREVIOUS RUN"):
+        if marker in res.stdout:
+            problems.append(f"{marker}: {res.stdout[:200]!r}")
     written = [str(p) for p in setup["outside_paths"] if p.exists()]
     if written:
         problems.append(f"files written outside the sandbox: {written}")
@@ -331,6 +442,10 @@ def _contain(name: str, setup: dict) -> None:
     if name == "privilege_escalation" and res.isolation == "namespaces":
         if res.stdout.strip() == "0" or "SUCCEEDED" in res.stderr:
             problems.append("regained uid 0")
+    if name == "aggregate_memory" and res.peak_memory is not None and res.peak_memory > limits.memory_bytes * 1.1:
+        problems.append(f"the run held {res.peak_memory} bytes against {limits.memory_bytes}")
+    if name == "aggregate_cpu" and res.cpu_time is not None and res.cpu_time > limits.cpu_limit + 0.5:
+        problems.append(f"the run used {res.cpu_time:.2f} CPU-s against {limits.cpu_limit}")
     # The env and the sandbox stay usable after every attempt.
     after = run_program("print(6 * 7)", limits=LIMITS)
     if after.verdict != "ok" or after.stdout != "42\n":
@@ -368,7 +483,576 @@ def guard_mode(monkeypatch):
 
 @pytest.mark.parametrize("name", GUARD_SUBSET)
 def test_hostile_program_is_contained_in_guard_mode(name, guard_mode, hostile_setup):
-    _contain(name, hostile_setup)
+    _contain(name, hostile_setup, GUARD_VERDICTS)
+
+
+# ----------------------------------------------------------------------------------------------- the layers, one by one
+def _needs_namespaces():
+    if sandbox_isolation().mode == "guard":
+        pytest.skip("this layer needs the namespace modes (root or unprivileged user namespaces)")
+
+
+def _needs_seccomp():
+    if sandbox_seccomp.seccomp_program()[0] is None:
+        pytest.skip(f"no seccomp layer here: {sandbox_seccomp.seccomp_program()[1]}")
+
+
+def _needs_cgroups():
+    setup = sandbox._ensure()[1]["cgroups"]
+    if setup.mechanism == "watch":
+        pytest.skip("no writable cgroup hierarchy here (the process-tree watch applies): " + "; ".join(setup.notes))
+    return setup
+
+
+HOSTILE_RESULTS = {
+    "990 levels": "def f():\n    a = [1]\n    for _ in range(990):\n        a = [a]\n    return a",
+    "100k brackets from a replaced json.dumps": (
+        "import json\njson.dumps = lambda *a, **k: '[' * 100000 + ']' * 100000\ndef f():\n    return 1"
+    ),
+    "200k brackets, unbalanced": "import json\njson.dumps = lambda *a, **k: '[' * 200000\ndef f():\n    return 1",
+    "5000-digit integer": (
+        "import sys\nsys.set_int_max_str_digits(0)\ndef f():\n    return 10 ** 4999"
+    ),
+    "101 levels of objects": "def f():\n    a = {}\n    for _ in range(101):\n        a = {'k': a}\n    return a",
+    "not JSON": "import json\njson.dumps = lambda *a, **k: 'print(1)'\ndef f():\n    return 1",
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_RESULTS))
+def test_run_function_turns_any_result_into_a_verdict(case):
+    """Issue 11.1: whatever the program prints as its result, run_function returns a verdict."""
+    res = run_function(HOSTILE_RESULTS[case], "f")
+    assert res.verdict == "runtime error" and not res.has_value and res.value is None, res
+    assert "no readable result" in res.detail
+
+
+def test_run_function_keeps_legitimate_nested_and_special_results():
+    res = run_function("def f():\n    a = 1\n    for _ in range(99):\n        a = [a]\n    return a", "f")
+    assert res.verdict == "ok" and res.has_value
+    depth, v = 0, res.value
+    while isinstance(v, list):
+        depth, v = depth + 1, v[0]
+    assert depth == 99 and v == 1
+    res = run_function("def f():\n    return [float('nan'), float('inf'), 10 ** 4000, {'a': [None, True]}]", "f")
+    assert res.verdict == "ok" and res.value[1] == float("inf") and res.value[2] == 10**4000
+
+
+def test_ipc_namespace_nothing_crosses_runs_or_stays():
+    """Issue 11.2: SysV shared memory, semaphores and message queues die with the run."""
+    _needs_namespaces()
+    key = 0x52474E00 + secrets.randbelow(255)
+    writer = (
+        "import ctypes\nL = ctypes.CDLL(None, use_errno=True)\nL.shmat.restype = ctypes.c_void_p\n"
+        "L.shmat.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_int)\n"
+        f"s = L.shmget({key}, 4096, 0o1666)\np = L.shmat(s, None, 0)\nctypes.memmove(p, b'hello-next-run', 14)\n"
+        f"print(s >= 0, L.semget({key}, 1, 0o1666) >= 0, L.msgget({key}, 0o1666) >= 0)\n"
+    )
+    reader = (
+        "import ctypes\nL = ctypes.CDLL(None, use_errno=True)\n"
+        f"print(L.shmget({key}, 0, 0), L.semget({key}, 0, 0), L.msgget({key}, 0))\n"
+    )
+    before = _ipc_objects()
+    first = run_program(writer, limits=LIMITS)
+    assert first.verdict == "ok" and first.stdout.split() == ["True", "True", "True"], first
+    second = run_program(reader, limits=LIMITS)
+    assert second.verdict == "ok" and second.stdout.split() == ["-1", "-1", "-1"], second
+    assert _ipc_objects() - before == set()
+    assert not any(f"{key:#010x}"[2:] in line or str(key) in line for line in _ipc_objects())
+
+
+MEMORY_HOG = (
+    "import os, time\n"
+    "for _ in range(5):\n"
+    "    if os.fork() == 0:\n"
+    "        x = b'\\1' * (180 << 20); time.sleep(2); os._exit(0)\n"
+    "for _ in range(5): os.wait()\n"
+    "print('all allocated')\n"
+)
+CPU_HOG = (
+    "import os, time\n"
+    "for _ in range(4):\n"
+    "    if os.fork() == 0:\n"
+    "        t = time.process_time()\n"
+    "        while time.process_time() - t < 0.9: pass\n"
+    "        os._exit(0)\n"
+    "for _ in range(4): os.wait()\n"
+    "print('all spun')\n"
+)
+WHOLE_RUN = Limits(wall_seconds=8.0, cpu_seconds=1, memory_bytes=256 * 2**20, max_processes=8)
+
+
+def _check_whole_run_limits(slack: float = 1.15):
+    res = run_program(MEMORY_HOG, limits=WHOLE_RUN)
+    assert res.verdict == "memory limit", res
+    # The five processes would hold 900 MiB; a cgroup stops them at the limit, the watch (which samples
+    # every 50 ms and counts shared pages once per process) shortly after it.
+    assert res.peak_memory is not None and res.peak_memory <= WHOLE_RUN.memory_bytes * slack, res.peak_memory
+    assert "all allocated" not in res.stdout
+    res = run_program(CPU_HOG, limits=WHOLE_RUN)
+    assert res.verdict == "time limit" and "CPU time of the run" in res.detail, res
+    assert res.cpu_time is not None and res.cpu_time <= WHOLE_RUN.cpu_limit + 0.5, res.cpu_time
+    assert res.wall_time < WHOLE_RUN.wall_seconds - 1  # ended by the CPU limit, not the wall deadline
+
+
+def test_whole_run_memory_and_cpu_are_bounded():
+    """Issue 11.3: five processes under their own RLIMIT_AS, four under their own RLIMIT_CPU."""
+    _check_whole_run_limits()
+
+
+@pytest.fixture
+def watch_mode(monkeypatch):
+    monkeypatch.setenv("RAGEN_SANDBOX_CGROUP", "watch")
+    sandbox._reset_probe_cache()
+    assert "process-tree watch" in sandbox_isolation().resources
+    yield
+    monkeypatch.delenv("RAGEN_SANDBOX_CGROUP")
+    sandbox._reset_probe_cache()
+
+
+def test_whole_run_limits_hold_with_the_process_tree_watch(watch_mode):
+    """Issue 11.3, fallback where no cgroup can be written: the caller samples the tree and kills it."""
+    _check_whole_run_limits(slack=2.0)
+
+
+def test_cgroup_per_run_is_created_limited_and_removed():
+    setup = _needs_cgroups()
+    iso = sandbox_isolation()
+    assert iso.resources.startswith(f"cgroup {setup.mechanism}")
+    probe = (
+        "import os\nprint(open('/proc/self/cgroup').read())\n"
+        "pids = []\nfor _ in range(40):\n    try:\n        pid = os.fork()\n    except OSError as e:\n"
+        "        print('fork refused', e.errno); break\n    if pid == 0:\n        import time; time.sleep(1); os._exit(0)\n"
+        "    pids.append(pid)\nprint('forked', len(pids))\n"
+    )
+    res = run_program(probe, limits=dataclasses.replace(LIMITS, wall_seconds=4.0, max_processes=6))
+    assert res.verdict == "ok", res
+    assert "fork refused 11" in res.stdout and int(res.stdout.split("forked ")[1]) <= 6
+    assert res.run_id in res.stdout and "process_api" not in res.stdout  # cgroup namespace: no host path
+    assert not [p for p in sandbox_cgroup.stale_run_cgroups(setup) if res.run_id in p]
+
+
+def test_forced_cgroup_mechanism_is_checked(monkeypatch):
+    with pytest.raises(ValueError, match="RAGEN_SANDBOX_CGROUP"):
+        sandbox_cgroup.probe_cgroups("v3")
+    setup = sandbox_cgroup.probe_cgroups()
+    other = [m for m in ("v2", "v1") if m != setup.mechanism]
+    for mechanism in other:
+        try:
+            forced = sandbox_cgroup.probe_cgroups(mechanism)
+        except RuntimeError as exc:
+            assert mechanism in str(exc)
+        else:
+            assert forced.mechanism == mechanism
+
+
+def test_the_program_sees_nothing_of_the_host_file_system(tmp_path):
+    """Issue 11.4: only the interpreter, its libraries and standard library, and its own dirs."""
+    _needs_namespaces()
+    public = _public_dir()
+    try:
+        os.chmod(public, 0o755)
+        (public / "f.txt").write_text("public")
+        os.chmod(public / "f.txt", 0o644)
+        src = (
+            "import os, sys\n"
+            "top = sorted(os.listdir('/'))\n"
+            "walk = []\n"
+            "for d in top:\n"
+            "    if d in ('proc', 'dev'):\n"
+            "        continue\n"
+            "    for root, dirs, files in os.walk('/' + d):\n"
+            "        walk += [os.path.join(root, f) for f in files]\n"
+            f"print(top)\nprint(os.path.exists({str(public)!r}), os.path.exists('/etc/passwd'))\n"
+            "import json; print(json.dumps(walk))\n"
+        )
+        res = run_program(src, limits=dataclasses.replace(LIMITS, wall_seconds=10.0, cpu_seconds=5,
+                                                           output_bytes=8 * 2**20))
+    finally:
+        shutil.rmtree(public, ignore_errors=True)
+    assert res.verdict == "ok", res
+    top, exists, files = res.stdout.splitlines()
+    assert exists == "False False"
+    assert set(eval(top)) <= {"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "root", "sbin",
+                              "tmp", "usr", "opt", "home", "nix"}
+    facts = sandbox_rootfs.interpreter_facts(sandbox_isolation().python)
+    stdlib = [p for p in facts["path"] if os.path.isdir(p)]
+    allowed = ("/etc/ld.so.cache", "/usr/lib/locale/", "/tmp/ragen-sbx-")
+    for path in json.loads(files):
+        path = os.path.realpath(path)  # the host's symlinks (/lib -> usr/lib) are replicated inside
+        ok = (
+            any(path.startswith(d + "/") for d in stdlib)
+            or path.startswith(allowed)
+            or path == os.path.realpath(sandbox_isolation().python)
+            or path.endswith(".so") or ".so." in path or "/gconv/" in path
+        )
+        assert ok, f"the sandbox shows {path}"
+        assert "site-packages" not in path and "dist-packages" not in path, path
+
+
+def test_proc_shows_only_the_run_and_no_configuration():
+    """Issue 11.4: /proc/1/cmdline used to show the supervisor's configuration."""
+    _needs_namespaces()
+    src = (
+        "import os\nprint(sorted(p for p in os.listdir('/proc') if p.isdigit()))\n"
+        "for p in ('/proc/1/cmdline', '/proc/1/environ', '/proc/self/cmdline'):\n"
+        "    try:\n        print(p, open(p, 'rb').read())\n    except OSError as e:\n        print(p, type(e).__name__)\n"
+    )
+    res = run_program(src, limits=LIMITS, hide_paths=["/var/tmp/ragen-hidden-path-marker"])
+    assert res.verdict == "ok", res
+    assert "/proc/1/cmdline FileNotFoundError" in res.stdout  # the supervisor (root) is invisible
+    for secret in ("ragen-hidden-path-marker", "root_plan", "hide_paths", "limits", tempfile.gettempdir() + "/ragen"):
+        assert secret not in res.stdout, secret
+    pids = eval(res.stdout.splitlines()[0])
+    assert len(pids) <= 2  # the program itself (and nothing of the host)
+
+
+def test_seccomp_and_no_new_privs_are_active():
+    """Issue 11.5/11.6: the program runs with NoNewPrivs and a seccomp filter."""
+    _needs_seccomp()
+    res = run_program("print(open('/proc/self/status').read())", limits=LIMITS)
+    fields = dict(line.split(":", 1) for line in res.stdout.splitlines() if ":" in line)
+    assert fields["NoNewPrivs"].strip() == "1"
+    assert fields["Seccomp"].strip() == "2"
+
+
+def test_vsock_is_refused_where_the_host_can_create_it():
+    """Issue 11.5: AF_VSOCK is not confined by the network namespace."""
+    _needs_seccomp()
+    try:
+        socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM).close()
+    except (OSError, AttributeError) as exc:
+        pytest.skip(f"this kernel has no AF_VSOCK ({exc}): nothing for the sandbox to refuse")
+    src = "import socket\ntry:\n    socket.socket(40, socket.SOCK_STREAM); print('CREATED')\nexcept OSError as e:\n    print(e.errno)\n"
+    res = run_program(src, limits=LIMITS)
+    assert res.stdout.strip() == str(errno.EAFNOSUPPORT), res
+
+
+def test_families_the_host_allows_are_refused_except_unix_and_inet():
+    _needs_seccomp()
+    candidates = {16: socket.SOCK_DGRAM, 17: socket.SOCK_DGRAM, 38: socket.SOCK_SEQPACKET, 40: socket.SOCK_STREAM}
+    creatable = []
+    for family, kind in candidates.items():
+        try:
+            socket.socket(family, kind).close()
+            creatable.append(family)
+        except OSError:
+            pass
+    assert 16 in creatable  # AF_NETLINK: any process can open one, so the check below is never vacuous
+    src = (
+        "import socket\nout = []\n"
+        f"for family, kind in {[(f, int(candidates[f])) for f in creatable]!r}:\n"
+        "    try:\n        socket.socket(family, kind); out.append('CREATED %d' % family)\n"
+        "    except OSError as e:\n        out.append('%d:%d' % (family, e.errno))\n"
+        "for family in (socket.AF_UNIX, socket.AF_INET, socket.AF_INET6):\n"
+        "    socket.socket(family, socket.SOCK_STREAM).close(); out.append('ok %d' % family)\n"
+        "print(' '.join(out))\n"
+    )
+    res = run_program(src, limits=LIMITS)
+    assert res.verdict == "ok" and "CREATED" not in res.stdout, res
+    assert f"ok {int(socket.AF_UNIX)}" in res.stdout and "ok 10" in res.stdout
+
+
+def test_user_namespaces_are_refused():
+    """Issue 11.5: sandboxed code could create a new user namespace."""
+    _needs_seccomp()
+    src = (
+        "import ctypes, os\nL = ctypes.CDLL(None, use_errno=True)\n"
+        "rc = L.unshare(0x10000000)\nprint(rc, ctypes.get_errno())\n"
+        "rc = L.syscall(56, 0x10000000 | 17, 0, 0, 0, 0)\n"
+        "if rc == 0:\n    os._exit(0)\nprint(rc, ctypes.get_errno())\n"
+        "import threading\nt = threading.Thread(target=print, args=('threads still work',)); t.start(); t.join()\n"
+    )
+    res = run_program(src, limits=LIMITS)
+    assert res.stdout.split("\n")[:2] == [f"-1 {errno.EPERM}", f"-1 {errno.EPERM}"], res
+    assert "threads still work" in res.stdout  # clone3 -> ENOSYS, glibc falls back to clone
+
+
+class _FailingLibc:
+    def __init__(self, fail_errno=errno.EINVAL):
+        self.fail_errno = fail_errno
+        self.calls = []
+
+    def prctl(self, *args):
+        self.calls.append(args)
+        return -1
+
+    def errno(self):
+        return self.fail_errno
+
+    def addressof(self, obj):
+        return 0
+
+    def SockFprog(self, *args):
+        return args
+
+
+def test_a_failed_no_new_privs_is_a_setup_error(monkeypatch):
+    """Issue 11.6: a failed prctl(PR_SET_NO_NEW_PRIVS) used to be ignored."""
+    lib = _FailingLibc()
+    monkeypatch.setattr(sandbox_boot, "libc", lambda: lib)
+    with pytest.raises(sandbox_boot.SetupError, match="PR_SET_NO_NEW_PRIVS"):
+        sandbox_boot.set_no_new_privs()
+    assert lib.calls == [(sandbox_boot.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)]
+    with pytest.raises(sandbox_boot.SetupError, match="seccomp"):
+        sandbox_boot.load_seccomp(b"\0" * 16, lib)
+    with pytest.raises(sandbox_boot.SetupError, match="malformed"):
+        sandbox_boot.load_seccomp(b"\0" * 12, lib)
+
+
+def test_the_program_process_reports_a_setup_failure_and_runs_nothing(monkeypatch, tmp_path):
+    """The program process turns a failed hardening step into {"setup_error"} + EXIT_SETUP: no code runs."""
+    import resource
+
+    monkeypatch.setattr(sandbox_boot, "libc", lambda: _FailingLibc())
+    marker = tmp_path / "ran"
+    read_fd, write_fd = os.pipe()
+    cfg = {
+        "_close_fds": [], "workdir": str(tmp_path), "uid": None, "seccomp": None, "guard": False, "fn_name": None,
+        "namespaces": False,
+        "limits": {  # the current hard limits: lowering nothing that the test process needs
+            name: resource.getrlimit(res)[1]
+            for name, res in (("memory", resource.RLIMIT_AS), ("file", resource.RLIMIT_FSIZE),
+                              ("nofile", resource.RLIMIT_NOFILE), ("nproc", resource.RLIMIT_NPROC))
+        },
+    }
+    cfg["limits"]["cpu"] = 60
+    pid = os.fork()
+    if pid == 0:  # the program process, as the supervisor forks it
+        try:
+            sandbox_boot.run_program(cfg, f"open({str(marker)!r}, 'w')", str(tmp_path / "s.py"), sandbox_boot.Status(write_fd))
+        finally:
+            os._exit(99)
+    os.close(write_fd)
+    _, status = os.waitpid(pid, 0)
+    report = json.loads(os.read(read_fd, 65536).decode())
+    os.close(read_fd)
+    assert os.WEXITSTATUS(status) == sandbox_boot.EXIT_SETUP
+    assert "PR_SET_NO_NEW_PRIVS" in report["setup_error"] and not marker.exists()
+
+
+def test_a_failed_hardening_step_is_a_sandbox_error_end_to_end():
+    cfg = dict(sandbox._ensure()[1], seccomp="00" * 12)  # a filter the kernel cannot load
+    res, _ = sandbox._run(cfg, "print('ran')", "", LIMITS, None, ())
+    assert res.verdict == "sandbox error" and "ran" not in res.stdout, res
+    assert "seccomp" in res.detail
+
+
+def test_caller_death_ends_the_run():
+    """A caller that dies mid-run (OOM killer, ctrl-C) must not leave the run behind: the supervisor sees
+    the status pipe break and exits, which ends the run; the next probe removes its cgroup and dirs."""
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "from ragen_envs.code import run_program, sandbox_isolation\n"
+        "sandbox_isolation()\nprint('probed', flush=True)\n"
+        "run_program('import time\\nprint(1, flush=True)\\ntime.sleep(600)', limits={'wall_seconds': 600, 'cpu_seconds': 600})\n"
+    )
+    root = str(Path(ragen_envs.__file__).resolve().parents[1])
+    caller = subprocess.Popen([sys.executable, "-c", code, root], stdout=subprocess.PIPE)
+    try:
+        assert caller.stdout.readline() == b"probed\n"  # the probe's own runs are over
+        deadline, run_pids = time.monotonic() + 60, []
+        while time.monotonic() < deadline and not run_pids:
+            time.sleep(0.2)
+            run_pids = [p for p in _descendants(caller.pid) if b"sandbox_launch" in _cmdline(p)]
+        assert run_pids, "the run did not start"
+        argv = _cmdline(run_pids[0]).split(b"\0")
+        run_id = argv[next(i for i, a in enumerate(argv) if a.endswith(b"sandbox_launch.py")) + 1].decode()
+        time.sleep(0.5)
+        assert _surviving(run_id)
+        caller.kill()
+        caller.wait()
+        deadline = time.monotonic() + 10
+        while _surviving(run_id) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _surviving(run_id), f"run {run_id} outlived its caller"
+        removed = sandbox._sweep_stale(sandbox._ensure()[1]["cgroups"])
+        assert not _leftovers(run_id), (removed, _leftovers(run_id))
+    finally:
+        if caller.poll() is None:
+            caller.kill()
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for tid in os.listdir(f"/proc/{p}/task"):
+                kids = [int(c) for c in Path(f"/proc/{p}/task/{tid}/children").read_text().split()]
+                out += kids
+                todo += kids
+        except OSError:
+            continue
+    return out
+
+
+def test_drop_capabilities_leaves_none(tmp_path):
+    """User-namespace mode: the program is uid 0 of its namespace with every capability dropped."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            lib = sandbox_boot.libc()
+            import ctypes
+
+            if ctypes.CDLL(None, use_errno=True).unshare(0x10000000) != 0:  # a user namespace: all caps in it
+                os.write(write_fd, b"no userns")
+            else:
+                before = [ln for ln in Path("/proc/self/status").read_text().splitlines() if ln.startswith("CapEff")]
+                sandbox_boot.drop_capabilities(lib)
+                after = [ln for ln in Path("/proc/self/status").read_text().splitlines() if ln.startswith("Cap")]
+                os.write(write_fd, json.dumps([before, after]).encode())
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    os.waitpid(pid, 0)
+    data = os.read(read_fd, 65536).decode()
+    os.close(read_fd)
+    if data == "no userns":
+        pytest.skip("user namespaces cannot be created here")
+    before, after = json.loads(data)
+    assert before[0].split()[1] != "0000000000000000"
+    assert all(line.split()[1] == "0000000000000000" for line in after), after
+
+
+def test_user_namespace_mode_as_an_unprivileged_user():
+    """The "userns" mode (no root): run the sandbox as nobody through setpriv and check its layers."""
+    import sysconfig
+
+    python = "/usr/bin/python3"
+    site = sysconfig.get_paths()["purelib"]
+    reasons = []
+    if shutil.which("setpriv") is None:
+        reasons.append("no setpriv (util-linux)")
+    if os.geteuid() != 0:
+        reasons.append("the test needs root to switch to nobody")
+    if not os.access(python, os.X_OK):
+        reasons.append(f"no {python}")
+    else:
+        version = subprocess.run([python, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True)
+        if version.stdout.strip() != str(sys.version_info[:2]):
+            reasons.append(f"{python} is not Python {sys.version_info[:2]} (the venv's packages would not load)")
+    if Path("/proc/sys/user/max_user_namespaces").read_text().strip() == "0":
+        reasons.append("unprivileged user namespaces are disabled")
+    if reasons:
+        pytest.skip("; ".join(reasons))
+    root = str(Path(ragen_envs.__file__).resolve().parents[1])
+    code = (
+        "import json, sys\nfrom ragen_envs.code import sandbox\n"
+        "iso = sandbox.sandbox_isolation()\n"
+        "src = '''import os, socket\n"
+        "st = [l.split()[1] for l in open('/proc/self/status').read().splitlines() if l.startswith(('CapEff', 'NoNewPrivs', 'Seccomp:'))]\n"
+        "try:\n    socket.socket(40, socket.SOCK_STREAM); v = 'CREATED'\nexcept OSError as e:\n    v = e.errno\n"
+        "import json\nprint(json.dumps([os.getuid(), st, os.path.exists('/proc/1/cmdline'), v, sorted(os.listdir('/'))]))\n'''\n"
+        "r = sandbox.run_program(src)\n"
+        "print(json.dumps([iso.mode, iso.resources, r.verdict, r.stdout]))\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "PYTHONPATH": f"{root}:{site}"}
+    proc = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python, "-c", code],
+        capture_output=True, text=True, env=env, timeout=300, cwd="/",
+    )  # fmt: skip
+    if proc.returncode != 0 and ("Permission denied" in proc.stderr or "ModuleNotFoundError" in proc.stderr):
+        pytest.skip(f"nobody cannot load the project here: {proc.stderr.strip().splitlines()[-1]}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    mode, resources, verdict, stdout = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert mode == "userns" and verdict == "ok", (mode, verdict, stdout)
+    uid, status, proc1, vsock, top = json.loads(stdout)
+    assert uid == 0 and status == ["0000000000000000", "1", "2"] and proc1 is False, stdout
+    assert vsock == errno.EAFNOSUPPORT and "root" not in top and "work" not in top, stdout
+
+
+def test_cgroup_v2_files_are_written_and_read(tmp_path, monkeypatch):
+    """The v2 branch (this machine binds the controllers to v1, so it is checked on a fake hierarchy)."""
+    base = tmp_path / "cg"
+    base.mkdir()
+    (base / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    (base / "cgroup.subtree_control").write_text("memory pids\n")
+    monkeypatch.setattr(sandbox_cgroup, "_own_paths", lambda: {"": "/cg"})
+    monkeypatch.setattr(sandbox_cgroup, "_mounts", lambda: [(str(tmp_path), "cgroup2", set())])
+    setup = sandbox_cgroup.probe_cgroups("v2")
+    assert setup.mechanism == "v2" and setup.bases == {"": str(base)}
+    run = sandbox_cgroup.RunCgroup(setup, "ragen-sbx-x.1", 256 * 2**20, 9)
+    d = base / "ragen-sbx-x.1"
+    assert (d / "memory.max").read_text() == str(256 * 2**20) and (d / "pids.max").read_text() == "9"
+    (d / "cpu.stat").write_text("usage_usec 1500000\nuser_usec 1000000\n")
+    (d / "memory.peak").write_text("123456\n")
+    (d / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 2\n")
+    (d / "pids.events").write_text("max 4\n")
+    assert run.cpu_seconds() == 1.5 and run.memory_stats() == (123456, 2) and run.pids_refused() == 4
+    for f in d.iterdir():
+        f.unlink()
+    assert run.remove() == [] and not d.exists()
+
+
+# ----------------------------------------------------------------------------------------------- the bootstrap, unit by unit
+def test_bootstrap_is_a_standard_library_module_run_by_path():
+    launch = Path(sandbox_boot.__file__).with_name("sandbox_launch.py")
+    assert launch.is_file() and sandbox._LAUNCH == str(launch.resolve())
+    import ast
+
+    for path in (Path(sandbox_boot.__file__), launch):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module != "__future__":
+                names = [node.module]
+            for name in names:
+                assert name.split(".")[0] in sys.stdlib_module_names or name == "sandbox_boot", (path.name, name)
+
+
+def test_status_encoder_matches_json():
+    for obj in ({"exit": 0, "cpu": 0.25, "notes": ["a\"b\\c\n\t\x01\ud800é"], "x": None, "y": True}, [], "s"):
+        assert json.loads(sandbox_boot.to_json(obj)) == json.loads(json.dumps(obj))
+
+
+def test_read_config_and_wait_for_go(tmp_path):
+    import marshal
+
+    fd = os.memfd_create("cfg", 0)
+    os.write(fd, marshal.dumps({"a": [1, "b"], "c": None}))
+    assert sandbox_boot.read_config(fd) == {"a": [1, "b"], "c": None}
+    r, w = os.pipe()
+    os.write(w, b"g")
+    sandbox_boot.wait_for_go(r)
+    r, w = os.pipe()
+    os.close(w)
+    with pytest.raises(sandbox_boot.SetupError, match="cgroup"):
+        sandbox_boot.wait_for_go(r)
+
+
+def test_root_plan_holds_only_the_interpreter_and_its_standard_library():
+    python = sandbox_isolation().python
+    plan = sandbox_rootfs.root_plan(python)
+    kinds = {row[0] for row in plan}
+    assert kinds <= {"dir", "symlink", "file", "tree", "dev", "empty", "tmpfs", "proc"}
+    binds = [row[1] for row in plan if row[0] in ("file", "tree")]
+    project = str(Path(ragen_envs.__file__).resolve().parents[1])
+    assert not any(b.startswith(project) for b in binds)
+    assert python in binds
+    for b in binds:
+        assert b.startswith(("/usr/", "/lib", "/etc/ld.so.cache", "/root/.pyenv/", "/opt/", "/usr/local/")) or "python" in b, b
+    assert [row[1] for row in plan if row[0] == "tmpfs"] == ["/dev/shm", "/tmp"]
+    for row in plan:
+        if row[0] == "tree" and os.path.isdir(os.path.join(row[1], "site-packages")):
+            assert ["empty", os.path.join(row[1], "site-packages")] in plan
+
+
+def test_seccomp_policy_compiles():
+    program, description = sandbox_seccomp.seccomp_program()
+    if program is None:
+        pytest.skip(description)
+    assert len(program) % 8 == 0 and len(program) > 80
+    assert "AF_VSOCK" in description and "clone" in description
 
 
 def test_zz_outcome_table(capsys):

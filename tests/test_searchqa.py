@@ -119,6 +119,12 @@ def test_f1_is_a_symmetric_multiset_overlap(a, b):
         ("lookup[x]", None),
         ("search[a] finish[b]", None),
         ("search[a[b]]", None),
+        # Non-ASCII letters that Unicode re.IGNORECASE / casefold equate with ASCII ones are not verbs.
+        ("\u017fearch[Zentrix Labs]", None),  # long s: used to run as finish
+        ("finish[x]".replace("i", "\u0131", 1), None),  # dotless i
+        ("f\u0130nish[x]", None),  # dotted capital I
+        ("SEARCH[x]", "search[x]"),  # ASCII upper case stays fine
+        ("\uff53earch[x]", None),  # fullwidth s
     ],
 )
 def test_action_matcher(piece, expected):
@@ -430,3 +436,39 @@ def test_constructor_argument_errors():
                            ({"kb_seed": "x"}, "kb_seed")):  # fmt: skip
         with pytest.raises(ValueError, match=needle):
             SearchQAEnv(**kwargs)
+
+
+# ---------------------------------------------------------------------------------------------- hostile text
+@pytest.mark.parametrize("verb", ["\u017fearch", "\u017fEARCH", "fini\u017fh", "f\u0131nish", "FINI\u017fH"])
+def test_lookalike_verbs_are_invalid_and_do_not_finish(verb):
+    env = SearchQAEnv()
+    env.reset(seed=2)
+    before = env._state_text()
+    _, r, term, _, info = env.step(respond(f"{verb}[{env.golds[0]}]"))
+    assert not info["action_is_valid"] and not term and r == pytest.approx(FORMAT_PENALTY)
+    assert env._final is None and env._state_text() == before
+
+
+@pytest.mark.parametrize("text", ["\ud800", "a\udfffb", "\udbff\udc00", "\U0001f600", "\x00x"])
+def test_echoed_surrogates_and_astral_characters_stay_in_the_observation_space(text):
+    env = SearchQAEnv()
+    env.reset(seed=1)
+    obs, _, _, _, info = env.step(respond(f"search[{text}]"))
+    assert info["action_is_valid"] and env.observation_space.contains(obs)
+    assert "\ufffd" in obs or text == "\x00x"
+    str(info).encode("utf-8")  # no lone surrogate anywhere in info either
+    obs, *_ = env.step(respond(f"finish[{text}]"))
+    assert env.observation_space.contains(obs)
+
+
+def test_async_vector_env_survives_a_lone_surrogate():
+    import gymnasium as gym
+
+    venv = gym.make_vec("ragen/SearchQA-v0", num_envs=2, vectorization_mode="async")
+    try:
+        venv.reset(seed=[1, 2])
+        for response in (respond("search[\ud83d]"), respond("search[Zentrix]"), respond("finish[\udfff]")):
+            obs, rewards, term, trunc, _ = venv.step([response, response])
+            assert all("\ud83d" not in o for o in obs)
+    finally:
+        venv.close()

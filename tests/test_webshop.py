@@ -382,3 +382,68 @@ def test_constructor_argument_errors():
                            ({"categories": ("toys",)}, "categories"), ({"max_turns": 0}, "max_turns")):  # fmt: skip
         with pytest.raises(ValueError, match=needle):
             WebShopEnv(**kwargs)
+
+
+# ---------------------------------------------------------------------------------------------- hostile text
+def _on_product_page(seed=2):
+    env = WebShopEnv(num_products=200)
+    env.reset(seed=seed)
+    env.step(respond("search[shirt]"))
+    product = env.catalog.products[env.state.page_items(env.per_page)[0]]
+    env.step(respond(f"click[{product.asin}]"))
+    assert env.state.page == "item"
+    return env, product
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        "\u017fearch[Buy Now]",  # long s: used to run click[Buy Now] and end the episode with the score
+        "clic\u212a[Buy Now]",  # Kelvin sign
+        "cl\u0131ck[Buy Now]",  # dotless i
+        "cl\u0130ck[Buy Now]",  # dotted capital I
+        "\uff43lick[Buy Now]",  # fullwidth c
+        "buy[Buy Now]",
+    ],
+)
+def test_lookalike_verbs_are_invalid_and_buy_nothing(action):
+    env, _ = _on_product_page()
+    before = _state(env)
+    _, r, term, _, info = env.step(respond(action))
+    assert not info["action_is_valid"] and not term and r == pytest.approx(FORMAT_PENALTY)
+    assert env._purchase is None and _state(env) == before
+    _, r, term, *_ = env.step(respond("CLICK[buy now]"))  # ASCII case still does not matter
+    assert term and env._purchase is not None
+
+
+def test_lookalike_letters_in_click_targets_do_not_match():
+    env, product = _on_product_page()
+    name, values = next(iter(product.options.items()))
+    value = next((v for v in values if "s" in v), None)
+    if value is None:
+        pytest.skip("no option value with an s on this page")
+    before = _state(env)
+    _, r, _, _, info = env.step(respond("click[" + value.replace("s", "\u017f") + "]"))
+    assert not info["action_is_valid"] and _state(env) == before
+
+
+@pytest.mark.parametrize("text", ["\ud800", "x\udfff", "\U0001f6d2 cart", "\x00"])
+def test_echoed_surrogates_stay_in_the_observation_space(text):
+    env = WebShopEnv(num_products=100)
+    env.reset(seed=1)
+    obs, _, _, _, info = env.step(respond(f"search[{text} shirt]"))
+    assert info["action_is_valid"] and env.observation_space.contains(obs)
+    str(info).encode("utf-8")
+
+
+def test_async_vector_env_survives_a_lone_surrogate():
+    import gymnasium as gym
+
+    venv = gym.make_vec("ragen/WebShop-v0", num_envs=2, vectorization_mode="async", num_products=100)
+    try:
+        venv.reset(seed=[1, 2])
+        for response in (respond("search[\ud800 shirt]"), respond("click[Back to Search]"), respond("search[mug]")):
+            obs, rewards, term, trunc, _ = venv.step([response, response])
+            assert all("\ud800" not in o for o in obs)
+    finally:
+        venv.close()

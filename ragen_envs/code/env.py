@@ -13,11 +13,11 @@ from ragen_envs import protocol
 from ragen_envs.base import INVALID_NOTICE, TextAgentEnv
 from ragen_envs.code import sandbox
 from ragen_envs.code.tasks import CodeTask, CodeTaskConfig, CodeTest, generate_task, load_tasks
-from ragen_envs.spaces import MAX_OBSERVATION_CHARS
+from ragen_envs.spaces import fit_observation
 from ragen_envs.validation import require_int
 
 # The first fenced block, ```python / ```py / ``` (the language tag is optional).
-_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.IGNORECASE | re.DOTALL)
+_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.IGNORECASE | re.ASCII | re.DOTALL)
 _SHOW_CHARS = 400  # how much of a failing test the repair feedback shows per field
 
 
@@ -45,9 +45,11 @@ class CodeEnv(TextAgentEnv):
     ## Description
 
     The agent reads a programming problem and answers with a Python 3 program. The program runs in
-    the sandbox of `ragen_envs.code.sandbox` (a separate process tree: empty network and PID
-    namespaces, an unprivileged per-run uid, resource limits, a fresh temporary directory; see that
-    module) against the task's hidden tests. Tasks are either stdin/stdout programs (TACO /
+    the sandbox of `ragen_envs.code.sandbox` (a separate process tree: network, PID, IPC and mount
+    namespaces, a minimal read-only root holding only the interpreter, an unprivileged per-run uid, a
+    seccomp filter, per-process and whole-run (cgroup) limits; see that module and docs/security.md)
+    against the task's hidden tests. Whatever the program does or prints, a test gets a verdict: no
+    answer makes `step` raise. Tasks are either stdin/stdout programs (TACO /
     DeepCoder / Codeforces style) or a function to define (LeetCode style, called with JSON
     arguments). This is RAGEN's code-generation testbed; the env never executes model text in its
     own process.
@@ -341,13 +343,8 @@ class CodeEnv(TextAgentEnv):
                         parts.append(_clip("\n".join(tail)))
                 if not (self._terminated or self._truncated) and self._turn < self.max_submissions:
                     parts.append("Submit a corrected program.")
-        text = "\n".join(parts)
-        if any(ord(c) > 0xFFFF or c == "\x00" for c in text):
-            # The observation space is the BMP without NUL (ragen_envs.spaces); data sets may hold more.
-            text = "".join("\ufffd" if ord(c) > 0xFFFF or c == "\x00" else c for c in text)
-        if len(text) > MAX_OBSERVATION_CHARS:
-            text = text[: MAX_OBSERVATION_CHARS - 20] + "\n[... truncated]"
-        return text
+        # Data sets and program output may hold characters outside the observation space.
+        return fit_observation("\n".join(parts))
 
     # ------------------------------------------------------------------ oracle
     def reference_solution(self) -> str | None:

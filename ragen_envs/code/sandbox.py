@@ -3,58 +3,71 @@
 Model-written code never runs in the calling process. Every call of `run_program` (stdin/stdout
 programs) or `run_function` (call one function with JSON arguments) starts a fresh process tree:
 
-    env process ──Popen(start_new_session, env={}, cwd=fresh temp dir)──▶ [unshare …] python -I -S -c BOOTSTRAP
-        supervisor (root or namespace root): sets up the file system, forks, waits, reports the status
-          └─ program process: rlimits, privileges dropped, no_new_privs, then the model's code
+    env process ──Popen(new session, env={})──▶ unshare --mount --net --pid --ipc --uts --cgroup
+        python -I -S sandbox_launch.py RUN_ID CONFIG_FD GO_FD    (configuration in a memfd, not on argv)
+        waiter: moved into the run's cgroups by the caller while it starts, then forks and waits
+          └─ supervisor = PID 1: pivots into a minimal root, forks, reaps, reports
+               └─ program process: rlimits, fresh uid/gid, no_new_privs, seccomp filter, the model's code
 
-What is enforced, and how (`sandbox_isolation()` says which mode is active; it is probed on first use):
+The inside (`sandbox_boot.py`, started by the tiny `sandbox_launch.py` run by path) is a plain
+module, linted and unit-tested like the rest; this module spawns it (`_spawn`), feeds stdin and
+reads the bounded outputs while watching the limits (`_pump`), tears the run down (`_reap`) and
+turns what it saw into a verdict (`_judge`).
+Threat model, layer by layer, what was tried against each and what is out of scope:
+`docs/security.md`.
 
 =====================  ==========================================================================
-process               separate process tree in its own session; the env never `exec`s model text
-environment           empty (`env={}`); the interpreter runs with `-I -S` (isolated: no PYTHON*
-                      variables, no user site, no site-packages, no current dir on `sys.path`)
-working directory     a fresh temporary directory, removed after the run; in the namespace modes
-                      it is a private tmpfs of `disk_bytes` that disappears with the namespace
-resource limits       setrlimit in the program process: CPU seconds (RLIMIT_CPU), address space
-                      (RLIMIT_AS), file size (RLIMIT_FSIZE), processes (RLIMIT_NPROC), open files
-                      (RLIMIT_NOFILE), no core files
-wall time             the parent kills the whole process group (SIGKILL) at the deadline
-output                stdout and stderr are read with a bound; exceeding it kills the run
-stdin                 only the test's input
-network               "namespaces"/"userns": an empty network namespace (`unshare --net`: only a
-                      downed loopback, connects fail with ENETUNREACH); "guard": an audit hook
-                      installed before the program runs refuses socket creation and connects
-leftover processes    "namespaces"/"userns": a PID namespace (`unshare --pid --fork --mount-proc`)
-                      whose init is the supervisor; when it exits the kernel kills every process
-                      left in the namespace (double-forked, setsid daemons included).
-                      "guard" as root: the program runs under a per-run uid and every process of
-                      that uid is killed after the run (`kill(-1, SIGKILL)` issued as that uid)
-privileges            as root: the program runs as a fresh unprivileged uid/gid (chosen per run in
-                      [1000000, 2000000), no supplementary groups) with PR_SET_NO_NEW_PRIVS, so it
-                      cannot read root-only files, other processes' /proc/<pid>/environ or signal
-                      the supervisor. "userns" (not root): the program keeps the caller's uid,
-                      mapped to root inside a user namespace; / is remounted read-only there
-file system           namespace modes: fresh tmpfs over /tmp, /var/tmp, /dev/shm (writes outside the
-                      working dir land in memory and vanish), /run hidden, `hide_paths` (e.g. the
-                      data set file holding the expected outputs) covered by empty mounts
+layer                  what it enforces ("namespaces" mode: root + util-linux `unshare`)
+=====================  ==========================================================================
+process                separate process tree in its own session; the env never `exec`s model text
+environment            empty (`env={}`); `-I -S`: no PYTHON* variables, no site-packages
+file system            a minimal root (`sandbox_rootfs`): the interpreter, its shared libraries and
+                       its standard library read-only; a private tmpfs working dir, /tmp, /dev/shm
+                       (`disk_bytes` each); a /proc of the run's PID namespace that hides other
+                       users' processes. Nothing else of the host exists inside.
+network                an empty network namespace (only a downed loopback)
+IPC                    a private IPC namespace: SysV shared memory, semaphores and message queues
+                       die with the run and cannot reach the host or the next run
+processes              a PID namespace whose init is the supervisor: when it exits the kernel kills
+                       every process left (double-forked, setsid daemons included); the supervisor
+                       also exits when the caller goes away or its backstop deadline passes
+privileges             a fresh unprivileged uid/gid per run (in [1000000, 2000000)), no groups,
+                       PR_SET_NO_NEW_PRIVS (a failure is a "sandbox error")
+system calls           a seccomp filter (`sandbox_seccomp`, built by libseccomp): no new namespaces
+                       (user namespaces included), mounts, ptrace, bpf, io_uring, keyrings, ...,
+                       no sockets but unix/inet/inet6 (AF_VSOCK is refused); a failure to load it is
+                       a "sandbox error"
+per-process limits     RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE, RLIMIT_NPROC, RLIMIT_NOFILE, no core files
+whole-run limits       a cgroup per run (`sandbox_cgroup`: v2, else v1): memory (no swap), process
+                       count, and the summed CPU time of all processes (read every 50 ms); where no
+                       cgroup can be written, the caller samples the process tree and kills it past
+                       a limit
+wall time              the caller kills the run at the deadline
+output                 stdout and stderr are read with a bound; exceeding it kills the run; a
+                       function's JSON result is parsed with bounded depth (`MAX_RESULT_DEPTH`)
 =====================  ==========================================================================
 
-Modes, in order of preference: "namespaces" (root + util-linux `unshare`: the strongest; the one
-active on the project machines), "userns" (unprivileged user namespaces), "guard" (no namespaces:
-per-run uid when root, rlimits, and a Python audit hook blocking sockets, fork/exec/subprocess,
-`os.kill`, ctypes and writes outside the working dir; an audit hook is *not* a hard boundary, it
-can be bypassed by determined native code, so use guard mode only when nothing else is available).
-`RAGEN_SANDBOX_MODE=namespaces|userns|guard` forces one mode (an error if it does not work).
+Modes, in order of preference: "namespaces" (root), "userns" (unprivileged user namespaces: the
+program keeps the caller's uid, mapped to root inside; same layers otherwise), "guard" (no
+namespaces: per-run uid when root, rlimits, seccomp and cgroups where available, and a Python audit
+hook blocking sockets, fork/exec/subprocess, `os.kill`, ctypes and writes outside the working dir;
+an audit hook is *not* a hard boundary, so use guard mode only when nothing else is available).
+`RAGEN_SANDBOX_MODE=namespaces|userns|guard` forces one mode and `RAGEN_SANDBOX_CGROUP=v2|v1|watch`
+one whole-run limit mechanism (an error if it does not work). `sandbox_isolation()` says what is
+active (probed on first use).
 
 Verdicts of a run (`RunResult.verdict`): "ok" (exit status 0), "runtime error", "time limit"
-(wall deadline or CPU limit), "memory limit" (MemoryError under RLIMIT_AS), "output limit"
-(stdout/stderr cap or RLIMIT_FSIZE), "sandbox error" (the sandbox itself could not be set up).
-Judging the output (passed / wrong answer) is the caller's job: see `outputs_match`, `values_match`.
+(wall deadline, or CPU time of a process or of the whole run), "memory limit" (MemoryError under
+RLIMIT_AS, or the kernel killed a process of the run for memory), "output limit" (stdout/stderr cap
+or RLIMIT_FSIZE), "sandbox error" (the sandbox itself could not be set up). Judging the output
+(passed / wrong answer) is the caller's job: see `outputs_match`, `values_match`. Nothing a program
+does makes these functions raise: every failure is a verdict.
 """
 
 from __future__ import annotations
 
 import json
+import marshal
 import math
 import os
 import secrets
@@ -70,7 +83,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ragen_envs.code import sandbox_boot
+from ragen_envs.code.sandbox_cgroup import (
+    WATCH_INTERVAL_S,
+    CgroupSetup,
+    RunCgroup,
+    TreeWatch,
+    probe_cgroups,
+    stale_run_cgroups,
+)
+from ragen_envs.code.sandbox_rootfs import interpreter_facts, root_plan
+from ragen_envs.code.sandbox_seccomp import seccomp_program
+from ragen_envs.data import strict_json
+
 __all__ = [
+    "MAX_RESULT_DEPTH",
     "VERDICTS",
     "Isolation",
     "Limits",
@@ -84,15 +111,16 @@ __all__ = [
 
 #: Every verdict a run can get.
 VERDICTS = ("ok", "runtime error", "time limit", "memory limit", "output limit", "sandbox error")
+#: Deepest nesting of lists/dicts accepted in a function's return value.
+MAX_RESULT_DEPTH = strict_json.MAX_DEPTH
 
-#: Exit status the program process uses for a MemoryError (see the bootstrap).
-_EXIT_MEMORY = 113
-#: Exit status of the function-call harness when the return value is not JSON-serialisable.
-_EXIT_BAD_RESULT = 114
+_LAUNCH = str(Path(sandbox_boot.__file__).resolve().with_name("sandbox_launch.py"))
 _UID_RANGE = (1_000_000, 2_000_000)
 _READ_CHUNK = 65_536
 # After the program process exits, how long the pipes may stay open (daemons in guard mode).
 _EXIT_GRACE_S = 0.2
+# The supervisor's own deadline, past the caller's: it only matters when the caller is gone.
+_BACKSTOP_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -100,13 +128,16 @@ class Limits:
     """Resource limits of one run.
 
     Attributes:
-        wall_seconds: wall-clock deadline; the process group is killed when it passes.
-        cpu_seconds: CPU time of the program process (RLIMIT_CPU, rounded up to whole seconds).
-        memory_bytes: address space of each program process (RLIMIT_AS).
+        wall_seconds: wall-clock deadline; the run is killed when it passes.
+        cpu_seconds: CPU time, rounded up to whole seconds, of each process (RLIMIT_CPU) and of the
+            whole run (all its processes together: cgroup CPU usage or the process-tree watch).
+        memory_bytes: address space of each process (RLIMIT_AS) and memory of the whole run (cgroup
+            memory limit without swap, or the summed resident memory in the process-tree watch).
         output_bytes: cap on stdout and on stderr (each); exceeding one kills the run.
         file_bytes: largest file the program may write (RLIMIT_FSIZE).
-        disk_bytes: size of each private tmpfs (working dir, /tmp, ...) in the namespace modes.
-        max_processes: processes/threads of the sandbox uid (RLIMIT_NPROC), including the program.
+        disk_bytes: size of each private tmpfs (working dir, /tmp, /dev/shm) in the namespace modes.
+        max_processes: processes/threads of the run (RLIMIT_NPROC of its uid; cgroup pids.max),
+            including the program.
         max_open_files: file descriptors per process (RLIMIT_NOFILE).
     """
 
@@ -137,6 +168,11 @@ class Limits:
         if self.memory_bytes < 64 * 1024**2:
             raise ValueError(f"Limits.memory_bytes must be >= 64 MiB (the interpreter needs it), got {self.memory_bytes}")
 
+    @property
+    def cpu_limit(self) -> int:
+        """The CPU limit in whole seconds (what RLIMIT_CPU and the whole-run check use)."""
+        return max(1, math.ceil(self.cpu_seconds))
+
     @classmethod
     def coerce(cls, value: Limits | dict[str, Any] | None) -> Limits:
         """A Limits from None (defaults), a Limits, or a dict of field overrides."""
@@ -162,12 +198,14 @@ class RunResult:
         exit_code: the program's exit status, or None when it was killed by a signal / never reported.
         signal: the signal that killed the program, if any.
         wall_time: seconds from spawn to the end of the run (including cleanup of the process tree).
-        cpu_time: user + system CPU seconds of the program process, when known.
+        cpu_time: CPU seconds of the whole run when a cgroup or the process-tree watch measured it,
+            else of the program process.
         detail: a short human-readable explanation of the verdict.
         isolation: the sandbox mode used ("namespaces", "userns", "guard").
         run_id: unique id of the run (it appears in the sandbox processes' command line).
         value: function-call mode only: the JSON-decoded return value (None otherwise).
         has_value: whether `value` holds a return value.
+        peak_memory: the run's peak memory in bytes, when a cgroup or the watch measured it.
     """
 
     verdict: str
@@ -182,6 +220,7 @@ class RunResult:
     run_id: str
     value: Any = None
     has_value: bool = False
+    peak_memory: int | None = None
 
 
 @dataclass(frozen=True)
@@ -196,393 +235,52 @@ class Isolation:
     python: str
     python_version: str
     notes: tuple[str, ...] = field(default_factory=tuple)
+    ipc: str = ""
+    syscalls: str = ""
+    resources: str = ""
 
     def describe(self) -> str:
         lines = [
             f"sandbox mode: {self.mode}",
             f"  network: {self.network}",
+            f"  IPC: {self.ipc}",
             f"  processes: {self.processes}",
             f"  privileges: {self.privileges}",
             f"  file system: {self.filesystem}",
+            f"  system calls: {self.syscalls}",
+            f"  whole-run limits: {self.resources}",
             f"  python: {self.python} ({self.python_version})",
         ]
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
 
-# ---------------------------------------------------------------------------------------------------
-# The bootstrap runs inside the sandbox (python -I -S -c BOOTSTRAP CONFIG_JSON). It must stay
-# compatible with any Python >= 3.8 the sandbox interpreter may be, and must never import the project.
-_BOOTSTRAP = r'''
-import json, os, sys
-cfg = json.loads(sys.argv[1])
-_exit, _write, _close = os._exit, os.write, os.close
-STATUS_FD = cfg["status_fd"]
+# ---------------------------------------------------------------------------------------------- one run
+@dataclass
+class _Run:
+    """Everything about one run between `_spawn` and `_judge`."""
 
-def report(obj):
-    try:
-        _write(STATUS_FD, (json.dumps(obj) + "\n").encode())
-    except OSError:
-        pass
-
-def libc_handle():
-    import ctypes
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p)
-    return ctypes, libc
-
-def setup_namespace_fs(source_path, workdir, uid):
-    ctypes, libc = libc_handle()
-    MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-    MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
-    def mount(src, target, fstype, flags, data):
-        enc = lambda s: None if s is None else s.encode()
-        if libc.mount(enc(src), enc(target), enc(fstype), flags, enc(data)) != 0:
-            e = ctypes.get_errno()
-            raise OSError(e, "mount %s on %s: %s" % (fstype or src, target, os.strerror(e)))
-    notes = []
-    mount(None, "/", None, MS_REC | MS_PRIVATE, None)
-    if cfg["readonly_root"]:
-        try:
-            mount("/", "/", None, MS_BIND | MS_REC, None)
-            mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY, None)
-            notes.append("root read-only")
-        except OSError as e:
-            notes.append("root stays writable (%s)" % e)
-    size = "size=%d" % cfg["disk_bytes"]
-    for d in ("/tmp", "/var/tmp", "/dev/shm"):
-        if os.path.isdir(d) and not os.path.islink(d):
-            mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV, size + ",mode=1777")
-    for p in cfg["hide_paths"]:
-        if os.path.isdir(p):
-            mount("tmpfs", p, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=755")
-        elif os.path.exists(p):
-            mount("/dev/null", p, None, MS_BIND, None)
-    os.makedirs(workdir, exist_ok=True)
-    mount("tmpfs", workdir, "tmpfs", MS_NOSUID | MS_NODEV, size + ",mode=700")
-    return notes
-
-def install_guard(workdir):
-    # Fallback only: an audit hook is not a hard boundary (see the sandbox module docstring).
-    blocked = {"socket.__new__", "socket.connect", "socket.bind", "socket.sendto", "socket.getaddrinfo",
-               "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
-               "subprocess.Popen", "os.kill", "os.killpg", "pty.spawn", "ctypes.dlopen", "ctypes.dlsym",
-               "ctypes.call_function", "ctypes.cdata", "ctypes.addressof", "os.chroot", "os.setuid"}
-    blocked_imports = {"_posixsubprocess", "_ctypes", "ctypes", "_socket", "socket", "mmap"}
-    root = os.path.realpath(workdir) + os.sep
-    def hook(event, args):
-        if event in blocked:
-            raise PermissionError("sandbox: %s is not allowed" % event)
-        if event == "import" and args and args[0] in blocked_imports:
-            raise PermissionError("sandbox: import of %s is not allowed" % args[0])
-        if event == "open" and args:
-            path, mode = args[0], args[1] if len(args) > 1 else "r"
-            if isinstance(path, int):
-                return
-            flags = args[2] if len(args) > 2 else 0
-            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-                isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
-            p = os.path.realpath(os.fsdecode(path))
-            if p.startswith("/proc/") and p.endswith(("/environ", "/mem")):
-                raise PermissionError("sandbox: reading %s is not allowed" % p)
-            if writing and not (p + os.sep).startswith(root) and p != "/dev/null":
-                raise PermissionError("sandbox: writing outside the working directory is not allowed")
-        if event in ("os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.symlink", "os.link",
-                     "os.chmod", "os.chown", "os.truncate", "shutil.rmtree") and args:
-            p = args[0]
-            if isinstance(p, (str, bytes)) and not (os.path.realpath(os.fsdecode(p)) + os.sep).startswith(root):
-                raise PermissionError("sandbox: %s outside the working directory is not allowed" % event)
-    sys.addaudithook(hook)
-
-def program(source, path):
-    import resource
-    _close(STATUS_FD)
-    os.chdir(cfg["workdir"])
-    lim = cfg["limits"]
-    cpu = lim["cpu"]
-    for res, value in ((resource.RLIMIT_CPU, (cpu, cpu + 1)),
-                       (resource.RLIMIT_AS, (lim["memory"], lim["memory"])),
-                       (resource.RLIMIT_FSIZE, (lim["file"], lim["file"])),
-                       (resource.RLIMIT_NOFILE, (lim["nofile"], lim["nofile"])),
-                       (resource.RLIMIT_CORE, (0, 0)),
-                       (resource.RLIMIT_NPROC, (lim["nproc"], lim["nproc"]))):
-        resource.setrlimit(res, value)
-    import signal
-    # Python ignores SIGXFSZ; restore the default so that RLIMIT_FSIZE ends the run ("output limit").
-    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
-    uid = cfg["uid"]
-    if uid is not None:
-        os.setgroups([])
-        os.setgid(uid)
-        os.setuid(uid)
-    if cfg["namespaces"]:
-        try:
-            ctypes, libc = libc_handle()  # already imported by the supervisor: no cost
-            libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS: setuid binaries cannot regain privileges
-        except Exception:
-            pass
-    else:
-        install_guard(cfg["workdir"])  # guard mode: exec is refused, so no_new_privs is moot
-    import types
-    fn_name = cfg["fn_name"]
-    saved_stdout = None
-    if fn_name is not None:
-        # The program's own prints go to stderr; fd `saved_stdout` carries only the JSON result.
-        saved_stdout = os.dup(1)
-        os.dup2(2, 1)
-    mod = types.ModuleType("__main__" if fn_name is None else "solution")
-    mod.__file__ = path
-    mod.__builtins__ = __builtins__
-    sys.modules[mod.__name__] = mod
-    sys.argv = [path]
-    code = 0
-    try:
-        exec(compile(source, path, "exec"), mod.__dict__)
-        if fn_name is not None:
-            payload = json.loads(sys.stdin.read() or "{}")
-            fn = mod.__dict__.get(fn_name)
-            if fn is None and isinstance(mod.__dict__.get("Solution"), type):
-                fn = getattr(mod.__dict__["Solution"](), fn_name, None)
-            if not callable(fn):
-                raise NameError("the program defines no function %r" % fn_name)
-            value = fn(*payload.get("args", []), **payload.get("kwargs", {}))
-            try:
-                text = json.dumps(value, allow_nan=True)
-            except (TypeError, ValueError) as e:
-                sys.stderr.write("result is not JSON-serialisable: %s\n" % e)
-                code = %(EXIT_BAD)d
-            else:
-                data = text.encode()
-                while data:
-                    data = data[_write(saved_stdout, data):]
-    except SystemExit as e:
-        c = e.code
-        if c is None:
-            code = 0
-        elif isinstance(c, int):
-            code = c & 0xFF
-        else:
-            try:
-                sys.stderr.write(str(c) + "\n")
-            except Exception:
-                pass
-            code = 1
-    except MemoryError:
-        code = %(EXIT_MEMORY)d
-    except BaseException:
-        try:
-            import traceback
-            traceback.print_exc()
-        except BaseException:
-            pass
-        code = 1
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except MemoryError:
-        code = code or %(EXIT_MEMORY)d
-    except BaseException:
-        code = code or 1
-    _exit(code)
-
-def main():
-    workdir = cfg["workdir"]
-    path = os.path.join(workdir, "solution.py")
-    try:
-        with open(path, encoding="utf-8") as f:
-            source = f.read()
-        notes = []
-        if cfg["namespaces"]:
-            notes = setup_namespace_fs(path, workdir, cfg["uid"])
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(source)
-            if cfg["uid"] is not None:
-                os.chown(workdir, cfg["uid"], cfg["uid"])
-    except Exception as e:
-        report({"setup_error": "%s: %s" % (type(e).__name__, e)})
-        _exit(0)
-    pid = os.fork()
-    if pid == 0:
-        try:
-            program(source, path)
-        finally:
-            _exit(1)
-    while True:
-        try:
-            got, status, ru = os.wait4(-1, 0)
-        except ChildProcessError:
-            report({"error": "lost the program process"})
-            _exit(0)
-        if got == pid:
-            break
-    out = {"cpu": ru.ru_utime + ru.ru_stime, "maxrss_kb": ru.ru_maxrss, "notes": notes}
-    if os.WIFSIGNALED(status):
-        out["signal"] = os.WTERMSIG(status)
-    else:
-        out["exit"] = os.WEXITSTATUS(status)
-    if cfg["probe"]:
-        out["probe_uid"] = cfg["uid"]
-    report(out)
-    _exit(0)
-
-main()
-'''.replace("%(EXIT_BAD)d", str(_EXIT_BAD_RESULT)).replace("%(EXIT_MEMORY)d", str(_EXIT_MEMORY))
-
-
-# ---------------------------------------------------------------------------------------------------
-_MODES = ("namespaces", "userns", "guard")
-_PROBE_SOURCE = """
-import heapq, fractions, decimal, collections, itertools, functools, bisect, re, math, json, sys, os
-try:
-    import socket
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.settimeout(0.5)
-    s.connect(("127.0.0.1", 9))
-    print("network reachable")
-except Exception as e:
-    print("network blocked", getattr(e, "errno", None))
-print(input().strip(), os.getuid(), sys.version.split()[0])
-"""
-
-_lock = threading.Lock()
-_isolation: Isolation | None = None
-_config: dict[str, Any] | None = None
-
-
-def _unshare_prefix(mode: str) -> list[str] | None:
-    exe = shutil.which("unshare") or ("/usr/bin/unshare" if os.path.exists("/usr/bin/unshare") else None)
-    if exe is None:
-        return None
-    flags = ["--net", "--pid", "--fork", "--mount-proc", "--kill-child"]
-    if mode == "userns":
-        return [exe, "--user", "--map-root-user", *flags]
-    return [exe, *flags]
-
-
-def _python_candidates() -> list[str]:
-    found: list[str] = []
-    forced = os.environ.get("RAGEN_SANDBOX_PYTHON")
-    names = [forced] if forced else [
-        getattr(sys, "_base_executable", None),
-        sys.executable,
-        "/usr/bin/python3",
-        shutil.which("python3"),
-    ]
-    for name in names:
-        if name and os.path.exists(name):
-            real = os.path.realpath(name)
-            if real not in found:
-                found.append(real)
-    return found
-
-
-def _mode_config(mode: str, python: str) -> dict[str, Any] | None:
-    root = os.geteuid() == 0
-    if mode == "namespaces":
-        prefix = _unshare_prefix(mode) if root else None
-        if prefix is None:
-            return None
-        return {"mode": mode, "prefix": prefix, "python": python, "drop_uid": True, "namespaces": True,
-                "guard": False, "readonly_root": False}
-    if mode == "userns":
-        prefix = _unshare_prefix(mode) if not root else None
-        if prefix is None:
-            return None
-        return {"mode": mode, "prefix": prefix, "python": python, "drop_uid": False, "namespaces": True,
-                "guard": False, "readonly_root": True}
-    return {"mode": mode, "prefix": [], "python": python, "drop_uid": root, "namespaces": False,
-            "guard": True, "readonly_root": False}
-
-
-def _describe(cfg: dict[str, Any], version: str, notes: list[str]) -> Isolation:
-    mode = cfg["mode"]
-    if mode == "guard":
-        network = "audit hook refusing socket creation/connect (not a hard boundary)"
-        processes = (
-            "process group kill + kill(-1) as the per-run uid after the run"
-            if cfg["drop_uid"]
-            else "process group kill only (setsid daemons can escape; fork is refused by the audit hook)"
-        )
-        filesystem = "fresh temp dir; audit hook refuses writes outside it" + (
-            "; other files protected by the uid drop" if cfg["drop_uid"] else ""
-        )
-    else:
-        network = "empty network namespace (unshare --net)"
-        processes = "PID namespace (unshare --pid --fork --mount-proc): its init's exit kills every process"
-        filesystem = "private mount namespace: tmpfs working dir, tmpfs /tmp /var/tmp /dev/shm, /run hidden"
-    privileges = (
-        "per-run unprivileged uid/gid, no groups, no_new_privs"
-        if cfg["drop_uid"]
-        else "caller's uid" + (" (root inside a user namespace)" if mode == "userns" else "")
-    )
-    return Isolation(mode, network, processes, privileges, filesystem, cfg["python"], version, tuple(notes))
-
-
-def _probe() -> tuple[Isolation, dict[str, Any]]:
-    forced = os.environ.get("RAGEN_SANDBOX_MODE")
-    if forced is not None and forced not in _MODES:
-        raise ValueError(f"RAGEN_SANDBOX_MODE must be one of {_MODES}, got {forced!r}")
-    modes = [forced] if forced else list(_MODES)
-    failures: list[str] = []
-    limits = Limits(wall_seconds=10.0, cpu_seconds=5.0)
-    for mode in modes:
-        for python in _python_candidates():
-            cfg = _mode_config(mode, python)
-            if cfg is None:
-                failures.append(f"{mode}: not applicable (euid {os.geteuid()} or no unshare)")
-                break
-            token = secrets.token_hex(4)
-            res, status = _run(cfg, _PROBE_SOURCE, token + "\n", limits, None, (), probe=True)
-            lines = res.stdout.split("\n")
-            if res.verdict == "ok" and len(lines) >= 2 and lines[0].startswith("network blocked"):
-                parts = lines[1].split()
-                if parts and parts[0] == token:
-                    version = parts[2] if len(parts) > 2 else "?"
-                    return _describe(cfg, version, list(status.get("notes", []))), cfg
-            failures.append(f"{mode} with {python}: {res.verdict}: {res.detail} {res.stdout[:200]!r} {res.stderr[-300:]!r}")
-    raise RuntimeError("no working sandbox on this machine:\n  " + "\n  ".join(failures))
-
-
-def _ensure() -> tuple[Isolation, dict[str, Any]]:
-    global _isolation, _config
-    with _lock:
-        if _isolation is None or _config is None:
-            _isolation, _config = _probe()
-        return _isolation, _config
-
-
-def sandbox_isolation() -> Isolation:
-    """The active isolation (probing the machine on first use; cached per process).
-
-    Raises:
-        RuntimeError: no mode works here (the message lists why each failed).
-    """
-    return _ensure()[0]
-
-
-def _reset_probe_cache() -> None:
-    """Forget the probed mode (tests use it together with RAGEN_SANDBOX_MODE)."""
-    global _isolation, _config
-    with _lock:
-        _isolation = _config = None
-
-
-# ---------------------------------------------------------------------------------------------------
-def _kill_uid(python: str, uid: int) -> None:
-    """Kill every process of `uid` (guard mode): kill(-1) issued by a helper running as that uid.
-
-    One pass suffices: kill(-1) walks the task list under the tasklist lock, which fork() also
-    needs, so no process of that uid can be created during the walk and escape it.
-    """
-    for _ in range(1):
-        try:
-            subprocess.run(
-                [python, "-I", "-S", "-c", "import os, signal\ntry: os.kill(-1, signal.SIGKILL)\nexcept OSError: pass"],
-                user=uid, group=uid, extra_groups=[], env={}, cwd="/", timeout=5,
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            )
-        except (OSError, subprocess.SubprocessError):
-            return
+    run_id: str
+    cfg: dict[str, Any]
+    limits: Limits
+    fn_name: str | None
+    workdir: str
+    start: float
+    uid: int | None = None
+    proc: subprocess.Popen | None = None
+    status_r: int = -1
+    cgroup: RunCgroup | None = None
+    watch: TreeWatch | None = None
+    out: bytearray = field(default_factory=bytearray)
+    err: bytearray = field(default_factory=bytearray)
+    status_raw: bytearray = field(default_factory=bytearray)
+    exceeded: str | None = None  # "stdout" / "stderr": the output cap
+    timed_out: bool = False
+    killed_for: str | None = None  # "cpu" / "memory" / "processes": a whole-run limit
+    cpu_time: float | None = None
+    peak_memory: int | None = None
+    ooms: int = 0
+    spawn_error: str | None = None
 
 
 def _nproc_budget(cfg: dict[str, Any], limits: Limits) -> int:
@@ -601,88 +299,140 @@ def _nproc_budget(cfg: dict[str, Any], limits: Limits) -> int:
     return count + limits.max_processes + 2
 
 
-def _run(
+def _spawn(
     cfg: dict[str, Any],
     source: str,
-    stdin: str | bytes,
     limits: Limits,
     fn_name: str | None,
     hide_paths: tuple[str, ...],
     probe: bool = False,
-) -> tuple[RunResult, dict[str, Any]]:
+) -> _Run:
+    """Create the run's directory, cgroup and configuration, and start the bootstrap."""
     run_id = "ragen-sbx-" + secrets.token_hex(8)
-    workdir = tempfile.mkdtemp(prefix=run_id + "-")
-    uid = secrets.SystemRandom().randrange(*_UID_RANGE) if cfg["drop_uid"] else None
-    status_r, status_w = os.pipe()
-    start = time.monotonic()
-    proc = None
-    out = bytearray()
-    err = bytearray()
-    status_raw = bytearray()
-    exceeded = None
-    timed_out = False
+    # The caller's pid in the host-side names lets a later probe clean up after a caller that died.
+    owned = f"{run_id}.{os.getpid()}"
+    run = _Run(run_id, cfg, limits, fn_name, tempfile.mkdtemp(prefix=owned + "-"), time.monotonic())
+    run.uid = secrets.SystemRandom().randrange(*_UID_RANGE) if cfg["drop_uid"] else None
+    fds: list[int] = []
+    go_w = -1
     try:
-        Path(workdir, "solution.py").write_text(source, encoding="utf-8", errors="surrogatepass")
-        if uid is not None and not cfg["namespaces"]:
-            os.chown(workdir, uid, uid)
+        setup: CgroupSetup = cfg["cgroups"]
+        if setup.mechanism != "watch":
+            run.cgroup = RunCgroup(setup, owned, limits.memory_bytes, limits.max_processes + 1)
+        status_r, status_w = os.pipe()
+        run.status_r = status_r
+        go_r, go_w = os.pipe()
+        fds += [status_w, go_r]
         config = {
             "run_id": run_id,
             "status_fd": status_w,
-            "workdir": workdir,
-            "uid": uid,
+            # Inside the minimal root the working dir is /tmp/<run id>: no host path is shown.
+            "workdir": f"/tmp/{run_id}" if cfg["namespaces"] else run.workdir,
+            "root_mount": run.workdir,
+            "root_plan": cfg["root_plan"],
+            "uid": run.uid,
             "namespaces": cfg["namespaces"],
             "guard": cfg["guard"],
-            "readonly_root": cfg["readonly_root"],
-            "disk_bytes": limits.disk_bytes,
-            "hide_paths": ["/run", *hide_paths] if cfg["namespaces"] else [],
+            "seccomp": cfg["seccomp"],
+            "hide_paths": list(hide_paths),
             "fn_name": fn_name,
             "probe": probe,
+            "source": source,
+            "backstop_seconds": limits.wall_seconds + _BACKSTOP_S,
             "limits": {
-                "cpu": max(1, math.ceil(limits.cpu_seconds)),
+                "cpu": limits.cpu_limit,
                 "memory": limits.memory_bytes,
                 "file": limits.file_bytes,
                 "nofile": limits.max_open_files,
                 "nproc": _nproc_budget(cfg, limits),
+                "disk": limits.disk_bytes,
             },
         }
-        argv = [*cfg["prefix"], cfg["python"], "-I", "-S", "-c", _BOOTSTRAP, json.dumps(config)]
-        proc = subprocess.Popen(
-            argv,
+        config_fd = os.memfd_create("ragen-sbx-config", 0)
+        fds.append(config_fd)
+        os.write(config_fd, marshal.dumps(config))
+        os.lseek(config_fd, 0, os.SEEK_SET)
+        run.proc = subprocess.Popen(
+            [*cfg["prefix"], cfg["python"], "-I", "-S", _LAUNCH, run_id, str(config_fd), str(go_r)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env={},
-            cwd=workdir,
+            cwd=run.workdir,
             start_new_session=True,
-            pass_fds=(status_w,),
+            pass_fds=tuple(fds),
         )
-        os.close(status_w)
-        status_w = -1
-        data = stdin.encode("utf-8", errors="replace") if isinstance(stdin, str) else bytes(stdin)
-        sel = selectors.DefaultSelector()
-        readers = {proc.stdout.fileno(): out, proc.stderr.fileno(): err, status_r: status_raw}
-        for fd in readers:
-            os.set_blocking(fd, False)
-            sel.register(fd, selectors.EVENT_READ)
-        in_fd = proc.stdin.fileno()
-        if data:
-            os.set_blocking(in_fd, False)
-            sel.register(in_fd, selectors.EVENT_WRITE)
+        if run.cgroup is not None:
+            run.cgroup.join(run.proc.pid)
         else:
-            proc.stdin.close()
-        deadline = start + limits.wall_seconds
-        exited_at = None
+            run.watch = TreeWatch(run.proc.pid)
+        os.write(go_w, b"g")
+    except OSError as exc:
+        run.spawn_error = f"could not start the sandbox: {exc}"
+    finally:
+        for fd in [*fds, go_w]:
+            if fd >= 0:
+                os.close(fd)
+    return run
+
+
+def _over_limit(run: _Run) -> str | None:
+    """Which whole-run limit the run has passed ("cpu", "memory", "processes"), if any."""
+    limits = run.limits
+    if run.cgroup is not None:
+        cpu = run.cgroup.cpu_seconds()
+        if cpu is not None and cpu > limits.cpu_limit:
+            return "cpu"
+        if run.cgroup.memory_stats()[1]:
+            return "memory"  # the kernel killed a process for memory: the verdict is settled, stop the run
+        return None  # memory and processes are enforced by the kernel
+    if run.watch is not None:
+        cpu, rss, tasks = run.watch.sample()
+        if cpu > limits.cpu_limit:
+            return "cpu"
+        if rss > limits.memory_bytes:
+            return "memory"
+        if tasks > limits.max_processes + 2:  # + unshare and the supervisor
+            return "processes"
+    return None
+
+
+def _pump(run: _Run, data: bytes) -> None:
+    """Feed stdin, read stdout/stderr/status with their caps, until the run ends or a limit passes."""
+    proc, limits = run.proc, run.limits
+    sel = selectors.DefaultSelector()
+    readers = {proc.stdout.fileno(): run.out, proc.stderr.fileno(): run.err, run.status_r: run.status_raw}
+    for fd in readers:
+        os.set_blocking(fd, False)
+        sel.register(fd, selectors.EVENT_READ)
+    in_fd = proc.stdin.fileno()
+    if data:
+        os.set_blocking(in_fd, False)
+        sel.register(in_fd, selectors.EVENT_WRITE)
+    else:
+        proc.stdin.close()
+    deadline = run.start + limits.wall_seconds
+    next_check = time.monotonic() + WATCH_INTERVAL_S
+    exited_at = None
+    try:
         while readers:
             now = time.monotonic()
             if now >= deadline:
-                timed_out = True
-                break
+                run.timed_out = True
+                return
+            if now >= next_check:
+                next_check = now + WATCH_INTERVAL_S
+                run.killed_for = _over_limit(run)
+                if run.killed_for:
+                    return
             if exited_at is None and proc.poll() is not None:
                 exited_at = now
             if exited_at is not None and now - exited_at > _EXIT_GRACE_S:
-                break
-            wait = deadline - now if exited_at is None else min(deadline - now, _EXIT_GRACE_S)
-            for key, _ in sel.select(min(wait, 0.05) if exited_at is None else wait):
+                return
+            wait = min(deadline, next_check) - now
+            if exited_at is not None:
+                wait = min(wait, _EXIT_GRACE_S)
+            for key, _ in sel.select(max(wait, 0.0)):
                 fd = key.fd
                 if fd == in_fd:
                     try:
@@ -705,68 +455,117 @@ def _run(
                     del readers[fd]
                     continue
                 buf = readers[fd]
-                room = limits.output_bytes - len(buf) if fd != status_r else 1 << 16
+                room = limits.output_bytes - len(buf) if fd != run.status_r else 1 << 16
                 buf += chunk[: max(room, 0)]
                 if len(chunk) > room:
-                    exceeded = "stdout" if fd == proc.stdout.fileno() else "stderr"
-                    break
-            if exceeded:
-                break
-        sel.close()
+                    run.exceeded = "stdout" if fd == proc.stdout.fileno() else "stderr"
+                    return
     finally:
-        if status_w >= 0:
-            os.close(status_w)
-        if proc is not None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
-            for f in (proc.stdin, proc.stdout, proc.stderr):
-                try:
-                    f.close()
-                except (OSError, ValueError):
-                    pass
-        if uid is not None and not cfg["namespaces"]:
-            _kill_uid(cfg["python"], uid)
+        sel.close()
+
+
+def _kill_uid(python: str, uid: int) -> None:
+    """Kill every process of `uid` (guard mode): kill(-1) issued by a helper running as that uid.
+
+    One pass suffices: kill(-1) walks the task list under the tasklist lock, which fork() also
+    needs, so no process of that uid can be created during the walk and escape it.
+    """
+    try:
+        subprocess.run(
+            [python, "-I", "-S", "-c", "import os, signal\ntry: os.kill(-1, signal.SIGKILL)\nexcept OSError: pass"],
+            user=uid, group=uid, extra_groups=[], env={}, cwd="/", timeout=5,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return
+
+
+def _reap(run: _Run) -> dict[str, Any]:
+    """Kill what is left of the run, collect its measurements, remove everything it had; the status."""
+    proc = run.proc
+    if proc is not None:
         try:
-            while True:
-                os.set_blocking(status_r, False)
-                chunk = os.read(status_r, _READ_CHUNK)
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            try:
+                f.close()
+            except (OSError, ValueError):
+                pass
+    if run.uid is not None and not run.cfg["namespaces"] and proc is not None:
+        _kill_uid(run.cfg["python"], run.uid)
+    if run.cgroup is not None:
+        run.cgroup.kill_all()
+        run.cpu_time = run.cgroup.cpu_seconds()
+        run.peak_memory, run.ooms = run.cgroup.memory_stats()
+        run.cgroup.remove()
+    elif run.watch is not None and run.watch.samples:  # (a run shorter than one interval has no sample)
+        run.cpu_time, run.peak_memory = run.watch.cpu_max, run.watch.rss_max
+    if run.status_r >= 0:
+        try:
+            os.set_blocking(run.status_r, False)
+            while len(run.status_raw) < 1 << 16:
+                chunk = os.read(run.status_r, _READ_CHUNK)
                 if not chunk:
                     break
-                status_raw += chunk
+                run.status_raw += chunk
         except OSError:
             pass
-        os.close(status_r)
-        shutil.rmtree(workdir, ignore_errors=True)
-    wall = time.monotonic() - start
-
+        os.close(run.status_r)
+        run.status_r = -1
+    shutil.rmtree(run.workdir, ignore_errors=True)
     status: dict[str, Any] = {}
-    for line in bytes(status_raw).decode("utf-8", "replace").splitlines():
+    for line in bytes(run.status_raw).decode("utf-8", "replace").splitlines():
         try:
-            status = json.loads(line)
+            obj = json.loads(line)
         except ValueError:
             continue
-    return _judge(status, out, err, exceeded, timed_out, wall, limits, cfg["mode"], run_id, fn_name), status
+        if isinstance(obj, dict):
+            status.update(obj)
+    return status
 
 
-def _judge(status, out, err, exceeded, timed_out, wall, limits, mode, run_id, fn_name) -> RunResult:
-    stdout = bytes(out).decode("utf-8", "replace")
-    stderr = bytes(err).decode("utf-8", "replace")
+def _parse_result(stdout: str) -> tuple[Any, str | None]:
+    """The function's JSON return value with bounded depth, or (None, why it is unreadable)."""
+    try:
+        return strict_json.loads(stdout, max_depth=MAX_RESULT_DEPTH), None
+    except strict_json.JSONValueError as exc:
+        return None, exc.msg
+    except Exception as exc:  # whatever the text holds, it is a verdict, never an exception
+        return None, f"{type(exc).__name__}"
+
+
+def _judge(run: _Run, status: dict[str, Any], wall: float) -> RunResult:
+    limits, fn_name = run.limits, run.fn_name
+    stdout = bytes(run.out).decode("utf-8", "replace")
+    stderr = bytes(run.err).decode("utf-8", "replace")
     exit_code = status.get("exit")
     sig = status.get("signal")
-    cpu = status.get("cpu")
+    cpu = run.cpu_time if run.cpu_time is not None else status.get("cpu")
     value, has_value = None, False
-    if exceeded:
-        verdict, detail = "output limit", f"{exceeded} exceeded {limits.output_bytes} bytes"
-    elif timed_out:
-        verdict, detail = "time limit", f"wall time exceeded {limits.wall_seconds:g} s"
+    cpu_over = run.cpu_time is not None and run.cpu_time > limits.cpu_limit + 0.05
+    if run.spawn_error:
+        verdict, detail = "sandbox error", run.spawn_error
+    elif run.exceeded:
+        verdict, detail = "output limit", f"{run.exceeded} exceeded {limits.output_bytes} bytes"
     elif "setup_error" in status:
         verdict, detail = "sandbox error", f"sandbox setup failed: {status['setup_error']}"
+    elif run.timed_out:
+        verdict, detail = "time limit", f"wall time exceeded {limits.wall_seconds:g} s"
+    elif run.killed_for == "cpu" or cpu_over:
+        verdict, detail = "time limit", f"CPU time of the run (all its processes) exceeded {limits.cpu_limit} s"
+    elif run.killed_for == "memory" or run.ooms:
+        verdict, detail = "memory limit", (
+            f"the run (all its processes) exceeded {limits.memory_bytes} bytes of memory"
+            + (f"; {run.ooms} process(es) killed by the kernel" if run.ooms else "")
+        )
+    elif run.killed_for == "processes":
+        verdict, detail = "runtime error", f"more than {limits.max_processes} processes"
     elif not status or ("exit" not in status and "signal" not in status):
         verdict, detail = "runtime error", status.get("error", "the sandbox reported no exit status")
     elif sig is not None:
@@ -774,15 +573,17 @@ def _judge(status, out, err, exceeded, timed_out, wall, limits, mode, run_id, fn
             name = signal.Signals(sig).name
         except ValueError:
             name = str(sig)
-        cpu_limit = max(1, math.ceil(limits.cpu_seconds))
-        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu is not None and cpu >= cpu_limit - 0.05):
-            verdict, detail = "time limit", f"CPU time exceeded {cpu_limit} s ({name})"
+        pcpu = status.get("cpu")
+        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and pcpu is not None and pcpu >= limits.cpu_limit - 0.05):
+            verdict, detail = "time limit", f"CPU time exceeded {limits.cpu_limit} s ({name})"
         elif sig == signal.SIGXFSZ:
             verdict, detail = "output limit", f"file size exceeded {limits.file_bytes} bytes (SIGXFSZ)"
         else:
             verdict, detail = "runtime error", f"killed by {name}"
-    elif exit_code == _EXIT_MEMORY:
+    elif exit_code == sandbox_boot.EXIT_MEMORY:
         verdict, detail = "memory limit", f"MemoryError under the {limits.memory_bytes} byte address-space limit"
+    elif exit_code == sandbox_boot.EXIT_SETUP:
+        verdict, detail = "sandbox error", "sandbox setup failed in the program process"
     elif exit_code != 0:
         verdict = "runtime error"
         tail = stderr.strip().splitlines()[-1:] if stderr.strip() else []
@@ -790,10 +591,10 @@ def _judge(status, out, err, exceeded, timed_out, wall, limits, mode, run_id, fn
     else:
         verdict, detail = "ok", "exit status 0"
         if fn_name is not None:
-            try:
-                value, has_value = json.loads(stdout), True
-            except ValueError:
-                verdict, detail = "runtime error", "the function returned no readable result"
+            value, problem = _parse_result(stdout)
+            has_value = problem is None
+            if problem is not None:
+                verdict, detail = "runtime error", f"the function returned no readable result ({problem})"
     return RunResult(
         verdict=verdict,
         stdout=stdout,
@@ -803,11 +604,34 @@ def _judge(status, out, err, exceeded, timed_out, wall, limits, mode, run_id, fn
         wall_time=wall,
         cpu_time=cpu,
         detail=detail,
-        isolation=mode,
-        run_id=run_id,
+        isolation=run.cfg["mode"],
+        run_id=run.run_id,
         value=value,
         has_value=has_value,
+        peak_memory=run.peak_memory,
     )
+
+
+def _run(
+    cfg: dict[str, Any],
+    source: str,
+    stdin: str | bytes,
+    limits: Limits,
+    fn_name: str | None,
+    hide_paths: tuple[str, ...],
+    probe: bool = False,
+) -> tuple[RunResult, dict[str, Any]]:
+    """One run: spawn, pump, reap, judge. Returns the result and the supervisor's status."""
+    data = stdin.encode("utf-8", errors="replace") if isinstance(stdin, str) else bytes(stdin)
+    run = _spawn(cfg, source, limits, fn_name, hide_paths, probe)
+    try:
+        if run.proc is not None:
+            _pump(run, data)
+    except OSError as exc:  # a failure of the machinery (e.g. EIO on a pipe) is a verdict too
+        run.spawn_error = f"the sandbox failed while the program ran: {exc}"
+    finally:
+        status = _reap(run)
+    return _judge(run, status, time.monotonic() - run.start), status
 
 
 def _check_common(source: Any, limits: Any, hide_paths: Any) -> tuple[Limits, tuple[str, ...]]:
@@ -837,8 +661,10 @@ def run_program(
         source: the program text (run as `__main__`, file name `solution.py` in the working dir).
         stdin: the program's whole standard input.
         limits: a `Limits`, a dict of overrides, or None for the defaults.
-        hide_paths: files/directories the program must not see (covered by empty mounts in the
-            namespace modes; in guard mode only file permissions and the uid drop protect them).
+        hide_paths: files/directories the program must not see. In the namespace modes the program
+            sees nothing of the host but the interpreter and its standard library anyway; a path
+            inside those is covered by an empty mount. In guard mode only file permissions and the
+            uid drop protect them.
 
     Returns:
         RunResult; `verdict == "ok"` means exit status 0 (compare `stdout` yourself, e.g. `outputs_match`).
@@ -866,7 +692,10 @@ def run_function(
 
     The arguments travel as JSON on the program's stdin; the return value comes back as JSON in
     `RunResult.value` (`has_value` True). A top-level `fn_name` is called, else a method of a
-    LeetCode-style `class Solution`. Prints of the program go to `stderr`.
+    LeetCode-style `class Solution`. Prints of the program go to `stderr`. Whatever the program
+    writes as its result (a value nested deeper than `MAX_RESULT_DEPTH`, a replaced `json.dumps`
+    printing a million brackets, an integer too long for Python, invalid JSON) gives the verdict
+    "runtime error", never an exception.
 
     Raises:
         ValueError: bad arguments (e.g. not JSON-serialisable). RuntimeError: no sandbox works here.
@@ -884,7 +713,227 @@ def run_function(
     return _run(cfg, source, payload, limits, fn_name, paths)[0]
 
 
-# ---------------------------------------------------------------------------------------------------
+# ---------------------------------------------------------------------------------------------- probing
+_MODES = ("namespaces", "userns", "guard")
+_PROBE_SOURCE = """
+import heapq, fractions, decimal, collections, itertools, functools, bisect, re, math, json, sys, os
+try:
+    import socket
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(0.5)
+    s.connect(("127.0.0.1", 9))
+    print("network reachable")
+except Exception as e:
+    print("network blocked", getattr(e, "errno", None))
+print(input().strip(), os.getuid(), sys.version.split()[0])
+missing = []
+for name in sys.stdin.readline().split():
+    try:
+        __import__(name)
+    except ImportError as e:
+        missing.append(name + ": " + str(e)[:80])
+    except Exception:
+        pass
+print("missing modules:", "; ".join(missing))
+"""
+
+_lock = threading.Lock()
+_isolation: Isolation | None = None
+_config: dict[str, Any] | None = None
+
+
+def _unshare_prefix(mode: str) -> list[str] | None:
+    exe = shutil.which("unshare") or ("/usr/bin/unshare" if os.path.exists("/usr/bin/unshare") else None)
+    if exe is None:
+        return None
+    # No --fork: the bootstrap forks PID 1 itself, after the caller has moved it into the run's cgroups.
+    flags = ["--mount", "--net", "--pid", "--ipc", "--uts", "--cgroup"]
+    if mode == "userns":
+        return [exe, "--user", "--map-root-user", *flags]
+    return [exe, *flags]
+
+
+def _python_candidates() -> list[str]:
+    found: list[str] = []
+    forced = os.environ.get("RAGEN_SANDBOX_PYTHON")
+    names = [forced] if forced else [
+        getattr(sys, "_base_executable", None),
+        sys.executable,
+        "/usr/bin/python3",
+        shutil.which("python3"),
+    ]
+    for name in names:
+        if name and os.path.exists(name):
+            real = os.path.realpath(name)
+            if real not in found:
+                found.append(real)
+    return found
+
+
+def _mode_config(mode: str, python: str) -> dict[str, Any] | None:
+    root = os.geteuid() == 0
+    if mode in ("namespaces", "userns"):
+        prefix = _unshare_prefix(mode) if root == (mode == "namespaces") else None
+        if prefix is None:
+            return None
+        return {"mode": mode, "prefix": prefix, "python": python, "drop_uid": root, "namespaces": True,
+                "guard": False}
+    return {"mode": mode, "prefix": [], "python": python, "drop_uid": root, "namespaces": False,
+            "guard": True}
+
+
+def _describe(cfg: dict[str, Any], version: str, notes: list[str]) -> Isolation:
+    mode = cfg["mode"]
+    if mode == "guard":
+        network = "audit hook refusing socket creation/connect (not a hard boundary)"
+        ipc = "shared with the host (no IPC namespace)"
+        processes = (
+            "process group kill + kill(-1) as the per-run uid after the run"
+            if cfg["drop_uid"]
+            else "process group kill only (setsid daemons can escape; fork is refused by the audit hook)"
+        )
+        filesystem = "the host's, read access by permissions; fresh temp dir; audit hook refuses writes outside it" + (
+            "; other files protected by the uid drop" if cfg["drop_uid"] else ""
+        )
+    else:
+        network = "empty network namespace"
+        ipc = "private IPC namespace (SysV shm, semaphores, message queues die with the run)"
+        processes = "PID namespace whose init is the supervisor: its exit kills every process of the run"
+        filesystem = (
+            f"minimal root ({cfg['root_kind']}): interpreter, its libraries and standard library read-only; "
+            "private tmpfs working dir, /tmp, /dev/shm; /proc of the run only (hidepid)"
+        )
+    privileges = (
+        "per-run unprivileged uid/gid, no groups, no_new_privs"
+        if cfg["drop_uid"]
+        else "caller's uid" + (" (root inside a user namespace)" if mode == "userns" else "") + ", no_new_privs"
+    )
+    return Isolation(
+        mode=mode,
+        network=network,
+        processes=processes,
+        privileges=privileges,
+        filesystem=filesystem,
+        python=cfg["python"],
+        python_version=version,
+        notes=tuple(notes),
+        ipc=ipc,
+        syscalls=cfg["seccomp_description"],
+        resources=cfg["cgroups"].describe(),
+    )
+
+
+def _probe() -> tuple[Isolation, dict[str, Any]]:
+    forced = os.environ.get("RAGEN_SANDBOX_MODE")
+    if forced is not None and forced not in _MODES:
+        raise ValueError(f"RAGEN_SANDBOX_MODE must be one of {_MODES}, got {forced!r}")
+    modes = [forced] if forced else list(_MODES)
+    failures: list[str] = []
+    limits = Limits(wall_seconds=20.0, cpu_seconds=10.0)
+    bpf, seccomp_description = seccomp_program()
+    cgroups = probe_cgroups(os.environ.get("RAGEN_SANDBOX_CGROUP"))
+    _sweep_stale(cgroups)
+    for mode in modes:
+        for python in _python_candidates():
+            cfg = _mode_config(mode, python)
+            if cfg is None:
+                failures.append(f"{mode}: not applicable (euid {os.geteuid()} or no unshare)")
+                break
+            try:
+                facts = interpreter_facts(python)
+            except (OSError, RuntimeError, ValueError, subprocess.SubprocessError) as exc:
+                failures.append(f"{mode} with {python}: {exc}")
+                continue
+            cfg.update(seccomp=bpf.hex() if bpf else None, seccomp_description=seccomp_description,
+                       cgroups=cgroups)
+            kinds = ["interpreter files only", "whole library directories"] if cfg["namespaces"] else ["-"]
+            for kind in kinds:
+                cfg["root_kind"] = kind
+                cfg["root_plan"] = root_plan(python, facts, whole_lib_dirs=kind != kinds[0]) if cfg["namespaces"] else []
+                token = secrets.token_hex(4)
+                stdin = token + "\n" + " ".join(facts["loaded"]) + "\n"
+                res, status = _run(cfg, _PROBE_SOURCE, stdin, limits, None, (), probe=True)
+                lines = res.stdout.split("\n")
+                ok = res.verdict == "ok" and len(lines) >= 3 and lines[0].startswith("network blocked")
+                parts = lines[1].split() if ok else []
+                if ok and parts and parts[0] == token:
+                    missing = lines[2][len("missing modules:"):].strip()
+                    if missing and cfg["namespaces"] and kind == kinds[0]:
+                        failures.append(f"{mode} with {python}, {kind}: extension modules fail: {missing}")
+                        continue
+                    version = parts[2] if len(parts) > 2 else "?"
+                    notes = list(status.get("notes", [])) + ([f"modules that fail to import: {missing}"] if missing else [])
+                    notes += list(cgroups.notes)
+                    return _describe(cfg, version, notes), cfg
+                failures.append(
+                    f"{mode} with {python} ({kind}): {res.verdict}: {res.detail} {res.stdout[:200]!r} {res.stderr[-300:]!r}"
+                )
+    raise RuntimeError("no working sandbox on this machine:\n  " + "\n  ".join(failures))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _sweep_stale(setup: CgroupSetup) -> list[str]:
+    """Remove the cgroups and host directories of runs whose caller died mid-run (their names end in
+    `.<caller pid>`); returns what was removed."""
+    removed = []
+    candidates = [(p, True) for p in stale_run_cgroups(setup)]
+    try:
+        tmp = tempfile.gettempdir()
+        candidates += [(os.path.join(tmp, n), False) for n in os.listdir(tmp) if n.startswith("ragen-sbx-")]
+    except OSError:
+        pass
+    for path, is_cgroup in candidates:
+        name = os.path.basename(path)
+        owner = name.split(".", 1)[1].split("-", 1)[0] if "." in name else ""
+        if not owner.isdigit() or _pid_alive(int(owner)):
+            continue
+        if is_cgroup:
+            try:
+                for pid in open(os.path.join(path, "cgroup.procs")).read().split():
+                    os.kill(int(pid), signal.SIGKILL)
+                os.rmdir(path)
+            except (OSError, ValueError):
+                continue
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _ensure() -> tuple[Isolation, dict[str, Any]]:
+    global _isolation, _config
+    with _lock:
+        if _isolation is None or _config is None:
+            _isolation, _config = _probe()
+        return _isolation, _config
+
+
+def sandbox_isolation() -> Isolation:
+    """The active isolation (probing the machine on first use; cached per process).
+
+    Raises:
+        RuntimeError: no mode works here (the message lists why each failed).
+    """
+    return _ensure()[0]
+
+
+def _reset_probe_cache() -> None:
+    """Forget the probed mode (tests use it together with RAGEN_SANDBOX_MODE / RAGEN_SANDBOX_CGROUP)."""
+    global _isolation, _config
+    with _lock:
+        _isolation = _config = None
+
+
+# ---------------------------------------------------------------------------------------------- judging
 def _normal_lines(text: str) -> list[str]:
     lines = [line.rstrip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
     while lines and not lines[-1]:

@@ -45,7 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from ragen_envs.data.loading import Field, load_records, validate_record
+from ragen_envs.data import strict_json
+from ragen_envs.data.loading import Field, load_numbered_records, validate_record
 
 __all__ = [
     "FAMILIES",
@@ -600,12 +601,6 @@ _BASE_SCHEMA = {
 _STDIN_TEST = {"input": str, "output": str}
 
 
-def _where(path: Path, index: int, lines: list[int] | None) -> str:
-    if lines is not None and index < len(lines):
-        return f"{path}:{lines[index]}"
-    return f"{path}: record {index + 1}"
-
-
 def _function_args(raw: Any, where: str, fld: str) -> tuple[Any, ...]:
     if isinstance(raw, list):
         return tuple(raw)
@@ -614,8 +609,8 @@ def _function_args(raw: Any, where: str, fld: str) -> tuple[Any, ...]:
         if not line.strip():
             continue
         try:
-            args.append(json.loads(line))
-        except json.JSONDecodeError as exc:
+            args.append(strict_json.loads(line))
+        except strict_json.JSONValueError as exc:
             raise ValueError(
                 f"{where}: field {fld!r}: line {k + 1} of the argument text is not JSON ({exc.msg})"
             ) from None
@@ -630,14 +625,10 @@ def load_tasks(path: str | Path) -> list[CodeTask]:
             (the message names the file, the line and the field).
     """
     path = Path(path)
-    records = load_records(path, _BASE_SCHEMA)
-    lines = None
-    if path.suffix.lower() in (".jsonl", ".ndjson"):
-        text = path.read_text(encoding="utf-8")
-        lines = [i for i, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    numbered = load_numbered_records(path, _BASE_SCHEMA)
     tasks = []
-    for idx, rec in enumerate(records):
-        where = _where(path, idx, lines)
+    for idx, (lineno, rec) in enumerate(numbered):
+        where = f"{path}:{lineno}"
         fn_name = rec.get("fn_name")
         tests: list[CodeTest] = []
         for j, t in enumerate(rec["tests"]):

@@ -38,7 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Field", "Schema", "load_records", "validate_record"]
+from ragen_envs.data import strict_json
+
+__all__ = ["Field", "Schema", "load_numbered_records", "load_records", "validate_record"]
 
 TypeSpec = type | tuple[type, ...]
 
@@ -157,14 +159,31 @@ def _validate_value(value: Any, field: Field, where: str, path: str) -> None:
             raise ValueError(f"{where}: field {path!r}: {problem} (got {_show(value)})")
 
 
-def _iter_jsonl(path: Path, text: str):
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
+def _decode_line(path: Path, lineno: int, raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{path}:{lineno}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the line)"
+        ) from None
+
+
+def _json_error(path: Path, lineno: int, exc: strict_json.JSONValueError) -> ValueError:
+    where = f" at column {exc.colno}" if exc.colno is not None else ""
+    return ValueError(f"{path}:{lineno}: invalid JSON ({exc.msg}{where})")
+
+
+def _iter_jsonl(path: Path, data: bytes):
+    # Records are separated by "\n" only: U+2028, U+0085 and friends are valid inside JSON strings
+    # (json.dumps(ensure_ascii=False) writes them raw), so str.splitlines() would cut records apart.
+    for lineno, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
             continue
+        line = _decode_line(path, lineno, raw)
         try:
-            yield lineno, json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+            yield lineno, strict_json.loads(line)
+        except strict_json.JSONValueError as exc:
+            raise _json_error(path, lineno, exc) from None
 
 
 def _iter_json(path: Path, text: str):
@@ -184,6 +203,15 @@ def _iter_json(path: Path, text: str):
     def line_of(i: int) -> int:
         return text.count("\n", 0, i) + 1
 
+    deep = strict_json.too_deep_at(text, strict_json.MAX_DEPTH + 2)  # +2: the array (and its wrapper)
+    if deep is not None:
+        raise ValueError(f"{path}:{deep}: invalid JSON (nested deeper than {strict_json.MAX_DEPTH} levels)")
+    long_int = strict_json.long_integer_at(text)
+    if long_int is not None:
+        raise ValueError(
+            f"{path}:{long_int}: invalid JSON (integer with more than {strict_json.int_digit_limit()} digits, "
+            "Python's int conversion limit)"
+        )
     i = skip_ws(0)
     if i < n and text[i] == "{":
         try:
@@ -235,6 +263,11 @@ def load_records(path: str | Path, schema: Schema) -> list[dict[str, Any]]:
         ValueError: the file is missing, unreadable, of an unknown suffix, not valid JSON, empty, or a
             record breaks the schema; the message names `file:line` and the field.
     """
+    return [record for _, record in load_numbered_records(path, schema)]
+
+
+def load_numbered_records(path: str | Path, schema: Schema) -> list[tuple[int, dict[str, Any]]]:
+    """`load_records`, with the line on which each record starts: `[(line, record), ...]`."""
     if not isinstance(schema, Mapping) or not schema:
         raise ValueError("schema must be a non-empty mapping of field name -> type / Field")
     fields = {name: _as_field(spec, name) for name, spec in schema.items()}
@@ -243,17 +276,27 @@ def load_records(path: str | Path, schema: Schema) -> list[dict[str, Any]]:
     if suffix not in (".jsonl", ".ndjson", ".json"):
         raise ValueError(f"{path}: unknown data set format {suffix!r}; accepted: .jsonl, .ndjson, .json")
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise ValueError(f"{path}: data set file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise ValueError(f"{path}: cannot read the data set ({exc})") from None
 
-    rows = _iter_json(path, text) if suffix == ".json" else _iter_jsonl(path, text)
-    records: list[dict[str, Any]] = []
+    if suffix == ".json":
+        try:
+            rows = _iter_json(path, data.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            lineno = data.count(b"\n", 0, exc.start) + 1
+            column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+            raise ValueError(
+                f"{path}:{lineno}: not valid UTF-8 (byte 0x{data[exc.start]:02x} at byte {column} of the line)"
+            ) from None
+    else:
+        rows = _iter_jsonl(path, data)
+    records: list[tuple[int, dict[str, Any]]] = []
     for lineno, record in rows:
         validate_record(record, fields, f"{path}:{lineno}")
-        records.append(record)
+        records.append((lineno, record))
     if not records:
         raise ValueError(f"{path}: the data set has no records")
     return records

@@ -26,15 +26,23 @@ path                        what it catches
 Numeric tolerance is math-verify's: values are compared after rounding to 6 decimal places, so
 `0.333333` equals 1/3 but `0.333` and `0.49` (for 1/2) do not.
 
-Cost guards (the answer is model text, so it may be written to stall the checker): the answer is
-capped at `MAX_ANSWER_CHARS` characters, and every power (`^` or `**`) must have a small exponent
-(integers of magnitude <= `MAX_EXPONENT`, a letter, or a short linear term such as `{n+1}`) that is
-not itself raised to a power;
-otherwise the answer is wrong without being parsed. Without this, `9^{9^{9^{9}}}` costs math-verify
-two 5-second timeouts per check in the main thread, and never returns in other threads.
+Cost guards (the answer is model text, so it may be written to stall the checker), all checked on
+the text before any parser sees it (`answer_guard`); an answer that fails one is wrong:
 
-math-verify bounds its own parsing and comparison time with `signal.alarm` (5 s), which only works in
-the main thread; in other threads the timeout is disabled and only the length cap protects.
+- at most `MAX_ANSWER_CHARS` characters;
+- every power (`^` or `**`) has a small exponent (integers of magnitude <= `MAX_EXPONENT`, a letter,
+  or a short linear term such as `{n+1}`) that is not itself raised to a power (`a^b^c`);
+- magnitude: a power of a bracketed base multiplies the exponents inside it (`((9^{64})^{64})^{64}`
+  is 9^262144), and the estimated number of digits of any power (digits of the largest literal in the
+  base times the product of exponents) is at most `MAX_RESULT_DIGITS`;
+- factorials only of literals up to `MAX_FACTORIAL` (or of letters);
+- at most `MAX_BARS` `|` characters (absolute-value bars make the LaTeX grammar ambiguous: `1||1||...`
+  took math-verify 17 s in a worker thread) and brackets nested at most `MAX_NESTING` deep.
+
+Without them `9^{9^{9^{9}}}` or `(((9**64)**64)**64)**64` takes math-verify seconds to minutes. The
+guards are heuristics, so the check is also bounded by a hard wall-clock limit that works in any
+thread: `ragen_envs.math.checker` runs it in a worker process and kills the worker when the limit
+passes (math-verify's own `signal.alarm` timeout only works in the main thread).
 """
 
 from __future__ import annotations
@@ -49,17 +57,27 @@ from typing import Any
 import sympy
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
+from ragen_envs.protocol import fold_case
+
 #: Longest answer that is checked (longer answers are wrong).
 MAX_ANSWER_CHARS = 512
 #: Bound on integer exponents in the plain-sympy path (`x**10**10` must not be expanded).
 MAX_EXPONENT = 64
+#: Bound on the estimated digits of any power in an answer (`answer_guard`).
+MAX_RESULT_DIGITS = 10_000
+#: Largest literal whose factorial an answer may ask for.
+MAX_FACTORIAL = 1000
+#: Most `|` characters in an answer.
+MAX_BARS = 8
+#: Deepest nesting of (), [] and {} in an answer.
+MAX_NESTING = 24
 ANSWER_MARKER = "The answer is:"
 
 _LATEX_ONLY = (LatexExtractionConfig(),)
 _DEFAULT_CONFIGS = (LatexExtractionConfig(), ExprExtractionConfig())
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
-_PERCENT = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(?:\\?%|percent)\s*$", re.IGNORECASE)
+_PERCENT = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(?:\\?%|percent)\s*$", re.IGNORECASE | re.ASCII)
 _IMPLICIT_MUL = re.compile(r"(?<=[\d)])\s*(?=[A-Za-z(])")
 _TEXT_CMD = re.compile(r"\\(?:text|textbf|mathrm|mbox)\s*\{([^{}]*)\}")
 _POWER_OP = re.compile(r"\^|\*\*")
@@ -107,6 +125,68 @@ def exponents_are_small(text: str) -> bool:
         if _POWER_OP.match(text[exp.end() :].lstrip()):
             return False  # a tower: a ** b ** c
     return True
+
+
+_OPENERS = {"(": ")", "[": "]", "{": "}"}
+_DIGITS = re.compile(r"\d+")
+
+
+def _bracket_pairs(text: str) -> dict[int, int] | None:
+    """close index -> open index of every bracket pair, or None when brackets nest too deep."""
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    for i, c in enumerate(text):
+        if c in _OPENERS:
+            stack.append(i)
+            if len(stack) > MAX_NESTING:
+                return None
+        elif c in ")]}" and stack and _OPENERS[text[stack[-1]]] == c:
+            pairs[i] = stack.pop()
+    return pairs
+
+
+def _base_span(text: str, end: int, pairs: dict[int, int]) -> tuple[int, int]:
+    """The span [start, end) of the operand that ends just before `end` (a bracket group or a token)."""
+    j = end
+    while j > 0 and text[j - 1].isspace():
+        j -= 1
+    if j > 0 and text[j - 1] in ")]}" and (j - 1) in pairs:
+        return pairs[j - 1], j
+    start = j
+    while start > 0 and (text[start - 1].isalnum() or text[start - 1] in "._\\"):
+        start -= 1
+    return start, j
+
+
+def answer_guard(text: str) -> str | None:
+    """Why the answer is refused before parsing (the module docstring's cost guards), or None."""
+    if len(text) > MAX_ANSWER_CHARS:
+        return f"longer than {MAX_ANSWER_CHARS} characters"
+    if text.count("|") > MAX_BARS:
+        return f"more than {MAX_BARS} '|' characters"
+    if not exponents_are_small(text):
+        return "an exponent that is not small"
+    pairs = _bracket_pairs(text)
+    if pairs is None:
+        return f"brackets nested deeper than {MAX_NESTING}"
+    # The magnitude of every power: exponent x the largest power inside a bracketed base.
+    effective: list[tuple[int, int, int]] = []  # (op position, product of exponents, digits of the base)
+    for op in _POWER_OP.finditer(text):
+        exp = _EXPONENT.match(text, op.end())
+        numbers = [int(n) for n in _DIGITS.findall(next(g for g in exp.groups() if g is not None))]
+        exponent = max([1, *numbers])
+        start, end = _base_span(text, op.start(), pairs)
+        inner = [e for pos, e, _ in effective if start <= pos < end]
+        product = exponent * max([1, *inner])
+        digits = max([1, *(len(n) for n in _DIGITS.findall(text[start:end]))])
+        if product * digits > MAX_RESULT_DIGITS:
+            return f"a power with about {product * digits} digits or more"
+        effective.append((op.start(), product, digits))
+    for bang in re.finditer(r"!(?!=)", text):
+        start, end = _base_span(text, bang.start(), pairs)
+        if any(int(n) > MAX_FACTORIAL for n in _DIGITS.findall(text[start:end])) or _POWER_OP.search(text[start:end]):
+            return f"a factorial of more than {MAX_FACTORIAL}"
+    return None
 
 
 def _clean(text: str) -> str:
@@ -234,7 +314,7 @@ def _gold_forms(gold: str) -> tuple[list, list, str]:
 
 def _normalise_text(text: str) -> str:
     text = _TEXT_CMD.sub(r"\1", text)
-    return re.sub(r"\s+", "", text).rstrip(".").casefold()
+    return fold_case(re.sub(r"\s+", "", text).rstrip("."))
 
 
 def _numbers(text: str) -> list[str]:
@@ -269,7 +349,7 @@ def check_answer(candidate: str, gold: str) -> str | None:
     """
     if not isinstance(candidate, str) or not isinstance(gold, str):
         return None
-    if len(candidate) > MAX_ANSWER_CHARS or not exponents_are_small(candidate):
+    if answer_guard(candidate) is not None:
         return None
     cand = _clean(candidate)
     if not cand:

@@ -7,7 +7,8 @@ from typing import Any, ClassVar
 
 from ragen_envs.base import TextAgentEnv
 from ragen_envs.data import Field, load_records
-from ragen_envs.math.answer import ANSWER_MARKER, check_answer, extract_gold
+from ragen_envs.math.answer import ANSWER_MARKER, extract_gold
+from ragen_envs.math.checker import CHECK_TIMEOUT_S, check_answer_bounded, start_worker
 from ragen_envs.math.generator import PROBLEM_KINDS, MathConfig, generate_problem
 from ragen_envs.protocol import FORMAT_PENALTY, ActionFormat
 from ragen_envs.spaces import MAX_OBSERVATION_CHARS
@@ -62,7 +63,11 @@ class MathEnv(TextAgentEnv):
     `1 / 2**attempt` for a correct answer, where `attempt` counts the turns before it from 0 (1, 0.5,
     0.25, ...); 0 for a wrong answer. Every turn counts as an attempt, including a turn whose response
     was malformed. The base class adds the format penalty (-0.1) on a turn with a malformed response or an
-    empty answer (no answer is checked on that turn); it is never added to a checked answer.
+    empty answer (no answer is checked on that turn); it is never added to a checked answer. An answer
+    whose check does not finish within `check_timeout` seconds (or that makes the checker process fail)
+    is wrong and costs the format penalty too (`info["check_error"]` says why); answers refused by the
+    checker's cost guards (`ragen_envs.math.answer.answer_guard`, e.g. `(((9**64)**64)**64)**64`) are
+    simply wrong.
 
     ## Episode End
     Terminates at the first correct answer, or when `max_turns` turns have been used (the task gives no
@@ -72,8 +77,9 @@ class MathEnv(TextAgentEnv):
     The shared keys (`action_is_valid`, `actions_executed`, `success`, `format_penalty`, `format_error`,
     `dropped_actions`, `actions_left`, `turn`; `instructions` on reset), plus `type` and `kind` (the
     problem kind, or "dataset") on reset, and after every step `attempts` (turns used), `correct`
-    (whether this turn's answer was right, None when no answer was checked) and `match_rule` (which
-    equivalence rule accepted it). `success` is True once the problem is solved.
+    (whether this turn's answer was right, None when no answer was checked), `match_rule` (which
+    equivalence rule accepted it) and `check_error` (None, "refused: <why>", "timeout" or
+    "checker failed: <why>"). `success` is True once the problem is solved.
 
     ## Arguments
     ```python
@@ -86,6 +92,8 @@ class MathEnv(TextAgentEnv):
     - `kinds`, `max_value`, `steps`: generator knobs (`ragen_envs.math.generator.MathConfig`).
     - `dataset`: `.jsonl` / `.json` file of `{query, response, type}` records (strictly validated:
       ValueError naming file, line and field; `response` must contain "The answer is:").
+    - `check_timeout`: hard wall-clock limit on checking one answer, in seconds (default 4; the check runs
+      in a worker process that is killed when the limit passes, so it holds in any thread).
     - `action_format` ("tagged" default, "answer", "plain"), `format_penalty` (-0.1), `render_mode`
       (None or "ansi").
 
@@ -110,6 +118,7 @@ class MathEnv(TextAgentEnv):
         max_value: int = 20,
         steps: int = 2,
         dataset: str | Path | None = None,
+        check_timeout: float = CHECK_TIMEOUT_S,
         action_format: ActionFormat = "tagged",
         format_penalty: float = FORMAT_PENALTY,
         render_mode: str | None = None,
@@ -125,6 +134,9 @@ class MathEnv(TextAgentEnv):
             split_actions=False,
         )
         self.max_attempts = max_turns
+        if isinstance(check_timeout, bool) or not isinstance(check_timeout, (int, float)) or not 0 < check_timeout <= 600:
+            raise ValueError(f"check_timeout must be a number of seconds in (0, 600], got {check_timeout!r}")
+        self.check_timeout = float(check_timeout)
         self.config = MathConfig(kinds=tuple(kinds), max_value=max_value, steps=steps)
         self.dataset_path = None if dataset is None else Path(dataset)
         self.records = None if dataset is None else load_records(dataset, METAMATHQA_SCHEMA)
@@ -136,6 +148,8 @@ class MathEnv(TextAgentEnv):
         self._feedback: str | None = None
         self._correct: bool | None = None
         self._rule: str | None = None
+        self._check_error: str | None = None
+        start_worker()  # the checker process imports sympy while the env is set up
 
     # ------------------------------------------------------------------ hooks
     def _reset_task(self, options: dict[str, Any]) -> dict[str, Any]:
@@ -160,6 +174,7 @@ class MathEnv(TextAgentEnv):
         self._feedback = None
         self._correct = None
         self._rule = None
+        self._check_error = None
         return {"type": self.problem_type, "kind": self.kind, **extra}
 
     def _match_action(self, piece: str) -> str | None:
@@ -169,14 +184,15 @@ class MathEnv(TextAgentEnv):
 
     def _execute(self, action: str) -> tuple[float, bool]:
         attempt = self._turn - 1  # the base counted this turn already; attempts are numbered from 0
-        self._rule = check_answer(action, self.gold)
+        self._rule, self._check_error = check_answer_bounded(action, self.gold, self.check_timeout)
         self._correct = self._rule is not None
         if self._correct:
             self.solved = True
             self._feedback = CORRECT_FEEDBACK
             return 1.0 / 2**attempt, True
         self._feedback = INCORRECT_FEEDBACK
-        return 0.0, self._turn >= self.max_attempts
+        hit_limit = self._check_error is not None and not self._check_error.startswith("refused")
+        return (self.format_penalty_value if hit_limit else 0.0), self._turn >= self.max_attempts
 
     def _state_text(self) -> str:
         question = f"Question: {self.query}"
@@ -202,12 +218,14 @@ class MathEnv(TextAgentEnv):
     # ------------------------------------------------------------------ extras
     def step(self, action: Any):
         was_over = self._terminated
-        self._correct, self._rule = None, None
+        self._correct, self._rule, self._check_error = None, None, None
         obs, reward, terminated, truncated, info = super().step(action)
         if not was_over and not terminated and self._turn >= self.max_attempts:
             # Attempts used up on a turn without a checked answer: the task is over (see Episode End).
             self._terminated = terminated = True
-        info.update(attempts=self._turn, correct=self._correct, match_rule=self._rule)
+        info.update(
+            attempts=self._turn, correct=self._correct, match_rule=self._rule, check_error=self._check_error
+        )
         return obs, reward, terminated, truncated, info
 
     def oracle_answer(self) -> str:

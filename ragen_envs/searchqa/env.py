@@ -28,7 +28,7 @@ from ragen_envs.searchqa.retriever import (
     cached_file_retriever,
     passages_from_texts,
 )
-from ragen_envs.spaces import MAX_OBSERVATION_CHARS
+from ragen_envs.spaces import fit_observation
 from ragen_envs.validation import require_int
 
 #: Answers scoring a token F1 at or below this earn nothing (the issue's rule).
@@ -88,19 +88,25 @@ def score_answer(prediction: str, golds: list[str] | tuple[str, ...] | str) -> t
 
 
 # ---------------------------------------------------------------------------------------------- actions
-_ACTION = re.compile(r"^\s*(search|finish)\s*\[([^\[\]]*)\]\s*$", re.IGNORECASE | re.DOTALL)
+# The verb is ASCII letters only: under Unicode re.IGNORECASE "ſearch" (U+017F) and "fınish" (U+0131)
+# would match, and a verb the model never wrote would run. It is dispatched on its ASCII lower case.
+_ACTION = re.compile(r"^\s*([A-Za-z]+)\s*\[([^\[\]]*)\]\s*$", re.DOTALL)
+VERBS = ("search", "finish")
 
 
 def match_searchqa_action(piece: str) -> str | None:
-    """`search[query]` / `finish[answer]` (case-insensitive verb, non-empty argument without brackets)
+    """`search[query]` / `finish[answer]` (ASCII verb in any case, non-empty argument without brackets)
     -> canonical `search[query]` / `finish[answer]` with whitespace collapsed; anything else -> None."""
     m = _ACTION.match(piece)
     if not m:
         return None
+    verb = m.group(1).lower()
+    if verb not in VERBS:
+        return None
     arg = " ".join(m.group(2).split())
     if not arg:
         return None
-    return f"{m.group(1).lower()}[{arg}]"
+    return f"{verb}[{arg}]"
 
 
 # ---------------------------------------------------------------------------------------------- data sets
@@ -214,15 +220,6 @@ def _dataset_retriever(path: Path, records: list[dict[str, Any]]) -> PassageRetr
             _DATASET_INDEX_CACHE.pop(next(iter(_DATASET_INDEX_CACHE)))
         _DATASET_INDEX_CACHE[key] = PassageRetriever(passages)
     return _DATASET_INDEX_CACHE[key]
-
-
-def fit_observation(text: str) -> str:
-    """Make text fit the observation space: BMP characters without NUL, at most 16,384 characters."""
-    if any(ord(c) > 0xFFFF or c == "\x00" for c in text):
-        text = "".join("\ufffd" if ord(c) > 0xFFFF or c == "\x00" else c for c in text)
-    if len(text) > MAX_OBSERVATION_CHARS:
-        text = text[: MAX_OBSERVATION_CHARS - 20] + "\n[... truncated]"
-    return text
 
 
 def _unbracket(text: str) -> str:
@@ -508,7 +505,7 @@ class SearchQAEnv(TextAgentEnv):
                 lines.append(f"[{i}] {_clip(p.render(), self.max_passage_chars)}")
         return fit_observation("\n".join(lines))
 
-    def _observation(self, notice: str | None = None) -> str:
+    def _observation_text(self, notice: str | None) -> str:
         # The turn counter is shown to the agent (the turn limit is part of the task) but is not part
         # of the state text, which an invalid action must leave unchanged.
         text = self._state_text()
@@ -517,10 +514,7 @@ class SearchQAEnv(TextAgentEnv):
                 text += "\nNo turns left: the episode is over (reward 0)."
             else:
                 text += f"\nTurn {self._turn + 1} of {self.turn_limit}."
-        if notice:
-            text = f"{notice}\n{text}"
-        self._last_text = fit_observation(text)
-        return self._last_text
+        return f"{notice}\n{text}" if notice else text
 
     # ------------------------------------------------------------------ oracle
     def oracle_answer(self) -> str:

@@ -11,7 +11,7 @@ import numpy as np
 
 from ragen_envs import protocol
 from ragen_envs.base import INVALID_NOTICE, TextAgentEnv
-from ragen_envs.searchqa.env import fit_observation
+from ragen_envs.spaces import fit_observation
 from ragen_envs.validation import require_int
 from ragen_envs.webshop import pages
 from ragen_envs.webshop.catalog import (
@@ -27,7 +27,10 @@ from ragen_envs.webshop.catalog import (
 from ragen_envs.webshop.scoring import ScoreBreakdown, best_options, webshop_score
 
 _GOAL_TRIES = 64
-_ACTION = re.compile(r"^\s*(search|click)\s*\[(.*)\]\s*$", re.IGNORECASE | re.DOTALL)
+# The verb is ASCII letters only, dispatched on its ASCII lower case: under Unicode re.IGNORECASE
+# "ſearch" (U+017F) matches, and it used to run as a click ("ſearch[Buy Now]" bought the product).
+_ACTION = re.compile(r"^\s*([A-Za-z]+)\s*\[(.*)\]\s*$", re.DOTALL)
+VERBS = ("search", "click")
 
 _CATALOG_CACHE: dict[tuple, Catalog] = {}
 
@@ -290,6 +293,8 @@ class WebShopEnv(TextAgentEnv):
         if not m:
             return None
         verb, arg = m.group(1).lower(), " ".join(m.group(2).split())
+        if verb not in VERBS:
+            return None
         if len(arg) >= 2 and arg[0] == "[" and arg[-1] == "]":
             arg = arg[1:-1].strip()  # click[[Buy Now]]: the page shows elements in brackets
         if not arg:
@@ -362,7 +367,7 @@ class WebShopEnv(TextAgentEnv):
             pages.render_page(self.state, self.catalog, self.goal, self.per_page, purchase)
         )
 
-    def _observation(self, notice: str | None = None) -> str:
+    def _observation_text(self, notice: str | None) -> str:
         # The turn counter is shown to the agent but is not part of the state text (which an invalid
         # action must leave unchanged).
         text = self._state_text()
@@ -371,10 +376,7 @@ class WebShopEnv(TextAgentEnv):
                 text += "\nNo turns left: the session is over (score 0)."
             else:
                 text += f"\nTurn {self._turn + 1} of {self.turn_limit}."
-        if notice:
-            text = f"{notice}\n{text}"
-        self._last_text = fit_observation(text)
-        return self._last_text
+        return f"{notice}\n{text}" if notice else text
 
     # ------------------------------------------------------------------ oracle
     def oracle_plan(self) -> OraclePlan | None:

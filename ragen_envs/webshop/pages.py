@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ragen_envs.protocol import fold_case
 from ragen_envs.webshop.catalog import Catalog, Goal, Product
 
 __all__ = ["BACK", "BUY", "NEXT", "PREV", "ShopState", "apply_click", "clickables", "render_page"]
@@ -32,7 +33,8 @@ BUTTON_ALIASES = {"next": NEXT, "prev": PREV, "< previous": PREV, "previous": PR
 
 
 def _key(text: str) -> str:
-    return " ".join(text.split()).casefold()
+    # fold_case, not casefold: "ſmall" must not click "small" (see ragen_envs.protocol.fold_case).
+    return fold_case(" ".join(text.split()))
 
 
 @dataclass

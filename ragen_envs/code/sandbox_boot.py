@@ -1,0 +1,697 @@
+"""The inside of the sandbox: `python -I -S sandbox_launch.py RUN_ID CONFIG_FD GO_FD` runs `main`.
+
+This module is the security-critical half of the sandbox. It runs in the sandbox interpreter
+(`-I -S`: no environment variables, no site-packages), so it may import only the standard library,
+and it must run on any Python >= 3.8. `sandbox_launch.py` (run by path) imports it through the
+import system, so its cached bytecode is used (compiling it on every run would cost more than the
+rest of the start-up). The tests import it as `ragen_envs.code.sandbox_boot` to check each step.
+
+The process tree it makes (namespace modes; `unshare` has already created the namespaces):
+
+    waiter (the process unshare exec'd; the caller moves it into the run's cgroups while this
+      interpreter starts): reads the configuration from CONFIG_FD (a memfd written by the caller:
+      never on argv), waits on GO_FD for the caller's confirmation, forks, waits, exits
+    └─ supervisor = PID 1 of the new PID namespace, in the new mount/IPC/UTS/network/cgroup ones:
+      builds a minimal root file system and pivots into it, forks:
+      └─ program process: rlimits, a fresh uid/gid, no_new_privs, a seccomp filter, then the
+         model's code. Any setup failure here is reported as {"setup_error": ...} ("sandbox error").
+    The supervisor reaps every child, reports the program's exit status as one JSON line on the
+    status pipe and exits; as the namespace's init its exit makes the kernel kill whatever is left.
+    It also exits (killing the run) when the caller goes away (the status pipe reports an error) or
+    when its own backstop deadline passes, so a run never outlives its caller.
+
+Guard mode (no namespaces) runs the same steps minus the namespace ones, plus an audit hook.
+Exit statuses of the program process: EXIT_MEMORY (MemoryError), EXIT_BAD_RESULT (the function's
+return value is not JSON), EXIT_SETUP (the sandbox could not be set up; see the status line).
+"""
+
+from __future__ import annotations
+
+import _signal as signal  # the C module: `signal` itself imports enum and functools (8 ms of start-up)
+import os
+import select
+import sys
+
+EXIT_MEMORY = 113
+EXIT_BAD_RESULT = 114
+EXIT_SETUP = 115
+
+# Linux constants (x86_64 / aarch64 share these).
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 32, 4096, 8192, 16384, 1 << 18
+MNT_DETACH = 2
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+PR_SET_DUMPABLE = 4
+PR_SET_PDEATHSIG = 1
+SIGKILL_NUMBER = 9
+PR_CAPBSET_DROP = 24
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
+SECCOMP_MODE_FILTER = 2
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
+
+# Saved before the program can replace them.
+_exit, _write, _close = os._exit, os.write, os.close
+
+
+class SetupError(Exception):
+    """A layer of the sandbox could not be put in place: the run must not go on ("sandbox error")."""
+
+
+# ------------------------------------------------------------------------------------------- libc
+# The few libc calls Python has no wrapper for (mount, umount2, pivot_root, prctl, chroot), through
+# the `_ctypes` C module directly: `import ctypes` costs ~5 ms of every run's start-up, this ~0.5 ms.
+_LIBC = []
+
+
+class CFunctions:
+    """libc functions with C int results and errno capture (the part of `ctypes.CDLL` used here)."""
+
+    def __init__(self):
+        import _ctypes
+
+        self._ctypes = _ctypes
+
+        class CInt(_ctypes._SimpleCData):
+            _type_ = "i"
+
+        class CULong(_ctypes._SimpleCData):
+            _type_ = "L"
+
+        class CCharP(_ctypes._SimpleCData):
+            _type_ = "z"
+
+        class CUShort(_ctypes._SimpleCData):
+            _type_ = "H"
+
+        class Function(_ctypes.CFuncPtr):
+            _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+            _restype_ = CInt
+
+        class SockFprog(_ctypes.Structure):  # struct sock_fprog
+            _fields_ = [("len", CUShort), ("filter", CCharP)]
+
+        class CUInt(_ctypes._SimpleCData):
+            _type_ = "I"
+
+        class CapHeader(_ctypes.Structure):  # struct __user_cap_header_struct
+            _fields_ = [("version", CUInt), ("pid", CInt)]
+
+        class CapData(_ctypes.Structure):  # struct __user_cap_data_struct (two of them for version 3)
+            _fields_ = [("effective", CUInt), ("permitted", CUInt), ("inheritable", CUInt),
+                        ("effective2", CUInt), ("permitted2", CUInt), ("inheritable2", CUInt)]
+
+        self.CapHeader, self.CapData = CapHeader, CapData
+
+        class Library:  # what CFuncPtr((name, library)) reads: the dlopen handle
+            _handle = _ctypes.dlopen(None, 0)
+
+        self.SockFprog = SockFprog
+
+        def function(name, *argtypes):
+            f = Function((name, Library))
+            f.argtypes = argtypes
+            return f
+
+        self.mount = function("mount", CCharP, CCharP, CCharP, CULong, CCharP)
+        self.umount2 = function("umount2", CCharP, CInt)
+        self.prctl = function("prctl", CInt, CULong, CULong, CULong, CULong)
+        self.chroot = function("chroot", CCharP)
+        self.capset = function("capset", CULong, CULong)
+        self.syscall = function("syscall", CULong, CCharP, CCharP)
+
+    def errno(self):
+        return self._ctypes.get_errno()
+
+    def addressof(self, obj):
+        return self._ctypes.addressof(obj)
+
+
+def libc():
+    """The libc functions (loaded once, before the root is switched)."""
+    if not _LIBC:
+        _LIBC.append(CFunctions())
+    return _LIBC[0]
+
+
+def _os_error(what):
+    return SetupError(f"{what}: {os.strerror(libc().errno())}")
+
+
+def _enc(text):
+    return None if text is None else os.fsencode(text)
+
+
+def mount(source, target, fstype, flags, data=None):
+    lib = libc()
+    if lib.mount(_enc(source), _enc(target), _enc(fstype), flags, _enc(data)) != 0:
+        raise _os_error(f"mount {fstype or source} on {target}")
+
+
+# ------------------------------------------------------------------------------------------- status
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def to_json(obj):
+    """JSON text of a status object (dicts, lists, str, int, float, bool, None), without importing
+    `json` (which pulls in `re`: a large part of the sandbox's start-up time)."""
+    if obj is None:
+        return "null"
+    if obj is True or obj is False:
+        return "true" if obj else "false"
+    if isinstance(obj, int):
+        return str(obj)
+    if isinstance(obj, float):
+        return repr(obj) if obj == obj and obj not in (float("inf"), float("-inf")) else "null"
+    if isinstance(obj, str):
+        out = []
+        for c in obj:
+            if c in _ESCAPES:
+                out.append(_ESCAPES[c])
+            elif c < " " or "\ud800" <= c <= "\udfff":
+                out.append(f"\\u{ord(c):04x}")
+            else:
+                out.append(c)
+        return '"' + "".join(out) + '"'
+    if isinstance(obj, (list, tuple)):
+        return "[" + ",".join(to_json(v) for v in obj) + "]"
+    if isinstance(obj, dict):
+        return "{" + ",".join(to_json(str(k)) + ":" + to_json(v) for k, v in obj.items()) + "}"
+    return to_json(str(obj))
+
+
+class Status:
+    """One JSON object per line on the status pipe (the caller merges them in order)."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def report(self, obj):
+        if self.fd < 0:
+            return
+        data = (to_json(obj) + "\n").encode("utf-8")
+        try:
+            while data:
+                data = data[_write(self.fd, data):]
+        except OSError:
+            pass
+
+    def close(self):
+        if self.fd >= 0:
+            try:
+                _close(self.fd)
+            except OSError:
+                pass
+            self.fd = -1
+
+
+def read_config(fd):
+    """The run's configuration: a `marshal` dump (trusted: the caller wrote it) in a memfd."""
+    import marshal
+
+    chunks = []
+    os.lseek(fd, 0, os.SEEK_SET)
+    while True:
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(fd)
+    return marshal.loads(b"".join(chunks))
+
+
+def wait_for_go(fd):
+    """Block until the caller says the run's cgroups hold this process (one byte on `fd`)."""
+    try:
+        got = os.read(fd, 1)
+    finally:
+        os.close(fd)
+    if got != b"g":
+        raise SetupError("the caller did not confirm the run's cgroup (it went away?)")
+
+
+# ------------------------------------------------------------------------------------------- file system
+def _inside(root, path):
+    return root.rstrip("/") + "/" + path.lstrip("/")
+
+
+def _make_dirs(path, mode=0o755):
+    os.makedirs(path, mode=mode, exist_ok=True)
+
+
+def _bind(source, target, is_dir, nodev=True, recursive=False):
+    if is_dir:
+        _make_dirs(target)
+    else:
+        _make_dirs(os.path.dirname(target))
+        if not os.path.lexists(target):
+            os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o644))
+    flags = MS_BIND | (MS_REC if recursive else 0)
+    mount(source, target, None, flags)
+    ro = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | (MS_NODEV if nodev else 0)
+    # In a user namespace the flags the host mount has (nodev, noexec) are locked and must be kept:
+    # try the wanted flags first, then with those added.
+    for extra in (0, MS_NODEV, MS_NOEXEC, MS_NODEV | MS_NOEXEC):
+        try:
+            mount(None, target, None, ro | extra)
+            return
+        except SetupError as e:
+            error = e
+    raise error
+
+
+def apply_root_plan(root, plan, limits, notes):
+    """Build the minimal root under `root` (a fresh tmpfs) from the caller's plan.
+
+    Plan entries (all paths as the program will see them):
+      ["dir", path]; ["symlink", path, target]; ["file", host path, path] and ["tree", host path, path]
+      (read-only binds of a file / a directory tree); ["dev", host node, path] (a device node, bound
+      without nodev); ["empty", path] (an empty read-only tmpfs over a directory, e.g. site-packages);
+      ["tmpfs", path, mode] (a writable tmpfs of `disk_bytes`); ["proc", path].
+    """
+    size = f"size={limits['disk']}"
+    for entry in plan:
+        kind = entry[0]
+        target = _inside(root, entry[2] if kind in ("file", "tree", "dev") else entry[1])
+        if kind == "dir":
+            _make_dirs(target)
+        elif kind == "symlink":
+            _make_dirs(os.path.dirname(target))
+            if not os.path.lexists(target):
+                os.symlink(entry[2], target)
+        elif kind in ("file", "tree"):
+            _bind(entry[1], target, kind == "tree", recursive=kind == "tree")
+        elif kind == "dev":
+            _bind(entry[1], target, False, nodev=False)
+        elif kind == "empty":
+            if os.path.isdir(target):
+                mount("tmpfs", target, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=755")
+        elif kind == "tmpfs":
+            _make_dirs(target)
+            mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"{size},mode={entry[2]}")
+        elif kind == "proc":
+            _make_dirs(target)
+            for options in ("hidepid=invisible,subset=pid", "hidepid=2"):
+                try:
+                    mount("proc", target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, options)
+                    if options != "hidepid=invisible,subset=pid":
+                        notes.append(f"/proc mounted with {options}")
+                    break
+                except SetupError as e:
+                    last = e
+            else:  # e.g. a user namespace under a host /proc with masked entries: no /proc at all
+                notes.append(f"no /proc in the sandbox ({last})")
+        else:
+            raise SetupError(f"unknown root plan entry {kind!r}")
+
+
+def switch_root(new_root, notes):
+    """pivot_root into `new_root` and detach the old root (fallback: move the mount and chroot)."""
+    lib = libc()
+    old = os.path.join(new_root, ".old-root")
+    os.mkdir(old, 0o700)
+    number = SYS_PIVOT_ROOT.get(os.uname().machine)
+    rc = -1 if number is None else lib.syscall(number, _enc(new_root), _enc(old))
+    if rc == 0:
+        os.chdir("/")
+        if lib.umount2(b"/.old-root", MNT_DETACH) != 0:
+            raise _os_error("detaching the old root")
+        os.rmdir("/.old-root")
+        return
+    notes.append(str(_os_error("pivot_root")) + "; using a moved mount and chroot")
+    os.rmdir(old)
+    os.chdir(new_root)
+    mount(new_root, "/", None, MS_MOVE)
+    if lib.chroot(b".") != 0:
+        raise _os_error("chroot")
+    os.chdir("/")
+
+
+def build_namespace_fs(cfg, notes):
+    """The program's whole view of the file system: the minimal root of `cfg["root_plan"]`, a private
+    tmpfs working dir, tmpfs /tmp and /dev/shm, a /proc that hides other users' processes."""
+    limits = cfg["limits"]
+    new_root = cfg["root_mount"]
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    mount("tmpfs", new_root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
+    apply_root_plan(new_root, cfg["root_plan"], limits, notes)
+    workdir = _inside(new_root, cfg["workdir"])
+    _make_dirs(workdir, 0o700)
+    mount("tmpfs", workdir, "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits['disk']},mode=700")
+    for path in cfg["hide_paths"]:
+        target = _inside(new_root, path)
+        if os.path.isdir(target):
+            mount("tmpfs", target, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=755")
+        elif os.path.lexists(target):
+            mount("/dev/null", target, None, MS_BIND)
+    switch_root(new_root, notes)
+    mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "size=1m,mode=755")
+
+
+# ------------------------------------------------------------------------------------------- privileges
+def set_rlimits(lim):
+    import resource
+
+    cpu = lim["cpu"]
+    for res, value in (
+        (resource.RLIMIT_CPU, (cpu, cpu + 1)),
+        (resource.RLIMIT_AS, (lim["memory"], lim["memory"])),
+        (resource.RLIMIT_FSIZE, (lim["file"], lim["file"])),
+        (resource.RLIMIT_NOFILE, (lim["nofile"], lim["nofile"])),
+        (resource.RLIMIT_CORE, (0, 0)),
+        (resource.RLIMIT_NPROC, (lim["nproc"], lim["nproc"])),
+    ):
+        try:
+            resource.setrlimit(res, value)
+        except (OSError, ValueError) as e:
+            raise SetupError(f"setrlimit({res}): {e}") from None
+
+
+def drop_privileges(uid):
+    """A fresh unprivileged uid/gid with no supplementary groups (root modes)."""
+    try:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    except OSError as e:
+        raise SetupError(f"dropping privileges to uid {uid}: {e.strerror}") from None
+    if os.getuid() != uid or os.geteuid() != uid or os.getgid() != uid:
+        raise SetupError(f"dropping privileges to uid {uid} did not take")
+
+
+def drop_capabilities(lib=None):
+    """User-namespace mode: the program is uid 0 of its namespace; take every capability away from it
+    (bounding set, ambient set, effective/permitted/inheritable), so that it is root in name only."""
+    lib = lib or libc()
+    cap = 0
+    while lib.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0:
+        cap += 1
+    if cap == 0:
+        raise _os_error("dropping the capability bounding set")
+    lib.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = lib.CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
+    data = lib.CapData(0, 0, 0, 0, 0, 0)
+    if lib.capset(lib.addressof(header), lib.addressof(data)) != 0:
+        raise _os_error("capset")
+
+
+def set_no_new_privs(lib=None):
+    """PR_SET_NO_NEW_PRIVS: no setuid binary can raise privileges again; needed by the seccomp filter."""
+    lib = lib or libc()
+    if lib.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise _os_error("prctl(PR_SET_NO_NEW_PRIVS)")
+
+
+def load_seccomp(bpf, lib=None):
+    """Install the seccomp filter `bpf` (raw `struct sock_filter` program, as libseccomp exports it)."""
+    if not bpf or len(bpf) % 8:
+        raise SetupError(f"seccomp filter: empty or malformed program ({len(bpf)} bytes)")
+    lib = lib or libc()
+    prog = lib.SockFprog(len(bpf) // 8, bpf)
+    if lib.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, lib.addressof(prog), 0, 0) != 0:
+        raise _os_error("loading the seccomp filter")
+
+
+def install_guard(workdir):
+    """Guard mode only: an audit hook refusing sockets, new processes and writes outside the working
+    dir. Not a hard boundary (native code can bypass it); see the sandbox module docstring."""
+    blocked = {"socket.__new__", "socket.connect", "socket.bind", "socket.sendto", "socket.getaddrinfo",
+               "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
+               "subprocess.Popen", "os.kill", "os.killpg", "pty.spawn", "ctypes.dlopen", "ctypes.dlsym",
+               "ctypes.call_function", "ctypes.cdata", "ctypes.addressof", "os.chroot", "os.setuid"}
+    blocked_imports = {"_posixsubprocess", "_ctypes", "ctypes", "_socket", "socket", "mmap"}
+    root = os.path.realpath(workdir) + os.sep
+
+    def hook(event, args):
+        if event in blocked:
+            raise PermissionError(f"sandbox: {event} is not allowed")
+        if event == "import" and args and args[0] in blocked_imports:
+            raise PermissionError(f"sandbox: import of {args[0]} is not allowed")
+        if event == "open" and args:
+            path, mode = args[0], args[1] if len(args) > 1 else "r"
+            if isinstance(path, int):
+                return
+            flags = args[2] if len(args) > 2 else 0
+            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
+            p = os.path.realpath(os.fsdecode(path))
+            if p.startswith("/proc/") and p.endswith(("/environ", "/mem", "/cmdline")):
+                raise PermissionError(f"sandbox: reading {p} is not allowed")
+            if writing and not (p + os.sep).startswith(root) and p != "/dev/null":
+                raise PermissionError("sandbox: writing outside the working directory is not allowed")
+        if event in ("os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.symlink", "os.link",
+                     "os.chmod", "os.chown", "os.truncate", "shutil.rmtree") and args:
+            p = args[0]
+            if isinstance(p, (str, bytes)) and not (os.path.realpath(os.fsdecode(p)) + os.sep).startswith(root):
+                raise PermissionError(f"sandbox: {event} outside the working directory is not allowed")
+
+    sys.addaudithook(hook)
+
+
+def harden(cfg):
+    """Every layer of the program process before the model's code runs, in order; raises SetupError."""
+    set_rlimits(cfg["limits"])
+    if cfg["uid"] is not None:
+        drop_privileges(cfg["uid"])
+    elif cfg["namespaces"]:
+        libc().prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # the supervisor is not; the program may read its own /proc
+        drop_capabilities()
+    set_no_new_privs()
+    if cfg["seccomp"]:
+        load_seccomp(bytes.fromhex(cfg["seccomp"]))
+    if cfg["guard"]:
+        install_guard(cfg["workdir"])
+
+
+# ------------------------------------------------------------------------------------------- the program
+def run_program(cfg, source, path, status):
+    """The program process: harden, then run the model's code. Never returns."""
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.set_wakeup_fd(-1)
+        for fd in cfg["_close_fds"]:
+            try:
+                _close(fd)
+            except OSError:
+                pass
+        # Python ignores SIGXFSZ; restore the default so that RLIMIT_FSIZE ends the run ("output limit").
+        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+        os.chdir(cfg["workdir"])
+        harden(cfg)
+    except SetupError as e:
+        status.report({"setup_error": str(e)})
+        _exit(EXIT_SETUP)
+    except Exception as e:  # any other failure before the program runs is a sandbox failure too
+        status.report({"setup_error": f"{type(e).__name__}: {e}"})
+        _exit(EXIT_SETUP)
+    status.close()
+
+    fn_name = cfg["fn_name"]
+    if fn_name is not None:
+        import json
+    saved_stdout = None
+    if fn_name is not None:
+        # The program's own prints go to stderr; fd `saved_stdout` carries only the JSON result.
+        saved_stdout = os.dup(1)
+        os.dup2(2, 1)
+    mod = type(sys)("__main__" if fn_name is None else "solution")
+    mod.__file__ = path
+    mod.__builtins__ = __builtins__
+    sys.modules[mod.__name__] = mod
+    sys.argv = [path]
+    code = 0
+    try:
+        exec(compile(source, path, "exec"), mod.__dict__)
+        if fn_name is not None:
+            payload = json.loads(sys.stdin.read() or "{}")
+            fn = mod.__dict__.get(fn_name)
+            if fn is None and isinstance(mod.__dict__.get("Solution"), type):
+                fn = getattr(mod.__dict__["Solution"](), fn_name, None)
+            if not callable(fn):
+                raise NameError(f"the program defines no function {fn_name!r}")
+            value = fn(*payload.get("args", []), **payload.get("kwargs", {}))
+            try:
+                text = json.dumps(value, allow_nan=True)
+            except (TypeError, ValueError, RecursionError) as e:
+                sys.stderr.write(f"result is not JSON-serialisable: {e}\n")
+                code = EXIT_BAD_RESULT
+            else:
+                data = text.encode()
+                while data:
+                    data = data[_write(saved_stdout, data):]
+    except SystemExit as e:
+        c = e.code
+        if c is None:
+            code = 0
+        elif isinstance(c, int):
+            code = c & 0xFF
+        else:
+            try:
+                sys.stderr.write(str(c) + "\n")
+            except Exception:
+                pass
+            code = 1
+    except MemoryError:
+        code = EXIT_MEMORY
+    except BaseException:
+        try:
+            import traceback
+
+            traceback.print_exc()
+        except BaseException:
+            pass
+        code = 1
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except MemoryError:
+        code = code or EXIT_MEMORY
+    except BaseException:
+        code = code or 1
+    _exit(code)
+
+
+# ------------------------------------------------------------------------------------------- supervisor
+def kill_uid(uid):
+    """Guard mode: kill every process of the run's uid (a helper drops to it and kills -1)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+        _exit(0)
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+
+
+def supervise(cfg, pid, status, wakeup_r, deadline):
+    """Reap children until the program process exits; returns (wait status, rusage, why) where why is
+    None, "caller gone" or "backstop deadline"."""
+    import time
+
+    poller = select.poll()
+    poller.register(wakeup_r, select.POLLIN)
+    if status.fd >= 0:
+        poller.register(status.fd, select.POLLERR)
+    while True:
+        while True:  # reap everything that has exited (orphans are reparented to us)
+            try:
+                got, wstatus, usage = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                return None, None, "lost the program process"
+            if got == 0:
+                break
+            if got == pid:
+                return wstatus, usage, None
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None, None, "backstop deadline"
+        for fd, event in poller.poll(left * 1000):
+            if fd == wakeup_r:
+                try:
+                    os.read(wakeup_r, 4096)
+                except OSError:
+                    pass
+            elif event & (select.POLLERR | select.POLLHUP):
+                return None, None, "caller gone"
+
+
+def become_init(status):
+    """Namespace modes: fork the supervisor, PID 1 of the PID namespace `unshare --pid` prepared.
+
+    The process `unshare` started stays outside the PID namespace: it waits for the supervisor and
+    leaves. It exists so that the caller can move it into the run's cgroups while the interpreter
+    starts (a cgroup migration stalls every fork on the machine for an RCU grace period; no fork of
+    the run happens before the move is confirmed). If it is killed, so is the supervisor.
+    """
+    pid = os.fork()
+    if pid:
+        status.close()
+        while True:
+            try:
+                os.waitpid(pid, 0)
+                break
+            except ChildProcessError:
+                break
+            except InterruptedError:
+                continue
+        _exit(0)
+    # (getppid() is 0 here: the parent is outside the PID namespace. Should the waiter die before this
+    # line, the supervisor still ends: the caller kills the process group, and the supervisor exits
+    # when the status pipe breaks or its backstop deadline passes.)
+    libc().prctl(PR_SET_PDEATHSIG, SIGKILL_NUMBER, 0, 0, 0)
+
+
+def main(argv):
+    run_id, config_fd, go_fd = argv[1], int(argv[2]), int(argv[3])
+    status = Status(-1)
+    try:
+        cfg = read_config(config_fd)
+        status = Status(cfg["status_fd"])
+        libc()  # load the libc functions once: the forks below share them
+        wait_for_go(go_fd)
+        if cfg["namespaces"]:
+            become_init(status)
+        notes = []
+        if cfg["namespaces"]:
+            build_namespace_fs(cfg, notes)
+        os.chdir(cfg["workdir"])
+        path = os.path.join(cfg["workdir"], "solution.py")
+        with open(path, "w", encoding="utf-8", errors="surrogatepass") as f:
+            f.write(cfg["source"])
+        if cfg["uid"] is not None:
+            os.chown(cfg["workdir"], cfg["uid"], cfg["uid"])
+            os.chown(path, cfg["uid"], cfg["uid"])
+    except Exception as e:
+        status.report({"setup_error": f"{type(e).__name__}: {e}", "run_id": run_id})
+        _exit(0)
+
+    import time
+
+    deadline = time.monotonic() + cfg["backstop_seconds"]
+    wakeup_r, wakeup_w = os.pipe()
+    os.set_blocking(wakeup_w, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wakeup_w)
+    cfg["_close_fds"] = [wakeup_r, wakeup_w]
+    source = cfg.pop("source")
+    import gc
+
+    gc.freeze()  # the program's collections never walk (and so never copy-on-write) the supervisor's objects
+    # Not dumpable: a program with the supervisor's uid (user-namespace mode) cannot ptrace it, read its
+    # memory or, with /proc's hidepid, even see it.
+    libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            run_program(cfg, source, path, status)
+        finally:
+            _exit(1)
+    wstatus, usage, why = supervise(cfg, pid, status, wakeup_r, deadline)
+    out = {"notes": notes}
+    if why is not None:
+        out["error"] = why
+        if cfg["guard"] and cfg["uid"] is not None:
+            kill_uid(cfg["uid"])
+    else:
+        out["cpu"] = usage.ru_utime + usage.ru_stime
+        out["maxrss_kb"] = usage.ru_maxrss
+        if os.WIFSIGNALED(wstatus):
+            out["signal"] = os.WTERMSIG(wstatus)
+        else:
+            out["exit"] = os.WEXITSTATUS(wstatus)
+    if cfg["probe"]:
+        out["probe_uid"] = cfg["uid"]
+    status.report(out)
+    _exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
