@@ -4,7 +4,11 @@ Each benchmark is a module with `main(argv) -> int` that writes `benchmarks/resu
 (with a `markdown` table and a `machine` description). A benchmark whose module is missing or that
 fails is reported and the others still run; the exit status is 1 if any failed.
 
-    python -m benchmarks.run_all [--quick] [--only envs,mi]
+    python -m benchmarks.run_all [--quick] [--only envs,mi] [--full learning]
+
+The learning-curve benchmark always runs its quick form here (one seed, top-p only, a third of the RL steps,
+about 10 minutes on 2 cores); its full form (`--full learning`, or `python -m benchmarks.bench_learning`) takes
+hours and produced the committed `benchmarks/results/learning.json`.
 """
 
 from __future__ import annotations
@@ -24,14 +28,20 @@ BENCHMARKS: tuple[tuple[str, str], ...] = (
     ("filtering", "benchmarks.bench_filtering"),
     ("rollout", "benchmarks.bench_rollout"),
     ("micro", "benchmarks.micro.run"),
+    ("learning", "benchmarks.bench_learning"),
 )
+#: Benchmarks whose full form takes hours: `make bench` runs their quick form unless --full names them.
+QUICK_ALWAYS = {"learning"}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     parser.add_argument("--only", default="", help="comma-separated result names to run")
+    parser.add_argument("--full", default="", help="comma-separated names of QUICK_ALWAYS to run in full "
+                                                   "(e.g. learning: 4 configs x 3 seeds x 2 variants, hours)")
     args = parser.parse_args(argv)
+    full = {name for name in args.full.split(",") if name}
     only = {name for name in args.only.split(",") if name}
     failed: list[str] = []
     for name, module_name in BENCHMARKS:
@@ -47,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{name}] running {module_name} ...", flush=True)
         start = time.perf_counter()
         try:
-            status = module.main(["--quick"] if args.quick else [])
+            quick = args.quick or (name in QUICK_ALWAYS and name not in full)
+            status = module.main(["--quick"] if quick else [])
         except Exception:
             traceback.print_exc()
             status = 1

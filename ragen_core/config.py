@@ -134,6 +134,10 @@ class RolloutConfig:
     reward_placement: str = "last_token"
     #: The length limit stated in the format reminder (tokens); 0 = max_new_tokens.
     length_limit: int = 0
+    #: Send the env's instructions (rules, legend, format) as the system message. The tiny CPU configs turn
+    #: it off: a model that small cannot read ~300 tokens of rules, learns the format from the warm start,
+    #: and trains about twice as fast on the shorter sequences.
+    system_prompt: bool = True
 
 
 @dataclass
@@ -150,6 +154,9 @@ class AlgoConfig:
     mini_batch_size: int = 32
     #: Rows per forward/backward pass (gradient accumulation within a mini-batch).
     micro_batch_size: int = 8
+    #: Stop a step's remaining mini-batch updates once the mean approx-KL (old || new) of a mini-batch exceeds
+    #: 1.5 x target_kl (Spinning Up's early stop); 0 = off (the paper's setting).
+    target_kl: float = 0.0
     clip_low: float = 0.2
     clip_high: float = 0.28
     #: Dual-clip constant c (> 1), 0 disables.
@@ -164,6 +171,9 @@ class AlgoConfig:
     lam: float = 1.0
     value_clip: float = 0.5
     grad_clip: float = 1.0
+    #: AdamW's epsilon: gradients much smaller than it get proportionally small updates instead of the full
+    #: lr-sized step Adam gives every parameter (see docs/training.md: why small-scale RL needs it larger).
+    adam_eps: float = 1e-8
     #: Recompute old log-probs with a teacher-forced pass (exact PPO ratio; the sampling log-probs differ
     #: from the model's under top-p or temperature != 1).
     recompute_old_logprobs: bool = True
@@ -222,6 +232,12 @@ class WarmStartConfig:
     #: "oracle" (solver / optimal actions) or "random" (uniformly random valid actions: teaches the format
     #: without the task, e.g. for learning tests).
     policy: str = "oracle"
+    #: A noisy demonstrator (oracle policy only): the probability that its answer is `noise_action` instead of
+    #: the oracle's, the reasoning staying the oracle's (ragen_core.sft.oracle_response); 0 = the oracle.
+    action_noise: float = 0.0
+    #: What the noisy demonstrator answers: "random" (a random valid action) or "first" (the first action of
+    #: the env's list / the first arm shown: a habit that ignores the state).
+    noise_action: str = "random"
     epochs: int = 2
     lr: float = 1e-3
     batch_size: int = 16
@@ -272,6 +288,7 @@ class TrainConfig:
         _check(self.algo.epochs >= 1, "algo.epochs", "must be >= 1")
         _check(self.algo.mini_batch_size >= 1, "algo.mini_batch_size", "must be >= 1")
         _check(self.algo.micro_batch_size >= 1, "algo.micro_batch_size", "must be >= 1")
+        _check(self.algo.target_kl >= 0, "algo.target_kl", "must be >= 0 (0 = off)")
         _check(0 <= self.algo.clip_low < 1, "algo.clip_low", "must be in [0, 1)")
         _check(self.algo.clip_high >= 0, "algo.clip_high", "must be >= 0")
         _check(self.algo.dual_clip == 0 or self.algo.dual_clip > 1, "algo.dual_clip", "must be 0 (off) or > 1")
@@ -285,6 +302,7 @@ class TrainConfig:
         _check(0 <= self.algo.gamma <= 1, "algo.gamma", "must be in [0, 1]")
         _check(0 <= self.algo.lam <= 1, "algo.lam", "must be in [0, 1]")
         _check(self.algo.grad_clip >= 0, "algo.grad_clip", "must be >= 0 (0 = no clipping)")
+        _check(self.algo.adam_eps > 0, "algo.adam_eps", "must be > 0")
         _check(self.filter.strategy in ("top_p", "top_k", "top_k_abs", "min_p", "random"), "filter.strategy",
                "must be top_p, top_k, top_k_abs, min_p or random")
         _check(self.filter.score in ("variance", "std"), "filter.score", "must be variance or std")
@@ -301,6 +319,9 @@ class TrainConfig:
         _check(self.eval.episodes >= 1, "eval.episodes", "must be >= 1")
         _check(self.warm_start.sft_episodes >= 0, "warm_start.sft_episodes", "must be >= 0")
         _check(self.warm_start.policy in ("oracle", "random"), "warm_start.policy", "must be oracle or random")
+        _check(0 <= self.warm_start.action_noise <= 1, "warm_start.action_noise", "must be a probability in [0, 1]")
+        _check(self.warm_start.noise_action in ("random", "first"), "warm_start.noise_action",
+               "must be random or first")
         _check(self.warm_start.epochs >= 1, "warm_start.epochs", "must be >= 1")
         _check(self.warm_start.reasoning in ("full", "plan"), "warm_start.reasoning", "must be full or plan")
         _check(self.warm_start.schedule in ("linear", "constant"), "warm_start.schedule", "must be linear or constant")

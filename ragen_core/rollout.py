@@ -73,6 +73,16 @@ class RolloutSettings:
     #: Length limit stated in the reminder (tokens); 0 = max_new_tokens.
     length_limit: int = 0
     stop: tuple[str, ...] = ("</answer>",)
+    #: Send the env's ``info["instructions"]`` as the system message (False: no system message; the first user
+    #: turn opens the conversation, e.g. for a tiny model that learns the format from the warm start).
+    system_prompt: bool = True
+
+    @classmethod
+    def from_config(cls, rollout_cfg: Any, **overrides: Any) -> RolloutSettings:
+        """Settings from a ``[rollout]`` config section (``ragen_core.config.RolloutConfig``) plus overrides."""
+        names = ("max_turns", "context", "max_new_tokens", "temperature", "top_p", "reward_placement",
+                 "length_limit", "system_prompt")
+        return cls(**{**{k: getattr(rollout_cfg, k) for k in names}, **overrides})
 
     def __post_init__(self) -> None:
         parse_context(self.context)
@@ -99,6 +109,8 @@ class Turn:
     finish_reason: str
     #: Images of the prompt (vision envs), in order of occurrence.
     images: list[np.ndarray] = field(default_factory=list)
+    #: The exception `env.step` raised on this response ("TypeName: message"), None when it returned normally.
+    env_error: str | None = None
 
 
 @dataclass
@@ -208,8 +220,17 @@ class RolloutBatch:
         return prompts, traces
 
     def summary(self) -> dict[str, float]:
-        """Per-batch rollout metrics (namespaced `rollout/`)."""
+        """Per-batch rollout metrics (namespaced `rollout/`).
+
+        ``rollout/response_capped`` is the share of turns whose response hit ``max_new_tokens`` (finish reason
+        "length"): a truncated response has no closing ``</answer>`` and costs the format penalty, so a high
+        value means the token budget, not the policy, is failing the format.
+        """
+        turns = [t for traj in self.trajectories for t in traj.turns]
+        capped = sum(t.finish_reason == "length" for t in turns) / max(len(turns), 1)
         return {
+            "rollout/response_capped": float(capped),
+            "rollout/env_errors": float(sum(t.env_error is not None for t in turns)),
             "rollout/success": float(self.success.float().mean()),
             "rollout/return": float(self.returns.mean()),
             "rollout/return_std": float(self.returns.std(unbiased=False)),
@@ -300,6 +321,27 @@ def make_envs(env_id: str, n: int, kwargs: dict[str, Any] | None = None) -> list
     return [gym.make(env_id, **dict(kwargs or {})) for _ in range(n)]
 
 
+def _system_messages(system: str) -> list[dict[str, str]]:
+    """The conversation's opening: one system message, or none when the system prompt is off (empty)."""
+    return [{"role": "system", "content": system}] if system else []
+
+
+def _safe_step(env: Any, text: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    """``env.step(text)``, except that an exception ends the episode instead of the rollout.
+
+    Envs must not raise on model text; one that does anyway (a bug, or a hostile answer that found one) must not
+    stop a training run. The turn gets the env's format penalty as its reward, ``info["env_error"]`` names the
+    exception, the episode terminates, and ``rollout/env_errors`` counts it. The env is reset by the next rollout.
+    """
+    try:
+        return env.step(text)
+    except Exception as exc:  # any env bug is contained here, by design
+        penalty = float(getattr(getattr(env, "unwrapped", env), "format_penalty_value", -0.1))
+        info = {"env_error": f"{type(exc).__name__}: {exc}"[:500], "format_penalty": penalty,
+                "format_error": "env_error", "success": False, "action_is_valid": False}
+        return "", penalty, True, False, info
+
+
 def _obs_text(obs: Any, image_token: str | None) -> tuple[str, np.ndarray | None]:
     """Text of an observation and its image; the image is placed in the text with the policy's image
     placeholder (vision policies), or dropped for text-only policies."""
@@ -367,13 +409,13 @@ def rollout(
         opts = reset_options[i] if reset_options is not None else None
         obs, info = envs[i].reset(seed=int(seeds[i // g]), options=opts)
         text, image = _obs_text(obs, image_token)
-        system[i] = str(info.get("instructions", ""))
+        system[i] = str(info.get("instructions", "")) if s.system_prompt else ""
         actions_left[i] = info.get("actions_left")
         fmt[i] = _response_format(envs[i])
         pending_user[i] = {"role": "user",
                            "content": user_turn_text(1, text, actions_left[i], None, limit, fmt[i])}
         pending_images[i] = [image] if image is not None else []
-        trajs[i].messages = [{"role": "system", "content": system[i]}]
+        trajs[i].messages = _system_messages(system[i])
 
     for turn in range(1, s.max_turns + 1):
         idx = [i for i in range(n) if active[i]]
@@ -384,7 +426,7 @@ def rollout(
         for i in idx:
             if window is None:
                 if turn == 1:
-                    ids = list(policy.encode_chat([{"role": "system", "content": system[i]}, pending_user[i]],
+                    ids = list(policy.encode_chat([*_system_messages(system[i]), pending_user[i]],
                                                   add_generation_prompt=True))
                 else:
                     ids = running[i] + turn_bridge(policy, pending_user[i])
@@ -393,7 +435,7 @@ def rollout(
                 imgs = list(running_images[i])
             else:
                 kept = history[i][len(history[i]) - window :] if window > 0 else []
-                msgs = [{"role": "system", "content": system[i]}]
+                msgs = _system_messages(system[i])
                 imgs = []
                 for user, assistant, user_imgs in kept:
                     msgs += [user, {"role": "assistant", "content": assistant}]
@@ -426,7 +468,7 @@ def rollout(
 
         for j, i in enumerate(idx):
             text, rid, rlp, finish = gens[j]
-            obs, reward, terminated, truncated, info = envs[i].step(text)
+            obs, reward, terminated, truncated, info = _safe_step(envs[i], text)
             next_text, image = _obs_text(obs, image_token)
             penalty = float(info.get("format_penalty", 0.0) or 0.0)
             trajs[i].turns.append(Turn(
@@ -440,6 +482,7 @@ def rollout(
                 action_valid=bool(info.get("action_is_valid", False)),
                 finish_reason=finish,
                 images=images[j],
+                env_error=info.get("env_error"),
             ))
             trajs[i].messages += [pending_user[i], {"role": "assistant", "content": text}]
             trajs[i].success = bool(info.get("success", False))

@@ -97,7 +97,7 @@ def _first_push(player: tuple[int, int], boxes: set[tuple[int, int]], plan: Sequ
     return None
 
 
-def _sokoban_plan_reasoning(u: Any, plan: Sequence[str], actions: Sequence[str]) -> str:
+def _sokoban_plan_reasoning(u: Any, plan: Sequence[str], actions: Sequence[str], name_walk: bool = True) -> str:
     """Short reasoning (``warm_start.reasoning="plan"``): the pieces, the solver's first push, the next move.
 
     E.g. ``Player (2, 2), box (1, 2), target (1, 4). Push Right from (1, 1). Go Left.`` ("Push now." when the
@@ -119,7 +119,10 @@ def _sokoban_plan_reasoning(u: Any, plan: Sequence[str], actions: Sequence[str])
     if push is not None:
         s += f" Push {push[0]} from {_coords([push[1]])}."
     if actions:
-        s += " Push now." if _move(player, actions[0]) in boxes_set else f" Go {actions[0]}."
+        if _move(player, actions[0]) in boxes_set:
+            s += " Push now."
+        elif name_walk:
+            s += f" Go {actions[0]}."
     return s
 
 
@@ -131,8 +134,55 @@ def _frozenlake_reasoning(u: Any, action: str) -> str:
 
 
 def _bandit_reasoning(u: Any, arm: str) -> str:
-    kind = "steady" if arm == u.low_arm else "risky"
-    return f"{arm} sounds {kind}."
+    """Both arms, in the order shown, each with the kind its name suggests; the pick comes after, in the answer.
+
+    E.g. ``Janitor sounds steady, Trader sounds risky.`` The reasoning reads the whole input before the choice, so
+    the choice (the answer token) can depend on it: what RL has to learn after a random-arm warm start.
+    """
+    kinds = ["steady" if name == u.low_arm else "risky" for name in u.arm_names]
+    return f"{u.arm_names[0]} sounds {kinds[0]}, {u.arm_names[1]} sounds {kinds[1]}."
+
+
+def _countdown_steps(expression: str) -> str:
+    """The arithmetic of an expression, innermost operation first: ``(2 * 5) - 1`` -> ``2 * 5 = 10, 10 - 1 = 9.``
+
+    Values are exact fractions (``8 / 3`` is written ``8/3``), as the env evaluates them.
+    """
+    import ast
+    from fractions import Fraction
+
+    ops = {ast.Add: ("+", lambda a, b: a + b), ast.Sub: ("-", lambda a, b: a - b),
+           ast.Mult: ("*", lambda a, b: a * b), ast.Div: ("/", lambda a, b: a / b)}
+    steps: list[str] = []
+
+    def show(v: Fraction) -> str:
+        return str(v.numerator) if v.denominator == 1 else f"{v.numerator}/{v.denominator}"
+
+    def walk(node: ast.AST) -> Fraction:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return Fraction(node.value)
+        if isinstance(node, ast.BinOp) and type(node.op) in ops:
+            a, b = walk(node.left), walk(node.right)
+            sym, fn = ops[type(node.op)]
+            v = fn(a, b)
+            steps.append(f"{show(a)} {sym} {show(b)} = {show(v)}")
+            return v
+        raise ValueError(f"not an arithmetic expression over integers: {expression!r}")
+
+    walk(ast.parse(expression, mode="eval").body)
+    return ", ".join(steps) + "."
+
+
+def _countdown_guess(nums: Sequence[int], rng: np.random.Generator | None) -> str:
+    """A lazy answer over the numbers: their sum in the order shown (rng None), or a random expression."""
+    if rng is None:
+        return " + ".join(str(n) for n in nums)
+    order = [str(nums[int(i)]) for i in rng.permutation(len(nums))]
+    expr = order[0]
+    for x in order[1:]:
+        op = "+-*/"[int(rng.integers(4))]
+        expr = f"({expr}) {op} {x}" if rng.random() < 0.5 else f"{x} {op} ({expr})"
+    return expr
 
 
 def _format(reasoning: str, actions: Sequence[str]) -> str:
@@ -143,13 +193,12 @@ def _format(reasoning: str, actions: Sequence[str]) -> str:
 REASONING_STYLES = ("full", "plan")
 
 
-def oracle_response(env: Any, reasoning: str = "full") -> str:
-    """A response with the oracle's next action(s) and reasoning about the current state.
+#: What a noisy demonstrator answers instead of the oracle's action (`warm_start.noise_action`).
+NOISE_ACTIONS = ("random", "first")
 
-    `reasoning` (Sokoban only; other envs have one style): ``"full"`` sentences naming the player, box and
-    target cells and the move(s); ``"plan"`` the short form of `_sokoban_plan_reasoning` (fewer tokens, and
-    it names the push the solver's plan leads to, which a tiny model learns more easily).
-    """
+
+def _oracle_parts(env: Any, reasoning: str) -> tuple[str, list[str]]:
+    """(reasoning text, the oracle's action(s) for this turn) for an env that has an oracle."""
     if reasoning not in REASONING_STYLES:
         raise ValueError(f"reasoning must be one of {REASONING_STYLES}; got {reasoning!r}")
     u = getattr(env, "unwrapped", env)
@@ -161,16 +210,66 @@ def oracle_response(env: Any, reasoning: str = "full") -> str:
         plan = list(u.oracle_actions() or [])
         acts = plan[:per_turn] or [u.ACTIONS[0]]
         if reasoning == "plan":
-            return _format(_sokoban_plan_reasoning(u, plan, acts), acts)
-        return _format(_sokoban_reasoning(u, acts), acts)
+            return _sokoban_plan_reasoning(u, plan, acts), acts
+        return _sokoban_reasoning(u, acts), acts
     if hasattr(u, "oracle_action"):
         a = u.oracle_action()
-        return _format(_frozenlake_reasoning(u, a), [a])
+        return _frozenlake_reasoning(u, a), [a]
     if hasattr(u, "oracle_arm"):
         arm = u.oracle_arm()
-        return _format(_bandit_reasoning(u, arm), [arm])
-    raise ValueError(f"{type(u).__name__} has no oracle (oracle_actions / oracle_action / oracle_arm); "
+        return _bandit_reasoning(u, arm), [arm]
+    if hasattr(u, "oracle_answer"):
+        expr = u.oracle_answer()
+        return _countdown_steps(expr), [expr]
+    raise ValueError(f"{type(u).__name__} has no oracle (oracle_actions / oracle_action / oracle_arm / "
+                     "oracle_answer); "
                      "use warm_start.policy='random'")
+
+
+def _noise_answer(u: Any, kind: str, rng: np.random.Generator) -> str:
+    """What a noisy demonstrator answers instead of the oracle (see :func:`oracle_response`)."""
+    if hasattr(u, "nums") and hasattr(u, "oracle_answer"):  # Countdown: the lazy sum, or a random expression
+        return _countdown_guess(u.nums, None if kind == "first" else rng)
+    vocab = _action_vocabulary(u)
+    return vocab[0] if kind == "first" else str(vocab[int(rng.integers(len(vocab)))])
+
+
+def _action_vocabulary(u: Any) -> list[str]:
+    """The answers an env accepts, in the order it shows or lists them (bandit: the arms as shown)."""
+    if hasattr(u, "oracle_arm"):
+        return list(u.arm_names)
+    actions = list(getattr(u, "ACTIONS", ()))
+    if not actions:
+        raise ValueError(f"{type(u).__name__} has no action vocabulary (ACTIONS) to draw actions from")
+    return actions
+
+
+def oracle_response(env: Any, reasoning: str = "full", noise: float = 0.0, noise_action: str = "random",
+                    rng: np.random.Generator | None = None) -> str:
+    """A response with the oracle's reasoning about the current state and, usually, the oracle's action(s).
+
+    `reasoning` (Sokoban only; other envs have one style): ``"full"`` sentences naming the player, box and
+    target cells and the move(s); ``"plan"`` the short form of `_sokoban_plan_reasoning` (fewer tokens, and
+    it names the push the solver's plan leads to, which a tiny model learns more easily).
+
+    A noisy demonstrator (``noise`` > 0, ``warm_start.action_noise``): with probability `noise` the answer is
+    replaced, while the reasoning stays the oracle's, by ``noise_action``: ``"random"`` (a uniformly random valid
+    action) or ``"first"`` (the first action of the env's list, the first arm shown, or Countdown's sum of the
+    numbers in the order shown: a habit that ignores the state). A model warm-started on such episodes reads the state and reasons correctly, but its answer only
+    partly follows its reasoning; with ``"first"`` and `noise` > 0.5 its greedy answer is the habit, the same
+    for every state. RL then has to make the action follow the reasoning.
+    """
+    if not 0.0 <= noise <= 1.0:
+        raise ValueError(f"noise must be a probability in [0, 1]; got {noise!r}")
+    if noise_action not in NOISE_ACTIONS:
+        raise ValueError(f"noise_action must be one of {NOISE_ACTIONS}; got {noise_action!r}")
+    text, acts = _oracle_parts(env, reasoning)
+    if noise > 0.0:
+        gen = rng if rng is not None else np.random.default_rng()
+        if gen.random() < noise:
+            u = getattr(env, "unwrapped", env)
+            acts = [_noise_answer(u, noise_action, gen) for _ in acts]
+    return _format(text, acts)
 
 
 def random_response(env: Any, rng: np.random.Generator) -> str:
@@ -191,15 +290,15 @@ def random_response(env: Any, rng: np.random.Generator) -> str:
 
 
 def scripted_responder(kind: str = "oracle", rng: np.random.Generator | None = None,
-                       reasoning: str = "full") -> Responder:
-    """A :data:`ragen_core.rollout.Responder` writing oracle or random responses (`reasoning`: see
-    :func:`oracle_response`; random responses always use the full style)."""
+                       reasoning: str = "full", noise: float = 0.0, noise_action: str = "random") -> Responder:
+    """A :data:`ragen_core.rollout.Responder` writing oracle or random responses (`reasoning`, `noise`,
+    `noise_action`: see :func:`oracle_response`; random responses always use the full style)."""
     if reasoning not in REASONING_STYLES:
         raise ValueError(f"reasoning must be one of {REASONING_STYLES}; got {reasoning!r}")
+    gen = rng if rng is not None else np.random.default_rng(0)
     if kind == "oracle":
-        return lambda envs, idx: [oracle_response(e, reasoning) for e in envs]
+        return lambda envs, idx: [oracle_response(e, reasoning, noise, noise_action, gen) for e in envs]
     if kind == "random":
-        gen = rng if rng is not None else np.random.default_rng(0)
         return lambda envs, idx: [random_response(e, gen) for e in envs]
     raise ValueError(f"kind must be 'oracle' or 'random'; got {kind!r}")
 
@@ -272,25 +371,26 @@ def warm_start(policy: Any, cfg: Any, device: torch.device | None = None) -> dic
     """Run the `[warm_start]` section of a TrainConfig: scripted episodes, then `sft_train`."""
     ws = cfg.warm_start
     t0 = time.perf_counter()
-    settings = RolloutSettings(max_turns=cfg.rollout.max_turns, context=cfg.rollout.context,
-                               max_new_tokens=cfg.rollout.max_new_tokens, length_limit=cfg.rollout.length_limit,
-                               reward_placement=cfg.rollout.reward_placement)
+    settings = RolloutSettings.from_config(cfg.rollout)
     chunk = 64
     envs = make_envs(cfg.env.id, min(chunk, ws.sft_episodes), cfg.env.kwargs)
-    rng = np.random.default_rng(ws.seed)
+    # Levels come from the warm-start seed stream; the demonstrator's noise and the SFT order also depend on
+    # run.seed, so that training seeds differ from the warm start on.
+    rng = np.random.default_rng([ws.seed, cfg.run.seed])
     seeds = [ws.seed + i for i in range(ws.sft_episodes)]
     batches = []
     success = []
     for s in range(0, len(seeds), chunk):
         part = seeds[s : s + chunk]
         opts = [{cfg.env.per_rollout_option: x} for x in part] if cfg.env.per_rollout_option else None
-        b = rollout(policy, envs, part, 1, settings, responder=scripted_responder(ws.policy, rng, ws.reasoning),
+        responder = scripted_responder(ws.policy, rng, ws.reasoning, ws.action_noise, ws.noise_action)
+        b = rollout(policy, envs, part, 1, settings, responder=responder,
                     reset_options=opts)
         batches.append(b)
         success.append(b.success.float())
     batch = _concat(batches)
     t_collect = time.perf_counter() - t0
-    gen = torch.Generator().manual_seed(ws.seed)
+    gen = torch.Generator().manual_seed(ws.seed + 1_000_003 * cfg.run.seed)
     stats = sft_train(policy, batch, epochs=ws.epochs, lr=ws.lr, batch_size=ws.batch_size, generator=gen,
                       device=device, schedule=ws.schedule)
     stats.update({"sft/episodes": float(ws.sft_episodes), "sft/script_success": float(torch.cat(success).mean()),

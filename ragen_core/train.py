@@ -75,8 +75,8 @@ __all__ = [
     "main",
 ]
 
-#: Metric keys that depend on wall-clock time (excluded when comparing runs).
-TIME_PREFIX = "perf/"
+#: Per-episode validation outcomes, one JSON line per validation: {"step", "seeds", "success": [0/1, ...]}.
+VAL_OUTCOMES = "val_outcomes.jsonl"
 
 
 # ---------------------------------------------------------------------------------------------- models
@@ -170,7 +170,9 @@ def compute_advantages(
     """Token advantages ``[R, T]`` (and PPO returns ``[R, T]``) for the row tensors of a (compacted) batch.
 
     - ``ppo``: GAE over each trajectory's generated tokens in order (rows of one trajectory are concatenated,
-      observation tokens skipped), rewards from ``rows["token_rewards"]``, ``values`` ``[R, T]`` from the critic.
+      observation tokens skipped), rewards from ``rows["token_rewards"]``, ``values`` ``[R, T]`` from the critic;
+      the advantages are then whitened over all generated tokens of the batch (verl's ``masked_whiten``), the
+      returns (value targets) are not.
     - ``grpo`` / ``dapo``: ``advantages.grpo(returns_pg)`` of the trajectory, on every generated token.
     - ``dr_grpo``: ``advantages.dr_grpo(returns_pg)``.
 
@@ -185,6 +187,9 @@ def compute_advantages(
         rew = rows["token_rewards"][r_idx, c_idx] * vmask
         val = values[r_idx, c_idx] * vmask
         adv_v, ret_v = adv_lib.gae(rew, val, vmask, gamma=gamma, lam=lam)
+        # Whiten over the batch's generated tokens, as verl does: with a critic that starts at 0 the raw GAE
+        # advantages are close to the returns (all positive on Sokoban), which would push every sampled token up.
+        adv_v = adv_lib.masked_whiten(adv_v, vmask)
         adv = torch.zeros_like(rows["token_rewards"])
         ret = torch.zeros_like(rows["token_rewards"])
         adv[r_idx[vmask], c_idx[vmask]] = adv_v[vmask].to(adv.dtype)
@@ -263,21 +268,15 @@ class Trainer:
         P, G = cfg.rollout.groups, cfg.rollout.group_size
         self.envs = make_envs(cfg.env.id, P * G, cfg.env.kwargs)
         self.val_envs = make_envs(cfg.env.id, cfg.eval.episodes, cfg.env.kwargs)
-        self.settings = RolloutSettings(
-            max_turns=cfg.rollout.max_turns, context=cfg.rollout.context, max_new_tokens=cfg.rollout.max_new_tokens,
-            temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
-            reward_placement=cfg.rollout.reward_placement, length_limit=cfg.rollout.length_limit)
-        self.val_settings = RolloutSettings(
-            max_turns=cfg.rollout.max_turns, context=cfg.rollout.context, max_new_tokens=cfg.rollout.max_new_tokens,
-            temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p, greedy=cfg.eval.greedy,
-            reward_placement=cfg.rollout.reward_placement, length_limit=cfg.rollout.length_limit)
+        self.settings = RolloutSettings.from_config(cfg.rollout)
+        self.val_settings = RolloutSettings.from_config(cfg.rollout, greedy=cfg.eval.greedy)
         # Explicit RNG streams (all checkpointed): sampling, mini-batch order, the random filter.
         self.sample_gen = torch.Generator(device="cpu").manual_seed(cfg.run.seed)
         self.update_gen = torch.Generator(device="cpu").manual_seed(cfg.run.seed + 1)
         self.filter_gen = torch.Generator(device="cpu").manual_seed(cfg.run.seed + 2)
 
         self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad],
-                                           lr=cfg.algo.lr, weight_decay=cfg.algo.weight_decay)
+                                           lr=cfg.algo.lr, weight_decay=cfg.algo.weight_decay, eps=cfg.algo.adam_eps)
         self.critic: ValueModel | None = None
         self.critic_optimizer = None
         if cfg.algo.name == "ppo":
@@ -431,13 +430,18 @@ class Trainer:
         def add(k: str, v: float) -> None:
             stats.setdefault(k, []).append(float(v))
 
+        updates = 0
+        stopped_early = False
         for _ in range(cfg.epochs):
+            if stopped_early:
+                break
             perm = torch.randperm(n, generator=self.update_gen)
             for start in range(0, n, cfg.mini_batch_size):
                 mini = perm[start : start + cfg.mini_batch_size]
                 mini_tokens = float((rows["loss_mask"][mini] != 0).sum())
                 if mini_tokens == 0:
                     continue
+                mini_kl = 0.0
                 self.model.train()
                 self.optimizer.zero_grad(set_to_none=True)
                 if self.critic is not None:
@@ -474,6 +478,7 @@ class Trainer:
                     add("loss/clip_fraction", pg_stats["clipfrac"])
                     add("loss/dual_clip_fraction", pg_stats["dual_clipfrac"])
                     add("loss/approx_kl", pg_stats["approx_kl"])
+                    mini_kl += pg_stats["approx_kl"] * n_tok / mini_tokens
                     if self.critic is not None:
                         values = self.critic(mb["input_ids"], mb["attention_mask"])
                         v_loss, v_stats = losses.value_loss(values, mb["old_values"], mb["returns"], mask,
@@ -481,6 +486,11 @@ class Trainer:
                         (v_loss * (n_tok / mini_tokens)).backward()
                         add("loss/value", v_loss.item())
                         add("loss/value_clip_fraction", v_stats["vf_clipfrac"])
+                if cfg.target_kl > 0 and mini_kl > 1.5 * cfg.target_kl:
+                    # The policy has moved far enough from the one that sampled the batch: stop this step's
+                    # updates before applying this mini-batch (the early stop of Spinning Up / SB3's target_kl).
+                    stopped_early = True
+                    break
                 params = [p for p in self.model.parameters() if p.grad is not None]
                 gn = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
                 add("loss/grad_norm", float(gn))
@@ -490,8 +500,12 @@ class Trainer:
                                                         cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
                     add("loss/critic_grad_norm", float(cg))
                     self.critic_optimizer.step()
+                updates += 1
         self.model.eval()
-        return {k: float(np.mean(v)) for k, v in stats.items()}
+        out = {k: float(np.mean(v)) for k, v in stats.items()}
+        out["loss/updates"] = float(updates)
+        out["loss/kl_early_stop"] = float(stopped_early)
+        return out
 
     # ------------------------------------------------------------------ MI diagnostics
     @torch.no_grad()
@@ -527,8 +541,11 @@ class Trainer:
 
     # ------------------------------------------------------------------ validation
     @torch.no_grad()
-    def evaluate(self) -> dict[str, float]:
-        """Held-out validation: `eval.episodes` distinct seeds from `env.val_seed`, one rollout each."""
+    def evaluate(self, record: bool = True) -> dict[str, float]:
+        """Held-out validation: `eval.episodes` distinct seeds from `env.val_seed`, one rollout each.
+
+        With `record`, the per-episode outcomes are appended to ``val_outcomes.jsonl`` in the run folder.
+        """
         cfg = self.cfg
         seeds = [cfg.env.val_seed + i for i in range(cfg.eval.episodes)]
         gen = torch.Generator(device="cpu").manual_seed(cfg.run.seed + 10_000 + self.state.step)
@@ -538,6 +555,10 @@ class Trainer:
             opts = [{cfg.env.per_rollout_option: s} for s in seeds]
         batch = rollout(self.policy, self.val_envs, seeds, 1, self.val_settings, generator=gen, reset_options=opts)
         s = batch.summary()
+        if record:  # per-episode outcomes (the same seeds every time), for paired before/after comparisons
+            with open(self.run_dir / VAL_OUTCOMES, "a", encoding="utf-8") as f:
+                f.write(json.dumps({"step": self.state.step, "seeds": seeds,
+                                    "success": [int(x) for x in batch.success.tolist()]}) + "\n")
         return {"val/success": s["rollout/success"], "val/return": s["rollout/return"],
                 "val/format_valid": s["rollout/format_valid"], "val/response_length": s["rollout/response_length"]}
 
@@ -648,6 +669,7 @@ class Trainer:
         if fresh:
             (self.run_dir / "config.toml").write_text(dump_toml(cfg))
             (self.run_dir / "metrics.jsonl").write_text("")
+            (self.run_dir / VAL_OUTCOMES).write_text("")
             if cfg.warm_start.sft_episodes > 0:
                 from ragen_core.sft import warm_start
 
@@ -791,6 +813,11 @@ class Trainer:
                         history.append(rec)
         self.state.history = history
         mpath.write_text("".join(json.dumps(r) + "\n" for r in history))
+        vpath = self.run_dir / VAL_OUTCOMES
+        if vpath.is_file():
+            kept = [line for line in vpath.read_text(encoding="utf-8").splitlines()
+                    if line.strip() and json.loads(line)["step"] <= self.state.step]
+            vpath.write_text("".join(line + "\n" for line in kept))
 
 
 def _pad_id(policy: Any) -> int:

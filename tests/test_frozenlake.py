@@ -452,3 +452,32 @@ def test_reset_options_desc_and_several_starts() -> None:
     left = starts.count((0, 0))
     assert left + starts.count((0, 2)) == 400
     assert abs(left / 400 - 0.5) < 4 * math.sqrt(0.25 / 400)  # uniform over the S tiles, as Gymnasium
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_coord_observation_lists_the_cells_of_the_grid(seed):
+    """obs_format="coord" / "grid_coord" name exactly the cells the grid shows (parsed independently)."""
+    import re
+
+    env = gym.make("ragen/FrozenLake-v0", obs_format="grid_coord", max_actions_per_turn=1)
+    obs, _ = env.reset(seed=seed)
+    coord_only, _ = gym.make("ragen/FrozenLake-v0", obs_format="coord").reset(seed=seed)
+    assert obs.startswith(coord_only + "\nGrid Map:\n")  # the same header, then the grid
+    for _ in range(3):
+        head, grid = obs.split("Grid Map:\n")
+        rows = grid.split("\n")
+        cells = {ch: [(r, c) for r, row in enumerate(rows) for c, x in enumerate(row) if x == ch] for ch in "PGOX√"}
+        pairs = {k: [tuple(map(int, m)) for m in re.findall(r"\((\d+), (\d+)\)", line)]
+                 for k, line in (ln.split(": ", 1) for ln in head.strip().split("\n")[1:])}
+        player = cells["P"] or cells["X"] or cells["√"]
+        assert pairs["Player"] == player
+        assert sorted(pairs["Goal"]) == sorted(cells["G"] + cells["√"])
+        assert sorted(pairs["Holes"]) == sorted(cells["O"] + cells["X"])
+        obs, _, terminated, truncated, _ = env.step("<think>.</think><answer>Down</answer>")
+        if terminated or truncated:
+            break
+
+
+def test_obs_format_is_validated():
+    with pytest.raises(ValueError, match="obs_format"):
+        gym.make("ragen/FrozenLake-v0", obs_format="pixels")

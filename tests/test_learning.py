@@ -1,21 +1,24 @@
-"""Learning test that can fail: on ragen/Bandit-v0, RL makes a tiny model prefer the better arm.
+"""Learning tests that can fail: the shipped CPU configs, shortened, must turn reward into better behaviour.
 
-The warm start uses RANDOM arms (it teaches the answer format, not the answer), so the validation preference for
-the better arm starts near chance; GRPO with SNR-aware filtering must then push it well above chance within a
-bounded number of steps. Everything is seeded (model init, rollouts, payoffs), so the outcome is reproducible.
-A trainer that ignores rewards, flips the advantage sign or never updates fails this test.
+Each test trains one shipped config (`configs/*_tiny.toml`) with a fixed seed and fewer RL steps, then compares
+greedy validation success on held-out seeds before RL (after the warm start) and after. The warm start is a
+noisy demonstrator (docs/training.md): its reasoning is the oracle's, its answer mostly a habit, so the warm-
+started model's greedy answer ignores the state; only RL can make it follow the reasoning. A trainer that
+ignores rewards, flips the advantage sign, scores the wrong tokens or never updates fails these tests.
+Everything is seeded; no timing is asserted.
 """
 
 from __future__ import annotations
 
-import gymnasium as gym
+from pathlib import Path
+
 import pytest
 import torch
 
-import ragen_envs  # noqa: F401
 from ragen_core.config import load_config
-from ragen_core.policy import HFPolicy, build_tiny_model
 from ragen_core.train import Trainer
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -26,47 +29,35 @@ def one_thread():
     torch.set_num_threads(n)
 
 
-def bandit_corpus() -> list[str]:
-    env = gym.make("ragen/Bandit-v0")
-    texts = []
-    for seed in range(40):
-        obs, info = env.reset(seed=seed)
-        texts += [info["instructions"], obs]
-    return texts
+def train(config: str, run_dir: Path, *overrides: str) -> list[dict]:
+    cfg = load_config(ROOT / "configs" / config, ["run.progress=false", "run.seed=0", "run.max_minutes=0",
+                                                   *overrides])
+    return Trainer(cfg, run_dir).fit()
 
 
-def test_grpo_learns_the_better_bandit_arm(tmp_path):
-    model_dir = build_tiny_model(tmp_path / "model", corpus=bandit_corpus(), hidden=64, layers=2, heads=4,
-                                 kv_heads=2, seed=0)
-    policy = HFPolicy.from_pretrained(model_dir)
-    cfg = load_config(None, [
-        "env.id=ragen/Bandit-v0",
-        # The risky arm pays 1 with probability 0.5 (mean 0.5 > 0.1): still noisy, but a clear better arm.
-        "env.kwargs.high_prob=0.5",
-        # One name per list (shown in a random order): a model this small cannot yet copy names out of a
-        # 300-token prompt; what is tested is that RL finds the better of the two answers.
-        'env.kwargs.low_risk_names=["Teacher"]', 'env.kwargs.high_risk_names=["Gambler"]',
-        "env.per_rollout_option=payoff_seed",
-        "rollout.groups=8", "rollout.group_size=8", "rollout.max_turns=1", "rollout.max_new_tokens=40",
-        "algo.name=grpo", "algo.lr=1e-3", "algo.mini_batch_size=64", "algo.micro_batch_size=32",
-        "run.steps=12", "run.progress=false", "run.device=cpu", "run.seed=0",
-        "filter.strategy=top_p", "filter.value=0.9",
-        "mi.every=0", "eval.every=12", "eval.episodes=64", "eval.greedy=false",
-        "warm_start.sft_episodes=96", "warm_start.policy=random", "warm_start.epochs=8", "warm_start.lr=5e-3",
-        "warm_start.batch_size=8",
-    ])
-    history = Trainer(cfg, tmp_path / "run", policy=policy).fit()
-    val = [r["val/success"] for r in history if r.get("val/success") is not None]
-    train = [r for r in history if "rollout/success" in r]
-    assert len(val) == 2, val
-    before, after = val
-    # Validation samples (temperature 1), so val/success estimates the probability of picking the better arm.
-    # The warm start alone is near chance (it saw both arms equally often) ...
-    assert 0.2 <= before <= 0.8, before
+def validation(history: list[dict]) -> list[float]:
+    return [r["val/success"] for r in history if r.get("val/success") is not None]
+
+
+def test_grpo_learns_to_pull_the_arm_its_reasoning_calls_risky(tmp_path):
+    history = train("bandit_tiny.toml", tmp_path, "run.steps=30", "eval.every=30", "mi.every=0")
+    before, after = validation(history)[0], validation(history)[-1]
+    # The warm-started model pulls the first arm shown (its habit): about half the time the risky one ...
+    assert 0.3 <= before <= 0.75, before
     # ... and the format is learned, so rewards vary and filtering keeps groups.
-    assert train[0]["rollout/format_valid"] >= 0.8
-    # RL moves the (sampled) preference well above chance.
-    assert after >= 0.75 and after - before >= 0.2, (before, after)
-    first = sum(r["rollout/success"] for r in train[:3]) / 3
-    last = sum(r["rollout/success"] for r in train[-3:]) / 3
-    assert last > first + 0.1, (first, last)
+    train_rows = [r for r in history if "rollout/success" in r]
+    assert train_rows[0]["rollout/format_valid"] >= 0.7
+    # RL makes the pull follow the reasoning.
+    assert after >= 0.8 and after - before >= 0.2, (before, after)
+
+
+def test_grpo_learns_easy_sokoban(tmp_path):
+    history = train("sokoban_tiny.toml", tmp_path, "run.steps=20", "eval.every=20", "eval.episodes=64",
+                    "mi.every=10")
+    before, after = validation(history)[0], validation(history)[-1]
+    assert before <= 0.35, before  # greedy: the habit move everywhere
+    assert after - before >= 0.15, (before, after)
+    # The reasoning was input-dependent all along (the MI proxies of the reasoning span are near their
+    # ceiling); what RL changed is the action.
+    mi = [r["collapse/retrieval_acc"] for r in history if isinstance(r.get("collapse/retrieval_acc"), float)]
+    assert mi and min(mi) >= 0.5, mi

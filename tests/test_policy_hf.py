@@ -380,6 +380,22 @@ def test_sample_from_logits_frequencies_follow_the_nucleus():
     assert greedy.item() == 0 and glp.item() == pytest.approx(math.log(0.5), abs=1e-6)
 
 
+def test_sample_from_logits_frequencies_and_zero_probability_tokens():
+    # Zero-probability tokens at the start, middle and end are never drawn; the others follow p (4 sigma).
+    p = torch.tensor([[0.0, 0.2, 0.0, 0.5, 0.3, 0.0]])
+    n = 20000
+    toks, lps = sample_from_logits(torch.log(p).expand(n, 6), generator=torch.Generator().manual_seed(1))
+    freq = torch.bincount(toks, minlength=6).double() / n
+    assert freq[0] == freq[2] == freq[5] == 0
+    sigma = (p[0] * (1 - p[0]) / n).sqrt()
+    assert ((freq - p[0]).abs() <= 4 * sigma + 1e-12).all(), freq
+    assert torch.allclose(lps, torch.log(p[0, toks]).float())
+    # Temperature: T = 2 flattens [0.8, 0.2] to [2/3, 1/3] (sqrt weights).
+    toks, _ = sample_from_logits(torch.log(torch.tensor([[0.8, 0.2]])).expand(n, 2), temperature=2.0,
+                                 generator=torch.Generator().manual_seed(2))
+    assert abs(float((toks == 0).double().mean()) - 2 / 3) < 4 * (2 / 9 / n) ** 0.5
+
+
 def test_pad_batch_layouts():
     ids, mask = pad_batch([[1, 2, 3], [4]], pad_id=0, side="left")
     assert ids.tolist() == [[1, 2, 3], [0, 0, 4]] and mask.tolist() == [[1, 1, 1], [0, 0, 1]]

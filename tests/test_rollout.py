@@ -234,3 +234,28 @@ def test_seeds_reproduce_with_numpy_only():
     c = CountEnv()
     c.reset(seed=11)
     assert a.n == b.n == c.n
+
+
+class CrashEnv(CountEnv):
+    """CountEnv whose step raises on the answer "Boom" (an env bug a model answer can reach)."""
+
+    def step(self, action):
+        if "Boom" in str(action):
+            raise RecursionError("maximum recursion depth exceeded")
+        return super().step(action)
+
+
+def test_an_exception_in_env_step_ends_that_episode_not_the_rollout(policy):
+    envs = [CrashEnv() for _ in range(4)]
+    # Episode 1 answers Boom at its second turn; the others count up.
+    plan = {0: ["Inc", "Inc", "Stop"], 1: ["Inc", "Boom", "Inc"], 2: ["Inc", "Inc", "Stop"], 3: ["Inc", "Inc", "Stop"]}
+    batch = rollout(policy, envs, [1, 2], 2, RolloutSettings(max_turns=3), responder=script(lambda i, t: plan[i][t]))
+    crashed = batch.trajectories[1]
+    assert len(crashed.turns) == 2 and crashed.terminated and not crashed.success
+    assert crashed.turns[-1].env_error.startswith("RecursionError")
+    assert crashed.turns[-1].reward == pytest.approx(-0.1) and not crashed.turns[-1].format_valid
+    assert crashed.episode_return == pytest.approx(1.0 - 0.1)
+    for k in (0, 2, 3):
+        assert batch.trajectories[k].success and len(batch.trajectories[k].turns) == 3
+        assert all(t.env_error is None for t in batch.trajectories[k].turns)
+    assert batch.summary()["rollout/env_errors"] == 1.0

@@ -65,8 +65,10 @@ def test_bandit_oracle_and_random_responses():
         u = env.unwrapped
         text = oracle_response(env)
         assert f"<answer> {u.oracle_arm()} </answer>" in text
-        kind = "risky" if u.oracle_arm() == u.high_arm else "steady"
-        assert f"<think> {u.oracle_arm()} sounds {kind}. </think>" in text  # reasoning about this episode's arm
+        # Reasoning about this episode's two arms, in the order shown, each with its kind.
+        kinds = {u.low_arm: "steady", u.high_arm: "risky"}
+        a, b = u.arm_names
+        assert f"<think> {a} sounds {kinds[a]}, {b} sounds {kinds[b]}. </think>" in text
         rnd = random_response(env, rng)
         _, reward, _, _, info = env.step(rnd)
         assert info["format_error"] is None

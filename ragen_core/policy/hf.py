@@ -92,11 +92,14 @@ def sample_from_logits(
         drop_sorted[:, 0] = False
         drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
         logp = torch.log_softmax(logp.masked_fill(drop, float("-inf")), -1)
-    probs = logp.exp()
-    if generator is not None and generator.device != probs.device:
-        tokens = torch.multinomial(probs.to(generator.device), 1, generator=generator).to(probs.device)
-    else:
-        tokens = torch.multinomial(probs, 1, generator=generator)
+    # Inverse-CDF draw: token = first index whose cumulative probability exceeds u * total, u ~ U[0, 1).
+    # Exact for the categorical distribution, one uniform per row, and several times faster on a CPU than
+    # torch.multinomial (which draws an exponential per vocabulary entry).
+    cdf = logp.exp().cumsum(-1)
+    gen_device = generator.device if generator is not None else cdf.device
+    u = torch.rand(cdf.shape[0], 1, generator=generator, device=gen_device, dtype=cdf.dtype).to(cdf.device)
+    tokens = torch.searchsorted(cdf, u * cdf[:, -1:], right=True).clamp_(max=cdf.shape[-1] - 1)
+    # A token of probability 0 is never picked: searchsorted(right=True) skips flat steps of the CDF.
     return tokens.squeeze(-1), logp.gather(-1, tokens).squeeze(-1)
 
 

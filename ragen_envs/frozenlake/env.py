@@ -21,6 +21,8 @@ Transition = tuple[float, int, float, bool]
 TransitionTable = dict[int, dict[int, list[Transition]]]
 
 TILE_PX = 16
+#: Text observation layouts (`obs_format`), as Sokoban's: the grid, the cells as coordinates, or both.
+OBS_FORMATS: tuple[str, ...] = ("grid", "coord", "grid_coord")
 # Tile ids shared by the text and the picture: the map's own tile, +3 when the player stands on it.
 _FROZEN, _HOLE, _GOAL = 0, 1, 2
 _PLAYER_OFFSET = 3
@@ -192,7 +194,8 @@ class FrozenLakeEnv(TextAgentEnv):
     shape fixed by the map size (`len(desc)` x `len(desc[0])`, or `size` x `size`).
 
     ## Text format
-    One line per row, top row first (Up moves to the row above), RAGEN's symbols:
+    `obs_format="grid"` (default, RAGEN's): one line per row, top row first (Up moves to the row above), RAGEN's
+    symbols:
     `P` player, `_` frozen ice (the start is shown as ice), `O` hole, `G` goal, `X` player in a
     hole, `√` player on the goal. A 4x4 example:
 
@@ -200,6 +203,15 @@ class FrozenLakeEnv(TextAgentEnv):
         _O__
         ___O
         O__G
+
+    `obs_format="coord"` lists the cells instead (positions are `(row, col)`, zero-indexed from the top-left
+    corner; `Holes: none` when there is none), and `"grid_coord"` adds `Grid Map:` and the grid below, as
+    Sokoban's formats do:
+
+        Board size: 4 rows x 4 cols (zero-indexed).
+        Goal: (3, 3)
+        Holes: (1, 1), (2, 3), (3, 0)
+        Player: (0, 1)
 
     After a turn without a valid action the text starts with a notice that the state is unchanged.
 
@@ -239,11 +251,13 @@ class FrozenLakeEnv(TextAgentEnv):
     * `size=4`, `p=0.9`: side length and frozen-tile probability of random maps (ignored with `desc`).
     * `is_slippery=True`, `success_rate=0.8`: as Gymnasium's; `is_slippery=False` is deterministic.
     * `max_actions=10`: actions per episode (None: unlimited).
+    * `obs_format="grid"`: `"grid"`, `"coord"` or `"grid_coord"` (see Text format).
     * `vision=False`, `render_mode=None` ("ansi" or "rgb_array"), and the protocol options of
       `TextAgentEnv`: `action_format`, `max_actions_per_turn`, `max_turns`, `format_penalty`.
 
     ## Version History
-    * v0: initial version (Gymnasium FrozenLake-v1 dynamics with `success_rate`, RAGEN's task).
+    * v0: initial version (Gymnasium FrozenLake-v1 dynamics with `success_rate`, RAGEN's task); `obs_format`
+      added (default unchanged).
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
@@ -265,6 +279,7 @@ class FrozenLakeEnv(TextAgentEnv):
         max_actions_per_turn: int = 2,
         max_turns: int | None = None,
         format_penalty: float = protocol.FORMAT_PENALTY,
+        obs_format: str = "grid",
     ):
         if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < 2:
             raise ValueError(f"size must be an integer >= 2, got {size!r}")
@@ -272,6 +287,9 @@ class FrozenLakeEnv(TextAgentEnv):
             raise ValueError(f"p (probability of a frozen tile) must be in (0, 1], got {p!r}")
         if not (isinstance(success_rate, (int, float, np.floating)) and 0.0 <= float(success_rate) <= 1.0):
             raise ValueError(f"success_rate must be a probability in [0, 1], got {success_rate!r}")
+        if obs_format not in OBS_FORMATS:
+            raise ValueError(f"obs_format must be one of {OBS_FORMATS}, got {obs_format!r}")
+        self.obs_format = obs_format
         self.fixed_desc = None if desc is None else validate_desc(desc)
         self.size = int(size)
         self.p = float(p)
@@ -377,7 +395,18 @@ class FrozenLakeEnv(TextAgentEnv):
         r, c = self.player_position
         rows = list(self._text_rows)
         rows[r] = rows[r][:c] + TEXT_SYMBOLS[self._tile_ids[r, c] + _PLAYER_OFFSET] + rows[r][c + 1 :]
-        return "\n".join(rows)
+        grid = "\n".join(rows)
+        if self.obs_format == "grid":
+            return grid
+        holes = [f"({i}, {j})" for i, j in zip(*np.nonzero(self._tile_ids == _HOLE))]
+        goals = [f"({i}, {j})" for i, j in zip(*np.nonzero(self._tile_ids == _GOAL))]
+        lines = [f"Board size: {self.nrow} rows x {self.ncol} cols (zero-indexed).",
+                 "Goal: " + ", ".join(goals),
+                 "Holes: " + (", ".join(holes) or "none"),
+                 f"Player: ({r}, {c})"]
+        if self.obs_format == "grid_coord":
+            lines += ["Grid Map:", grid]
+        return "\n".join(lines)
 
     def _task_instructions(self) -> str:
         if self.is_slippery:

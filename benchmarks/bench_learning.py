@@ -1,0 +1,222 @@
+"""Learning curves of the shipped CPU configs, with and without SNR-aware filtering.
+
+    python -m benchmarks.bench_learning [--quick] [--configs bandit,sokoban] [--seeds 0 1 2] [--workers 2]
+
+Each (config, seed, variant) is one `ragen train` run in its own process (`--workers` at a time, one torch thread
+each), in `--runs-dir` (default `runs/bench_learning[-quick]`, not committed). The runs are resumable: a finished
+run (its `done.json` exists) is never re-run, a killed one continues from its last checkpoint. Variants:
+`top_p` (the config as shipped: top-p filtering, rho = 0.9) and `no_filter` (`filter.enabled=false`).
+
+Results: `benchmarks/results/learning.json` (`learning_quick.json` with `--quick`): per run the validation
+curve (greedy success on the config's held-out seeds against the RL step; step 0 is after the warm start), per
+config and variant the mean curve with its min-max band over seeds, the gain after RL with its 95% t-interval over
+seeds, and a Markdown table for the README; `learning.png` plots the curves. The full run (4 configs x 3 seeds x
+2 variants) takes hours; `--quick` (one seed, top-p only, `run.steps` / 3) is what `make bench` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+#: name -> config file, in the order they are reported.
+CONFIGS = {
+    "bandit": "configs/bandit_tiny.toml",
+    "sokoban": "configs/sokoban_tiny.toml",
+    "frozenlake": "configs/frozenlake_tiny.toml",
+    "countdown": "configs/countdown_tiny.toml",
+}
+VARIANTS = {"top_p": [], "no_filter": ["filter.enabled=false"]}
+
+
+def run_one(name: str, seed: int, variant: str, runs_dir: Path, extra: list[str]) -> dict[str, Any]:
+    """Train one (config, seed, variant) in a subprocess unless it is done; return its curve record."""
+    run_dir = runs_dir / f"{name}-{variant}-s{seed}"
+    done = run_dir / "done.json"
+    if done.is_file():
+        return json.loads(done.read_text())
+    overrides = [f"run.seed={seed}", "run.progress=false", *VARIANTS[variant], *extra]
+    if (run_dir / "checkpoints" / "latest.pt").is_file() and (run_dir / "config.toml").is_file():
+        cmd = [sys.executable, "-m", "ragen_core.train", "--resume", str(run_dir)]
+    else:
+        cmd = [sys.executable, "-m", "ragen_core.train", str(ROOT / CONFIGS[name]), *overrides,
+               "--run-dir", str(run_dir)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    run_dir.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    with open(run_dir / "train.log", "a", encoding="utf-8") as log:
+        status = subprocess.run(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+    if status != 0:
+        raise RuntimeError(f"{run_dir.name} failed (exit {status}); see {run_dir / 'train.log'}")
+    record = curve_record(run_dir, name, seed, variant)
+    record["wall_s"] = time.perf_counter() - start
+    done.write_text(json.dumps(record))
+    return record
+
+
+def curve_record(run_dir: Path, name: str, seed: int, variant: str) -> dict[str, Any]:
+    """The validation curve and the run's headline numbers, read from its metrics.jsonl."""
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    curve = [(int(r["step"]), float(r["val/success"])) for r in rows if r.get("val/success") is not None]
+    # Step 0 is validated once, after the warm start; keep the last record of each step.
+    by_step = dict(curve)
+    sft = next((r for r in rows if "sft/loss_last" in r), {})
+    mi = [r["collapse/mi_seq_est"] for r in rows if isinstance(r.get("collapse/mi_seq_est"), (int, float))]
+    acc = [r["collapse/retrieval_acc"] for r in rows if isinstance(r.get("collapse/retrieval_acc"), (int, float))]
+    steps = [r for r in rows if "perf/step_s" in r]
+    return {
+        "config": name, "seed": seed, "variant": variant,
+        "curve": sorted(by_step.items()),
+        "before": by_step.get(0), "after": by_step[max(by_step)] if by_step else None,
+        "steps": max((int(r["step"]) for r in steps), default=0),
+        "sft_s": sft.get("perf/sft_s"),
+        "rl_s": sum(float(r["perf/step_s"]) + float(r.get("perf/eval_s", 0.0) or 0.0) for r in steps),
+        "mi_seq_first_last": [mi[0], mi[-1]] if mi else None,
+        "retrieval_acc_first_last": [acc[0], acc[-1]] if acc else None,
+    }
+
+
+def aggregate(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per (config, variant): mean curve and min-max band over seeds, gain with its 95% t-interval."""
+    from ragen_core.stats import mean_ci
+
+    out: dict[str, Any] = {}
+    for name in CONFIGS:
+        for variant in VARIANTS:
+            runs = [r for r in records if r["config"] == name and r["variant"] == variant and r["curve"]]
+            if not runs:
+                continue
+            steps = sorted(set.intersection(*(set(s for s, _ in r["curve"]) for r in runs)))
+            curves = [dict(r["curve"]) for r in runs]
+            gains = [r["after"] - r["before"] for r in runs]
+            gain, lo, hi = mean_ci(gains)
+            out[f"{name}/{variant}"] = {
+                "seeds": [r["seed"] for r in runs],
+                "steps": steps,
+                "mean": [sum(c[s] for c in curves) / len(curves) for s in steps],
+                "min": [min(c[s] for c in curves) for s in steps],
+                "max": [max(c[s] for c in curves) for s in steps],
+                "before": [r["before"] for r in runs], "after": [r["after"] for r in runs],
+                "gain_mean": gain, "gain_ci95": [lo, hi],
+                "minutes_per_run": sum((r["sft_s"] or 0.0) + r["rl_s"] for r in runs) / len(runs) / 60.0,
+            }
+    return out
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}"
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    lines = ["| config | filter | seeds | after warm start (%) | after RL (%) | gain (points) | 95% CI of the gain | "
+             "min per run |", "|---|---|---|---|---|---|---|---|"]
+    for key, s in summary.items():
+        name, variant = key.split("/")
+        before = ", ".join(_pct(b) for b in s["before"])
+        after = ", ".join(_pct(a) for a in s["after"])
+        lo, hi = s["gain_ci95"]
+        ci = "n/a (1 seed)" if math.isnan(lo) else f"[{100 * lo:+.1f}, {100 * hi:+.1f}]"
+        lines.append(f"| {name} | {'top-p 0.9' if variant == 'top_p' else 'off'} | {len(s['seeds'])} | {before} | "
+                     f"{after} | {100 * s['gain_mean']:+.1f} | {ci} | {s['minutes_per_run']:.1f} |")
+    return "\n".join(lines)
+
+
+def plot(summary: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [n for n in CONFIGS if any(k.startswith(n + "/") for k in summary)]
+    fig, axes = plt.subplots(1, max(len(names), 1), figsize=(4.2 * max(len(names), 1), 3.4), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        for variant, color in (("top_p", "tab:blue"), ("no_filter", "tab:orange")):
+            s = summary.get(f"{name}/{variant}")
+            if not s:
+                continue
+            label = f"{'top-p 0.9' if variant == 'top_p' else 'no filter'} ({len(s['seeds'])} seeds)"
+            ax.plot(s["steps"], s["mean"], color=color, marker="o", ms=3, label=label)
+            ax.fill_between(s["steps"], s["min"], s["max"], color=color, alpha=0.2)
+        ax.set_title(name)
+        ax.set_xlabel("RL step (0 = after the warm start)")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("validation success (greedy, held-out)")
+    axes[0][0].legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one seed, a third of the steps (make bench)")
+    parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated names of CONFIGS")
+    parser.add_argument("--seeds", type=int, nargs="*", default=None, help="training seeds (default 0 1 2)")
+    parser.add_argument("--variants", default=None,
+                        help="comma-separated: top_p,no_filter (default both; --quick: top_p)")
+    parser.add_argument("--workers", type=int, default=2, help="runs at a time (one core each)")
+    parser.add_argument("--runs-dir", default=None, help="where the runs go (default runs/bench_learning[-quick])")
+    args = parser.parse_args(argv)
+    names = [n for n in args.configs.split(",") if n]
+    unknown = [n for n in names if n not in CONFIGS]
+    if unknown:
+        parser.error(f"unknown config(s) {unknown}; choose from {list(CONFIGS)}")
+    variants = [v for v in (args.variants or ("top_p" if args.quick else ",".join(VARIANTS))).split(",") if v]
+    if any(v not in VARIANTS for v in variants):
+        parser.error(f"variants must be among {list(VARIANTS)}")
+    seeds = args.seeds if args.seeds is not None else ([0] if args.quick else [0, 1, 2])
+    suffix = "_quick" if args.quick else ""
+    runs_dir = Path(args.runs_dir or ROOT / "runs" / f"bench_learning{suffix.replace('_', '-')}")
+    jobs = [(n, s, v) for n in names for s in seeds for v in variants]
+    extra: dict[str, list[str]] = {}
+    if args.quick:
+        from ragen_core.config import load_config
+
+        for n in names:
+            cfg = load_config(ROOT / CONFIGS[n])
+            extra[n] = [f"run.steps={max(1, cfg.run.steps // 3)}",
+                        f"eval.every={max(1, cfg.eval.every // 3)}", f"run.max_minutes={cfg.run.max_minutes / 3:g}"]
+    from tqdm.auto import tqdm
+
+    start = time.perf_counter()
+    records, failures = [], []
+    with ThreadPoolExecutor(max_workers=max(1, args.workers)) as pool:
+        futures = {pool.submit(run_one, n, s, v, runs_dir, extra.get(n, [])): (n, s, v) for n, s, v in jobs}
+        for fut in tqdm(as_completed(futures), total=len(futures), desc="learning runs", unit="run"):
+            try:
+                records.append(fut.result())
+            except Exception as exc:  # report and go on: the other runs still count
+                failures.append(f"{futures[fut]}: {exc}")
+                print(f"FAILED {futures[fut]}: {exc}", file=sys.stderr)
+    summary = aggregate(records)
+    from benchmarks.machine import describe_machine
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    png = RESULTS / f"learning{suffix}.png"
+    plot(summary, png)
+    result = {
+        "benchmark": "learning", "quick": args.quick, "seeds": seeds, "runs": sorted(
+            records, key=lambda r: (list(CONFIGS).index(r["config"]), r["variant"], r["seed"])),
+        "summary": summary, "wall_minutes": (time.perf_counter() - start) / 60.0, "failures": failures,
+        "machine": describe_machine(),
+        "markdown": markdown(summary) + f"\n\nCurves: `benchmarks/results/{png.name}`. Runs resumed from "
+                                        f"`{runs_dir.relative_to(ROOT) if runs_dir.is_relative_to(ROOT) else runs_dir}`.",
+    }
+    (RESULTS / f"learning{suffix}.json").write_text(json.dumps(result, indent=1))
+    print(markdown(summary))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,124 @@
+"""The first PPO mini-batch has ratio exactly 1, for every algorithm x context mode (and a vision env).
+
+Before any optimiser step the training forward (train mode, mini-batch order, micro-batch padding, the
+temperature-scaled logits) must give the same log-probs as the sampler did (`old_logprobs` of the rollout, kept
+with `algo.recompute_old_logprobs=false`). A mismatch means the trainer is not scoring what was sampled: wrong
+temperature, a shifted token boundary between turns, a padding or position error, the stop string or the
+chat-template bridge counted on the wrong side, images not fed. Every such bug shows up here as
+`approx_kl != 0` or a clipped token on the very first mini-batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import pytest
+import torch
+
+from ragen_core import train as train_mod
+from ragen_core.config import load_config
+from ragen_core.policy import HFPolicy, build_tiny_model
+from ragen_core.train import Trainer
+from ragen_envs.base import TextAgentEnv
+
+ENV_ID = "test/Echo-v0"
+
+
+class EchoEnv(TextAgentEnv):
+    """Three-turn stand-in env whose observation changes every turn (so turn boundaries matter)."""
+
+    ACTIONS = ("go",)
+
+    def __init__(self, **kw: Any):
+        super().__init__(action_format="plain", max_turns=3, **kw)
+
+    def _reset_task(self, options):
+        self.value = int(self.np_random.integers(0, 100))
+        return {}
+
+    def _execute(self, action):
+        self.value += 1
+        return float(self.np_random.random() < 0.5), False
+
+    def _state_text(self):
+        return f"value {self.value}"
+
+    def _task_instructions(self):
+        return "Say go."
+
+    def _is_success(self):
+        return False
+
+
+if ENV_ID not in gym.registry:
+    gym.register(id=ENV_ID, entry_point=EchoEnv)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return build_tiny_model(tmp_path_factory.mktemp("tiny"), corpus=["value 12 Say go. go"],
+                            hidden=32, layers=2, heads=2, kv_heads=1)
+
+
+def first_minibatch_log_ratio(monkeypatch, policy, cfg, run_dir) -> dict[str, float]:
+    """Run one training step; return max |log ratio|, approx_kl and clipfrac of the first policy-loss call."""
+    seen: list[dict[str, float]] = []
+    real = train_mod.losses.ppo_policy_loss
+
+    def spy(log_probs, old_log_probs, advantages, mask, **kw):
+        loss, stats = real(log_probs, old_log_probs, advantages, mask, **kw)
+        if not seen:
+            m = mask != 0
+            seen.append({"max_abs": float((log_probs.detach() - old_log_probs)[m].abs().max()),
+                         "tokens": float(m.sum()), **stats})
+        return loss, stats
+
+    monkeypatch.setattr(train_mod.losses, "ppo_policy_loss", spy)
+    Trainer(cfg, run_dir, policy=policy).fit()
+    assert seen, "the update never ran"
+    return seen[0]
+
+
+COMMON = ["rollout.groups=3", "rollout.group_size=4", "rollout.max_turns=3", "rollout.max_new_tokens=6",
+          # T != 1: the trainer must score at the sampling temperature.
+          "rollout.temperature=0.7", "run.steps=1", "run.progress=false", "run.device=cpu", "algo.lr=1e-2",
+          # Two mini-batches: the second one sees a changed model; only the first must be exact.
+          "algo.mini_batch_size=6", "algo.micro_batch_size=4", "algo.recompute_old_logprobs=false",
+          "eval.every=0", "mi.every=0", "filter.enabled=false"]
+
+
+@pytest.mark.parametrize("context", ["full", "window:1", "single_turn"])
+@pytest.mark.parametrize("algo", ["ppo", "grpo", "dr_grpo", "dapo"])
+def test_first_minibatch_ratio_is_one(monkeypatch, model_dir, tmp_path, algo, context):
+    cfg = load_config(None, [f"env.id={ENV_ID}", f"algo.name={algo}", f'rollout.context="{context}"', *COMMON])
+    stats = first_minibatch_log_ratio(monkeypatch, HFPolicy.from_pretrained(model_dir), cfg, tmp_path)
+    assert stats["tokens"] > 0
+    assert stats["max_abs"] < 1e-4, stats
+    assert abs(stats["approx_kl"]) < 1e-5 and stats["clipfrac"] == 0.0, stats
+
+
+def test_first_minibatch_ratio_is_one_with_images(monkeypatch, tmp_path):
+    model_dir = build_tiny_model(tmp_path / "vision", corpus=["Up Down Left Right"], hidden=32, layers=2, heads=2,
+                                 kv_heads=1, vision=True)
+    cfg = load_config(None, ['env.id="ragen/Sokoban-Vision-v0"', "env.kwargs={max_solution_len = 2}",
+                             'rollout.context="full"', "algo.name=ppo", *COMMON])
+    stats = first_minibatch_log_ratio(monkeypatch, HFPolicy.from_pretrained(model_dir), cfg, tmp_path / "run")
+    assert stats["max_abs"] < 1e-4, stats
+    assert stats["clipfrac"] == 0.0, stats
+
+
+def test_a_wrong_scoring_temperature_is_caught(monkeypatch, model_dir, tmp_path):
+    """The check above can fail: scoring at T = 1 what was sampled at T = 0.7 moves the ratio."""
+    monkeypatch.setattr(Trainer, "_temp_kw", lambda self: {})
+    cfg = load_config(None, [f"env.id={ENV_ID}", "algo.name=grpo", *COMMON])
+    stats = first_minibatch_log_ratio(monkeypatch, HFPolicy.from_pretrained(model_dir), cfg, tmp_path)
+    assert stats["max_abs"] > 1e-2, stats
