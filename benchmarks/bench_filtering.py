@@ -1,4 +1,4 @@
-"""Backward-pass savings of SNR-aware filtering, measured honestly (PAPER.md section 4, issue 7).
+"""Backward-pass savings of SNR-aware filtering, measured honestly (docs/science.md section 4, issue 7).
 
     python -m benchmarks.bench_filtering [--quick] [--device cpu|cuda] [--sizes 4x8,8x16] [--models tiny,large]
 

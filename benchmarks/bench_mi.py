@@ -1,4 +1,4 @@
-"""Cross-scoring cost: KV reuse vs naive re-encoding (PAPER.md section 2), and the cost of filtering (section 4).
+"""Cross-scoring cost: KV reuse vs naive re-encoding (docs/science.md section 2), and the cost of filtering (section 4).
 
 Run: ``python -m benchmarks.bench_mi`` (about a minute on 2 CPU cores) or ``python -m benchmarks.bench_mi --quick``.
 

@@ -1,4 +1,4 @@
-"""Advantage estimators and loss aggregation (PAPER.md section 3 and section 6's algorithms).
+"""Advantage estimators and loss aggregation (docs/science.md section 3 and section 6's algorithms).
 
 - :func:`gae`: generalised advantage estimation over token sequences (PPO; official defaults gamma = lambda = 1).
 - :func:`grpo`: group-normalised outcome advantages (GRPO).
@@ -7,7 +7,7 @@
 - :func:`rloo`: REINFORCE leave-one-out baseline.
 - :func:`aggregate_loss`: the four loss aggregation modes, named as verl names them.
 
-In the notation of PAPER.md section 3 the advantage is ``A = R - b(x)`` with ``b(x)`` an estimate of
+In the notation of docs/science.md section 3 the advantage is ``A = R - b(x)`` with ``b(x)`` an estimate of
 ``E[R | x]``; every estimator here differs only in the baseline and the normalisation.
 """
 
@@ -51,7 +51,7 @@ def gae(
     gamma: float = 1.0,
     lam: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Generalised advantage estimation over token sequences (Schulman et al. 2016; PPO in PAPER.md section 6).
+    """Generalised advantage estimation over token sequences (Schulman et al. 2016; PPO in docs/science.md section 6).
 
     Over the valid tokens t_1 < t_2 < ... < t_n of a row (``mask != 0``; gaps such as environment
     observation tokens in a multi-turn trajectory are skipped, so "next" means the next valid token):

@@ -7,12 +7,12 @@ A run is described by one :class:`TrainConfig`, made of small sections::
     [env]       env id and kwargs, train / validation seeds (RAGEN: 10000 / 123)
     [rollout]   P groups x G rollouts, turns, context mode, sampling, reward placement
     [algo]      ppo | grpo | dr_grpo | dapo, learning rate, clipping, entropy / KL coefficients, GAE
-    [filter]    SNR-aware filtering (PAPER.md section 4): strategy, keep rate, empty-step policy
-    [mi]        MI diagnostics cadence and EMA constants (PAPER.md section 2)
+    [filter]    SNR-aware filtering (docs/science.md section 4): strategy, keep rate, empty-step policy
+    [mi]        MI diagnostics cadence and EMA constants (docs/science.md section 2)
     [eval]      validation cadence and size
     [warm_start] supervised warm start on oracle trajectories
 
-Defaults are the official ones of PAPER.md section 6 (8 groups x 16 rollouts, temperature 1, actor lr 1e-6,
+Defaults are the official ones of docs/science.md section 6 (8 groups x 16 rollouts, temperature 1, actor lr 1e-6,
 entropy 0.001, KL off, clip 0.2 / 0.28, GAE gamma = lambda = 1, up to 5 turns, 2 actions per turn) and
 top-p filtering with rho = 0.9.
 
@@ -107,7 +107,7 @@ class ModelConfig:
 
 @dataclass
 class EnvConfig:
-    """The environment family and its seeds (ENVS.md: train seed 10000, validation seed 123)."""
+    """The environment family and its seeds (docs/protocol.md: train seed 10000, validation seed 123)."""
 
     id: str = "ragen/Sokoban-v0"
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -185,7 +185,7 @@ class AlgoConfig:
 
 @dataclass
 class FilterConfig:
-    """SNR-aware filtering (PAPER.md section 4), applied between rollout and update."""
+    """SNR-aware filtering (docs/science.md section 4), applied between rollout and update."""
 
     enabled: bool = True
     strategy: str = "top_p"
@@ -200,7 +200,7 @@ class FilterConfig:
 
 @dataclass
 class MIConfig:
-    """MI diagnostics (PAPER.md section 2): in-batch cross-scoring every `every` steps."""
+    """MI diagnostics (docs/science.md section 2): in-batch cross-scoring every `every` steps."""
 
     every: int = 5
     #: Token budget per cross-scoring forward pass.

@@ -5,10 +5,10 @@ Input: one JSON object per line (one trajectory): ``group`` (int or string, the 
 
 Output:
 
-1. The RV heterogeneity pre-check of PAPER.md section 4: mean, std and std/mean of the per-group reward
+1. The RV heterogeneity pre-check of docs/science.md section 4: mean, std and std/mean of the per-group reward
    variance, the share of zero-variance groups, what top-p with rho = 0.9 would keep, and a histogram.
 2. With ``--model PATH`` (a local transformers causal LM and its tokenizer): cross-scores every response under
-   every group's prompt (:func:`ragen_core.mi.cross_score`) and reports the MI proxies of PAPER.md section 2
+   every group's prompt (:func:`ragen_core.mi.cross_score`) and reports the MI proxies of docs/science.md section 2
    and the regime of section 1.
 
 Malformed lines are reported with their line numbers on stderr (never silently skipped); the valid lines are
@@ -45,7 +45,7 @@ __all__ = [
     "main",
 ]
 
-# Reference points quoted by PAPER.md section 4 for reading the heterogeneity ratio.
+# Reference points quoted by docs/science.md section 4 for reading the heterogeneity ratio.
 _HIGH_RATIO = 1.0
 _LOW_RATIO = 0.5
 
@@ -132,7 +132,7 @@ def rv_report(
     score: str = "variance",
     ddof: int = 1,
 ) -> dict[str, Any]:
-    """The RV heterogeneity pre-check (PAPER.md section 4) on grouped rollouts.
+    """The RV heterogeneity pre-check (docs/science.md section 4) on grouped rollouts.
 
     Groups may have different sizes; groups with fewer than ``ddof + 1`` rollouts have no variance and are
     counted in ``too_small_groups`` (not in the statistics). Returns a JSON-ready dict with the statistics of
@@ -260,7 +260,7 @@ def simulate_bimodal_rollouts(n_groups: int = 32, group_size: int = 8, seed: int
     About 55% of the groups are saturated (the policy always fails or always solves: success probability 0 or
     1, variance only from a rare format penalty); the rest are learnable (success probability uniform in
     [0.3, 0.7]). Reward = 1 for success, 0 otherwise, minus 0.1 for a format error (probability 0.05). This is
-    the high-heterogeneity case of PAPER.md section 4 where filtering separates signal from noise.
+    the high-heterogeneity case of docs/science.md section 4 where filtering separates signal from noise.
     """
     if n_groups < 1 or group_size < 1:
         raise ValueError(f"n_groups and group_size must be >= 1; got {n_groups}, {group_size}")
@@ -346,7 +346,7 @@ def _print_text(report: dict[str, Any], bins: int, mi: dict[str, Any] | None, ou
           "left out of the statistics\n")
     if report["nan_groups"]:
         w(f"  {report['nan_groups']} group(s) have a NaN reward: never kept\n")
-    w("\nRV heterogeneity pre-check (PAPER.md section 4)\n")
+    w("\nRV heterogeneity pre-check (docs/science.md section 4)\n")
     w(f"  mean per-group reward variance  {_fmt(report['rv_mean'])}\n")
     w(f"  std of per-group variance       {_fmt(report['rv_std'])}\n")
     w(f"  RV heterogeneity (std/mean)     {_fmt(report['rv_heterogeneity'])}  -> {_verdict(report['rv_heterogeneity'])}\n")
@@ -357,7 +357,7 @@ def _print_text(report: dict[str, Any], bins: int, mi: dict[str, Any] | None, ou
     w("\nHistogram of per-group reward variance\n")
     w(format_histogram(list(report["variances"].values()), bins=bins) + "\n")
     if mi is not None:
-        w(f"\nMI proxies (PAPER.md section 2), P={mi['n_prompts']} G={mi['group_size']}\n")
+        w(f"\nMI proxies (docs/science.md section 2), P={mi['n_prompts']} G={mi['group_size']}\n")
         for note in mi["notes"]:
             w(f"  note: {note}\n")
         w(f"  Retrieval-Acc      {_fmt(mi['retrieval_acc'])}   (chance {_fmt(mi['retrieval_chance'])})\n")

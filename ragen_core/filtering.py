@@ -1,4 +1,4 @@
-"""SNR-aware filtering of prompt groups by reward variance (PAPER.md section 4).
+"""SNR-aware filtering of prompt groups by reward variance (docs/science.md section 4).
 
 Per training iteration the batch holds P prompts x G rollouts. Each prompt group gets a score, its sample
 reward variance ``V_i`` (the paper's) or its standard deviation (the official code's), and a selection rule
@@ -111,7 +111,7 @@ def _check_rewards(rewards: torch.Tensor, name: str = "rewards") -> torch.Tensor
 
 
 def reward_variance(rewards: torch.Tensor, ddof: int = 1) -> torch.Tensor:
-    """Per-group sample reward variance (PAPER.md section 4).
+    """Per-group sample reward variance (docs/science.md section 4).
 
     ``V_i = 1/(G - ddof) * sum_k (R_ik - mean_i)^2``, the paper uses ``ddof = 1``.
 
@@ -138,7 +138,7 @@ def reward_variance(rewards: torch.Tensor, ddof: int = 1) -> torch.Tensor:
 
 
 def rv_statistics(variances: torch.Tensor) -> dict[str, float]:
-    """Batch statistics of per-group reward variance: the RV heterogeneity pre-check (PAPER.md section 4).
+    """Batch statistics of per-group reward variance: the RV heterogeneity pre-check (docs/science.md section 4).
 
     ``rv_heterogeneity = Std(RV) / Mean(RV)`` over the groups of one rollout batch, with the population
     standard deviation (ddof = 0) over the groups. NaN groups are ignored; when no group is left, or
@@ -208,7 +208,7 @@ def select_groups(
     generator: torch.Generator | None = None,
     variances: torch.Tensor | None = None,
 ) -> FilterResult:
-    """Select groups from precomputed non-negative scores (PAPER.md section 4: top-p and its variants).
+    """Select groups from precomputed non-negative scores (docs/science.md section 4: top-p and its variants).
 
     This is the selection rule of :func:`filter_groups`, usable when groups have unequal sizes (compute the
     variances yourself) or when the score comes from elsewhere.
@@ -356,7 +356,7 @@ def filter_groups(
     eps: float = 0.0,
     generator: torch.Generator | None = None,
 ) -> FilterResult:
-    """SNR-Aware Filtering of a rollout batch (PAPER.md section 4, the paper's algorithm and its variants).
+    """SNR-Aware Filtering of a rollout batch (docs/science.md section 4, the paper's algorithm and its variants).
 
     Computes ``V_i`` with :func:`reward_variance`, ranks by ``score`` (``"variance"``: ``V_i``, the paper's;
     ``"std"``: ``sqrt(V_i)``, the official code's) and applies :func:`select_groups`. The batch statistics
@@ -402,7 +402,7 @@ def compact(
     The batch is group-major: row ``i * G + k`` holds rollout k of group i (B = P * G rows). Rows of dropped
     groups are removed, then the columns that are padding in every kept row (trailing ones for right
     padding, leading ones for left padding) are cut, so that the backward pass runs over fewer tokens
-    (PAPER.md section 4: "dropped groups are removed from the batch"). Masking instead saves nothing.
+    (docs/science.md section 4: "dropped groups are removed from the batch"). Masking instead saves nothing.
 
     Args:
         batch: mapping of name -> tensor with first dimension B (e.g. ``input_ids`` ``[B, T]``,

@@ -1,12 +1,12 @@
-"""Policy and value losses (PAPER.md section 3: task gradient vs input-agnostic regularisers).
+"""Policy and value losses (docs/science.md section 3: task gradient vs input-agnostic regularisers).
 
 - :func:`ppo_policy_loss`: PPO clipped surrogate with asymmetric clip (clip-higher, eps_low 0.2 /
-  eps_high 0.28, the official defaults of PAPER.md section 6) and dual clip (c = 3).
+  eps_high 0.28, the official defaults of docs/science.md section 6) and dual clip (c = 3).
 - :func:`kl_penalty`: KL estimators k1, k2, k3 (k3 = "low-var-kl", clamped as in verl).
 - :func:`entropy_bonus`: mean token entropy from logits (computed in fp32, stable for fp16/bf16 logits).
 - :func:`value_loss`: clipped value loss.
 
-The KL and entropy terms are the input-agnostic regularisers of PAPER.md section 3: when reward variance
+The KL and entropy terms are the input-agnostic regularisers of docs/science.md section 3: when reward variance
 vanishes they dominate the update (T5), which is what filtering guards against.
 """
 
@@ -138,7 +138,7 @@ def kl_penalty(log_probs: torch.Tensor, ref_log_probs: torch.Tensor, kind: str =
 
 
 def entropy_bonus(logits: torch.Tensor, mask: torch.Tensor, loss_agg_mode: str = "token-mean") -> torch.Tensor:
-    """Aggregated token entropy of the policy, H_t = -sum_v pi_t(v) log pi_t(v) (PAPER.md section 1, H(Z|X)).
+    """Aggregated token entropy of the policy, H_t = -sum_v pi_t(v) log pi_t(v) (docs/science.md section 1, H(Z|X)).
 
     The trainer adds ``-coef * entropy_bonus(...)`` to the loss (official coefficient 0.001). Entropy is
     computed in fp32 by :func:`ragen_core.metrics.token_entropy`, so fp16/bf16 logits do not overflow.

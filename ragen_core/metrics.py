@@ -1,7 +1,7 @@
-"""Collapse metrics: token entropy, RV heterogeneity and the four regimes (PAPER.md sections 1 and 4).
+"""Collapse metrics: token entropy, RV heterogeneity and the four regimes (docs/science.md sections 1 and 4).
 
 Entropy alone cannot see template collapse: ``H(Z) = I(X; Z) + H(Z | X)`` and entropy dashboards show only
-``H(Z|X)``. :func:`classify_regime` places a batch in the 2x2 table of PAPER.md section 1 from an estimate of
+``H(Z|X)``. :func:`classify_regime` places a batch in the 2x2 table of docs/science.md section 1 from an estimate of
 ``H(Z|X)`` and an MI proxy (from :func:`ragen_core.mi.mi_proxies`).
 """
 
@@ -25,7 +25,7 @@ __all__ = [
     "regime_from_proxies",
 ]
 
-#: The four regimes of PAPER.md section 1, in the order (high H, high I), (high H, low I), (low H, high I),
+#: The four regimes of docs/science.md section 1, in the order (high H, high I), (high H, low I), (low H, high I),
 #: (low H, low I).
 REGIMES = ("diverse_reasoning", "template_collapse", "compressed_reasoning", "low_entropy_collapse")
 #: H(Z|X) threshold in nats per token. 0.1 nats/token is roughly a top-token probability above 0.98 at every
@@ -37,7 +37,7 @@ DEFAULT_MI_THRESHOLD = 0.1
 
 
 def token_entropy(logits: torch.Tensor) -> torch.Tensor:
-    """Entropy of the next-token distribution at every position (PAPER.md section 1, the H(Z|X) dashboards).
+    """Entropy of the next-token distribution at every position (docs/science.md section 1, the H(Z|X) dashboards).
 
         H_t = -sum_v softmax(l_t)_v * log softmax(l_t)_v
 
@@ -77,7 +77,7 @@ def masked_token_entropy(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tens
 
 
 def rv_heterogeneity(rewards_or_variances: torch.Tensor, ddof: int = 1) -> float:
-    """RV heterogeneity = Std(RV) / Mean(RV) over one rollout batch (PAPER.md section 4, the pre-check).
+    """RV heterogeneity = Std(RV) / Mean(RV) over one rollout batch (docs/science.md section 4, the pre-check).
 
     High values (Sokoban 1.16-1.29) mean bimodal variance, where filtering helps; low values (FrozenLake GRPO
     0.33) mean uniform variance, where it only throws data away. Std is the population std over groups;
@@ -114,7 +114,7 @@ def classify_regime(
     entropy_threshold: float = DEFAULT_ENTROPY_THRESHOLD,
     mi_threshold: float = DEFAULT_MI_THRESHOLD,
 ) -> str:
-    """Place a batch in one of the four regimes of PAPER.md section 1.
+    """Place a batch in one of the four regimes of docs/science.md section 1.
 
     | regime                 | H(Z|X) | I(X;Z) |
     |------------------------|--------|--------|

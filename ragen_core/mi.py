@@ -1,4 +1,4 @@
-"""Mutual-information proxies by in-batch cross-scoring (PAPER.md section 2).
+"""Mutual-information proxies by in-batch cross-scoring (docs/science.md section 2).
 
 A batch holds P distinct prompts x_1..x_P and G reasoning traces z_ik per prompt. Every trace is scored under
 every prompt with the policy itself (teacher forcing, only the tokens of z are scored):
@@ -56,7 +56,7 @@ def mi_proxies(
     prompt_ids: torch.Tensor | Sequence[Any] | None = None,
     eps: float = 1e-3,
 ) -> dict[str, Any]:
-    """MI proxies and retrieval accuracy from the cross-scoring tensor (PAPER.md section 2).
+    """MI proxies and retrieval accuracy from the cross-scoring tensor (docs/science.md section 2).
 
     With n = |z_ik| (``lengths``), ``lse_ik = log((1/P) sum_j exp L[i,k,j])``:
 
@@ -187,7 +187,7 @@ def flatten_proxies(stats: Mapping[str, Any], prefix: str = "collapse/") -> dict
 
 
 class MIZScoreEMA:
-    """MI-ZScore with an exponential moving average of the batch scale (PAPER.md section 2).
+    """MI-ZScore with an exponential moving average of the batch scale (docs/science.md section 2).
 
         sigma_ema(t) = alpha * sigma_ema(t-1) + (1 - alpha) * sigma_batch(t),  sigma_ema(1) = sigma_batch(1)
         MI-ZScore-EMA(t) = MI-Est(t) / (sigma_ema(t) + eps)
@@ -413,7 +413,7 @@ def cross_score(
     return_lengths: bool = False,
     stats: dict[str, float] | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """Cross-score every trace under every prompt, reusing each prompt's KV cache (PAPER.md section 2).
+    """Cross-score every trace under every prompt, reusing each prompt's KV cache (docs/science.md section 2).
 
         L[i, k, j] = log p(z_ik | x_j) = sum_t log p(z_ik,t | x_j, z_ik,<t)
 

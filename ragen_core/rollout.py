@@ -1,6 +1,6 @@
 """Multi-turn group rollouts: P groups x G rollouts, the RAGEN prompt layout, a token batch for training.
 
-One call of :func:`rollout` plays ``P * G`` episodes in lock-step (ENVS.md, "The multi-turn protocol"):
+One call of :func:`rollout` plays ``P * G`` episodes in lock-step (docs/protocol.md):
 
 - all G rollouts of group i are reset with the same seed ``seeds[i]`` (same initial state), so that group
   statistics (GRPO baselines, reward variance for SNR-aware filtering) compare answers to one input;
@@ -23,7 +23,7 @@ In both layouts ``loss_mask`` is 1 exactly on generated tokens: prompt, env obse
 never trained on. Rewards: ``"last_token"`` puts the episode return on the last generated token of the
 trajectory; ``"per_turn"`` puts each turn's reward on that turn's last generated token.
 
-For the MI diagnostics (PAPER.md section 2) every turn keeps its input X (the prompt ids) and the reasoning
+For the MI diagnostics (docs/science.md section 2) every turn keeps its input X (the prompt ids) and the reasoning
 span Z (the response tokens through ``</think>``, or the whole response when it has none).
 """
 
@@ -253,7 +253,7 @@ def user_turn_text(
     length_limit: int,
     response_format: str = RESPONSE_FORMAT,
 ) -> str:
-    """The user message of turn `turn` (1-based) in RAGEN's layout (ENVS.md)."""
+    """The user message of turn `turn` (1-based) in RAGEN's layout (docs/protocol.md)."""
     lines = []
     if prev_reward is not None:
         lines.append(f"Reward: {prev_reward:g}")

@@ -10,7 +10,7 @@ responses written by a script instead of the model:
 
 Each response is ``<think> reasoning </think> <answer> actions </answer>`` where the reasoning refers to the actual
 state (player / box / target coordinates and the chosen direction for Sokoban, the player and goal for FrozenLake,
-the two arm names for the bandit), so that the reasoning depends on the input (high I(X;Z), PAPER.md section 1).
+the two arm names for the bandit), so that the reasoning depends on the input (high I(X;Z), docs/science.md section 1).
 The model is then fine-tuned with the mean negative log-likelihood of the generated tokens (the same loss mask as
 RL: prompt and observation tokens are not trained on).
 """

@@ -4,14 +4,14 @@ One training step, top to bottom (CleanRL style; every piece of math is a pure f
 
     1. rollout        P groups x G multi-turn episodes (ragen_core.rollout.rollout)
     2. filter         SNR-aware filtering on the [P, G] returns (ragen_core.filtering.filter_groups,
-                      PAPER.md section 4); dropped groups are physically removed (filtering.compact);
+                      docs/science.md section 4); dropped groups are physically removed (filtering.compact);
                       an empty batch skips the update (counted; stop after `filter.max_empty_steps` in a row)
     3. score          old log-probs (and reference log-probs, critic values) of the kept rows
     4. advantages     PPO: critic + GAE (advantages.gae); GRPO / DAPO: advantages.grpo; Dr.GRPO: advantages.dr_grpo
     5. update         PPO clipped loss (losses.ppo_policy_loss, clip-higher + dual clip) - entropy bonus
                       + KL to the reference (losses.kl_penalty, off by default); critic: losses.value_loss
     6. diagnostics    every `mi.every` steps: cross-score the whole batch (mi.cross_score) -> MI proxies,
-                      MI-ZScore-EMA, H(Z|X) estimate, regime (PAPER.md section 2)
+                      MI-ZScore-EMA, H(Z|X) estimate, regime (docs/science.md section 2)
     7. validation     every `eval.every` steps on held-out seeds (validation seed 123)
     8. bookkeeping    metrics.jsonl, checkpoint (model, critic, optimisers, reference, RNG states, EMA, step)
 

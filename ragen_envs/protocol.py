@@ -4,7 +4,7 @@ One parser serves every env of the package. A response looks like
 
     <think> the box is left of the target </think> <answer> Up || Left </answer>
 
-Rules (ENVS.md, "The multi-turn protocol users know"):
+Rules (docs/protocol.md):
 
 - The response is truncated to `max_chars` *before* any parsing (a megabyte string costs
   no more than a short one), C0/C1 control characters other than tab/newline become spaces and

@@ -1,4 +1,4 @@
-"""KV-reuse cross-scoring against the naive per-pair re-encoding (PAPER.md section 2), tiny models in fp32."""
+"""KV-reuse cross-scoring against the naive per-pair re-encoding (docs/science.md section 2), tiny models in fp32."""
 
 from __future__ import annotations
 

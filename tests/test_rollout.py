@@ -259,3 +259,22 @@ def test_an_exception_in_env_step_ends_that_episode_not_the_rollout(policy):
         assert batch.trajectories[k].success and len(batch.trajectories[k].turns) == 3
         assert all(t.env_error is None for t in batch.trajectories[k].turns)
     assert batch.summary()["rollout/env_errors"] == 1.0
+
+
+def test_system_prompt_can_be_left_out_and_capped_responses_are_counted(policy):
+    envs = [CountEnv() for _ in range(2)]
+    with_sys = rollout(policy, envs, [1], 2, RolloutSettings(max_turns=1), responder=script(lambda i, t: "Inc"))
+    without = rollout(policy, envs, [1], 2, RolloutSettings(max_turns=1, system_prompt=False),
+                      responder=script(lambda i, t: "Inc"))
+    text_with = policy.tokenizer.decode(with_sys.trajectories[0].turns[0].prompt_ids)
+    text_without = policy.tokenizer.decode(without.trajectories[0].turns[0].prompt_ids)
+    assert "Count up, then stop." in text_with and "Count up, then stop." not in text_without
+    assert text_without.startswith("<|im_start|>user\nTurn 1:")
+    assert [m["role"] for m in without.trajectories[0].messages] == ["user", "assistant"]
+    # Sampled responses of an untrained model run to the token budget: every turn is counted as capped.
+    gen = rollout(policy, envs, [1], 2, RolloutSettings(max_turns=1, max_new_tokens=3, stop=()),
+                  generator=torch.Generator().manual_seed(0))
+    full_length = [len(t.response_ids) == 3 for tr in gen.trajectories for t in tr.turns]
+    assert any(full_length)
+    assert gen.summary()["rollout/response_capped"] == pytest.approx(sum(full_length) / len(full_length))
+    assert with_sys.summary()["rollout/response_capped"] == 0.0

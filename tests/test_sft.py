@@ -152,3 +152,63 @@ def test_linear_schedule_warms_up_then_decays_to_near_zero(policy, monkeypatch):
     assert seen == [1e-3, 1e-3]
     with pytest.raises(ValueError, match="schedule"):
         sft_train(policy, batch, schedule="cosine")
+
+
+def test_noisy_demonstrator_keeps_the_oracle_reasoning_and_replaces_answers():
+    from ragen_core.sft import _oracle_parts
+
+    env = gym.make("ragen/Sokoban-v0", max_solution_len=2, max_actions_per_turn=1, obs_format="coord")
+    rng = np.random.default_rng(0)
+    habits, n = 0, 400
+    for seed in range(n):
+        env.reset(seed=seed)
+        reasoning, acts = _oracle_parts(env, "plan")
+        text = oracle_response(env, "plan", noise=0.6, noise_action="first", rng=rng)
+        assert text.startswith(f"<think> {reasoning} </think>")  # the reasoning is always the oracle's
+        answer = text.split("<answer>")[1].split("</answer>")[0].strip()
+        assert answer in (acts[0], "Up")
+        habits += answer == "Up" and acts[0] != "Up"
+    # The habit replaces a non-"Up" oracle answer with probability 0.6 (4 sigma band over ~300 such levels).
+    non_up = sum(1 for seed in range(n) if (env.reset(seed=seed), _oracle_parts(env, "plan")[1][0])[1] != "Up")
+    p = habits / non_up
+    assert abs(p - 0.6) < 4 * (0.24 / non_up) ** 0.5, p
+    with pytest.raises(ValueError, match="noise"):
+        oracle_response(env, "plan", noise=1.5)
+    with pytest.raises(ValueError, match="noise_action"):
+        oracle_response(env, "plan", noise=0.5, noise_action="last")
+
+
+def test_bandit_habit_is_the_first_arm_shown():
+    env = gym.make("ragen/Bandit-v0")
+    rng = np.random.default_rng(1)
+    for seed in range(20):
+        env.reset(seed=seed)
+        text = oracle_response(env, noise=1.0, noise_action="first", rng=rng)
+        assert f"<answer> {env.unwrapped.arm_names[0]} </answer>" in text
+
+
+def test_countdown_oracle_reasoning_is_true_arithmetic_and_the_habit_is_the_sum():
+    from fractions import Fraction
+
+    env = gym.make("ragen/Countdown-v0", num_count=3, num_range=(1, 5), target_range=(1, 30))
+    rng = np.random.default_rng(2)
+    for seed in range(60):
+        env.reset(seed=seed)
+        u = env.unwrapped
+        text = oracle_response(env)
+        steps = text.split("<think>")[1].split("</think>")[0].strip().rstrip(".").split(", ")
+        assert len(steps) == 2  # three numbers: two operations
+        for step in steps:
+            lhs, rhs = step.split(" = ")
+            a, op, b = lhs.split(" ")
+            a, b, v = Fraction(a), Fraction(b), Fraction(rhs)
+            assert {"+": a + b, "-": a - b, "*": a * b, "/": a / b if b else None}[op] == v, step
+        assert Fraction(steps[-1].split(" = ")[1]) == u.target
+        _, reward, _, _, info = env.step(text)
+        assert reward == 1.0 and info["success"]
+        env.reset(seed=seed)
+        habit = oracle_response(env, noise=1.0, noise_action="first", rng=rng)
+        assert f"<answer> {' + '.join(str(x) for x in u.nums)} </answer>" in habit
+        rnd = oracle_response(env, noise=1.0, noise_action="random", rng=rng)
+        _, reward, _, _, info = env.step(rnd)
+        assert info["format_error"] is None and reward in (0.1, 1.0)  # uses every number exactly once

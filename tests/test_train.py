@@ -266,3 +266,16 @@ def test_shipped_configs_load():
     assert len(configs) >= 5
     for path in configs:
         load_config(path)
+
+
+def test_target_kl_stops_a_steps_updates_early(model_dir, tmp_path):
+    # Four mini-batches per step, two epochs, a large lr: without the early stop all 8 updates run; with a
+    # tiny target the step stops after the first update (the ratio is 1 on the first mini-batch only).
+    common = ["algo.name=grpo", "algo.lr=0.05", "algo.epochs=2", "algo.mini_batch_size=3", "algo.micro_batch_size=3",
+              "filter.enabled=false", "run.steps=1", "eval.every=0", "mi.every=0", "rollout.context=single_turn"]
+    _, free = train(model_dir, tmp_path / "free", *common)
+    _, capped = train(model_dir, tmp_path / "capped", *common, "algo.target_kl=1e-9")
+    free_step = [r for r in free if "loss/updates" in r][0]
+    capped_step = [r for r in capped if "loss/updates" in r][0]
+    assert free_step["loss/kl_early_stop"] == 0.0 and free_step["loss/updates"] >= 4
+    assert capped_step["loss/kl_early_stop"] == 1.0 and capped_step["loss/updates"] == 1.0
