@@ -1,10 +1,11 @@
-# The two commands of the README: `make demo` and `make test`.
+# The two commands of the README: `make demo` and `make test` (the linter, then the test suite).
 # Both create .venv if needed, install torch==2.13.0 first (the CPU build lies on this
 # machine's disk; any other spec would pull a multi-GB CUDA build), then the project.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+LINT_PATHS := ragen_envs ragen_core theory_checks benchmarks tests
 
 .PHONY: demo test bench verify lint clean
 
@@ -20,7 +21,8 @@ $(STAMP): $(PY) pyproject.toml
 demo: $(STAMP)
 	$(PY) -m ragen_core.demo
 
-test: $(STAMP)
+# Lint first: it takes seconds and fails fast; the suite takes minutes.
+test: lint
 	$(PY) -m pytest -q -n 2 --dist loadgroup
 
 bench: $(STAMP)
@@ -30,7 +32,7 @@ verify: $(STAMP)
 	$(PY) -m theory_checks
 
 lint: $(STAMP)
-	$(PY) -m ruff check ragen_envs ragen_core theory_checks benchmarks tests
+	$(PY) -m ruff check $(LINT_PATHS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -30,6 +30,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
+import inspect  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
 import subprocess  # noqa: E402
@@ -174,6 +175,7 @@ def bench_other_envs(seconds: float) -> dict[str, dict]:
 
 
 # ----------------------------------------------------------------------------- gym-sokoban
+# Run by the side venv's python; it measures with the same `timed` as ours (its source is pasted in below).
 PEER_SCRIPT = r"""
 import json, os, random, sys, time, warnings
 warnings.filterwarnings("ignore")
@@ -188,14 +190,7 @@ seconds = float(sys.argv[1])
 random.seed(0)
 np.random.seed(0)
 
-def timed(fn, seconds, min_items=3):
-    items = 0
-    start = time.perf_counter()
-    while True:
-        items += fn()
-        elapsed = time.perf_counter() - start
-        if elapsed >= seconds and items >= min_items:
-            return items / elapsed, items
+TIMED_SOURCE
 
 out = {}
 for (h, w), boxes in [((6, 6), 1), ((8, 8), 2), ((10, 10), 3)]:
@@ -228,7 +223,7 @@ def renders(batch=50):
 rate, n = timed(renders, seconds)
 out["rgb_array render"] = {"rate": rate, "items": n}
 print("PEER_JSON " + json.dumps(out))
-"""
+""".replace("TIMED_SOURCE", inspect.getsource(timed))
 
 
 def ensure_peer_venv() -> Path | None:
@@ -300,24 +295,27 @@ def build_rows(ours: dict, others: dict, peer: dict | None) -> list[dict]:
                 ),
             }
         )
-    rows.append(
-        {
-            "benchmark": f"Sokoban text step ({STEP_DIM[0]}x{STEP_DIM[1]})",
-            "unit": "steps/s",
-            "ours": ours["text step"]["rate"],
-            "peer": (peer or {}).get("text step", {}).get("rate"),
-            "notes": "ours: parse a tagged response + move + text obs; gym-sokoban: step renders an RGB frame",
-        }
-    )
-    rows.append(
-        {
-            "benchmark": f"Sokoban rgb_array render ({STEP_DIM[0]}x{STEP_DIM[1]})",
-            "unit": "frames/s",
-            "ours": ours["rgb_array render"]["rate"],
-            "peer": (peer or {}).get("rgb_array render", {}).get("rate"),
-            "notes": "ours: in-memory sprites, one gather; gym-sokoban: reads the sprite PNGs per frame",
-        }
-    )
+    for key, unit, notes in (
+        (
+            "text step",
+            "steps/s",
+            "ours: parse a tagged response + move + text obs; gym-sokoban: step renders an RGB frame",
+        ),
+        (
+            "rgb_array render",
+            "frames/s",
+            "ours: in-memory sprites, one gather; gym-sokoban: reads the sprite PNGs per frame",
+        ),
+    ):
+        rows.append(
+            {
+                "benchmark": f"Sokoban {key} ({STEP_DIM[0]}x{STEP_DIM[1]})",
+                "unit": unit,
+                "ours": ours[key]["rate"],
+                "peer": (peer or {}).get(key, {}).get("rate"),
+                "notes": notes,
+            }
+        )
     for env_id, res in others.items():
         rows.append(
             {
@@ -345,7 +343,8 @@ def markdown(rows: list[dict], mode: str, seconds: float, rounds: int) -> str:
             else (f"{r['ratio']:.1f}x" if r["ratio"] else "-")
         )
         lines.append(
-            f"| {r['benchmark']} | {r['unit']} | {fmt_rate(r['ours'])} | {fmt_rate(r['peer'])} | {ratio} | {r['notes']} |"
+            f"| {r['benchmark']} | {r['unit']} | {fmt_rate(r['ours'])} | {fmt_rate(r['peer'])} | {ratio} | "
+            f"{r['notes']} |"
         )
     lines.append("")
     lines.append(
@@ -392,6 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
 
     from benchmarks.machine import describe_machine
+    from benchmarks.readme_tables import write_result
 
     ours_runs, other_runs, peer_runs = [], [], []
     for i in range(rounds):
@@ -417,10 +417,8 @@ def main(argv: list[str] | None = None) -> int:
         "raw": {"ours": ours, "other_envs": others, "gym_sokoban": peer},
         "markdown": table,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "envs.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_result(result, RESULTS / "envs.json")
     (RESULTS / "envs.md").write_text(table + "\n")
-    print(table)
     return 0
 
 

@@ -52,7 +52,6 @@ import os
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import argparse  # noqa: E402
-import datetime as _dt  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import resource  # noqa: E402
@@ -68,6 +67,7 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from benchmarks.machine import setup_torch, torch_result_header  # noqa: E402
 from ragen_core.advantages import aggregate_loss, grpo  # noqa: E402
 from ragen_core.filtering import FilterResult, compact, filter_groups, reward_variance, rv_statistics  # noqa: E402
 from ragen_core.losses import ppo_policy_loss  # noqa: E402
@@ -535,8 +535,10 @@ def markdown(result: dict[str, Any]) -> str:
                  f"the medians; 'paired per round' computes it within each round (robust to load drift); "
                  f"forward + backward of the PPO loss over the whole batch, {result['device']}, "
                  f"{result['torch_threads']} torch thread(s), {result['repeats']} interleaved rounds (large model: "
-                 f"{result['large_repeats']}; the paper's 8 x 16 batch: {PAPER_SIZE_ROUNDS}) after {result['warmup']} warm-up round(s); kept positions = padded "
-                 f"[rows x columns] after compact; CPU allocator: {result['allocator']}. Groups kept by rewards: {', '.join(src)}. Real reward variance of "
+                 f"{result['large_repeats']}; the paper's 8 x 16 batch: {PAPER_SIZE_ROUNDS}) after "
+                 f"{result['warmup']} warm-up round(s); kept positions = padded "
+                 f"[rows x columns] after compact; CPU allocator: {result['allocator']}. "
+                 f"Groups kept by rewards: {', '.join(src)}. Real reward variance of "
                  f"the sampled batches (untrained tiny model): {rv}.")
     oh = result.get("overhead")
     if oh:
@@ -586,12 +588,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.memory_child:
         return _memory_child(args.memory_child)
-    if args.threads < 1:
-        parser.error("--threads must be >= 1")
-    torch.set_num_threads(args.threads)
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda but CUDA is not available")
+    device = setup_torch(parser, args)
     allocator = None if args.default_malloc else steady_allocator()
     q = args.quick
     envs = (args.envs or ("sokoban" if q else "sokoban,frozenlake")).split(",")
@@ -618,19 +615,11 @@ def main(argv: list[str] | None = None) -> int:
     if any(p > sample_p or g > sample_g for p, g in need):
         parser.error(f"every size must fit in the sampled batch {sample_p}x{sample_g} (--sample-size)")
 
-    from benchmarks.machine import describe_machine
+    from benchmarks.readme_tables import write_result
 
     t_start = time.perf_counter()
-    machine = describe_machine()
-    machine["torch_threads"] = torch.get_num_threads()
-    machine["cuda"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     result: dict[str, Any] = {
-        "benchmark": "bench_filtering",
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "quick": q,
-        "machine": machine,
-        "device": str(device) if device.type == "cpu" else f"{device} ({machine['cuda']})",
-        "torch_threads": torch.get_num_threads(),
+        **torch_result_header("bench_filtering", q, device),
         "warmup": args.warmup,
         "repeats": repeats,
         "large_repeats": large_repeats,
@@ -728,11 +717,7 @@ def main(argv: list[str] | None = None) -> int:
 
     result["wall_s"] = time.perf_counter() - t_start
     result["markdown"] = markdown(result)
-    out = args.out or RESULTS / ("filtering_quick.json" if q else "filtering.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(result["markdown"])
-    print(f"wrote {out} ({result['wall_s']:.0f} s)")
+    write_result(result, args.out or RESULTS / ("filtering_quick.json" if q else "filtering.json"))
     return 0
 
 

@@ -210,8 +210,9 @@ def main(argv: list[str] | None = None) -> int:
             records, key=lambda r: (list(CONFIGS).index(r["config"]), r["variant"], r["seed"])),
         "summary": summary, "wall_minutes": (time.perf_counter() - start) / 60.0, "failures": failures,
         "machine": describe_machine(),
-        "markdown": markdown(summary) + f"\n\nCurves: `benchmarks/results/{png.name}`. Runs resumed from "
-                                        f"`{runs_dir.relative_to(ROOT) if runs_dir.is_relative_to(ROOT) else runs_dir}`.",
+        "markdown": markdown(summary)
+        + f"\n\nCurves: `benchmarks/results/{png.name}`. Runs resumed from "
+        f"`{runs_dir.relative_to(ROOT) if runs_dir.is_relative_to(ROOT) else runs_dir}`.",
     }
     (RESULTS / f"learning{suffix}.json").write_text(json.dumps(result, indent=1))
     print(markdown(summary))

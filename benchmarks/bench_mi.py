@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
 import os
 import platform
 import statistics
@@ -36,7 +35,8 @@ from typing import Any
 
 import torch
 
-from benchmarks.machine import describe_machine
+from benchmarks.machine import describe_machine, setup_torch
+from benchmarks.readme_tables import write_result
 from ragen_core.filtering import filter_groups, reward_variance
 from ragen_core.mi import DEFAULT_BATCH_TOKENS, cross_score, cross_score_naive
 
@@ -206,9 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-tokens", type=int, default=DEFAULT_BATCH_TOKENS)
     parser.add_argument("--out", type=Path, default=None, help="JSON output path")
     args = parser.parse_args(argv)
-    if args.threads < 1:
-        parser.error(f"--threads must be >= 1; got {args.threads}")
-    torch.set_num_threads(args.threads)
+    setup_torch(parser, args)
     if args.quick:
         sizes = {"p": 4, "g": 4, "prompt_len": 64, "response_len": 16}
         repeats = args.repeats or 1
@@ -228,11 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         "filter": bench_filter(1024, 8, filter_repeats),
     }
     result["markdown"] = _markdown(result)
-    out = args.out or RESULTS / ("mi_quick.json" if args.quick else "mi.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(_table(result))
-    print(f"wrote {out}")
+    write_result(result, args.out or RESULTS / ("mi_quick.json" if args.quick else "mi.json"), show=_table(result))
     return 0
 
 

@@ -17,14 +17,14 @@ import os
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import argparse  # noqa: E402
-import datetime as _dt  # noqa: E402
-import json  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+
+from benchmarks.machine import setup_torch, torch_result_header  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ENV_ID = "ragen/Sokoban-v0"
@@ -94,12 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="semicolon list of PxG:turns:new_tokens (default '4x8:2:32', quick '2x2:1:16')")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
-    if args.threads < 1:
-        parser.error("--threads must be >= 1")
-    torch.set_num_threads(args.threads)
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda but CUDA is not available")
+    device = setup_torch(parser, args)
     configs = []
     for part in (args.configs or ("2x2:1:16" if args.quick else "4x8:2:32")).split(";"):
         try:
@@ -110,21 +105,13 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--configs entries look like 4x8:2:32 (PxG:turns:new_tokens); got {part!r}")
     repeats = args.repeats or (2 if args.quick else 3)
 
-    from benchmarks.machine import describe_machine
+    from benchmarks.readme_tables import write_result
     from ragen_core.policy import load_policy
 
     t_start = time.perf_counter()
     policy = load_policy("tiny", device=device)
-    machine = describe_machine()
-    machine["torch_threads"] = torch.get_num_threads()
-    machine["cuda"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     result: dict[str, Any] = {
-        "benchmark": "bench_rollout",
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "quick": args.quick,
-        "machine": machine,
-        "device": str(device) if device.type == "cpu" else f"{device} ({machine['cuda']})",
-        "torch_threads": torch.get_num_threads(),
+        **torch_result_header("bench_rollout", args.quick, device),
         "parameters": sum(p.numel() for p in policy.model.parameters()),
         "configs": [],
     }
@@ -133,11 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         result["configs"].append(measure(policy, p, g, turns, new, repeats, device))
     result["wall_s"] = time.perf_counter() - t_start
     result["markdown"] = markdown(result)
-    out = args.out or RESULTS / ("rollout_quick.json" if args.quick else "rollout.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(result["markdown"])
-    print(f"wrote {out} ({result['wall_s']:.0f} s)")
+    write_result(result, args.out or RESULTS / ("rollout_quick.json" if args.quick else "rollout.json"))
     return 0
 
 

@@ -14,7 +14,6 @@ No absolute goals: these numbers are recorded so that regressions show.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from pathlib import Path
@@ -42,7 +41,12 @@ def bench_episodes(seconds: float) -> list[dict]:
             successes += success
         elapsed = time.perf_counter() - start
         rows.append(
-            {"env": env_id, "episodes_per_s": episodes / elapsed, "episodes": episodes, "oracle_success": successes / episodes}
+            {
+                "env": env_id,
+                "episodes_per_s": episodes / elapsed,
+                "episodes": episodes,
+                "oracle_success": successes / episodes,
+            }
         )
         env.close()
     return rows
@@ -85,7 +89,12 @@ def bench_sandbox(runs: int) -> dict:
         times.append(time.perf_counter() - t0)
         if result.stdout.strip() != "6":
             raise RuntimeError(f"sandbox returned {result.stdout!r} for a trivial program ({result.verdict})")
-    return {"mode": isolation.mode, "runs": runs, "runs_per_s": runs / sum(times), "ms_median": 1000 * statistics.median(times)}
+    return {
+        "mode": isolation.mode,
+        "runs": runs,
+        "runs_per_s": runs / sum(times),
+        "ms_median": 1000 * statistics.median(times),
+    }
 
 
 def markdown(episodes: list[dict], bm25: dict, sandbox: dict) -> str:
@@ -97,8 +106,10 @@ def markdown(episodes: list[dict], bm25: dict, sandbox: dict) -> str:
         "| Component | Result |",
         "| --- | --- |",
         f"| BM25 index build, {bm25['passages']:,} passages | {bm25['build_s']:.2f} s |",
-        f"| BM25 top-5 query, {bm25['passages']:,} passages | {bm25['query_ms_median']:.2f} ms median, {bm25['query_ms_p90']:.2f} ms p90 |",
-        f"| Sandbox run of a trivial correct program ({sandbox['mode']}) | {sandbox['runs_per_s']:.1f} runs/s ({sandbox['ms_median']:.0f} ms median) |",
+        f"| BM25 top-5 query, {bm25['passages']:,} passages | {bm25['query_ms_median']:.2f} ms median, "
+        f"{bm25['query_ms_p90']:.2f} ms p90 |",
+        f"| Sandbox run of a trivial correct program ({sandbox['mode']}) | {sandbox['runs_per_s']:.1f} runs/s "
+        f"({sandbox['ms_median']:.0f} ms median) |",
     ]
     return "\n".join(lines)
 
@@ -108,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="short measurements")
     args = parser.parse_args(argv)
     from benchmarks.machine import describe_machine
+    from benchmarks.readme_tables import write_result
 
     seconds, queries, runs = (0.5, 50, 5) if args.quick else (3.0, 500, 30)
     episodes = bench_episodes(seconds)
@@ -123,9 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         "sandbox": sandbox,
         "markdown": table,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "tasks.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(table)
+    write_result(result, RESULTS / "tasks.json")
     return 0
 
 

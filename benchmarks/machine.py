@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import os
 import platform
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # torch is imported by setup_torch only: describing the machine must not need it
+    import torch
 
 
 def cpu_model() -> str:
@@ -34,3 +39,34 @@ def describe_machine() -> dict[str, object]:
         except ImportError:
             pass
     return info
+
+
+def setup_torch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> torch.device:
+    """Apply a benchmark's `--threads` and check its `--device` (a parser error for a bad value); returns the device."""
+    import torch
+
+    if args.threads < 1:
+        parser.error(f"--threads must be >= 1; got {args.threads}")
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda but CUDA is not available")
+    return device
+
+
+def torch_result_header(benchmark: str, quick: bool, device: torch.device) -> dict[str, Any]:
+    """The first fields of a torch benchmark's result: its name, the UTC time, the quick flag, the machine (with
+    torch's thread count and the CUDA device's name), the device and the thread count."""
+    import torch
+
+    machine: dict[str, Any] = describe_machine()
+    machine["torch_threads"] = torch.get_num_threads()
+    machine["cuda"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {
+        "benchmark": benchmark,
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "quick": quick,
+        "machine": machine,
+        "device": str(device) if device.type == "cpu" else f"{device} ({machine['cuda']})",
+        "torch_threads": torch.get_num_threads(),
+    }

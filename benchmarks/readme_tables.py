@@ -28,6 +28,20 @@ def machine_line(machine: dict) -> str:
     return "Measured on " + "; ".join(parts) + "." if parts else ""
 
 
+def write_result(result: dict, path: Path, *, show: str | None = None) -> Path:
+    """Write one benchmark's result JSON to `path` (the format of the module docstring) and report it.
+
+    Prints `show` (default: the result's `markdown` table), then `wrote PATH`, with the run's duration when the
+    result has a `wall_s`.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    print(result["markdown"] if show is None else show)
+    wall = result.get("wall_s")
+    print(f"wrote {path}" + ("" if wall is None else f" ({wall:.0f} s)"))
+    return path
+
+
 def render_block(name: str) -> str | None:
     path = RESULTS / f"{name}.json"
     if not path.exists():

@@ -9,6 +9,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 
 def _cmd_envs(args: argparse.Namespace) -> int:
@@ -31,11 +32,35 @@ DELEGATED: dict[str, tuple[str, str]] = {
     "train": ("ragen_core.train", "train an agent: ragen train CONFIG [key=value ...] [--resume RUN_DIR]"),
     "diagnose": ("ragen_core.diagnose", "RV heterogeneity and MI proxies of a rollouts JSONL file"),
     "verify": ("theory_checks.__main__", "check the paper's bounds numerically (python -m theory_checks)"),
-    "bench": ("benchmarks.run_all", "run every benchmark and regenerate the README tables"),
+    "bench": ("benchmarks.run_all", "run every benchmark and regenerate the README tables (source checkout)"),
 }
+
+#: Why `ragen bench` stops after a plain `pip install`. The benchmarks are left out of the wheel on purpose:
+#: they write `benchmarks/results/*.json`, regenerate the README's tables and build side venvs next to the
+#: sources, none of which exists in site-packages. From a checkout (editable install) they run.
+BENCH_NEEDS_CHECKOUT = (
+    "ragen bench needs a source checkout: the benchmarks are not part of the installed ragen2 (they rewrite "
+    "the repository's result files and README tables).\n"
+    "Clone the repository, then from its root run `make bench`, or `pip install -e .` and `ragen bench`."
+)
+
+
+def checkout_root() -> Path | None:
+    """The source checkout this `ragen_core` is imported from (editable install or repository root), or None
+    when it is an installed wheel (no `benchmarks/` next to it)."""
+    root = Path(__file__).resolve().parent.parent
+    return root if (root / "benchmarks" / "run_all.py").is_file() else None
 
 
 def _run_delegated(name: str, rest: Sequence[str]) -> int:
+    if name == "bench":
+        # The console script's sys.path holds the installed packages only; `benchmarks` lives in the checkout.
+        root = checkout_root()
+        if root is None:
+            print(BENCH_NEEDS_CHECKOUT, file=sys.stderr)
+            return 2
+        if str(root) not in sys.path:
+            sys.path.insert(0, str(root))
     return int(importlib.import_module(DELEGATED[name][0]).main(list(rest)) or 0)
 
 

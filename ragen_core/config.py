@@ -6,7 +6,8 @@ A run is described by one :class:`TrainConfig`, made of small sections::
     [model]     policy path ("tiny" = the offline tiny model), dtype, critic learning rate
     [env]       env id and kwargs, train / validation seeds (RAGEN: 10000 / 123)
     [rollout]   P groups x G rollouts, turns, context mode, sampling, reward placement
-    [algo]      ppo | grpo | dr_grpo | dapo, learning rate, clipping, entropy / KL coefficients, GAE
+    [algo]      an entry of ragen_core.algorithms (ppo | grpo | dr_grpo | dapo | rloo), learning rate, clipping,
+                entropy / KL coefficients, GAE
     [filter]    SNR-aware filtering (docs/science.md section 4): strategy, keep rate, empty-step policy
     [mi]        MI diagnostics cadence and EMA constants (docs/science.md section 2)
     [eval]      validation cadence and size
@@ -33,6 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ragen_core.algorithms import ALGORITHMS as _ALGORITHM_TABLE
+from ragen_core.algorithms import AUTO, config_errors
+from ragen_core.filtering import ORDERS, SCORES, STRATEGIES
+from ragen_core.losses import KL_ESTIMATORS
+from ragen_envs.validation import require_int
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
@@ -40,7 +47,6 @@ else:  # pragma: no cover - Python 3.10
 
 __all__ = [
     "ALGORITHMS",
-    "CONTEXT_MODES",
     "ConfigError",
     "RunConfig",
     "ModelConfig",
@@ -59,8 +65,8 @@ __all__ = [
     "dump_toml",
 ]
 
-ALGORITHMS = ("ppo", "grpo", "dr_grpo", "dapo")
-CONTEXT_MODES = ("full", "window:N", "single_turn")
+#: The trainer's algorithms (the table of ragen_core.algorithms).
+ALGORITHMS = tuple(_ALGORITHM_TABLE)
 REWARD_PLACEMENTS = ("last_token", "per_turn")
 
 
@@ -144,7 +150,8 @@ class RolloutConfig:
 class AlgoConfig:
     """The RL algorithm and its optimisation hyper-parameters."""
 
-    #: "ppo" (value head + GAE, paper default), "grpo", "dr_grpo", "dapo" (clip-higher, token-level loss).
+    #: An entry of the algorithm table (ragen_core.algorithms): "ppo" (value head + GAE, paper default),
+    #: "grpo", "dr_grpo", "dapo" (token-level loss, dynamic sampling allowed), "rloo".
     name: str = "ppo"
     lr: float = 1e-6
     weight_decay: float = 0.0
@@ -161,8 +168,9 @@ class AlgoConfig:
     clip_high: float = 0.28
     #: Dual-clip constant c (> 1), 0 disables.
     dual_clip: float = 3.0
-    #: verl's names: token-mean, seq-mean-token-mean, seq-mean-token-sum, seq-mean-token-sum-norm.
-    loss_agg_mode: str = "token-mean"
+    #: verl's names: token-mean, seq-mean-token-mean, seq-mean-token-sum, seq-mean-token-sum-norm; "auto" = the
+    #: algorithm's (token-mean, except dr_grpo: seq-mean-token-sum-norm). dr_grpo and dapo fix theirs.
+    loss_agg_mode: str = AUTO
     entropy_coef: float = 0.001
     #: KL to a frozen reference (off by default, as the paper).
     kl_coef: float = 0.0
@@ -177,7 +185,8 @@ class AlgoConfig:
     #: Recompute old log-probs with a teacher-forced pass (exact PPO ratio; the sampling log-probs differ
     #: from the model's under top-p or temperature != 1).
     recompute_old_logprobs: bool = True
-    #: DAPO dynamic sampling: roll out extra groups to refill the ones the filter dropped.
+    #: DAPO dynamic sampling: roll out extra groups to refill the ones the filter dropped (algorithms whose
+    #: table entry allows it: dapo).
     dynamic_sampling: bool = False
     #: At most this many extra rollout rounds per step for dynamic sampling.
     max_refill_rounds: int = 3
@@ -265,72 +274,82 @@ class TrainConfig:
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
 
     def validate(self) -> TrainConfig:
-        """Range checks; raises ConfigError naming the key."""
-        _check(self.run.steps >= 0, "run.steps", "must be >= 0")
+        """Range checks and the algorithm table's rules; raises ConfigError naming the key."""
+        _int("run.steps", self.run.steps, 0)
         _check(self.run.device in ("auto", "cpu", "cuda") or self.run.device.startswith("cuda:"),
                "run.device", "must be auto, cpu, cuda or cuda:N")
-        _check(self.run.save_every >= 0, "run.save_every", "must be >= 0 (0 = only at the end)")
+        _int("run.save_every", self.run.save_every, 0, "0 = only at the end")
         _check(self.model.dtype in ("float32", "bfloat16"), "model.dtype", "must be float32 or bfloat16")
-        _check(self.rollout.groups >= 1, "rollout.groups", "must be >= 1")
-        _check(self.rollout.group_size >= 1, "rollout.group_size", "must be >= 1")
-        _check(self.rollout.max_turns >= 1, "rollout.max_turns", "must be >= 1")
-        _check(self.rollout.max_new_tokens >= 1, "rollout.max_new_tokens", "must be >= 1")
+        _int("rollout.groups", self.rollout.groups, 1)
+        _int("rollout.group_size", self.rollout.group_size, 1)
+        _int("rollout.max_turns", self.rollout.max_turns, 1)
+        _int("rollout.max_new_tokens", self.rollout.max_new_tokens, 1)
         _check(self.rollout.temperature > 0, "rollout.temperature", "must be > 0")
         _check(0 < self.rollout.top_p <= 1, "rollout.top_p", "must be in (0, 1]")
-        _check(self.rollout.reward_placement in REWARD_PLACEMENTS, "rollout.reward_placement",
-               f"must be one of {REWARD_PLACEMENTS}")
+        _one_of("rollout.reward_placement", self.rollout.reward_placement, REWARD_PLACEMENTS)
         try:
             parse_context(self.rollout.context)
         except ValueError as e:
             raise ConfigError(f"rollout.context: {e}") from None
-        _check(self.algo.name in ALGORITHMS, "algo.name", f"must be one of {ALGORITHMS}")
+        for key, what in config_errors(self.algo, self.rollout.group_size):
+            raise ConfigError(f"{key} {what}")
         _check(self.algo.lr > 0, "algo.lr", "must be > 0")
-        _check(self.algo.epochs >= 1, "algo.epochs", "must be >= 1")
-        _check(self.algo.mini_batch_size >= 1, "algo.mini_batch_size", "must be >= 1")
-        _check(self.algo.micro_batch_size >= 1, "algo.micro_batch_size", "must be >= 1")
+        _int("algo.epochs", self.algo.epochs, 1)
+        _int("algo.mini_batch_size", self.algo.mini_batch_size, 1)
+        _int("algo.micro_batch_size", self.algo.micro_batch_size, 1)
         _check(self.algo.target_kl >= 0, "algo.target_kl", "must be >= 0 (0 = off)")
         _check(0 <= self.algo.clip_low < 1, "algo.clip_low", "must be in [0, 1)")
         _check(self.algo.clip_high >= 0, "algo.clip_high", "must be >= 0")
         _check(self.algo.dual_clip == 0 or self.algo.dual_clip > 1, "algo.dual_clip", "must be 0 (off) or > 1")
         _check(self.algo.entropy_coef >= 0, "algo.entropy_coef", "must be >= 0")
         _check(self.algo.kl_coef >= 0, "algo.kl_coef", "must be >= 0")
-        _check(self.algo.kl_estimator in ("k1", "k2", "k3", "low-var-kl"), "algo.kl_estimator",
-               "must be k1, k2, k3 or low-var-kl")
-        _check(self.algo.loss_agg_mode in ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum",
-                                           "seq-mean-token-sum-norm"), "algo.loss_agg_mode",
-               "must be token-mean, seq-mean-token-mean, seq-mean-token-sum or seq-mean-token-sum-norm")
+        _one_of("algo.kl_estimator", self.algo.kl_estimator, KL_ESTIMATORS)
         _check(0 <= self.algo.gamma <= 1, "algo.gamma", "must be in [0, 1]")
         _check(0 <= self.algo.lam <= 1, "algo.lam", "must be in [0, 1]")
         _check(self.algo.grad_clip >= 0, "algo.grad_clip", "must be >= 0 (0 = no clipping)")
         _check(self.algo.adam_eps > 0, "algo.adam_eps", "must be > 0")
-        _check(self.filter.strategy in ("top_p", "top_k", "top_k_abs", "min_p", "random"), "filter.strategy",
-               "must be top_p, top_k, top_k_abs, min_p or random")
-        _check(self.filter.score in ("variance", "std"), "filter.score", "must be variance or std")
-        _check(self.filter.order in ("largest", "smallest"), "filter.order", "must be largest or smallest")
+        _int("algo.max_refill_rounds", self.algo.max_refill_rounds, 0)
+        _one_of("filter.strategy", self.filter.strategy, STRATEGIES)
+        _one_of("filter.score", self.filter.score, SCORES)
+        _one_of("filter.order", self.filter.order, ORDERS)
         if self.filter.strategy == "top_k_abs":
             _check(self.filter.value >= 1, "filter.value", "must be a count >= 1 for top_k_abs")
         else:
             _check(0 < self.filter.value <= 1, "filter.value", "must be in (0, 1]")
-        _check(self.filter.max_empty_steps >= 0, "filter.max_empty_steps", "must be >= 0")
-        _check(self.mi.every >= 0, "mi.every", "must be >= 0 (0 = never)")
+        _int("filter.max_empty_steps", self.filter.max_empty_steps, 0, "0 = never stop")
+        _int("mi.every", self.mi.every, 0, "0 = never")
         _check(0 <= self.mi.ema_alpha < 1, "mi.ema_alpha", "must be in [0, 1)")
-        _check(self.mi.span in ("reasoning", "response"), "mi.span", "must be reasoning or response")
-        _check(self.eval.every >= 0, "eval.every", "must be >= 0 (0 = never)")
-        _check(self.eval.episodes >= 1, "eval.episodes", "must be >= 1")
-        _check(self.warm_start.sft_episodes >= 0, "warm_start.sft_episodes", "must be >= 0")
-        _check(self.warm_start.policy in ("oracle", "random"), "warm_start.policy", "must be oracle or random")
+        _one_of("mi.span", self.mi.span, ("reasoning", "response"))
+        _int("eval.every", self.eval.every, 0, "0 = never")
+        _int("eval.episodes", self.eval.episodes, 1)
+        # sft imports rollout, which imports this module: its choice lists are read here, not at import time.
+        from ragen_core.sft import NOISE_ACTIONS, REASONING_STYLES
+
+        _int("warm_start.sft_episodes", self.warm_start.sft_episodes, 0)
+        _one_of("warm_start.policy", self.warm_start.policy, ("oracle", "random"))
         _check(0 <= self.warm_start.action_noise <= 1, "warm_start.action_noise", "must be a probability in [0, 1]")
-        _check(self.warm_start.noise_action in ("random", "first"), "warm_start.noise_action",
-               "must be random or first")
-        _check(self.warm_start.epochs >= 1, "warm_start.epochs", "must be >= 1")
-        _check(self.warm_start.reasoning in ("full", "plan"), "warm_start.reasoning", "must be full or plan")
-        _check(self.warm_start.schedule in ("linear", "constant"), "warm_start.schedule", "must be linear or constant")
+        _one_of("warm_start.noise_action", self.warm_start.noise_action, NOISE_ACTIONS)
+        _int("warm_start.epochs", self.warm_start.epochs, 1)
+        _one_of("warm_start.reasoning", self.warm_start.reasoning, REASONING_STYLES)
+        _one_of("warm_start.schedule", self.warm_start.schedule, ("linear", "constant"))
         return self
 
 
 def _check(ok: bool, key: str, what: str) -> None:
     if not ok:
         raise ConfigError(f"{key} {what}")
+
+
+def _int(key: str, value: Any, low: int, note: str = "") -> None:
+    """An int >= `low` (ragen_envs.validation.require_int's rule and wording), else ConfigError."""
+    try:
+        require_int(key, value, low=low)
+    except ValueError as e:
+        raise ConfigError(f"{e} ({note})" if note else str(e)) from None
+
+
+def _one_of(key: str, value: Any, choices: tuple[str, ...]) -> None:
+    _check(value in choices, key, f"must be one of {', '.join(choices)}; got {value!r}")
 
 
 def parse_context(context: str) -> int | None:
@@ -365,8 +384,10 @@ def _coerce(key: str, value: Any, typ: Any) -> Any:
         if isinstance(value, bool):
             return value
     elif typ is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
+        try:
+            return require_int(key, value)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
     elif typ is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)

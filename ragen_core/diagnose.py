@@ -349,7 +349,8 @@ def _print_text(report: dict[str, Any], bins: int, mi: dict[str, Any] | None, ou
     w("\nRV heterogeneity pre-check (docs/science.md section 4)\n")
     w(f"  mean per-group reward variance  {_fmt(report['rv_mean'])}\n")
     w(f"  std of per-group variance       {_fmt(report['rv_std'])}\n")
-    w(f"  RV heterogeneity (std/mean)     {_fmt(report['rv_heterogeneity'])}  -> {_verdict(report['rv_heterogeneity'])}\n")
+    w(f"  RV heterogeneity (std/mean)     {_fmt(report['rv_heterogeneity'])}  "
+      f"-> {_verdict(report['rv_heterogeneity'])}\n")
     w(f"  zero-variance groups            {report['zero_fraction'] * 100:.1f} %\n")
     tp = report["top_p"]
     w(f"  top_p rho={tp['keep_rate']} ({tp['score']}) keeps  {tp['kept_groups']} group(s)"

@@ -80,7 +80,8 @@ def run_episode(env: gym.Env, agent: Callable[[gym.Env], str], seed: int, max_tu
         if terminated or truncated:
             break
     if show:
-        show(f"Final state:\n{obs['text'] if isinstance(obs, dict) else obs}\nsuccess={info['success']} return={total:+.2f}")
+        show(f"Final state:\n{obs['text'] if isinstance(obs, dict) else obs}\n"
+             f"success={info['success']} return={total:+.2f}")
     return bool(info["success"]), total
 
 

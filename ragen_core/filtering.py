@@ -101,7 +101,9 @@ def _check_rewards(rewards: torch.Tensor, name: str = "rewards") -> torch.Tensor
     if not isinstance(rewards, torch.Tensor):
         rewards = torch.as_tensor(rewards)
     if rewards.dim() != 2:
-        raise ValueError(f"{name} must be a 2-D tensor [P, G] (P groups x G rollouts); got shape {tuple(rewards.shape)}")
+        raise ValueError(
+            f"{name} must be a 2-D tensor [P, G] (P groups x G rollouts); got shape {tuple(rewards.shape)}"
+        )
     if rewards.shape[0] < 1:
         raise ValueError(f"{name} must hold at least one group (P >= 1); got shape {tuple(rewards.shape)}")
     if not (rewards.is_floating_point() or rewards.dtype in (torch.int8, torch.int16, torch.int32, torch.int64,
@@ -261,7 +263,9 @@ def select_groups(
         try:
             count = float(value)
         except (TypeError, ValueError):
-            raise ValueError(f"value must be a positive integer count for strategy='top_k_abs'; got {value!r}") from None
+            raise ValueError(
+                f"value must be a positive integer count for strategy='top_k_abs'; got {value!r}"
+            ) from None
         if not (count >= 1 and count == int(count)):
             raise ValueError(f"value must be a positive integer count for strategy='top_k_abs'; got {value!r}")
         value_f = count

@@ -3,9 +3,10 @@
 - :func:`ppo_policy_loss`: PPO clipped surrogate with asymmetric clip (clip-higher, eps_low 0.2 /
   eps_high 0.28, the official defaults of docs/science.md section 6) and dual clip (c = 3).
 - :func:`kl_penalty`: KL estimators k1, k2, k3 (k3 = "low-var-kl", clamped as in verl).
-- :func:`entropy_bonus`: mean token entropy from logits (computed in fp32, stable for fp16/bf16 logits).
 - :func:`value_loss`: clipped value loss.
 
+The entropy bonus is ``aggregate_loss(H, mask, "token-mean")`` of the policy's per-token entropies H
+(:func:`ragen_core.metrics.token_entropy`, fp32); the trainer subtracts ``algo.entropy_coef`` times it.
 The KL and entropy terms are the input-agnostic regularisers of docs/science.md section 3: when reward variance
 vanishes they dominate the update (T5), which is what filtering guards against.
 """
@@ -15,13 +16,11 @@ from __future__ import annotations
 import torch
 
 from ragen_core.advantages import LOSS_AGG_MODES, aggregate_loss, masked_mean
-from ragen_core.metrics import token_entropy
 
 __all__ = [
     "KL_ESTIMATORS",
     "ppo_policy_loss",
     "kl_penalty",
-    "entropy_bonus",
     "value_loss",
 ]
 
@@ -135,26 +134,6 @@ def kl_penalty(log_probs: torch.Tensor, ref_log_probs: torch.Tensor, kind: str =
         return 0.5 * d * d
     neg = torch.clamp(-d, -_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP)
     return torch.clamp(torch.exp(neg) - 1.0 - neg, -_K3_CLAMP, _K3_CLAMP)
-
-
-def entropy_bonus(logits: torch.Tensor, mask: torch.Tensor, loss_agg_mode: str = "token-mean") -> torch.Tensor:
-    """Aggregated token entropy of the policy, H_t = -sum_v pi_t(v) log pi_t(v) (docs/science.md section 1, H(Z|X)).
-
-    The trainer adds ``-coef * entropy_bonus(...)`` to the loss (official coefficient 0.001). Entropy is
-    computed in fp32 by :func:`ragen_core.metrics.token_entropy`, so fp16/bf16 logits do not overflow.
-
-    Args:
-        logits: ``[B, T, V]``.
-        mask: ``[B, T]`` response mask.
-        loss_agg_mode: one of ``LOSS_AGG_MODES``.
-
-    Returns:
-        scalar fp32 tensor, differentiable with respect to ``logits``.
-    """
-    if logits.dim() != 3 or tuple(logits.shape[:2]) != tuple(mask.shape):
-        raise ValueError(f"logits must be [B, T, V] matching mask [B, T]; got {tuple(logits.shape)} and "
-                         f"{tuple(mask.shape)}")
-    return aggregate_loss(token_entropy(logits), mask, loss_agg_mode)
 
 
 def value_loss(

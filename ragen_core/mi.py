@@ -112,8 +112,11 @@ def mi_proxies(
     bad = (torch.isnan(L) | (L == math.inf)).any(dim=2) | (L == -math.inf).all(dim=2)
     if bool(bad.any()):
         rows = bad.nonzero().tolist()
-        shown = ", ".join(f"({i}, {k})" for i, k in rows[:10]) + (f" and {len(rows) - 10} more" if len(rows) > 10 else "")
-        raise ValueError(f"L has NaN, +inf or all -inf scores in {len(rows)} row(s) (i, k) = {shown} (prompt i, trace k); "
+        shown = ", ".join(f"({i}, {k})" for i, k in rows[:10]) + (
+            f" and {len(rows) - 10} more" if len(rows) > 10 else ""
+        )
+        raise ValueError(f"L has NaN, +inf or all -inf scores in {len(rows)} row(s) (i, k) = {shown} "
+                         "(prompt i, trace k); "
                          "every MI output would be NaN: re-score or drop those traces")
     if not float(eps) >= 0:
         raise ValueError(f"eps must be >= 0; got {eps!r}")
@@ -393,6 +396,25 @@ class _EvalMode:
         self.model.train(self.was_training)
 
 
+def _flat_traces(zs: list[list[torch.Tensor]]) -> tuple[list[torch.Tensor], list[int], list[int]]:
+    """The P*G traces in one list (row ``i * G + k``), their lengths, and the batching order of the
+    non-empty ones (longest first, ties by row) shared by both cross-scoring paths."""
+    flat = [z for group in zs for z in group]
+    lens = [int(z.numel()) for z in flat]
+    order = sorted((i for i in range(len(flat)) if lens[i] > 0), key=lambda i: (-lens[i], i))
+    return flat, lens, order
+
+
+def _scores(
+    out_l: torch.Tensor, lens: list[int], p: int, g: int, return_lengths: bool
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """``out_l`` ``[P*G, P]`` as ``L`` ``[P, G, P]``, with the trace lengths ``[P, G]`` when asked."""
+    L = out_l.reshape(p, g, p)
+    if return_lengths:
+        return L, torch.tensor(lens, dtype=torch.long).reshape(p, g)
+    return L
+
+
 def _new_stats(stats: dict[str, float] | None) -> dict[str, float]:
     if stats is None:
         stats = {}
@@ -448,9 +470,7 @@ def cross_score(
     _check_budget(batch_tokens, allow_none=False)
     xs, zs = _normalise_inputs(prompts, responses, prompt_mask, response_mask, tokenizer)
     p, g = len(xs), len(zs[0])
-    flat = [z for group in zs for z in group]
-    lens = [int(z.numel()) for z in flat]
-    order = sorted((i for i in range(len(flat)) if lens[i] > 0), key=lambda i: (-lens[i], i))
+    flat, lens, order = _flat_traces(zs)
     device = next(model.parameters()).device
     cache_arg, has_keep = _forward_kwargs(model)
     st = _new_stats(stats)
@@ -482,10 +502,7 @@ def cross_score(
                 first = first_logp[ids[:, 0]]
                 seq = first.double() + (tok.double() * mask[:, 1:]).sum(dim=1)
                 out_l[torch.tensor(chunk), j] = seq.cpu()
-    L = out_l.reshape(p, g, p)
-    if return_lengths:
-        return L, torch.tensor(lens, dtype=torch.long).reshape(p, g)
-    return L
+    return _scores(out_l, lens, p, g, return_lengths)
 
 
 def _token_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -519,8 +536,7 @@ def cross_score_naive(
     _check_budget(batch_tokens, allow_none=True)
     xs, zs = _normalise_inputs(prompts, responses, prompt_mask, response_mask, tokenizer)
     p, g = len(xs), len(zs[0])
-    flat = [z for group in zs for z in group]
-    lens = [int(z.numel()) for z in flat]
+    flat, lens, order = _flat_traces(zs)
     device = next(model.parameters()).device
     st = _new_stats(stats)
     out_l = torch.zeros(p * g, p, dtype=torch.float64)
@@ -540,7 +556,6 @@ def cross_score_naive(
                     tok = _token_logprobs(logits[:, lx - 1 : -1], seq[:, lx:])
                     out_l[r, j] = float(tok.double().sum())
                 continue
-            order = sorted((i for i in range(len(flat)) if lens[i] > 0), key=lambda i: (-lens[i], i))
             for chunk in _chunks(order, lens, lx, batch_tokens):
                 ids, mask = _pad_right([torch.cat([x, flat[i]]) for i in chunk], device)
                 b, t = ids.shape
@@ -551,7 +566,4 @@ def cross_score_naive(
                 st["padded_positions"] += b * t
                 tok = _token_logprobs(logits[:, lx - 1 : -1], ids[:, lx:])
                 out_l[torch.tensor(chunk), j] = (tok.double() * mask[:, lx:]).sum(dim=1).cpu()
-    L = out_l.reshape(p, g, p)
-    if return_lengths:
-        return L, torch.tensor(lens, dtype=torch.long).reshape(p, g)
-    return L
+    return _scores(out_l, lens, p, g, return_lengths)

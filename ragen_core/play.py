@@ -3,7 +3,8 @@
 Type an action (`Up`, `Up || Left`) or a full response (`<think>..</think><answer>..</answer>`);
 the game shows the rendered state, the reward and the info. `q` quits, `r` starts a new episode,
 `?` shows the instructions again. A bare action is wrapped into the response format for you, so the
-format penalty only applies to responses you type in full.
+format penalty only applies to responses you type in full. Where Python has `readline` (not on Windows),
+the prompt has line editing (arrow keys, Ctrl-A/E) and history (up arrow) of the session's lines.
 """
 
 from __future__ import annotations
@@ -26,6 +27,16 @@ def wrap_response(line: str) -> str:
     return f"<think>typed by a person</think><answer>{line}</answer>"
 
 
+def enable_line_editing() -> bool:
+    """Import `readline` so that `input()` gets line editing and history; False where it does not exist
+    (Windows, some minimal builds), in which case `input()` still works, without editing."""
+    try:
+        import readline  # noqa: F401  (importing it is what hooks it into input())
+    except ImportError:
+        return False
+    return True
+
+
 def _show_observation(obs: Any, out: TextIO) -> None:
     text = obs["text"] if isinstance(obs, dict) else obs
     print(text, file=out)
@@ -43,10 +54,17 @@ def play(
     *,
     seed: int | None = None,
     kwargs: dict[str, Any] | None = None,
-    read_line: Callable[[str], str] = input,
+    read_line: Callable[[str], str] | None = None,
     out: TextIO = sys.stdout,
 ) -> int:
-    """Interactive loop; returns a process exit status (0, or 2 for an unknown id)."""
+    """Interactive loop; returns a process exit status (0, or 2 for an unknown id).
+
+    `read_line(prompt)` reads one typed line (raises EOFError at the end); None means `input`, with line
+    editing where available (`enable_line_editing`).
+    """
+    if read_line is None:
+        enable_line_editing()
+        read_line = input
     try:
         env = gym.make(env_id, **(kwargs or {}))
     except gym.error.Error as exc:

@@ -499,10 +499,11 @@ def rollout(
                 turn + 1, next_text, actions_left[i], float(reward), limit, fmt[i])}
             pending_images[i] = [image] if image is not None else []
 
-    return build_batch(trajs, p, g, s, pad_id=_pad_id(tok), full_context=window is None, max_turns=s.max_turns)
+    return build_batch(trajs, p, g, s, pad_id=pad_token_id(tok), full_context=window is None, max_turns=s.max_turns)
 
 
-def _pad_id(tokenizer: Any) -> int:
+def pad_token_id(tokenizer: Any) -> int:
+    """The tokenizer's pad token id, else its end-of-sequence id, else 0 (the padding of batch tensors)."""
     pad = getattr(tokenizer, "pad_token_id", None)
     if pad is None:
         pad = getattr(tokenizer, "eos_token_id", None)

@@ -79,7 +79,9 @@ def _sokoban_reasoning(u: Any, actions: Sequence[str]) -> str:
     if actions:
         nxt = _move(player, actions[0])
         if nxt in boxes_set:
-            parts.append(f"Moving {_DIRECTION_WORDS[actions[0]]} pushes the box to {_coords([_move(nxt, actions[0])])}.")
+            parts.append(
+                f"Moving {_DIRECTION_WORDS[actions[0]]} pushes the box to {_coords([_move(nxt, actions[0])])}."
+            )
         else:
             parts.append(f"I move {_DIRECTION_WORDS[actions[0]]} to {_coords([nxt])}.")
         if len(actions) > 1:
@@ -87,7 +89,9 @@ def _sokoban_reasoning(u: Any, actions: Sequence[str]) -> str:
     return " ".join(parts)
 
 
-def _first_push(player: tuple[int, int], boxes: set[tuple[int, int]], plan: Sequence[str]) -> tuple[str, tuple[int, int]] | None:
+def _first_push(
+    player: tuple[int, int], boxes: set[tuple[int, int]], plan: Sequence[str]
+) -> tuple[str, tuple[int, int]] | None:
     """(direction, cell the player pushes from) of the first push of `plan`, or None if it has no push."""
     for a in plan:
         nxt = _move(player, a)
@@ -130,7 +134,8 @@ def _frozenlake_reasoning(u: Any, action: str) -> str:
     pos = tuple(int(x) for x in u.player_position)
     goal = [(r, c) for r, row in enumerate(u.desc) for c, ch in enumerate(row) if ch == "G"]
     return (f"I am at {_coords([pos])} and the goal is at {_coords(goal)}. "
-            f"Moving {_DIRECTION_WORDS.get(action, action)} goes to {_coords([_move(pos, action)])} and avoids the holes.")
+            f"Moving {_DIRECTION_WORDS.get(action, action)} goes to {_coords([_move(pos, action)])} "
+            "and avoids the holes.")
 
 
 def _bandit_reasoning(u: Any, arm: str) -> str:
@@ -255,9 +260,10 @@ def oracle_response(env: Any, reasoning: str = "full", noise: float = 0.0, noise
     A noisy demonstrator (``noise`` > 0, ``warm_start.action_noise``): with probability `noise` the answer is
     replaced, while the reasoning stays the oracle's, by ``noise_action``: ``"random"`` (a uniformly random valid
     action) or ``"first"`` (the first action of the env's list, the first arm shown, or Countdown's sum of the
-    numbers in the order shown: a habit that ignores the state). A model warm-started on such episodes reads the state and reasons correctly, but its answer only
-    partly follows its reasoning; with ``"first"`` and `noise` > 0.5 its greedy answer is the habit, the same
-    for every state. RL then has to make the action follow the reasoning.
+    numbers in the order shown: a habit that ignores the state). A model warm-started on such episodes reads the
+    state and reasons correctly, but its answer only partly follows its reasoning; with ``"first"`` and
+    `noise` > 0.5 its greedy answer is the habit, the same for every state. RL then has to make the action
+    follow the reasoning.
     """
     if not 0.0 <= noise <= 1.0:
         raise ValueError(f"noise must be a probability in [0, 1]; got {noise!r}")

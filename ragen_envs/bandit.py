@@ -10,6 +10,7 @@ import numpy as np
 
 from ragen_envs import protocol
 from ragen_envs.base import TextAgentEnv
+from ragen_envs.validation import require_int
 
 # Arm names: professions whose income is steady (low-risk arm) or volatile (high-risk arm).
 # The train and test words are disjoint, so a policy can be checked on names it never saw.
@@ -141,8 +142,7 @@ class BanditEnv(TextAgentEnv):
                 raise ValueError(f"{name} must be a finite number, got {value!r}")
         if not isinstance(high_prob, (int, float, np.floating)) or not 0.0 <= float(high_prob) <= 1.0:
             raise ValueError(f"high_prob must be a probability in [0, 1], got {high_prob!r}")
-        if not isinstance(max_answers, (int, np.integer)) or isinstance(max_answers, bool) or max_answers < 1:
-            raise ValueError(f"max_answers must be an integer >= 1, got {max_answers!r}")
+        max_answers = require_int("max_answers", max_answers, 1)
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         self.low_reward = float(low_reward)
@@ -150,7 +150,6 @@ class BanditEnv(TextAgentEnv):
         self.high_prob = float(high_prob)
         self.high_miss_reward = float(high_miss_reward)
         self.split = split
-        self.max_answers = int(max_answers)
         self.low_risk_names = _check_names(LOW_RISK_NAMES[split] if low_risk_names is None else low_risk_names,
                                            "low_risk_names")
         self.high_risk_names = _check_names(HIGH_RISK_NAMES[split] if high_risk_names is None else high_risk_names,
@@ -163,8 +162,7 @@ class BanditEnv(TextAgentEnv):
         super().__init__(
             action_format=action_format,
             max_actions_per_turn=1,
-            max_actions=None,
-            max_turns=None,
+            turn_limit=max_answers,  # answers that name no arm forfeit the pull (see Episode End)
             format_penalty=format_penalty,
             render_mode=render_mode,
             vision=False,
@@ -195,9 +193,7 @@ class BanditEnv(TextAgentEnv):
         self.low_arm = self.low_risk_names[int(rng.integers(len(self.low_risk_names)))]
         self.high_arm = self.high_risk_names[int(rng.integers(len(self.high_risk_names)))]
         self.arm_names = (self.low_arm, self.high_arm) if rng.random() < 0.5 else (self.high_arm, self.low_arm)
-        payoff_seed = options.get("payoff_seed", 0)
-        if not isinstance(payoff_seed, (int, np.integer)) or isinstance(payoff_seed, bool) or payoff_seed < 0:
-            raise ValueError(f"options['payoff_seed'] must be an integer >= 0, got {payoff_seed!r}")
+        payoff_seed = require_int("options['payoff_seed']", options.get("payoff_seed", 0), 0)
         # The payoff stream is keyed by a draw of the episode's generator and the payoff seed, so the
         # same reset seed with different payoff seeds gives the same arms and independent payoffs.
         self._payoff_rng = np.random.default_rng([int(rng.integers(2**63)), int(payoff_seed)])
@@ -224,20 +220,19 @@ class BanditEnv(TextAgentEnv):
         self.last_payoff = payoff
         return payoff, True
 
-    def step(self, action: Any):
-        obs, reward, terminated, truncated, info = super().step(action)
-        if not terminated and self._turn >= self.max_answers:
-            # The pull is forfeited: no reward can follow, so the episode terminates (not truncates)
-            # and a critic does not bootstrap from a state that has no future.
-            self._terminated = terminated = True
-            self.forfeited = True
-            obs = self._observation()
-        info.update(self._arm_info())
+    def _on_turn_limit(self) -> None:
+        # The pull is forfeited: no reward can follow, so the episode terminates (not truncates)
+        # and a critic does not bootstrap from a state that has no future.
+        self.forfeited = True
+
+    def _step_info(self, info: dict[str, Any]) -> dict[str, Any]:
         executed = info["actions_executed"]
-        info["arm"] = executed[0] if executed else None
-        info["arm_kind"] = None if not executed else ("low" if executed[0] == self.low_arm else "high")
-        info["forfeited"] = self.forfeited
-        return obs, reward, terminated, truncated, info
+        return {
+            **self._arm_info(),
+            "arm": executed[0] if executed else None,
+            "arm_kind": None if not executed else ("low" if executed[0] == self.low_arm else "high"),
+            "forfeited": self.forfeited,
+        }
 
     def _is_success(self) -> bool:
         return self.pulled is not None and self.pulled == self.oracle_arm()
@@ -249,9 +244,16 @@ class BanditEnv(TextAgentEnv):
         if self.forfeited:
             return "No arm was named, so no arm was pulled; the game is over."
         if self.pulled is not None:
-            return f"You pulled {self.pulled} and received {self.last_payoff:g} point{'s' if self.last_payoff != 1 else ''}."
+            return (
+                f"You pulled {self.pulled} and received {self.last_payoff:g} "
+                f"point{'s' if self.last_payoff != 1 else ''}."
+            )
         a, b = self.arm_names
         return f"There are two arms: {a} and {b}. Which arm do you pull?"
+
+    def _observation_text(self, notice: str | None) -> str:
+        # After a forfeit the state says the game is over; the "nothing happened" notice would be wrong.
+        return super()._observation_text(None if self.forfeited else notice)
 
     def _task_instructions(self) -> str:
         a, b = self.arm_names

@@ -6,8 +6,8 @@ The base class owns everything the envs share:
 
 - the spaces (`spaces.Text` over a Unicode charset, see `ragen_envs.spaces`);
 - parsing the response with `ragen_envs.protocol.parse_response` and charging the format penalty;
-- the per-episode action budget (`max_actions`, enforced through `truncated`) and an optional
-  turn limit (`max_turns`);
+- the per-episode action budget (`max_actions`) and turn limits (`max_turns`, which truncates,
+  and `turn_limit`, which terminates; see below);
 - `info` conventions: every `info` has `action_is_valid`, `actions_executed`, `success`,
   `format_penalty`, `format_error`, `dropped_actions`, `actions_left` and `turn`; `reset()` adds
   `instructions` (the system-prompt text: rules, legend, action vocabulary, format, budget);
@@ -21,9 +21,31 @@ A subclass implements the task through five hooks:
     _task_instructions() -> str           rules, legend and vocabulary (the format part is added here)
     _is_success() -> bool
 
-and optionally `_render_rgb()` (required for vision variants), `_match_action(piece)`,
-`_answer_example()` and `_observation_text(notice)` (the observation's text when it shows more than
-the state, e.g. a turn counter).
+and optionally:
+
+    _begin_step()                         first thing of every step() (the no-op step after the end
+                                          included): clear per-turn state, note the state before the turn
+    _step_info(info) -> dict              extra info keys of this step, given the base info (which has
+                                          `episode_over=True` on the no-op step after the end)
+    _on_turn_limit()                      the turn limit has just ended the episode (mark a forfeit)
+    _match_action(piece) -> str | None    map one answer piece to a canonical action
+    _answer_example() -> str              the example answer of the instructions
+    _observation_text(notice) -> str      the observation's text when it shows more than the state
+                                          (e.g. a turn counter)
+    _render_rgb(), _image_space()         the picture (required for vision variants)
+
+A subclass never overrides `step()`, `reset()` or `_observation()`. Two limits end an episode:
+
+- `max_turns` (and the action budget `max_actions`) *truncate*: a time limit put on a task that
+  could go on (Sokoban, FrozenLake);
+- `turn_limit` *terminates*: the task itself allows that many turns (answers, attempts,
+  submissions), so no reward can follow the last one and a critic must not bootstrap from it.
+  Envs expose it under their own argument names (`max_answers`, `max_turns`) and pass it on.
+
+One step: `_begin_step()`; parse the response; run each valid action with `_execute` until one
+terminates or the budget is spent; add the format penalty; if the episode goes on and `turn_limit`
+turns are used, terminate it and call `_on_turn_limit()`; truncate on `max_actions` / `max_turns`;
+build the info (base keys, then `_step_info`); observe (with a notice when nothing ran).
 
 Every text observation leaves through one gate, `ragen_envs.spaces.fit_observation`: characters
 outside the observation charset (NUL, lone surrogates, characters beyond the BMP) become U+FFFD and
@@ -70,6 +92,7 @@ class TextAgentEnv(gym.Env):
         max_actions_per_turn: int = 2,
         max_actions: int | None = None,
         max_turns: int | None = None,
+        turn_limit: int | None = None,
         format_penalty: float = protocol.FORMAT_PENALTY,
         render_mode: str | None = None,
         vision: bool = False,
@@ -80,6 +103,7 @@ class TextAgentEnv(gym.Env):
         max_actions_per_turn = require_int("max_actions_per_turn", max_actions_per_turn, 1)
         max_actions = require_int("max_actions", max_actions, 1, allow_none=True)
         max_turns = require_int("max_turns", max_turns, 1, allow_none=True)
+        turn_limit = require_int("turn_limit", turn_limit, 1, allow_none=True)
         if format_penalty > 0:
             raise ValueError(f"format_penalty must be <= 0 (a penalty), got {format_penalty}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -88,6 +112,7 @@ class TextAgentEnv(gym.Env):
         self.max_actions_per_turn = max_actions_per_turn
         self.max_actions = max_actions
         self.max_turns = max_turns
+        self.turn_limit = turn_limit
         self.format_penalty_value = float(format_penalty)
         self.render_mode = render_mode
         self.vision = bool(vision)
@@ -128,6 +153,16 @@ class TextAgentEnv(gym.Env):
 
     def _image_space(self) -> spaces.Box:
         raise NotImplementedError(f"{type(self).__name__} has no vision variant")
+
+    def _begin_step(self) -> None:
+        """Called first in every `step()`, the no-op step after the end included (default: nothing)."""
+
+    def _step_info(self, info: dict[str, Any]) -> dict[str, Any]:
+        """Extra info keys of this step, given the base info (default: none)."""
+        return {}
+
+    def _on_turn_limit(self) -> None:
+        """Called when `turn_limit` has just terminated the episode (default: nothing)."""
 
     def _match_action(self, piece: str) -> str | None:
         """Map one answer piece to a canonical action (default: the ACTIONS vocabulary)."""
@@ -205,9 +240,11 @@ class TextAgentEnv(gym.Env):
         return self._observation(), info
 
     def step(self, action: Any):
+        self._begin_step()
         if self._terminated or self._truncated:
             # Defined no-op after the end of an episode (see the module docstring).
             info = self._info(episode_over=True)
+            info.update(self._step_info(info))
             return self._observation(), 0.0, self._terminated, self._truncated, info
 
         parsed = protocol.parse_response(
@@ -233,6 +270,9 @@ class TextAgentEnv(gym.Env):
 
         penalty = self.format_penalty_value if parsed.format_penalty else 0.0
         reward += penalty
+        if not self._terminated and self.turn_limit is not None and self._turn >= self.turn_limit:
+            self._terminated = True
+            self._on_turn_limit()
         out_of_actions = self._actions_left == 0
         out_of_turns = self.max_turns is not None and self._turn >= self.max_turns
         self._truncated = (not self._terminated) and (out_of_actions or out_of_turns)
@@ -245,6 +285,7 @@ class TextAgentEnv(gym.Env):
             dropped_actions=list(parsed.dropped),
             response_truncated=parsed.truncated,
         )
+        info.update(self._step_info(info))
         obs = self._observation(None if executed else INVALID_NOTICE)
         return obs, reward, self._terminated, self._truncated, info
 

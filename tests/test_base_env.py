@@ -122,11 +122,68 @@ def test_stepping_after_the_end_is_a_defined_no_op():
     assert env.pos == 3 and reward == 0.0 and terminated and info["episode_over"]
 
 
-def test_turn_limit_truncates():
+def test_max_turns_truncates():
     env = Corridor(length=50, max_turns=2)
     env.reset(seed=0)
     assert not env.step("nonsense")[3]
     assert env.step("nonsense")[3]
+
+
+class Quiz(Corridor):
+    """Corridor with a task turn limit and every optional hook, each call recorded."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.calls: list[str] = []
+        self.forfeited = False
+
+    def _begin_step(self):
+        self.calls.append("begin")
+        self.before = self.pos
+
+    def _step_info(self, info):
+        self.calls.append("info")
+        return {"moved": self.pos != self.before, "forfeited": self.forfeited}
+
+    def _on_turn_limit(self):
+        self.calls.append("limit")
+        self.forfeited = True
+
+
+def test_turn_limit_terminates_and_calls_the_hooks():
+    env = Quiz(length=50, turn_limit=2)
+    env.reset(seed=0)
+    _, _, terminated, truncated, info = env.step(respond("Right"))
+    assert not terminated and not truncated and info["moved"] and not info["forfeited"]
+    assert env.calls == ["begin", "info"]
+    obs, reward, terminated, truncated, info = env.step("nonsense")
+    assert terminated and not truncated  # the task is over: terminated, never truncated
+    assert info["forfeited"] and not info["moved"] and reward == FORMAT_PENALTY
+    assert obs.startswith(INVALID_NOTICE)
+    assert env.calls == ["begin", "info", "begin", "limit", "info"]
+    # The no-op step after the end still runs _begin_step and _step_info, never _on_turn_limit again.
+    _, reward, terminated, _, info = env.step(respond("Right"))
+    assert terminated and reward == 0.0 and info["episode_over"] and info["forfeited"] and not info["moved"]
+    assert env.calls[-2:] == ["begin", "info"] and env.calls.count("limit") == 1
+    env.reset(seed=0)
+    assert not env.step(respond("Left"))[2]
+
+
+def test_turn_limit_does_not_fire_when_the_last_turn_ends_the_task():
+    env = Quiz(length=3, turn_limit=1)
+    env.reset(seed=0)
+    env.pos = 2
+    _, reward, terminated, truncated, info = env.step(respond("Right"))
+    assert terminated and not truncated and info["success"] and reward == pytest.approx(1.0)
+    assert "limit" not in env.calls and not info["forfeited"]
+
+
+def test_turn_limit_wins_over_max_turns_on_the_same_turn():
+    env = Corridor(length=50, max_turns=2, turn_limit=2)
+    env.reset(seed=0)
+    env.step("nonsense")
+    _, _, terminated, truncated, _ = env.step("nonsense")
+    assert terminated and not truncated
 
 
 @pytest.mark.parametrize(
@@ -136,6 +193,8 @@ def test_turn_limit_truncates():
         ({"max_actions_per_turn": 0}, "max_actions_per_turn"),
         ({"max_actions": 0}, "max_actions"),
         ({"max_turns": -1}, "max_turns"),
+        ({"turn_limit": 0}, "turn_limit"),
+        ({"turn_limit": True}, "turn_limit"),
         ({"format_penalty": 0.5}, "format_penalty"),
         ({"render_mode": "human"}, "render_mode"),
     ],

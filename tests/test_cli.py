@@ -1,12 +1,21 @@
-"""The `ragen` command line: envs listing and the terminal game loop."""
+"""The `ragen` command line: envs listing, the terminal game loop, delegated commands, the configs' examples."""
 
 from __future__ import annotations
 
+import builtins
+import importlib.util
 import io
+import os
+import re
+import shutil
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from ragen_core import cli
+from ragen_core import play as play_mod
 from ragen_core.play import play, wrap_response
 from ragen_envs.registration import ENV_SPECS
 
@@ -74,8 +83,6 @@ def test_play_accepts_env_kwargs_from_the_command_line():
 
 
 def test_delegated_commands_receive_their_options(capsys):
-    import pytest
-
     with pytest.raises(SystemExit) as exc:
         cli.main(["diagnose", "--help"])
     assert exc.value.code == 0
@@ -83,8 +90,61 @@ def test_delegated_commands_receive_their_options(capsys):
 
 
 def test_diagnose_runs_on_the_shipped_sample(capsys):
-    from pathlib import Path
-
     sample = Path(__file__).resolve().parent.parent / "examples" / "rollouts_sample.jsonl"
     assert cli.main(["diagnose", str(sample)]) == 0
     assert "RV heterogeneity" in capsys.readouterr().out
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run_python(code: str, cwd: Path, *extra_path: Path) -> subprocess.CompletedProcess:
+    """`python -c code` in `cwd` (so the repository root is not on sys.path unless given in `extra_path`)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in extra_path)}
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_bench_runs_from_a_checkout_in_any_directory(tmp_path):
+    """The console script has no checkout on sys.path; `ragen bench` finds the benchmarks next to ragen_core."""
+    if cli.checkout_root() != ROOT:
+        pytest.skip("ragen_core is imported from an installed copy, not from this checkout")
+    proc = _run_python("from ragen_core.cli import main; main(['bench', '--help'])", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "--quick" in proc.stdout  # run_all's own parser
+
+
+def test_bench_without_a_checkout_says_it_needs_one(tmp_path):
+    """An installed wheel has ragen_core without benchmarks/ next to it: a clear message, status 2."""
+    site = tmp_path / "site-packages"
+    shutil.copytree(ROOT / "ragen_core", site / "ragen_core", ignore=shutil.ignore_patterns("__pycache__"))
+    proc = _run_python("import ragen_core.cli as c; print(c.__file__); raise SystemExit(c.main(['bench']))",
+                       tmp_path, site)
+    assert proc.stdout.startswith(str(site)), proc.stdout  # the copy, not the checkout
+    assert proc.returncode == 2, proc.stderr
+    assert "needs a source checkout" in proc.stderr and "make bench" in proc.stderr
+
+
+def test_enable_line_editing_imports_readline_where_it_exists(monkeypatch):
+    if importlib.util.find_spec("readline") is None:  # Windows
+        assert play_mod.enable_line_editing() is False
+    else:
+        assert play_mod.enable_line_editing() is True
+        assert "readline" in sys.modules
+    monkeypatch.setitem(sys.modules, "readline", None)  # what an interpreter without readline does
+    assert play_mod.enable_line_editing() is False
+
+
+def test_play_reads_with_input_and_line_editing_by_default(monkeypatch):
+    calls = []
+    monkeypatch.setattr(play_mod, "enable_line_editing", lambda: calls.append("editing") or True)
+    monkeypatch.setattr(builtins, "input", _scripted(["q"]))
+    assert play("ragen/Bandit-v0", seed=0, out=io.StringIO()) == 0
+    assert calls == ["editing"]
+
+
+@pytest.mark.parametrize("config", sorted((ROOT / "configs").glob("*.toml")), ids=lambda p: p.name)
+def test_config_comments_name_their_own_file(config):
+    """A config's `ragen train configs/X.toml` example runs that config, not another one."""
+    named = re.findall(r"configs/[\w.\-]+\.toml", config.read_text())
+    assert all(n == f"configs/{config.name}" for n in named), named

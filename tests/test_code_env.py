@@ -54,7 +54,9 @@ def test_solvers_agree_with_brute_force_references():
         a, b = (int(v) for v in rng.integers(1, 100, size=2))
         assert FAMILIES["gcd_lcm_pairs"].solve({"op": "lcm"}, f"1\n{a} {b}\n") == f"{math.lcm(a, b)}\n"
     assert FAMILIES["fizzbuzz"].solve({"a": 3, "b": 5, "wa": "Fizz", "wb": "Buzz"}, "15").split()[-1] == "FizzBuzz"
-    assert FAMILIES["is_palindrome"].solve({"alnum_only": True, "ignore_case": True}, ["A man, a plan, a canal: Panama"])
+    assert FAMILIES["is_palindrome"].solve(
+        {"alnum_only": True, "ignore_case": True}, ["A man, a plan, a canal: Panama"]
+    )
     assert not FAMILIES["is_palindrome"].solve({"alnum_only": False, "ignore_case": True}, ["ab, a"])
 
 
@@ -97,7 +99,10 @@ def test_fixture_loads_both_styles_and_its_solutions_pass():
         ({"problem": "p"}, "missing field 'tests'"),
         ({"problem": "p", "tests": []}, "field 'tests': must hold at least one test"),
         ({"problem": "p", "tests": [{"input": "1"}]}, "missing field 'tests[0].output'"),
-        ({"problem": "p", "tests": [{"input": "1", "output": "1"}, {"input": "2", "output": 2}]}, "field 'tests[1].output'"),
+        (
+            {"problem": "p", "tests": [{"input": "1", "output": "1"}, {"input": "2", "output": 2}]},
+            "field 'tests[1].output'",
+        ),
         ({"problem": "p", "fn_name": "f", "tests": [{"input": "[1\nx", "output": 1}]}, "tests[0].input"),
         ({"problem": "p", "fn_name": "not ok", "tests": [{"input": [1], "output": 1}]}, "field 'fn_name'"),
     ],
@@ -201,7 +206,9 @@ def test_gym_make_with_the_entry_point():
 # ----------------------------------------------------------------------------------------------- hostile answers
 HOSTILE_FUNCTIONS = {
     "990 levels": "def solve(x):\n    a = [1]\n    for _ in range(990):\n        a = [a]\n    return a",
-    "replaced json.dumps": "import json\njson.dumps = lambda *a, **k: '[' * 100000 + ']' * 100000\ndef solve(x):\n    return x",
+    "replaced json.dumps": (
+        "import json\njson.dumps = lambda *a, **k: '[' * 100000 + ']' * 100000\ndef solve(x):\n    return x"
+    ),
     "5000 digits": "import sys\nsys.set_int_max_str_digits(0)\ndef solve(x):\n    return 10 ** 4999",
 }
 

@@ -341,6 +341,9 @@ def test_fixture_loads_and_every_record_is_solved_by_the_oracle():
     assert len(seen) > 1
     with pytest.raises(ValueError, match="index"):
         env.reset(options={"index": len(records)})
+    with pytest.raises(ValueError, match="index"):
+        env.reset(options={"index": True})  # a bool is not a record number
+    assert env.reset(seed=0, options={"index": np.int64(1)})[1]["index"] == 1
 
 
 def test_bad_dataset_file_is_rejected_with_file_line_and_field(tmp_path):
@@ -372,3 +375,25 @@ def test_reasoning_gym_countdown_reference_answers_score_one(tmp_path):
         assert ours is not None
         assert Counter(parse_expression(ours).numbers) == Counter(entry["metadata"]["numbers"])
         assert dataset.score_answer(ours, entry) == 1.0
+
+
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        ({"num_count": True}, "num_count"),
+        ({"num_count": (5, 4)}, "num_count"),
+        ({"num_count": 7}, "num_count"),
+        ({"num_range": 5}, "num_range"),
+        ({"num_range": (0, 9)}, "num_range"),
+        ({"target_range": (3, 2)}, "target_range"),
+        ({"max_tries": 0}, "max_tries"),
+    ],
+)
+def test_config_rejects_bad_ranges_with_the_argument_named(kwargs, needle):
+    with pytest.raises(ValueError, match=needle):
+        CountdownConfig(**kwargs)
+
+
+def test_num_count_range_is_inclusive():
+    assert CountdownConfig(num_count=(3, 5)).count_range == (3, 5)
+    assert CountdownConfig(num_count=np.int64(4)).count_range == (4, 4)

@@ -204,7 +204,9 @@ def test_non_utf8_bytes_name_the_line(tmp_path, suffix):
     path = tmp_path / ("b" + suffix)
     path.write_bytes(data)
     column = bad.index(b"\xe9") + 1
-    with pytest.raises(ValueError, match=rf"b\{suffix}:{line}: not valid UTF-8 \(byte 0xe9 at byte {column} of the line\)"):
+    with pytest.raises(
+        ValueError, match=rf"b\{suffix}:{line}: not valid UTF-8 \(byte 0xe9 at byte {column} of the line\)"
+    ):
         load_records(path, SCHEMA)
 
 

@@ -18,15 +18,6 @@ from ragen_core.mi import cross_score_naive, mi_proxies
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "rollouts_sample.jsonl"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models gain nothing from threads; one avoids oversubscription on shared 2-core CI machines."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def run_cli(argv: list[str]) -> tuple[int, str, str]:
     parser = argparse.ArgumentParser()
     diagnose.add_arguments(parser)

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ragen_envs
+from ragen_envs.base import TextAgentEnv
 from ragen_envs.protocol import FORMAT_PENALTY
 from ragen_envs.registration import ENV_SPECS, env_ids
 
@@ -30,7 +31,6 @@ DOC_SECTIONS = (
     "Episode End",
     "Information",
     "Arguments",
-    "gym.make",
     "Version History",
     "Text format",
     "Action format",
@@ -78,11 +78,44 @@ def test_gymnasium_env_checker(env_id):
     env.close()
 
 
+def doc_sections(doc: str) -> dict[str, str]:
+    """A docstring's sections: heading -> the text under it. A heading is a whole line `## Heading`."""
+    sections: dict[str, str] = {}
+    current = None
+    for line in doc.splitlines():
+        text = line.strip()
+        if text.startswith("## "):
+            current = text[3:].strip()
+            sections[current] = ""
+        elif current is not None:
+            sections[current] += text + "\n"
+    return sections
+
+
+def test_doc_sections_match_whole_heading_lines():
+    doc = (
+        "Summary.\n\n    ## Rewards\n\n    Rewards and Episode End are words here, not headings.\n"
+        "    ## Episode End\n"
+    )
+    assert list(doc_sections(doc)) == ["Rewards", "Episode End"]
+    assert "Episode End" not in doc_sections("Summary.\n    ## Rewards\n    see Episode End\n")
+
+
 @pytest.mark.parametrize("env_id", IDS)
 def test_docstring_has_the_gymnasium_sections(env_id):
-    doc = type(gym.make(env_id).unwrapped).__doc__ or ""
-    missing = [s for s in DOC_SECTIONS if s not in doc]
-    assert not missing, f"{env_id} docstring lacks sections {missing}"
+    sections = doc_sections(type(gym.make(env_id).unwrapped).__doc__ or "")
+    missing = [s for s in DOC_SECTIONS if s not in sections]
+    assert not missing, f"{env_id} docstring lacks the section headings {missing}"
+    assert "gym.make" in sections["Arguments"], f"{env_id}: the Arguments section shows no gym.make call"
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_envs_use_the_base_step_and_reset(env_id):
+    """Envs shape a step through the documented hooks of ragen_envs.base, never by overriding step()."""
+    cls = type(gym.make(env_id).unwrapped)
+    assert issubclass(cls, TextAgentEnv)
+    for name in ("step", "reset", "_observation", "_info"):
+        assert getattr(cls, name) is getattr(TextAgentEnv, name), f"{cls.__name__} overrides {name}()"
 
 
 @pytest.mark.parametrize("env_id", IDS)

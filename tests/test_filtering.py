@@ -206,8 +206,8 @@ def test_paper_example_variance_vs_std():
     assert filter_groups(rewards, score="std").n_kept == 4
 
 
-@pytest.mark.parametrize("strategy, value", [("top_p", 0.9), ("top_k", 0.9), ("top_k", 0.1), ("top_k_abs", 3), ("min_p", 0.5),
-                                             ("random", 0.9)])
+@pytest.mark.parametrize("strategy, value", [("top_p", 0.9), ("top_k", 0.9), ("top_k", 0.1), ("top_k_abs", 3),
+                                             ("min_p", 0.5), ("random", 0.9)])
 @pytest.mark.parametrize("order", ["largest", "smallest"])
 @pytest.mark.parametrize("score", ["variance", "std"])
 def test_all_zero_batch_keeps_nothing_under_every_strategy(strategy, value, order, score):

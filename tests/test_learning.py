@@ -12,21 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-import torch
-
 from ragen_core.config import load_config
 from ragen_core.train import Trainer
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def train(config: str, run_dir: Path, *overrides: str) -> list[dict]:

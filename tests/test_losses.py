@@ -10,7 +10,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragen_core.losses import entropy_bonus, kl_penalty, ppo_policy_loss, value_loss
+from ragen_core.advantages import aggregate_loss
+from ragen_core.losses import kl_penalty, ppo_policy_loss, value_loss
+from ragen_core.metrics import token_entropy
 
 # --------------------------------------------------------------------------------------------------------------
 # PPO policy loss
@@ -150,21 +152,26 @@ def ref_entropy(row: list[float]) -> float:
     return -sum(p * math.log(p) for p in ps if p > 0)
 
 
+def entropy_term(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The trainer's entropy bonus: token-mean of the per-token entropies."""
+    return aggregate_loss(token_entropy(logits), mask, "token-mean")
+
+
 def test_entropy_bonus_matches_loop_and_gradcheck():
     gen = torch.Generator().manual_seed(0)
     logits = torch.randn(2, 3, 5, generator=gen, dtype=torch.float64, requires_grad=True)
     mask = torch.tensor([[1, 1, 0], [1, 0, 1]])
-    got = entropy_bonus(logits, mask)
+    got = entropy_term(logits, mask)
     vals = [ref_entropy(logits[b, t].tolist()) for b in range(2) for t in range(3) if mask[b, t]]
     assert got.item() == pytest.approx(sum(vals) / len(vals), abs=1e-12)
-    assert torch.autograd.gradcheck(lambda x: entropy_bonus(x, mask), (logits,))
+    assert torch.autograd.gradcheck(lambda x: entropy_term(x, mask), (logits,))
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_entropy_bonus_stable_in_low_precision(dtype):
     logits = torch.tensor([[[3e4, 2.99e4, -3e4, 0.0], [1.0, 1.0, 1.0, 1.0]]]).to(dtype)
     mask = torch.ones(1, 2)
-    got = entropy_bonus(logits, mask)
+    got = entropy_term(logits, mask)
     assert got.dtype == torch.float32 and math.isfinite(got.item())
     rounded = logits.double()[0].tolist()
     ref = (ref_entropy(rounded[0]) + ref_entropy(rounded[1])) / 2
@@ -197,8 +204,6 @@ def test_value_loss_bad_arguments():
     z = torch.zeros(2, 2)
     with pytest.raises(ValueError, match="clip_range"):
         value_loss(z, z, z, z, clip_range=0.0)
-    with pytest.raises(ValueError, match="logits"):
-        entropy_bonus(torch.zeros(2, 3), torch.zeros(2, 3))
 
 
 def test_ppo_loss_with_dr_grpo_constant_normaliser_matches_a_plain_loop():

@@ -23,14 +23,9 @@ CORPUS = [
 ] * 20
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models gain nothing from intra-op threads; under `pytest -n 2` on 2 cores they only
-    oversubscribe the CPU (a 2 ms forward can stall for 0.5 s), so use one thread here."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def _token_config(tok) -> dict:
+    """The model-config fields that must agree with the tokenizer: vocabulary size and special ids (no BOS)."""
+    return dict(vocab_size=len(tok), pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=None)
 
 
 def _save_llama(path, *, chat_template: bool = True, seed: int = 0):
@@ -38,17 +33,14 @@ def _save_llama(path, *, chat_template: bool = True, seed: int = 0):
     if not chat_template:
         tok.chat_template = None
     cfg = LlamaConfig(
-        vocab_size=len(tok),
         hidden_size=32,
         intermediate_size=64,
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=512,
-        pad_token_id=tok.pad_token_id,
-        eos_token_id=tok.eos_token_id,
-        bos_token_id=None,
         tie_word_embeddings=False,
+        **_token_config(tok),
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -260,16 +252,7 @@ def test_absolute_position_model_is_padding_invariant(tmp_path):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     tok = build_tokenizer(CORPUS, vocab_size=400)
-    cfg = GPT2Config(
-        vocab_size=len(tok),
-        n_embd=32,
-        n_layer=2,
-        n_head=4,
-        n_positions=256,
-        eos_token_id=tok.eos_token_id,
-        bos_token_id=None,
-        pad_token_id=tok.pad_token_id,
-    )
+    cfg = GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=256, **_token_config(tok))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         GPT2LMHeadModel(cfg).save_pretrained(tmp_path)

@@ -23,16 +23,6 @@ from ragen_core.policy.tiny import (
 SMALL = dict(hidden=32, layers=2, heads=4, kv_heads=2)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models gain nothing from intra-op threads; under `pytest -n 2` on 2 cores they only
-    oversubscribe the CPU (a 2 ms forward can stall for 0.5 s), so use one thread here."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
     return build_tiny_model(tmp_path_factory.mktemp("tiny"), **SMALL)

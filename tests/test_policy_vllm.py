@@ -22,16 +22,6 @@ from ragen_core.policy import HFPolicy, Policy, build_tiny_model
 from ragen_core.policy.vllm import VLLMPolicy, _import_vllm
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models gain nothing from intra-op threads; under `pytest -n 2` on 2 cores they only
-    oversubscribe the CPU (a 2 ms forward can stall for 0.5 s), so use one thread here."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @dataclass
 class FakeSamplingParams:
     n: int = 1

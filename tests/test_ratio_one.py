@@ -14,11 +14,11 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-import torch
 
 from ragen_core import train as train_mod
+from ragen_core.algorithms import ALGORITHMS
 from ragen_core.config import load_config
-from ragen_core.policy import HFPolicy, build_tiny_model
+from ragen_core.policy import HFPolicy
 from ragen_core.train import Trainer
 from ragen_envs.base import TextAgentEnv
 
@@ -55,18 +55,9 @@ if ENV_ID not in gym.registry:
     gym.register(id=ENV_ID, entry_point=EchoEnv)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    return build_tiny_model(tmp_path_factory.mktemp("tiny"), corpus=["value 12 Say go. go"],
-                            hidden=32, layers=2, heads=2, kv_heads=1)
+def model_dir(make_tiny_model):
+    return make_tiny_model("value 12 Say go. go")
 
 
 def first_minibatch_log_ratio(monkeypatch, policy, cfg, run_dir) -> dict[str, float]:
@@ -97,7 +88,7 @@ COMMON = ["rollout.groups=3", "rollout.group_size=4", "rollout.max_turns=3", "ro
 
 
 @pytest.mark.parametrize("context", ["full", "window:1", "single_turn"])
-@pytest.mark.parametrize("algo", ["ppo", "grpo", "dr_grpo", "dapo"])
+@pytest.mark.parametrize("algo", list(ALGORITHMS))
 def test_first_minibatch_ratio_is_one(monkeypatch, model_dir, tmp_path, algo, context):
     cfg = load_config(None, [f"env.id={ENV_ID}", f"algo.name={algo}", f'rollout.context="{context}"', *COMMON])
     stats = first_minibatch_log_ratio(monkeypatch, HFPolicy.from_pretrained(model_dir), cfg, tmp_path)
@@ -106,9 +97,8 @@ def test_first_minibatch_ratio_is_one(monkeypatch, model_dir, tmp_path, algo, co
     assert abs(stats["approx_kl"]) < 1e-5 and stats["clipfrac"] == 0.0, stats
 
 
-def test_first_minibatch_ratio_is_one_with_images(monkeypatch, tmp_path):
-    model_dir = build_tiny_model(tmp_path / "vision", corpus=["Up Down Left Right"], hidden=32, layers=2, heads=2,
-                                 kv_heads=1, vision=True)
+def test_first_minibatch_ratio_is_one_with_images(monkeypatch, make_tiny_model, tmp_path):
+    model_dir = make_tiny_model("Up Down Left Right", vision=True)
     cfg = load_config(None, ['env.id="ragen/Sokoban-Vision-v0"', "env.kwargs={max_solution_len = 2}",
                              'rollout.context="full"', "algo.name=ppo", *COMMON])
     stats = first_minibatch_log_ratio(monkeypatch, HFPolicy.from_pretrained(model_dir), cfg, tmp_path / "run")

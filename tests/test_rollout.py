@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import torch
 
-from ragen_core.policy import HFPolicy, build_tiny_model
 from ragen_core.rollout import (
     RolloutSettings,
     reasoning_prefix_length,
@@ -48,20 +47,9 @@ class CountEnv(TextAgentEnv):
         return self.n - self.start >= 2
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread (intra-op threads only add overhead, worse on a shared CPU)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.fixture(scope="module")
-def policy(tmp_path_factory):
-    d = build_tiny_model(tmp_path_factory.mktemp("tiny"), corpus=["n = 5 Inc Stop Count up, then stop."],
-                         hidden=32, layers=2, heads=2, kv_heads=1)
-    return HFPolicy.from_pretrained(d)
+def policy(make_tiny_policy):
+    return make_tiny_policy("n = 5 Inc Stop Count up, then stop.")
 
 
 def script(plan):
@@ -213,7 +201,8 @@ def test_user_turn_layout():
     lines = text.splitlines()
     assert lines[0] == "Reward: -0.1" and lines[1] == "Turn 2:" and lines[2] == "State:" and lines[3] == "grid"
     assert "You have 8 actions left." in text and "Max response length: 100 tokens." in text
-    assert "Reward" not in user_turn_text(1, "g", None, None, 10) and "actions left" not in user_turn_text(1, "g", None, None, 10)
+    assert ("Reward" not in user_turn_text(1, "g", None, None, 10)
+            and "actions left" not in user_turn_text(1, "g", None, None, 10))
 
 
 def test_settings_validation():

@@ -273,11 +273,14 @@ def hostile_setup(tmp_path, monkeypatch):
     expected = f"zz-expected-{secrets.token_hex(8)}"
     dataset = tmp_path / "secret_tests.jsonl"
     dataset.write_text(
-        json.dumps({"problem": "Print the secret word.", "tests": [{"input": "ping\n", "output": expected + "\n"}]}) + "\n"
+        json.dumps({"problem": "Print the secret word.", "tests": [{"input": "ping\n", "output": expected + "\n"}]})
+        + "\n"
     )
     fn_dataset = tmp_path / "secret_fn_tests.jsonl"
     fn_dataset.write_text(
-        json.dumps({"problem": "Return the secret word.", "fn_name": "solve", "tests": [{"input": [1], "output": expected}]})
+        json.dumps(
+            {"problem": "Return the secret word.", "fn_name": "solve", "tests": [{"input": [1], "output": expected}]}
+        )
         + "\n"
     )
     # A world-readable file in a world-readable directory: only the sandbox's own root can hide it.
@@ -314,7 +317,9 @@ def hostile_setup(tmp_path, monkeypatch):
         "__PROJECT_GIT_CONFIG__": str(git_config),
         "__WORLD_READABLE__": str(public_file),
     }
-    outside_paths = [outside / marker] + [Path(d) / marker for d in ("/tmp", "/var/tmp", "/dev/shm", "/root", "/etc", "/")]
+    outside_paths = [outside / marker] + [
+        Path(d) / marker for d in ("/tmp", "/var/tmp", "/dev/shm", "/root", "/etc", "/")
+    ]
     yield {
         "subs": subs,
         "dataset": dataset,
@@ -621,7 +626,8 @@ def test_cgroup_per_run_is_created_limited_and_removed():
     probe = (
         "import os\nprint(open('/proc/self/cgroup').read())\n"
         "pids = []\nfor _ in range(40):\n    try:\n        pid = os.fork()\n    except OSError as e:\n"
-        "        print('fork refused', e.errno); break\n    if pid == 0:\n        import time; time.sleep(1); os._exit(0)\n"
+        "        print('fork refused', e.errno); break\n"
+        "    if pid == 0:\n        import time; time.sleep(1); os._exit(0)\n"
         "    pids.append(pid)\nprint('forked', len(pids))\n"
     )
     res = run_program(probe, limits=dataclasses.replace(LIMITS, wall_seconds=4.0, max_processes=6))
@@ -695,7 +701,8 @@ def test_proc_shows_only_the_run_and_no_configuration():
     src = (
         "import os\nprint(sorted(p for p in os.listdir('/proc') if p.isdigit()))\n"
         "for p in ('/proc/1/cmdline', '/proc/1/environ', '/proc/self/cmdline'):\n"
-        "    try:\n        print(p, open(p, 'rb').read())\n    except OSError as e:\n        print(p, type(e).__name__)\n"
+        "    try:\n        print(p, open(p, 'rb').read())\n"
+        "    except OSError as e:\n        print(p, type(e).__name__)\n"
     )
     res = run_program(src, limits=LIMITS, hide_paths=["/var/tmp/ragen-hidden-path-marker"])
     assert res.verdict == "ok", res
@@ -722,7 +729,10 @@ def test_vsock_is_refused_where_the_host_can_create_it():
         socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM).close()
     except (OSError, AttributeError) as exc:
         pytest.skip(f"this kernel has no AF_VSOCK ({exc}): nothing for the sandbox to refuse")
-    src = "import socket\ntry:\n    socket.socket(40, socket.SOCK_STREAM); print('CREATED')\nexcept OSError as e:\n    print(e.errno)\n"
+    src = (
+        "import socket\ntry:\n    socket.socket(40, socket.SOCK_STREAM); print('CREATED')\n"
+        "except OSError as e:\n    print(e.errno)\n"
+    )
     res = run_program(src, limits=LIMITS)
     assert res.stdout.strip() == str(errno.EAFNOSUPPORT), res
 
@@ -819,7 +829,9 @@ def test_the_program_process_reports_a_setup_failure_and_runs_nothing(monkeypatc
     pid = os.fork()
     if pid == 0:  # the program process, as the supervisor forks it
         try:
-            sandbox_boot.run_program(cfg, f"open({str(marker)!r}, 'w')", str(tmp_path / "s.py"), sandbox_boot.Status(write_fd))
+            sandbox_boot.run_program(
+                cfg, f"open({str(marker)!r}, 'w')", str(tmp_path / "s.py"), sandbox_boot.Status(write_fd)
+            )
         finally:
             os._exit(99)
     os.close(write_fd)
@@ -844,7 +856,8 @@ def test_caller_death_ends_the_run():
         "import sys; sys.path.insert(0, sys.argv[1])\n"
         "from ragen_envs.code import run_program, sandbox_isolation\n"
         "sandbox_isolation()\nprint('probed', flush=True)\n"
-        "run_program('import time\\nprint(1, flush=True)\\ntime.sleep(600)', limits={'wall_seconds': 600, 'cpu_seconds': 600})\n"
+        "run_program('import time\\nprint(1, flush=True)\\ntime.sleep(600)', "
+        "limits={'wall_seconds': 600, 'cpu_seconds': 600})\n"
     )
     root = str(Path(ragen_envs.__file__).resolve().parents[1])
     caller = subprocess.Popen([sys.executable, "-c", code, root], stdout=subprocess.PIPE)
@@ -936,7 +949,9 @@ def test_user_namespace_mode_as_an_unprivileged_user():
     if not os.access(python, os.X_OK):
         reasons.append(f"no {python}")
     else:
-        version = subprocess.run([python, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True)
+        version = subprocess.run(
+            [python, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True
+        )
         if version.stdout.strip() != str(sys.version_info[:2]):
             reasons.append(f"{python} is not Python {sys.version_info[:2]} (the venv's packages would not load)")
     if Path("/proc/sys/user/max_user_namespaces").read_text().strip() == "0":
@@ -948,9 +963,11 @@ def test_user_namespace_mode_as_an_unprivileged_user():
         "import json, sys\nfrom ragen_envs.code import sandbox\n"
         "iso = sandbox.sandbox_isolation()\n"
         "src = '''import os, socket\n"
-        "st = [l.split()[1] for l in open('/proc/self/status').read().splitlines() if l.startswith(('CapEff', 'NoNewPrivs', 'Seccomp:'))]\n"
+        "st = [l.split()[1] for l in open('/proc/self/status').read().splitlines() "
+        "if l.startswith(('CapEff', 'NoNewPrivs', 'Seccomp:'))]\n"
         "try:\n    socket.socket(40, socket.SOCK_STREAM); v = 'CREATED'\nexcept OSError as e:\n    v = e.errno\n"
-        "import json\nprint(json.dumps([os.getuid(), st, os.path.exists('/proc/1/cmdline'), v, sorted(os.listdir('/'))]))\n'''\n"
+        "import json\n"
+        "print(json.dumps([os.getuid(), st, os.path.exists('/proc/1/cmdline'), v, sorted(os.listdir('/'))]))\n'''\n"
         "r = sandbox.run_program(src)\n"
         "print(json.dumps([iso.mode, iso.resources, r.verdict, r.stdout]))\n"
     )
@@ -992,7 +1009,7 @@ def test_cgroup_v2_files_are_written_and_read(tmp_path, monkeypatch):
     assert run.remove() == [] and not d.exists()
 
 
-# ----------------------------------------------------------------------------------------------- the bootstrap, unit by unit
+# ------------------------------------------------------------------------------------------ the bootstrap, unit by unit
 def test_bootstrap_is_a_standard_library_module_run_by_path():
     launch = Path(sandbox_boot.__file__).with_name("sandbox_launch.py")
     assert launch.is_file() and sandbox._LAUNCH == str(launch.resolve())
@@ -1040,7 +1057,10 @@ def test_root_plan_holds_only_the_interpreter_and_its_standard_library():
     assert not any(b.startswith(project) for b in binds)
     assert python in binds
     for b in binds:
-        assert b.startswith(("/usr/", "/lib", "/etc/ld.so.cache", "/root/.pyenv/", "/opt/", "/usr/local/")) or "python" in b, b
+        assert (
+            b.startswith(("/usr/", "/lib", "/etc/ld.so.cache", "/root/.pyenv/", "/opt/", "/usr/local/"))
+            or "python" in b
+        ), b
     assert [row[1] for row in plan if row[0] == "tmpfs"] == ["/dev/shm", "/tmp"]
     for row in plan:
         if row[0] == "tree" and os.path.isdir(os.path.join(row[1], "site-packages")):

@@ -10,25 +10,14 @@ import torch
 
 import ragen_envs  # noqa: F401
 from ragen_core.config import load_config
-from ragen_core.policy import HFPolicy, build_tiny_model
 from ragen_core.rollout import RolloutSettings, make_envs
 from ragen_core.sft import collect_sft_batch, oracle_response, random_response, sft_train, warm_start
 from ragen_envs.protocol import parse_response, vocabulary_matcher
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.fixture(scope="module")
-def policy(tmp_path_factory):
-    d = build_tiny_model(tmp_path_factory.mktemp("tiny"), corpus=["Player Box target (1, 2) Up Down Left Right"],
-                         hidden=32, layers=2, heads=2, kv_heads=1)
-    return HFPolicy.from_pretrained(d)
+def policy(make_tiny_policy):
+    return make_tiny_policy("Player Box target (1, 2) Up Down Left Right")
 
 
 def test_sokoban_oracle_response_refers_to_the_state():

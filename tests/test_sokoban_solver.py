@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ragen_envs.sokoban.level import Level, parse_xsb
-from ragen_envs.sokoban.solver import goal_distances, solve
+from ragen_envs.sokoban.solver import Board, goal_distances, push_move, solve
 
 MOVES = {"Up": (-1, 0), "Down": (1, 0), "Left": (0, -1), "Right": (0, 1)}
 
@@ -150,3 +150,21 @@ def test_goal_distance_layers_match_brute_force():
     board = layers.board
     code = (board.mask(level.boxes) << board.player_bits) | board.index(level.player)
     assert code in layers.layers[d0]
+
+
+def test_push_move_is_the_one_rule():
+    """Walk, push, and the three blocked cases (wall, box against a wall, two boxes in a row)."""
+    lv = parse_xsb("#######\n#@ $$.#\n#. $ .#\n#######")
+    board = Board(lv.walls)
+    up, down, left, right = board.dirs
+    boxes = board.mask(lv.boxes)
+    p = board.index(lv.player)
+    assert push_move(board.floor, board.floor, p, boxes, up) is None  # wall
+    assert push_move(board.floor, board.floor, p, boxes, down) == (p + down, boxes)  # walk
+    q = p + right
+    assert push_move(board.floor, board.floor, q, boxes, right) is None  # two boxes in a row
+    moved = push_move(board.floor, board.floor, q + down, boxes, right)
+    assert moved == (q + down + right, boxes ^ (1 << (q + down + right)) ^ (1 << (q + down + 2 * right)))
+    dead = [False] * board.size  # a box may only go where box_floor allows (the solver's live cells)
+    assert push_move(board.floor, dead, q + down, boxes, right) is None
+    assert push_move(board.floor, dead, q + down, boxes, up) == (q, boxes)  # walking ignores box_floor

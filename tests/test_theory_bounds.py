@@ -54,9 +54,13 @@ def test_information_bounds_hold(seed: int) -> None:
 @given(seeds, st.floats(0.02, 0.98), st.floats(0.05, 5.0))
 def test_tightness_families_reach_ratio_one(seed: int, p: float, sigma: float) -> None:
     rng = np.random.default_rng(seed)
-    for c in B.check_t1(SoftmaxTestbed.two_action(p), tight=True) + B.check_t1(SoftmaxTestbed.rank_one_tight(rng), tight=True):
+    for c in B.check_t1(SoftmaxTestbed.two_action(p), tight=True) + B.check_t1(
+        SoftmaxTestbed.rank_one_tight(rng), tight=True
+    ):
         assert c.holds and abs(c.ratio - 1) <= B.TIGHT_TOL
-    for c in B.check_t2(SoftmaxTestbed.two_action(0.5, sigma), 8, tight=True) + B.check_t3(SoftmaxTestbed.two_action(0.5, sigma), 8, tight=True):
+    for c in B.check_t2(SoftmaxTestbed.two_action(0.5, sigma), 8, tight=True) + B.check_t3(
+        SoftmaxTestbed.two_action(0.5, sigma), 8, tight=True
+    ):
         assert c.holds and abs(c.ratio - 1) <= B.TIGHT_TOL
 
 
@@ -107,7 +111,11 @@ def test_wrong_bound_is_caught() -> None:
 def test_wrong_mse_formula_is_caught_by_enumeration(monkeypatch: pytest.MonkeyPatch) -> None:
     tb = SoftmaxTestbed.random(np.random.default_rng(2), X=1, Z=2, sigma_scale=1.0)
     orig = SoftmaxTestbed.estimator_mse
-    monkeypatch.setattr(SoftmaxTestbed, "estimator_mse", lambda self, G, baseline=None, normalize=False: orig(self, G, baseline, normalize) * 1.01)
+    monkeypatch.setattr(
+        SoftmaxTestbed,
+        "estimator_mse",
+        lambda self, G, baseline=None, normalize=False: orig(self, G, baseline, normalize) * 1.01,
+    )
     assert not all(c.holds for c in B.check_estimator_enumeration(tb, 2))
 
 
@@ -197,7 +205,9 @@ def test_numpy_proxy_agrees_with_ragen_core_mi(seed: int, P: int, G: int) -> Non
     out = mi.mi_proxies(torch.from_numpy(L), torch.ones(P, G, dtype=torch.float64))
     assert out["mi_seq_est"] == pytest.approx(float(M.seq_proxy_terms(L).mean()), abs=1e-12)
     assert out["retrieval_acc"] == pytest.approx(float(M._retrieval_hits(L).mean()), abs=1e-12)
-    shifted = mi.mi_proxies(torch.from_numpy(L + rng.normal(size=(P, G, 1)) * 30), torch.ones(P, G, dtype=torch.float64))
+    shifted = mi.mi_proxies(
+        torch.from_numpy(L + rng.normal(size=(P, G, 1)) * 30), torch.ones(P, G, dtype=torch.float64)
+    )
     assert shifted["mi_est"] == pytest.approx(out["mi_est"], abs=1e-9)
     assert shifted["retrieval_acc"] == out["retrieval_acc"]
 
@@ -214,7 +224,7 @@ def test_exact_run_is_reproducible() -> None:
     assert [(c.name, c.lhs, c.rhs) for c in a] == [(c.name, c.lhs, c.rhs) for c in b]
 
 
-# ------------------------------------------------------------------------------- issue 12: new checks against plain references
+# ------------------------------------------------------------------------ issue 12: new checks against plain references
 def _plain_mi(w: list[float], ch: list[list[float]]) -> float:
     """I(X;Z) = H(Z) - H(Z|X) by plain loops (a different formula from the harness's KL form)."""
     Z = len(ch[0])
@@ -255,7 +265,12 @@ def test_t8_near_tight_instances_catch_a_ten_percent_weaker_constant() -> None:
             best = max(best, _plain_h2(a) / (2 * (delta * math.log(3) + _plain_h2(delta))))
     assert 0.26 < best < 0.5
     # ... and the harness's row for it catches x0.25 but (loose by >= 2) not x0.5
-    checks = [c for a in np.linspace(0.05, 0.9, 18) for c in B.t8_checks(*B.t8_symmetric_pair(2, float(a))) if c.name.startswith("T8 paper")]
+    checks = [
+        c
+        for a in np.linspace(0.05, 0.9, 18)
+        for c in B.t8_checks(*B.t8_symmetric_pair(2, float(a)))
+        if c.name.startswith("T8 paper")
+    ]
     caught = {label for c in checks for label, holds in c.mutants if not holds}
     assert "rhs x0.25" in caught and "rhs x0.5" not in caught
 
@@ -266,7 +281,9 @@ def test_t8_paper_cap_is_below_one_half() -> None:
         D = X * Z
         worst = 0.0
         for k in range(1, 2000):
-            delta = min(10 ** (-12 + 11 * k / 2000), 1 - 1 / D) if k < 1000 else 0.1 + (1 - 1 / D - 0.1) * (k - 1000) / 1000
+            delta = (
+                min(10 ** (-12 + 11 * k / 2000), 1 - 1 / D) if k < 1000 else 0.1 + (1 - 1 / D - 0.1) * (k - 1000) / 1000
+            )
             W = delta * math.log(X) + (1 + delta) * _plain_h2(delta / (1 + delta))
             worst = max(worst, min(W, math.log(min(X, Z))) / (2 * (delta * math.log(D - 1) + _plain_h2(delta))))
         assert worst < 0.5
@@ -287,7 +304,9 @@ def test_t2_paper_counterexample_by_plain_loops() -> None:
     # for 2 actions the same claim holds (S9): random instances, ratio <= 1
     rng = np.random.default_rng(0)
     for _ in range(200):
-        _all_hold(B.check_t2_paper_two_action_heteroscedastic(float(rng.uniform(0.01, 0.99)), *np.exp(rng.uniform(-6, 3, 2)).tolist(), 8))
+        _all_hold(B.check_t2_paper_two_action_heteroscedastic(
+            float(rng.uniform(0.01, 0.99)), *np.exp(rng.uniform(-6, 3, 2)).tolist(), 8
+        ))
 
 
 def _plain_group_mse(p: float, sigma: float, G: int) -> float:

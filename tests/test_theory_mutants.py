@@ -17,7 +17,9 @@ def test_a_mutant_is_caught_when_any_record_rejects_it() -> None:
     checks = [B.bound("T1 paper: ||g|| <= sqrt(RV E||s||^2)", 0.3, 1.0),
               B.bound("T1 paper: ||g|| <= sqrt(RV E||s||^2) [tight]", 1.0, 1.0, tight=True)]
     res = _by_label(evaluate_mutants(checks), "T1 paper: ||g|| <= sqrt(RV E||s||^2)")
-    assert {k: v.status for k, v in res.items()} == {"rhs x0.5": "caught", "rhs x0.9": "caught", "reversed": "caught", "rhs x2": "caught"}
+    assert {k: v.status for k, v in res.items()} == {
+        "rhs x0.5": "caught", "rhs x0.9": "caught", "reversed": "caught", "rhs x2": "caught"
+    }
 
 
 def test_surviving_mutant_of_evidence_fails_and_of_sanity_does_not() -> None:

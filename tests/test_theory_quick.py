@@ -17,8 +17,8 @@ def test_quick_mutation_run_passes_and_writes_outputs(tmp_path: Path) -> None:
     assert data["status"] == "pass" and data["quick"] is True and data["seed"] == 3
     names = {c["name"] for c in data["checks"]}
     for prefix in ("T1 paper", "T1 sharper", "T2 paper", "T2 sharper", "T3 floor", "T4 contraction", "T5 rho",
-                   "T6 drift", "T7 identity", "T7 paper setting", "T8 paper", "T8 Z-free", "T8 classical", "T9 dI", "Fano",
-                   "MC T2", "S6 T4", "S9 T2", "S10 T2"):
+                   "T6 drift", "T7 identity", "T7 paper setting", "T8 paper", "T8 Z-free", "T8 classical", "T9 dI",
+                   "Fano", "MC T2", "S6 T4", "S9 T2", "S10 T2"):
         assert any(n.startswith(prefix) for n in names), prefix
     kinds = {c["type"] for c in data["checks"]}
     assert {"bound", "identity", "counterexample", "mc-validation", "symbolic", "search"} <= kinds
@@ -33,7 +33,9 @@ def test_quick_mutation_run_passes_and_writes_outputs(tmp_path: Path) -> None:
     mut = data["mutants"]
     assert mut["status"] == "pass" and mut["summary"]["failed"] == 0
     assert mut["summary"]["caught"] == mut["summary"]["total"] > 250
-    assert not [m for m in mut["results"] if m["category"] == "evidence" and m["status"] in ("SURVIVED", "CONTRADICTED")]
+    assert not [
+        m for m in mut["results"] if m["category"] == "evidence" and m["status"] in ("SURVIVED", "CONTRADICTED")
+    ]
     md = (rep / "report.md").read_text()
     assert "Overall status: **PASS**" in md and "## Definitions, constructions and corollaries (not counted)" in md
     assert "Detectable error of each Monte Carlo validation" in md

@@ -57,7 +57,10 @@ def test_regulariser_gradients_match_finite_differences(seed: int) -> None:
     ref = softmax(np.random.default_rng(seed + 1).normal(size=(tb.X, tb.Z)), axis=1)
     for x in range(tb.X):
         fd_kl = _fd_grad(lambda th, x=x: float(kl_divergence(tb.with_theta(th).probs()[x], ref[x])), tb.theta)
-        fd_h = _fd_grad(lambda th, x=x: float(-np.sum(tb.with_theta(th).probs()[x] * np.log(tb.with_theta(th).probs()[x]))), tb.theta)
+        fd_h = _fd_grad(
+            lambda th, x=x: float(-np.sum(tb.with_theta(th).probs()[x] * np.log(tb.with_theta(th).probs()[x]))),
+            tb.theta,
+        )
         np.testing.assert_allclose(tb.kl_gradient(ref)[x], fd_kl, rtol=1e-5, atol=1e-7)
         np.testing.assert_allclose(tb.entropy_gradient()[x], fd_h, rtol=1e-5, atol=1e-7)
 
@@ -134,10 +137,13 @@ def test_information_helpers() -> None:
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"features": np.zeros((2, 3)), "theta": np.zeros(1), "mu": np.zeros((2, 3)), "sigma": np.zeros(2)}, "features"),
-        ({"features": np.zeros((2, 3, 1)), "theta": np.zeros(2), "mu": np.zeros((2, 3)), "sigma": np.zeros(2)}, "theta"),
+        ({"features": np.zeros((2, 3)), "theta": np.zeros(1), "mu": np.zeros((2, 3)), "sigma": np.zeros(2)},
+         "features"),
+        ({"features": np.zeros((2, 3, 1)), "theta": np.zeros(2), "mu": np.zeros((2, 3)), "sigma": np.zeros(2)},
+         "theta"),
         ({"features": np.zeros((2, 3, 1)), "theta": np.zeros(1), "mu": np.zeros((3, 2)), "sigma": np.zeros(2)}, "mu"),
-        ({"features": np.zeros((2, 3, 1)), "theta": np.zeros(1), "mu": np.zeros((2, 3)), "sigma": -np.ones(2)}, "sigma"),
+        ({"features": np.zeros((2, 3, 1)), "theta": np.zeros(1), "mu": np.zeros((2, 3)), "sigma": -np.ones(2)},
+         "sigma"),
         ({"features": np.zeros((2, 3, 1)), "theta": np.zeros(1), "mu": np.zeros((2, 3)), "sigma": np.zeros(2),
           "prompt_probs": np.array([0.2, 0.2])}, "sum to 1"),
     ],

@@ -10,8 +10,9 @@ import gymnasium as gym
 import pytest
 import torch
 
+from ragen_core.algorithms import ALGORITHMS
 from ragen_core.config import ConfigError, TrainConfig, apply_overrides, dump_toml, load_config
-from ragen_core.policy import HFPolicy, build_tiny_model
+from ragen_core.policy import HFPolicy
 from ragen_core.train import Trainer, compute_advantages, main, select_groups_rows, traj_token_view
 from ragen_envs.base import TextAgentEnv
 
@@ -58,19 +59,9 @@ if ENV_ID not in gym.registry:
     gym.register(id=ENV_ID, entry_point=ParityEnv)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread (intra-op threads only add overhead, worse on a shared CPU)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    return build_tiny_model(tmp_path_factory.mktemp("tiny"), corpus=["value 12 Say anything. go"],
-                            hidden=32, layers=2, heads=2, kv_heads=1)
+def model_dir(make_tiny_model):
+    return make_tiny_model("value 12 Say anything. go")
 
 
 def make_cfg(*overrides: str) -> TrainConfig:
@@ -87,7 +78,7 @@ def train(model_dir, run_dir, *overrides: str, resume: bool = False):
     return trainer, trainer.fit()
 
 
-@pytest.mark.parametrize("algo", ["ppo", "grpo", "dr_grpo", "dapo"])
+@pytest.mark.parametrize("algo", list(ALGORITHMS))
 def test_two_step_smoke_per_algorithm(model_dir, tmp_path, algo):
     extra = ["algo.dynamic_sampling=true", "algo.max_refill_rounds=1"] if algo == "dapo" else []
     trainer, history = train(model_dir, tmp_path, f"algo.name={algo}", *extra)
@@ -103,9 +94,10 @@ def test_two_step_smoke_per_algorithm(model_dir, tmp_path, algo):
     for r in updated:
         for key in ("loss/policy", "loss/entropy", "loss/grad_norm", "loss/clip_fraction", "collapse/token_entropy"):
             assert key in r and r[key] is not None and r[key] == r[key], key
-    if algo == "ppo":
-        assert "loss/value" in updated[0]
-    assert trainer.loss_agg_mode() == {"dr_grpo": "seq-mean-token-sum-norm", "dapo": "token-mean"}.get(algo, "token-mean")
+    assert ("loss/value" in updated[0]) == ALGORITHMS[algo].critic
+    assert (trainer.critic is not None) == ALGORITHMS[algo].critic
+    assert trainer.loss_agg_mode == {"dr_grpo": "seq-mean-token-sum-norm"}.get(algo, "token-mean")
+    assert f"algorithm `{algo}`: {ALGORITHMS[algo].summary}" in (tmp_path / "summary.md").read_text()
     for name in ("config.toml", "metrics.jsonl", "summary.md", "success.png", "entropy_mi.png", "filter.png",
                  "checkpoints/latest.pt"):
         assert (tmp_path / name).is_file(), name
@@ -237,7 +229,7 @@ def test_config_errors(tmp_path):
         apply_overrides(TrainConfig(), ["algo.lrr=1"])
     with pytest.raises(ConfigError, match="unknown config section 'algorithm'"):
         apply_overrides(TrainConfig(), ["algorithm.lr=1"])
-    with pytest.raises(ConfigError, match="rollout.groups must be of type int"):
+    with pytest.raises(ConfigError, match="rollout.groups must be an integer"):
         apply_overrides(TrainConfig(), ["rollout.groups=2.5"])
     with pytest.raises(ConfigError, match="key=value"):
         apply_overrides(TrainConfig(), ["algo.lr"])
@@ -257,6 +249,50 @@ def test_config_errors(tmp_path):
     # The CLI entry point reports the key and exits with 2.
     assert main([str(bad)]) == 2
     assert main([]) == 2
+
+
+def test_the_algorithm_table_rejects_what_an_entry_forbids():
+    # Dynamic sampling is DAPO's: another algorithm that names it is an error, not a silent no-op.
+    with pytest.raises(ConfigError, match=r"algo.dynamic_sampling .* algo.name=grpo .*allowed with: dapo"):
+        load_config(None, ["algo.name=grpo", "algo.dynamic_sampling=true"])
+    # dr_grpo and dapo fix their loss aggregation: naming another one is an error, not silently overridden.
+    with pytest.raises(ConfigError, match="algo.loss_agg_mode is fixed to seq-mean-token-sum-norm"):
+        load_config(None, ["algo.name=dr_grpo", "algo.loss_agg_mode=token-mean"])
+    with pytest.raises(ConfigError, match="algo.loss_agg_mode is fixed to token-mean by algo.name=dapo"):
+        load_config(None, ["algo.name=dapo", "algo.loss_agg_mode=seq-mean-token-mean"])
+    with pytest.raises(ConfigError, match="rollout.group_size must be >= 2 for algo.name=rloo"):
+        load_config(None, ["algo.name=rloo", "rollout.group_size=1"])
+    with pytest.raises(ConfigError, match="algo.loss_agg_mode must be one of"):
+        load_config(None, ["algo.loss_agg_mode=mean"])
+    # What the entries allow: the fixed mode named explicitly, a free mode for grpo, dapo with dynamic sampling.
+    load_config(None, ["algo.name=dr_grpo", "algo.loss_agg_mode=seq-mean-token-sum-norm"])
+    load_config(None, ["algo.name=grpo", "algo.loss_agg_mode=seq-mean-token-mean"])
+    load_config(None, ["algo.name=dapo", "algo.dynamic_sampling=true"])
+    # Every estimator the core offers is accepted (the config imports the core's lists).
+    load_config(None, ["algo.kl_estimator=low_var_kl"])
+
+
+def test_dapo_differs_from_grpo_only_as_its_entry_says():
+    grpo, dapo = ALGORITHMS["grpo"], ALGORITHMS["dapo"]
+    assert grpo.group_advantage is dapo.group_advantage and not grpo.critic and not dapo.critic
+    assert (grpo.fixed_loss_agg, dapo.fixed_loss_agg) == (False, True)
+    assert (grpo.dynamic_sampling, dapo.dynamic_sampling) == (False, True)
+    cfg = load_config(None, ["algo.name=dapo"])
+    assert "dynamic sampling off" in dapo.describe(cfg.algo) and "(fixed)" in dapo.describe(cfg.algo)
+
+
+def test_rloo_trains_with_leave_one_out_advantages(model_dir, tmp_path):
+    trainer, history = train(model_dir, tmp_path, "algo.name=rloo", "filter.enabled=false", "run.steps=1",
+                             "eval.every=0", "mi.every=0")
+    step = [r for r in history if "rollout/return" in r][0]
+    assert step["filter/skipped"] == 0.0 and step["loss/updates"] >= 1 and "loss/value" not in step
+    assert trainer.critic is None
+    # The advantage is the table entry's: R - mean of the other G - 1 returns, on every generated token.
+    rows = {"loss_mask": torch.tensor([[1, 1], [0, 1], [1, 0], [1, 1]]), "row_traj": torch.arange(4),
+            "token_rewards": torch.zeros(4, 2)}
+    adv, ret = compute_advantages("rloo", rows, torch.tensor([[1.0, 0.0, 0.0, 1.0]]), 4)
+    assert ret is None
+    assert adv[:, 0].tolist() == pytest.approx([2 / 3, 0.0, -2 / 3, 2 / 3])
 
 
 def test_shipped_configs_load():

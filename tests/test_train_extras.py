@@ -43,5 +43,7 @@ def test_tensorboard_without_the_package_is_a_clear_start_up_error(monkeypatch):
     from ragen_core.config import ConfigError
 
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # import now raises ImportError
+    from ragen_core.report import require_tensorboard
+
     with pytest.raises(ConfigError, match=r"ragen2\[tensorboard\]"):
-        train._require_tensorboard()
+        require_tensorboard()

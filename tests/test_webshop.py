@@ -144,7 +144,8 @@ def test_type_reward_cases(goal_type, product_type, category, query, expected):
 def test_normalize_color_matches_webshop_tests():
     # The cases of WebShop's own test suite (tests/web-agent-site/engine/test_normalize.py).
     for text, expected in [("", ""), ("black forest", "black"), ("violet lavender", "lavender"),
-                           ("steelivy fuchsia", "fuchsia"), ("123alabaster", "alabaster"), ("webshop", "webshop")]:  # fmt: skip
+                           ("steelivy fuchsia", "fuchsia"), ("123alabaster", "alabaster"),
+                           ("webshop", "webshop")]:  # fmt: skip
         assert normalize_color(text) == expected
 
 
@@ -377,7 +378,8 @@ def test_instruction_loader_errors(tmp_path, record, needle):
 
 
 def test_constructor_argument_errors():
-    for kwargs, needle in (({"results_per_page": 0}, "results_per_page"), ({"goal_attributes": (3, 1)}, "goal_attributes"),
+    for kwargs, needle in (({"results_per_page": 0}, "results_per_page"),
+                           ({"goal_attributes": (3, 1)}, "goal_attributes"),
                            ({"num_products": 5}, "num_products"), ({"instructions": "x.jsonl"}, "needs products"),
                            ({"categories": ("toys",)}, "categories"), ({"max_turns": 0}, "max_turns")):  # fmt: skip
         with pytest.raises(ValueError, match=needle):

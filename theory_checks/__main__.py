@@ -23,7 +23,8 @@ def build_parser(prog: str = "python -m theory_checks") -> argparse.ArgumentPars
     )
     parser.add_argument("--quick", action="store_true", help="fewer testbeds and draws (under a minute)")
     parser.add_argument("--mutants", action="store_true",
-                        help="also list every deliberately wrong variant of every check; exit 1 if one of a verified result survives")
+                        help="also list every deliberately wrong variant of every check; "
+                             "exit 1 if one of a verified result survives")
     parser.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
     parser.add_argument("--json", metavar="PATH", help="write the summary as JSON to PATH")
     parser.add_argument("--report", metavar="DIR", help="write report.md (and mutants.md) and PNG plots into DIR")
@@ -43,14 +44,17 @@ def main(argv: list[str] | None = None) -> int:
     t = result.timings
     counted = sum(s.counted for s in result.summaries)
     print(
-        f"\n{'PASS' if result.ok else 'FAIL'}: {len(result.summaries)} checks ({counted} verified results), {len(result.checks)} records, "
+        f"\n{'PASS' if result.ok else 'FAIL'}: {len(result.summaries)} checks ({counted} verified results), "
+        f"{len(result.checks)} records, "
         f"{t['total']:.1f} s (exact {t['exact']:.1f}, Monte Carlo {t['monte_carlo']:.1f}, symbolic {t['symbolic']:.1f})"
     )
     if result.mutants is not None:
         print("\n" + format_mutants(result.mutants))
         s = mutation_summary(result.mutants)
-        print(f"\nMUTANTS {'PASS' if result.mutants_ok else 'FAIL'}: {s['caught']}/{s['total']} mutants of {s['rows']} verified results "
-              f"caught, {s['failed']} failed; {s['equivalent']} equivalent (true statements), {s['not_claimed']} not claimed, "
+        print(f"\nMUTANTS {'PASS' if result.mutants_ok else 'FAIL'}: {s['caught']}/{s['total']} mutants of "
+              f"{s['rows']} verified results "
+              f"caught, {s['failed']} failed; {s['equivalent']} equivalent (true statements), "
+              f"{s['not_claimed']} not claimed, "
               f"{s['sanity']} of sanity rows (informational)")
     if args.json:
         write_json(result, args.json)

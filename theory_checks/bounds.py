@@ -198,12 +198,17 @@ def bound(
         la, ra = np.broadcast_arrays(lv, rv)
         return bool(_bound_eval(la, ra, np.broadcast_to(atol_a, la.shape), tight)[0].all())
 
-    muts = [("rhs x0.5", holds(lhs_a, 0.5 * rhs_a)), ("rhs x0.9", holds(lhs_a, 0.9 * rhs_a)), ("reversed", holds(rhs_a, lhs_a))]
+    muts = [
+        ("rhs x0.5", holds(lhs_a, 0.5 * rhs_a)),
+        ("rhs x0.9", holds(lhs_a, 0.9 * rhs_a)),
+        ("reversed", holds(rhs_a, lhs_a)),
+    ]
     if tight:
         muts.append(("rhs x2", holds(lhs_a, 2.0 * rhs_a)))
     for label, (lv, rv) in (variants or {}).items():
         muts.append((label, holds(*_pair(lv, rv))))
-    return Check(name, float(lhs_a[i]), float(rhs_a[i]), bool(ok.all()), float(ratio[i]), "bound", tight, method, note, tuple(muts))
+    return Check(name, float(lhs_a[i]), float(rhs_a[i]), bool(ok.all()), float(ratio[i]), "bound", tight, method, note,
+                 tuple(muts))
 
 
 def _strict_eval(lhs_a: np.ndarray, rhs_a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -218,13 +223,19 @@ def strict(name: str, lhs: float | np.ndarray, rhs: float | np.ndarray, method: 
     lhs_a, rhs_a = _pair(lhs, rhs)
     ok, ratio = _strict_eval(lhs_a, rhs_a)
     i = int(np.flatnonzero(~ok)[0]) if not ok.all() else int(np.argmax(ratio))
-    muts = [("rhs x0.5", bool(_strict_eval(lhs_a, 0.5 * rhs_a)[0].all())), ("reversed", bool(_strict_eval(rhs_a, lhs_a)[0].all()))]
+    muts = [
+        ("rhs x0.5", bool(_strict_eval(lhs_a, 0.5 * rhs_a)[0].all())),
+        ("reversed", bool(_strict_eval(rhs_a, lhs_a)[0].all())),
+    ]
     for label, (lv, rv) in (variants or {}).items():
         muts.append((label, bool(_strict_eval(*_pair(lv, rv))[0].all())))
-    return Check(name, float(lhs_a[i]), float(rhs_a[i]), bool(ok.all()), float(ratio[i]), "strict", False, method, note, tuple(muts))
+    return Check(name, float(lhs_a[i]), float(rhs_a[i]), bool(ok.all()), float(ratio[i]), "strict", False, method, note,
+                 tuple(muts))
 
 
-def _identity_eval(lhs_a: np.ndarray, rhs_a: np.ndarray, atol_a: np.ndarray, rtol: float) -> tuple[np.ndarray, np.ndarray]:
+def _identity_eval(
+    lhs_a: np.ndarray, rhs_a: np.ndarray, atol_a: np.ndarray, rtol: float
+) -> tuple[np.ndarray, np.ndarray]:
     diff = np.abs(lhs_a - rhs_a)
     scale = np.maximum(np.abs(lhs_a), np.abs(rhs_a))
     with np.errstate(invalid="ignore"):
@@ -265,7 +276,8 @@ def identity(
         muts = [(f"rhs x{c:g}", holds(lhs_a, c * rhs_a)) for c in (0.5, 0.9, 2.0)]
     for label, (lv, rv) in (variants or {}).items():
         muts.append((label, holds(*_pair(lv, rv))))
-    return Check(name, float(lhs_a[i]), float(rhs_a[i]), bool(ok.all()), float(rel[i]), "identity", False, method, note, tuple(muts))
+    return Check(name, float(lhs_a[i]), float(rhs_a[i]), bool(ok.all()), float(rel[i]), "identity", False, method, note,
+                 tuple(muts))
 
 
 def _ce_holds(lhs: float, rhs: float) -> bool:
@@ -283,7 +295,8 @@ def counterexample(name: str, lhs: float, rhs: float, method: str = "exact", not
     muts = [("reversed", _ce_holds(rhs, lhs))]
     for label, (lv, rv) in (variants or {}).items():
         muts.append((label, _ce_holds(float(lv), float(rv))))
-    return Check(name, float(lhs), float(rhs), _ce_holds(lhs, rhs), float(ratio), "counterexample", False, method, note, tuple(muts))
+    return Check(name, float(lhs), float(rhs), _ce_holds(lhs, rhs), float(ratio), "counterexample", False, method, note,
+                 tuple(muts))
 
 
 def _norm(v: np.ndarray) -> np.ndarray:
@@ -324,7 +337,8 @@ def check_identities(tb: SoftmaxTestbed, rng: np.random.Generator) -> list[Check
     out.append(bound("RV >= sigma^2", tb.mean_noise_variance(), var_r, atol=1e-12 * ms**2))
     es = np.einsum("xz,xzd->xd", pi, tb.score())
     out.append(identity("E_pi s = 0", _norm(es), np.zeros(tb.X), atol=1e-13 * ps,
-                        variants={"score without the mean subtraction": (_norm(np.einsum("xz,xzd->xd", pi, tb.features)), np.zeros(tb.X))}))
+                        variants={"score without the mean subtraction": (
+                            _norm(np.einsum("xz,xzd->xd", pi, tb.features)), np.zeros(tb.X))}))
     H, Hc, mi = tb.marginal_entropy(), tb.cond_entropy(), tb.mutual_information()
     out.append(identity("H(Z) = H(Z|X) + I", H, Hc + mi, atol=1e-13 * (1 + H), variants={"drop I": (H, Hc)}))
     Hx = float(-np.sum(tb.prompt_probs[tb.prompt_probs > 0] * np.log(tb.prompt_probs[tb.prompt_probs > 0])))
@@ -378,7 +392,8 @@ def check_estimator_enumeration(tb: SoftmaxTestbed, G: int, baseline: np.ndarray
     formula = tb.estimator_mse(G, baseline=baseline)
     noiseless = SoftmaxTestbed(tb.features, tb.theta, tb.mu, np.zeros_like(tb.sigma), tb.prompt_probs)
     out.append(identity("MSE_G formula = enumeration", mse_enum, formula, atol=atol,
-                        variants={"drop the noise term E[sigma^2 ||s||^2]": (mse_enum, noiseless.estimator_mse(G, baseline=baseline)),
+                        variants={"drop the noise term E[sigma^2 ||s||^2]": (
+                                      mse_enum, noiseless.estimator_mse(G, baseline=baseline)),
                                   "1/G^2 instead of 1/G": (mse_enum, formula / G)}))
     keep = rv > 1e-12 * ms**2
     if keep.any() and baseline is None:
@@ -405,9 +420,10 @@ def check_t1(tb: SoftmaxTestbed, rng: np.random.Generator | None = None, tight: 
     sfx = " [tight]" if tight else ""
     out = [
         bound("T1 paper: ||g|| <= sqrt(RV E||s||^2)" + sfx, gn, np.sqrt(rv * es2), atol=atol, tight=tight,
-              variants={"drop sqrt(E||s||^2)": (gn, np.sqrt(rv)), "RV -> sigma^2": (gn, np.sqrt(tb.mean_noise_variance() * es2))}),
-        bound("T1 sharper: ||g|| <= sqrt(RV_mu lambda_max F)" + sfx, gn, np.sqrt(rvmu * np.maximum(lam, 0)), atol=atol, tight=tight,
-              variants={"lambda_max -> lambda_min": (gn, np.sqrt(rvmu * np.maximum(eig[:, 0], 0)))}),
+              variants={"drop sqrt(E||s||^2)": (gn, np.sqrt(rv)),
+                        "RV -> sigma^2": (gn, np.sqrt(tb.mean_noise_variance() * es2))}),
+        bound("T1 sharper: ||g|| <= sqrt(RV_mu lambda_max F)" + sfx, gn, np.sqrt(rvmu * np.maximum(lam, 0)), atol=atol,
+              tight=tight, variants={"lambda_max -> lambda_min": (gn, np.sqrt(rvmu * np.maximum(eig[:, 0], 0)))}),
     ]
     if rng is not None and not tight:
         c = tb.baseline() + rng.normal(size=tb.X) * ms * 10
@@ -453,8 +469,8 @@ def check_t2(tb: SoftmaxTestbed, G: int, rng: np.random.Generator | None = None,
     if rng is not None and not tight:
         ms, _ = _scales(tb)
         c = tb.baseline() + rng.normal(size=tb.X) * ms
-        out.append(bound("T2 baseline c != b: SNR_c <= sqrt(G RV_mu)/sigma", _snr(tb, G, c)[pos], np.sqrt(G * rvmu / s2),
-                         variants={"drop sqrt(G)": (_snr(tb, G, c)[pos], np.sqrt(rvmu / s2))}))
+        out.append(bound("T2 baseline c != b: SNR_c <= sqrt(G RV_mu)/sigma", _snr(tb, G, c)[pos],
+                         np.sqrt(G * rvmu / s2), variants={"drop sqrt(G)": (_snr(tb, G, c)[pos], np.sqrt(rvmu / s2))}))
     return out
 
 
@@ -464,9 +480,11 @@ def check_t2_two_action(p: float, sigma: float, G: int) -> list[Check]:
     snr2 = float(_snr(tb, G)[0] ** 2)
     closed = G * p * (1 - p) / ((1 - 2 * p) ** 2 + sigma**2)
     out = [identity("T2 2-action SNR^2 closed form", snr2, closed,
-                    variants={"drop sigma^2 from the denominator": (snr2, G * p * (1 - p) / max((1 - 2 * p) ** 2, 1e-300))})]
+                    variants={"drop sigma^2 from the denominator": (snr2,
+                                                                    G * p * (1 - p) / max((1 - 2 * p) ** 2, 1e-300))})]
     g = float(_norm(tb.task_gradient())[0])
-    out.append(identity("T1 2-action g = p(1-p) = E s^2 = RV_mu", np.array([g, tb.score_sq_norm()[0], tb.signal_variance()[0]]), p * (1 - p)))
+    out.append(identity("T1 2-action g = p(1-p) = E s^2 = RV_mu",
+                        np.array([g, tb.score_sq_norm()[0], tb.signal_variance()[0]]), p * (1 - p)))
     return out
 
 
@@ -481,7 +499,8 @@ def check_t2_heteroscedastic_counterexample(G: int = 8) -> list[Check]:
     rvmu = float(tb.signal_variance()[0])
     seff = float(tb.effective_noise_variance()[0])
     out = [
-        counterexample("T2 sharper with plain-average sigma^2 (false)", snr2g, rvmu / float(tb.mean_noise_variance()[0]),
+        counterexample("T2 sharper with plain-average sigma^2 (false)", snr2g,
+                       rvmu / float(tb.mean_noise_variance()[0]),
                        variants={"corrected claim (sigma_eff)": (snr2g, rvmu / seff)}),
         identity("T2 counterexample value SNR^2/G = 6/11", snr2g, 6.0 / 11.0),
         bound("T2 heteroscedastic: SNR <= sqrt(G RV_mu)/sigma_eff", snr2g, rvmu / seff,
@@ -512,12 +531,17 @@ def check_t2_paper_heteroscedastic_counterexample(G: int = 8) -> list[Check]:
     """
     tb = SoftmaxTestbed.zero_score_noise_counterexample()
     snr2g = float(_snr(tb, G)[0] ** 2 / G)
-    rv, sbar, seff = float(tb.reward_variance()[0]), float(tb.mean_noise_variance()[0]), float(tb.effective_noise_variance()[0])
+    rv, sbar, seff = (
+        float(tb.reward_variance()[0]),
+        float(tb.mean_noise_variance()[0]),
+        float(tb.effective_noise_variance()[0]),
+    )
     claimed = rv / sbar
     return [
         counterexample("T2 paper with plain-average sigma (false with >= 3 outcomes)", snr2g, claimed,
                        variants={"corrected claim (sigma_eff)": (snr2g, rv / seff if seff > 0 else math.inf)}),
-        identity("T2 paper counterexample values SNR^2/G = 2, RV/sigma^2 = 5/3", np.array([snr2g, claimed]), np.array([2.0, 5.0 / 3.0])),
+        identity("T2 paper counterexample values SNR^2/G = 2, RV/sigma^2 = 5/3", np.array([snr2g, claimed]),
+                 np.array([2.0, 5.0 / 3.0])),
     ]
 
 
@@ -544,7 +568,8 @@ def check_t3(tb: SoftmaxTestbed, K: int, tight: bool = False) -> list[Check]:
     sfx = " [tight]" if tight else ""
     if tb.heteroscedastic:
         floor = tb.effective_noise_variance()[pos] / rv[pos] * es2 / K
-        return [bound("T3 heteroscedastic: floor(sigma_eff) <= MSE_GRPO", floor, mse, variants={"drop 1/K": (floor * K, mse)})]
+        return [bound("T3 heteroscedastic: floor(sigma_eff) <= MSE_GRPO", floor, mse,
+                      variants={"drop 1/K": (floor * K, mse)})]
     floor = tb.noise_variance()[pos, 0] / rv[pos] * es2 / K
     out = [bound("T3 floor <= MSE_GRPO" + sfx, floor, mse, tight=tight, variants={"drop 1/K": (floor * K, mse)})]
     if not tight:
@@ -558,7 +583,8 @@ def check_t3_two_action(p: float, sigma: float, K: int) -> list[Check]:
     mse = float(tb.grpo_mse(K)[0])
     closed = p * (1 - p) * ((1 - 2 * p) ** 2 + sigma**2) / (K * (p * (1 - p) + sigma**2))
     wrong = p * (1 - p) * (1 - 2 * p) ** 2 / (K * (p * (1 - p) + sigma**2))
-    return [identity("T3 2-action GRPO MSE closed form", mse, closed, variants={"drop sigma^2 from the numerator": (mse, wrong)})]
+    return [identity("T3 2-action GRPO MSE closed form", mse, closed,
+                     variants={"drop sigma^2 from the numerator": (mse, wrong)})]
 
 
 def check_t3_heteroscedastic_counterexample(K: int = 8) -> list[Check]:
@@ -583,7 +609,9 @@ def mixture_mi(w: np.ndarray, channel: np.ndarray, q: np.ndarray, alphas: np.nda
     return np.array([channel_mutual_information(w, (1 - a) * channel + a * q[None, :]) for a in alphas])
 
 
-def check_t4(w: np.ndarray, channel: np.ndarray, q: np.ndarray, label: str = "random q", tight: bool = False) -> list[Check]:
+def check_t4(
+    w: np.ndarray, channel: np.ndarray, q: np.ndarray, label: str = "random q", tight: bool = False
+) -> list[Check]:
     """T4 on a grid alpha = 0, 0.1, ..., 1.
 
     - contraction I_alpha <= (1 - alpha) I (``tight``: equality expected);
@@ -742,8 +770,9 @@ def check_t7_identity(tb: SoftmaxTestbed, S: Iterable[int], G: int,
     sig2 = float(np.sum(tb.estimator_mse(G)[S]))
     rhs = sig2 / n**2
     ms, ps = _scales(tb)
-    return [identity("T7 identity E||gbar_hat_S - gbar_S||^2 = sum sigma_i^2 / n^2", lhs, rhs, atol=1e-12 * (ms * ps) ** 2,
-                     variants={"1/n instead of 1/n^2": (lhs, sig2 / n)}, note=f"S = {S} of {tb.X} prompts")]
+    return [identity("T7 identity E||gbar_hat_S - gbar_S||^2 = sum sigma_i^2 / n^2", lhs, rhs,
+                     atol=1e-12 * (ms * ps) ** 2, variants={"1/n instead of 1/n^2": (lhs, sig2 / n)},
+                     note=f"S = {S} of {tb.X} prompts")]
 
 
 def check_t7_subsets(tb: SoftmaxTestbed, G: int) -> list[Check]:
@@ -831,8 +860,10 @@ def check_t7_paper_setting() -> list[Check]:
     ]
     mse_pair = float(formula.sum() / 4)
     mse_high = float(formula[0])
-    out.append(counterexample("T7 paper setting: keeping only the high-RV group lowers the MSE (false)", mse_high, mse_pair,
-                              note=f"MSE {mse_pair:.6f} (both) -> {mse_high:.6f} (high-RV group only), G = {G}, sigma = {sigma}"))
+    out.append(counterexample("T7 paper setting: keeping only the high-RV group lowers the MSE (false)", mse_high,
+                              mse_pair,
+                              note=f"MSE {mse_pair:.6f} (both) -> {mse_high:.6f} (high-RV group only), "
+                                   f"G = {G}, sigma = {sigma}"))
     P = int(cfg["P"])
     kinds = np.array([0] * (P // 2) + [1] * (P - P // 2))
     sig2, rvs = formula[kinds], rv[kinds]
@@ -842,11 +873,14 @@ def check_t7_paper_setting() -> list[Check]:
     out.append(counterexample("T7 paper setting: top-p (rho = 0.9, P = 8) lowers the MSE (false)", mse_kept, mse_all,
                               note=f"keeps {len(kept)} of {P} groups; MSE {mse_all:.6g} -> {mse_kept:.6g}"))
     high = list(range(P // 2))
-    out.append(counterexample("T7 paper setting: keeping the high-RV half lowers the MSE (false)", float(sig2[high].sum() / len(high) ** 2), mse_all))
+    out.append(counterexample("T7 paper setting: keeping the high-RV half lowers the MSE (false)",
+                              float(sig2[high].sum() / len(high) ** 2), mse_all))
     proper = [list(S) for n in range(1, P) for S in itertools.combinations(range(P), n)]
     mse_s = np.array([float(sig2[S].sum() / len(S) ** 2) for S in proper])
-    out.append(bound("T7 paper setting: MSE_all <= MSE_S for every proper subset S (P = 8)", np.full(mse_s.size, mse_all), mse_s,
-                     note=f"{len(proper)} proper subsets; smallest MSE_S / MSE_all = {float(mse_s.min() / mse_all):.4f}"))
+    out.append(bound("T7 paper setting: MSE_all <= MSE_S for every proper subset S (P = 8)",
+                     np.full(mse_s.size, mse_all), mse_s,
+                     note=f"{len(proper)} proper subsets; "
+                          f"smallest MSE_S / MSE_all = {float(mse_s.min() / mse_all):.4f}"))
     return out
 
 
@@ -871,7 +905,8 @@ def check_t7_snr(rng: np.random.Generator, G: int) -> list[Check]:
     keep = np.arange(Xb)
     snr_all = float(_norm(g.sum(axis=0)) / np.sqrt(s2.sum()))
     snr_keep = float(_norm(g[keep].sum(axis=0)) / np.sqrt(s2[keep].sum()))
-    out = [identity("T7 sum_D g = 0 (construction)", float(_norm(g[Xb:].sum(axis=0))), 0.0, atol=1e-12 * (1 + _norm(g).max()))]
+    out = [identity("T7 sum_D g = 0 (construction)", float(_norm(g[Xb:].sum(axis=0))), 0.0,
+                    atol=1e-12 * (1 + _norm(g).max()))]
     if snr_keep > 0:
         out.append(strict("T7 batch SNR rises when dropping sum_D g = 0", snr_all, snr_keep))
     return out
@@ -908,15 +943,15 @@ def t8_checks(w: np.ndarray, p0: np.ndarray, p1: np.ndarray, family: str = "rand
         delta = math.sqrt(max(float(kl.max()), 0.0) / 2)
         if delta <= 1 - 1 / D:
             d_nosqrt = min(max(float(kl.max()), 0.0) / 2, 1 - 1 / D)
-            out.append(bound("T8 paper: |dI| <= 2(delta log(|X||Z|-1) + h2(delta))", dI, _t8_paper(delta, D), atol=1e-14, note=note,
-                             variants={"rhs x0.25": (dI, 0.25 * _t8_paper(delta, D)),
+            out.append(bound("T8 paper: |dI| <= 2(delta log(|X||Z|-1) + h2(delta))", dI, _t8_paper(delta, D),
+                             atol=1e-14, note=note, variants={"rhs x0.25": (dI, 0.25 * _t8_paper(delta, D)),
                                        "delta = sup KL / 2 (square root dropped)": (dI, _t8_paper(d_nosqrt, D))}))
     dbar = float(w @ (0.5 * np.abs(p1 - p0).sum(axis=1)))
-    out.append(bound("T8 Z-free (AFW): |dI| <= 2 dbar log|X| + (1+dbar) h2(dbar/(1+dbar))", dI, _afw(dbar, X), atol=1e-14, note=note,
-                     variants={"drop the (1+dbar) h2 term": (dI, 2 * dbar * math.log(X)),
+    out.append(bound("T8 Z-free (AFW): |dI| <= 2 dbar log|X| + (1+dbar) h2(dbar/(1+dbar))", dI, _afw(dbar, X),
+                     atol=1e-14, note=note, variants={"drop the (1+dbar) h2 term": (dI, 2 * dbar * math.log(X)),
                                "factor 2 -> 1 on dbar log|X|": (dI, _afw(dbar, X, 1.0))}))
-    out.append(bound("T8 classical X: |dI| <= dbar log|X| + (1+dbar) h2(dbar/(1+dbar))", dI, _afw(dbar, X, 1.0), atol=1e-14, note=note,
-                     variants={"drop the (1+dbar) h2 term": (dI, dbar * math.log(X)),
+    out.append(bound("T8 classical X: |dI| <= dbar log|X| + (1+dbar) h2(dbar/(1+dbar))", dI, _afw(dbar, X, 1.0),
+                     atol=1e-14, note=note, variants={"drop the (1+dbar) h2 term": (dI, dbar * math.log(X)),
                                "drop dbar log|X|": (dI, _afw(dbar, X, 0.0))}))
     if np.all(np.isfinite(kl)):
         ekl = max(float(w @ kl), 0.0)
@@ -974,7 +1009,9 @@ def _t8_ratio_batch(target: str, w: np.ndarray, p0: np.ndarray, p1: np.ndarray) 
         rhs = 2 * (delta * math.log(D - 1) + h2(np.clip(delta, 0.0, 1.0)))
         return np.where(delta <= 1 - 1 / D, dI / np.maximum(rhs, 1e-300), -1.0)
     if target == "pinsker":
-        db = np.minimum(1.0, np.sqrt(np.maximum(np.einsum("nx,nx->n", w, np.sum(p1 * (np.log(p1) - np.log(p0)), axis=2)), 0.0) / 2))
+        db = np.minimum(
+            1.0, np.sqrt(np.maximum(np.einsum("nx,nx->n", w, np.sum(p1 * (np.log(p1) - np.log(p0)), axis=2)), 0.0) / 2)
+        )
     else:
         db = np.einsum("nx,nx->n", w, 0.5 * np.abs(p1 - p0).sum(axis=2))
     factor = 1.0 if target == "classical" else 2.0
@@ -1162,13 +1199,18 @@ def check_mi_proxy_exact(rng: np.random.Generator) -> list[Check]:
     out.append(identity("MI-Seq-Est: E = I_P when scorer = sampler", expected_seq_proxy(p, p), I_P, atol=1e-13))
     T = float(np.exp(rng.uniform(np.log(0.3), np.log(3.0))))
     q = softmax(logits / T, 1)
-    out.append(bound("MI-Seq-Est: E <= I_P(sampler), sampler at T != 1", expected_seq_proxy(q, p), channel_mutual_information(u, q), atol=1e-13))
+    out.append(bound("MI-Seq-Est: E <= I_P(sampler), sampler at T != 1", expected_seq_proxy(q, p),
+                     channel_mutual_information(u, q), atol=1e-13))
     # batches drawn from a larger pool
     Xpool = int(rng.integers(3, 8))
     pool = softmax(rng.normal(size=(Xpool, Z)) * 2, 1)
     Pb = int(rng.integers(2, Xpool))
-    vals = [channel_mutual_information(np.full(Pb, 1.0 / Pb), pool[list(c)]) for c in itertools.combinations(range(Xpool), Pb)]
-    out.append(bound("E_batch[I_P] <= I(X;Z)", float(np.mean(vals)), channel_mutual_information(np.full(Xpool, 1.0 / Xpool), pool), atol=1e-13))
+    vals = [
+        channel_mutual_information(np.full(Pb, 1.0 / Pb), pool[list(c)])
+        for c in itertools.combinations(range(Xpool), Pb)
+    ]
+    out.append(bound("E_batch[I_P] <= I(X;Z)", float(np.mean(vals)),
+                     channel_mutual_information(np.full(Xpool, 1.0 / Xpool), pool), atol=1e-13))
     # collapse: every prompt has the same p(z); scorer arbitrary integer table (ties) with argmax tie-break
     pz = rng.dirichlet(np.ones(Z))
     scorer = rng.integers(-2, 3, size=(Z, P)).astype(float)
@@ -1206,7 +1248,8 @@ def run_exact(rng: np.random.Generator, n_testbeds: int, progress: bool = False,
         if het:
             het_ratio = max(het_ratio, t2_paper_plain_ratio(tb, G))
         if i % 10 == 0:
-            small = SoftmaxTestbed.random(rng, X=int(rng.integers(1, 4)), Z=int(rng.integers(2, 4)), heteroscedastic=het)
+            small = SoftmaxTestbed.random(rng, X=int(rng.integers(1, 4)), Z=int(rng.integers(2, 4)),
+                                          heteroscedastic=het)
             Gs_small = 3 if small.Z == 2 else 2
             checks += check_estimator_enumeration(small, Gs_small)
             checks += check_estimator_enumeration(small, 1, baseline=small.baseline() + rng.normal(size=small.X))
@@ -1224,7 +1267,8 @@ def run_exact(rng: np.random.Generator, n_testbeds: int, progress: bool = False,
         # tightness families
         p = float(rng.uniform(0.01, 0.99))
         checks += check_t1(SoftmaxTestbed.two_action(p), tight=True)
-        checks += check_t1(SoftmaxTestbed.rank_one_tight(rng, X=int(rng.integers(1, 4)), Z=int(rng.integers(2, 7)), d=int(rng.integers(1, 5))), tight=True)
+        checks += check_t1(SoftmaxTestbed.rank_one_tight(rng, X=int(rng.integers(1, 4)), Z=int(rng.integers(2, 7)),
+                                                         d=int(rng.integers(1, 5))), tight=True)
         checks += check_t5(SoftmaxTestbed.two_action(p), rng, tight=True)
         sig = float(np.exp(rng.uniform(-3, 2)))
         checks += check_t2(SoftmaxTestbed.two_action(0.5, sig), G, tight=True)
@@ -1245,8 +1289,11 @@ def run_exact(rng: np.random.Generator, n_testbeds: int, progress: bool = False,
     het_half = SoftmaxTestbed(half.features, half.theta, half.mu, np.array([[0.3, 1.0]]))
     checks += check_t2(het_half, 8) + check_t3(het_half, 8)
     checks += check_identities(SoftmaxTestbed.tabular(np.array([[20.0, -20.0], [-20.0, 20.0]]), sigma=1.0), rng)
-    checks.append(search_record("T2 paper with plain-average sigma: largest ratio on the random heteroscedastic testbeds",
-                                het_ratio, f"{n_testbeds // 5} testbeds; misses the violation (noise must sit where ||s|| is small)"))
+    checks.append(search_record("T2 paper with plain-average sigma: largest ratio on the random "
+                                "heteroscedastic testbeds",
+                                het_ratio,
+                                f"{n_testbeds // 5} testbeds; "
+                                "misses the violation (noise must sit where ||s|| is small)"))
     checks += check_t8_families(rng, quick=quick)
     checks += check_t2_heteroscedastic_counterexample()
     checks += check_t2_paper_heteroscedastic_counterexample()

@@ -45,7 +45,8 @@ _T8_LOOSE = ("true statement: twice the classical-X bound is below the paper's r
 CATALOG: dict[str, Entry] = {
     # ----------------------------------------------------------------- identities of section 5
     "RV = Var(mu|x) + E sigma^2": _ev("a wrong reward-variance formula (e.g. the noise term dropped)"),
-    "RV >= sigma^2": _ev("a noise variance larger than the enumerated Var(R|x); equality for pure-noise prompts", sharp=True),
+    "RV >= sigma^2": _ev(
+        "a noise variance larger than the enumerated Var(R|x); equality for pure-noise prompts", sharp=True),
     "E_pi s = 0": _sanity("holds by construction: score() subtracts the pi-mean of the features"),
     "H(Z) = H(Z|X) + I": _ev("an entropy or MI formula off (I by the KL form, H's by entropies)"),
     "I <= H(X)": _ev("an MI above the prompt entropy; equality for deterministic injective channels", sharp=True),
@@ -57,48 +58,67 @@ CATALOG: dict[str, Entry] = {
     # ----------------------------------------------------------------- T1
     "T1 paper: ||g|| <= sqrt(RV E||s||^2)": _ev("equality family: 2-action softmax and rank-one scores", sharp=True),
     "T1 sharper: ||g|| <= sqrt(RV_mu lambda_max F)": _ev("lambda_max replaced by a smaller eigenvalue", sharp=True),
-    "T1 any baseline: ||E[(R-c)s]|| <= sqrt(RV E||s||^2)": _sanity("computes the same numbers as T1 paper (g does not depend on c)"),
+    "T1 any baseline: ||E[(R-c)s]|| <= sqrt(RV E||s||^2)": _sanity(
+        "computes the same numbers as T1 paper (g does not depend on c)"),
     # ----------------------------------------------------------------- T2
-    "T2 paper: SNR <= sqrt(G RV)/sigma": _ev("a constant too small by more than 1 - max ratio (ratio -> 1 at p = 1/2, sigma -> 0)", sharp=True),
+    "T2 paper: SNR <= sqrt(G RV)/sigma": _ev(
+        "a constant too small by more than 1 - max ratio (ratio -> 1 at p = 1/2, sigma -> 0)", sharp=True),
     "T2 sharper: SNR <= sqrt(G RV_mu)/sigma": _ev("equality at p = 1/2; sqrt(G) dropped", sharp=True),
-    "T2 baseline c != b: SNR_c <= sqrt(G RV_mu)/sigma": _ev("an estimator MSE that does not grow with a wrong baseline; sqrt(G) dropped"),
-    "T2 heteroscedastic: SNR <= sqrt(G RV_mu)/sigma_eff": _ev("sigma_eff replaced by the plain average (refuted on random testbeds)", sharp=True),
+    "T2 baseline c != b: SNR_c <= sqrt(G RV_mu)/sigma": _ev(
+        "an estimator MSE that does not grow with a wrong baseline; sqrt(G) dropped"),
+    "T2 heteroscedastic: SNR <= sqrt(G RV_mu)/sigma_eff": _ev(
+        "sigma_eff replaced by the plain average (refuted on random testbeds)", sharp=True),
     "T2 2-action SNR^2 closed form": _ev("a closed form off by a term (e.g. sigma^2 dropped): testbed vs formula"),
     "T1 2-action g = p(1-p) = E s^2 = RV_mu": _ev("a wrong 2-action score, gradient or variance"),
     "T2 paper with plain-average sigma, 2-action heteroscedastic: SNR <= sqrt(G RV)/sigma":
-        _ev("for 2 actions the paper's bound holds with the plain average (also proved, S9); ratio -> 1 at p = 1/2", sharp=True),
-    "T2 sharper with plain-average sigma^2 (false)": _ev("a wrong counterexample: the corrected claim (sigma_eff) must hold there"),
+        _ev("for 2 actions the paper's bound holds with the plain average (also proved, S9); ratio -> 1 at p = 1/2",
+            sharp=True),
+    "T2 sharper with plain-average sigma^2 (false)": _ev(
+        "a wrong counterexample: the corrected claim (sigma_eff) must hold there"),
     "T2 counterexample value SNR^2/G = 6/11": _ev("a value off the exact rational 6/11 (sympy S7)"),
-    "T2 paper with plain-average sigma (false with >= 3 outcomes)": _ev("a wrong counterexample: the corrected claim (sigma_eff) must hold there"),
+    "T2 paper with plain-average sigma (false with >= 3 outcomes)": _ev(
+        "a wrong counterexample: the corrected claim (sigma_eff) must hold there"),
     "T2 paper counterexample values SNR^2/G = 2, RV/sigma^2 = 5/3": _ev("values off the exact rationals (sympy S10)"),
     # ----------------------------------------------------------------- T3
     "T3 floor <= MSE_GRPO": _ev("equality at p = 1/2; the 1/K dropped", sharp=True),
     "T3 floor <= E||s||^2 / K (saturation)": _sanity("equivalent to RV >= sigma^2 (checked above)"),
     "T3 heteroscedastic: floor(sigma_eff) <= MSE_GRPO": _ev("a floor too large; the 1/K dropped", sharp=True),
     "T3 2-action GRPO MSE closed form": _ev("a closed form off by a term: testbed vs formula"),
-    "T3 floor with plain-average sigma^2 (false)": _ev("a wrong counterexample: the corrected floor (sigma_eff) must hold there"),
+    "T3 floor with plain-average sigma^2 (false)": _ev(
+        "a wrong counterexample: the corrected floor (sigma_eff) must hold there"),
     # ----------------------------------------------------------------- T4
-    "T4 contraction: I_alpha <= (1-alpha) I": _ev("equality for templates on x-independent outcomes; (1-alpha)^2", sharp=True),
+    "T4 contraction: I_alpha <= (1-alpha) I": _ev(
+        "equality for templates on x-independent outcomes; (1-alpha)^2", sharp=True),
     "T4 convexity of alpha -> I_alpha": _ev("a non-convex I_alpha; equality (affine) for the tight family", sharp=True),
     "T4 strict contraction with q = p(z)": _ev("equality where the contraction must be strict"),
     # ----------------------------------------------------------------- T5
     "T5 rho lower bound (KL)": _ev("equality for the 2-action family", sharp=True),
     "T5 rho lower bound (entropy)": _ev("equality for the 2-action family", sharp=True),
-    "T5 'smaller RV => larger rho' (false)": _ev("a wrong counterexample: without the pure-noise prompt's noise the claim holds"),
+    "T5 'smaller RV => larger rho' (false)": _ev(
+        "a wrong counterexample: without the pure-noise prompt's noise the claim holds"),
     # ----------------------------------------------------------------- T6
-    "T6 drift diffusive m = 0": _ev("a wrong drift law (eta instead of eta^2): enumeration of all K^T update sequences"),
-    "T6 drift ballistic m != 0": _ev("a wrong drift law (T^2 instead of T(T-1), the ballistic term dropped): enumeration"),
+    "T6 drift diffusive m = 0": _ev(
+        "a wrong drift law (eta instead of eta^2): enumeration of all K^T update sequences"),
+    "T6 drift ballistic m != 0": _ev(
+        "a wrong drift law (T^2 instead of T(T-1), the ballistic term dropped): enumeration"),
     # ----------------------------------------------------------------- T7
-    "T7 identity E||gbar_hat_S - gbar_S||^2 = sum sigma_i^2 / n^2": _ev("1/n instead of 1/n^2; every subset S, proper ones included"),
-    "T7 'filtering reduces MSE' (false)": _ev("a wrong counterexample: with 1/n instead of 1/n^2 it would not reproduce"),
+    "T7 identity E||gbar_hat_S - gbar_S||^2 = sum sigma_i^2 / n^2": _ev(
+        "1/n instead of 1/n^2; every subset S, proper ones included"),
+    "T7 'filtering reduces MSE' (false)": _ev(
+        "a wrong counterexample: with 1/n instead of 1/n^2 it would not reproduce"),
     "T7 equal sigma: MSE_S / MSE_all = P / n": _ev("a ratio off P / n"),
     "T7 paper setting: population RV = 0.34, 0.11": _sanity("holds by construction (p solved from the RV)"),
-    "T7 paper setting: sigma_i^2 formula = enumeration (4^8 tuples)": _ev("a wrong per-group MSE at the paper's setting"),
+    "T7 paper setting: sigma_i^2 formula = enumeration (4^8 tuples)": _ev(
+        "a wrong per-group MSE at the paper's setting"),
     "T7 paper setting: sigma_i^2 = 2-action closed form": _ev("a wrong per-group MSE (third, closed-form computation)"),
-    "T7 paper setting: keeping only the high-RV group lowers the MSE (false)": _ev("a wrong counterexample (reversed must not reproduce)"),
-    "T7 paper setting: top-p (rho = 0.9, P = 8) lowers the MSE (false)": _ev("a wrong counterexample (reversed must not reproduce)"),
-    "T7 paper setting: keeping the high-RV half lowers the MSE (false)": _ev("a wrong counterexample (reversed must not reproduce)"),
-    "T7 paper setting: MSE_all <= MSE_S for every proper subset S (P = 8)": _ev("a proper subset with a lower MSE than the full batch"),
+    "T7 paper setting: keeping only the high-RV group lowers the MSE (false)": _ev(
+        "a wrong counterexample (reversed must not reproduce)"),
+    "T7 paper setting: top-p (rho = 0.9, P = 8) lowers the MSE (false)": _ev(
+        "a wrong counterexample (reversed must not reproduce)"),
+    "T7 paper setting: keeping the high-RV half lowers the MSE (false)": _ev(
+        "a wrong counterexample (reversed must not reproduce)"),
+    "T7 paper setting: MSE_all <= MSE_S for every proper subset S (P = 8)": _ev(
+        "a proper subset with a lower MSE than the full batch"),
     "T7 sum_D g = 0 (construction)": _sanity("checks the construction of the dropped set"),
     "T7 batch SNR rises when dropping sum_D g = 0": _sanity("reduces to sqrt(a) < sqrt(a + b) with b > 0"),
     # ----------------------------------------------------------------- T8
@@ -107,13 +127,17 @@ CATALOG: dict[str, Entry] = {
         equivalent={"rhs x0.5": _T8_LOOSE, "rhs x0.9": _T8_LOOSE}),
     "T8 Z-free (AFW): |dI| <= 2 dbar log|X| + (1+dbar) h2(dbar/(1+dbar))": _ev(
         "a constant 10% too small (small-weight pairs reach ratio > 0.9); the h2 term dropped", sharp=True,
-        equivalent={"factor 2 -> 1 on dbar log|X|": "true statement for classical X: the 'T8 classical X' row, whose instances reach 0.99 of it"}),
+        equivalent={"factor 2 -> 1 on dbar log|X|": "true statement for classical X: the 'T8 classical X' row, "
+                                                    "whose instances reach 0.99 of it"}),
     "T8 classical X: |dI| <= dbar log|X| + (1+dbar) h2(dbar/(1+dbar))": _ev(
         "a constant 10% too small (ratio > 0.99 on small-weight pairs); either term dropped", sharp=True),
-    "T8 Z-free with dbar <= sqrt(E KL/2)": _sanity("a corollary: the AFW row, Pinsker (row below) and the AFW rhs increasing in dbar; "
-                                                   "its best ratio found is 0.46"),
-    "T8 Pinsker: E_x TV_x <= sqrt(E_x KL/2)": _ev("a constant 10% too small (small perturbations reach ratio > 0.96); the square root dropped", sharp=True),
-    "T8 paper: ratio cap from the classical-X bound <= 1/2": _ev("a cap above 1/2 (grid over delta and sizes 2..8; limit 1/2 as delta -> 0)", sharp=True),
+    "T8 Z-free with dbar <= sqrt(E KL/2)": _sanity(
+        "a corollary: the AFW row, Pinsker (row below) and the AFW rhs increasing in dbar; "
+        "its best ratio found is 0.46"),
+    "T8 Pinsker: E_x TV_x <= sqrt(E_x KL/2)": _ev(
+        "a constant 10% too small (small perturbations reach ratio > 0.96); the square root dropped", sharp=True),
+    "T8 paper: ratio cap from the classical-X bound <= 1/2": _ev(
+        "a cap above 1/2 (grid over delta and sizes 2..8; limit 1/2 as delta -> 0)", sharp=True),
     # ----------------------------------------------------------------- T9
     "T9 dI = Delta_marg - Delta_in": _ev("a sign error in the decomposition (I by the KL form vs entropy differences)"),
     "T9 counterexample I = 0.0783 (4 d.p.)": _ev("a value off the paper's 0.0783"),
@@ -123,38 +147,54 @@ CATALOG: dict[str, Entry] = {
     "T9 entropy-ascent step raises I": _ev("a step that does not raise I"),
     # ----------------------------------------------------------------- MI proxies, exact
     "MI-Seq-Est: E = I_P when scorer = sampler": _sanity("the definition of I_P (same identity as H(Z) = H(Z|X) + I)"),
-    "MI-Seq-Est: E <= I_P(sampler), sampler at T != 1": _ev("a proxy above the sampler's MI; equality as T -> 1", sharp=True),
+    "MI-Seq-Est: E <= I_P(sampler), sampler at T != 1": _ev(
+        "a proxy above the sampler's MI; equality as T -> 1", sharp=True),
     "E_batch[I_P] <= I(X;Z)": _ev("a batch MI above the pool's MI on average"),
-    "Retrieval-Acc under collapse: E = 1/P": _sanity("holds for any winner function (the winners' probabilities sum to 1)"),
+    "Retrieval-Acc under collapse: E = 1/P": _sanity(
+        "holds for any winner function (the winners' probabilities sum to 1)"),
     "Fano (Bayes scorer)": _ev("equality for symmetric channels; the log(P-1) term dropped", sharp=True),
     # ----------------------------------------------------------------- Monte Carlo
-    "MC validate: E||g_hat - g||^2 = MSE_G": _ev("a simulator or MSE formula off by >= 5% (see detectable error); the noise term dropped"),
-    "MC T2 sharper: SNR <= sqrt(G RV_mu)/sigma": _ev("a constant 10% too small (tight at p = 1/2 within the interval)", sharp=True),
+    "MC validate: E||g_hat - g||^2 = MSE_G": _ev(
+        "a simulator or MSE formula off by >= 5% (see detectable error); the noise term dropped"),
+    "MC T2 sharper: SNR <= sqrt(G RV_mu)/sigma": _ev(
+        "a constant 10% too small (tight at p = 1/2 within the interval)", sharp=True),
     "MC T3 floor <= MSE_GRPO": _ev("a floor 10% too large (tight at p = 1/2 within the interval)", sharp=True),
     "MC validate: E||g_hat - g||^2 = MSE_G, simulated noise": _ev("a simulator error >= 5% with the noise simulated"),
-    "MC T2 sharper with plain-average sigma^2 (false)": _ev("a wrong counterexample (the corrected claim must not be refuted)"),
+    "MC T2 sharper with plain-average sigma^2 (false)": _ev(
+        "a wrong counterexample (the corrected claim must not be refuted)"),
     "RL core Dr.GRPO advantage = R - mean(R)": _ev("a wrong Dr.GRPO advantage in ragen_core.advantages"),
     "RL core reward_variance(ddof=0) = numpy var": _ev("a wrong variance (e.g. ddof) in ragen_core.filtering"),
-    "MC T1 sample version (every draw)": _ev("a violation on any single draw (Cauchy-Schwarz equality for G = 2, s_2 = -s_1)", sharp=True),
-    "MC validate: E[sample-baseline g_hat] . u = (1 - 1/G) ||g||": _ev("the (1 - 1/G) factor of the sample baseline, or a 5% error"),
+    "MC T1 sample version (every draw)": _ev(
+        "a violation on any single draw (Cauchy-Schwarz equality for G = 2, s_2 = -s_1)", sharp=True),
+    "MC validate: E[sample-baseline g_hat] . u = (1 - 1/G) ||g||": _ev(
+        "the (1 - 1/G) factor of the sample baseline, or a 5% error"),
     "MC T6 drift E||theta_T - theta_0||^2 (m = 0)": _ev("a drift law off by >= 5%"),
     "MC T6 drift E||theta_T - theta_0||^2 (m = KL direction)": _ev("a drift law off by >= 5% (T instead of T^2)"),
-    "MC T7 identity, fixed S: E||gbar_hat_S - gbar_S||^2 = sum sigma^2 / n^2": _ev("1/n instead of 1/n^2, or a 5% error"),
-    "RL core filter_groups(top_k_abs) = numpy top-k by variance": _ev("a selection differing from the plain top-k in any batch"),
-    "MC T7 identity with S chosen from the same rollouts (false)": _ev("a wrong counterexample: with S fixed in advance the identity holds"),
-    "ragen_core.mi mi_seq_est = numpy sequence proxy": _ev("a wrong sequence proxy in ragen_core.mi (e.g. log-sum instead of log-mean)"),
+    "MC T7 identity, fixed S: E||gbar_hat_S - gbar_S||^2 = sum sigma^2 / n^2": _ev(
+        "1/n instead of 1/n^2, or a 5% error"),
+    "RL core filter_groups(top_k_abs) = numpy top-k by variance": _ev(
+        "a selection differing from the plain top-k in any batch"),
+    "MC T7 identity with S chosen from the same rollouts (false)": _ev(
+        "a wrong counterexample: with S fixed in advance the identity holds"),
+    "ragen_core.mi mi_seq_est = numpy sequence proxy": _ev(
+        "a wrong sequence proxy in ragen_core.mi (e.g. log-sum instead of log-mean)"),
     "ragen_core.mi retrieval_acc = numpy argmax": _ev("a wrong retrieval accuracy in ragen_core.mi"),
-    "MC validate: E[MI-Seq-Est] = I_P, scorer = sampler": _ev("a proxy biased by >= 5% (ragen_core.mi agrees with the numpy proxy on the checked batches)"),
+    "MC validate: E[MI-Seq-Est] = I_P, scorer = sampler": _ev(
+        "a proxy biased by >= 5% (ragen_core.mi agrees with the numpy proxy on the checked batches)"),
     "MC validate: E[Retrieval-Acc] = Bayes accuracy": _ev("a retrieval accuracy off by >= 5% (e.g. at chance level)"),
     "MC MI-Seq-Est <= log P (every batch)": _ev("a batch above log P; equality for disjoint supports", sharp=True),
-    "ragen_core.mi per-token estimates = plain-loop reference": _ev("a wrong per-token normalisation or 1/P in ragen_core.mi"),
+    "ragen_core.mi per-token estimates = plain-loop reference": _ev(
+        "a wrong per-token normalisation or 1/P in ragen_core.mi"),
     "ragen_core.mi H_hat(Z) = H_hat(Z|X) + MI-Est": _sanity("compares outputs built from the same terms"),
     "ragen_core.mi row shift: mi_est unchanged": _ev("a proxy that depends on a per-row constant"),
     "ragen_core.mi row shift: retrieval_acc unchanged": _ev("an accuracy that depends on a per-row constant"),
     "ragen_core.mi |z| = 1: mi_est = mi_seq_est": _sanity("two outputs of the same terms with lengths 1"),
-    "ragen_core.mi mi_seq_est <= log P": _ev("a batch above log P in ragen_core.mi; equality for disjoint supports", sharp=True),
-    "MC validate: E[MI-Seq-Est] at sampler T != 1": _ev("an expectation off by >= 5% (e.g. I_P of the sampler instead)"),
-    "MC collapse, scorer = sampler: MI-Seq-Est = 0 (every batch)": _ev("a log-sum instead of a log-mean (a log P offset)"),
+    "ragen_core.mi mi_seq_est <= log P": _ev(
+        "a batch above log P in ragen_core.mi; equality for disjoint supports", sharp=True),
+    "MC validate: E[MI-Seq-Est] at sampler T != 1": _ev(
+        "an expectation off by >= 5% (e.g. I_P of the sampler instead)"),
+    "MC collapse, scorer = sampler: MI-Seq-Est = 0 (every batch)": _ev(
+        "a log-sum instead of a log-mean (a log P offset)"),
     "MC collapse, arbitrary scorer: E[Retrieval-Acc] = 1/P": _sanity("holds for any winner function"),
     "ragen_core.mi collapse: mi_seq_est = 0 (every batch)": _ev("a log P offset in ragen_core.mi"),
     "ragen_core.mi collapse: retrieval_acc = numpy argmax": _ev("a wrong tie-break or accuracy in ragen_core.mi"),
@@ -168,10 +208,13 @@ CATALOG: dict[str, Entry] = {
     "S5 T3 GRPO MSE closed form and floor": _ev("a floor 10% too large, the inequality reversed, 1/K dropped"),
     "S5 T3 equality iff p = 1/2": _ev("equality at another p"),
     "S6 T4 convexity and contraction, any finite X and Z": _ev("a wrong second-derivative lemma"),
-    "S7 heteroscedastic counterexample (exact rationals)": _ev("a wrong counterexample (the corrected claim must hold)"),
+    "S7 heteroscedastic counterexample (exact rationals)": _ev(
+        "a wrong counterexample (the corrected claim must hold)"),
     "S8 T9 dI/dt > 0 (30 digits)": _ev("a wrong sign or value of dI/dt"),
-    "S9 T2 paper bound, plain-average sigma, 2-action heteroscedastic": _ev("a constant 10% too small, the reversed inequality, the sharper form"),
-    "S10 T2 paper bound, plain-average sigma, fails with 3 outcomes": _ev("a wrong counterexample (the corrected claim must hold)"),
+    "S9 T2 paper bound, plain-average sigma, 2-action heteroscedastic": _ev(
+        "a constant 10% too small, the reversed inequality, the sharper form"),
+    "S10 T2 paper bound, plain-average sigma, fails with 3 outcomes": _ev(
+        "a wrong counterexample (the corrected claim must hold)"),
 }
 
 

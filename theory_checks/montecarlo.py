@@ -162,7 +162,9 @@ class MCBudget:
         return Interval(float(y.mean()), min(hoeff, eb), n, lo, hi)
 
 
-def _validate(name: str, iv: Interval, exact: float, note: str = "", variants: Mapping[str, float] | None = None) -> Check:
+def _validate(
+    name: str, iv: Interval, exact: float, note: str = "", variants: Mapping[str, float] | None = None
+) -> Check:
     """Simulator validation: |mean - exact| <= half-width; ratio = |mean - exact| / half-width.
 
     Mutants: the exact value off by +-5% (``exact x1.05``, ``exact x0.95``) and every ``variants`` entry
@@ -178,12 +180,16 @@ def _validate(name: str, iv: Interval, exact: float, note: str = "", variants: M
     muts = [("exact x1.05", holds(1.05 * exact)), ("exact x0.95", holds(0.95 * exact))]
     muts += [(label, holds(v)) for label, v in (variants or {}).items()]
     detect = (iv.halfwidth + err) / abs(exact) if exact != 0 else math.inf
-    full = f"n={iv.n}, mean={iv.mean:.6g}, exact={exact:.6g}, halfwidth={iv.halfwidth:.3g}" + (f"; {note}" if note else "")
-    return Check(name, iv.mean, exact, bool(ok), err / iv.halfwidth if iv.halfwidth > 0 else 0.0, "mc-validation", False,
-                 "monte-carlo", full, tuple(muts), detect)
+    full = f"n={iv.n}, mean={iv.mean:.6g}, exact={exact:.6g}, halfwidth={iv.halfwidth:.3g}" + (
+        f"; {note}" if note else ""
+    )
+    return Check(name, iv.mean, exact, bool(ok), err / iv.halfwidth if iv.halfwidth > 0 else 0.0, "mc-validation",
+                 False, "monte-carlo", full, tuple(muts), detect)
 
 
-def _mc_bound(name: str, lhs: Est, rhs: Est, note: str = "", variants: Mapping[str, tuple[Est, Est]] | None = None) -> Check:
+def _mc_bound(
+    name: str, lhs: Est, rhs: Est, note: str = "", variants: Mapping[str, tuple[Est, Est]] | None = None
+) -> Check:
     """Bound lhs <= rhs between quantities with intervals: violated only when lhs.lo > rhs.hi.
 
     Mutants: ``rhs x0.5``, ``rhs x0.9`` (caught when lhs.lo > c rhs.hi), ``reversed`` (caught when
@@ -198,19 +204,27 @@ def _mc_bound(name: str, lhs: Est, rhs: Est, note: str = "", variants: Mapping[s
     muts += [(label, holds(a, b)) for label, (a, b) in (variants or {}).items()]
     ratio = lhs.est / rhs.est if rhs.est > 0 else (math.inf if lhs.est > 0 else 0.0)
     detect = lhs.lo / rhs.hi if rhs.hi > 0 else math.nan
-    return Check(name, lhs.est, rhs.est, holds(lhs, rhs), ratio, "bound", False, "monte-carlo", note, tuple(muts), detect)
+    return Check(
+        name, lhs.est, rhs.est, holds(lhs, rhs), ratio, "bound", False, "monte-carlo", note, tuple(muts), detect
+    )
 
 
-def _mc_counterexample(name: str, lhs: Est, rhs: Est, note: str = "", variants: Mapping[str, tuple[Est, Est]] | None = None) -> Check:
+def _mc_counterexample(
+    name: str, lhs: Est, rhs: Est, note: str = "", variants: Mapping[str, tuple[Est, Est]] | None = None
+) -> Check:
     """A claimed lhs <= rhs is reproduced false only when lhs.lo > rhs.hi.  Mutants: ``reversed`` and ``variants``."""
 
     def reproduced(a: Est, b: Est) -> bool:
         return bool(a.lo > b.hi)
 
-    muts = [("reversed", reproduced(rhs, lhs))] + [(label, reproduced(a, b)) for label, (a, b) in (variants or {}).items()]
+    muts = [("reversed", reproduced(rhs, lhs))] + [
+        (label, reproduced(a, b)) for label, (a, b) in (variants or {}).items()
+    ]
     ratio = lhs.est / rhs.est if rhs.est > 0 else math.inf
-    return Check(name, lhs.est, rhs.est, reproduced(lhs, rhs), ratio, "counterexample", False, "monte-carlo", note, tuple(muts),
-                 lhs.lo / rhs.hi if rhs.hi > 0 else math.nan)
+    return Check(
+        name, lhs.est, rhs.est, reproduced(lhs, rhs), ratio, "counterexample", False, "monte-carlo", note,
+        tuple(muts), lhs.lo / rhs.hi if rhs.hi > 0 else math.nan,
+    )
 
 
 # ------------------------------------------------------------------------------------------- sampling
@@ -236,7 +250,9 @@ def _rb_parts(tb: SoftmaxTestbed, x: int) -> tuple[np.ndarray, np.ndarray]:
     return a, tb.noise_variance()[x] * np.sum(s * s, axis=1)
 
 
-def _rb_errors(rng: np.random.Generator, tb: SoftmaxTestbed, x: int, n: int, G: int, chunk: int = 100_000) -> tuple[np.ndarray, float]:
+def _rb_errors(
+    rng: np.random.Generator, tb: SoftmaxTestbed, x: int, n: int, G: int, chunk: int = 100_000
+) -> tuple[np.ndarray, float]:
     """n draws of E[||g_hat - g||^2 | z_1..z_G] = ||mean_k a_{z_k}||^2 + sum_k sigma^2 ||s||^2 / G^2 (the
     true-baseline G-sample estimator with the Rademacher noise integrated out exactly), and the upper end
     of their range."""
@@ -287,27 +303,30 @@ def mc_t2_t3(rng: np.random.Generator, budget: MCBudget, n: int, plot: dict[str,
     ]
     for _ in range(4):
         cases.append(("random", SoftmaxTestbed.random(rng, X=1, Z=int(rng.integers(2, 6)), d=int(rng.integers(1, 4)),
-                                                      temperature=float(rng.uniform(0.3, 2)), sigma_scale=float(rng.uniform(0.2, 2)), mu_offset=0.0)))
+                                                      temperature=float(rng.uniform(0.3, 2)),
+                                                      sigma_scale=float(rng.uniform(0.2, 2)), mu_offset=0.0)))
     for label, tb in cases:
         hi = _rb_errors(rng, tb, 0, 2, G)[1]
         iv = _sized(budget, lambda m, tb=tb: _rb_errors(rng, tb, 0, m, G)[0], 0.0, hi, f"T2 {label}", n)
         exact = float(tb.estimator_mse(G)[0])
         checks.append(_validate("MC validate: E||g_hat - g||^2 = MSE_G", iv, exact, f"{label}, G={G}",
-                                variants={"drop the noise term": exact - float(tb.noise_variance()[0] @ (tb.probs()[0] * np.sum(tb.score()[0] ** 2, 1))) / G}))
+                                variants={"drop the noise term": exact - float(
+                                    tb.noise_variance()[0] @ (tb.probs()[0] * np.sum(tb.score()[0] ** 2, 1))) / G}))
         gn = float(np.linalg.norm(tb.task_gradient()[0]))
         s2 = float(tb.sigma[0] ** 2)
         rvmu, rv = float(tb.signal_variance()[0]), float(tb.reward_variance()[0])
         mse = Est.of(iv)
         snr = mse.map(lambda v, gn=gn: gn / math.sqrt(max(v, 1e-300)))
-        checks.append(_mc_bound("MC T2 sharper: SNR <= sqrt(G RV_mu)/sigma", snr, Est.exact(math.sqrt(G * rvmu / s2)), f"{label}, G={G}",
-                                variants={"drop sqrt(G)": (snr, Est.exact(math.sqrt(rvmu / s2)))}))
+        checks.append(_mc_bound("MC T2 sharper: SNR <= sqrt(G RV_mu)/sigma", snr, Est.exact(math.sqrt(G * rvmu / s2)),
+                                f"{label}, G={G}", variants={"drop sqrt(G)": (snr, Est.exact(math.sqrt(rvmu / s2)))}))
         # T3: the population-normalised GRPO estimator is g_hat / sqrt(RV): its MSE is MSE_G / RV
         floor = s2 / rv * float(tb.score_sq_norm()[0]) / G
         grpo = Est.of(iv, 1.0 / rv)
         checks.append(_mc_bound("MC T3 floor <= MSE_GRPO", Est.exact(floor), grpo, f"{label}, K={G}",
                                 variants={"drop 1/K": (Est.exact(floor * G), grpo)}))
         if label.startswith("2-action"):
-            pts.append({"p": float(tb.probs()[0, 1]), "rv_mu": rvmu, "rv": rv, "snr": snr.est, "snr_lo": snr.lo, "snr_hi": snr.hi,
+            pts.append({"p": float(tb.probs()[0, 1]), "rv_mu": rvmu, "rv": rv,
+                        "snr": snr.est, "snr_lo": snr.lo, "snr_hi": snr.hi,
                         "grpo_mse": grpo.est, "grpo_lo": grpo.lo, "grpo_hi": grpo.hi})
     plot["snr_points"] = pts
     plot["snr_G"] = G
@@ -348,8 +367,8 @@ def mc_t1_sample(rng: np.random.Generator, budget: MCBudget, n: int, core: dict[
             # not be dominated by its spread (chosen from the exact model, never from simulated data)
             for _ in range(50):
                 tb = SoftmaxTestbed.random(rng, X=1, Z=int(rng.integers(2, 7)), d=int(rng.integers(1, 4)),
-                                           temperature=float(np.exp(rng.uniform(-1, 0.7))), sigma_scale=float(rng.uniform(0.1, 2)),
-                                           mu_offset=0.0)
+                                           temperature=float(np.exp(rng.uniform(-1, 0.7))),
+                                           sigma_scale=float(rng.uniform(0.1, 2)), mu_offset=0.0)
                 g0 = tb.task_gradient()[0]
                 proj_term = (tb.mu[0] - tb.baseline()[0]) * (tb.score()[0] @ (g0 / max(np.linalg.norm(g0), 1e-300)))
                 if np.linalg.norm(g0) ** 2 >= 0.2 * float(tb.probs()[0] @ proj_term**2):
@@ -362,9 +381,11 @@ def mc_t1_sample(rng: np.random.Generator, budget: MCBudget, n: int, core: dict[
             adv = dr_grpo(Rt).numpy()
             var = reward_variance(Rt, ddof=0).numpy()
             scale = 1e-12 * (1 + np.abs(R).max())
-            checks.append(identity("RL core Dr.GRPO advantage = R - mean(R)", adv, adv_np, atol=scale, method="monte-carlo"))
-            checks.append(identity("RL core reward_variance(ddof=0) = numpy var", var, var_np, atol=1e-12 * (1 + np.abs(R).max()) ** 2,
-                                   method="monte-carlo", variants={"ddof = 1": (var * G / (G - 1), var_np)}))
+            checks.append(identity("RL core Dr.GRPO advantage = R - mean(R)", adv, adv_np, atol=scale,
+                                   method="monte-carlo"))
+            checks.append(identity("RL core reward_variance(ddof=0) = numpy var", var, var_np,
+                                   atol=1e-12 * (1 + np.abs(R).max()) ** 2, method="monte-carlo",
+                                   variants={"ddof = 1": (var * G / (G - 1), var_np)}))
         else:
             adv, var = adv_np, var_np
         ghat = np.mean(adv[:, :, None] * s, axis=1)
@@ -397,7 +418,8 @@ def mc_t6(rng: np.random.Generator, budget: MCBudget, n: int, plot: dict[str, An
     """Drift of theta under policy-gradient noise: E||theta_T - theta_0||^2 = eta^2 (T MSE_G + T^2 ||m||^2).
 
     theta_T - theta_0 = eta sum_t (m + m_hat_t - g + n_t) with n_t the noise part of step t; integrating the
-    Rademacher noise out exactly, E[||.||^2 | z] = eta^2 (||sum_t (m + m_hat_t - g)||^2 + sum_t sum_k sigma^2 ||s||^2 / G^2).
+    Rademacher noise out exactly,
+    E[||.||^2 | z] = eta^2 (||sum_t (m + m_hat_t - g)||^2 + sum_t sum_k sigma^2 ||s||^2 / G^2).
     """
     checks: list[Check] = []
     tb = SoftmaxTestbed.random(rng, X=1, Z=4, d=3, temperature=1.0, sigma_scale=0.5, mu_offset=0.0)
@@ -425,8 +447,13 @@ def mc_t6(rng: np.random.Generator, budget: MCBudget, n: int, plot: dict[str, An
             hi = eta**2 * ((T * (am + np.linalg.norm(m))) ** 2 + T * float(ns.max()) / G)
             iv = _sized(budget, drift, 0.0, hi, f"T6 {label} T={T}", n, rounds=2)
             exact = eta**2 * (T * v + T**2 * float(m @ m))
-            wrong = {"T instead of T^2 on ||m||^2": eta**2 * (T * v + T * float(m @ m))} if T > 1 and label != "m = 0" else {}
-            checks.append(_validate(f"MC T6 drift E||theta_T - theta_0||^2 ({label})", iv, exact, f"T={T}", variants=wrong))
+            wrong = (
+                {"T instead of T^2 on ||m||^2": eta**2 * (T * v + T * float(m @ m))}
+                if T > 1 and label != "m = 0"
+                else {}
+            )
+            checks.append(_validate(f"MC T6 drift E||theta_T - theta_0||^2 ({label})", iv, exact, f"T={T}",
+                                    variants=wrong))
             rows.append({"label": label, "T": T, "mean": iv.mean, "lo": iv.lower, "hi": iv.upper, "exact": exact})
     plot["drift"] = rows
     return checks
@@ -458,8 +485,8 @@ def mc_t7(rng: np.random.Generator, budget: MCBudget, n: int, core: dict[str, st
     y = np.sum(mh * mh, axis=1) + ns[idx].sum(axis=(1, 2)) / (G**2 * k**2)
     hi = float(np.max(np.sum(a * a, axis=1)) + np.max(ns) / (G * k))
     iv = budget.interval(y, 0.0, hi, "T7 fixed subset")
-    checks.append(_validate("MC T7 identity, fixed S: E||gbar_hat_S - gbar_S||^2 = sum sigma^2 / n^2", iv, k * sig2 / k**2,
-                            f"P={P}, G={G}, |S|={k}", variants={"1/n instead of 1/n^2": k * sig2 / k}))
+    checks.append(_validate("MC T7 identity, fixed S: E||gbar_hat_S - gbar_S||^2 = sum sigma^2 / n^2", iv,
+                            k * sig2 / k**2, f"P={P}, G={G}, |S|={k}", variants={"1/n instead of 1/n^2": k * sig2 / k}))
     # S chosen from the same rollouts: simulated noise, top-k by sample variance
     m = n // 4
     b, g = tb.baseline()[0], tb.task_gradient()[0]
@@ -479,17 +506,22 @@ def mc_t7(rng: np.random.Generator, budget: MCBudget, n: int, core: dict[str, st
         for i in range(m_core):
             res = filter_groups(torch.from_numpy(R[i]), strategy="top_k_abs", value=k)
             agree += int(np.array_equal(res.mask.numpy(), mask[i]))
-        checks.append(identity("RL core filter_groups(top_k_abs) = numpy top-k by variance", float(agree), float(m_core), method="monte-carlo",
-                               note=f"{m_core} batches"))
-    B = float(np.max(np.abs(tb.mu[0] - b) + tb.sigma[0]) * np.max(np.linalg.norm(tb.score()[0], axis=1)) + np.linalg.norm(g))
+        checks.append(identity("RL core filter_groups(top_k_abs) = numpy top-k by variance", float(agree),
+                               float(m_core), method="monte-carlo", note=f"{m_core} batches"))
+    B = float(
+        np.max(np.abs(tb.mu[0] - b) + tb.sigma[0]) * np.max(np.linalg.norm(tb.score()[0], axis=1)) + np.linalg.norm(g)
+    )
     sel = np.sum(np.sum(err * mask[..., None], axis=1) ** 2, axis=1) / k**2
     iv2 = budget.interval(sel, 0.0, B * B, "T7 selected subset")
     fixed = np.sum(np.sum(err[:, :k], axis=1) ** 2, axis=1) / k**2
     iv3 = budget.interval(fixed, 0.0, B * B, "T7 fixed subset, same draws")
     claimed = sig2 / k
-    checks.append(_mc_counterexample("MC T7 identity with S chosen from the same rollouts (false)", Est.of(iv2), Est.exact(claimed),
-                                     f"P={P} equal prompts, G={G}, top-{k} by sample variance; exact identity value {claimed:.4g}",
-                                     variants={"S fixed in advance (the identity's condition)": (Est.of(iv3), Est.exact(claimed))}))
+    checks.append(_mc_counterexample("MC T7 identity with S chosen from the same rollouts (false)", Est.of(iv2),
+                                     Est.exact(claimed),
+                                     f"P={P} equal prompts, G={G}, top-{k} by sample variance; "
+                                     f"exact identity value {claimed:.4g}",
+                                     variants={"S fixed in advance (the identity's condition)": (Est.of(iv3),
+                                                                                                Est.exact(claimed))}))
     return checks
 
 
@@ -526,7 +558,9 @@ def _retrieval_hits(L: np.ndarray) -> np.ndarray:
     return (np.argmax(L, axis=2) == np.arange(L.shape[0])[:, None]).astype(float)
 
 
-def _cross_scores(rng: np.random.Generator, sampler: np.ndarray, scorer_log: np.ndarray, G: int) -> tuple[np.ndarray, np.ndarray]:
+def _cross_scores(
+    rng: np.random.Generator, sampler: np.ndarray, scorer_log: np.ndarray, G: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Sample z_ik ~ sampler[i] and return (L [P, G, P] with L[i,k,j] = scorer_log[j, z_ik], z [P, G])."""
     P = sampler.shape[0]
     z = np.stack([_sample(rng, sampler[i], (G,)) for i in range(P)])
@@ -572,18 +606,24 @@ def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core
     if have_mi:
         outs = [proxies(L) for L in Ls[:4]]
         ours = np.array([seq_proxy_terms(L).mean() for L in Ls[:4]])
-        checks.append(identity("ragen_core.mi mi_seq_est = numpy sequence proxy", np.array([o["mi_seq_est"] for o in outs]), ours,
-                               atol=1e-12, method="monte-carlo", variants={"log-sum instead of log-mean (drop log P)": (
+        checks.append(identity("ragen_core.mi mi_seq_est = numpy sequence proxy",
+                               np.array([o["mi_seq_est"] for o in outs]), ours, atol=1e-12, method="monte-carlo",
+                               variants={"log-sum instead of log-mean (drop log P)": (
                                    np.array([o["mi_seq_est"] for o in outs]), ours - math.log(P))}))
-        checks.append(identity("ragen_core.mi retrieval_acc = numpy argmax", np.array([o["retrieval_acc"] for o in outs]),
-                               np.array([_retrieval_hits(L).mean() for L in Ls[:4]]), atol=1e-12, method="monte-carlo"))
+        checks.append(identity("ragen_core.mi retrieval_acc = numpy argmax",
+                               np.array([o["retrieval_acc"] for o in outs]),
+                               np.array([_retrieval_hits(L).mean() for L in Ls[:4]]), atol=1e-12,
+                               method="monte-carlo"))
     iv = budget.interval(unit, lo_term, math.log(P), "MI seq proxy")
-    checks.append(_validate("MC validate: E[MI-Seq-Est] = I_P, scorer = sampler", iv, I_P, f"P={P}, {batches} batches of G={G}",
-                            variants={"I(X;Z) with H(Z|X) dropped (= H(Z))": I_P + float(np.mean([-(r * np.log(r)).sum() for r in p]))}))
+    checks.append(_validate("MC validate: E[MI-Seq-Est] = I_P, scorer = sampler", iv, I_P,
+                            f"P={P}, {batches} batches of G={G}",
+                            variants={"I(X;Z) with H(Z|X) dropped (= H(Z))":
+                                      I_P + float(np.mean([-(r * np.log(r)).sum() for r in p]))}))
     iva = budget.interval(hit, 0.0, 1.0, "MI retrieval")
     checks.append(_validate("MC validate: E[Retrieval-Acc] = Bayes accuracy", iva, bayes_accuracy(p), f"P={P}",
                             variants={"chance level 1/P": 1.0 / P}))
-    # per-batch bound MI-Seq-Est <= log P: random batches (small G, where it is closest) and disjoint supports (equality)
+    # per-batch bound MI-Seq-Est <= log P: random batches (small G, where it is closest) and disjoint supports
+    # (equality)
     small = np.array([seq_proxy_terms(_cross_scores(rng, p, logp, 4)[0]).mean() for _ in range(200)])
     checks.append(bound("MC MI-Seq-Est <= log P (every batch)", small, math.log(P), atol=1e-12, method="monte-carlo"))
     disjoint = np.zeros((P, 2 * P))
@@ -592,8 +632,10 @@ def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core
     with np.errstate(divide="ignore"):
         dlog = np.log(disjoint)
     Ld = [_cross_scores(rng, disjoint, dlog, 16)[0] for _ in range(4)]
-    checks.append(bound("MC MI-Seq-Est <= log P (every batch) [tight]", np.array([seq_proxy_terms(L).mean() for L in Ld]), math.log(P),
-                        atol=1e-12, tight=True, method="monte-carlo", note="disjoint supports: every term equals log P"))
+    checks.append(bound("MC MI-Seq-Est <= log P (every batch) [tight]",
+                        np.array([seq_proxy_terms(L).mean() for L in Ld]), math.log(P),
+                        atol=1e-12, tight=True, method="monte-carlo",
+                        note="disjoint supports: every term equals log P"))
     if have_mi:
         L0 = Ls[0][:, :256]
         lengths = rng.integers(1, 40, size=L0.shape[:2]).astype(np.float64)
@@ -601,23 +643,29 @@ def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core
         matched, marginal = token_proxy_terms(L0, lengths)
         checks.append(identity("ragen_core.mi per-token estimates = plain-loop reference",
                                np.array([o["cond_entropy_est"], o["marginal_entropy_est"], o["mi_est"]]),
-                               np.array([-matched.mean(), -marginal.mean(), (matched - marginal).mean()]), atol=1e-12, method="monte-carlo",
-                               variants={"marginal without the 1/P": (np.array([o["cond_entropy_est"], o["marginal_entropy_est"], o["mi_est"]]),
-                                                                      np.array([-matched.mean(), -(marginal + math.log(P) / lengths).mean(),
-                                                                                (matched - marginal - math.log(P) / lengths).mean()]))}))
-        checks.append(identity("ragen_core.mi H_hat(Z) = H_hat(Z|X) + MI-Est", o["marginal_entropy_est"] - o["cond_entropy_est"], o["mi_est"],
+                               np.array([-matched.mean(), -marginal.mean(), (matched - marginal).mean()]), atol=1e-12,
+                               method="monte-carlo",
+                               variants={"marginal without the 1/P": (
+                                   np.array([o["cond_entropy_est"], o["marginal_entropy_est"], o["mi_est"]]),
+                                   np.array([-matched.mean(), -(marginal + math.log(P) / lengths).mean(),
+                                             (matched - marginal - math.log(P) / lengths).mean()]))}))
+        checks.append(identity("ragen_core.mi H_hat(Z) = H_hat(Z|X) + MI-Est",
+                               o["marginal_entropy_est"] - o["cond_entropy_est"], o["mi_est"],
                                atol=1e-12, method="monte-carlo"))
         shift = rng.normal(size=(P, L0.shape[1], 1)) * 50.0
         o_shift = proxies(L0 + shift, lengths)
-        checks.append(identity("ragen_core.mi row shift: mi_est unchanged", o_shift["mi_est"], o["mi_est"], atol=1e-9, method="monte-carlo"))
-        checks.append(identity("ragen_core.mi row shift: retrieval_acc unchanged", o_shift["retrieval_acc"], o["retrieval_acc"], atol=1e-12,
+        checks.append(identity("ragen_core.mi row shift: mi_est unchanged", o_shift["mi_est"], o["mi_est"], atol=1e-9,
                                method="monte-carlo"))
-        checks.append(identity("ragen_core.mi |z| = 1: mi_est = mi_seq_est", proxies(L0)["mi_est"], proxies(L0)["mi_seq_est"], atol=1e-12,
-                               method="monte-carlo"))
+        checks.append(identity("ragen_core.mi row shift: retrieval_acc unchanged", o_shift["retrieval_acc"],
+                               o["retrieval_acc"], atol=1e-12, method="monte-carlo"))
+        checks.append(identity("ragen_core.mi |z| = 1: mi_est = mi_seq_est", proxies(L0)["mi_est"],
+                               proxies(L0)["mi_seq_est"], atol=1e-12, method="monte-carlo"))
         core_small = np.array([proxies(_cross_scores(rng, p, logp, 4)[0])["mi_seq_est"] for _ in range(20)])
-        checks.append(bound("ragen_core.mi mi_seq_est <= log P", core_small, math.log(P), atol=1e-12, method="monte-carlo"))
-        checks.append(bound("ragen_core.mi mi_seq_est <= log P [tight]", np.array([proxies(L)["mi_seq_est"] for L in Ld]), math.log(P),
-                            atol=1e-12, tight=True, method="monte-carlo", note="disjoint supports"))
+        checks.append(bound("ragen_core.mi mi_seq_est <= log P", core_small, math.log(P), atol=1e-12,
+                            method="monte-carlo"))
+        checks.append(bound("ragen_core.mi mi_seq_est <= log P [tight]",
+                            np.array([proxies(L)["mi_seq_est"] for L in Ld]), math.log(P), atol=1e-12, tight=True,
+                            method="monte-carlo", note="disjoint supports"))
     # sampler at temperature T != 1, scorer at T = 1: the exact expectation sum_i q_i . (log p_i - log mean_j p_j)
     for T in (0.5, 1.5):
         q = softmax(logits / T, 1)
@@ -627,8 +675,10 @@ def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core
         checks.append(_validate("MC validate: E[MI-Seq-Est] at sampler T != 1", ivq, exact_q, f"T={T}",
                                 variants={"I_P(sampler) (scorer = sampler)": channel_mutual_information(u, q)}))
         if have_mi:
-            checks.append(identity("ragen_core.mi mi_seq_est = numpy sequence proxy", np.array([proxies(L)["mi_seq_est"] for L in Ls_q[:2]]),
-                                   np.array([seq_proxy_terms(L).mean() for L in Ls_q[:2]]), atol=1e-12, method="monte-carlo"))
+            checks.append(identity("ragen_core.mi mi_seq_est = numpy sequence proxy",
+                                   np.array([proxies(L)["mi_seq_est"] for L in Ls_q[:2]]),
+                                   np.array([seq_proxy_terms(L).mean() for L in Ls_q[:2]]), atol=1e-12,
+                                   method="monte-carlo"))
     # exact collapse: identical p(z|x); scorer = sampler gives 0 on every draw; arbitrary scorer gives 1/P
     pz = softmax(rng.normal(size=Z), 0)
     coll = np.repeat(pz[None, :], P, 0)
@@ -643,18 +693,22 @@ def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core
             zero_core.append(proxies(L0)["mi_seq_est"])
             accs_core.append(proxies(La)["retrieval_acc"])
     zero_terms_a = np.array(zero_terms)
-    checks.append(identity("MC collapse, scorer = sampler: MI-Seq-Est = 0 (every batch)", zero_terms_a, 0.0, atol=1e-12, method="monte-carlo",
+    checks.append(identity("MC collapse, scorer = sampler: MI-Seq-Est = 0 (every batch)", zero_terms_a, 0.0, atol=1e-12,
+                           method="monte-carlo",
                            variants={"log-sum instead of log-mean (drop log P)": (zero_terms_a - math.log(P), 0.0)}))
     iv0 = budget.interval(np.concatenate(accs), 0.0, 1.0, "collapse acc")
-    checks.append(_validate("MC collapse, arbitrary scorer: E[Retrieval-Acc] = 1/P", iv0, 1.0 / P, "holds for any winner function"))
+    checks.append(_validate("MC collapse, arbitrary scorer: E[Retrieval-Acc] = 1/P", iv0, 1.0 / P,
+                            "holds for any winner function"))
     if have_mi:
-        checks.append(identity("ragen_core.mi collapse: mi_seq_est = 0 (every batch)", np.array(zero_core), 0.0, atol=1e-12, method="monte-carlo",
-                               variants={"log-sum instead of log-mean (drop log P)": (np.array(zero_core) - math.log(P), 0.0)}))
-        checks.append(identity("ragen_core.mi collapse: retrieval_acc = numpy argmax", np.array(accs_core), np.array([a.mean() for a in accs[:4]]), atol=1e-12,
-                               method="monte-carlo"))
+        checks.append(identity("ragen_core.mi collapse: mi_seq_est = 0 (every batch)", np.array(zero_core), 0.0,
+                               atol=1e-12, method="monte-carlo",
+                               variants={"log-sum instead of log-mean (drop log P)": (
+                                   np.array(zero_core) - math.log(P), 0.0)}))
+        checks.append(identity("ragen_core.mi collapse: retrieval_acc = numpy argmax", np.array(accs_core),
+                               np.array([a.mean() for a in accs[:4]]), atol=1e-12, method="monte-carlo"))
     else:
-        checks.append(Check("ragen_core.mi mi_proxies checks", math.nan, math.nan, True, math.nan, "skipped", False, "monte-carlo",
-                            core["ragen_core.mi"]))
+        checks.append(Check("ragen_core.mi mi_proxies checks", math.nan, math.nan, True, math.nan, "skipped", False,
+                            "monte-carlo", core["ragen_core.mi"]))
     return checks
 
 

@@ -146,7 +146,8 @@ def summarise(checks: list[Check]) -> list[Summary]:
                 row.category, row.why, row.detects = e.category, e.why, e.detects
         row.instances += 1
         if not math.isnan(c.detect):
-            # validations: the worst (largest) detectable error; bounds: the best refuting ratio; counterexamples: the smallest margin
+            # validations: the worst (largest) detectable error; bounds: the best refuting ratio;
+            # counterexamples: the smallest margin
             pick = min if c.kind == "counterexample" else max
             row.detect = c.detect if math.isnan(row.detect) else pick(row.detect, c.detect)
         if not c.holds:
@@ -207,7 +208,8 @@ def run_all(seed: int = 0, quick: bool = False, progress: bool = False, log: Cal
     plot["mi_channel_rng"] = r_plot
     timings["total"] = time.perf_counter() - t0
     muts = evaluate_mutants(checks) if mutants else None
-    return RunResult(seed, quick, checks, summaries=summarise(checks), plot=plot, timings=timings, n_testbeds=n_tb, mutants=muts)
+    return RunResult(seed, quick, checks, summaries=summarise(checks), plot=plot, timings=timings, n_testbeds=n_tb,
+                     mutants=muts)
 
 
 # ------------------------------------------------------------------------------------------------ formatting
@@ -283,8 +285,9 @@ def to_json(result: RunResult) -> dict[str, Any]:
             {
                 "name": s.name, "type": s.kind, "method": s.method, "category": s.category, "instances": s.instances,
                 "tight_instances": s.tight_instances, "failures": s.failures,
-                "max_ratio": _clean(s.max_ratio), "tight_ratio": _clean(s.tight_ratio), "detectable_error": _clean(s.detect)
-                if s.kind == "mc-validation" else None, "can_detect": _can_detect(s),
+                "max_ratio": _clean(s.max_ratio), "tight_ratio": _clean(s.tight_ratio),
+                "detectable_error": _clean(s.detect) if s.kind == "mc-validation" else None,
+                "can_detect": _can_detect(s),
                 "status": s.status, "note": s.note, "why_not_counted": s.why or None,
             }
             for s in result.summaries
@@ -294,8 +297,9 @@ def to_json(result: RunResult) -> dict[str, Any]:
         out["mutants"] = {
             "summary": mutation_summary(result.mutants),
             "status": "pass" if result.mutants_ok else "fail",
-            "results": [{"check": m.row, "method": m.method, "category": m.category, "mutant": m.label, "caught": m.caught,
-                         "status": m.status, "reason": m.reason or None} for m in result.mutants],
+            "results": [{"check": m.row, "method": m.method, "category": m.category, "mutant": m.label,
+                         "caught": m.caught, "status": m.status, "reason": m.reason or None}
+                        for m in result.mutants],
         }
     return out
 
@@ -331,7 +335,8 @@ def _plots(result: RunResult, out: Path) -> list[tuple[str, str]]:
     ax.set_yticklabels([s.name[:70] for s in rows], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("lhs / rhs  (red |: largest over random instances, green *: tightness family)")
-    ax.set_title(f"Exact checks: ratio distribution per bound ({result.n_testbeds} random testbeds, <= 3000 points shown per row)")
+    ax.set_title(f"Exact checks: ratio distribution per bound ({result.n_testbeds} random testbeds, "
+                 "<= 3000 points shown per row)")
     ax.set_xlim(-0.05, 1.08)
     fig.tight_layout()
     fig.savefig(out / "ratios.png", dpi=110)
@@ -414,7 +419,8 @@ def _plots(result: RunResult, out: Path) -> list[tuple[str, str]]:
         for label, color in (("m = 0", "tab:blue"), ("m = KL direction", "tab:red")):
             rr = [r for r in rows_d if r["label"] == label]
             T = np.array([r["T"] for r in rr])
-            ax.errorbar(T, [r["mean"] for r in rr], yerr=[[r["mean"] - r["lo"] for r in rr], [r["hi"] - r["mean"] for r in rr]],
+            ax.errorbar(T, [r["mean"] for r in rr],
+                        yerr=[[r["mean"] - r["lo"] for r in rr], [r["hi"] - r["mean"] for r in rr]],
                         fmt="o", color=color, capsize=3, label=f"Monte Carlo, {label}")
             ax.plot(T, [r["exact"] for r in rr], "-", color=color, alpha=0.6, label=f"exact, {label}")
         ax.set_xscale("log", base=2)
@@ -456,7 +462,7 @@ Rademacher noise keeps every statistic bounded). Every validation is sized to de
 exact value (exact conditional expectation over the noise where the result does not depend on it;
 more draws where the range term dominates). Symbolic proofs use sympy for all parameter values in
 their stated scope, not samples.
-"""
+"""  # noqa: E501 (markdown table rows: one line each)
 
 
 def _md_cell(x: str) -> str:
@@ -471,7 +477,8 @@ def _md_table(summaries: list[Summary], detect: bool = True) -> str:
         inst = str(s.instances) + (f" ({s.tight_instances} tight)" if s.tight_instances else "")
         status = s.status + (f" ({s.note})" if s.kind in ("skipped", "search") and s.note else "")
         mid = f"{_fmt(s.tight_ratio)} | {_md_cell(_can_detect(s))}" if detect else _md_cell(s.why)
-        lines.append(f"| {_md_cell(s.name)} | {_KIND_LABEL.get(s.kind, s.kind)} | {inst} | {_fmt(s.max_ratio)} | {mid} | {_md_cell(status)} |")
+        lines.append(f"| {_md_cell(s.name)} | {_KIND_LABEL.get(s.kind, s.kind)} | {inst} | "
+                     f"{_fmt(s.max_ratio)} | {mid} | {_md_cell(status)} |")
     return "\n".join(lines)
 
 
@@ -483,10 +490,13 @@ def _mutants_md(result: RunResult) -> str:
     parts = [
         "# Theory checks: mutation testing",
         "",
-        f"Generated by `python -m theory_checks --mutants{' --quick' if result.quick else ''} --seed {result.seed}` ({mode} run). "
+        f"Generated by `python -m theory_checks --mutants{' --quick' if result.quick else ''} --seed {result.seed}` "
+        f"({mode} run). "
         f"Status: **{'PASS' if result.mutants_ok else 'FAIL'}**: {summ['caught']} of {summ['total']} mutants of "
-        f"{summ['rows']} verified results caught; {summ['equivalent']} equivalent (true statements, each with its reason), "
-        f"{summ['not_claimed']} not claimed (x0.9 of a bound that does not claim tightness), {summ['sanity']} mutants of "
+        f"{summ['rows']} verified results caught; "
+        f"{summ['equivalent']} equivalent (true statements, each with its reason), "
+        f"{summ['not_claimed']} not claimed (x0.9 of a bound that does not claim tightness), "
+        f"{summ['sanity']} mutants of "
         "sanity rows (informational).",
         "",
         "Every mutant is a deliberately wrong statement evaluated on the same instances by the same acceptance",
@@ -497,11 +507,14 @@ def _mutants_md(result: RunResult) -> str:
         "|---|---|---|---|---|---|",
     ]
     for m in result.mutants:
-        parts.append(f"| {_md_cell(m.row)} | {m.method} | {m.category} | {_md_cell(m.label)} | {m.status} | {_md_cell(m.reason)} |")
+        parts.append(f"| {_md_cell(m.row)} | {m.method} | {m.category} | {_md_cell(m.label)} | {m.status} | "
+                     f"{_md_cell(m.reason)} |")
     return "\n".join(parts) + "\n"
 
 
-def write_report(result: RunResult, directory: str | os.PathLike[str], command: str = "python -m theory_checks") -> Path:
+def write_report(
+    result: RunResult, directory: str | os.PathLike[str], command: str = "python -m theory_checks"
+) -> Path:
     """Write ``report.md`` (and ``mutants.md`` when mutants were evaluated) and the PNG plots into ``directory``."""
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
@@ -520,15 +533,18 @@ def write_report(result: RunResult, directory: str | os.PathLike[str], command: 
         f"Run time: {t['total']:.1f} s (exact {t['exact']:.1f} s, Monte Carlo {t['monte_carlo']:.1f} s, "
         f"symbolic {t['symbolic']:.1f} s) on {os.cpu_count()} CPU(s), Python {platform.python_version()}, "
         f"NumPy {np.__version__}. Random testbeds: {result.n_testbeds}. "
-        f"Monte Carlo: {result.plot.get('intervals_used')} confidence intervals, Bonferroni m = {result.plot.get('m_intervals')}, "
+        f"Monte Carlo: {result.plot.get('intervals_used')} confidence intervals, "
+        f"Bonferroni m = {result.plot.get('m_intervals')}, "
         f"total level {result.plot.get('delta')}.",
         "",
-        f"{len(evidence)} verified results ({sum(s.ok for s in evidence)} pass), {len(sanity)} definitions, constructions and "
+        f"{len(evidence)} verified results ({sum(s.ok for s in evidence)} pass), "
+        f"{len(sanity)} definitions, constructions and "
         f"corollaries reported apart and not counted, {len(searches)} searches.",
     ]
     if result.mutants is not None:
         summ = mutation_summary(result.mutants)
-        parts += ["", f"Mutation testing: **{summ['caught']} of {summ['total']}** mutants of the verified results caught "
+        parts += ["", f"Mutation testing: **{summ['caught']} of {summ['total']}** mutants of the verified results "
+                  "caught "
                   f"({summ['equivalent']} equivalent mutants, i.e. true statements, listed with their reasons; "
                   f"{summ['not_claimed']} not claimed); full table in [mutants.md](mutants.md)."]
     parts += [
@@ -550,13 +566,18 @@ def write_report(result: RunResult, directory: str | os.PathLike[str], command: 
         "## Verified results",
         "",
     ]
-    for method, title in (("exact", "Exact checks (enumeration, float64)"), ("monte-carlo", "Monte Carlo checks"), ("symbolic", "Symbolic proofs (sympy)")):
+    for method, title in (
+        ("exact", "Exact checks (enumeration, float64)"),
+        ("monte-carlo", "Monte Carlo checks"),
+        ("symbolic", "Symbolic proofs (sympy)"),
+    ):
         rows = [s for s in evidence if s.method == method]
         parts += [f"### {title}", "", _md_table(rows), ""]
     mcv = [s for s in evidence if s.kind == "mc-validation"]
     if mcv:
         parts += ["### Detectable error of each Monte Carlo validation", "",
-                  f"Smallest relative error of the exact value that the run would have flagged (target {TARGET_ERROR:.0%}; "
+                  "Smallest relative error of the exact value that the run would have flagged "
+                  f"(target {TARGET_ERROR:.0%}; "
                   "largest over the row's configurations):", "",
                   "| validation | configurations | detectable error |", "|---|---|---|"]
         parts += [f"| {_md_cell(s.name)} | {s.instances} | {s.detect:.2%} |" for s in mcv]
@@ -573,7 +594,8 @@ def write_report(result: RunResult, directory: str | os.PathLike[str], command: 
               "(a failure would still fail the run) but are not evidence for the paper's results.", "",
               _md_table(sanity, detect=False), ""]
     if searches:
-        parts += ["## Searches (not claims)", "", "The largest ratio an adversarial or random search found; a search never fails a run.", "",
+        parts += ["## Searches (not claims)", "",
+                  "The largest ratio an adversarial or random search found; a search never fails a run.", "",
                   "| search | best ratio | how |", "|---|---|---|"]
         parts += [f"| {_md_cell(s.name)} | {_fmt(s.max_ratio)} | {_md_cell(s.note)} |" for s in searches]
         parts += [""]
@@ -586,7 +608,11 @@ def write_report(result: RunResult, directory: str | os.PathLike[str], command: 
                   "5% error of a Monte Carlo exact value, the mutated statement of a proof) on the same instances with",
                   "the same acceptance rule. Every mutant of a verified result must be caught.", ""]
         if fails:
-            parts += ["Mutants that were NOT caught:", ""] + [f"- {m.row} ({m.method}): {m.label} -> {m.status}" for m in fails] + [""]
+            parts += (
+                ["Mutants that were NOT caught:", ""]
+                + [f"- {m.row} ({m.method}): {m.label} -> {m.status}" for m in fails]
+                + [""]
+            )
         if eq:
             parts += ["Equivalent mutants (true statements, so no instance can refute them):", ""]
             parts += [f"- {m.row}: `{m.label}`: {m.reason}" for m in eq] + [""]

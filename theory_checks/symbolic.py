@@ -68,7 +68,8 @@ COVERS = {
     "S6": "any finite X and Z, any prompt weights w > 0, channel p(z|x) and template q(z) (P, Q > 0 on the support)",
     "S7": "one instance (p = 2/5, noise variance 1 on action 0 only), exact rationals",
     "S8": "one instance (the T9 logits), 30 significant digits",
-    "S9": "2-action softmax with noise variances sigma_0^2, sigma_1^2 > 0, mu = 1[a = 1] (any gap and feature scale by rescaling), any G, all p",
+    "S9": "2-action softmax with noise variances sigma_0^2, sigma_1^2 > 0, mu = 1[a = 1] "
+          "(any gap and feature scale by rescaling), any G, all p",
     "S10": "one family (3 outcomes, uniform policy, noise variance v on the zero-score outcome), exact in v",
 }
 
@@ -154,7 +155,9 @@ def prove_nonneg_quadratic(expr: sp.Expr, u: sp.Symbol, v: sp.Symbol, var: sp.Sy
     return bracket(c00 / 2, c10, c20) and bracket(c00 / 2, c01, c02)
 
 
-def two_action_symbols(p_sym: sp.Expr | None = None, gap: sp.Expr | int = 1, scale: sp.Expr | int = 1) -> dict[str, sp.Expr]:
+def two_action_symbols(
+    p_sym: sp.Expr | None = None, gap: sp.Expr | int = 1, scale: sp.Expr | int = 1
+) -> dict[str, sp.Expr]:
     """2-action quantities derived from the softmax, expressed in p (default p = t / (1 + t)).
 
     Feature phi = (0, scale), mean reward mu = (0, gap).  Returns pi, score s, mu, baseline b, g, E s^2,
@@ -192,10 +195,12 @@ def run_symbolic() -> list[Check]:
     t0 = time.perf_counter()
 
     def s1_ok(k: sp.Expr) -> bool:
-        return (_is_zero(q["s1"] - c * (1 - p)) and _is_zero(q["s0"] + c * p) and _is_zero(q["g"] - k * c * D * p * (1 - p))
+        return (_is_zero(q["s1"] - c * (1 - p)) and _is_zero(q["s0"] + c * p)
+                and _is_zero(q["g"] - k * c * D * p * (1 - p))
                 and _is_zero(q["es2"] - c**2 * p * (1 - p)) and _is_zero(q["rvmu"] - D**2 * p * (1 - p)))
 
-    out.append(_proved("S1 2-action: g = c Delta p(1-p), E s^2 = c^2 p(1-p), RV_mu = Delta^2 p(1-p)", s1_ok(sp.Integer(1)),
+    out.append(_proved("S1 2-action: g = c Delta p(1-p), E s^2 = c^2 p(1-p), RV_mu = Delta^2 p(1-p)",
+                       s1_ok(sp.Integer(1)),
                        "s1 = c(1-p), s0 = -cp, g = c Delta p(1-p), E s^2 = c^2 p(1-p), RV_mu = Delta^2 p(1-p)", t0,
                        {"g x2": s1_ok(sp.Integer(2)), "g x0.9": s1_ok(sp.Rational(9, 10))}))
 
@@ -209,7 +214,8 @@ def run_symbolic() -> list[Check]:
     mse_G = (q["second"] - q["g"] ** 2) / G
     snr2 = q["g"] ** 2 / mse_G
     closed = G * p * (1 - p) * D**2 / ((1 - 2 * p) ** 2 * D**2 + sigma**2)
-    out.append(_proved("S3 T2 2-action SNR^2 closed form", _is_zero(snr2 - closed), "SNR^2 = G p(1-p) Delta^2/((1-2p)^2 Delta^2 + sigma^2)", t0,
+    out.append(_proved("S3 T2 2-action SNR^2 closed form", _is_zero(snr2 - closed),
+                       "SNR^2 = G p(1-p) Delta^2/((1-2p)^2 Delta^2 + sigma^2)", t0,
                        {"drop sigma^2": _is_zero(snr2 - G * p * (1 - p) / (1 - 2 * p) ** 2),
                         "closed form x2": _is_zero(snr2 - 2 * closed)}))
 
@@ -219,8 +225,10 @@ def run_symbolic() -> list[Check]:
     gap_form = G * p * (1 - p) * (1 - 2 * p) ** 2 * D**4 / (sigma**2 * ((1 - 2 * p) ** 2 * D**2 + sigma**2))
     ok = _is_zero(gap - gap_form) and _nonneg(gap)
     paper_rhs = G * (q["rvmu"] + sigma**2) / sigma**2
-    out.append(_proved("S4 T2 sharper bound, 2-action", ok, "G RV_mu/sigma^2 - SNR^2 = G p(1-p)(1-2p)^2 Delta^4/(sigma^2((1-2p)^2 Delta^2+sigma^2)) >= 0",
-                       t0, {"rhs x0.9": _nonneg(sp.Rational(9, 10) * sharp_rhs - snr2), "reversed": _nonneg(snr2 - sharp_rhs),
+    out.append(_proved("S4 T2 sharper bound, 2-action", ok,
+                       "G RV_mu/sigma^2 - SNR^2 = G p(1-p)(1-2p)^2 Delta^4/(sigma^2((1-2p)^2 Delta^2+sigma^2)) >= 0",
+                       t0, {"rhs x0.9": _nonneg(sp.Rational(9, 10) * sharp_rhs - snr2),
+                            "reversed": _nonneg(snr2 - sharp_rhs),
                             "drop G": _nonneg(sharp_rhs / G - snr2)}))
     out.append(_proved("S4 T2 paper bound, 2-action", _nonneg(paper_rhs - snr2), "G RV/sigma^2 - SNR^2 >= 0", t0,
                        {"reversed": _nonneg(snr2 - paper_rhs), "drop G": _nonneg(paper_rhs / G - snr2)}))
@@ -232,10 +240,13 @@ def run_symbolic() -> list[Check]:
     closed3 = c**2 * p * (1 - p) * ((1 - 2 * p) ** 2 * D**2 + sigma**2) / (K * (D**2 * p * (1 - p) + sigma**2))
     floor = sigma**2 / rv * q["es2"] / K
     gap3 = mse_grpo - floor
-    ok = (_is_zero(mse_grpo - closed3) and _is_zero(gap3 - c**2 * D**2 * p * (1 - p) * (1 - 2 * p) ** 2 / (K * (D**2 * p * (1 - p) + sigma**2)))
+    ok = (_is_zero(mse_grpo - closed3)
+          and _is_zero(gap3 - c**2 * D**2 * p * (1 - p) * (1 - 2 * p) ** 2 / (K * (D**2 * p * (1 - p) + sigma**2)))
           and _nonneg(gap3))
-    out.append(_proved("S5 T3 GRPO MSE closed form and floor", ok, "MSE = c^2 p(1-p)[(1-2p)^2 Delta^2+sigma^2]/(K(Delta^2 p(1-p)+sigma^2)) >= floor", t0,
-                       {"floor x1.1": _nonneg(mse_grpo - sp.Rational(11, 10) * floor), "reversed": _nonneg(floor - mse_grpo),
+    out.append(_proved("S5 T3 GRPO MSE closed form and floor", ok,
+                       "MSE = c^2 p(1-p)[(1-2p)^2 Delta^2+sigma^2]/(K(Delta^2 p(1-p)+sigma^2)) >= floor", t0,
+                       {"floor x1.1": _nonneg(mse_grpo - sp.Rational(11, 10) * floor),
+                        "reversed": _nonneg(floor - mse_grpo),
                         "drop 1/K in the floor": _nonneg(mse_grpo - floor * K)}))
 
     def equality_points(expr: sp.Expr) -> set[sp.Expr]:
@@ -248,15 +259,18 @@ def run_symbolic() -> list[Check]:
 
     t0 = time.perf_counter()
     out.append(_proved("S6 T4 convexity and contraction, any finite X and Z", _t4_general(),
-                       "d^2 I_alpha/d alpha^2 = sum_x,z w_x (P'Q - PQ')^2/(P Q^2) >= 0 and I_1 = 0, so I_alpha <= (1-alpha) I", t0,
+                       "d^2 I_alpha/d alpha^2 = sum_x,z w_x (P'Q - PQ')^2/(P Q^2) >= 0 and I_1 = 0, "
+                       "so I_alpha <= (1-alpha) I", t0,
                        {"lemma without the square": _t4_lemma(lambda a, b: (a - b) / 1, square=False),
                         "lemma with (P'Q + PQ')": _t4_lemma(lambda a, b: (a + b), square=True)}))
 
     t0 = time.perf_counter()
     snr2g, claimed, floor_h, mse_h, snr2g_eff = _t2_heteroscedastic_rationals()
-    ok = snr2g == sp.Rational(6, 11) and claimed == sp.Rational(2, 5) and bool(snr2g > claimed) and bool(floor_h > mse_h)
+    ok = (snr2g == sp.Rational(6, 11) and claimed == sp.Rational(2, 5) and bool(snr2g > claimed)
+          and bool(floor_h > mse_h))
     out.append(_proved("S7 heteroscedastic counterexample (exact rationals)", ok,
-                       f"SNR^2/G = {snr2g} > {claimed}; T3 plain floor {sp.nsimplify(floor_h)} > MSE {sp.nsimplify(mse_h)} (x 1/K)", t0,
+                       f"SNR^2/G = {snr2g} > {claimed}; "
+                       f"T3 plain floor {sp.nsimplify(floor_h)} > MSE {sp.nsimplify(mse_h)} (x 1/K)", t0,
                        {"corrected claim (sigma_eff)": bool(snr2g > snr2g_eff), "reversed": bool(claimed > snr2g)}))
 
     t0 = time.perf_counter()
@@ -377,9 +391,12 @@ def _t2_paper_three_outcome_counterexample() -> tuple[bool, str, dict[str, bool]
     sbar = sum(pk * nk for pk, nk in zip(pi0, noise))
     claimed = sp.simplify(rv / sbar)
     fails = sp.solveset(sp.Gt(snr2g - claimed, 0), v, sp.Interval.open(0, sp.oo))
-    ok = snr2g == 2 and _is_zero(claimed - (1 + 2 / v)) and fails == sp.Interval.open(2, sp.oo) and snr2g > claimed.subs(v, 3)
+    ok = (snr2g == 2 and _is_zero(claimed - (1 + 2 / v)) and fails == sp.Interval.open(2, sp.oo)
+          and snr2g > claimed.subs(v, 3))
     statement = f"SNR^2/G = {snr2g} for every v, RV/sigma^2 = {claimed}: the claim fails exactly for v in {fails}"
-    seff2 = sp.simplify(sum(pk * nk * sk**2 for pk, nk, sk in zip(pi0, noise, s0)) / sum(pk * sk**2 for pk, sk in zip(pi0, s0)))
+    seff2 = sp.simplify(
+        sum(pk * nk * sk**2 for pk, nk, sk in zip(pi0, noise, s0)) / sum(pk * sk**2 for pk, sk in zip(pi0, s0))
+    )
     muts = {
         "corrected claim (sigma_eff)": bool(seff2 != 0 and snr2g > sp.simplify(rv / seff2).subs(v, 3)),
         "reversed": bool(claimed.subs(v, 3) > snr2g),

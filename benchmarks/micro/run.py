@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
             return status or 1
         data = json.loads(out_json.read_text())
     from benchmarks.machine import describe_machine
+    from benchmarks.readme_tables import write_result
 
     lines = ["| micro-benchmark | median | IQR | ops/s |", "|---|---:|---:|---:|"]
     for b in data["benchmarks"]:
@@ -66,9 +67,7 @@ def main(argv: list[str] | None = None) -> int:
                                                                               "rounds")}}
                              for b in data["benchmarks"]],
               "markdown": "\n".join(lines)}
-    out = RESULTS / ("micro_quick.json" if args.quick else "micro.json")
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(result["markdown"])
+    write_result(result, RESULTS / ("micro_quick.json" if args.quick else "micro.json"))
     return status
 
 

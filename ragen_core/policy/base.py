@@ -107,3 +107,24 @@ class Policy(Protocol):
         (for a value head).
         """
         ...
+
+
+def check_generate_args(
+    prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float
+) -> list[list[int]]:
+    """Validate the arguments of `Policy.generate` (one contract for every backend); return the prompts as lists.
+
+    Raises ValueError for `max_new_tokens` not an integer >= 1, `temperature` < 0 (0 means greedy), `top_p`
+    outside (0, 1], or an empty prompt.
+    """
+    if not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+    if not temperature >= 0:
+        raise ValueError(f"temperature must be >= 0 (0 means greedy), got {temperature}")
+    if not 0.0 < top_p <= 1.0:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    prompts = [list(p) for p in prompts]
+    for i, p in enumerate(prompts):
+        if not p:
+            raise ValueError(f"prompt {i} is empty; encode_chat() a conversation first")
+    return prompts

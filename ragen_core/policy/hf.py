@@ -38,10 +38,9 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import torch
 
-from ragen_core.policy.base import Generation, ImageList, PolicyOutput
+from ragen_core.policy.base import Generation, ImageList, PolicyOutput, check_generate_args
 
 #: Prompt layout for tokenizers without a chat template (documented in the module docstring).
 FALLBACK_TEMPLATE = "{role}: {content}\n\n"
@@ -358,22 +357,13 @@ class HFPolicy:
             images: one list of uint8 HxWx3 arrays per prompt (vision models).
             greedy: argmax decoding.
         """
-        if not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
-        if not temperature >= 0:
-            raise ValueError(f"temperature must be >= 0 (0 means greedy), got {temperature}")
-        if not 0.0 < top_p <= 1.0:
-            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        prompts = check_generate_args(prompts, max_new_tokens, temperature, top_p)
+        if not prompts:
+            return []
         if isinstance(stop, str):
             stop = (stop,)
         stop = tuple(s for s in stop if s)
         greedy = greedy or temperature == 0
-        prompts = [list(p) for p in prompts]
-        if not prompts:
-            return []
-        for i, p in enumerate(prompts):
-            if not p:
-                raise ValueError(f"prompt {i} is empty; encode_chat() a conversation first")
 
         was_training = self.model.training
         self.model.eval()

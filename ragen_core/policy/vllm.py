@@ -42,7 +42,7 @@ from typing import Any
 
 import torch
 
-from ragen_core.policy.base import Generation, ImageList, PolicyOutput
+from ragen_core.policy.base import Generation, ImageList, PolicyOutput, check_generate_args
 from ragen_core.policy.hf import HFPolicy
 
 _INSTALL_HINT = "VLLMPolicy needs vLLM and a CUDA GPU: pip install 'ragen2[vllm]' (or pip install vllm)"
@@ -201,20 +201,11 @@ class VLLMPolicy:
         greedy: bool = False,
     ) -> list[Generation]:
         """Same contract as `HFPolicy.generate`; see the module docstring for the vLLM mapping."""
-        if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
-        if not temperature >= 0:
-            raise ValueError(f"temperature must be >= 0 (0 means greedy), got {temperature}")
-        if not 0.0 < top_p <= 1.0:
-            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        prompts = check_generate_args(prompts, max_new_tokens, temperature, top_p)
         if images is not None and any(len(x or []) for x in images):
             raise ValueError("VLLMPolicy does not take images yet; use HFPolicy with a vision model")
-        prompts = [list(p) for p in prompts]
         if not prompts:
             return []
-        for i, p in enumerate(prompts):
-            if not p:
-                raise ValueError(f"prompt {i} is empty; encode_chat() a conversation first")
         if isinstance(stop, str):
             stop = (stop,)
         if self.auto_sync:

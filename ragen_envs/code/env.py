@@ -7,12 +7,11 @@ import re
 from pathlib import Path
 from typing import Any, ClassVar
 
-import numpy as np
-
 from ragen_envs import protocol
-from ragen_envs.base import INVALID_NOTICE, TextAgentEnv
+from ragen_envs.base import TextAgentEnv
 from ragen_envs.code import sandbox
 from ragen_envs.code.tasks import CodeTask, CodeTaskConfig, CodeTest, generate_task, load_tasks
+from ragen_envs.data import record_index
 from ragen_envs.spaces import fit_observation
 from ragen_envs.validation import require_int
 
@@ -169,18 +168,18 @@ class CodeEnv(TextAgentEnv):
         if max_turns is None:
             max_turns = 3 if multi_turn_repair else 1
         elif not multi_turn_repair and max_turns != 1:
-            raise ValueError("max_turns > 1 needs multi_turn_repair=True (a single-turn episode ends at the first submission)")
+            raise ValueError(
+                "max_turns > 1 needs multi_turn_repair=True (a single-turn episode ends at the first submission)"
+            )
         super().__init__(
             action_format=action_format,
             max_actions_per_turn=1,
-            max_actions=None,
-            max_turns=None,  # turns are counted here: the last one terminates (see Episode End)
+            turn_limit=require_int("max_turns", max_turns, 1),  # the last turn terminates (Episode End)
             format_penalty=format_penalty,
             render_mode=render_mode,
             split_actions=False,
         )
         self.multi_turn_repair = multi_turn_repair
-        self.max_submissions = require_int("max_turns", max_turns, 1)
         self.config = CodeTaskConfig(
             num_tests=num_tests,
             max_len=max_len,
@@ -202,13 +201,7 @@ class CodeEnv(TextAgentEnv):
     # ------------------------------------------------------------------ task
     def _reset_task(self, options: dict[str, Any]) -> dict[str, Any]:
         if self.tasks is not None:
-            if "index" in options:
-                idx = options["index"]
-                if isinstance(idx, bool) or not isinstance(idx, (int, np.integer)) or not 0 <= idx < len(self.tasks):
-                    raise ValueError(f"options['index'] must be an integer in [0, {len(self.tasks)}), got {idx!r}")
-            else:
-                idx = int(self.np_random.integers(len(self.tasks)))
-            self.task = self.tasks[int(idx)]
+            self.task = self.tasks[record_index(options, len(self.tasks), self.np_random)]
         else:
             self.task = generate_task(self.np_random, self.config)
         self._submissions = 0
@@ -235,7 +228,7 @@ class CodeEnv(TextAgentEnv):
         if self.multi_turn_repair:
             lines.append(
                 f"After each submission you see the first failing test and may submit a corrected program "
-                f"(up to {self.max_submissions} submissions)."
+                f"(up to {self.turn_limit} submissions)."
             )
         return "\n".join(lines)
 
@@ -294,17 +287,10 @@ class CodeEnv(TextAgentEnv):
             return improvement, all_passed
         return frac, True
 
-    def step(self, action: Any):
-        was_over = self._terminated or self._truncated
-        obs, reward, terminated, truncated, info = super().step(action)
-        if not was_over and not terminated and self._turn >= self.max_submissions:
-            # The last turn is used up (a malformed response uses one too): no reward can follow, so
-            # the episode terminates rather than truncates (as Countdown and Bandit do).
-            self._terminated = terminated = True
-            obs = self._observation(None if info.get("action_is_valid") else INVALID_NOTICE)
-        if info.get("action_is_valid") and self._last is not None:
-            info.update({k: v for k, v in self._last.items() if k != "first_fail"})
-        return obs, reward, terminated, truncated, info
+    def _step_info(self, info: dict[str, Any]) -> dict[str, Any]:
+        if info["action_is_valid"] and self._last is not None:
+            return {k: v for k, v in self._last.items() if k != "first_fail"}
+        return {}
 
     def _is_success(self) -> bool:
         return self._last is not None and self._last["tests_passed"] == self._last["tests_total"]
@@ -341,7 +327,7 @@ class CodeEnv(TextAgentEnv):
                     tail = res.stderr.strip().splitlines()[-3:]
                     if tail and verdict == "runtime error":
                         parts.append(_clip("\n".join(tail)))
-                if not (self._terminated or self._truncated) and self._turn < self.max_submissions:
+                if not (self._terminated or self._truncated) and self._turn < self.turn_limit:
                     parts.append("Submit a corrected program.")
         # Data sets and program output may hold characters outside the observation space.
         return fit_observation("\n".join(parts))

@@ -95,6 +95,7 @@ from ragen_envs.code.sandbox_cgroup import (
 from ragen_envs.code.sandbox_rootfs import interpreter_facts, root_plan
 from ragen_envs.code.sandbox_seccomp import seccomp_program
 from ragen_envs.data import strict_json
+from ragen_envs.validation import require_int
 
 __all__ = [
     "MAX_RESULT_DEPTH",
@@ -155,18 +156,17 @@ class Limits:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 3600:
                 raise ValueError(f"Limits.{name} must be a number of seconds in (0, 3600], got {value!r}")
-        for name in ("memory_bytes", "output_bytes", "file_bytes", "disk_bytes"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 4096:
-                raise ValueError(f"Limits.{name} must be an integer >= 4096 (bytes), got {value!r}")
-        for name in ("max_processes", "max_open_files"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"Limits.{name} must be an integer >= 1, got {value!r}")
+        for name, low in (("memory_bytes", 4096), ("output_bytes", 4096), ("file_bytes", 4096),
+                          ("disk_bytes", 4096), ("max_processes", 1), ("max_open_files", 1)):
+            object.__setattr__(self, name, require_int(f"Limits.{name}", getattr(self, name), low))
         if self.max_open_files < 16:
-            raise ValueError(f"Limits.max_open_files must be >= 16 (the interpreter needs a few), got {self.max_open_files}")
+            raise ValueError(
+                f"Limits.max_open_files must be >= 16 (the interpreter needs a few), got {self.max_open_files}"
+            )
         if self.memory_bytes < 64 * 1024**2:
-            raise ValueError(f"Limits.memory_bytes must be >= 64 MiB (the interpreter needs it), got {self.memory_bytes}")
+            raise ValueError(
+                f"Limits.memory_bytes must be >= 64 MiB (the interpreter needs it), got {self.memory_bytes}"
+            )
 
     @property
     def cpu_limit(self) -> int:
@@ -849,7 +849,9 @@ def _probe() -> tuple[Isolation, dict[str, Any]]:
             kinds = ["interpreter files only", "whole library directories"] if cfg["namespaces"] else ["-"]
             for kind in kinds:
                 cfg["root_kind"] = kind
-                cfg["root_plan"] = root_plan(python, facts, whole_lib_dirs=kind != kinds[0]) if cfg["namespaces"] else []
+                cfg["root_plan"] = (
+                    root_plan(python, facts, whole_lib_dirs=kind != kinds[0]) if cfg["namespaces"] else []
+                )
                 token = secrets.token_hex(4)
                 stdin = token + "\n" + " ".join(facts["loaded"]) + "\n"
                 res, status = _run(cfg, _PROBE_SOURCE, stdin, limits, None, (), probe=True)
@@ -862,11 +864,14 @@ def _probe() -> tuple[Isolation, dict[str, Any]]:
                         failures.append(f"{mode} with {python}, {kind}: extension modules fail: {missing}")
                         continue
                     version = parts[2] if len(parts) > 2 else "?"
-                    notes = list(status.get("notes", [])) + ([f"modules that fail to import: {missing}"] if missing else [])
+                    notes = list(status.get("notes", [])) + (
+                        [f"modules that fail to import: {missing}"] if missing else []
+                    )
                     notes += list(cgroups.notes)
                     return _describe(cfg, version, notes), cfg
                 failures.append(
-                    f"{mode} with {python} ({kind}): {res.verdict}: {res.detail} {res.stdout[:200]!r} {res.stderr[-300:]!r}"
+                    f"{mode} with {python} ({kind}): {res.verdict}: {res.detail} "
+                    f"{res.stdout[:200]!r} {res.stderr[-300:]!r}"
                 )
     raise RuntimeError("no working sandbox on this machine:\n  " + "\n  ".join(failures))
 

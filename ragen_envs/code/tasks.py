@@ -47,6 +47,7 @@ import numpy as np
 
 from ragen_envs.data import strict_json
 from ragen_envs.data.loading import Field, load_numbered_records, validate_record
+from ragen_envs.validation import require_int
 
 __all__ = [
     "FAMILIES",
@@ -97,12 +98,8 @@ class CodeTaskConfig:
     style: str = "mixed"
 
     def __post_init__(self) -> None:
-        if isinstance(self.num_tests, bool) or not isinstance(self.num_tests, int) or not 1 <= self.num_tests <= 50:
-            raise ValueError(f"num_tests must be an integer in [1, 50], got {self.num_tests!r}")
-        if isinstance(self.max_len, bool) or not isinstance(self.max_len, int) or not 2 <= self.max_len <= 1000:
-            raise ValueError(f"max_len must be an integer in [2, 1000], got {self.max_len!r}")
-        if isinstance(self.max_value, bool) or not isinstance(self.max_value, int) or not 5 <= self.max_value <= 10**9:
-            raise ValueError(f"max_value must be an integer in [5, 1e9], got {self.max_value!r}")
+        for name, low, high in (("num_tests", 1, 50), ("max_len", 2, 1000), ("max_value", 5, 10**9)):
+            object.__setattr__(self, name, require_int(name, getattr(self, name), low, high))
         if self.style not in _STYLES:
             raise ValueError(f"style must be one of {_STYLES}, got {self.style!r}")
         if self.families is not None:
@@ -484,7 +481,11 @@ FAMILIES: dict[str, _Family] = {
                 "    if not xs:\n"
                 "        return []\n"
                 "    k %= len(xs)\n"
-                + ("    return xs[len(xs) - k:] + xs[:len(xs) - k]\n" if p["direction"] == "right" else "    return xs[k:] + xs[:k]\n")
+                + (
+                    "    return xs[len(xs) - k:] + xs[:len(xs) - k]\n"
+                    if p["direction"] == "right"
+                    else "    return xs[k:] + xs[:k]\n"
+                )
             ),
             _rot_input,
             _rot_solve,
@@ -497,7 +498,11 @@ FAMILIES: dict[str, _Family] = {
             lambda p: (
                 "Write a function is_palindrome(s) that returns True if the string s reads the same forwards and "
                 "backwards, else False. "
-                + ("Only letters and digits count (ignore every other character). " if p["alnum_only"] else "Every character counts, spaces and punctuation included. ")
+                + (
+                    "Only letters and digits count (ignore every other character). "
+                    if p["alnum_only"]
+                    else "Every character counts, spaces and punctuation included. "
+                )
                 + ("Upper and lower case are the same." if p["ignore_case"] else "Case matters.")
             ),
             lambda p: (
@@ -595,7 +600,9 @@ _BASE_SCHEMA = {
         schema={"input": Field((str, list)), "output": Field(_JSON_VALUE, nullable=True)},
         check=lambda v: None if v else "must hold at least one test",
     ),
-    "fn_name": Field(str, required=False, nullable=True, check=lambda v: None if v.isidentifier() else "must be a Python identifier"),
+    "fn_name": Field(
+        str, required=False, nullable=True, check=lambda v: None if v.isidentifier() else "must be a Python identifier"
+    ),
     "solutions": Field(list, required=False, item_type=str),
 }
 _STDIN_TEST = {"input": str, "output": str}

@@ -9,7 +9,7 @@ from ragen_envs.base import TextAgentEnv
 from ragen_envs.countdown.expression import ExpressionError, parse_expression, uses_numbers_exactly
 from ragen_envs.countdown.generator import CountdownConfig, generate_countdown
 from ragen_envs.countdown.solver import CountdownSolver
-from ragen_envs.data import Field, load_records
+from ragen_envs.data import Field, load_records, record_index
 from ragen_envs.protocol import FORMAT_PENALTY, ActionFormat
 from ragen_envs.validation import require_int
 
@@ -137,8 +137,7 @@ class CountdownEnv(TextAgentEnv):
         super().__init__(
             action_format=action_format,
             max_actions_per_turn=1,
-            max_actions=None,
-            max_turns=None,
+            turn_limit=max_answers,  # turns without a valid answer forfeit (see Episode End)
             format_penalty=format_penalty,
             render_mode=render_mode,
             split_actions=False,
@@ -148,7 +147,6 @@ class CountdownEnv(TextAgentEnv):
         )
         self.dataset_path = None if dataset is None else Path(dataset)
         self.records = None if dataset is None else load_records(dataset, COUNTDOWN_SCHEMA)
-        self.max_answers = max_answers
         self.forfeited = False
         self.target = 0
         self.nums: list[int] = []
@@ -159,13 +157,7 @@ class CountdownEnv(TextAgentEnv):
     # ------------------------------------------------------------------ hooks
     def _reset_task(self, options: dict[str, Any]) -> dict[str, Any]:
         if self.records is not None:
-            index = options.get("index")
-            if index is None:
-                index = int(self.np_random.integers(len(self.records)))
-            elif not isinstance(index, int) or not 0 <= index < len(self.records):
-                raise ValueError(
-                    f"options['index'] must be an int in [0, {len(self.records)}), got {index!r}"
-                )
+            index = record_index(options, len(self.records), self.np_random)
             record = self.records[index]
             self.target, self.nums = int(record["target"]), [int(n) for n in record["nums"]]
             self._solution = None  # solved lazily by oracle_answer()
@@ -204,8 +196,8 @@ class CountdownEnv(TextAgentEnv):
             "but misses the target, 0 otherwise. "
             + (
                 "You have one turn."
-                if self.max_answers == 1
-                else f"You have up to {self.max_answers} turns to give a valid answer."
+                if self.turn_limit == 1
+                else f"You have up to {self.turn_limit} turns to give a valid answer."
             )
         )
 
@@ -215,24 +207,22 @@ class CountdownEnv(TextAgentEnv):
     def _is_success(self) -> bool:
         return self._score == CORRECT_REWARD
 
-    # ------------------------------------------------------------------ extras
-    def step(self, action: Any):
-        was_over = self._terminated
-        obs, reward, terminated, truncated, info = super().step(action)
-        if not was_over and not terminated and self._turn >= self.max_answers:
-            # Forfeit: no valid answer within the allowed turns; the task is over (see Episode End).
-            self._terminated = terminated = True
-            self.forfeited = True
-        info.update(target=self.target, nums=list(self.nums), forfeited=self.forfeited)
+    def _on_turn_limit(self) -> None:
+        # Forfeit: no valid answer within the allowed turns; the task is over (see Episode End).
+        self.forfeited = True
+
+    def _step_info(self, info: dict[str, Any]) -> dict[str, Any]:
+        extra: dict[str, Any] = {"target": self.target, "nums": list(self.nums), "forfeited": self.forfeited}
         if self._score is not None:
-            info.update(
+            extra.update(
                 score=self._score,
                 value=self._details.get("value"),
                 numbers_ok=self._details.get("numbers_ok"),
                 expression_error=self._details.get("error"),
             )
-        return obs, reward, terminated, truncated, info
+        return extra
 
+    # ------------------------------------------------------------------ extras
     def oracle_answer(self) -> str:
         """A correct expression for the current instance (from the generator, or solved on demand)."""
         if self._solution is None:

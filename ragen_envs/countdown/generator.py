@@ -30,21 +30,9 @@ from typing import Any
 import numpy as np
 
 from ragen_envs.countdown.solver import CountdownSolver
+from ragen_envs.validation import require_int, require_int_range
 
 MIN_NUMS, MAX_NUMS = 3, 6
-
-
-def _check_range(name: str, value: Any, low: int = 0) -> tuple[int, int]:
-    if (
-        not isinstance(value, (tuple, list))
-        or len(value) != 2
-        or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value)
-    ):
-        raise ValueError(f"{name} must be an inclusive (low, high) pair of integers, got {value!r}")
-    lo, hi = int(value[0]), int(value[1])
-    if lo < low or hi < lo:
-        raise ValueError(f"{name} must satisfy {low} <= low <= high, got {value!r}")
-    return lo, hi
 
 
 @dataclass(frozen=True)
@@ -64,25 +52,14 @@ class CountdownConfig:
     max_tries: int = 20_000
 
     def __post_init__(self) -> None:
-        count = self.num_count
-        if isinstance(count, (int, np.integer)) and not isinstance(count, bool):
-            lo, hi = int(count), int(count)
-        else:
-            lo, hi = _check_range("num_count", count)
-        if not MIN_NUMS <= lo <= hi <= MAX_NUMS:
-            raise ValueError(
-                f"num_count must be in {MIN_NUMS}-{MAX_NUMS} (an int or a (low, high) range), got {count!r}"
-            )
-        _check_range("num_range", self.num_range, low=1)
-        _check_range("target_range", self.target_range, low=0)
-        if not isinstance(self.max_tries, int) or self.max_tries < 1:
-            raise ValueError(f"max_tries must be an integer >= 1, got {self.max_tries!r}")
+        require_int_range("num_count", self.num_count, MIN_NUMS, MAX_NUMS)
+        require_int_range("num_range", self.num_range, 1, allow_int=False)
+        require_int_range("target_range", self.target_range, 0, allow_int=False)
+        require_int("max_tries", self.max_tries, 1)
 
     @property
     def count_range(self) -> tuple[int, int]:
-        if isinstance(self.num_count, (int, np.integer)):
-            return int(self.num_count), int(self.num_count)
-        return int(self.num_count[0]), int(self.num_count[1])
+        return require_int_range("num_count", self.num_count, MIN_NUMS, MAX_NUMS)
 
 
 def generate_countdown(rng: np.random.Generator, config: CountdownConfig | None = None) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ragen_envs.data.loading import Field, Schema, load_records, validate_record
+from ragen_envs.data.loading import Field, Schema, load_records, record_index, validate_record
 
 FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures"
 
@@ -27,4 +27,4 @@ def fixture_path(name: str) -> Path:
     return path
 
 
-__all__ = ["FIXTURES_DIR", "Field", "Schema", "fixture_path", "load_records", "validate_record"]
+__all__ = ["FIXTURES_DIR", "Field", "Schema", "fixture_path", "load_records", "record_index", "validate_record"]

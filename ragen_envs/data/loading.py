@@ -38,7 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ragen_envs.data import strict_json
+from ragen_envs.validation import require_int
 
 __all__ = ["Field", "Schema", "load_numbered_records", "load_records", "validate_record"]
 
@@ -300,3 +303,12 @@ def load_numbered_records(path: str | Path, schema: Schema) -> list[tuple[int, d
     if not records:
         raise ValueError(f"{path}: the data set has no records")
     return records
+
+
+def record_index(options: dict[str, Any], n: int, rng: np.random.Generator) -> int:
+    """Which of `n` records an episode plays: `options["index"]` when given (ValueError unless an
+    integer in [0, n - 1]), else one drawn uniformly with `rng` (the env's `np_random`)."""
+    index = options.get("index")
+    if index is None:
+        return int(rng.integers(n))
+    return require_int("options['index']", index, 0, n - 1)

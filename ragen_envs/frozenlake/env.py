@@ -11,7 +11,7 @@ from gymnasium import spaces
 
 from ragen_envs import protocol
 from ragen_envs.base import TextAgentEnv
-from ragen_envs.frozenlake.maps import generate_random_map, validate_desc
+from ragen_envs.frozenlake.maps import check_random_map_args, generate_random_map, validate_desc
 
 LEFT, DOWN, RIGHT, UP = 0, 1, 2, 3
 ACTION_NAMES: tuple[str, ...] = ("Left", "Down", "Right", "Up")
@@ -40,7 +40,9 @@ _TIE_TOL = 1e-9
 _TIE_BREAK_DISCOUNT = 0.9
 
 
-def build_transition_table(desc: list[str], is_slippery: bool = True, success_rate: float = 1.0 / 3.0) -> TransitionTable:
+def build_transition_table(
+    desc: list[str], is_slippery: bool = True, success_rate: float = 1.0 / 3.0
+) -> TransitionTable:
     """Gymnasium's FrozenLake transition table for a map, `P[s][a] -> [(prob, s', reward, terminated)]`.
 
     States are `s = row * ncol + col`; actions 0 Left, 1 Down, 2 Right, 3 Up. From a hole or a goal
@@ -94,7 +96,9 @@ def transition_matrix(table: TransitionTable) -> np.ndarray:
     return T
 
 
-def goal_values(T: np.ndarray, goal: np.ndarray, hole: np.ndarray, horizon: int | None, discount: float = 1.0) -> np.ndarray:
+def goal_values(
+    T: np.ndarray, goal: np.ndarray, hole: np.ndarray, horizon: int | None, discount: float = 1.0
+) -> np.ndarray:
     """Optimal (discounted) probability of reaching a goal tile, by value iteration.
 
     V_0 = 1[goal];  V_k(s) = 1[s goal] if s is G, 0 if s is H, else discount * max_a sum_s' T[s,a,s'] V_{k-1}(s').
@@ -281,18 +285,13 @@ class FrozenLakeEnv(TextAgentEnv):
         format_penalty: float = protocol.FORMAT_PENALTY,
         obs_format: str = "grid",
     ):
-        if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < 2:
-            raise ValueError(f"size must be an integer >= 2, got {size!r}")
-        if not (isinstance(p, (int, float, np.floating)) and 0.0 < float(p) <= 1.0):
-            raise ValueError(f"p (probability of a frozen tile) must be in (0, 1], got {p!r}")
+        self.size, self.p = check_random_map_args(size, p)
         if not (isinstance(success_rate, (int, float, np.floating)) and 0.0 <= float(success_rate) <= 1.0):
             raise ValueError(f"success_rate must be a probability in [0, 1], got {success_rate!r}")
         if obs_format not in OBS_FORMATS:
             raise ValueError(f"obs_format must be one of {OBS_FORMATS}, got {obs_format!r}")
         self.obs_format = obs_format
         self.fixed_desc = None if desc is None else validate_desc(desc)
-        self.size = int(size)
-        self.p = float(p)
         self.is_slippery = bool(is_slippery)
         self.success_rate = float(success_rate)
         # The image space is fixed at construction, so the map shape must be known before the base init.
@@ -317,6 +316,7 @@ class FrozenLakeEnv(TextAgentEnv):
         self._cumulative: dict[int, dict[int, tuple[float, ...]]] = {}
         self._T: np.ndarray | None = None
         self._last_prob: float | None = None
+        self._s_before = 0
 
     # ------------------------------------------------------------------ map and dynamics
     def _load_map(self, desc: list[str]) -> None:
@@ -371,14 +371,16 @@ class FrozenLakeEnv(TextAgentEnv):
         self._last_prob = float(prob)
         return reward, terminated
 
-    def step(self, action: Any):
-        before = self.s
+    def _begin_step(self) -> None:
+        self._s_before = self.s
         self._last_prob = None
-        obs, reward, terminated, truncated, info = super().step(action)
-        info["player_position"] = self.player_position
-        info["prob"] = self._last_prob
-        info["action_is_effective"] = self.s != before
-        return obs, reward, terminated, truncated, info
+
+    def _step_info(self, info: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "player_position": self.player_position,
+            "prob": self._last_prob,
+            "action_is_effective": self.s != self._s_before,
+        }
 
     def _is_success(self) -> bool:
         return bool(self.desc) and self.desc[self.player_position[0]][self.player_position[1]] == "G"
@@ -436,8 +438,8 @@ class FrozenLakeEnv(TextAgentEnv):
 
     # ------------------------------------------------------------------ oracle
     def _masks(self) -> tuple[np.ndarray, np.ndarray]:
-        flat = np.array(list("".join(self.desc)))
-        return flat == "G", flat == "H"
+        flat = self._tile_ids.ravel()
+        return flat == _GOAL, flat == _HOLE
 
     def _matrix(self) -> np.ndarray:
         if self._T is None:

@@ -23,6 +23,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ragen_envs.validation import require_int
+
 TILES = "SFHG"
 
 
@@ -84,6 +86,14 @@ def has_path(desc: Sequence[str]) -> bool:
     return False
 
 
+def check_random_map_args(size: object, p: object) -> tuple[int, float]:
+    """(size, p) of a random map as (int, float), else ValueError naming the argument."""
+    size = require_int("size", size, 2)
+    if not (isinstance(p, (int, float, np.floating)) and 0.0 < float(p) <= 1.0):
+        raise ValueError(f"p (probability of a frozen tile) must be in (0, 1], got {p!r}")
+    return size, float(p)
+
+
 def generate_random_map(
     rng: np.random.Generator | int,
     size: int = 4,
@@ -110,13 +120,8 @@ def generate_random_map(
         rng = np.random.default_rng(int(rng))
     if not isinstance(rng, np.random.Generator):
         raise ValueError(f"rng must be a numpy.random.Generator or an int seed, got {type(rng).__name__}")
-    if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < 2:
-        raise ValueError(f"size must be an integer >= 2, got {size!r}")
-    if not (isinstance(p, (int, float, np.floating)) and 0.0 < float(p) <= 1.0):
-        raise ValueError(f"p (probability of a frozen tile) must be in (0, 1], got {p!r}")
-    if max_tries < 1:
-        raise ValueError(f"max_tries must be >= 1, got {max_tries}")
-    size, p = int(size), float(p)
+    size, p = check_random_map_args(size, p)
+    max_tries = require_int("max_tries", max_tries, 1)
     tiles = np.array(["F", "H"])
     for _ in range(max_tries):
         board = tiles[(rng.random((size, size)) >= p).astype(np.int64)]

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ragen_envs.base import TextAgentEnv
-from ragen_envs.data import Field, load_records
+from ragen_envs.data import Field, load_records, record_index
 from ragen_envs.math.answer import ANSWER_MARKER, extract_gold
 from ragen_envs.math.checker import CHECK_TIMEOUT_S, check_answer_bounded, start_worker
 from ragen_envs.math.generator import PROBLEM_KINDS, MathConfig, generate_problem
@@ -127,14 +127,16 @@ class MathEnv(TextAgentEnv):
         super().__init__(
             action_format=action_format,
             max_actions_per_turn=1,
-            max_actions=None,
-            max_turns=None,  # the attempt limit is a task rule: it terminates (see Episode End)
+            turn_limit=max_turns,  # the attempt limit is a task rule: it terminates (see Episode End)
             format_penalty=format_penalty,
             render_mode=render_mode,
             split_actions=False,
         )
-        self.max_attempts = max_turns
-        if isinstance(check_timeout, bool) or not isinstance(check_timeout, (int, float)) or not 0 < check_timeout <= 600:
+        if (
+            isinstance(check_timeout, bool)
+            or not isinstance(check_timeout, (int, float))
+            or not 0 < check_timeout <= 600
+        ):
             raise ValueError(f"check_timeout must be a number of seconds in (0, 600], got {check_timeout!r}")
         self.check_timeout = float(check_timeout)
         self.config = MathConfig(kinds=tuple(kinds), max_value=max_value, steps=steps)
@@ -155,13 +157,7 @@ class MathEnv(TextAgentEnv):
     def _reset_task(self, options: dict[str, Any]) -> dict[str, Any]:
         extra: dict[str, Any] = {}
         if self.records is not None:
-            index = options.get("index")
-            if index is None:
-                index = int(self.np_random.integers(len(self.records)))
-            elif not isinstance(index, int) or not 0 <= index < len(self.records):
-                raise ValueError(
-                    f"options['index'] must be an int in [0, {len(self.records)}), got {index!r}"
-                )
+            index = record_index(options, len(self.records), self.np_random)
             record = self.records[index]
             self.query, self.gold = record["query"], extract_gold(record["response"])
             self.problem_type, self.kind = record["type"], "dataset"
@@ -192,7 +188,7 @@ class MathEnv(TextAgentEnv):
             return 1.0 / 2**attempt, True
         self._feedback = INCORRECT_FEEDBACK
         hit_limit = self._check_error is not None and not self._check_error.startswith("refused")
-        return (self.format_penalty_value if hit_limit else 0.0), self._turn >= self.max_attempts
+        return (self.format_penalty_value if hit_limit else 0.0), False
 
     def _state_text(self) -> str:
         question = f"Question: {self.query}"
@@ -205,7 +201,7 @@ class MathEnv(TextAgentEnv):
             "Solve the math problem. Put only the final answer in the answer block: a number, a fraction, "
             "an expression or LaTeX (e.g. 3, 7/4, \\frac{7}{4}, x^2 + 1); no units, no working.\n"
             f'If your answer is wrong you are told "{INCORRECT_FEEDBACK}" and may try again, up to '
-            f"{self.max_attempts} attempts in total. A correct answer on attempt k (counting from 0) earns "
+            f"{self.turn_limit} attempts in total. A correct answer on attempt k (counting from 0) earns "
             "1/2^k."
         )
 
@@ -215,19 +211,18 @@ class MathEnv(TextAgentEnv):
     def _is_success(self) -> bool:
         return self.solved
 
-    # ------------------------------------------------------------------ extras
-    def step(self, action: Any):
-        was_over = self._terminated
+    def _begin_step(self) -> None:
         self._correct, self._rule, self._check_error = None, None, None
-        obs, reward, terminated, truncated, info = super().step(action)
-        if not was_over and not terminated and self._turn >= self.max_attempts:
-            # Attempts used up on a turn without a checked answer: the task is over (see Episode End).
-            self._terminated = terminated = True
-        info.update(
-            attempts=self._turn, correct=self._correct, match_rule=self._rule, check_error=self._check_error
-        )
-        return obs, reward, terminated, truncated, info
 
+    def _step_info(self, info: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "attempts": self._turn,
+            "correct": self._correct,
+            "match_rule": self._rule,
+            "check_error": self._check_error,
+        }
+
+    # ------------------------------------------------------------------ extras
     def oracle_answer(self) -> str:
         """The gold answer of the current problem (the text after "The answer is:")."""
         return self.gold

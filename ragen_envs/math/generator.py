@@ -38,6 +38,8 @@ from typing import Any
 import numpy as np
 import sympy
 
+from ragen_envs.validation import require_int
+
 WORD_KINDS = ("change", "rate", "fraction_of", "percent_off", "chain")
 ALGEBRA_KINDS = (
     "linear_equation",
@@ -75,14 +77,8 @@ class MathConfig:
         unknown = [k for k in kinds if k not in PROBLEM_KINDS]
         if not kinds or unknown:
             raise ValueError(f"kinds must be a non-empty subset of {PROBLEM_KINDS}, got {self.kinds!r}")
-        if (
-            not isinstance(self.max_value, int)
-            or isinstance(self.max_value, bool)
-            or not 5 <= self.max_value <= 10**6
-        ):
-            raise ValueError(f"max_value must be an integer in [5, 1e6], got {self.max_value!r}")
-        if not isinstance(self.steps, int) or isinstance(self.steps, bool) or not 1 <= self.steps <= 5:
-            raise ValueError(f"steps must be an integer in [1, 5], got {self.steps!r}")
+        object.__setattr__(self, "max_value", require_int("max_value", self.max_value, 5, 10**6))
+        object.__setattr__(self, "steps", require_int("steps", self.steps, 1, 5))
 
 
 def format_answer(value: Any, money: bool = False) -> str:

@@ -12,8 +12,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ragen_envs import protocol
-from ragen_envs.base import INVALID_NOTICE, TextAgentEnv
-from ragen_envs.data import Field, load_records
+from ragen_envs.base import TextAgentEnv
+from ragen_envs.data import Field, load_records, record_index
+from ragen_envs.data.cache import BuildCache, file_version
 from ragen_envs.searchqa.knowledge import (
     KnowledgeBase,
     KnowledgeConfig,
@@ -196,15 +197,14 @@ def _dataset_items(records: list[dict[str, Any]]) -> list[_DatasetItem]:
     return items
 
 
-_DATASET_INDEX_CACHE: dict[tuple[str, int, int], PassageRetriever] = {}
-_WORLD_CACHE: dict[tuple[KnowledgeConfig, int], KnowledgeBase] = {}
+_DATASET_RETRIEVERS: BuildCache[PassageRetriever] = BuildCache()
+_WORLDS: BuildCache[KnowledgeBase] = BuildCache()
 
 
 def _dataset_retriever(path: Path, records: list[dict[str, Any]]) -> PassageRetriever:
     """One index per data set file version over all its context / supporting passages (deduplicated)."""
-    st = path.stat()
-    key = (str(path), st.st_size, st.st_mtime_ns)
-    if key not in _DATASET_INDEX_CACHE:
+
+    def build() -> PassageRetriever:
         pairs = []
         for rec in records:
             pairs += _passage_pairs(rec.get("context", [])) + _passage_pairs(
@@ -216,10 +216,9 @@ def _dataset_retriever(path: Path, records: list[dict[str, Any]]) -> PassageRetr
                 f"{path}: no record has 'context' or 'supporting_passages' to search; give corpus=PATH "
                 "(a .jsonl of {id?, title?, text})"
             )
-        if len(_DATASET_INDEX_CACHE) >= 4:
-            _DATASET_INDEX_CACHE.pop(next(iter(_DATASET_INDEX_CACHE)))
-        _DATASET_INDEX_CACHE[key] = PassageRetriever(passages)
-    return _DATASET_INDEX_CACHE[key]
+        return PassageRetriever(passages)
+
+    return _DATASET_RETRIEVERS.get(file_version(path), build)
 
 
 def _unbracket(text: str) -> str:
@@ -338,29 +337,21 @@ class SearchQAEnv(TextAgentEnv):
         super().__init__(
             action_format=action_format,
             max_actions_per_turn=1,
-            max_actions=None,
-            max_turns=None,  # counted here: the last turn terminates (see Episode End)
+            turn_limit=require_int("max_turns", max_turns, 1),  # the last turn terminates (Episode End)
             format_penalty=format_penalty,
             render_mode=render_mode,
-            split_actions=True,
         )
-        for name, value, low in (
-            ("top_k", top_k, 1),
-            ("max_turns", max_turns, 1),
-            ("max_passage_chars", max_passage_chars, 40),
-        ):
-            require_int(name, value, low)
-        if kb_seed is not None and (isinstance(kb_seed, bool) or not isinstance(kb_seed, (int, np.integer))):
-            raise ValueError(f"kb_seed must be None or an int, got {kb_seed!r}")
+        require_int("top_k", top_k, 1)
+        require_int("max_passage_chars", max_passage_chars, 40)
+        kb_seed = require_int("kb_seed", kb_seed, allow_none=True)
         if corpus is not None and dataset is None:
             raise ValueError("corpus=... needs dataset=... (the generated questions use their own world)")
         self.top_k = int(top_k)
         self.max_passage_chars = int(max_passage_chars)
-        self.turn_limit = int(max_turns)
         self.config = KnowledgeConfig(
             num_entities=num_entities, hops=hops, distractors=distractors, attribute_share=attribute_share
         )
-        self.kb_seed = None if kb_seed is None else int(kb_seed)
+        self.kb_seed = kb_seed
 
         self.dataset_path = None if dataset is None else Path(dataset)
         self.items: list[_DatasetItem] | None = None
@@ -374,12 +365,10 @@ class SearchQAEnv(TextAgentEnv):
             else:
                 self.retriever = _dataset_retriever(self.dataset_path.resolve(), records)
         elif self.kb_seed is not None:
-            key = (self.config, self.kb_seed)
-            if key not in _WORLD_CACHE:
-                if len(_WORLD_CACHE) >= 4:
-                    _WORLD_CACHE.pop(next(iter(_WORLD_CACHE)))
-                _WORLD_CACHE[key] = generate_kb(np.random.default_rng(self.kb_seed), self.config)
-            self.kb = _WORLD_CACHE[key]
+            self.kb = _WORLDS.get(
+                (self.config, self.kb_seed),
+                lambda: generate_kb(np.random.default_rng(self.kb_seed), self.config),
+            )
             self.retriever = self.kb.retriever
 
         self.question = ""
@@ -414,19 +403,11 @@ class SearchQAEnv(TextAgentEnv):
     def _reset_task(self, options: dict[str, Any]) -> dict[str, Any]:
         extra: dict[str, Any] = {}
         if self.items is not None:
-            index = options.get("index")
-            if index is None:
-                index = int(self.np_random.integers(len(self.items)))
-            elif (
-                isinstance(index, bool)
-                or not isinstance(index, (int, np.integer))
-                or not 0 <= index < len(self.items)
-            ):
-                raise ValueError(f"options['index'] must be an int in [0, {len(self.items)}), got {index!r}")
-            item = self.items[int(index)]
+            index = record_index(options, len(self.items), self.np_random)
+            item = self.items[index]
             self.question, self.golds, self.queries = item.question, item.answers, item.queries
             self.hops, self.supporting = None, ()
-            extra["index"] = int(index)
+            extra["index"] = index
         else:
             qa = self._draw_generated()
             self.question, self.golds, self.queries = qa.question, (qa.answer,), qa.queries
@@ -452,25 +433,20 @@ class SearchQAEnv(TextAgentEnv):
         self._final = {"answer": arg, "score": reward, "exact_match": em, "f1": f1}
         return reward, True
 
-    def step(self, action: Any):
-        was_over = self._terminated or self._truncated
-        searches_before = self._searches
-        obs, reward, terminated, truncated, info = super().step(action)
-        if not was_over and not terminated and self._turn >= self.turn_limit:
-            self._terminated = terminated = True
-            obs = self._observation(None if info.get("action_is_valid") else INVALID_NOTICE)
-        if not was_over:
-            if self._searches > searches_before:
-                info["search_results"] = [p.pid for p, _ in self._last_results]
-            if self._final is not None and info.get("action_is_valid"):
-                info.update(
-                    score=self._final["score"],
-                    exact_match=self._final["exact_match"],
-                    f1=self._final["f1"],
-                    gold_answer=self.golds[0],
-                )
-        info["turns_left"] = max(0, self.turn_limit - self._turn)
-        return obs, reward, terminated, truncated, info
+    def _step_info(self, info: dict[str, Any]) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        executed = info["actions_executed"]
+        if executed and executed[0].startswith("search["):
+            extra["search_results"] = [p.pid for p, _ in self._last_results]
+        if self._final is not None and info["action_is_valid"]:
+            extra.update(
+                score=self._final["score"],
+                exact_match=self._final["exact_match"],
+                f1=self._final["f1"],
+                gold_answer=self.golds[0],
+            )
+        extra["turns_left"] = max(0, self.turn_limit - self._turn)
+        return extra
 
     def _is_success(self) -> bool:
         return self._final is not None and bool(self._final["exact_match"])

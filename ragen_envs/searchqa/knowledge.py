@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ragen_envs.searchqa.retriever import Passage, PassageRetriever
+from ragen_envs.validation import require_int, require_int_range
 
 __all__ = ["Entity", "KnowledgeBase", "KnowledgeConfig", "QAItem", "generate_kb", "generate_question"]
 
@@ -117,28 +118,15 @@ class KnowledgeConfig:
     attribute_share: float = 0.5
 
     def __post_init__(self):
-        if isinstance(self.num_entities, bool) or not isinstance(self.num_entities, (int, np.integer)):
-            raise ValueError(f"num_entities must be an integer >= 12, got {self.num_entities!r}")
-        if not 12 <= self.num_entities <= 200_000:
-            raise ValueError(f"num_entities must be in [12, 200000], got {self.num_entities}")
-        lo, hi = self.hop_range
-        if not 1 <= lo <= hi <= 4:
-            raise ValueError(f"hops must be an int or a (low, high) range within 1..4, got {self.hops!r}")
-        if isinstance(self.distractors, bool) or not isinstance(self.distractors, (int, np.integer)):
-            raise ValueError(f"distractors must be an integer >= 0, got {self.distractors!r}")
-        if not 0 <= self.distractors <= 20:
-            raise ValueError(f"distractors must be in [0, 20], got {self.distractors}")
+        require_int("num_entities", self.num_entities, 12, 200_000)
+        require_int_range("hops", self.hops, 1, 4)
+        require_int("distractors", self.distractors, 0, 20)
         if not 0.0 <= float(self.attribute_share) <= 1.0:
             raise ValueError(f"attribute_share must be in [0, 1], got {self.attribute_share}")
 
     @property
     def hop_range(self) -> tuple[int, int]:
-        h = self.hops
-        if isinstance(h, (int, np.integer)) and not isinstance(h, bool):
-            return int(h), int(h)
-        if isinstance(h, (tuple, list)) and len(h) == 2 and all(isinstance(v, (int, np.integer)) for v in h):
-            return int(h[0]), int(h[1])
-        raise ValueError(f"hops must be an int or a (low, high) pair, got {h!r}")
+        return require_int_range("hops", self.hops, 1, 4)
 
 
 @dataclass

@@ -31,6 +31,7 @@ import numpy as np
 from bm25s.stopwords import STOPWORDS_EN
 
 from ragen_envs.data import Field, load_records
+from ragen_envs.data.cache import BuildCache, file_version
 
 __all__ = [
     "CORPUS_SCHEMA",
@@ -181,23 +182,12 @@ def load_corpus(path: str | Path) -> list[Passage]:
     return passages
 
 
-_FILE_CACHE: dict[tuple[str, int, int], PassageRetriever] = {}
-_FILE_CACHE_MAX = 4
+_FILE_RETRIEVERS: BuildCache[PassageRetriever] = BuildCache()
 
 
 def cached_file_retriever(path: str | Path) -> PassageRetriever:
     """One retriever per corpus file and version (resolved path, size, mtime), built on first use."""
-    p = Path(path)
-    try:
-        st = p.resolve().stat()
-    except OSError:
-        raise ValueError(f"{path}: corpus file not found") from None
-    key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
-    if key not in _FILE_CACHE:
-        if len(_FILE_CACHE) >= _FILE_CACHE_MAX:  # bounded: drop the oldest entry
-            _FILE_CACHE.pop(next(iter(_FILE_CACHE)))
-        _FILE_CACHE[key] = PassageRetriever(load_corpus(p))
-    return _FILE_CACHE[key]
+    return _FILE_RETRIEVERS.get(file_version(path, "corpus"), lambda: PassageRetriever(load_corpus(Path(path))))
 
 
 def passages_from_texts(texts: Iterable[tuple[str, str]], prefix: str = "p") -> list[Passage]:

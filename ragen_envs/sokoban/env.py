@@ -21,8 +21,9 @@ from ragen_envs.sokoban.render import (
     WALL,
     render_tiles,
 )
-from ragen_envs.sokoban.solver import ACTION_DELTAS, DEFAULT_MAX_STATES, Board, solve
+from ragen_envs.sokoban.solver import ACTION_NAMES, DEFAULT_MAX_STATES, Board, push_move, solve
 from ragen_envs.spaces import MAX_OBSERVATION_CHARS
+from ragen_envs.validation import require_int
 
 OBS_FORMATS = ("grid", "coord", "grid_coord")
 
@@ -159,7 +160,7 @@ class SokobanEnv(TextAgentEnv):
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
-    ACTIONS: ClassVar[tuple[str, ...]] = ("Up", "Down", "Left", "Right")
+    ACTIONS: ClassVar[tuple[str, ...]] = ACTION_NAMES
     ROLE: ClassVar[str] = "You are a Sokoban solver: plan your moves carefully, pushes cannot be undone."
 
     def __init__(
@@ -179,14 +180,7 @@ class SokobanEnv(TextAgentEnv):
             raise ValueError(f"obs_format must be one of {OBS_FORMATS}, got {obs_format!r}")
         if not isinstance(dim_room, (tuple, list)) or len(dim_room) != 2:
             raise ValueError(f"dim_room must be a pair (H, W) of integers >= 3, got {dim_room!r}")
-        if (
-            isinstance(level_solver_max_states, bool)
-            or not isinstance(level_solver_max_states, (int, np.integer))
-            or level_solver_max_states < 0
-        ):
-            raise ValueError(
-                f"level_solver_max_states must be an integer >= 0, got {level_solver_max_states!r}"
-            )
+        level_solver_max_states = require_int("level_solver_max_states", level_solver_max_states, 0)
         # The generator validates dim_room and the length bounds; it needs max_actions, which the
         # base class validates, hence the order. dim_room must exist before super() (image space).
         self.dim_room = (int(dim_room[0]), int(dim_room[1]))
@@ -217,11 +211,11 @@ class SokobanEnv(TextAgentEnv):
                 if not region[r, c]:
                     self._floor[board.index((r, c))] = False
         self._targets = frozenset(board.index(t) for t in level.targets)
-        self._boxes = {board.index(b) for b in level.boxes}
+        self._boxes = board.mask(level.boxes)  # bitmask over the cells, as the solver's states
         self._player = board.index(level.player)
-        self._num_boxes = len(self._boxes)
-        self._on_target = len(self._boxes & self._targets)
-        self._dir = {name: dr * board.width + dc for name, (dr, dc) in ACTION_DELTAS.items()}
+        self._num_boxes = len(level.boxes)
+        self._on_target = sum((self._boxes >> t) & 1 for t in self._targets)
+        self._dir = dict(zip(ACTION_NAMES, board.dirs))
 
         # Text caches: the static grid with '\n' separators, padded index -> offset in it, coordinates.
         text_pos = [-1] * board.size
@@ -264,7 +258,7 @@ class SokobanEnv(TextAgentEnv):
         return Level(
             walls=self._level_walls.copy(),
             targets=frozenset(pos(t) for t in self._targets),
-            boxes=frozenset(pos(b) for b in self._boxes),
+            boxes=frozenset(pos(b) for b in self._board.cells(self._boxes)),
             player=pos(self._player),
         )
 
@@ -285,7 +279,7 @@ class SokobanEnv(TextAgentEnv):
     @property
     def box_positions(self) -> list[tuple[int, int]]:
         """(row, col) of every box, row-major."""
-        return [self._board.position(b) for b in sorted(self._boxes)]
+        return [self._board.position(b) for b in self._board.cells(self._boxes)]
 
     @property
     def target_positions(self) -> list[tuple[int, int]]:
@@ -325,24 +319,19 @@ class SokobanEnv(TextAgentEnv):
 
     def _execute(self, action: str) -> tuple[float, bool]:
         d = self._dir[action]
-        q = self._player + d
         reward = STEP_PENALTY
-        floor, boxes = self._floor, self._boxes
-        if not floor[q]:
-            return reward, False  # bumped into a wall: the step still costs
-        if q in boxes:
-            r = q + d
-            if not floor[r] or r in boxes:
-                return reward, False  # the box cannot move: neither does the player
-            boxes.remove(q)
-            boxes.add(r)
-            delta = (r in self._targets) - (q in self._targets)
+        moved = push_move(self._floor, self._floor, self._player, self._boxes, d)
+        if moved is None:
+            return reward, False  # a wall, or a box that cannot move: the step still costs
+        q, boxes = moved
+        if boxes != self._boxes:  # pushed the box from q to q + d
+            delta = (q + d in self._targets) - (q in self._targets)
             if delta > 0:
                 reward += BOX_ON_TARGET_REWARD
             elif delta < 0:
                 reward += BOX_OFF_TARGET_PENALTY
             self._on_target += delta
-        self._player = q
+        self._player, self._boxes = q, boxes
         if self._on_target == self._num_boxes:
             return reward + SOLVED_REWARD, True
         return reward, False
@@ -353,7 +342,7 @@ class SokobanEnv(TextAgentEnv):
     def _grid_text(self) -> str:
         chars = self._grid_base.copy()
         pos, targets = self._text_pos, self._targets
-        for b in self._boxes:
+        for b in self._board.cells(self._boxes):
             chars[pos[b]] = "√" if b in targets else "X"
         chars[pos[self._player]] = "S" if self._player in targets else "P"
         return "".join(chars)
@@ -366,7 +355,7 @@ class SokobanEnv(TextAgentEnv):
         lines = [
             self._header,
             self._targets_line,
-            "Boxes: " + ", ".join(coord[b] for b in sorted(self._boxes)),
+            "Boxes: " + ", ".join(coord[b] for b in self._board.cells(self._boxes)),
             "Player: " + coord[self._player],
         ]
         if fmt == "grid_coord":
@@ -396,7 +385,7 @@ class SokobanEnv(TextAgentEnv):
     def _render_rgb(self) -> np.ndarray:
         tiles = self._tiles_base.copy()
         flat, pos, targets = tiles.reshape(-1), self._tile_pos, self._targets
-        for b in self._boxes:
+        for b in self._board.cells(self._boxes):
             flat[pos[b]] = BOX_ON_TARGET if b in targets else BOX
         flat[pos[self._player]] = PLAYER_ON_TARGET if self._player in targets else PLAYER
         return render_tiles(tiles)

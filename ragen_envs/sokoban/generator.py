@@ -51,10 +51,6 @@ class GeneratedLevel:
     optimal_steps: int
 
 
-def _check_int(name: str, value: object, low: int) -> int:
-    return require_int(name, value, low)
-
-
 def room_topology(
     rng: np.random.Generator, dim_room: tuple[int, int], num_steps: int, p_change_directions: float = 0.35
 ) -> np.ndarray:
@@ -112,27 +108,27 @@ class SokobanGenerator:
     ):
         if not isinstance(dim_room, (tuple, list)) or len(dim_room) != 2:
             raise ValueError(f"dim_room must be a pair (H, W) of integers >= 3, got {dim_room!r}")
-        h = _check_int("dim_room[0]", dim_room[0], 3)
-        w = _check_int("dim_room[1]", dim_room[1], 3)
+        h = require_int("dim_room[0]", dim_room[0], 3)
+        w = require_int("dim_room[1]", dim_room[1], 3)
         self.dim_room = (h, w)
-        self.num_boxes = _check_int("num_boxes", num_boxes, 1)
+        self.num_boxes = require_int("num_boxes", num_boxes, 1)
         if (h - 2) * (w - 2) < self.num_boxes + 1:
             raise ValueError(
                 f"a {h}x{w} room has {(h - 2) * (w - 2)} interior cells, too few for {self.num_boxes} boxes "
                 "and the player; use a larger dim_room or fewer boxes"
             )
-        self.min_solution_len = _check_int("min_solution_len", min_solution_len, 1)
+        self.min_solution_len = require_int("min_solution_len", min_solution_len, 1)
         if max_solution_len is not None:
-            max_solution_len = _check_int("max_solution_len", max_solution_len, self.min_solution_len)
+            max_solution_len = require_int("max_solution_len", max_solution_len, self.min_solution_len)
         self.max_solution_len = max_solution_len
         if not 0.0 <= float(p_change_directions) <= 1.0:
             raise ValueError(f"p_change_directions must be in [0, 1], got {p_change_directions!r}")
         self.p_change_directions = float(p_change_directions)
         if num_gen_steps is None:
             num_gen_steps = int(1.7 * (h + w))
-        self.num_gen_steps = _check_int("num_gen_steps", num_gen_steps, 1)
-        self.max_tries = _check_int("max_tries", max_tries, 1)
-        self.max_states = _check_int("max_states", max_states, 1)
+        self.num_gen_steps = require_int("num_gen_steps", num_gen_steps, 1)
+        self.max_tries = require_int("max_tries", max_tries, 1)
+        self.max_states = require_int("max_states", max_states, 1)
 
     def generate(self, rng: np.random.Generator) -> GeneratedLevel:
         """Draw one level; every random draw comes from `rng`.

@@ -23,11 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ragen_envs.sokoban.level import Level, Position, parse_xsb
+from ragen_envs.validation import require_int
 
 #: Env action names, in the order of `Board.dirs`.
 ACTION_NAMES: tuple[str, ...] = ("Up", "Down", "Left", "Right")
-#: (d_row, d_col) of each action.
-ACTION_DELTAS: dict[str, Position] = {"Up": (-1, 0), "Down": (1, 0), "Left": (0, -1), "Right": (0, 1)}
 
 DEFAULT_MAX_STATES = 1_000_000
 
@@ -111,18 +110,32 @@ class Board:
         return live
 
 
+def push_move(floor: list[bool], box_floor: list[bool], player: int, boxes: int, d: int) -> tuple[int, int] | None:
+    """Sokoban's move rule on the flat state: the one copy, used by the env and by `solve`.
+
+    The player at cell `player` moves by the index step `d` (one of `Board.dirs`); `boxes` is the box
+    bitmask. Walking needs `floor` at the next cell; a box there is pushed one cell further when that
+    cell is in `box_floor` and holds no box (one box at a time, never pulled). Returns (player, boxes)
+    after the move, or None when it is blocked (by a wall or by a box that cannot move). The env
+    passes its floor twice; `solve` passes its live cells as `box_floor`, pruning dead squares.
+    """
+    q = player + d
+    if not floor[q]:
+        return None
+    if (boxes >> q) & 1:
+        r = q + d
+        if not box_floor[r] or (boxes >> r) & 1:
+            return None
+        return q, boxes ^ (1 << q) ^ (1 << r)
+    return q, boxes
+
+
 def _as_level(level: str | Level) -> Level:
     if isinstance(level, Level):
         return level
     if isinstance(level, str):
         return parse_xsb(level)
     raise ValueError(f"level must be XSB text (str) or a Level, got {type(level).__name__}")
-
-
-def _check_budget(max_states: int) -> int:
-    if not isinstance(max_states, (int, np.integer)) or isinstance(max_states, bool) or max_states < 1:
-        raise ValueError(f"max_states must be an integer >= 1, got {max_states!r}")
-    return int(max_states)
 
 
 def solve(level: str | Level, max_states: int = DEFAULT_MAX_STATES) -> list[str] | None:
@@ -136,7 +149,7 @@ def solve(level: str | Level, max_states: int = DEFAULT_MAX_STATES) -> list[str]
         the action names ("Up", "Down", "Left", "Right") of a shortest solution (`[]` when the level is
         already solved), or None when no solution exists or none was found within `max_states` states.
     """
-    max_states = _check_budget(max_states)
+    max_states = require_int("max_states", max_states, 1)
     lv = _as_level(level)
     board = Board(lv.walls)
     tmask = board.mask(lv.targets)
@@ -157,26 +170,21 @@ def solve(level: str | Level, max_states: int = DEFAULT_MAX_STATES) -> list[str]
             p = s & pm
             b = s >> pb
             for d in dirs:
-                q = p + d
-                if not floor[q]:
+                moved = push_move(floor, live, p, b, d)
+                if moved is None:
+                    continue  # wall, or a box against a wall, a dead square or a second box
+                q, nb = moved
+                ns = (nb << pb) | q
+                if ns in parent:
                     continue
-                if (b >> q) & 1:
+                if nb != b:  # a push: the box went from q to r
                     r = q + d
-                    if not live[r] or (b >> r) & 1:
-                        continue  # wall, dead square or a second box behind: no push
-                    nb = b ^ (1 << q) ^ (1 << r)
-                    ns = (nb << pb) | q
-                    if ns in parent:
-                        continue
                     if not (tmask >> r) & 1 and _frozen_square(r, nb, floor, squares):
                         continue
                     parent[ns] = s
                     if nb == tmask:
                         return _path(parent, ns, board)
                 else:
-                    ns = s - p + q
-                    if ns in parent:
-                        continue
                     parent[ns] = s
                 nxt.append(ns)
         if len(parent) > max_states:
@@ -258,7 +266,7 @@ def goal_distances(
         `DistanceLayers`; states in layer d have optimal solution length exactly d (reverse moves
         correspond one to one to forward steps, and the search starts from every solved state).
     """
-    max_states = _check_budget(max_states)
+    max_states = require_int("max_states", max_states, 1)
     board = Board(np.asarray(walls, dtype=bool))
     floor, dirs = board.floor, board.dirs
     pb, pm = board.player_bits, board.player_mask

@@ -33,6 +33,7 @@ import numpy as np
 
 from ragen_envs.data import Field, load_records
 from ragen_envs.searchqa.retriever import BM25Index
+from ragen_envs.validation import require_int
 
 __all__ = [
     "CATEGORY_SPECS",
@@ -221,10 +222,7 @@ class CatalogConfig:
     num_brands: int = 12
 
     def __post_init__(self):
-        if isinstance(self.num_products, bool) or not isinstance(self.num_products, (int, np.integer)):
-            raise ValueError(f"num_products must be an integer >= 20, got {self.num_products!r}")
-        if not 20 <= self.num_products <= 1_000_000:
-            raise ValueError(f"num_products must be in [20, 1000000], got {self.num_products}")
+        require_int("num_products", self.num_products, 20, 1_000_000)
         known = {c.path for c in CATEGORY_SPECS}
         if self.categories is not None:
             bad = [c for c in self.categories if c not in known]

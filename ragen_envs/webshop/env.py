@@ -10,9 +10,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ragen_envs import protocol
-from ragen_envs.base import INVALID_NOTICE, TextAgentEnv
+from ragen_envs.base import TextAgentEnv
+from ragen_envs.data import record_index
+from ragen_envs.data.cache import BuildCache, file_version
 from ragen_envs.spaces import fit_observation
-from ragen_envs.validation import require_int
+from ragen_envs.validation import require_int, require_int_range
 from ragen_envs.webshop import pages
 from ragen_envs.webshop.catalog import (
     Catalog,
@@ -32,16 +34,8 @@ _GOAL_TRIES = 64
 _ACTION = re.compile(r"^\s*([A-Za-z]+)\s*\[(.*)\]\s*$", re.DOTALL)
 VERBS = ("search", "click")
 
-_CATALOG_CACHE: dict[tuple, Catalog] = {}
-
-
-def _cached_catalog(key: tuple, build) -> Catalog:
-    """One catalogue (and search index) per generator config + seed or per file version, per process."""
-    if key not in _CATALOG_CACHE:
-        if len(_CATALOG_CACHE) >= 4:
-            _CATALOG_CACHE.pop(next(iter(_CATALOG_CACHE)))
-        _CATALOG_CACHE[key] = build()
-    return _CATALOG_CACHE[key]
+#: One catalogue (and search index) per generator config + seed or per file version, per process.
+_CATALOGS: BuildCache[Catalog] = BuildCache()
 
 
 def oracle_query(goal: Goal) -> str:
@@ -168,7 +162,7 @@ class WebShopEnv(TextAgentEnv):
     ## Action format
     `<think> the first result fits </think> <answer> click[B0K3L9QX2M] </answer>`; then
     `<answer> click[medium] </answer>`, `<answer> click[navy] </answer>`, `<answer> click[Buy Now] </answer>`.
-    """
+    """  # noqa: E501 (the "Text format" sample reproduces one observation line verbatim)
 
     ROLE: ClassVar[str] = "You are shopping online for a product that matches an instruction."
 
@@ -191,55 +185,30 @@ class WebShopEnv(TextAgentEnv):
         super().__init__(
             action_format=action_format,
             max_actions_per_turn=1,
-            max_actions=None,
-            max_turns=None,  # counted here: the last turn terminates (see Episode End)
+            turn_limit=require_int("max_turns", max_turns, 1),  # the last turn terminates (Episode End)
             format_penalty=format_penalty,
             render_mode=render_mode,
-            split_actions=True,
         )
-        for name, value, low in (
-            ("results_per_page", results_per_page, 1),
-            ("max_results", max_results, 1),
-            ("max_turns", max_turns, 1),
-        ):
-            require_int(name, value, low)
-        if isinstance(goal_attributes, (int, np.integer)) and not isinstance(goal_attributes, bool):
-            goal_attributes = (int(goal_attributes), int(goal_attributes))
-        if (
-            not isinstance(goal_attributes, (tuple, list))
-            or len(goal_attributes) != 2
-            or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in goal_attributes)
-            or not 0 <= goal_attributes[0] <= goal_attributes[1] <= 6
-        ):
-            raise ValueError(
-                f"goal_attributes must be an int or a (low, high) range within 0..6, got {goal_attributes!r}"
-            )
+        require_int("results_per_page", results_per_page, 1)
+        require_int("max_results", max_results, 1)
+        self.goal_attributes = require_int_range("goal_attributes", goal_attributes, 0, 6)
         if instructions is not None and products is None:
             raise ValueError("instructions=... needs products=... (the goals refer to that catalogue)")
-        if isinstance(catalog_seed, bool) or not isinstance(catalog_seed, (int, np.integer)):
-            raise ValueError(f"catalog_seed must be an int, got {catalog_seed!r}")
-        self.goal_attributes = (int(goal_attributes[0]), int(goal_attributes[1]))
+        catalog_seed = require_int("catalog_seed", catalog_seed)
         self.per_page = int(results_per_page)
         self.max_results = int(max_results)
-        self.turn_limit = int(max_turns)
 
         if products is None:
             config = CatalogConfig(
                 num_products=num_products, categories=None if categories is None else tuple(categories)
             )
-            self.catalog = _cached_catalog(
-                ("generated", config, int(catalog_seed)),
-                lambda: Catalog(generate_catalog(np.random.default_rng(int(catalog_seed)), config)),
+            self.catalog = _CATALOGS.get(
+                ("generated", config, catalog_seed),
+                lambda: Catalog(generate_catalog(np.random.default_rng(catalog_seed), config)),
             )
         else:
-            path = Path(products).resolve()
-            try:
-                st = path.stat()
-            except OSError:
-                raise ValueError(f"{products}: products file not found") from None
-            self.catalog = _cached_catalog(
-                ("file", str(path), st.st_size, st.st_mtime_ns), lambda: Catalog(load_products(path))
-            )
+            key = file_version(products, "products")
+            self.catalog = _CATALOGS.get(("file", *key), lambda: Catalog(load_products(Path(key[0]))))
         self.goals: list[Goal] | None = (
             None if instructions is None else load_goals(instructions, self.catalog)
         )
@@ -269,17 +238,9 @@ class WebShopEnv(TextAgentEnv):
     def _reset_task(self, options: dict[str, Any]) -> dict[str, Any]:
         extra: dict[str, Any] = {}
         if self.goals is not None:
-            index = options.get("index")
-            if index is None:
-                index = int(self.np_random.integers(len(self.goals)))
-            elif (
-                isinstance(index, bool)
-                or not isinstance(index, (int, np.integer))
-                or not 0 <= index < len(self.goals)
-            ):
-                raise ValueError(f"options['index'] must be an int in [0, {len(self.goals)}), got {index!r}")
-            self.goal, self._plan, self._planned = self.goals[int(index)], None, False
-            extra["index"] = int(index)
+            index = record_index(options, len(self.goals), self.np_random)
+            self.goal, self._plan, self._planned = self.goals[index], None, False
+            extra["index"] = index
         else:
             self.goal, self._plan = self._draw_goal()
             self._planned = True
@@ -320,23 +281,19 @@ class WebShopEnv(TextAgentEnv):
             return breakdown.score, True
         return 0.0, False
 
-    def step(self, action: Any):
-        was_over = self._terminated or self._truncated
-        obs, reward, terminated, truncated, info = super().step(action)
-        if not was_over and not terminated and self._turn >= self.turn_limit:
-            self._terminated = terminated = True
-            self._score = 0.0
-            obs = self._observation(None if info.get("action_is_valid") else INVALID_NOTICE)
-        info["page"] = self.state.page
-        info["turns_left"] = max(0, self.turn_limit - self._turn)
-        if terminated and not was_over:
-            info["score"] = float(self._score or 0.0)
+    def _on_turn_limit(self) -> None:
+        self._score = 0.0  # the turns ran out without a purchase
+
+    def _step_info(self, info: dict[str, Any]) -> dict[str, Any]:
+        extra: dict[str, Any] = {"page": self.state.page, "turns_left": max(0, self.turn_limit - self._turn)}
+        if self._terminated and not info.get("episode_over"):
+            extra["score"] = float(self._score or 0.0)
             if self._purchase is not None:
                 product, selected, breakdown = self._purchase
-                info.update(
+                extra.update(
                     purchased=product.asin, selected_options=selected, score_breakdown=breakdown.as_dict()
                 )
-        return obs, reward, terminated, truncated, info
+        return extra
 
     def _is_success(self) -> bool:
         return self._score is not None and self._score >= 1.0

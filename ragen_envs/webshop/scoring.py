@@ -205,8 +205,3 @@ def best_options(product: Product, goal: Goal) -> dict[str, str]:
                 chosen[name] = v
                 break
     return chosen
-
-
-def best_score(product: Product, goal: Goal) -> float:
-    """The highest score reachable by buying `product` (with `best_options`)."""
-    return webshop_score(product, goal, best_options(product, goal)).score
