@@ -68,6 +68,8 @@ __all__ = [
 #: The trainer's algorithms (the table of ragen_core.algorithms).
 ALGORITHMS = tuple(_ALGORITHM_TABLE)
 REWARD_PLACEMENTS = ("last_token", "per_turn")
+#: `algo.lr_schedule` values (see `AlgoConfig.lr_schedule` and `ragen_core.train.lr_fraction`).
+LR_SCHEDULES = ("constant", "linear")
 
 
 class ConfigError(ValueError):
@@ -182,6 +184,10 @@ class AlgoConfig:
     #: AdamW's epsilon: gradients much smaller than it get proportionally small updates instead of the full
     #: lr-sized step Adam gives every parameter (see docs/training.md: why small-scale RL needs it larger).
     adam_eps: float = 1e-8
+    #: "constant" (the paper's) or "linear": the learning rate (and the critic's) falls linearly from `lr` at
+    #: step 1 to `lr / run.steps` at the last step (CleanRL's `anneal_lr`); it damps the late oscillation of
+    #: small-batch runs.
+    lr_schedule: str = "constant"
     #: Recompute old log-probs with a teacher-forced pass (exact PPO ratio; the sampling log-probs differ
     #: from the model's under top-p or temperature != 1).
     recompute_old_logprobs: bool = True
@@ -308,6 +314,7 @@ class TrainConfig:
         _check(0 <= self.algo.lam <= 1, "algo.lam", "must be in [0, 1]")
         _check(self.algo.grad_clip >= 0, "algo.grad_clip", "must be >= 0 (0 = no clipping)")
         _check(self.algo.adam_eps > 0, "algo.adam_eps", "must be > 0")
+        _one_of("algo.lr_schedule", self.algo.lr_schedule, LR_SCHEDULES)
         _int("algo.max_refill_rounds", self.algo.max_refill_rounds, 0)
         _one_of("filter.strategy", self.filter.strategy, STRATEGIES)
         _one_of("filter.score", self.filter.score, SCORES)

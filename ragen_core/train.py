@@ -103,6 +103,19 @@ class ValueModel(torch.nn.Module):
 
 
 # ---------------------------------------------------------------------------------------------- pure helpers
+def lr_fraction(schedule: str, step: int, total_steps: int) -> float:
+    """The learning rate of RL step `step` (1-based) as a fraction of `algo.lr`.
+
+    ``"constant"``: 1. ``"linear"``: ``1 - (step - 1) / total_steps`` (CleanRL's annealing), i.e. 1 at step 1
+    and ``1 / total_steps`` at the last step; never below that, should a run go past `total_steps`.
+    """
+    if schedule == "constant":
+        return 1.0
+    if schedule == "linear":
+        return max(1.0 - (step - 1) / total_steps, 1.0 / total_steps)
+    raise ValueError(f"unknown lr schedule {schedule!r}; expected 'constant' or 'linear'")
+
+
 def select_groups_rows(rows: dict[str, torch.Tensor], kept_groups: torch.Tensor) -> dict[str, torch.Tensor]:
     """Physically remove the rows of dropped groups (filtering.compact, one row per 'group' of size 1).
 
@@ -438,6 +451,13 @@ class Trainer:
         """PPO-style epochs over mini-batches of the kept rows; returns `loss/` metrics."""
         cfg = self.cfg.algo
         mode = self.loss_agg_mode
+        # The schedule is a function of the step alone, so a resumed run continues it without extra state.
+        frac = lr_fraction(cfg.lr_schedule, self.state.step + 1, self.cfg.run.steps)
+        for group in self.optimizer.param_groups:
+            group["lr"] = cfg.lr * frac
+        if self.critic_optimizer is not None:
+            for group in self.critic_optimizer.param_groups:
+                group["lr"] = self.cfg.model.critic_lr * frac
         norm_c = float(self.cfg.rollout.max_turns * self.cfg.rollout.max_new_tokens)  # Dr.GRPO's constant C
         grad_clip = cfg.grad_clip if cfg.grad_clip > 0 else float("inf")
         n = rows["input_ids"].shape[0]
@@ -520,6 +540,7 @@ class Trainer:
         self.model.eval()
         out = {k: float(np.mean(v)) for k, v in stats.items()}
         out["loss/updates"] = float(updates)
+        out["loss/lr"] = cfg.lr * frac
         out["loss/kl_early_stop"] = float(stopped_early)
         return out
 

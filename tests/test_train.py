@@ -315,3 +315,23 @@ def test_target_kl_stops_a_steps_updates_early(model_dir, tmp_path):
     capped_step = [r for r in capped if "loss/updates" in r][0]
     assert free_step["loss/kl_early_stop"] == 0.0 and free_step["loss/updates"] >= 4
     assert capped_step["loss/kl_early_stop"] == 1.0 and capped_step["loss/updates"] == 1.0
+
+
+def test_linear_lr_schedule_anneals_policy_and_critic(model_dir, tmp_path):
+    # 3 steps at lr 1e-3: CleanRL's annealing gives 1e-3 x (1, 2/3, 1/3); the critic follows the same fraction.
+    cfg = make_cfg("algo.name=ppo", "algo.lr=1e-3", "model.critic_lr=3e-3", "algo.lr_schedule=linear",
+                   "filter.enabled=false", "run.steps=3", "eval.every=0", "mi.every=0")
+    trainer = Trainer(cfg, tmp_path / "run", policy=HFPolicy.from_pretrained(model_dir))
+    seen = []
+    for _ in range(3):
+        row = trainer.train_step()
+        seen.append((row["loss/lr"], trainer.optimizer.param_groups[0]["lr"],
+                     trainer.critic_optimizer.param_groups[0]["lr"]))
+    for (logged, policy_lr, critic_lr), frac in zip(seen, (1.0, 2 / 3, 1 / 3)):
+        assert logged == pytest.approx(1e-3 * frac) and policy_lr == pytest.approx(1e-3 * frac)
+        assert critic_lr == pytest.approx(3e-3 * frac)
+
+
+def test_lr_schedule_is_checked():
+    with pytest.raises(ConfigError, match="algo.lr_schedule"):
+        load_config("configs/sokoban_tiny.toml", ["algo.lr_schedule=cosine"])
