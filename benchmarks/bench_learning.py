@@ -93,7 +93,8 @@ def aggregate(records: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in CONFIGS:
         for variant in VARIANTS:
-            runs = [r for r in records if r["config"] == name and r["variant"] == variant and r["curve"]]
+            runs = sorted((r for r in records if r["config"] == name and r["variant"] == variant and r["curve"]),
+                          key=lambda r: r["seed"])
             if not runs:
                 continue
             steps = sorted(set.intersection(*(set(s for s, _ in r["curve"]) for r in runs)))
@@ -178,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     seeds = args.seeds if args.seeds is not None else ([0] if args.quick else [0, 1, 2])
     suffix = "_quick" if args.quick else ""
     runs_dir = Path(args.runs_dir or ROOT / "runs" / f"bench_learning{suffix.replace('_', '-')}")
-    jobs = [(n, s, v) for n in names for s in seeds for v in variants]
+    # Variant-major order: the filtered runs (the configs' own setting) finish first if the run is cut short.
+    jobs = [(n, s, v) for v in variants for n in names for s in seeds]
     extra: dict[str, list[str]] = {}
     if args.quick:
         from ragen_core.config import load_config

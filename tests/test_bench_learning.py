@@ -1,0 +1,53 @@
+"""The learning-curve benchmark's bookkeeping, on synthetic run folders (no training)."""
+
+import json
+import math
+
+from benchmarks.bench_learning import aggregate, curve_record, markdown
+
+#: t quantile 0.975 at 2 degrees of freedom, from a printed table (an independent reference).
+T_975_DF2 = 4.302652729911275
+
+
+def _write_run(path, curve, step_s=2.0):
+    path.mkdir(parents=True)
+    rows = [{"step": 0, "sft/loss_last": 0.1, "perf/sft_s": 30.0}]
+    for step, success in curve:
+        row = {"step": step, "val/success": success}
+        if step > 0:
+            row.update({"perf/step_s": step_s, "collapse/mi_seq_est": 1.0 + step, "collapse/retrieval_acc": 0.5})
+        rows.append(row)
+    (path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+
+def test_curve_record_reads_before_after_and_time(tmp_path):
+    _write_run(tmp_path / "r", [(0, 0.1), (10, 0.3), (20, 0.5)])
+    rec = curve_record(tmp_path / "r", "sokoban", 1, "top_p")
+    assert rec["curve"] == [(0, 0.1), (10, 0.3), (20, 0.5)]
+    assert (rec["before"], rec["after"], rec["steps"]) == (0.1, 0.5, 20)
+    assert rec["sft_s"] == 30.0 and rec["rl_s"] == 4.0
+    assert rec["mi_seq_first_last"] == [11.0, 21.0]
+
+
+def test_aggregate_sorts_seeds_and_gives_the_t_interval(tmp_path):
+    gains = {2: 0.4, 0: 0.2, 1: 0.3}  # completion order differs from seed order
+    records = []
+    for seed, gain in gains.items():
+        _write_run(tmp_path / f"s{seed}", [(0, 0.1), (10, 0.1 + gain / 2), (20, 0.1 + gain)])
+        records.append(curve_record(tmp_path / f"s{seed}", "sokoban", seed, "top_p"))
+    summary = aggregate(records)["sokoban/top_p"]
+    assert summary["seeds"] == [0, 1, 2]
+    assert summary["after"] == [0.1 + gains[s] for s in (0, 1, 2)]
+    assert math.isclose(summary["gain_mean"], 0.3)
+    half = T_975_DF2 * 0.1 / math.sqrt(3)  # sample sd of (0.2, 0.3, 0.4) is 0.1
+    assert all(math.isclose(a, b) for a, b in zip(summary["gain_ci95"], (0.3 - half, 0.3 + half)))
+    assert all(math.isclose(a, b) for a, b in zip(summary["mean"], [0.1, 0.25, 0.4]))
+    assert summary["min"][-1] == 0.1 + 0.2 and summary["max"][-1] == 0.1 + 0.4
+    table = markdown({"sokoban/top_p": summary})
+    assert "| sokoban | top-p 0.9 | 3 | 10.0, 10.0, 10.0 | 30.0, 40.0, 50.0 | +30.0 |" in table
+
+
+def test_one_seed_has_no_interval(tmp_path):
+    _write_run(tmp_path / "s0", [(0, 0.2), (5, 0.6)])
+    summary = aggregate([curve_record(tmp_path / "s0", "bandit", 0, "top_p")])
+    assert "n/a (1 seed)" in markdown(summary)
