@@ -17,6 +17,9 @@ import torch
 
 __all__ = [
     "LOSS_AGG_MODES",
+    "TRAJ_MEAN",
+    "TRAINER_LOSS_AGG_MODES",
+    "trajectory_token_weights",
     "gae",
     "grpo",
     "dr_grpo",
@@ -29,6 +32,11 @@ __all__ = [
 ]
 
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+#: Each *episode* weighs the same, whatever its number of turns and tokens (see trajectory_token_weights). It
+#: needs the row -> trajectory map, so the trainer applies it as token weights under token-mean.
+TRAJ_MEAN = "traj-mean-token-mean"
+#: What `algo.loss_agg_mode` accepts (besides "auto").
+TRAINER_LOSS_AGG_MODES = (*LOSS_AGG_MODES, TRAJ_MEAN)
 
 
 def _check_unit_interval(name: str, value: float) -> float:
@@ -207,6 +215,42 @@ def masked_whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True, 
     if not shift_mean:
         w = w + mean
     return torch.where(m, w, torch.zeros_like(w))
+
+
+def trajectory_token_weights(row_traj: torch.Tensor, loss_mask: torch.Tensor) -> torch.Tensor:
+    """Token weights ``[R, T]`` under which token-mean becomes the mean over trajectories of their token-means.
+
+    With m the mask, N = sum m, n_k the tokens of trajectory k (over all its rows: one row per turn in the
+    ``single_turn`` and ``window:N`` contexts) and K the trajectories with at least one token:
+
+        w_bt = m_bt * N / (K * n_k(b)),   so   sum_bt w_bt l_bt / N = 1/K sum_k (1/n_k) sum_{(b,t) in k} l_bt.
+
+    Why: under token-mean an episode's weight is its token count. When failures are longer than successes
+    (a FrozenLake episode that times out runs every turn), zero-mean group advantages (GRPO) still push away
+    from the model's own samples on balance (the per-token advantage mean was -0.15 to -0.21 on every step),
+    which wears down the answer format. With these weights the push of a group sums to zero. For PPO's
+    clipped loss a positive weight folded into the advantage is exactly a reweighting of the token's loss
+    (``min(r w A, clip(r) w A) = w min(r A, clip(r) A)``, and likewise for the dual clip).
+
+    Args:
+        row_traj: LongTensor ``[R]``, the trajectory of each row.
+        loss_mask: ``[R, T]`` response mask.
+
+    Returns:
+        float32 tensor ``[R, T]``, zero off the mask; all zeros when the mask is empty.
+    """
+    if row_traj.dim() != 1 or loss_mask.dim() != 2 or row_traj.shape[0] != loss_mask.shape[0]:
+        raise ValueError(f"row_traj must be [R] and loss_mask [R, T]; got {tuple(row_traj.shape)} and "
+                         f"{tuple(loss_mask.shape)}")
+    m = (loss_mask != 0).to(torch.float32)
+    per_row = m.sum(dim=1)
+    ids, inverse = torch.unique(row_traj, return_inverse=True)
+    per_traj = torch.zeros(ids.numel(), dtype=torch.float32).index_add_(0, inverse, per_row)
+    k = int((per_traj > 0).sum())
+    if k == 0:
+        return torch.zeros_like(m)
+    scale = per_row.sum() / (k * per_traj.clamp(min=1.0))
+    return m * scale[inverse][:, None]
 
 
 def aggregate_loss(

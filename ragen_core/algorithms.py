@@ -75,7 +75,7 @@ class Algorithm:
     def __post_init__(self) -> None:
         if self.critic == (self.group_advantage is not None):
             raise ValueError(f"{self.name}: exactly one of critic (GAE) or group_advantage must be set")
-        if self.loss_agg_mode not in adv_lib.LOSS_AGG_MODES:
+        if self.loss_agg_mode not in adv_lib.TRAINER_LOSS_AGG_MODES:
             raise ValueError(f"{self.name}: unknown loss_agg_mode {self.loss_agg_mode!r}")
 
     def resolve_loss_agg_mode(self, configured: str) -> str:
@@ -124,7 +124,7 @@ def config_errors(algo_cfg: Any, group_size: int) -> list[tuple[str, str]]:
         return [("algo.name", f"must be one of {', '.join(ALGORITHMS)}; got {algo_cfg.name!r}")]
     a = ALGORITHMS[algo_cfg.name]
     errors = []
-    modes = (AUTO, *adv_lib.LOSS_AGG_MODES)
+    modes = (AUTO, *adv_lib.TRAINER_LOSS_AGG_MODES)
     if algo_cfg.loss_agg_mode not in modes:
         errors.append(("algo.loss_agg_mode", f"must be one of {', '.join(modes)}; got {algo_cfg.loss_agg_mode!r}"))
     elif a.fixed_loss_agg and algo_cfg.loss_agg_mode not in (AUTO, a.loss_agg_mode):

@@ -123,7 +123,8 @@ def reward_variance(rewards: torch.Tensor, ddof: int = 1) -> torch.Tensor:
         ddof: delta degrees of freedom, an integer in ``[0, G - 1]``.
 
     Returns:
-        float64 tensor ``[P]`` of variances (computed in float64 for exactness on small integer rewards).
+        float64 tensor ``[P]`` of variances (computed in float64 for exactness on small integer rewards),
+        invariant to the order of the rollouts within a group, bit for bit.
     """
     rewards = _check_rewards(rewards)
     g = rewards.shape[1]
@@ -134,7 +135,11 @@ def reward_variance(rewards: torch.Tensor, ddof: int = 1) -> torch.Tensor:
             f"rewards needs G > ddof rollouts per group to define a variance; got G={g} with ddof={ddof} "
             f"(use G >= {ddof + 1} or a smaller ddof)"
         )
-    r = rewards.to(torch.float64)
+    # Sorted rows: the variance is a function of the multiset of rewards, so floating-point summation order
+    # must not depend on which rollout came first. Otherwise two groups with the same rewards in another
+    # order ([0, 0, 0, 1] vs [0, 0, 1, 0]) differ in the last bit and the stable tie-break by lower index of
+    # select_groups would be decided by rounding. NaN sorts last and still makes the variance NaN.
+    r = rewards.to(torch.float64).sort(dim=1).values
     mean = r.mean(dim=1, keepdim=True)
     return ((r - mean) ** 2).sum(dim=1) / (g - ddof)
 

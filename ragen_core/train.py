@@ -40,7 +40,7 @@ import numpy as np
 import torch
 
 from ragen_core import losses
-from ragen_core.advantages import aggregate_loss
+from ragen_core.advantages import TRAJ_MEAN, aggregate_loss, trajectory_token_weights
 from ragen_core.algorithms import compute_advantages, get_algorithm, traj_token_view
 from ragen_core.checkpoint import RNGStreams, TrainState, load_checkpoint, save_checkpoint
 from ragen_core.config import ConfigError, TrainConfig, dump_toml, load_config
@@ -258,6 +258,11 @@ class Trainer:
             advs = rows["advantages"]
             metrics["loss/advantage_mean"] = float(advs[m].mean()) if m.any() else 0.0
             metrics["loss/advantage_std"] = float(advs[m].std(unbiased=False)) if m.any() else 0.0
+            if self.loss_agg_mode == TRAJ_MEAN:
+                rows["token_weights"] = trajectory_token_weights(rows["row_traj"], rows["loss_mask"])
+                # The net push on the model's own samples: 0 for zero-mean group advantages.
+                metrics["loss/weighted_advantage_mean"] = (
+                    float((advs * rows["token_weights"])[m].mean()) if m.any() else 0.0)
 
             # 7. update
             t3 = time.perf_counter()
@@ -450,7 +455,9 @@ class Trainer:
     def update(self, rows: dict[str, torch.Tensor], images: list | None) -> dict[str, float]:
         """PPO-style epochs over mini-batches of the kept rows; returns `loss/` metrics."""
         cfg = self.cfg.algo
-        mode = self.loss_agg_mode
+        # traj-mean-token-mean is token-mean over trajectory-weighted advantages (trajectory_token_weights).
+        weighted = self.loss_agg_mode == TRAJ_MEAN
+        mode = "token-mean" if weighted else self.loss_agg_mode
         # The schedule is a function of the step alone, so a resumed run continues it without extra state.
         frac = lr_fraction(cfg.lr_schedule, self.state.step + 1, self.cfg.run.steps)
         for group in self.optimizer.param_groups:
@@ -496,8 +503,9 @@ class Trainer:
                     out = self.policy.forward_logprobs(mb["input_ids"], mb["attention_mask"], images=imgs,
                                                        with_entropy=True, **self._temp_kw())
                     logp = out.logprobs.float()
+                    adv = mb["advantages"] * mb["token_weights"] if weighted else mb["advantages"]
                     pg_loss, pg_stats = losses.ppo_policy_loss(
-                        logp, mb["old_logprobs"], mb["advantages"], mask, clip_eps_low=cfg.clip_low,
+                        logp, mb["old_logprobs"], adv, mask, clip_eps_low=cfg.clip_low,
                         clip_eps_high=cfg.clip_high, dual_clip_c=cfg.dual_clip or None, loss_agg_mode=mode,
                         norm_constant=norm_c)
                     entropy = aggregate_loss(out.entropy.float(), mask, "token-mean")

@@ -20,6 +20,7 @@ from ragen_core.advantages import (
     masked_whiten,
     place_on_last_token,
     rloo,
+    trajectory_token_weights,
 )
 
 # --------------------------------------------------------------------------------------------------------------
@@ -232,3 +233,35 @@ def test_aggregate_loss_bad_arguments():
     with pytest.raises(ValueError, match="norm_constant"):
         aggregate_loss(z, torch.ones(2, 3), "seq-mean-token-sum-norm", norm_constant=0)
     assert aggregate_loss(z, z, "token-mean").item() == 0.0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_trajectory_token_weights_give_the_mean_over_trajectories_of_token_means(seed):
+    rnd = random.Random(seed)
+    r, t = 9, 7
+    row_traj = [rnd.randrange(4) for _ in range(r)]  # rows of one trajectory are scattered, as after filtering
+    mask = [[int(rnd.random() < 0.5) for _ in range(t)] for _ in range(r)]
+    loss = [[rnd.uniform(-2, 2) for _ in range(t)] for _ in range(r)]
+    # plain loop: each trajectory's tokens over all its rows, averaged; then the mean over trajectories
+    per_traj: dict[int, list[float]] = {}
+    for b in range(r):
+        per_traj.setdefault(row_traj[b], []).extend(loss[b][c] for c in range(t) if mask[b][c])
+    means = [sum(v) / len(v) for v in per_traj.values() if v]
+    want = sum(means) / len(means)
+    w = trajectory_token_weights(torch.tensor(row_traj), torch.tensor(mask))
+    got = aggregate_loss(torch.tensor(loss, dtype=torch.float64) * w.double(), torch.tensor(mask), "token-mean")
+    assert got.item() == pytest.approx(want, abs=1e-6)
+    assert float(w[torch.tensor(mask) == 0].abs().sum()) == 0.0
+
+
+def test_trajectory_weights_cancel_the_length_bias_of_zero_mean_group_advantages():
+    # One group: a success of 1 row x 2 tokens (A = +1) and a failure of 3 rows x 4 tokens (A = -1).
+    row_traj = torch.tensor([0, 1, 1, 1])
+    mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1]])
+    adv = torch.tensor([1.0, -1.0, -1.0, -1.0])[:, None] * mask
+    assert aggregate_loss(adv, mask, "token-mean").item() == pytest.approx((2 - 12) / 14)  # net push away
+    w = trajectory_token_weights(row_traj, mask)
+    assert aggregate_loss(adv * w, mask, "token-mean").item() == pytest.approx(0.0, abs=1e-7)
+    assert trajectory_token_weights(row_traj, torch.zeros_like(mask)).abs().sum() == 0
+    with pytest.raises(ValueError, match="row_traj must be"):
+        trajectory_token_weights(row_traj[:2], mask)

@@ -419,3 +419,20 @@ def test_compact_empty_and_errors():
         compact(batch, torch.tensor([5]), group_size=2)
     with pytest.raises(ValueError, match="mask_key"):
         compact(batch, torch.tensor([0]), group_size=2, mask_key="response_mask")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 1.0, 0.1, -0.1, 0.3, 10.0]), min_size=3, max_size=8), st.randoms())
+def test_reward_variance_is_bitwise_invariant_to_rollout_order(row, rnd):
+    shuffled = list(row)
+    rnd.shuffle(shuffled)
+    v = reward_variance(torch.tensor([row, shuffled], dtype=torch.float64))
+    assert v[0].item() == v[1].item()  # exact: equal multisets of rewards are equal scores, not "close"
+
+
+def test_same_rewards_in_another_order_tie_break_by_lower_index():
+    # [0, 0, 0, 1, 0] and [0, 0, 0, 0, 1] used to score 0.20000000000000004 vs 0.20000000000000007, so the later
+    # group won a tie that the stable rule gives to the earlier one.
+    rewards = torch.tensor([[0.0, 0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0, 1.0], [0.0] * 5])
+    res = filter_groups(rewards, strategy="top_k_abs", value=1)
+    assert res.kept.tolist() == [0]

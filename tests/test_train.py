@@ -335,3 +335,15 @@ def test_linear_lr_schedule_anneals_policy_and_critic(model_dir, tmp_path):
 def test_lr_schedule_is_checked():
     with pytest.raises(ConfigError, match="algo.lr_schedule"):
         load_config("configs/sokoban_tiny.toml", ["algo.lr_schedule=cosine"])
+
+
+def test_trajectory_mean_aggregation_removes_the_net_push(model_dir, tmp_path):
+    cfg = make_cfg("algo.name=grpo", "algo.loss_agg_mode=traj-mean-token-mean", "filter.enabled=false",
+                   "eval.every=0", "mi.every=0")
+    trainer = Trainer(cfg, tmp_path / "run", policy=HFPolicy.from_pretrained(model_dir))
+    row = trainer.train_step()
+    # Every group is kept whole, so GRPO's zero-mean advantages weigh to zero per trajectory.
+    assert row["loss/weighted_advantage_mean"] == pytest.approx(0.0, abs=1e-5)
+    assert row["loss/updates"] >= 1
+    with pytest.raises(ConfigError, match="algo.loss_agg_mode"):
+        make_cfg("algo.name=dr_grpo", "algo.loss_agg_mode=traj-mean-token-mean")
