@@ -1,10 +1,11 @@
 """Learning curves of the shipped CPU configs, with and without SNR-aware filtering.
 
-    python -m benchmarks.bench_learning [--quick] [--configs bandit,sokoban] [--seeds 0 1 2] [--workers 2]
+    python -m benchmarks.bench_learning [--quick] [--configs bandit,sokoban] [--seeds 0 1 2] [--workers 2] [--no-run]
 
 Each (config, seed, variant) is one `ragen train` run in its own process (`--workers` at a time, one torch thread
 each), in `--runs-dir` (default `runs/bench_learning[-quick]`, not committed). The runs are resumable: a finished
-run (its `done.json` exists) is never re-run, a killed one continues from its last checkpoint. Variants:
+run (its `done.json` exists) is never re-run, a killed one continues from its last checkpoint; `--no-run`
+starts nothing and aggregates the finished runs, naming the missing ones in the table. Variants:
 `top_p` (the config as shipped: top-p filtering, rho = 0.9) and `no_filter` (`filter.enabled=false`).
 
 Results: `benchmarks/results/learning.json` (`learning_quick.json` with `--quick`): per run the validation
@@ -168,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated: top_p,no_filter (default both; --quick: top_p)")
     parser.add_argument("--workers", type=int, default=2, help="runs at a time (one core each)")
     parser.add_argument("--runs-dir", default=None, help="where the runs go (default runs/bench_learning[-quick])")
+    parser.add_argument("--no-run", action="store_true",
+                        help="start nothing: aggregate the finished runs only and list the missing ones")
     args = parser.parse_args(argv)
     names = [n for n in args.configs.split(",") if n]
     unknown = [n for n in names if n not in CONFIGS]
@@ -193,6 +196,15 @@ def main(argv: list[str] | None = None) -> int:
 
     start = time.perf_counter()
     records, failures = [], []
+    missing: list[str] = []
+    if args.no_run:
+        for n, s, v in list(jobs):
+            done = runs_dir / f"{n}-{v}-s{s}" / "done.json"
+            if done.is_file():
+                records.append(json.loads(done.read_text()))
+            else:
+                missing.append(f"{n}/{v}/s{s}")
+        jobs = []
     with ThreadPoolExecutor(max_workers=max(1, args.workers)) as pool:
         futures = {pool.submit(run_one, n, s, v, runs_dir, extra.get(n, [])): (n, s, v) for n, s, v in jobs}
         for fut in tqdm(as_completed(futures), total=len(futures), desc="learning runs", unit="run"):
@@ -202,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                 failures.append(f"{futures[fut]}: {exc}")
                 print(f"FAILED {futures[fut]}: {exc}", file=sys.stderr)
     summary = aggregate(records)
+    run_minutes = sum((r.get("sft_s") or 0.0) + r["rl_s"] for r in records) / 60.0
     from benchmarks.machine import describe_machine
 
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -211,10 +224,12 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "learning", "quick": args.quick, "seeds": seeds, "runs": sorted(
             records, key=lambda r: (list(CONFIGS).index(r["config"]), r["variant"], r["seed"])),
         "summary": summary, "wall_minutes": (time.perf_counter() - start) / 60.0, "failures": failures,
+        "missing": missing, "run_minutes_total": run_minutes,
         "machine": describe_machine(),
         "markdown": markdown(summary)
-        + f"\n\nCurves: `benchmarks/results/{png.name}`. Runs resumed from "
-        f"`{runs_dir.relative_to(ROOT) if runs_dir.is_relative_to(ROOT) else runs_dir}`.",
+        + f"\n\n{len(records)} runs, {run_minutes:.0f} minutes of one core in all (warm start + RL + "
+        f"validation), {max(1, args.workers)} at a time. Curves: `benchmarks/results/{png.name}`."
+        + (f" Not run yet: {', '.join(missing)}." if missing else ""),
     }
     (RESULTS / f"learning{suffix}.json").write_text(json.dumps(result, indent=1))
     print(markdown(summary))

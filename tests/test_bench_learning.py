@@ -51,3 +51,22 @@ def test_one_seed_has_no_interval(tmp_path):
     _write_run(tmp_path / "s0", [(0, 0.2), (5, 0.6)])
     summary = aggregate([curve_record(tmp_path / "s0", "bandit", 0, "top_p")])
     assert "n/a (1 seed)" in markdown(summary)
+
+
+def test_no_run_aggregates_finished_runs_and_names_the_missing(tmp_path, monkeypatch):
+    import benchmarks.bench_learning as bl
+
+    runs = tmp_path / "runs"
+    for seed in (0, 2):
+        _write_run(runs / f"sokoban-top_p-s{seed}", [(0, 0.1), (10, 0.5)])
+        rec = curve_record(runs / f"sokoban-top_p-s{seed}", "sokoban", seed, "top_p")
+        (runs / f"sokoban-top_p-s{seed}" / "done.json").write_text(json.dumps(rec))
+    monkeypatch.setattr(bl, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(bl, "run_one", lambda *a: (_ for _ in ()).throw(AssertionError("--no-run started a run")))
+    assert bl.main(["--no-run", "--configs", "sokoban", "--variants", "top_p", "--seeds", "0", "1", "2",
+                    "--runs-dir", str(runs)]) == 0
+    out = json.loads((tmp_path / "results" / "learning.json").read_text())
+    assert [r["seed"] for r in out["runs"]] == [0, 2]
+    assert out["missing"] == ["sokoban/top_p/s1"]
+    assert "Not run yet: sokoban/top_p/s1." in out["markdown"]
+    assert math.isclose(out["run_minutes_total"], 2 * (30.0 + 2.0) / 60.0)
