@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-LINT_PATHS := ragen_envs ragen_core theory_checks benchmarks tests
+LINT_PATHS := ragen_envs ragen_core theory_checks benchmarks tests scripts
 
 .PHONY: demo test bench verify lint clean
 
@@ -15,7 +15,7 @@ $(PY):
 
 $(STAMP): $(PY) pyproject.toml
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet -e ".[dev,trl]"
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -1,0 +1,164 @@
+"""Any ``ragen/`` env as a TRL environment (``GRPOTrainer(environment_factory=...)``, TRL 1.16).
+
+TRL's environment interface (``trl.GRPOTrainer``, argument ``environment_factory``): a zero-argument factory
+returns an object with
+
+- ``reset(**row) -> str | None``: called once per rollout with the dataset row; the string is appended to the
+  last user message of the prompt;
+- public methods, exposed to the model as *tools* (their name, type hints and Google-style docstring become
+  the tool schema); TRL runs the tool-calling loop, appending each tool result to the conversation, until the
+  model answers without a tool call or ``max_tool_calling_iterations`` is reached;
+- ``get_reward() -> float`` (optional): the rollout's reward, read once when the rollout ends (logged under the
+  class name, weight 1, next to any ``reward_funcs``).
+
+:class:`RagenEnvironment` maps one ``ragen/`` episode onto it: ``reset`` seeds the env from the row's ``seed``
+column (the G rollouts of a group share their row, hence their seed and initial state: docs/protocol.md), the
+single tool ``act(answer)`` is one env turn, ``get_reward`` the episode return. The model's reasoning lives in
+its message and the tool call carries the answer, so the env is built with ``action_format="answer"`` (the
+``<think>`` block is optional) unless ``env_kwargs`` says otherwise; an ``answer`` without ``<answer>`` tags is
+wrapped in them, so ``act("Up || Left")`` is the turn ``<answer>Up || Left</answer>``. Parsing, the format
+penalty and the action budget are the env's own (``ragen_envs.protocol``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = ["RagenEnvironment", "ragen_environment_factory", "seed_dataset", "TOOL_HINT"]
+
+#: Appended to the first observation: how to play through the tool.
+TOOL_HINT = (
+    "Think step by step, then call the `act` tool with your answer: one or more actions separated by ||. "
+    "Call it once per turn until the episode is over."
+)
+_ANSWER_TAG = re.compile("<answer>", re.IGNORECASE | re.ASCII)
+
+
+class RagenEnvironment:
+    """One ``ragen/`` episode behind TRL's environment interface (see the module docstring).
+
+    Args:
+        env_id: a registered id such as ``"ragen/Sokoban-v0"`` (text envs only; vision variants raise).
+        env_kwargs: keyword arguments of ``gym.make`` (default ``{"action_format": "answer"}``, merged).
+        seed_key: the dataset column holding each row's integer episode seed.
+        include_instructions: prepend the env's instructions (rules, actions, budget) to the first observation.
+
+    Only ``reset``, ``act`` and ``get_reward`` are public: TRL turns every other public method into a tool.
+    """
+
+    def __init__(
+        self,
+        env_id: str,
+        env_kwargs: Mapping[str, Any] | None = None,
+        seed_key: str = "seed",
+        include_instructions: bool = True,
+    ) -> None:
+        import gymnasium as gym
+
+        import ragen_envs  # noqa: F401  (registers the ragen/ ids)
+
+        if not isinstance(env_id, str) or not env_id.startswith("ragen/"):
+            raise ValueError(f"env_id must be a registered 'ragen/...' id; got {env_id!r}")
+        self._env_id = env_id
+        self._env = gym.make(env_id, **{"action_format": "answer", **dict(env_kwargs or {})}).unwrapped
+        if getattr(self._env, "vision", False):
+            raise ValueError(f"{env_id} is a vision variant; the TRL adapter passes text observations only")
+        self._seed_key = seed_key
+        self._include_instructions = bool(include_instructions)
+        self._return = 0.0
+        self._turns = 0
+        self._done = False
+        self._success = False
+
+    # ------------------------------------------------------------------------------------------ TRL hooks
+    def reset(self, **row: Any) -> str:
+        """Start the episode of one rollout from its dataset row; returns the first observation text."""
+        seed = row.get(self._seed_key)
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(
+                f"each dataset row needs a non-negative integer {self._seed_key!r} column (the episode seed, shared "
+                f"by the G rollouts of a group); got {seed!r}. Build one with seed_dataset(n)."
+            )
+        obs, info = self._env.reset(seed=seed)
+        if not isinstance(obs, str):
+            raise ValueError(f"{self._env_id} returned a {type(obs).__name__} observation; text envs only")
+        self._return, self._turns, self._done, self._success = 0.0, 0, False, False
+        parts = [info["instructions"]] if self._include_instructions else []
+        parts.append(self._turn_text(obs, info.get("actions_left")))
+        parts.append(TOOL_HINT)
+        return "\n\n".join(parts)
+
+    def act(self, answer: str) -> str:
+        """Take one turn in the environment.
+
+        Args:
+            answer: One or more action names separated by "||", for example "Up || Left".
+
+        Returns:
+            The reward of this turn and the next state, or a notice that the episode is over.
+        """
+        if self._done:
+            return "The episode is over; nothing was done."
+        text = str(answer)
+        if not _ANSWER_TAG.search(text):
+            text = f"<answer>{text}</answer>"
+        obs, reward, terminated, truncated, info = self._env.step(text)
+        self._turns += 1
+        self._return += float(reward)
+        self._done = bool(terminated or truncated)
+        self._success = bool(info.get("success", False))
+        lines = [f"Reward: {float(reward):g}"]
+        if self._done:
+            lines.append(f"The episode is over (success: {self._success}).")
+        else:
+            lines.append(self._turn_text(obs, info.get("actions_left")))
+        return "\n".join(lines)
+
+    def get_reward(self) -> float:
+        """Episode return; a rollout that never called ``act`` gets the env's format penalty (no valid answer)."""
+        if self._turns == 0:
+            return float(getattr(self._env, "format_penalty_value", 0.0))
+        return self._return
+
+    # ------------------------------------------------------------------------------------------ helpers
+    def _turn_text(self, obs: str, actions_left: int | None) -> str:
+        lines = [f"Turn {self._turns + 1}:", f"State:\n{obs}"]
+        if actions_left is not None:
+            lines.append(f"You have {actions_left} actions left.")
+        return "\n".join(lines)
+
+
+def ragen_environment_factory(env_id: str, **options: Any) -> Callable[[], RagenEnvironment]:
+    """``environment_factory`` for TRL: a zero-argument callable building one :class:`RagenEnvironment`.
+
+    ``options`` are :class:`RagenEnvironment`'s keyword arguments. The env is built once here so that a bad id
+    or bad ``env_kwargs`` fail now, with the env's own message, rather than inside the trainer.
+    """
+    from ragen_core.integrations.trl_version import check_trl_version
+
+    check_trl_version()
+    RagenEnvironment(env_id, **options)
+
+    def factory() -> RagenEnvironment:
+        return RagenEnvironment(env_id, **options)
+
+    return factory
+
+
+def seed_dataset(n: int, start: int = 10000, prompt: str = "", seed_key: str = "seed") -> Any:
+    """A ``datasets.Dataset`` of ``n`` conversational rows ``{"prompt": [user message], seed_key: start + i}``.
+
+    Training seeds start at 10000 and validation seeds at 123 in this project (docs/protocol.md). The user
+    message holds ``prompt``; the env's observation is appended to it by TRL at ``reset``.
+    """
+    from datasets import Dataset
+
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive integer (number of rows); got {n!r}")
+    if isinstance(start, bool) or not isinstance(start, int) or start < 0:
+        raise ValueError(f"start must be a non-negative integer seed; got {start!r}")
+    return Dataset.from_dict(
+        {"prompt": [[{"role": "user", "content": prompt}] for _ in range(n)], seed_key: list(range(start, start + n))}
+    )

@@ -1,0 +1,75 @@
+"""The TRL versions the TRL adapter supports, and the import-time check.
+
+The adapter overrides private hooks of ``trl.GRPOTrainer`` (``_calculate_rewards`` and
+``_generate_and_score_completions``) whose signatures and output keys change between TRL minor releases, so it
+accepts only the minor series it was tested with. ``RAGEN2_ALLOW_UNTESTED_TRL=1`` turns the refusal into a
+warning, for users who want to try a newer TRL at their own risk.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from importlib import metadata
+
+__all__ = ["TESTED_TRL_VERSION", "SUPPORTED_TRL_RANGE", "check_trl_version", "UnsupportedTRLVersionError"]
+
+#: The exact version the test suite ran against (the ``trl`` extra of pyproject.toml pins it).
+TESTED_TRL_VERSION = "1.16.0"
+#: Half-open range ``[low, high)`` of accepted versions: the tested minor series.
+SUPPORTED_TRL_RANGE = ((1, 16, 0), (1, 17, 0))
+_OVERRIDE_ENV = "RAGEN2_ALLOW_UNTESTED_TRL"
+
+
+class UnsupportedTRLVersionError(ImportError):
+    """TRL is missing, or its version is outside ``SUPPORTED_TRL_RANGE``."""
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """``"1.16.0"`` -> ``(1, 16, 0)``; pre/post/dev suffixes are ignored (``"1.17.0.dev0"`` -> ``(1, 17, 0)``)."""
+    parts: list[int] = []
+    for piece in version.split(".")[:3]:
+        digits = ""
+        for ch in piece:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            break
+        parts.append(int(digits))
+    while len(parts) < 3:
+        parts.append(0)
+    return tuple(parts)
+
+
+def _fmt(v: tuple[int, ...]) -> str:
+    return ".".join(str(x) for x in v)
+
+
+def check_trl_version(version: str | None = None) -> str:
+    """Return the installed TRL version, or raise :class:`UnsupportedTRLVersionError` with the supported range.
+
+    Args:
+        version: the version string to check (default: the installed ``trl`` distribution's).
+
+    Raises:
+        UnsupportedTRLVersionError: TRL is not installed, or ``version`` is outside ``SUPPORTED_TRL_RANGE``
+            (unless ``RAGEN2_ALLOW_UNTESTED_TRL=1``, which warns instead).
+    """
+    low, high = SUPPORTED_TRL_RANGE
+    wanted = f"trl>={_fmt(low)},<{_fmt(high)} (tested: {TESTED_TRL_VERSION}); install it with `pip install ragen2[trl]`"
+    if version is None:
+        try:
+            version = metadata.version("trl")
+        except metadata.PackageNotFoundError:
+            raise UnsupportedTRLVersionError(f"the TRL adapter needs {wanted}; TRL is not installed") from None
+    if low <= _release(version) < high:
+        return version
+    message = (
+        f"the TRL adapter supports {wanted}; found trl=={version}. It overrides GRPOTrainer hooks whose "
+        f"signatures change between TRL releases. Set {_OVERRIDE_ENV}=1 to try anyway."
+    )
+    if os.environ.get(_OVERRIDE_ENV) == "1":
+        warnings.warn(message, RuntimeWarning, stacklevel=2)
+        return version
+    raise UnsupportedTRLVersionError(message)

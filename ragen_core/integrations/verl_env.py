@@ -1,0 +1,104 @@
+"""One ``ragen/`` env episode as a chat, the text side of the verl agent loop (docs/protocol.md), without verl.
+
+:class:`EnvEpisode` holds a Gymnasium env and the conversation that RAGEN's rollout builds
+(``ragen_core.rollout``): the system message is the env's ``info["instructions"]``, each user turn is
+``ragen_core.rollout.user_turn_text`` (previous reward, turn number, state, actions left, format reminder), each
+assistant message is the raw model response, which the env parses itself. The episode return is the sum of the
+per-turn rewards; the agent loop reports it as verl's ``reward_score`` (placed on the last response token,
+``reward_placement = "last_token"``).
+
+A dataset row for verl names the episode in ``extra_info``: ``{"env_id": "ragen/Sokoban-v0", "seed": 10000,
+"env_kwargs": {...}, "max_turns": 5, "length_limit": 400, "system_prompt": true}`` (:func:`episode_from_extra_info`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+
+import ragen_envs  # noqa: F401  (registers the ragen/ ids)
+from ragen_core.rollout import user_turn_text
+
+__all__ = ["EnvEpisode", "episode_from_extra_info"]
+
+_EXTRA_KEYS = ("env_id", "seed", "env_kwargs", "max_turns", "length_limit", "system_prompt")
+
+
+class EnvEpisode:
+    """A ``ragen/`` env played as a chat.
+
+    Args:
+        env_id: a registered id (``ragen_envs.env_ids()``).
+        seed: the reset seed; the G rollouts of a group share it (docs/protocol.md).
+        env_kwargs: keyword arguments of ``gym.make``.
+        max_turns: most assistant turns (the env may end the episode earlier).
+        length_limit: the "Max response length" told to the model, in tokens.
+        system_prompt: send ``info["instructions"]`` as a system message.
+    """
+
+    def __init__(self, env_id: str, seed: int, env_kwargs: Mapping[str, Any] | None = None, max_turns: int = 5,
+                 length_limit: int = 400, system_prompt: bool = True) -> None:
+        if not isinstance(env_id, str) or env_id not in gym.registry:
+            raise ValueError(f"env_id must be a registered ragen/ id (see `ragen envs`); got {env_id!r}")
+        for name, v in (("seed", seed), ("max_turns", max_turns), ("length_limit", length_limit)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name == "seed" else 1):
+                raise ValueError(f"{name} must be an integer >= {0 if name == 'seed' else 1}; got {v!r}")
+        self.env = gym.make(env_id, **dict(env_kwargs or {}))
+        self.seed, self.max_turns, self.length_limit = seed, max_turns, length_limit
+        self.system_prompt = bool(system_prompt)
+        self.turn = 0
+        self.total_reward = 0.0
+        self.turn_rewards: list[float] = []
+        self.done = False
+        self.success = False
+        self._actions_left: int | None = None
+        self._fmt = "<think> [your thoughts] </think> <answer> [your answer] </answer>"
+
+    def start(self) -> list[dict[str, str]]:
+        """Reset the env; return the opening messages (system, if asked, and the first user turn)."""
+        obs, info = self.env.reset(seed=self.seed)
+        self._actions_left = info.get("actions_left")
+        fmt = getattr(self.env.unwrapped, "action_format", "tagged")
+        if fmt == "answer":
+            self._fmt = "<answer> [your answer] </answer>"
+        elif fmt == "plain":
+            self._fmt = "[your answer]"
+        msgs = [{"role": "system", "content": str(info.get("instructions", ""))}] if self.system_prompt else []
+        msgs.append({"role": "user", "content": user_turn_text(1, _text(obs), self._actions_left, None,
+                                                                self.length_limit, self._fmt)})
+        return msgs
+
+    def step(self, response: str) -> dict[str, str] | None:
+        """Play one assistant response; return the next user message, or None when the episode is over."""
+        if self.done:
+            raise RuntimeError("the episode is over; start a new EnvEpisode")
+        obs, reward, terminated, truncated, info = self.env.step(response)
+        self.turn += 1
+        self.turn_rewards.append(float(reward))
+        self.total_reward += float(reward)
+        self.success = bool(info.get("success", False))
+        self._actions_left = info.get("actions_left", self._actions_left)
+        if terminated or truncated or self.turn >= self.max_turns:
+            self.done = True
+            self.env.close()
+            return None
+        return {"role": "user", "content": user_turn_text(self.turn + 1, _text(obs), self._actions_left,
+                                                           float(reward), self.length_limit, self._fmt)}
+
+
+def _text(obs: Any) -> str:
+    # Vision variants observe {"text", "image"}; the agent loop is text-only.
+    return str(obs["text"]) if isinstance(obs, dict) else str(obs)
+
+
+def episode_from_extra_info(extra_info: Mapping[str, Any] | None) -> EnvEpisode:
+    """Build an :class:`EnvEpisode` from a dataset row's ``extra_info`` (module docstring); unknown keys are
+    ignored only if they are not ours to read (verl adds ``index`` and others)."""
+    if not isinstance(extra_info, Mapping) or "env_id" not in extra_info or "seed" not in extra_info:
+        raise ValueError("the dataset row's extra_info must be a mapping with at least 'env_id' and 'seed' "
+                         f"(keys read: {', '.join(_EXTRA_KEYS)}); got {extra_info!r}")
+    kw = {k: extra_info[k] for k in _EXTRA_KEYS if k in extra_info and extra_info[k] is not None}
+    kw["seed"] = int(kw["seed"])
+    return EnvEpisode(**kw)
