@@ -15,7 +15,7 @@ $(PY):
 
 $(STAMP): $(PY) pyproject.toml
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e ".[dev,trl]"
+	$(PY) -m pip install --quiet -e ".[dev,trl,ray]"
 	touch $(STAMP)
 
 demo: $(STAMP)

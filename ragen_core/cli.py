@@ -1,4 +1,4 @@
-"""The `ragen` command line: `ragen envs | play | train | diagnose | verify | bench`.
+"""The `ragen` command line: `ragen envs | play | train | diagnose | reproduce | verify | bench`.
 
 Sub-commands import their modules lazily so that `ragen envs` starts without loading torch.
 """
@@ -31,6 +31,7 @@ def _cmd_play(args: argparse.Namespace) -> int:
 DELEGATED: dict[str, tuple[str, str]] = {
     "train": ("ragen_core.train", "train an agent: ragen train CONFIG [key=value ...] [--resume RUN_DIR]"),
     "diagnose": ("ragen_core.diagnose", "RV heterogeneity and MI proxies of a rollouts JSONL file"),
+    "reproduce": ("ragen_core.reproduce.cli", "the paper's four findings as a small-scale study, with its report"),
     "verify": ("theory_checks.__main__", "check the paper's bounds numerically (python -m theory_checks)"),
     "bench": ("benchmarks.run_all", "run every benchmark and regenerate the README tables (source checkout)"),
 }

@@ -263,6 +263,9 @@ class WarmStartConfig:
     reasoning: str = "full"
     #: Learning-rate schedule: "constant" or "linear" (5% warm-up, then linear decay to 0).
     schedule: str = "constant"
+    #: A folder where warm-started weights are cached by everything the warm start reads (ragen_core.warm_cache):
+    #: runs that differ only after the warm start (filter variants of one seed) train it once. "" = no cache.
+    cache_dir: str = ""
 
 
 @dataclass

@@ -590,9 +590,9 @@ class Trainer:
         (self.run_dir / "config.toml").write_text(dump_toml(cfg))
         self.log.start()
         if cfg.warm_start.sft_episodes > 0:
-            from ragen_core.sft import warm_start
+            from ragen_core.warm_cache import cached_warm_start
 
-            sft_metrics = warm_start(self.policy, cfg, device=self.device)
+            sft_metrics = cached_warm_start(self.policy, cfg, device=self.device)
             self.log.log({"step": 0, **sft_metrics})
             if cfg.algo.kl_coef > 0:
                 self._make_reference()  # the reference is the warm-started model

@@ -1,0 +1,112 @@
+"""`ragen reproduce [--quick] [--seeds N] [--out DIR] [--workers N] [--ray ADDRESS] [--report-dir DIR]`.
+
+Runs the study of :mod:`ragen_core.reproduce.study` (resumable: finished runs are not re-run), then writes
+``reproduction.md``, its figures and ``results.json`` to ``--report-dir`` (default: ``--out``). ``--report-only``
+starts nothing and reports the finished runs (listing the missing ones).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ragen_core.reproduce.analysis import analyse
+from ragen_core.reproduce.report import write_report
+from ragen_core.reproduce.runner import finished_records, run_local, run_ray
+from ragen_core.reproduce.study import ARMS, ENVS, build_study, find_configs_dir
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ragen reproduce", description=(
+        "Reproduce the paper's four findings at small scale (docs/reproduction.md): template collapse vs entropy, "
+        "MI vs entropy as predictors of success, filtering vs RV heterogeneity, the RV quartile ablation."))
+    p.add_argument("--quick", action="store_true",
+                   help="one seed, a third of the steps: under 30 minutes on 2 cores (no confidence intervals)")
+    p.add_argument("--seeds", type=int, default=None, help="number of training seeds, 0..N-1 (default 3; --quick 1)")
+    p.add_argument("--out", default=None, help="run folders and the warm-start cache (default runs/reproduce[-quick])")
+    p.add_argument("--workers", type=int, default=2, help="local runs at a time, one core each (default 2)")
+    p.add_argument("--ray", metavar="ADDRESS", default=None,
+                   help="run every training run as a Ray task on this cluster ('auto', 'ray://host:10001', or "
+                        "'local' for a single-node Ray instance here); needs pip install 'ragen2[ray]'")
+    p.add_argument("--report-dir", default=None, help="where reproduction.md and reproduction/ go (default: --out)")
+    p.add_argument("--configs-dir", default=None,
+                   help="folder with the base configs (default: the checkout's configs/)")
+    p.add_argument("--envs", default=None, help=f"comma-separated subset of {','.join(ENVS)} (default all)")
+    p.add_argument("--report-only", action="store_true", help="start nothing: report the finished runs")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    n_seeds = args.seeds if args.seeds is not None else (1 if args.quick else 3)
+    if n_seeds < 1:
+        print("ragen reproduce: --seeds must be >= 1", file=sys.stderr)
+        return 2
+    out = Path(args.out or ("runs/reproduce-quick" if args.quick else "runs/reproduce")).resolve()
+    try:
+        configs = find_configs_dir(args.configs_dir)
+        envs = tuple(e.strip() for e in args.envs.split(",")) if args.envs else None
+        specs = build_study(list(range(n_seeds)), args.quick, configs, out / "warm_cache", envs)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"ragen reproduce: {e}", file=sys.stderr)
+        return 2
+    runs_dir = out / "runs"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    print(f"study: {len(specs)} runs ({'quick' if args.quick else 'full'}, seeds 0..{n_seeds - 1}) in {runs_dir}",
+          file=sys.stderr)
+    failed = ""
+    if not args.report_only:
+        try:
+            if args.ray:
+                run_ray(specs, runs_dir, args.ray, progress=not args.no_progress)
+            else:
+                run_local(specs, runs_dir, workers=args.workers, progress=not args.no_progress)
+        except RuntimeError as e:
+            failed = str(e)
+            print(f"ragen reproduce: {e}", file=sys.stderr)
+    records, missing = finished_records(specs, runs_dir)
+    if not records:
+        print("ragen reproduce: no finished run to report", file=sys.stderr)
+        return 1
+    command = "ragen reproduce" + (" --quick" if args.quick else "") + (
+        f" --seeds {n_seeds}" if n_seeds != (1 if args.quick else 3) else "")
+    header = {
+        "mode": "quick" if args.quick else "full",
+        "command": command,
+        "seeds": list(range(n_seeds)),
+        "n_runs": len(records),
+        "n_missing": len(missing),
+        "missing": missing,
+        "core_minutes": sum(((r.get("sft_s") or 0.0) + (r.get("rl_s") or 0.0)) / 60.0 for r in records),
+        "machine": _machine(),
+        "arms": {name: {"overrides": list(ARMS[name].overrides), "purpose": ARMS[name].purpose}
+                 for name in dict.fromkeys(s.arm for s in specs)},
+    }
+    path = write_report({"analysis": analyse(records), "records": records}, args.report_dir or out, header)
+    print(f"report: {path}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _machine() -> str:
+    import os
+
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, torch {torch.__version__}, "
+            "one torch thread per run")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

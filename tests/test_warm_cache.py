@@ -1,0 +1,55 @@
+"""The warm-start cache: a hit reproduces the run that trained it, and the key covers what the warm start reads."""
+
+from __future__ import annotations
+
+import json
+
+from ragen_core.config import load_config
+from ragen_core.train import Trainer
+from ragen_core.warm_cache import cache_key
+
+BASE = ["env.id=ragen/Bandit-v0", "model.path=tiny", "rollout.groups=2", "rollout.group_size=4",
+        "rollout.max_turns=1", "rollout.max_new_tokens=24", "rollout.system_prompt=false", "run.steps=2",
+        "run.progress=false", "run.device=cpu", "algo.name=grpo", "algo.lr=1e-3", "algo.mini_batch_size=8",
+        "algo.micro_batch_size=8", "eval.episodes=4", "eval.every=2", "mi.every=2",
+        "warm_start.sft_episodes=8", "warm_start.batch_size=8", "warm_start.epochs=1"]
+
+
+def _run(run_dir, *overrides):
+    cfg = load_config(None, BASE + list(overrides))
+    return Trainer(cfg, run_dir).fit()
+
+
+def _comparable(history):
+    """Everything but timings and the cache flag."""
+    return [{k: v for k, v in r.items() if not k.startswith("perf/") and k != "sft/cached"} for r in history]
+
+
+def test_a_cache_hit_reproduces_the_run_that_filled_it(tmp_path):
+    cache = tmp_path / "cache"
+    first = _run(tmp_path / "a", f"warm_start.cache_dir={cache}")
+    second = _run(tmp_path / "b", f"warm_start.cache_dir={cache}")
+    plain = _run(tmp_path / "c")
+    assert first[0]["sft/cached"] == 0.0 and second[0]["sft/cached"] == 1.0 and plain[0]["sft/cached"] == 0.0
+    assert len(list(cache.glob("*.pt"))) == 1
+    assert _comparable(first) == _comparable(second) == _comparable(plain)
+    logged = [json.loads(x) for x in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
+    assert logged[0]["perf/sft_s_original"] == first[0]["perf/sft_s"]
+
+
+def test_a_different_warm_start_is_a_different_entry(tmp_path):
+    cache = tmp_path / "cache"
+    _run(tmp_path / "a", f"warm_start.cache_dir={cache}")
+    other = _run(tmp_path / "b", f"warm_start.cache_dir={cache}", "warm_start.action_noise=0.5")
+    assert other[0]["sft/cached"] == 0.0
+    assert len(list(cache.glob("*.pt"))) == 2
+
+
+def test_the_key_ignores_what_follows_the_warm_start_and_follows_what_precedes_it():
+    key = cache_key(load_config(None, BASE))
+    for later in ("filter.enabled=false", "filter.strategy=random", "algo.entropy_coef=0.1", "run.steps=9",
+                  "eval.episodes=4", "mi.every=5", "run.name=x", "warm_start.cache_dir=/elsewhere"):
+        assert cache_key(load_config(None, BASE + [later])) == key, later
+    for earlier in ("run.seed=1", "warm_start.sft_episodes=17", "warm_start.lr=2e-3", "env.kwargs={high_prob=0.4}",
+                    "rollout.max_new_tokens=25", "model.dtype=bfloat16"):
+        assert cache_key(load_config(None, BASE + [earlier])) != key, earlier
