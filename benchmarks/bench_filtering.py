@@ -14,6 +14,11 @@ batch, interleaved (one round = every variant once, the order rotated each round
 - ``top_p0.9_removed``, ``top_p0.5_removed``, ``top_p0.25_removed``, ``top_k0.9_removed``: dropped groups are
   physically removed (``ragen_core.filtering.compact``) before the forward pass.
 
+One pass over the whole batch saves more than the removed tokens (efficiency above 1): a smaller batch also has a
+smaller activation footprint. Trainers (ours, TRL, verl) run fixed micro-batches instead, so the headline contrast
+(none / masked / removed at top-p 0.9) is also timed in micro-batches of ``--micro-batch`` rows (default 8, each
+trimmed to its longest row, gradients accumulated): the saving users get in practice, beside the one-pass one.
+
 Defaults (CPU, one torch thread, about 8 minutes on a shared 2-core machine): the tiny model on Sokoban and
 FrozenLake at P x G = 4 x 8 with every variant, 5 timed rounds; the large model on FrozenLake at 4 x 2 with
 none / masked / removed (top-p 0.9), 3 rounds. On this CPU one unfiltered tiny-model step at 8 x 16 takes
@@ -200,31 +205,52 @@ def apply_variant(rows: dict[str, torch.Tensor], rewards: torch.Tensor, variant:
     return compact(rows, res.kept, g), res
 
 
-def loss_backward(policy: Any, rows: dict[str, torch.Tensor], entropy_coef: float = ENTROPY_COEF) -> float | None:
+def loss_backward(policy: Any, rows: dict[str, torch.Tensor], entropy_coef: float = ENTROPY_COEF,
+                  micro_batch: int = 0) -> float | None:
     """Forward + backward of the trainer's policy loss on ``rows`` (gradients left in ``policy.model``).
 
     ``loss = ppo_policy_loss(token-mean) - entropy_coef * mean token entropy``, both over ``loss_mask``.
+    ``micro_batch`` = 0 runs the whole batch in one pass; ``n`` > 0 runs ``ceil(R / n)`` passes of ``n`` rows, each
+    trimmed to its longest row (as the trainer's ``Trainer._slice``), and accumulates the gradient: pass ``m``
+    contributes its token-mean times ``tokens_m / tokens_total``, so the sum is the whole batch's token-mean and
+    the gradient is the same. A pass whose rows have no loss token (a masked framework's dropped rows) is still
+    run, as it is there.
     Returns the loss, or None when no token is trained on (an empty batch: the update is skipped).
     """
     policy.model.zero_grad(set_to_none=True)
-    if rows["input_ids"].shape[0] == 0 or int((rows["loss_mask"] != 0).sum()) == 0:
+    n_rows = rows["input_ids"].shape[0]
+    total = int((rows["loss_mask"] != 0).sum()) if n_rows else 0
+    if n_rows == 0 or total == 0:
         return None
+    size = n_rows if micro_batch <= 0 else micro_batch
     device = policy.device
-    mask = rows["loss_mask"].to(device)
-    out = policy.forward_logprobs(rows["input_ids"].to(device), rows["attention_mask"].to(device),
-                                  with_entropy=True)
-    logp = out.logprobs.float()
-    pg, _ = ppo_policy_loss(logp, rows["old_logprobs"].to(device), rows["advantages"].to(device), mask,
-                            loss_agg_mode="token-mean")
-    loss = pg - entropy_coef * aggregate_loss(out.entropy.float(), mask, "token-mean")
-    loss.backward()
-    return float(loss.detach())
+    loss_sum = 0.0
+    for start in range(0, n_rows, size):
+        idx = torch.arange(start, min(start + size, n_rows))
+        sub = {k: v.index_select(0, idx) for k, v in rows.items()}
+        t = int(sub["attention_mask"].sum(dim=1).max())
+        sub = {k: (v[:, :t] if v.dim() == 2 else v) for k, v in sub.items()}
+        mask = sub["loss_mask"].to(device)
+        out = policy.forward_logprobs(sub["input_ids"].to(device), sub["attention_mask"].to(device),
+                                      with_entropy=True)
+        logp = out.logprobs.float()
+        tokens = int((mask != 0).sum())
+        if tokens == 0:
+            loss = 0.0 * (logp.sum() + out.entropy.float().sum())  # the pass runs, it contributes nothing
+        else:
+            pg, _ = ppo_policy_loss(logp, sub["old_logprobs"].to(device), sub["advantages"].to(device), mask,
+                                    loss_agg_mode="token-mean")
+            loss = (pg - entropy_coef * aggregate_loss(out.entropy.float(), mask, "token-mean")) * (tokens / total)
+        loss.backward()
+        loss_sum += float(loss.detach())
+    return loss_sum
 
 
-def run_step(policy: Any, rows: dict[str, torch.Tensor], rewards: torch.Tensor, variant: Variant) -> float | None:
-    """One timed step: :func:`apply_variant` then :func:`loss_backward`."""
+def run_step(policy: Any, rows: dict[str, torch.Tensor], rewards: torch.Tensor, variant: Variant,
+             micro_batch: int = 0) -> float | None:
+    """One timed step: :func:`apply_variant` then :func:`loss_backward` (whole batch, or ``micro_batch`` rows)."""
     step_rows, _ = apply_variant(rows, rewards, variant)
-    return loss_backward(policy, step_rows)
+    return loss_backward(policy, step_rows, micro_batch=micro_batch)
 
 
 # ---------------------------------------------------------------------------------------------- timing
@@ -512,9 +538,9 @@ def _fmt(x: float | None, spec: str) -> str:
 
 def markdown(result: dict[str, Any]) -> str:
     lines = [
-        "| model | env | P x G | variant | rows | kept tokens | kept positions | step time (median [IQR]) | ideal "
-        "| efficiency | paired per round (median [IQR]) |",
-        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| model | env | P x G | passes | variant | rows | kept tokens | kept positions | step time (median [IQR]) "
+        "| ideal | efficiency | paired per round (median [IQR]) |",
+        "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s in result["sets"]:
         for r in s["variants"]:
@@ -522,7 +548,9 @@ def markdown(result: dict[str, Any]) -> str:
             pr = r["efficiency_per_round_iqr"]
             iqr = "" if pr is None else f" [{pr[0]:.2f}, {pr[1]:.2f}]"
             lines.append(
-                f"| {s['model']} | {s['env']} | {s['P']} x {s['G']} | {r['variant']} | {r['rows']} | "
+                f"| {s['model']} | {s['env']} | {s['P']} x {s['G']} | "
+                f"{'micro-batches of ' + str(s['micro_batch']) if s.get('micro_batch') else 'whole batch'} | "
+                f"{r['variant']} | {r['rows']} | "
                 f"{r['tokens_kept_fraction']:.0%} | {r['padded_positions_fraction']:.0%} | {r['time_median_s']:.3f} s "
                 f"[{r['time_q1_s']:.3f}, {r['time_q3_s']:.3f}] | {r['ideal_s']:.3f} s | {_fmt(eff, '.2f')} | "
                 f"{_fmt(r['efficiency_per_round_median'], '.2f')}{iqr} |")
@@ -533,7 +561,8 @@ def markdown(result: dict[str, Any]) -> str:
                    for s in result["sets"] if s["model"] == result["sets"][0]["model"])
     lines.append(f"Efficiency = (t_none - t) / (t_none - t_ideal), t_ideal = t_none x kept-token fraction, from "
                  f"the medians; 'paired per round' computes it within each round (robust to load drift); "
-                 f"forward + backward of the PPO loss over the whole batch, {result['device']}, "
+                 f"forward + backward of the PPO loss over the whole batch in one pass, or in fixed micro-batches "
+                 f"(each trimmed to its longest row, gradients accumulated: what trainers run), {result['device']}, "
                  f"{result['torch_threads']} torch thread(s), {result['repeats']} interleaved rounds (large model: "
                  f"{result['large_repeats']}; the paper's 8 x 16 batch: {PAPER_SIZE_ROUNDS}) after "
                  f"{result['warmup']} warm-up round(s); kept positions = padded "
@@ -579,6 +608,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--large-env", default="frozenlake", help="env of the large model (default frozenlake)")
     parser.add_argument("--large-all-variants", action="store_true",
                         help="time every variant on the large model (default: none / masked / removed at top-p 0.9)")
+    parser.add_argument("--micro-batch", type=int, default=8,
+                        help="also time the headline contrast in fixed micro-batches of this many rows, as trainers "
+                             "run it (default 8: algo.micro_batch_size's default and TRL's per-device batch); 0 = no")
     parser.add_argument("--rewards", default="auto", choices=("auto", "real", "synthetic"))
     parser.add_argument("--no-memory", action="store_true")
     parser.add_argument("--default-malloc", action="store_true",
@@ -628,7 +660,8 @@ def main(argv: list[str] | None = None) -> int:
         "rollout": {"sampled": f"{sample_p}x{sample_g}", "max_turns": 1, "context": "full",
                     "max_new_tokens": max_new, "policy": "tiny (untrained)"},
         "step": "filter/compact or mask + GRPO advantages + forward_logprobs(with_entropy) + PPO clipped loss "
-                "(token-mean) - 0.001 x entropy + backward, whole batch in one pass; optimizer step not timed",
+                "(token-mean) - 0.001 x entropy + backward, whole batch in one pass or in micro-batches of "
+                "`micro_batch` rows (set field); optimizer step not timed",
         "sets": [],
     }
 
@@ -649,22 +682,26 @@ def main(argv: list[str] | None = None) -> int:
         # The large model is ~9x slower per token: time it on the headline contrast only.
         names = names_all if m == "tiny" or args.large_all_variants else list(CONTRAST)
         large_env = args.large_env if args.large_env in envs else envs[0]
-        jobs = ([(e, size, names, repeats) for e in envs for size in sizes] if m == "tiny"
-                else [(large_env, size, names, large_repeats) for size in large_sizes])
+        jobs = ([(e, size, names, repeats, 0) for e in envs for size in sizes] if m == "tiny"
+                else [(large_env, size, names, large_repeats, 0) for size in large_sizes])
         if m == "tiny":
+            # What trainers do: fixed micro-batches (the saving users get in practice), headline contrast.
+            if args.micro_batch > 0:
+                jobs += [(e, size, list(CONTRAST), repeats, args.micro_batch) for e in envs for size in sizes]
             # The paper's 8 x 16 batch costs ~6x a 4 x 8 step on a CPU (about a minute unfiltered): headline
             # contrast only, first env, PAPER_SIZE_ROUNDS rounds, so that `make bench` stays under 20 minutes.
-            jobs += [(envs[0], size, list(CONTRAST), PAPER_SIZE_ROUNDS) for size in paper_sizes]
-        for e, (p, g), names, n_rounds in jobs:
+            jobs += [(envs[0], size, list(CONTRAST), PAPER_SIZE_ROUNDS, 0) for size in paper_sizes]
+        for e, (p, g), names, n_rounds, micro in jobs:
             rows_all, real_all, sinfo = sampled[e]
             rows, real = sub_batch(rows_all, real_all, p, g)
             rewards, source = choose_rewards(real, args.rewards, seed=p * 1000 + g)
             infos = {n: variant_info(rows, rewards, VARIANTS[n]) for n in names}
             print(f"[filtering] {m} ({n_params / 1e6:.1f}M) {e} {p}x{g}: {rows['input_ids'].shape[0]} rows, "
-                  f"{int(rows['attention_mask'].sum())} tokens, rewards {source}", flush=True)
+                  f"{int(rows['attention_mask'].sum())} tokens, rewards {source}, "
+                  f"{f'micro-batches of {micro} rows' if micro else 'one pass'}", flush=True)
             t0 = time.perf_counter()
-            times = time_interleaved(lambda n, rows=rows, rewards=rewards, policy=policy:
-                                     run_step(policy, rows, rewards, VARIANTS[n]),
+            times = time_interleaved(lambda n, rows=rows, rewards=rewards, policy=policy, micro=micro:
+                                     run_step(policy, rows, rewards, VARIANTS[n], micro_batch=micro),
                                      names, args.warmup, n_rounds,
                                      device, warmup_names=None if device.type == "cuda" else ["none"])
             summary = summarize(times, infos)
@@ -675,7 +712,7 @@ def main(argv: list[str] | None = None) -> int:
             used_rv = rv_statistics(reward_variance(rewards)) if g >= 2 else {}
             result["sets"].append({
                 "model": m, "parameters": n_params, "model_args": MODELS[m] or {"hidden": 192, "layers": 4},
-                "env": ENVS[e], "P": p, "G": g, "rows": int(rows["input_ids"].shape[0]),
+                "env": ENVS[e], "P": p, "G": g, "micro_batch": micro, "rows": int(rows["input_ids"].shape[0]),
                 "tokens": int(rows["attention_mask"].sum()), "seq_len_max": int(rows["attention_mask"].shape[1]),
                 "rewards_source": source, "real_rv": {k: _nan_to_none(v) for k, v in real_rv.items()},
                 "selection_rv": {k: _nan_to_none(v) for k, v in used_rv.items()},

@@ -97,6 +97,26 @@ def test_masked_and_removed_compute_the_same_update():
     assert bf.loss_backward(policy, empty) is None
 
 
+def test_micro_batches_compute_the_whole_batch_update():
+    """Micro-batching changes the cost only: per variant, the same loss and gradient as one pass."""
+    from ragen_core.policy import load_policy
+
+    policy = load_policy("tiny")
+    policy.model.train()
+    rows = _rows(3, 2, LENGTHS, seed=2)
+    for name in ("none", "top_p0.9_masked", "top_p0.9_removed"):
+        step_rows, _ = bf.apply_variant(rows, REWARDS, bf.VARIANTS[name])
+        whole = bf.loss_backward(policy, step_rows)
+        g_whole = [p.grad.clone() for p in policy.model.parameters() if p.grad is not None]
+        for micro in (1, 4):
+            loss = bf.loss_backward(policy, step_rows, micro_batch=micro)
+            assert loss == pytest.approx(whole, rel=1e-5, abs=1e-6), (name, micro)
+            g = [p.grad.clone() for p in policy.model.parameters() if p.grad is not None]
+            assert len(g) == len(g_whole) > 0
+            for a, b in zip(g, g_whole):
+                torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
 def test_efficiency_formula():
     assert bf.efficiency(10.0, 6.0, 0.5) == pytest.approx((10 - 6) / (10 - 5))
     assert bf.efficiency(10.0, 10.0, 0.5) == 0.0  # masking: no saving

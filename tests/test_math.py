@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import time
 from fractions import Fraction
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -422,3 +425,28 @@ def test_bounded_checker_survives_a_killed_worker():
     assert result.rule == "latex" or result.error.startswith("checker failed")
     assert checker.check_answer_bounded("0.5", "\\frac{1}{2}").rule == "latex"
     assert checker.check_answer_bounded(None, "1") == checker.CheckResult(None, "refused: not a string")  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="the CPU-time limit reads /proc")
+def test_a_starved_checker_is_not_a_timeout():
+    """The limit is the worker's CPU time: a worker that gets no CPU for longer than the limit (a loaded
+    machine; here it is stopped with SIGSTOP for 2.5 s against a 1 s limit) still returns the right answer."""
+    import signal
+    import threading
+
+    from ragen_envs.math import checker
+
+    assert checker.check_answer_bounded("1/2", "0.5", timeout=5.0).error is None  # a ready worker
+    pid = checker._worker.proc.pid
+    os.kill(pid, signal.SIGSTOP)
+    resume = threading.Timer(2.5, os.kill, (pid, signal.SIGCONT))
+    resume.start()
+    try:
+        t0 = time.monotonic()
+        result = checker.check_answer_bounded("1/2", "0.5", timeout=1.0)
+        waited = time.monotonic() - t0
+    finally:
+        resume.join()
+        os.kill(pid, signal.SIGCONT)
+    assert result.error is None and result.rule is not None, result
+    assert waited >= 2.0  # it really waited through the stop, longer than the limit

@@ -19,6 +19,7 @@ from ragen_core.reproduce.analysis import (
     finding_collapse,
     finding_filtering,
     late_value,
+    mi_beats_entropy,
     peak_success,
     spearman,
     spearman_ci,
@@ -101,6 +102,17 @@ def test_verdict_reads_the_interval():
     assert verdict({"mean": -0.1, "ci95": [-0.2, -0.01]}) == "hurt"
     assert verdict({"mean": 0.1, "ci95": [-0.1, 0.3]}) == "no clear difference"
     assert verdict({"mean": 0.1, "ci95": [None, None]}) == "higher (1 seed)"
+    assert verdict({"mean": 0.1, "ci95": [0.01, 0.2]}, "top higher", "bottom higher") == "top higher"
+
+
+def test_mi_beats_entropy_compares_the_size_of_rho():
+    def corr(mi, ent):
+        return {"mi_zscore_ema": {"rho": mi}, "mi_seq_est": {"rho": None}, "cond_entropy_est": {"rho": ent},
+                "marginal_entropy_est": {"rho": None}}
+
+    assert mi_beats_entropy(corr(0.39, -0.14)) is True  # the paper
+    assert mi_beats_entropy(corr(0.60, -0.82)) is False  # a strong negative entropy correlation predicts too
+    assert mi_beats_entropy(corr(None, -0.5)) is None
 
 
 # ------------------------------------------------------------------------------------------- synthetic runs
@@ -121,8 +133,8 @@ def write_synthetic_run(run_dir: Path, *, steps=20, val=(0.1, 0.3, 0.5), collaps
         row = {"step": s, "perf/step_s": 3.0, "rollout/success": 0.2, "filter/rv_heterogeneity": rv_het + s}
         if s % 5 == 0:
             frac = s / steps
-            if collapse:  # entropy rises, the reasoning stops depending on the input
-                row.update(_mi_row(s, token_entropy=0.05 + 0.2 * frac, cond=0.05 + 0.5 * frac, marg=0.1 + 0.5 * frac,
+            if collapse:  # entropy drifts up (never 2x), the reasoning stops depending on the input
+                row.update(_mi_row(s, token_entropy=0.05 + 0.03 * frac, cond=0.05 + 0.5 * frac, marg=0.1 + 0.5 * frac,
                                    mi_seq=math.log(8) * (1 - 0.95 * frac), retrieval=1 - 0.85 * frac, zscore=quality))
             else:
                 row.update(_mi_row(s, token_entropy=0.05, cond=0.03, marg=0.08, mi_seq=math.log(8) * 0.98,
@@ -178,7 +190,10 @@ def test_findings_on_a_synthetic_study(tmp_path):
     records = synthetic_study(tmp_path)
     a = analyse(records)
     c = a["collapse"]
-    assert c["shown"] is True and c["entropy_held"] is True
+    assert c["shown"] is True and c["mi_fell"] is True and c["mi_first_seeds"] == 3
+    # Retrieval 1 - 0.85 f: half the margin over chance 1/8 is lost at f >= 0.515, the measurement at step 15.
+    assert [o["mi_drop_step"] for o in c["arms"]["entropy_bonus"]["order"]] == [15, 15, 15]
+    assert [o["entropy_alarm_step"] for o in c["arms"]["entropy_bonus"]["order"]] == [None] * 3
     assert c["retrieval_margin_kept"]["top_p"] == pytest.approx(1.0)
     eb = c["arms"]["entropy_bonus"]
     # Late quarter = measurements at steps 15 and 20: retrieval 1 - 0.85 * (0.75, 1.0) -> mean 0.25625.
@@ -218,7 +233,24 @@ def test_collapse_is_not_claimed_when_entropy_falls(tmp_path):
     records = [read_run(d, _spec("sokoban", "entropy_bonus", 0)),
                read_run(tmp_path / "h", _spec("sokoban", "top_p", 0))]
     out = finding_collapse(records)
-    assert out["entropy_held"] is False and out["shown"] is False
+    assert out["shown"] is False and out["mi_fell"] is True  # entropy fell 2x at the MI drop: a dashboard sees it
+
+
+def test_collapse_is_not_claimed_when_entropy_explodes_first(tmp_path):
+    """Uniform noise also ends at high H and low MI; if entropy moved first, MI was not the only witness."""
+    d = tmp_path / "sokoban-entropy_bonus-s0"
+    write_synthetic_run(d, collapse=True)
+    rows = [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines()]
+    for r in rows:
+        if "collapse/token_entropy" in r:
+            r["collapse/token_entropy"] = 0.05 * 10 ** (r["step"] / 10)  # 0.16 at step 5 (start), 0.5 at 10
+    (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_synthetic_run(tmp_path / "h")
+    out = finding_collapse([read_run(d, _spec("sokoban", "entropy_bonus", 0)),
+                            read_run(tmp_path / "h", _spec("sokoban", "top_p", 0))])
+    order = out["arms"]["entropy_bonus"]["order"][0]
+    assert order["entropy_alarm_step"] == 10 and order["mi_drop_step"] == 15
+    assert out["mi_fell"] is True and out["shown"] is False
 
 
 def test_one_seed_gives_no_interval_and_says_so(tmp_path):

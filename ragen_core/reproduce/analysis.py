@@ -31,11 +31,14 @@ __all__ = [
     "late_value",
     "peak_success",
     "final_success",
+    "mi_drop_step",
+    "entropy_alarm_step",
     "finding_collapse",
     "finding_correlations",
     "finding_filtering",
     "finding_quartiles",
     "verdict",
+    "mi_beats_entropy",
     "analyse",
     "PAPER",
 ]
@@ -178,15 +181,53 @@ def _runs(records: list[dict[str, Any]], env: str | None = None, arm: str | None
 
 
 # ------------------------------------------------------------------------------------------- the findings
+#: Token entropy at this multiple of its first measurement counts as a visible entropy alarm (finding 1).
+ENTROPY_ALARM = 2.0
+
+
+def _first_step(record: dict[str, Any], test: Any) -> int | None:
+    for m in record.get("mi", []):
+        if test(m):
+            return int(m["step"])
+    return None
+
+
+def mi_drop_step(record: dict[str, Any]) -> int | None:
+    """First MI measurement where retrieval accuracy has lost at least half of its starting margin over chance."""
+    start, chance = first_value(record, "retrieval_acc"), first_value(record, "retrieval_chance") or 0.0
+    if start is None or start - chance <= 0:
+        return None
+    return _first_step(record, lambda m: (_metric(m, "retrieval_acc") is not None
+                                          and _metric(m, "retrieval_acc") - chance <= 0.5 * (start - chance)))
+
+
+def entropy_alarm_step(record: dict[str, Any], factor: float = ENTROPY_ALARM) -> int | None:
+    """First MI measurement where token entropy has moved by `factor` from its first value, up (>= factor x)
+    or down (<= 1 / factor x): what an entropy dashboard would notice."""
+    start = first_value(record, "token_entropy")
+    if start is None:
+        return None
+
+    def moved(m: dict[str, Any]) -> bool:
+        v = _metric(m, "token_entropy")
+        return v is not None and (v >= factor * start or v <= start / factor)
+
+    return _first_step(record, moved)
+
+
 def finding_collapse(records: list[dict[str, Any]], env: str = "sokoban", collapse_arm: str = "entropy_bonus",
                      healthy_arm: str = "top_p") -> dict[str, Any]:
-    """Finding 1: start and end (late quarter) of token entropy, H(Z|X), normalised MI and retrieval accuracy.
+    """Finding 1: start and end (late quarter) of token entropy, H(Z|X), normalised MI and retrieval accuracy,
+    and per seed which signal moved first.
 
-    ``shown`` is True when, in the collapse arm (mean over seeds), token entropy ends at >= 90% of where it
-    started while retrieval accuracy loses at least half of its margin over chance, and the healthy arm keeps at
-    least half of its margin.
+    "Invisible to entropy" is tested on the order of events, not on the end state (a run whose tokens become
+    uniform noise ends in the high-H / low-MI quadrant too, but entropy shows it long before): per seed, the MI
+    drop is the first measurement where retrieval accuracy has lost half of its margin over chance, the entropy
+    alarm the first where token entropy moved by ``ENTROPY_ALARM`` (x or /) from its first value. ``shown`` is
+    True when in a majority of the collapse arm's seeds MI dropped before any entropy alarm (or with none at all),
+    and the healthy arm kept at least half of its retrieval margin (mean over seeds).
     """
-    out: dict[str, Any] = {"env": env, "arms": {}}
+    out: dict[str, Any] = {"env": env, "arms": {}, "entropy_alarm_factor": ENTROPY_ALARM}
     for arm in (collapse_arm, healthy_arm):
         runs = [r for r in _runs(records, env, arm) if r.get("mi")]
         if not runs:
@@ -203,6 +244,13 @@ def finding_collapse(records: list[dict[str, Any]], env: str = "sokoban", collap
             {"seed": r["seed"], "points": [[m["step"], _metric(m, "cond_entropy_est"), _metric(m, "mi_norm")]
                                            for m in r["mi"]]} for r in runs]
         arm_out["regimes_end"] = [r["mi"][-1].get("regime") for r in runs]
+        arm_out["order"] = []
+        for r in runs:
+            drop, alarm = mi_drop_step(r), entropy_alarm_step(r)
+            arm_out["order"].append({
+                "seed": r["seed"], "mi_drop_step": drop, "entropy_alarm_step": alarm,
+                "entropy_at_mi_drop": next((_metric(m, "token_entropy") for m in r["mi"] if m["step"] == drop), None),
+                "mi_first": drop is not None and (alarm is None or drop < alarm)})
         out["arms"][arm] = arm_out
 
     def margin_kept(arm: str) -> float | None:
@@ -215,27 +263,40 @@ def finding_collapse(records: list[dict[str, Any]], env: str = "sokoban", collap
 
     kept_c, kept_h = margin_kept(collapse_arm), margin_kept(healthy_arm)
     c = out["arms"].get(collapse_arm)
-    entropy_held = (c is not None and c["token_entropy"]["start"] is not None and c["token_entropy"]["end"] is not None
-                    and c["token_entropy"]["end"] >= 0.9 * c["token_entropy"]["start"])
+    order = c["order"] if c else []
     out["retrieval_margin_kept"] = {collapse_arm: kept_c, healthy_arm: kept_h}
-    out["entropy_held"] = entropy_held
-    out["shown"] = bool(entropy_held and kept_c is not None and kept_c <= 0.5 and kept_h is not None
-                        and kept_h >= 0.5)
+    out["mi_fell"] = kept_c is not None and kept_c <= 0.5
+    out["mi_first_seeds"] = sum(o["mi_first"] for o in order)
+    out["shown"] = bool(order and 2 * out["mi_first_seeds"] > len(order) and kept_h is not None and kept_h >= 0.5)
     return out
 
 
-def finding_correlations(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Finding 2: Spearman's rho of each metric's early value with final success, over every run."""
+def finding_correlations(records: list[dict[str, Any]], exclude_arm: str = "entropy_bonus") -> dict[str, Any]:
+    """Finding 2: Spearman's rho of each metric's early value with final success, over every run, and over the
+    runs of the other arms (``rho_without``: the collapse arm's forced entropy can drive the entropy rows alone)."""
     out: dict[str, Any] = {}
     for key in CORRELATED:
-        pairs = [(early_value(r, key), final_success(r)) for r in records]
-        pairs = [(x, y) for x, y in pairs if x is not None and y is not None]
-        xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
-        rho = spearman(xs, ys) if len(pairs) >= 3 else math.nan
-        lo, hi = spearman_ci(rho, len(pairs))
-        out[key] = {"n": len(pairs), "rho": _nan_none(rho), "ci95": [_nan_none(lo), _nan_none(hi)],
-                    "paper": PAPER["spearman"][key], "points": pairs,
-                    "constant": len(pairs) >= 3 and len(set(xs)) == 1}
+        entry: dict[str, Any] = {"paper": PAPER["spearman"][key], "excluded_arm": exclude_arm}
+        for suffix, subset in (("", records), ("_without", [r for r in records if r["arm"] != exclude_arm])):
+            pairs = [(early_value(r, key), final_success(r)) for r in subset]
+            pairs = [(x, y) for x, y in pairs if x is not None and y is not None]
+            xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
+            rho = spearman(xs, ys) if len(pairs) >= 3 else math.nan
+            lo, hi = spearman_ci(rho, len(pairs))
+            entry.update({f"n{suffix}": len(pairs), f"rho{suffix}": _nan_none(rho),
+                          f"ci95{suffix}": [_nan_none(lo), _nan_none(hi)],
+                          f"constant{suffix}": len(pairs) >= 3 and len(set(xs)) == 1})
+            if not suffix:
+                entry["by_env"] = {}
+                for env in sorted({r["env"] for r in subset}):
+                    ep = [(early_value(r, key), final_success(r)) for r in subset if r["env"] == env]
+                    ep = [(x, y) for x, y in ep if x is not None and y is not None]
+                    rho_e = spearman([x for x, _ in ep], [y for _, y in ep]) if len(ep) >= 3 else math.nan
+                    entry["by_env"][env] = {"n": len(ep), "rho": _nan_none(rho_e)}
+                entry["points"] = pairs
+                entry["share_at_ceiling"] = (sum(x >= 0.95 for x in xs) / len(xs)
+                                             if key == "retrieval_acc" and xs else None)
+        out[key] = entry
     return out
 
 
@@ -284,10 +345,13 @@ def finding_quartiles(records: list[dict[str, Any]], env: str = "sokoban") -> di
             continue
         out[arm] = {
             "seeds": [r["seed"] for r in runs],
+            "steps": [r["steps"] for r in runs],
             "peak": _ci([v for v in (peak_success(r) for r in runs) if v is not None]),
             "final": _ci([v for v in (final_success(r) for r in runs) if v is not None]),
             "retrieval_acc_late": _ci([v for v in (late_value(r, "retrieval_acc") for r in runs) if v is not None]),
             "mi_norm_late": _ci([v for v in (late_value(r, "mi_norm") for r in runs) if v is not None]),
+            "zero_variance_fraction": _mean([r["zero_variance_fraction"] for r in runs
+                                             if r.get("zero_variance_fraction") is not None]),
             "paper": PAPER["quartiles"][arm],
         }
     if len(out) == 2:
@@ -297,21 +361,37 @@ def finding_quartiles(records: list[dict[str, Any]], env: str = "sokoban") -> di
         if common:
             m, lo, hi = paired_ci([bottom[s] for s in common], [top[s] for s in common])
             diff = {"n": len(common), "mean": m, "ci95": [_nan_none(lo), _nan_none(hi)]}
-            out["top_minus_bottom_peak"] = {**diff, "verdict": verdict(diff)}
+            out["top_minus_bottom_peak"] = {**diff, "verdict": verdict(diff, "top higher", "bottom higher")}
+        top_f = {r["seed"]: final_success(r) for r in _runs(records, env, "rv_top_quartile")}
+        bottom_f = {r["seed"]: final_success(r) for r in _runs(records, env, "rv_bottom_quartile")}
+        common = sorted(s for s in set(top_f) & set(bottom_f) if top_f[s] is not None and bottom_f[s] is not None)
+        if common:
+            m, lo, hi = paired_ci([bottom_f[s] for s in common], [top_f[s] for s in common])
+            diff = {"n": len(common), "mean": m, "ci95": [_nan_none(lo), _nan_none(hi)]}
+            out["top_minus_bottom_final"] = {**diff, "verdict": verdict(diff, "top higher", "bottom higher")}
     return out
 
 
-def verdict(diff: dict[str, Any]) -> str:
-    """"helped" (95% interval above 0), "hurt" (below 0), "no clear difference" (it contains 0), or, without an
+def verdict(diff: dict[str, Any], higher: str = "helped", lower: str = "hurt") -> str:
+    """`higher` (95% interval above 0), `lower` (below 0), "no clear difference" (it contains 0), or, without an
     interval (one seed), "higher (1 seed)" / "not higher (1 seed)"."""
     lo, hi = diff["ci95"]
     if lo is None or hi is None:
         return "higher (1 seed)" if diff["mean"] > 0 else "not higher (1 seed)"
     if lo > 0:
-        return "helped"
+        return higher
     if hi < 0:
-        return "hurt"
+        return lower
     return "no clear difference"
+
+
+def mi_beats_entropy(corr: dict[str, Any], suffix: str = "") -> bool | None:
+    """Finding 2's claim as a test: the best MI proxy predicts final success better than the best entropy, by
+    the size of Spearman's rho (|rho|: a strong negative correlation predicts as well as a positive one)."""
+    mi = [abs(corr[k][f"rho{suffix}"]) for k in ("mi_zscore_ema", "mi_seq_est") if corr[k][f"rho{suffix}"] is not None]
+    ent = [abs(corr[k][f"rho{suffix}"]) for k in ("cond_entropy_est", "marginal_entropy_est")
+           if corr[k][f"rho{suffix}"] is not None]
+    return (max(mi) > max(ent)) if mi and ent else None
 
 
 def analyse(records: list[dict[str, Any]]) -> dict[str, Any]:

@@ -63,7 +63,8 @@ def read_run(run_dir: str | Path, spec: RunSpec) -> dict[str, Any]:
 
     Keys: env, arm, seed, steps (RL steps done), val (``[[step, success], ...]``, step 0 = after the warm start),
     mi (``[{"step": s, <MI_KEYS>...}, ...]``), rv_heterogeneity_first (of the step-1 batch: rolled out by the
-    warm-started policy, the paper's pre-training check), sft_s and rl_s (seconds).
+    warm-started policy, the paper's pre-training check), zero_variance_fraction (the mean share of groups with
+    zero reward variance per step), sft_s and rl_s (seconds).
     """
     rows = [json.loads(x) for x in (Path(run_dir) / "metrics.jsonl").read_text().splitlines() if x.strip()]
     val: dict[int, float] = {}
@@ -75,6 +76,7 @@ def read_run(run_dir: str | Path, spec: RunSpec) -> dict[str, Any]:
         if isinstance(r.get("collapse/mi_seq_est"), (int, float)):
             mi.append({"step": int(r["step"]), **{k: r.get(f"collapse/{k}") for k in MI_KEYS}})
     first = next((r for r in rows if int(r.get("step", 0)) == 1 and "filter/rv_heterogeneity" in r), {})
+    zero = [float(r["filter/zero_fraction"]) for r in rows if isinstance(r.get("filter/zero_fraction"), (int, float))]
     sft = next((r for r in rows if "sft/loss_last" in r), {})
     steps = [r for r in rows if "perf/step_s" in r]
     rv_h = first.get("filter/rv_heterogeneity")
@@ -84,6 +86,7 @@ def read_run(run_dir: str | Path, spec: RunSpec) -> dict[str, Any]:
         "val": sorted(val.items()),
         "mi": mi,
         "rv_heterogeneity_first": float(rv_h) if isinstance(rv_h, (int, float)) and math.isfinite(rv_h) else None,
+        "zero_variance_fraction": sum(zero) / len(zero) if zero else None,
         "sft_s": sft.get("perf/sft_s_original", sft.get("perf/sft_s")),
         "rl_s": sum(float(r["perf/step_s"]) + float(r.get("perf/eval_s", 0.0) or 0.0) for r in steps),
     }
@@ -93,11 +96,16 @@ def finished_records(specs: Iterable[RunSpec], runs_dir: str | Path) -> tuple[li
     """(records of the finished runs, names of the missing ones), starting nothing."""
     records, missing = [], []
     for spec in specs:
-        done = Path(runs_dir) / spec.name / "done.json"
-        if done.is_file():
-            records.append(json.loads(done.read_text()))
-        else:
+        run_dir = Path(runs_dir) / spec.name
+        done = run_dir / "done.json"
+        if not done.is_file():
             missing.append(spec.name)
+            continue
+        record = json.loads(done.read_text())
+        if (run_dir / "metrics.jsonl").is_file():
+            # Re-read with this version's reader (a report can use fields added after the run); keep the timing.
+            record = {**read_run(run_dir, spec), "wall_s": record.get("wall_s")}
+        records.append(record)
     return records, missing
 
 

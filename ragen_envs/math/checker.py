@@ -1,13 +1,18 @@
-"""Answer checks with a hard wall-clock limit, in any thread: a worker process that can be killed.
+"""Answer checks with a hard time limit, in any thread: a worker process that can be killed.
 
 `ragen_envs.math.answer.check_answer` parses model text with math-verify and sympy. Its cost guards
 (`answer_guard`) refuse the known ways to stall a parser, but they are heuristics, and math-verify's
 own timeout uses `signal.alarm`, which only works in the main thread (in a thread pool or a vector
 env's worker thread it is off). So the env never calls the checker directly: `check_answer_bounded`
-sends the (candidate, gold) pair to a long-lived worker process and waits at most `timeout` seconds
-for the answer. If the limit passes, the worker is killed (SIGKILL: no signal handler of the checked
-code is involved) and the next check starts a fresh one; the caller gets `CheckResult(None,
-"timeout")` and applies its penalty.
+sends the (candidate, gold) pair to a long-lived worker process and lets it spend at most `timeout`
+seconds of CPU time on the answer (read from /proc; where there is no /proc, wall time). CPU time, not
+wall time, so that a check's outcome does not depend on how busy the machine is: on a loaded machine a
+check that needs 1 s of CPU can take 6 s of wall time, and a wall-clock limit would turn a correct
+answer into a timeout penalty (seen with 6 processes on 2 cores). A wall-clock backstop of
+`_WALL_FACTOR x timeout + _WALL_SLACK_S` still ends a worker that waits without computing. If the
+limit passes, the worker is killed (SIGKILL: no signal handler of the checked code is involved) and
+the next check starts a fresh one; the caller gets `CheckResult(None, "timeout")` and applies its
+penalty.
 
     caller thread ──json line──▶ worker process (python, imports sympy + math-verify once)
                  ◀──json line──  check_answer(candidate, gold) in its main thread
@@ -33,8 +38,14 @@ from typing import NamedTuple
 
 __all__ = ["CHECK_TIMEOUT_S", "CheckResult", "check_answer_bounded", "start_worker"]
 
-#: Default hard limit on one answer check, in seconds.
+#: Default hard limit on one answer check, in seconds of the worker's CPU time.
 CHECK_TIMEOUT_S = 4.0
+#: Wall-clock backstop of one check: _WALL_FACTOR x timeout + _WALL_SLACK_S seconds.
+_WALL_FACTOR = 10.0
+_WALL_SLACK_S = 10.0
+#: How often the worker's CPU time is read while waiting.
+_POLL_S = 0.05
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 #: How long the worker may take to start (import sympy and math-verify) before it is an error.
 _STARTUP_TIMEOUT_S = 120.0
 _READY = "ready"
@@ -75,14 +86,32 @@ class _Worker:
     def alive(self) -> bool:
         return self.owner == os.getpid() and self.proc.poll() is None
 
-    def read_line(self, deadline: float) -> str | None:
-        """One line from the worker, or None when the deadline passes first."""
+    def cpu_seconds(self) -> float | None:
+        """User + system CPU time of the worker so far (Linux /proc), or None where it cannot be read."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat", "rb") as f:
+                data = f.read()
+            fields = data[data.rindex(b")") + 2 :].split()  # after "pid (comm) ": state is fields[0]
+            return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # utime, stime (fields 14, 15 of stat)
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def read_line(self, deadline: float, cpu_limit: float | None = None) -> str | None:
+        """One line from the worker, or None when the wall `deadline` passes first or the worker has spent
+        more than `cpu_limit` seconds of CPU time since this call."""
+        cpu_start = self.cpu_seconds() if cpu_limit is not None else None
         with selectors.DefaultSelector() as sel:
             sel.register(self.proc.stdout, selectors.EVENT_READ)
             while b"\n" not in self.buffer:
                 left = deadline - time.monotonic()
-                if left <= 0 or not sel.select(left):
+                if left <= 0:
                     return None
+                if not sel.select(min(left, _POLL_S) if cpu_start is not None else left):
+                    if cpu_start is not None:
+                        used = self.cpu_seconds()
+                        if used is not None and used - cpu_start > cpu_limit:
+                            return None
+                    continue
                 chunk = os.read(self.proc.stdout.fileno(), 65536)
                 if not chunk:
                     raise EOFError("the checker process exited")
@@ -131,7 +160,7 @@ def _stop_worker() -> None:
 
 
 def check_answer_bounded(candidate: str, gold: str, timeout: float = CHECK_TIMEOUT_S) -> CheckResult:
-    """`check_answer(candidate, gold)` bounded by `timeout` seconds of wall time (module docstring).
+    """`check_answer(candidate, gold)` bounded by `timeout` seconds of the worker's CPU time (module docstring).
 
     Never raises for any candidate text; raises RuntimeError only when the worker cannot start at all.
     """
@@ -156,7 +185,10 @@ def check_answer_bounded(candidate: str, gold: str, timeout: float = CHECK_TIMEO
                 worker.ready = True
             worker.proc.stdin.write(request)
             worker.proc.stdin.flush()
-            line = worker.read_line(time.monotonic() + timeout)
+            if worker.cpu_seconds() is None:  # no /proc: wall time is the limit
+                line = worker.read_line(time.monotonic() + timeout)
+            else:
+                line = worker.read_line(time.monotonic() + _WALL_FACTOR * timeout + _WALL_SLACK_S, cpu_limit=timeout)
         except (OSError, EOFError, ValueError) as exc:
             worker.kill()
             _worker = None

@@ -92,8 +92,9 @@ class MathEnv(TextAgentEnv):
     - `kinds`, `max_value`, `steps`: generator knobs (`ragen_envs.math.generator.MathConfig`).
     - `dataset`: `.jsonl` / `.json` file of `{query, response, type}` records (strictly validated:
       ValueError naming file, line and field; `response` must contain "The answer is:").
-    - `check_timeout`: hard wall-clock limit on checking one answer, in seconds (default 4; the check runs
-      in a worker process that is killed when the limit passes, so it holds in any thread).
+    - `check_timeout`: hard limit on checking one answer, in seconds of CPU time (default 4; the check runs
+      in a worker process that is killed when the limit passes, so it holds in any thread; CPU time, so that
+      a busy machine cannot turn a correct answer into a timeout; wall time where /proc is missing).
     - `action_format` ("tagged" default, "answer", "plain"), `format_penalty` (-0.1), `render_mode`
       (None or "ansi").
 
