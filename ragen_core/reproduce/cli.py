@@ -73,7 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("ragen reproduce: no finished run to report", file=sys.stderr)
         return 1
     command = "ragen reproduce" + (" --quick" if args.quick else "") + (
-        f" --seeds {n_seeds}" if n_seeds != (1 if args.quick else 3) else "")
+        f" --seeds {n_seeds}" if n_seeds != (1 if args.quick else 3) else "") + (
+        f" --report-dir {args.report_dir}" if args.report_dir else "")
     header = {
         "mode": "quick" if args.quick else "full",
         "command": command,
