@@ -64,7 +64,8 @@ def read_run(run_dir: str | Path, spec: RunSpec) -> dict[str, Any]:
     Keys: env, arm, seed, steps (RL steps done), val (``[[step, success], ...]``, step 0 = after the warm start),
     mi (``[{"step": s, <MI_KEYS>...}, ...]``), rv_heterogeneity_first (of the step-1 batch: rolled out by the
     warm-started policy, the paper's pre-training check), zero_variance_fraction (the mean share of groups with
-    zero reward variance per step), sft_s and rl_s (seconds).
+    zero reward variance per step), sft_s (the warm start's seconds in this run: loading time on a cache hit),
+    sft_cached and rl_s (seconds of RL steps and validations).
     """
     rows = [json.loads(x) for x in (Path(run_dir) / "metrics.jsonl").read_text().splitlines() if x.strip()]
     val: dict[int, float] = {}
@@ -87,7 +88,8 @@ def read_run(run_dir: str | Path, spec: RunSpec) -> dict[str, Any]:
         "mi": mi,
         "rv_heterogeneity_first": float(rv_h) if isinstance(rv_h, (int, float)) and math.isfinite(rv_h) else None,
         "zero_variance_fraction": sum(zero) / len(zero) if zero else None,
-        "sft_s": sft.get("perf/sft_s_original", sft.get("perf/sft_s")),
+        "sft_s": sft.get("perf/sft_s"),  # the time this run spent: training the warm start, or loading it
+        "sft_cached": bool(sft.get("sft/cached", 0.0)),
         "rl_s": sum(float(r["perf/step_s"]) + float(r.get("perf/eval_s", 0.0) or 0.0) for r in steps),
     }
 
