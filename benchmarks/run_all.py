@@ -8,7 +8,8 @@ fails is reported and the others still run; the exit status is 1 if any failed.
 
 The learning-curve benchmark always runs its quick form here (one seed, top-p only, a third of the RL steps,
 about 10 minutes on 2 cores); its full form (`--full learning`, or `python -m benchmarks.bench_learning`) takes
-hours and produced the committed `benchmarks/results/learning.json`.
+hours and produced the committed `benchmarks/results/learning.json`. So does the TRL cross-check (`--full
+trl_crosscheck`, about 40 minutes on 2 cores, `benchmarks/results/trl_crosscheck.json`).
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ BENCHMARKS: tuple[tuple[str, str], ...] = (
     ("rollout", "benchmarks.bench_rollout"),
     ("micro", "benchmarks.micro.run"),
     ("learning", "benchmarks.bench_learning"),
+    ("trl_filtering", "benchmarks.bench_trl_filtering"),
+    ("trl_crosscheck", "benchmarks.bench_trl"),
 )
-#: Benchmarks whose full form takes hours: `make bench` runs their quick form unless --full names them.
-QUICK_ALWAYS = {"learning"}
+#: Benchmarks whose full form takes long: `make bench` runs their quick form unless --full names them.
+QUICK_ALWAYS = {"learning", "trl_crosscheck"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -51,6 +51,9 @@ __all__ = [
     "turn_bridge",
     "reasoning_prefix_length",
     "make_envs",
+    "EpisodeStart",
+    "reset_episode",
+    "safe_step",
 ]
 
 #: A scripted responder (warm start, tests): (envs, indices of active episodes) -> one response text each.
@@ -326,7 +329,52 @@ def _system_messages(system: str) -> list[dict[str, str]]:
     return [{"role": "system", "content": system}] if system else []
 
 
-def _safe_step(env: Any, text: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+@dataclass
+class EpisodeStart:
+    """The opening of one episode: what :func:`rollout` sends as the first prompt (docs/protocol.md).
+
+    Attributes:
+        system: the system message text ("" when the system prompt is off).
+        user: the first user message ``{"role": "user", "content": ...}`` (:func:`user_turn_text` of turn 1).
+        images: the first observation's image (vision envs with a vision policy), else empty.
+        actions_left: the env's action budget (None when it has none).
+        response_format: the format reminder of the env's ``action_format``.
+    """
+
+    system: str
+    user: dict[str, str]
+    images: list[np.ndarray]
+    actions_left: int | None
+    response_format: str
+
+    def messages(self) -> list[dict[str, str]]:
+        """The first prompt as chat messages: [system,] user."""
+        return [*_system_messages(self.system), self.user]
+
+
+def reset_episode(env: Any, seed: int, settings: RolloutSettings | None = None, *,
+                  options: dict[str, Any] | None = None, image_token: str | None = None) -> EpisodeStart:
+    """Reset `env` with `seed` (and reset `options`) and build the episode's first prompt as :func:`rollout` does.
+
+    Other engines (the TRL adapter's single-turn dataset) call this so that their prompts are token for token the
+    ones this package's trainer sends.
+    """
+    s = settings or RolloutSettings()
+    obs, info = env.reset(seed=int(seed), options=options)
+    text, image = _obs_text(obs, image_token)
+    actions_left = info.get("actions_left")
+    fmt = _response_format(env)
+    limit = s.length_limit or s.max_new_tokens
+    return EpisodeStart(
+        system=str(info.get("instructions", "")) if s.system_prompt else "",
+        user={"role": "user", "content": user_turn_text(1, text, actions_left, None, limit, fmt)},
+        images=[image] if image is not None else [],
+        actions_left=actions_left,
+        response_format=fmt,
+    )
+
+
+def safe_step(env: Any, text: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
     """``env.step(text)``, except that an exception ends the episode instead of the rollout.
 
     Envs must not raise on model text; one that does anyway (a bug, or a hostile answer that found one) must not
@@ -407,14 +455,9 @@ def rollout(
 
     for i in range(n):
         opts = reset_options[i] if reset_options is not None else None
-        obs, info = envs[i].reset(seed=int(seeds[i // g]), options=opts)
-        text, image = _obs_text(obs, image_token)
-        system[i] = str(info.get("instructions", "")) if s.system_prompt else ""
-        actions_left[i] = info.get("actions_left")
-        fmt[i] = _response_format(envs[i])
-        pending_user[i] = {"role": "user",
-                           "content": user_turn_text(1, text, actions_left[i], None, limit, fmt[i])}
-        pending_images[i] = [image] if image is not None else []
+        start = reset_episode(envs[i], int(seeds[i // g]), s, options=opts, image_token=image_token)
+        system[i], pending_user[i], pending_images[i] = start.system, start.user, start.images
+        actions_left[i], fmt[i] = start.actions_left, start.response_format
         trajs[i].messages = _system_messages(system[i])
 
     for turn in range(1, s.max_turns + 1):
@@ -468,7 +511,7 @@ def rollout(
 
         for j, i in enumerate(idx):
             text, rid, rlp, finish = gens[j]
-            obs, reward, terminated, truncated, info = _safe_step(envs[i], text)
+            obs, reward, terminated, truncated, info = safe_step(envs[i], text)
             next_text, image = _obs_text(obs, image_token)
             penalty = float(info.get("format_penalty", 0.0) or 0.0)
             trajs[i].turns.append(Turn(

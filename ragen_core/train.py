@@ -116,6 +116,26 @@ def lr_fraction(schedule: str, step: int, total_steps: int) -> float:
     raise ValueError(f"unknown lr schedule {schedule!r}; expected 'constant' or 'linear'")
 
 
+def validation_seeds(cfg: TrainConfig) -> list[int]:
+    """The held-out seeds: ``eval.episodes`` consecutive seeds from ``env.val_seed``."""
+    return [cfg.env.val_seed + i for i in range(cfg.eval.episodes)]
+
+
+@torch.no_grad()
+def validation_rollout(policy: Any, envs: Sequence[Any], cfg: TrainConfig, settings: RolloutSettings,
+                       step: int) -> RolloutBatch:
+    """One rollout of each validation seed after `step` RL steps (decoding per `settings`, greedy by default).
+
+    The sampler is seeded from ``run.seed`` and `step`, so a model validated at the same step by another engine
+    (the TRL cross-check) sees the same episodes and, when sampling, the same random stream.
+    """
+    seeds = validation_seeds(cfg)
+    gen = torch.Generator(device="cpu").manual_seed(cfg.run.seed + 10_000 + step)
+    policy.model.eval()
+    opts = [{cfg.env.per_rollout_option: s} for s in seeds] if cfg.env.per_rollout_option else None
+    return rollout(policy, envs, seeds, 1, settings, generator=gen, reset_options=opts)
+
+
 def select_groups_rows(rows: dict[str, torch.Tensor], kept_groups: torch.Tensor) -> dict[str, torch.Tensor]:
     """Physically remove the rows of dropped groups (filtering.compact, one row per 'group' of size 1).
 
@@ -559,17 +579,11 @@ class Trainer:
 
         With `record`, the per-episode outcomes are appended to ``val_outcomes.jsonl`` in the run folder.
         """
-        cfg = self.cfg
-        seeds = [cfg.env.val_seed + i for i in range(cfg.eval.episodes)]
-        gen = torch.Generator(device="cpu").manual_seed(cfg.run.seed + 10_000 + self.state.step)
-        self.model.eval()
-        opts = None
-        if cfg.env.per_rollout_option:
-            opts = [{cfg.env.per_rollout_option: s} for s in seeds]
-        batch = rollout(self.policy, self.val_envs, seeds, 1, self.val_settings, generator=gen, reset_options=opts)
+        batch = validation_rollout(self.policy, self.val_envs, self.cfg, self.val_settings, self.state.step)
         s = batch.summary()
         if record:
-            self.log.log_val_outcomes(self.state.step, seeds, [int(x) for x in batch.success.tolist()])
+            self.log.log_val_outcomes(self.state.step, validation_seeds(self.cfg),
+                                      [int(x) for x in batch.success.tolist()])
         return {"val/success": s["rollout/success"], "val/return": s["rollout/return"],
                 "val/format_valid": s["rollout/format_valid"], "val/response_length": s["rollout/response_length"]}
 

@@ -338,3 +338,85 @@ def test_environment_factory_runs_through_grpo_trainer(trl_model_dir, tmp_path):
     assert [t.__name__ for t in trainer.tools] == ["act"] and trainer.reward_func_names == ["RagenEnvironment"]
     trainer.train()
     assert trainer.last_filter_result.empty
+
+
+# ------------------------------------------------------------------------------------------------ single-turn path
+def test_single_turn_dataset_is_the_trainers_first_prompt(make_tiny_policy):
+    """The TRL dataset's prompt, rendered by the chat template, is token for token the prompt `rollout` sends."""
+    from ragen_core.integrations.trl import single_turn_dataset
+    from ragen_core.rollout import RolloutSettings, make_envs, rollout
+
+    kwargs = {"max_solution_len": 1, "max_actions_per_turn": 1, "obs_format": "coord"}
+    seeds = [10000, 10001, 10002]
+    for system_prompt in (False, True):
+        settings = RolloutSettings(max_turns=1, max_new_tokens=8, system_prompt=system_prompt)
+        policy = make_tiny_policy("Player", "Boxes", "Targets")
+        batch = rollout(policy, make_envs("ragen/Sokoban-v0", len(seeds), kwargs), seeds, 1, settings,
+                        generator=torch.Generator().manual_seed(0))
+        rows = single_turn_dataset("ragen/Sokoban-v0", seeds, kwargs, settings=settings)
+        assert rows["seed"] == seeds
+        for row, traj in zip(rows, batch.trajectories):
+            assert policy.encode_chat(row["prompt"], add_generation_prompt=True) == traj.turns[0].prompt_ids
+            assert (row["prompt"][0]["role"] == "system") == system_prompt
+    with pytest.raises(ValueError, match="non-negative"):
+        single_turn_dataset("ragen/Sokoban-v0", [])
+
+
+def test_env_reward_plays_each_completion_as_one_turn():
+    import gymnasium as gym
+
+    import ragen_envs  # noqa: F401
+    from ragen_core.integrations.trl import EnvReward
+
+    g = 4
+    reward = EnvReward("ragen/Bandit-v0", {"high_prob": 0.5}, group_size=g, per_rollout_option="payoff_seed")
+    env = gym.make("ragen/Bandit-v0", high_prob=0.5).unwrapped
+    seeds = [7] * g + [8] * g
+    answers = []
+    for seed in (7, 8):
+        env.reset(seed=seed)
+        # The better (risky) arm: it pays 1 or 0 by the payoff seed, so the rollouts of a group differ.
+        answers += [f"<think>x</think> <answer>{env.oracle_arm()}</answer>"] * (g - 1)
+        answers.append("no answer at all")  # malformed: the format penalty
+    completions = [[{"role": "assistant", "content": a}] for a in answers]
+    got = reward([None] * len(answers), completions, seed=seeds)
+    # Reference: a fresh env per row, reset with the row's seed and payoff seed s * G + k, stepped once.
+    want = []
+    for i, (seed, text) in enumerate(zip(seeds, answers)):
+        ref = gym.make("ragen/Bandit-v0", high_prob=0.5)
+        ref.reset(seed=seed, options={"payoff_seed": seed * g + i % g})
+        want.append(float(ref.step(text)[1]))
+    assert got == pytest.approx(want)
+    assert got[g - 1] == pytest.approx(-0.1) and got[-1] == pytest.approx(-0.1)
+    assert len(set(want[: g - 1] + want[g: 2 * g - 1])) == 2  # distinct payoff seeds: both payoffs occur
+    assert len(reward.last_success) == len(answers)
+    # Plain-string completions (TRL's standard format) are the same text.
+    assert reward([None] * len(answers), answers, seed=seeds) == pytest.approx(want)
+    with pytest.raises(ValueError, match="'seed' column"):
+        reward([None], ["x"])
+    with pytest.raises(ValueError, match="group_size"):
+        EnvReward("ragen/Bandit-v0", per_rollout_option="payoff_seed")
+
+
+def test_stop_at_makes_answer_close_an_eos_for_trl(trl_model_dir, tmp_path):
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ragen_core.integrations.trl import RagenGRPOConfig, RagenGRPOTrainer, stop_at
+
+    tok = AutoTokenizer.from_pretrained(trl_model_dir, padding_side="left")
+    model = AutoModelForCausalLM.from_pretrained(trl_model_dir)
+    close = tok("</answer>", add_special_tokens=False)["input_ids"]
+    assert len(close) == 1
+    eos = stop_at(model, tok)
+    assert eos[-1] == close[0] and tok.eos_token_id in eos
+    assert stop_at(model, tok) == eos  # idempotent
+    args = RagenGRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2,
+                           max_completion_length=4, max_steps=1, report_to="none", use_cpu=True, bf16=False,
+                           save_strategy="no", disable_tqdm=True)
+    trainer = RagenGRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+                               args=args, processing_class=tok, train_dataset=Dataset.from_dict({"prompt": ["Up"]}))
+    # TRL reads its EOS ids (generation stop and completion mask) from the model's generation config.
+    assert close[0] in trainer.eos_token_ids
+    with pytest.raises(ValueError, match="tokens for this tokenizer"):
+        stop_at(model, tok, ["Push now and stop"])

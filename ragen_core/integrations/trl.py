@@ -18,7 +18,8 @@
   so AdamW leaves every parameter as it was.
 
 Logged through TRL's ``self._metrics`` (averaged per logging step like TRL's own): ``filter/*``
-(``FilterResult.as_metrics``, plus ``filter/kept_rows`` and ``filter/placeholder_rows``) and ``collapse/*``
+(``FilterResult.as_metrics``, plus ``filter/kept_rows``, ``filter/kept_tokens`` (the loss tokens of the kept rows,
+all processes) and ``filter/placeholder_rows``) and ``collapse/*``
 (``mi.flatten_proxies`` plus ``collapse/mi_zscore_ema``).
 
 Compared with TRL pull request #7242 (reward-variance top-p/top-k filtering, open at the time of writing),
@@ -43,7 +44,14 @@ from typing import Any
 import torch
 
 from ragen_core.filtering import FilterResult, filter_groups
-from ragen_core.integrations.trl_env import RagenEnvironment, ragen_environment_factory, seed_dataset
+from ragen_core.integrations.trl_env import (
+    EnvReward,
+    RagenEnvironment,
+    ragen_environment_factory,
+    seed_dataset,
+    single_turn_dataset,
+    stop_at,
+)
 from ragen_core.integrations.trl_rows import batch_level_advantages, group_rewards, local_kept_rows, take_rows
 from ragen_core.integrations.trl_version import TESTED_TRL_VERSION, check_trl_version
 from ragen_core.mi import DEFAULT_BATCH_TOKENS, MIZScoreEMA, cross_score, flatten_proxies, mi_proxies
@@ -59,6 +67,9 @@ __all__ = [
     "RagenEnvironment",
     "ragen_environment_factory",
     "seed_dataset",
+    "single_turn_dataset",
+    "stop_at",
+    "EnvReward",
     "TESTED_TRL_VERSION",
 ]
 
@@ -203,6 +214,7 @@ class RagenGRPOTrainer(GRPOTrainer):
         metrics["filter/kept_rows"] = float(self.accelerator.gather(torch.tensor(rows.numel(),
                                                                                   device=loss_mask.device)).sum())
         metrics["filter/placeholder_rows"] = float(n_pad)
+        metrics["filter/kept_tokens"] = float(filtered["num_items_in_batch"])
         for key, value in metrics.items():
             self._metrics["train"][key].append(float(value))
         return filtered

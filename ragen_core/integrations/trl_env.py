@@ -18,6 +18,11 @@ its message and the tool call carries the answer, so the env is built with ``act
 ``<think>`` block is optional) unless ``env_kwargs`` says otherwise; an ``answer`` without ``<answer>`` tags is
 wrapped in them, so ``act("Up || Left")`` is the turn ``<answer>Up || Left</answer>``. Parsing, the format
 penalty and the action budget are the env's own (``ragen_envs.protocol``).
+
+Single-turn episodes need no tool calling: :func:`single_turn_dataset` writes each seed's first prompt exactly as
+this package's trainer renders it (``ragen_core.rollout.reset_episode``) and :class:`EnvReward` is a plain TRL
+reward function that plays each completion as the episode's one turn. Any causal LM works (no tool-calling chat
+template, no response schema), and TRL's rollouts are then the trainer's rollouts with ``max_turns = 1``.
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["RagenEnvironment", "ragen_environment_factory", "seed_dataset", "TOOL_HINT"]
+__all__ = ["RagenEnvironment", "ragen_environment_factory", "seed_dataset", "TOOL_HINT", "EnvReward",
+           "single_turn_dataset", "stop_at"]
 
 #: Appended to the first observation: how to play through the tool.
 TOOL_HINT = (
@@ -162,3 +168,126 @@ def seed_dataset(n: int, start: int = 10000, prompt: str = "", seed_key: str = "
     return Dataset.from_dict(
         {"prompt": [[{"role": "user", "content": prompt}] for _ in range(n)], seed_key: list(range(start, start + n))}
     )
+
+
+def single_turn_dataset(env_id: str, seeds: Any, env_kwargs: Mapping[str, Any] | None = None, *,
+                        settings: Any = None, seed_key: str = "seed") -> Any:
+    """A ``datasets.Dataset`` with one row per seed: ``{"prompt": messages, seed_key: seed}``.
+
+    ``messages`` is the first prompt of that seed's episode as ``ragen_core.rollout.rollout`` sends it
+    (``reset_episode``: RAGEN's turn layout, the format reminder, the system prompt when
+    ``settings.system_prompt``), so a model warm-started by this package sees the same tokens under TRL.
+
+    Args:
+        env_id: a registered text env id.
+        seeds: the episode seeds, in order (TRL with ``shuffle_dataset=False`` consumes them in this order).
+        env_kwargs: ``gym.make`` keyword arguments (the env's own defaults otherwise).
+        settings: a ``ragen_core.rollout.RolloutSettings`` (its ``system_prompt`` and length limit), default one.
+    """
+    from datasets import Dataset
+
+    from ragen_core.rollout import make_envs, reset_episode
+
+    seeds = [int(s) for s in seeds]
+    if not seeds or any(s < 0 for s in seeds):
+        raise ValueError(f"seeds must be a non-empty list of non-negative integers; got {seeds[:5]!r}")
+    env = make_envs(env_id, 1, env_kwargs)[0]
+    prompts = []
+    for seed in seeds:
+        start = reset_episode(env, seed, settings)
+        if start.images:
+            raise ValueError(f"{env_id} has image observations; the TRL adapter passes text only")
+        prompts.append(start.messages())
+    return Dataset.from_dict({"prompt": prompts, seed_key: seeds})
+
+
+class EnvReward:
+    """A TRL reward function that plays each completion as the one turn of its row's episode.
+
+    ``reward(prompts, completions, **columns) -> list[float]``: the env is reset with the row's ``seed_key``
+    column and stepped once with the completion text; the reward is that step's (for a single-turn episode, the
+    episode return), with the env's format penalty for malformed answers and when the env raises
+    (``ragen_core.rollout.safe_step``). ``last_success`` holds each row's ``info["success"]`` of the last call.
+
+    Args:
+        env_id, env_kwargs: the env, as for ``gym.make``.
+        group_size: G (TRL's ``num_generations``); needed with ``per_rollout_option``.
+        per_rollout_option: a reset option that gets a distinct integer per rollout of a group, as the trainer's
+            ``env.per_rollout_option`` (the Bandit's ``payoff_seed``): rollout k of seed s gets ``s * G + k``,
+            where k counts the rows of seed s within one call. TRL passes a generation batch's rows grouped
+            (its sampler repeats each prompt G times in a row); on several processes each process scores its own
+            slice, so use it with one process or with G rows per process.
+        seed_key: the dataset column with the episode seed.
+    """
+
+    def __init__(self, env_id: str, env_kwargs: Mapping[str, Any] | None = None, *, group_size: int | None = None,
+                 per_rollout_option: str | None = None, seed_key: str = "seed") -> None:
+        from ragen_core.rollout import make_envs
+
+        if per_rollout_option and (isinstance(group_size, bool) or not isinstance(group_size, int)
+                                   or group_size < 1):
+            raise ValueError(f"per_rollout_option needs group_size = G (a positive integer); got {group_size!r}")
+        self.__name__ = "env_reward"  # TRL names the reward column after it
+        self._env = make_envs(env_id, 1, env_kwargs)[0]
+        self._group_size = group_size
+        self._option = per_rollout_option
+        self._seed_key = seed_key
+        self.last_success: list[bool] = []
+
+    def __call__(self, prompts: list[Any], completions: list[Any], **columns: Any) -> list[float]:
+        from ragen_core.rollout import safe_step
+
+        seeds = columns.get(self._seed_key)
+        if seeds is None or len(seeds) != len(completions):
+            raise ValueError(f"every row needs a {self._seed_key!r} column (single_turn_dataset writes one)")
+        counts: dict[int, int] = {}
+        rewards, success = [], []
+        for seed, completion in zip(seeds, completions):
+            seed = int(seed)
+            k = counts.get(seed, 0)
+            counts[seed] = k + 1
+            options = {self._option: seed * self._group_size + k} if self._option else None
+            self._env.reset(seed=seed, options=options)
+            _, reward, _, _, info = safe_step(self._env, _completion_text(completion))
+            rewards.append(float(reward))
+            success.append(bool(info.get("success", False)))
+        self.last_success = success
+        return rewards
+
+
+def _completion_text(completion: Any) -> str:
+    """The text of a TRL completion: a string (standard format) or a list of messages (conversational)."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list):
+        return "".join(str(m.get("content", "")) for m in completion if m.get("role") == "assistant")
+    raise TypeError(f"a completion is a string or a list of messages; got {type(completion).__name__}")
+
+
+def stop_at(model: Any, tokenizer: Any, stops: Any = ("</answer>",)) -> list[int]:
+    """Make TRL's transformers generation stop after any of `stops`, as ``ragen train`` does (``rollout.stop``).
+
+    TRL ends a completion at the first of its EOS ids, read from ``model.generation_config.eos_token_id`` plus
+    the tokenizer's EOS, and masks everything after it; each stop string must therefore be one token of
+    `tokenizer` (the tiny model's ``</answer>`` is). Its id is added to the model's generation config, so
+    generation and TRL's completion mask both end there; the stop token itself stays in the completion (and in
+    the loss), as it does in ``ragen train``. Call before building the trainer. Returns the EOS ids.
+    With vLLM generation use ``generation_kwargs={"stop": [...]}`` instead (vLLM's own stop strings).
+
+    A model that never learned to stop would otherwise run on past ``</answer>`` to ``max_completion_length``
+    and every answer would fail the env's format check.
+    """
+    ids = []
+    for stop in stops:
+        tokens = tokenizer(stop, add_special_tokens=False)["input_ids"]
+        if len(tokens) != 1:
+            raise ValueError(
+                f"stop string {stop!r} is {len(tokens)} tokens for this tokenizer; TRL's transformers generation "
+                f"stops on token ids only (with vLLM pass generation_kwargs={{'stop': [{stop!r}]}})"
+            )
+        ids.append(tokens[0])
+    current = model.generation_config.eos_token_id
+    current = [] if current is None else [current] if isinstance(current, int) else list(current)
+    eos = list(dict.fromkeys([*current, tokenizer.eos_token_id, *ids]))
+    model.generation_config.eos_token_id = eos
+    return eos

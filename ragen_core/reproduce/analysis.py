@@ -336,6 +336,19 @@ def finding_filtering(records: list[dict[str, Any]], envs: Sequence[str] = ("sok
     return out
 
 
+def _paired_arm_difference(records: list[dict[str, Any]], env: str, arm_a: str, arm_b: str,
+                           measure: Any) -> dict[str, Any] | None:
+    """Mean of ``measure(a) - measure(b)`` over the seeds both arms ran (paired by seed), with its 95% t-interval;
+    None when no seed has both."""
+    a = {r["seed"]: measure(r) for r in _runs(records, env, arm_a)}
+    b = {r["seed"]: measure(r) for r in _runs(records, env, arm_b)}
+    common = sorted(s for s in set(a) & set(b) if a[s] is not None and b[s] is not None)
+    if not common:
+        return None
+    m, lo, hi = paired_ci([b[s] for s in common], [a[s] for s in common])
+    return {"n": len(common), "mean": m, "ci95": [_nan_none(lo), _nan_none(hi)]}
+
+
 def finding_quartiles(records: list[dict[str, Any]], env: str = "sokoban") -> dict[str, Any]:
     """Finding 4: peak and final success, late retrieval accuracy and late normalised MI of the two quartile arms."""
     out: dict[str, Any] = {}
@@ -355,20 +368,10 @@ def finding_quartiles(records: list[dict[str, Any]], env: str = "sokoban") -> di
             "paper": PAPER["quartiles"][arm],
         }
     if len(out) == 2:
-        top = {r["seed"]: peak_success(r) for r in _runs(records, env, "rv_top_quartile")}
-        bottom = {r["seed"]: peak_success(r) for r in _runs(records, env, "rv_bottom_quartile")}
-        common = sorted(s for s in set(top) & set(bottom) if top[s] is not None and bottom[s] is not None)
-        if common:
-            m, lo, hi = paired_ci([bottom[s] for s in common], [top[s] for s in common])
-            diff = {"n": len(common), "mean": m, "ci95": [_nan_none(lo), _nan_none(hi)]}
-            out["top_minus_bottom_peak"] = {**diff, "verdict": verdict(diff, "top higher", "bottom higher")}
-        top_f = {r["seed"]: final_success(r) for r in _runs(records, env, "rv_top_quartile")}
-        bottom_f = {r["seed"]: final_success(r) for r in _runs(records, env, "rv_bottom_quartile")}
-        common = sorted(s for s in set(top_f) & set(bottom_f) if top_f[s] is not None and bottom_f[s] is not None)
-        if common:
-            m, lo, hi = paired_ci([bottom_f[s] for s in common], [top_f[s] for s in common])
-            diff = {"n": len(common), "mean": m, "ci95": [_nan_none(lo), _nan_none(hi)]}
-            out["top_minus_bottom_final"] = {**diff, "verdict": verdict(diff, "top higher", "bottom higher")}
+        for name, measure in (("peak", peak_success), ("final", final_success)):
+            diff = _paired_arm_difference(records, env, "rv_top_quartile", "rv_bottom_quartile", measure)
+            if diff is not None:
+                out[f"top_minus_bottom_{name}"] = {**diff, "verdict": verdict(diff, "top higher", "bottom higher")}
     return out
 
 
