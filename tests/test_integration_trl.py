@@ -70,6 +70,13 @@ def test_take_rows_removes_rows_and_padding_columns():
     out, n_pad = take_rows(batch, torch.tensor([1]), multiple=3)
     assert n_pad == 2 and out["completion_ids"].shape[0] == 3
     assert out["completion_mask"][1:].sum() == 0 and out["advantages"][1:].abs().sum() == 0
+    # another process kept more rows: pad up to its count (collectives need equal sizes on every process)
+    out, n_pad = take_rows(batch, torch.tensor([1]), multiple=2, min_rows=4)
+    assert n_pad == 3 and out["completion_ids"].shape[0] == 4 and out["completion_mask"][1:].sum() == 0
+    out, n_pad = take_rows(batch, torch.tensor([], dtype=torch.long), multiple=2, min_rows=2)
+    assert n_pad == 2 and out["completion_mask"].sum() == 0
+    with pytest.raises(ValueError, match="min_rows"):
+        take_rows(batch, rows, multiple=2, min_rows=3)
     with pytest.raises(ValueError, match="multimodal"):
         take_rows({**batch, "pixel_values": torch.zeros(4, 3)}, rows)
 
@@ -420,3 +427,42 @@ def test_stop_at_makes_answer_close_an_eos_for_trl(trl_model_dir, tmp_path):
     assert close[0] in trainer.eos_token_ids
     with pytest.raises(ValueError, match="tokens for this tokenizer"):
         stop_at(model, tok, ["Push now and stop"])
+
+
+@pytest.mark.slow
+def test_filtering_under_ddp_on_two_processes(trl_model_dir, tmp_path):
+    """Two CPU processes (torchrun, gloo): the kept group's rows all sit on rank 1, rank 0 keeps none. Both
+    ranks must still run the same collectives (TRL gathers per-row statistics in its loss: the adapter pads every
+    rank to the same row count), and the all-reduced gradient must be the kept group's gradient."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    worker = os.path.join(os.path.dirname(__file__), "_trl_ddp_worker.py")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+           "--master_port", str(port), worker, str(trl_model_dir), str(tmp_path)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
+    assert [r["world_size"] for r in ranks] == [2, 2]
+    rows = ranks[0]["rows"] + ranks[1]["rows"]
+    assert len(rows) == len(PROMPTS) * G
+    kept_prompt = PROMPTS[2]  # the largest reward variance (worker's PATTERNS)
+    assert all(p != kept_prompt for p, _, _ in ranks[0]["rows"])  # rank 0 holds no kept row
+    assert [r["kept_groups"] for r in ranks] == [[2], [2]]
+    assert math.isfinite(ranks[0]["logged"]["collapse/mi_est"])  # cross-scoring ran on both ranks alike
+    assert ranks[0]["logged"]["filter/kept_rows"] == G
+    tok = __import__("transformers").AutoTokenizer.from_pretrained(trl_model_dir, padding_side="left")
+    names = [n for n, g in ranks[0]["grad"].items() if g is not None]
+    g0, g1 = _flat(ranks[0]["grad"], names), _flat(ranks[1]["grad"], names)
+    assert torch.allclose(g0, g1)  # DDP synchronised the ranks
+    kept = [row for row in rows if row[0] == kept_prompt]
+    want = _independent_grad(trl_model_dir, ranks[0]["before"], tok, kept, names)
+    every = _independent_grad(trl_model_dir, ranks[0]["before"], tok, rows, names)
+    assert float(g0.abs().max()) > 0
+    assert _close(g0, want), "the all-reduced gradient is not the kept group's gradient"
+    assert not _close(want, every)

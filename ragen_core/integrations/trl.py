@@ -7,7 +7,8 @@
   it cross-scores the whole batch (kept and dropped groups) with ``ragen_core.mi.cross_score`` and logs the MI
   proxies; then it ranks the P = N / G prompt groups with ``ragen_core.filtering.filter_groups`` on the raw
   rewards ``R [P, G]`` (``trl_rows.group_rewards``) and *removes* the rows of dropped groups from this
-  process's batch (``trl_rows.take_rows``), cutting columns that became padding; ``num_items_in_batch`` is
+  process's batch (``trl_rows.take_rows``), cutting columns that became padding and padding every process to
+  the same row count with placeholder rows (TRL gathers per-row statistics in its loss); ``num_items_in_batch`` is
   recounted over the kept rows, so TRL's default ``dapo`` loss is the mean over kept tokens:
 
       loss = -(1 / sum_{kept i,t} m_it) * sum_{kept i,t} m_it * min(rho_it A_i, clip(rho_it) A_i)
@@ -52,7 +53,13 @@ from ragen_core.integrations.trl_env import (
     single_turn_dataset,
     stop_at,
 )
-from ragen_core.integrations.trl_rows import batch_level_advantages, group_rewards, local_kept_rows, take_rows
+from ragen_core.integrations.trl_rows import (
+    batch_level_advantages,
+    group_rewards,
+    local_kept_rows,
+    padded_row_count,
+    take_rows,
+)
 from ragen_core.integrations.trl_version import TESTED_TRL_VERSION, check_trl_version
 from ragen_core.mi import DEFAULT_BATCH_TOKENS, MIZScoreEMA, cross_score, flatten_proxies, mi_proxies
 
@@ -202,7 +209,12 @@ class RagenGRPOTrainer(GRPOTrainer):
         if advantages is not None:
             output = {**output, "advantages": advantages[start:start + n_local].to(output["advantages"].dtype)}
         rows = local_kept_rows(result.mask, g, start, n_local)
-        filtered, n_pad = take_rows(output, rows, multiple=int(self.args.steps_per_generation))
+        # Every process pads to the largest kept count of any process (all know the global mask): TRL's loss
+        # gathers per-row statistics, and collectives need equal sizes on every process.
+        multiple = int(self.args.steps_per_generation)
+        width = max(padded_row_count(local_kept_rows(result.mask, g, r * n_local, n_local).numel(), multiple)
+                    for r in range(self.accelerator.num_processes))
+        filtered, n_pad = take_rows(output, rows, multiple=multiple, min_rows=width)
         loss_mask = filtered["completion_mask"]
         if filtered.get("tool_mask") is not None:
             loss_mask = loss_mask * filtered["tool_mask"]

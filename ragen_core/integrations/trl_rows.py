@@ -28,6 +28,7 @@ __all__ = [
     "group_rewards",
     "local_kept_rows",
     "take_rows",
+    "padded_row_count",
     "batch_level_advantages",
 ]
 
@@ -105,7 +106,12 @@ def _span(mask: torch.Tensor) -> tuple[int, int]:
     return int(cols[0]), int(cols[-1]) + 1
 
 
-def take_rows(batch: dict, rows: torch.Tensor, multiple: int = 1) -> tuple[dict, int]:
+def padded_row_count(kept: int, multiple: int) -> int:
+    """Rows one process trains on after filtering: ``kept`` rounded up to a positive multiple of ``multiple``."""
+    return max(1, -(-int(kept) // multiple)) * multiple
+
+
+def take_rows(batch: dict, rows: torch.Tensor, multiple: int = 1, min_rows: int = 0) -> tuple[dict, int]:
     """Keep ``rows`` of a TRL generation batch, cut all-padding columns, pad the row count to a multiple.
 
     TRL splits the batch into ``steps_per_generation`` equal chunks and silently drops the remainder, and every
@@ -118,7 +124,11 @@ def take_rows(batch: dict, rows: torch.Tensor, multiple: int = 1) -> tuple[dict,
         batch: the dict described in the module docstring (``n`` rows). Keys outside ``PROMPT_KEYS``,
             ``COMPLETION_KEYS``, ``ROW_KEYS`` and ``num_items_in_batch`` (images, token type ids) raise.
         rows: LongTensor ``[m]`` of local row indices to keep, in any order.
-        multiple: positive integer; the output has ``max(1, ceil(m / multiple)) * multiple`` rows.
+        multiple: positive integer; the output has ``max(1, ceil(m / multiple)) * multiple`` rows, or
+            ``min_rows`` if that is more.
+        min_rows: at least this many rows (a multiple of ``multiple``). Under DDP every process must hold the same
+            number of rows: TRL gathers per-row statistics inside its loss (``accelerator.gather`` of per-sequence
+            clip ratios), and a collective over tensors of different sizes fails or hangs.
 
     Returns:
         (new batch, number of placeholder rows appended after the ``m`` kept rows).
@@ -136,8 +146,10 @@ def take_rows(batch: dict, rows: torch.Tensor, multiple: int = 1) -> tuple[dict,
     rows = torch.as_tensor(rows, dtype=torch.long).reshape(-1)
     if rows.numel() and (int(rows.min()) < 0 or int(rows.max()) >= n):
         raise ValueError(f"rows must be local indices in [0, {n}); got {rows.tolist()}")
+    if isinstance(min_rows, bool) or not isinstance(min_rows, int) or min_rows < 0 or min_rows % multiple:
+        raise ValueError(f"min_rows must be a non-negative multiple of {multiple}; got {min_rows!r}")
     m = rows.numel()
-    total = max(1, -(-m // multiple)) * multiple
+    total = max(padded_row_count(m, multiple), min_rows)
     n_pad = total - m
     # Placeholders copy a kept row (or row 0 when nothing is kept here) so that no extra column is needed.
     template = rows[:1] if m else torch.zeros(1, dtype=torch.long)
