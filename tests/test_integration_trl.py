@@ -466,3 +466,65 @@ def test_filtering_under_ddp_on_two_processes(trl_model_dir, tmp_path):
     assert float(g0.abs().max()) > 0
     assert _close(g0, want), "the all-reduced gradient is not the kept group's gradient"
     assert not _close(want, every)
+
+
+TOOL_CALL = '<tool_call>\n{"name": "act", "arguments": {"answer": "Up"}}\n</tool_call>'
+
+
+@pytest.mark.slow
+def test_environment_factory_plays_env_turns_through_tool_calls(make_tiny_model, tmp_path):
+    """Multi-turn through TRL's tool loop: a tiny model taught to answer with the tool call act("Up") has its call
+    parsed by TRL, the env stepped by the adapter, the observation appended with tool_mask 0, and a next turn
+    generated; the env's return is the return of replaying the executed actions."""
+    import gymnasium as gym
+    import trl
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOTrainer
+
+    import ragen_envs  # noqa: F401
+    from ragen_core.integrations.trl import RagenGRPOConfig, RagenGRPOTrainer, ragen_environment_factory, seed_dataset
+
+    torch.manual_seed(0)
+    model_dir = make_tiny_model(TOOL_CALL, "Turn 1: State", hidden=128)
+    tok = AutoTokenizer.from_pretrained(model_dir, padding_side="left")
+    with open(os.path.join(os.path.dirname(trl.__file__), "chat_templates", "qwen2_5.jinja")) as f:
+        tok.chat_template = f.read()
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    args = RagenGRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=2, num_generations=2,
+                           max_completion_length=240, max_steps=1, report_to="none", use_cpu=True, bf16=False,
+                           save_strategy="no", max_tool_calling_iterations=2, disable_tqdm=True, temperature=0.01,
+                           gradient_checkpointing=False)
+    data = seed_dataset(2)
+    trainer = RagenGRPOTrainer(model=model, args=args, processing_class=tok, train_dataset=data,
+                               environment_factory=ragen_environment_factory("ragen/Sokoban-v0"))
+    rows = [data[0], data[0]]
+    model.train()
+    first = GRPOTrainer._generate_and_score_completions(trainer, rows)
+    # Teach the call by teacher forcing on TRL's own first-turn prompt (the untrained model calls nothing).
+    prompt = first["prompt_ids"][0][first["prompt_mask"][0].bool()].tolist()
+    target = tok(TOOL_CALL + tok.eos_token, add_special_tokens=False)["input_ids"]
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    for _ in range(150):
+        logits = model(input_ids=torch.tensor([prompt + target])).logits[0, len(prompt) - 1:-1]
+        loss = torch.nn.functional.cross_entropy(logits, torch.tensor(target))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    out = GRPOTrainer._generate_and_score_completions(trainer, rows)
+    assert out.get("tool_mask") is not None
+    for i, env in enumerate(trainer.environments):
+        ids, mask = out["completion_ids"][i], out["completion_mask"][i].bool()
+        tool = out["tool_mask"][i].bool()
+        assert env._turns >= 1, tok.decode(ids[mask])
+        env_text = tok.decode(ids[mask & ~tool])
+        model_text = tok.decode(ids[mask & tool])
+        assert "<tool_response>" in env_text and "Turn 2:" in env_text  # the observation, not trained on
+        assert "Turn 2:" not in model_text and model_text.startswith(TOOL_CALL)
+        # a model turn follows the observation: some trained tokens come after the first untrained one
+        first_env = int((mask & ~tool).nonzero()[0])
+        assert bool((mask & tool)[first_env:].any())
+        replay = gym.make("ragen/Sokoban-v0", action_format="answer")
+        replay.reset(seed=int(data[0]["seed"]))
+        want = sum(float(replay.step("<answer>Up</answer>")[1]) for _ in range(env._turns))
+        assert env.get_reward() == pytest.approx(want)
