@@ -32,6 +32,7 @@ import argparse
 import copy
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,28 @@ def lr_fraction(schedule: str, step: int, total_steps: int) -> float:
     raise ValueError(f"unknown lr schedule {schedule!r}; expected 'constant' or 'linear'")
 
 
+def format_penalty_warning(env: Any) -> str | None:
+    """A warning when breaking the answer format costs less than a well-formed turn that does nothing useful.
+
+    Envs with a per-action cost declare it as ``STEP_REWARD`` (Sokoban: -0.1). A well-formed turn of
+    ``max_actions_per_turn`` wasted actions then earns ``STEP_REWARD x max_actions_per_turn``; if the format
+    penalty is above that, a malformed answer is the cheaper failure and RL learns to break the format
+    (docs/training.md, item 10). None when the env has no per-action cost or the penalty is low enough.
+    """
+    u = getattr(env, "unwrapped", env)
+    step = getattr(u, "STEP_REWARD", None)
+    per_turn = getattr(u, "max_actions_per_turn", None)
+    penalty = getattr(u, "format_penalty_value", None)
+    if step is None or per_turn is None or penalty is None or step >= 0:
+        return None
+    wasted_turn = float(step) * int(per_turn)
+    if penalty <= wasted_turn + 1e-9:  # a tie is fine (-0.1 x 3 is -0.30000000000000004 in floats)
+        return None
+    return (f"{type(u).__name__}: a malformed answer costs {penalty:g} but a well-formed turn of {per_turn} wasted "
+            f"actions costs {wasted_turn:g}, so RL can learn to break the answer format; set "
+            f"env.kwargs.format_penalty <= {wasted_turn:g} (or max_actions_per_turn=1). See docs/training.md.")
+
+
 def validation_seeds(cfg: TrainConfig) -> list[int]:
     """The held-out seeds: ``eval.episodes`` consecutive seeds from ``env.val_seed``."""
     return [cfg.env.val_seed + i for i in range(cfg.eval.episodes)]
@@ -193,6 +216,9 @@ class Trainer:
         # Envs: P x G for training, one per validation episode.
         P, G = cfg.rollout.groups, cfg.rollout.group_size
         self.envs = make_envs(cfg.env.id, P * G, cfg.env.kwargs)
+        hazard = format_penalty_warning(self.envs[0])
+        if hazard:
+            warnings.warn(hazard, stacklevel=2)
         self.val_envs = make_envs(cfg.env.id, cfg.eval.episodes, cfg.env.kwargs)
         self.settings = RolloutSettings.from_config(cfg.rollout)
         self.val_settings = RolloutSettings.from_config(cfg.rollout, greedy=cfg.eval.greedy)

@@ -47,3 +47,33 @@ def test_tensorboard_without_the_package_is_a_clear_start_up_error(monkeypatch):
 
     with pytest.raises(ConfigError, match=r"ragen2\[tensorboard\]"):
         require_tensorboard()
+
+
+def test_format_penalty_cheaper_than_a_wasted_turn_is_flagged(make_tiny_policy, tmp_path):
+    """Sokoban's defaults (2 actions per turn at -0.1 each, format penalty -0.1) make a malformed answer the
+    cheaper failure; the trainer warns, and says nothing when the penalty is low enough or one action per turn."""
+    import warnings
+
+    import gymnasium as gym
+    import pytest
+
+    import ragen_envs  # noqa: F401
+    from ragen_core.config import load_config
+    from ragen_core.train import Trainer, format_penalty_warning
+
+    msg = format_penalty_warning(gym.make("ragen/Sokoban-v0"))
+    assert msg is not None and "-0.2" in msg and "-0.1" in msg
+    assert format_penalty_warning(gym.make("ragen/Sokoban-v0", max_actions_per_turn=1)) is None
+    assert format_penalty_warning(gym.make("ragen/Sokoban-v0", format_penalty=-0.5)) is None
+    assert format_penalty_warning(gym.make("ragen/Sokoban-v0", max_actions_per_turn=3, format_penalty=-0.3)) is None
+    assert format_penalty_warning(gym.make("ragen/Sokoban-v0", max_actions_per_turn=3, format_penalty=-0.2))
+    assert format_penalty_warning(gym.make("ragen/Bandit-v0")) is None  # no per-action cost
+
+    policy = make_tiny_policy("Player Boxes Targets")
+    base = ["env.id=ragen/Sokoban-v0", "rollout.groups=1", "rollout.group_size=2", "eval.episodes=1",
+            "run.device=cpu", "run.progress=false"]
+    with pytest.warns(UserWarning, match="break the answer format"):
+        Trainer(load_config(None, base), tmp_path / "a", policy=policy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        Trainer(load_config(None, [*base, "env.kwargs.max_actions_per_turn=1"]), tmp_path / "b", policy=policy)

@@ -162,6 +162,8 @@ class SokobanEnv(TextAgentEnv):
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
     ACTIONS: ClassVar[tuple[str, ...]] = ACTION_NAMES
     ROLE: ClassVar[str] = "You are a Sokoban solver: plan your moves carefully, pushes cannot be undone."
+    #: Reward of one executed action that changes nothing else (read by the trainer's format-penalty check).
+    STEP_REWARD: ClassVar[float] = STEP_PENALTY
 
     def __init__(
         self,
