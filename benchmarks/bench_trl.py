@@ -241,7 +241,7 @@ def summarize(pairs: list[dict[str, Any]]) -> dict[str, Any]:
     return summary
 
 
-def markdown(summary: dict[str, Any], steps: dict[str, int]) -> str:
+def markdown(summary: dict[str, Any], steps: dict[str, int], episodes: int = 128) -> str:
     lines = ["| env (steps) | engine | val. success: start -> final (min-max) | peak | first step >= 90% (per seed) "
              "| kept groups / step | s / step | trained tokens / step | s / 1,000 tokens |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -260,7 +260,7 @@ def markdown(summary: dict[str, Any], steps: dict[str, int]) -> str:
     lines += ["", f"Time per 1,000 trained tokens, TRL / ragen: {ratios}. Of ragen's step, the teacher-forced pass "
                   f"that recomputes the old log-probs (`algo.recompute_old_logprobs`, TRL skips it when "
                   f"`num_iterations=1`) takes {scoring} per step. Validation: greedy, "
-                  "128 held-out seeds, the same function for both engines; step time excludes it."]
+                  f"{episodes} held-out seeds, the same function for both engines; step time excludes it."]
     return "\n".join(lines)
 
 
@@ -328,7 +328,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"[trl-crosscheck] {n} seed {s} FAILED:\n{failures[-1]['error']}", flush=True)
     pairs.sort(key=lambda p: (list(ENVS).index(p["env"]), p["seed"]))
     summary = summarize(pairs)
-    steps = {n: make_config(n, 0, args.quick, runs_dir / "warm_cache").run.steps for n in names}
+    configs = {n: make_config(n, 0, args.quick, runs_dir / "warm_cache") for n in names}
+    steps = {n: c.run.steps for n, c in configs.items()}
+    episodes = configs[names[0]].eval.episodes
     result = {
         "benchmark": "trl_crosscheck", "quick": args.quick, "seeds": seeds, "steps": steps,
         "trl": __import__("trl").__version__, "pairs": pairs, "summary": summary, "failures": failures,
@@ -336,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         # Training time of every engine run (a resumed invocation reads finished runs back in seconds).
         "run_minutes_total": sum(p[e]["wall_s"] for p in pairs for e in ENGINES) / 60.0,
         "machine": describe_machine(),
-        "markdown": markdown(summary, steps) if summary else "no finished pair",
+        "markdown": markdown(summary, steps, episodes) if summary else "no finished pair",
     }
     png = plot(summary, pairs, out.with_suffix(".png")) if summary else None
     if png:
