@@ -18,8 +18,9 @@ rate, schedule, epsilon and gradient clip. Both are validated by the same functi
 step-0 numbers of the two engines must be equal (same weights, same greedy episodes) and the curves compare
 learning, not measurement.
 
-The episodes are single-turn: TRL's multi-turn path is tool calling (``environment_factory``), which needs a
-model whose chat template calls tools; the tiny model's does not. So the Sokoban config is played on levels
+The episodes are single-turn: TRL's multi-turn path is tool calling (``environment_factory``), whose loop always
+generates once more after the last env action, so a multi-turn run would not play the episodes ``ragen train``
+plays (docs/scale_out.md). So the Sokoban config is played on levels
 solved by one push, in one turn (``env.kwargs.max_solution_len=1``, ``rollout.max_turns=1``; the warm start's
 "Up" habit is right on about a quarter of them), the Bandit config as shipped (it is single-turn). Both run fewer
 steps than shipped (Bandit 60, Sokoban 30) and are validated every 5 steps.
@@ -123,6 +124,7 @@ def run_trl(cfg: Any, run_dir: Path) -> dict[str, Any]:
     """Train with TRL's GRPOTrainer through the adapter, from the same warm start; the per-step record."""
     import torch
     from transformers import TrainerCallback
+    from transformers.trainer_callback import PrinterCallback
 
     from ragen_core.integrations.trl import EnvReward, RagenGRPOTrainer, single_turn_dataset, stop_at
     from ragen_core.policy import load_policy
@@ -164,8 +166,6 @@ def run_trl(cfg: Any, run_dir: Path) -> dict[str, Any]:
         validate(0)
     trainer = RagenGRPOTrainer(model=policy.model, reward_funcs=reward, args=trl_arguments(cfg, run_dir),
                                processing_class=tokenizer, train_dataset=dataset, callbacks=[Measure()])
-    from transformers.trainer_callback import PrinterCallback
-
     trainer.remove_callback(PrinterCallback)  # TRL prints every log dict when tqdm is off; the record has them
     trainer.train()
     logs = [e for e in trainer.state.log_history if "filter/kept_groups" in e or "reward" in e]

@@ -163,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     sizes = parse_sizes(args.sizes or ("4x4" if args.quick else "4x8,8x8"))
+    bad = [f"{p}x{g}" for p, g in sizes if (p * g) % min(args.per_device, p * g)]
+    if bad:
+        parser.error(f"P x G of {bad} is not a multiple of --per-device {args.per_device} (TRL's micro-batch rows)")
     repeats = args.repeats or (2 if args.quick else 5)
     t0 = time.perf_counter()
     sets = []
