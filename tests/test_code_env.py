@@ -29,7 +29,8 @@ def test_reference_program_passes_the_solver_tests_in_the_sandbox(family):
     env.reset(seed=3)
     assert env.task.family == family
     _, reward, terminated, _, info = env.step(env.oracle_answer())
-    assert info["verdicts"] == ["passed"] * 5, info["test_results"]
+    assert len(env.task.tests) >= 5 and len(env.task.public_tests) == 3
+    assert info["verdicts"] == ["passed"] * len(env.task.tests), info["test_results"]
     assert reward == 1.0 and terminated and info["success"]
 
 
@@ -69,8 +70,13 @@ def test_generator_is_seeded_and_configurable():
     assert len({t.family for t in tasks}) > 1
     t = generate_task(np.random.default_rng(1), CodeTaskConfig(num_tests=9, families=("fizzbuzz",)))
     assert len(t.tests) == 9 and t.family == "fizzbuzz"
+    t = generate_task(np.random.default_rng(1), CodeTaskConfig(num_public_tests=5, families=("rotate",)))
+    assert len(t.public_tests) == 5 and len({json.dumps(x.args) for x in t.public_tests}) == 5
+    # The statement's example is the first public test, and no hidden test repeats a public input.
+    assert json.dumps(t.public_tests[0].expected) in t.problem
+    assert not {json.dumps(x.args) for x in t.tests} & {json.dumps(x.args) for x in t.public_tests}
     for bad in ({"num_tests": 0}, {"style": "both"}, {"families": ("nope",)}, {"max_len": 1},
-                {"families": ("rotate",), "style": "stdin"}):
+                {"families": ("rotate",), "style": "stdin"}, {"num_public_tests": 0}):
         with pytest.raises(ValueError):
             CodeTaskConfig(**bad)
 
@@ -228,6 +234,7 @@ def test_a_hostile_function_result_is_a_verdict_not_an_exception(tmp_path, case,
     assert terminated != repair and env.observation_space.contains(obs)
     json.dumps(info)
     if repair:
-        assert "no readable result" in obs
+        # A hidden test's contents are never shown, only its verdict.
+        assert "Hidden tests failed (1 runtime error)" in obs
         _, reward, terminated, _, info = env.step(_answer("def solve(x):\n    return x"))
         assert reward == 1.0 and terminated and info["verdicts"] == ["passed"]

@@ -4,6 +4,9 @@
 
     print(sandbox_isolation().describe())          # which isolation is active here
     run_program("print(int(input()) * 2)", "21\\n")  # RunResult(verdict="ok", stdout="42\\n", ...)
+
+The env judges a function's return value with `values_equal` (exact ints, exception-safe), not with
+the sandbox's more lenient `values_match` (kept for callers of the sandbox alone).
 """
 
 from ragen_envs.code.env import CodeEnv, extract_program
@@ -17,7 +20,18 @@ from ragen_envs.code.sandbox import (
     sandbox_isolation,
     values_match,
 )
-from ragen_envs.code.tasks import FAMILIES, CodeTask, CodeTaskConfig, CodeTest, generate_task, load_tasks
+from ragen_envs.code.tasks import (
+    FAMILIES,
+    CodeTask,
+    CodeTaskConfig,
+    CodeTest,
+    answer_passes,
+    generate_task,
+    load_tasks,
+    passing_standins,
+    standin_answers,
+    values_equal,
+)
 
 __all__ = [
     "FAMILIES",
@@ -28,12 +42,16 @@ __all__ = [
     "Isolation",
     "Limits",
     "RunResult",
+    "answer_passes",
     "extract_program",
     "generate_task",
     "load_tasks",
     "outputs_match",
+    "passing_standins",
     "run_function",
     "run_program",
     "sandbox_isolation",
+    "standin_answers",
+    "values_equal",
     "values_match",
 ]

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import re
+import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, ClassVar
 
 from ragen_envs import protocol
 from ragen_envs.base import TextAgentEnv
 from ragen_envs.code import sandbox
-from ragen_envs.code.tasks import CodeTask, CodeTaskConfig, CodeTest, generate_task, load_tasks
+from ragen_envs.code.tasks import CodeTask, CodeTaskConfig, CodeTest, answer_passes, generate_task, load_tasks
 from ragen_envs.data import record_index
 from ragen_envs.spaces import fit_observation
 from ragen_envs.validation import require_int
@@ -18,6 +22,9 @@ from ragen_envs.validation import require_int
 # The first fenced block, ```python / ```py / ``` (the language tag is optional).
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.IGNORECASE | re.ASCII | re.DOTALL)
 _SHOW_CHARS = 400  # how much of a failing test the repair feedback shows per field
+# A test is started only with at least this much of the submission's wall budget left (a run's own
+# start-up takes ~50 ms, so less could not finish anyway).
+_MIN_RUN_SECONDS = 0.05
 
 
 def extract_program(answer: str) -> str | None:
@@ -53,6 +60,12 @@ class CodeEnv(TextAgentEnv):
     arguments). This is RAGEN's code-generation testbed; the env never executes model text in its
     own process.
 
+    Each task has hidden tests (they judge: reward and success) and public tests (the statement's
+    example; the tests repair feedback may reveal). A hidden test is never shown, so neither a
+    program that memorises the example nor a lookup table of revealed tests can pass the judging
+    tests. Generated tasks are checked at generation: a constant answer, the identity and such lookup
+    tables each fail at least one hidden test (`ragen_envs.code.tasks.passing_standins`).
+
     Tasks come from a procedural generator (default: ten parameterised families such as sum of
     multiples, reverse words, FizzBuzz variants, maximum subarray, gcd/lcm, rotate, palindromes,
     prime counting; expected outputs computed by an in-process reference solver) or from a data
@@ -68,8 +81,9 @@ class CodeEnv(TextAgentEnv):
     ## Observation Space
 
     Text (`spaces.Text`, at most 16,384 characters): the problem statement with one example test
-    and, after a submission, the judgement ("k/n tests passed" and, with `multi_turn_repair`, the
-    first failing test: input, expected and actual output or the error).
+    and, after a submission, the judgement ("k/n hidden tests passed" and, with `multi_turn_repair`,
+    the first failing *public* test: input, expected and actual output or the error; when every
+    public test passes, or the task has none, only the counts of the hidden tests' verdicts).
 
     ## Starting State
 
@@ -78,15 +92,28 @@ class CodeEnv(TextAgentEnv):
 
     ## Rewards
 
-    reward = (tests passed) / (tests), in [0, 1], plus the format penalty (-0.1) for a malformed
-    response. With `multi_turn_repair` the reward of a turn is the *improvement* of the best pass
-    fraction so far (max(0, best_after - best_before)), so the episode return is the best fraction
-    reached and resubmitting the same partial program earns nothing.
+    reward = (hidden tests passed) / (hidden tests), in [0, 1], plus the format penalty (-0.1) for a
+    malformed response. Public tests never count.
+
+    Judging: stdout is compared line by line (`sandbox.outputs_match`); a function's return value
+    with `ragen_envs.code.tasks.values_equal`: an int expected value needs an int of that value (or a
+    float of exactly that value; never a bool, never a float within a tolerance), a float expected
+    value takes `math.isclose` (an int too large for a float is wrong), bools equal only bools, and
+    any exception in the comparison fails the test.
+
+    One submission has one wall budget (`submission_wall_seconds`, default the per-test wall limit)
+    across all its runs, hidden tests first, then the public tests of repair feedback: each run gets
+    min(per-test limit, budget left), and once the budget is used up the remaining tests fail with
+    "time limit" without running (a sleeping program costs one budget per step, not one per test).
+
+    With `multi_turn_repair` the reward of a turn is the *improvement* of the best pass fraction so
+    far (max(0, best_after - best_before)), so the episode return is the best fraction reached and
+    resubmitting the same partial program earns nothing.
 
     ## Episode End
 
     Single turn (default): terminated after the first response (a malformed one included: it runs
-    nothing and costs the format penalty). Repair mode: terminated when every test passes or when
+    nothing and costs the format penalty). Repair mode: terminated when every hidden test passes or when
     `max_turns` turns (default 3) are used up; a malformed response uses up a turn. The env never
     truncates by itself (no future reward remains when the last turn is used).
 
@@ -97,24 +124,31 @@ class CodeEnv(TextAgentEnv):
     program adds `verdicts` (one per test: "passed", "wrong answer", "runtime error", "time limit",
     "memory limit", "output limit", "sandbox error"), `tests_passed`, `tests_total`, `pass_fraction`,
     `best_pass_fraction`, `test_results` (per test: verdict, detail, wall_time, exit_code, run_id,
-    stderr_tail; never the expected outputs) and `sandbox` (the isolation mode).
+    stderr_tail; never the expected outputs; tests skipped for want of budget have run_id ""),
+    `submission_wall_time` and `sandbox` (the isolation mode). All of these describe the hidden tests.
 
     ## Arguments
 
         gym.make("ragen/Code-v0", dataset=None, multi_turn_repair=False, max_turns=None,
                  num_tests=6, max_len=8, max_value=50, families=None, style="mixed",
-                 limits=None, action_format="tagged")
+                 limits=None, submission_wall_seconds=None, num_public_tests=3, action_format="tagged")
 
     - `dataset`: path of a `.jsonl` / `.json` file (TACO/DeepCoder format) or None for the generator.
-    - `multi_turn_repair`: show the first failing test and allow resubmission (up to `max_turns`).
-    - `num_tests`, `max_len`, `max_value`, `families`, `style`: generator knobs (`CodeTaskConfig`).
+    - `multi_turn_repair`: show the first failing public test and allow resubmission (up to `max_turns`).
+    - `num_tests`, `num_public_tests`, `max_len`, `max_value`, `families`, `style`: generator knobs
+      (`CodeTaskConfig`; a generated task can hold more than `num_tests` hidden tests when extra ones
+      were needed to defeat the stand-ins).
     - `limits`: `sandbox.Limits` or a dict of overrides (defaults: 2 s CPU, 4 s wall, 512 MiB, 1 MiB output).
+    - `submission_wall_seconds`: wall budget of one submission across all its test runs (default:
+      `limits.wall_seconds`).
     - `hide_dataset`: cover the data set file with an empty mount inside the sandbox (default True).
 
     ## Version History
 
     - v0: initial version (generator with ten families, TACO/DeepCoder loaders, namespace sandbox,
-      optional multi-turn repair).
+      optional multi-turn repair). Since then, within v0: public tests separate from hidden tests
+      (the example and repair feedback are public; seeds give different tasks than before), stand-in
+      checks at generation, exact int judging, one wall budget per submission.
 
     ## Text format
 
@@ -125,10 +159,10 @@ class CodeEnv(TextAgentEnv):
 
     and after a submission in repair mode:
 
-        Result of submission 1: 4/6 tests passed.
-        First failing test (#3, wrong answer):
-        Arguments: [[], 3]
-        Expected: []
+        Result of submission 1: 4/6 hidden tests passed.
+        First failing test (visible test #2, wrong answer):
+        Arguments: [[5, 1], 3]
+        Expected: [1, 5]
         Got: null
         Submit a corrected program.
 
@@ -158,6 +192,8 @@ class CodeEnv(TextAgentEnv):
         families: tuple[str, ...] | list[str] | None = None,
         style: str = "mixed",
         limits: sandbox.Limits | dict[str, Any] | None = None,
+        submission_wall_seconds: float | None = None,
+        num_public_tests: int = 3,
         hide_dataset: bool = True,
         action_format: protocol.ActionFormat = "tagged",
         format_penalty: float = protocol.FORMAT_PENALTY,
@@ -186,8 +222,23 @@ class CodeEnv(TextAgentEnv):
             max_value=max_value,
             families=tuple(families) if families is not None else None,
             style=style,
+            num_public_tests=num_public_tests,
         )
         self.limits = sandbox.Limits.coerce(limits)
+        if submission_wall_seconds is None:
+            submission_wall_seconds = self.limits.wall_seconds
+        if (
+            isinstance(submission_wall_seconds, bool)
+            or not isinstance(submission_wall_seconds, (int, float))
+            or not math.isfinite(submission_wall_seconds)
+            or not _MIN_RUN_SECONDS <= submission_wall_seconds <= 3600
+        ):
+            raise ValueError(
+                f"submission_wall_seconds must be a number of seconds in [{_MIN_RUN_SECONDS}, 3600], "
+                f"got {submission_wall_seconds!r}"
+            )
+        self.submission_wall_seconds = float(submission_wall_seconds)
+        self._budget_left = self.submission_wall_seconds
         self.dataset_path = None if dataset is None else Path(dataset).resolve()
         self.tasks: list[CodeTask] | None = load_tasks(self.dataset_path) if self.dataset_path else None
         self._hide = (str(self.dataset_path),) if (self.dataset_path and hide_dataset) else ()
@@ -233,42 +284,78 @@ class CodeEnv(TextAgentEnv):
         return "\n".join(lines)
 
     # ------------------------------------------------------------------ judging
-    def _run_test(self, program: str, test: CodeTest) -> tuple[str, sandbox.RunResult, str]:
-        """Run one test; returns (verdict, run result, what the program produced, for feedback)."""
+    def _run_test(self, program: str, test: CodeTest, wall: float) -> tuple[str, sandbox.RunResult, str]:
+        """Run one test with `wall` seconds of wall time; returns (verdict, run result, the program's
+        answer as text, for feedback). Whatever the answer holds, the comparison gives a verdict."""
         task = self.task
+        limits = dataclasses.replace(self.limits, wall_seconds=wall)
         if task.fn_name is None:
-            res = sandbox.run_program(program, test.input, limits=self.limits, hide_paths=self._hide)
+            res = sandbox.run_program(program, test.input, limits=limits, hide_paths=self._hide)
             got = res.stdout
-            if res.verdict == "ok":
-                return ("passed" if sandbox.outputs_match(res.stdout, test.output) else "wrong answer"), res, got
+            answer = res.stdout
+        else:
+            res = sandbox.run_function(program, task.fn_name, list(test.args), limits=limits, hide_paths=self._hide)
+            try:
+                got = json.dumps(res.value) if res.has_value else ""
+            except Exception:  # e.g. an int past Python's str-conversion limit
+                got = "<unprintable value>"
+            answer = res.value
+        if res.verdict != "ok":
             return res.verdict, res, got
-        res = sandbox.run_function(program, task.fn_name, list(test.args), limits=self.limits, hide_paths=self._hide)
-        got = json.dumps(res.value) if res.has_value else ""
-        if res.verdict == "ok":
-            return ("passed" if sandbox.values_match(res.value, test.expected) else "wrong answer"), res, got
-        return res.verdict, res, got
+        return ("passed" if answer_passes(task, test, answer) else "wrong answer"), res, got
+
+    def _run_tests(
+        self, program: str, tests: tuple[CodeTest, ...], stop_at_failure: bool
+    ) -> list[tuple[str, sandbox.RunResult | None, str]]:
+        """Run `tests` within what is left of the submission's wall budget (`self._budget_left`).
+
+        Each run gets min(per-test wall limit, budget left); once less than `_MIN_RUN_SECONDS` is
+        left, the remaining tests get "time limit" without running (result None).
+        """
+        out: list[tuple[str, sandbox.RunResult | None, str]] = []
+        for test in tests:
+            if self._budget_left < _MIN_RUN_SECONDS:
+                out.append(("time limit", None, ""))
+                continue
+            t0 = time.monotonic()
+            verdict, res, got = self._run_test(program, test, min(self.limits.wall_seconds, self._budget_left))
+            self._budget_left -= time.monotonic() - t0
+            out.append((verdict, res, got))
+            if stop_at_failure and verdict != "passed":
+                break
+        return out
+
+    def _not_run_detail(self) -> str:
+        return f"not run: the submission's wall budget of {self.submission_wall_seconds:g} s was used up"
 
     def _execute(self, action: str) -> tuple[float, bool]:
-        verdicts: list[str] = []
-        results: list[dict[str, Any]] = []
-        first_fail = None
-        for i, test in enumerate(self.task.tests):
-            verdict, res, got = self._run_test(action, test)
-            verdicts.append(verdict)
-            results.append(
-                {
-                    "verdict": verdict,
-                    "detail": res.detail,
-                    "wall_time": round(res.wall_time, 4),
-                    "exit_code": res.exit_code,
-                    "run_id": res.run_id,
-                    "stderr_tail": res.stderr[-500:],
-                }
-            )
-            if verdict != "passed" and first_fail is None:
-                first_fail = (i, verdict, res, got)
+        self._budget_left = self.submission_wall_seconds
+        t0 = time.monotonic()
+        hidden = self._run_tests(action, self.task.tests, stop_at_failure=False)
+        verdicts = [v for v, _, _ in hidden]
+        results = [
+            {
+                "verdict": verdict,
+                "detail": res.detail if res is not None else self._not_run_detail(),
+                "wall_time": round(res.wall_time, 4) if res is not None else 0.0,
+                "exit_code": res.exit_code if res is not None else None,
+                "run_id": res.run_id if res is not None else "",
+                "stderr_tail": res.stderr[-500:] if res is not None else "",
+            }
+            for verdict, res, _ in hidden
+        ]
         passed = verdicts.count("passed")
         frac = passed / len(verdicts)
+        all_passed = passed == len(verdicts)
+        # Repair feedback comes from the public tests only (the first one that fails): a hidden test
+        # is never shown, so a lookup table of what the feedback revealed cannot pass the judging tests.
+        feedback = None
+        if self.multi_turn_repair and not all_passed and self.task.public_tests:
+            public = self._run_tests(action, self.task.public_tests, stop_at_failure=True)
+            for i, (verdict, res, got) in enumerate(public):
+                if verdict != "passed":
+                    feedback = (i, verdict, res, got)
+                    break
         self._submissions += 1
         improvement = max(0.0, frac - self._best)
         self._best = max(self._best, frac)
@@ -279,17 +366,17 @@ class CodeEnv(TextAgentEnv):
             "pass_fraction": frac,
             "best_pass_fraction": self._best,
             "test_results": results,
+            "submission_wall_time": round(time.monotonic() - t0, 4),
             "sandbox": self.isolation.mode,
-            "first_fail": first_fail,
+            "feedback": feedback,
         }
-        all_passed = passed == len(verdicts)
         if self.multi_turn_repair:
             return improvement, all_passed
         return frac, True
 
     def _step_info(self, info: dict[str, Any]) -> dict[str, Any]:
         if info["action_is_valid"] and self._last is not None:
-            return {k: v for k, v in self._last.items() if k != "first_fail"}
+            return {k: v for k, v in self._last.items() if k != "feedback"}
         return {}
 
     def _is_success(self) -> bool:
@@ -300,6 +387,31 @@ class CodeEnv(TextAgentEnv):
         if self.task.fn_name is None:
             return [f"Input:\n{_clip(test.input.rstrip())}", f"Expected output:\n{_clip(test.output.rstrip())}"]
         return [f"Arguments: {_clip(json.dumps(list(test.args)))}", f"Expected: {_clip(json.dumps(test.expected))}"]
+
+    def _feedback_lines(self, last: dict[str, Any]) -> list[str]:
+        """Repair feedback: the first failing public test in full, else only counts of the hidden
+        tests' verdicts (a hidden test's input, expected answer and the program's output or stderr,
+        which could echo the input, are never shown)."""
+        task = self.task
+        failing = Counter(v for v in last["verdicts"] if v != "passed")
+        counts = ", ".join(f"{n} {v}" for v, n in sorted(failing.items()))
+        if last["feedback"] is None:
+            if not task.public_tests:
+                return [f"Hidden tests failed ({counts}); their contents are not shown."]
+            return [f"Every visible test passes, but hidden tests failed ({counts}); their contents are not shown."]
+        i, verdict, res, got = last["feedback"]
+        lines = [f"First failing test (visible test #{i + 1}, {verdict}):"]
+        lines += self._describe_test(task.public_tests[i])
+        if verdict == "wrong answer":
+            lines.append(("Got:\n" if task.fn_name is None else "Got: ") + _clip(got.rstrip()))
+        elif res is None:
+            lines.append(f"Error: {self._not_run_detail()}")
+        else:
+            lines.append(f"Error: {_clip(res.detail)}")
+            tail = res.stderr.strip().splitlines()[-3:]
+            if tail and verdict == "runtime error":
+                lines.append(_clip("\n".join(tail)))
+        return lines
 
     def _state_text(self) -> str:
         if self.task is None:
@@ -314,19 +426,11 @@ class CodeEnv(TextAgentEnv):
         last = self._last
         if last is not None:
             parts.append(
-                f"Result of submission {self._submissions}: {last['tests_passed']}/{last['tests_total']} tests passed."
+                f"Result of submission {self._submissions}: "
+                f"{last['tests_passed']}/{last['tests_total']} hidden tests passed."
             )
-            if self.multi_turn_repair and last["first_fail"] is not None:
-                i, verdict, res, got = last["first_fail"]
-                parts.append(f"First failing test (#{i + 1}, {verdict}):")
-                parts += self._describe_test(task.tests[i])
-                if verdict == "wrong answer":
-                    parts.append(("Got:\n" if task.fn_name is None else "Got: ") + _clip(got.rstrip()))
-                else:
-                    parts.append(f"Error: {_clip(res.detail)}")
-                    tail = res.stderr.strip().splitlines()[-3:]
-                    if tail and verdict == "runtime error":
-                        parts.append(_clip("\n".join(tail)))
+            if self.multi_turn_repair and last["tests_passed"] < last["tests_total"]:
+                parts += self._feedback_lines(last)
                 if not (self._terminated or self._truncated) and self._turn < self.turn_limit:
                     parts.append("Submit a corrected program.")
         # Data sets and program output may hold characters outside the observation space.

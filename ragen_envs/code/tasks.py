@@ -19,9 +19,18 @@ the model's).
 Families (style): sum_multiples, reverse_words, count_letters, fizzbuzz, subarray_extreme,
 gcd_lcm_pairs (stdin); rotate, is_palindrome, count_primes, running_stat (function).
 
-Difficulty knobs (`CodeTaskConfig`): `num_tests` (hidden tests per task), `max_len` (list / text
-length), `max_value` (magnitude of numbers), `families` (subset), `style` ("stdin" | "function" |
-"mixed").
+Difficulty knobs (`CodeTaskConfig`): `num_tests` (hidden tests per task), `num_public_tests` (the
+statement's example plus the tests repair feedback may reveal), `max_len` (list / text length),
+`max_value` (magnitude of numbers), `families` (subset), `style` ("stdin" | "function" | "mixed").
+
+Public and hidden tests are separate (`CodeTask.public_tests`, `CodeTask.tests`): the agent may see a
+public test (the example in the statement, a failing test in repair feedback), never a hidden one, and
+reward and success come from the hidden tests only. A generated task's hidden tests are checked at
+generation against stand-in programs that do not solve the task (`passing_standins`): a constant
+answer (any constant), the identity (echo the input / return the first argument), and a lookup table
+of the public tests falling back to a constant or to the identity. Each stand-in must fail at least one
+hidden test; while one passes them all, the generator draws further hidden tests (so a task can hold
+more than `num_tests`; over seeds 0..199 per family this is rare, see tests/test_reward_integrity_code.py).
 
 Data sets (`load_tasks(path)`, `.jsonl` or `.json`, validated by `ragen_envs.data.load_records`):
 
@@ -30,12 +39,16 @@ Data sets (`load_tasks(path)`, `.jsonl` or `.json`, validated by `ragen_envs.dat
 
 For function tests a string `input` holds one JSON value per line, one per argument (the
 LiveCodeBench / DeepCoder "functional" layout). `solutions` (optional) gives reference programs; the
-first becomes the oracle answer. A missing field or a wrong type raises ValueError naming the file,
-the line (for .jsonl; the record number for .json) and the field.
+first becomes the oracle answer. `public_tests` (optional, same layout as `tests`; LiveCodeBench's
+public test cases) are the tests repair feedback may show; `tests` stay hidden and judge. A record
+without `public_tests` gets repair feedback without test contents (verdict counts only). A missing
+field or a wrong type raises ValueError naming the file, the line (for .jsonl; the record number for
+.json) and the field.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -45,6 +58,7 @@ from typing import Any
 
 import numpy as np
 
+from ragen_envs.code.sandbox import outputs_match
 from ragen_envs.data import strict_json
 from ragen_envs.data.loading import Field, load_numbered_records, validate_record
 from ragen_envs.validation import require_int
@@ -56,6 +70,10 @@ __all__ = [
     "CodeTest",
     "generate_task",
     "load_tasks",
+    "passing_standins",
+    "standin_answers",
+    "answer_passes",
+    "values_equal",
 ]
 
 _STYLES = ("stdin", "function", "mixed")
@@ -73,7 +91,12 @@ class CodeTest:
 
 @dataclass(frozen=True)
 class CodeTask:
-    """A problem statement with hidden tests (`fn_name` None: stdin/stdout style)."""
+    """A problem statement with hidden tests (`fn_name` None: stdin/stdout style).
+
+    `tests` are the hidden tests: they judge (reward, success) and are never shown to the agent.
+    `public_tests` may be shown (generated tasks: `public_tests[0]` is the statement's example; repair
+    feedback reveals failing ones) and never count toward reward.
+    """
 
     problem: str
     tests: tuple[CodeTest, ...]
@@ -81,6 +104,7 @@ class CodeTask:
     reference: str | None = None
     family: str = "dataset"
     params: dict[str, Any] = field(default_factory=dict)
+    public_tests: tuple[CodeTest, ...] = ()
 
     @property
     def style(self) -> str:
@@ -96,9 +120,11 @@ class CodeTaskConfig:
     max_value: int = 50
     families: tuple[str, ...] | None = None
     style: str = "mixed"
+    num_public_tests: int = 3
 
     def __post_init__(self) -> None:
-        for name, low, high in (("num_tests", 1, 50), ("max_len", 2, 1000), ("max_value", 5, 10**9)):
+        for name, low, high in (("num_tests", 1, 50), ("max_len", 2, 1000), ("max_value", 5, 10**9),
+                                ("num_public_tests", 1, 50)):
             object.__setattr__(self, name, require_int(name, getattr(self, name), low, high))
         if self.style not in _STYLES:
             raise ValueError(f"style must be one of {_STYLES}, got {self.style!r}")
@@ -566,27 +592,179 @@ def _example_text(task_style: str, fn_name: str | None, test: CodeTest) -> str:
     return f"Example: {call} returns {json.dumps(test.expected)}"
 
 
+# ----------------------------------------------------------------------------------------------- judging
+def values_equal(actual: Any, expected: Any, rel_tol: float = 1e-6, abs_tol: float = 1e-9) -> bool:
+    """Judge a function's return value against a test's expected JSON value; never raises.
+
+    - An int expected value (not a bool) accepts an int of the same value, or a float of exactly
+      that value (Python compares int and float exactly; JSON has one number type, so a data set may
+      write 1 for 1.0). No tolerance: a float that rounds to a nearby integer is wrong.
+    - A float expected value accepts an int or a float with `math.isclose(rel_tol, abs_tol)`; NaN
+      equals only NaN; an int too large for a float (e.g. 10**400) is wrong, not an OverflowError.
+    - Bools equal only bools (JSON true is not 1); lists/tuples compare element-wise, dicts key-wise;
+      anything else by type and `==`.
+    - Whatever the values hold (deep nesting, odd types), an exception in the comparison is a
+      mismatch.
+    """
+    try:
+        return _equal(actual, expected, rel_tol, abs_tol)
+    except Exception:  # RecursionError, OverflowError, a hostile __eq__: a failed test, never a crash
+        return False
+
+
+def _equal(actual: Any, expected: Any, rel_tol: float, abs_tol: float) -> bool:
+    if isinstance(actual, bool) or isinstance(expected, bool):
+        return isinstance(actual, bool) and isinstance(expected, bool) and actual == expected
+    if type(expected) is int:
+        if type(actual) is int:
+            return actual == expected
+        return type(actual) is float and math.isfinite(actual) and actual == expected  # exact, no rounding
+    if type(expected) is float:
+        if type(actual) not in (int, float):
+            return False
+        if math.isnan(expected) or (type(actual) is float and math.isnan(actual)):
+            return type(actual) is float and math.isnan(actual) and math.isnan(expected)
+        if type(actual) is int:
+            if abs(actual) > 2**1024:  # beyond any float: float(actual) would raise OverflowError
+                return False
+            actual = float(actual)
+        if math.isinf(actual) or math.isinf(expected):
+            return actual == expected
+        return math.isclose(actual, expected, rel_tol=rel_tol, abs_tol=abs_tol)
+    if isinstance(expected, (list, tuple)):
+        return (
+            isinstance(actual, (list, tuple))
+            and len(actual) == len(expected)
+            and all(_equal(a, e, rel_tol, abs_tol) for a, e in zip(actual, expected))
+        )
+    if isinstance(expected, dict):
+        return (
+            isinstance(actual, dict)
+            and actual.keys() == expected.keys()
+            and all(_equal(actual[k], expected[k], rel_tol, abs_tol) for k in expected)
+        )
+    return type(actual) is type(expected) and bool(actual == expected)
+
+
+def answer_passes(task: CodeTask, test: CodeTest, answer: Any) -> bool:
+    """Whether `answer` (stdout text for stdin tasks, the return value for function tasks) passes `test`.
+
+    stdin: `sandbox.outputs_match` (line by line, trailing whitespace and blank lines forgiven);
+    function: `values_equal`. Never raises: an answer of the wrong type fails.
+    """
+    if task.fn_name is None:
+        return isinstance(answer, str) and outputs_match(answer, test.output)
+    return values_equal(answer, test.expected)
+
+
+# ----------------------------------------------------------------------------------------------- stand-ins
+def _test_key(task_style: str, test: CodeTest) -> str:
+    """What a lookup-table program sees of a test: its exact stdin text, or its arguments."""
+    if task_style == "stdin":
+        return test.input
+    return json.dumps(list(test.args), sort_keys=True)
+
+
+def _answer_of(task_style: str, test: CodeTest) -> Any:
+    return test.output if task_style == "stdin" else test.expected
+
+
+def _identity(task_style: str, test: CodeTest) -> Any:
+    if task_style == "stdin":
+        return test.input  # prints its input back
+    return test.args[0] if test.args else None  # returns its first argument
+
+
+def standin_answers(task: CodeTask) -> dict[str, Callable[[CodeTest], Any]]:
+    """Programs that do not solve a task, as pure functions from a test to their answer.
+
+    They are the project's own trusted code (they never run model text) and model the cheapest
+    reward hacks:
+
+    - "constant": one fixed answer. The constant is the first hidden test's expected answer, which
+      makes the check complete: some constant passes every hidden test iff this one does (the
+      generator's answers compare exactly, so equality is transitive).
+    - "identity": echoes its input (stdin) or returns its first argument (function).
+    - "lookup, else constant": answers a public test (the example, revealed feedback tests) from a
+      table and anything else with a constant (the first unseen hidden answer: complete as above).
+    - "lookup, else identity": the table, else the identity.
+    """
+    style = task.style
+    table = {_test_key(style, t): _answer_of(style, t) for t in task.public_tests}
+    unseen = [t for t in task.tests if _test_key(style, t) not in table]
+    const = _answer_of(style, task.tests[0])
+    fallback = _answer_of(style, unseen[0]) if unseen else const
+    return {
+        "constant": lambda t: const,
+        "identity": lambda t: _identity(style, t),
+        "lookup, else constant": lambda t: table.get(_test_key(style, t), fallback),
+        "lookup, else identity": lambda t: table.get(_test_key(style, t), _identity(style, t)),
+    }
+
+
+def passing_standins(task: CodeTask) -> list[str]:
+    """The names of the `standin_answers` that pass every hidden test of `task` (empty: the tests are
+    strong enough that each stand-in fails at least one)."""
+    return [
+        name
+        for name, answer in standin_answers(task).items()
+        if all(answer_passes(task, t, answer(t)) for t in task.tests)
+    ]
+
+
+# ----------------------------------------------------------------------------------------------- generation
+_NO_EDGE = -1  # the test index `make_input` gets for a test that must not be a family's edge case
+_DRAW_RETRIES = 20  # redraws of a test whose input a public test already has
+_MAX_EXTRA_DRAWS = 500  # extra hidden tests tried before the generator gives up (never reached in tests)
+
+
 def generate_task(rng: np.random.Generator, config: CodeTaskConfig | None = None) -> CodeTask:
     """Draw one task from `rng` (same generator state -> same task).
 
-    The first test is shown in the statement as an example; all tests (it included) are hidden
-    tests of the env. Test 1 is an edge case where the family has one (empty list, n = 0, n = 1).
+    Public tests first (`num_public_tests`, distinct; the first is the statement's example; none is
+    an edge case), then `num_tests` hidden tests: test 1 (and 2) is an edge case where the family has
+    one (empty list, n = 0, n = 1), and a hidden input equal to a public one is redrawn (up to
+    `_DRAW_RETRIES` times: tiny configs may not have enough distinct inputs). Then, while a stand-in
+    (`standin_answers`) passes every hidden test, further hidden tests are drawn and the first one
+    that makes one more stand-in fail is appended.
+
+    Raises:
+        RuntimeError: no stand-in-proof test set after `_MAX_EXTRA_DRAWS` extra draws.
     """
     cfg = config or CodeTaskConfig()
     names = cfg.candidates()
     fam = FAMILIES[names[int(rng.integers(len(names)))]]
     p = fam.params(rng)
     fn_name = fam.fn_name.format(**p) if fam.fn_name else None
-    tests: list[CodeTest] = []
-    for i in range(cfg.num_tests):
-        x = fam.make_input(rng, cfg, p, i)
-        if fam.style == "stdin":
-            tests.append(CodeTest(input=x, output=fam.solve(p, x)))
-        else:
-            tests.append(CodeTest(args=tuple(x), expected=fam.solve(p, x)))
-    problem = fam.problem(p).strip()
-    problem += "\n" + _example_text(fam.style, fn_name, tests[0])
-    return CodeTask(problem, tuple(tests), fn_name, fam.reference(p), fam.name, p)
+
+    def draw(i: int, avoid: set[str]) -> CodeTest:
+        for _ in range(_DRAW_RETRIES + 1):
+            x = fam.make_input(rng, cfg, p, i)
+            test = CodeTest(input=x, output=fam.solve(p, x)) if fam.style == "stdin" else CodeTest(
+                args=tuple(x), expected=fam.solve(p, x)
+            )
+            if _test_key(fam.style, test) not in avoid:
+                break
+        return test
+
+    public: list[CodeTest] = []
+    for _ in range(cfg.num_public_tests):
+        public.append(draw(_NO_EDGE, {_test_key(fam.style, t) for t in public}))
+    seen = {_test_key(fam.style, t) for t in public}
+    hidden = [draw(i, seen) for i in range(cfg.num_tests)]
+    problem = fam.problem(p).strip() + "\n" + _example_text(fam.style, fn_name, public[0])
+    task = CodeTask(problem, tuple(hidden), fn_name, fam.reference(p), fam.name, p, tuple(public))
+    passing = passing_standins(task)
+    draws = 0
+    while passing:
+        if draws >= _MAX_EXTRA_DRAWS:
+            raise RuntimeError(f"{fam.name} {p}: stand-ins {passing} pass every hidden test after {draws} extra draws")
+        draws += 1
+        candidate = dataclasses.replace(task, tests=task.tests + (draw(_NO_EDGE, seen),))
+        now = passing_standins(candidate)
+        if len(now) < len(passing):
+            task, passing = candidate, now
+    return task
 
 
 # ----------------------------------------------------------------------------------------------- loading
@@ -599,6 +777,12 @@ _BASE_SCHEMA = {
         item_type=dict,
         schema={"input": Field((str, list)), "output": Field(_JSON_VALUE, nullable=True)},
         check=lambda v: None if v else "must hold at least one test",
+    ),
+    "public_tests": Field(
+        list,
+        required=False,
+        item_type=dict,
+        schema={"input": Field((str, list)), "output": Field(_JSON_VALUE, nullable=True)},
     ),
     "fn_name": Field(
         str, required=False, nullable=True, check=lambda v: None if v.isidentifier() else "must be a Python identifier"
@@ -637,23 +821,25 @@ def load_tasks(path: str | Path) -> list[CodeTask]:
     for idx, (lineno, rec) in enumerate(numbered):
         where = f"{path}:{lineno}"
         fn_name = rec.get("fn_name")
-        tests: list[CodeTest] = []
-        for j, t in enumerate(rec["tests"]):
-            if fn_name is None:
-                validate_record(t, _STDIN_TEST, where, f"tests[{j}]")
-                tests.append(CodeTest(input=t["input"], output=t["output"]))
-            else:
-                args = _function_args(t["input"], where, f"tests[{j}].input")
-                tests.append(CodeTest(args=args, expected=t["output"]))
+        groups: dict[str, list[CodeTest]] = {"tests": [], "public_tests": []}
+        for key, tests in groups.items():
+            for j, t in enumerate(rec.get(key) or []):
+                if fn_name is None:
+                    validate_record(t, _STDIN_TEST, where, f"{key}[{j}]")
+                    tests.append(CodeTest(input=t["input"], output=t["output"]))
+                else:
+                    args = _function_args(t["input"], where, f"{key}[{j}].input")
+                    tests.append(CodeTest(args=args, expected=t["output"]))
         solutions = rec.get("solutions") or []
         tasks.append(
             CodeTask(
                 problem=rec["problem"].strip(),
-                tests=tuple(tests),
+                tests=tuple(groups["tests"]),
                 fn_name=fn_name,
                 reference=solutions[0] if solutions else None,
                 family="dataset",
                 params={"record": idx},
+                public_tests=tuple(groups["public_tests"]),
             )
         )
     return tasks
