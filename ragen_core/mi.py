@@ -66,17 +66,22 @@ def mi_proxies(
 
     Keys of the result (floats unless said otherwise; means over all (i, k)):
 
-    - ``retrieval_acc``: mean of 1[argmax_j L[i,k,j] is a prompt equivalent to x_i] (ties -> lower j).
+    - ``retrieval_acc``: mean of 1[argmax_j L[i,k,j] is a prompt equivalent to x_i]; a tie for the top score
+      counts the share of the tied prompts equivalent to x_i (the expected hit under a uniformly random
+      tie-break, :func:`_tied_recall`), so a scorer that ties everything scores exactly the chance level,
+      wherever duplicated prompts sit in the batch.
     - ``retrieval_chance``: its chance level, mean_i m_i / P with m_i the number of batch prompts equivalent to
       x_i (1/P with distinct prompts).
-    - ``recall_at_k``: dict {k: Recall@k} for k in (2, 4, 8) with k < P; ``recall_at_k_chance``: dict
+    - ``recall_at_k``: dict {k: Recall@k} for k in (2, 4, 8) with k < P (ties shared the same way);
+      ``recall_at_k_chance``: dict
       {k: mean_i 1 - C(P - m_i, k) / C(P, k)} (k/P with distinct prompts).
     - ``mi_est``: mean(matched - marginal) (Eq. 1, per token); ``mi_est_tokenwise``: mean(matched - marginal');
       ``mi_seq_est``: mean(L[i,k,i] - lse_ik) (no 1/n).
     - ``cond_entropy_est`` = -mean(matched); ``marginal_entropy_est`` = -mean(marginal);
       ``marginal_entropy_est_tokenwise`` = -mean(marginal'); ``cond_entropy_seq_est`` = -mean(L[i,k,i]);
       ``marginal_entropy_seq_est`` = -mean(lse). For each variant H_hat(Z) = H_hat(Z|X) + MI exactly.
-    - ``marginal_std``: population std of marginal (sigma_batch); ``mi_zscore`` = mi_est / (sigma_batch + eps).
+    - ``marginal_std``: population std of marginal (sigma_batch); ``mi_zscore`` = mi_est / (sigma_batch + eps)
+      (:func:`zscore`: 0.0 when the denominator and mi_est are both 0, NaN when only the denominator is).
     - ``mi_upper_bound`` = log P (each sequence-level term is <= log P).
     - ``n_prompts`` (P), ``group_size`` (G).
 
@@ -86,8 +91,10 @@ def mi_proxies(
     Invalid scores raise instead of propagating: a NaN or +inf anywhere in L, or a row L[i, k, :] that is -inf
     for every prompt, would turn every output into NaN (one bad trace reaches every mean), so
     :func:`mi_proxies` raises ``ValueError`` naming the offending rows ``(i, k)`` (prompt i, trace k); drop or
-    re-score those traces. A single ``-inf`` is a valid log-probability (a trace impossible under that
-    prompt) and is accepted.
+    re-score those traces. A ``-inf`` under another prompt is a valid log-probability (a trace impossible
+    under that prompt) and is accepted; a ``-inf`` under the trace's own prompt (and every prompt identical to
+    it) is refused the same way, since a sampled trace cannot be impossible under the prompt it was sampled
+    from and its matched term would make MI-Est -inf.
 
     Args:
         L: ``[P, G, P]`` summed log-probs, ``L[i,k,j] = log p(z_ik | x_j)`` (no NaN, no +inf, no row of -inf).
@@ -121,6 +128,17 @@ def mi_proxies(
     if not float(eps) >= 0:
         raise ValueError(f"eps must be >= 0; got {eps!r}")
     same = _equivalence(prompt_ids, p)
+    # A trace impossible under its own prompt (or under a prompt identical to it) cannot have been sampled from
+    # it: the scorer disagrees with the sampler (a masked vocabulary, an underflow). Its matched term would be
+    # -inf and drag every MI mean to -inf, so it is refused like a NaN.
+    own = torch.where(same[:, None, :].expand(p, g, p), L, torch.full_like(L, -math.inf)).amax(dim=2)
+    impossible = own == -math.inf
+    if bool(impossible.any()):
+        rows = impossible.nonzero().tolist()
+        shown = ", ".join(f"({i}, {k})" for i, k in rows[:10]) + (
+            f" and {len(rows) - 10} more" if len(rows) > 10 else "")
+        raise ValueError(f"L[i, k, i] is -inf in {len(rows)} row(s) (i, k) = {shown}: a trace impossible under "
+                         "its own prompt (scorer and sampler disagree); MI-Est would be -inf: re-score or drop them")
 
     lf = L.to(torch.float64)
     log_p = math.log(p)
@@ -130,28 +148,26 @@ def mi_proxies(
     marginal = lse / n
     marginal_tw = torch.logsumexp(lf / n[:, :, None], dim=2) - log_p
 
-    # Retrieval: stable descending sort, so ties go to the lower prompt index.
-    order = torch.sort(lf, dim=2, descending=True, stable=True).indices  # [P, G, P]
-    hit = torch.gather(same[:, None, :].expand(p, g, p), 2, order)  # hit[i,k,r] = rank-r prompt equivalent to i
+    # Retrieval with shared ties: the expected hit under a uniformly random tie-break (see _tied_recall).
     m_i = same.sum(dim=1).to(torch.float64)  # [P]
     recall: dict[int, float] = {}
     recall_chance: dict[int, float] = {}
     for k in RECALL_KS:
         if k < p:
-            recall[k] = float(hit[:, :, :k].any(dim=2).to(torch.float64).mean())
+            recall[k] = float(_tied_recall(lf, same, k).mean())
             recall_chance[k] = float(sum(_recall_chance(p, int(m), k) for m in m_i.tolist()) / p)
 
     sigma = float(marginal.std(correction=0)) if marginal.numel() > 1 else 0.0
     mi_est = float((matched - marginal).mean())
     return {
-        "retrieval_acc": float(hit[:, :, 0].to(torch.float64).mean()),
+        "retrieval_acc": float(_tied_recall(lf, same, 1).mean()),
         "retrieval_chance": float((m_i / p).mean()),
         "recall_at_k": recall,
         "recall_at_k_chance": recall_chance,
         "mi_est": mi_est,
         "mi_est_tokenwise": float((matched - marginal_tw).mean()),
         "mi_seq_est": float((diag - lse).mean()),
-        "mi_zscore": mi_est / (sigma + float(eps)),
+        "mi_zscore": zscore(mi_est, sigma, eps),
         "marginal_std": sigma,
         "cond_entropy_est": float(-matched.mean()),
         "marginal_entropy_est": float(-marginal.mean()),
@@ -174,6 +190,45 @@ def _equivalence(prompt_ids: torch.Tensor | Sequence[Any] | None, p: int) -> tor
     codes: dict[Any, int] = {}
     idx = torch.tensor([codes.setdefault(x, len(codes)) for x in ids])
     return idx[:, None] == idx[None, :]
+
+
+def _tied_recall(lf: torch.Tensor, same: torch.Tensor, k: int) -> torch.Tensor:
+    """Recall@k of every trace with ties shared: ``[P, G]`` float64 in [0, 1] (k = 1 is retrieval accuracy).
+
+    For trace (i, k) let a = #prompts scoring strictly above the k-th highest score s_k, t = #prompts scoring
+    exactly s_k (the tied block: the top k holds a of them above and r = k - a drawn from the block), and h_above,
+    h_tied the prompts equivalent to x_i among them. The value is the probability that the top k holds an
+    equivalent prompt when the tie is broken uniformly at random:
+
+        1                                   if h_above > 0
+        1 - C(t - h_tied, r) / C(t, r)      otherwise
+
+    So a scorer that ties every prompt scores exactly the chance level ``1 - C(P - m_i, k) / C(P, k)`` wherever
+    the m_i duplicates of x_i sit, and any deterministic tie-break rule is irrelevant.
+    """
+    p = lf.shape[0]
+    kth = torch.topk(lf, k, dim=2).values[:, :, -1:]  # [P, G, 1]: the k-th highest score
+    eq = same[:, None, :]  # [P, 1, P]: prompt j equivalent to x_i
+    above = lf > kth
+    tied = lf == kth
+    h_above = (above & eq).sum(dim=2)
+    n_above = above.sum(dim=2)
+    t = tied.sum(dim=2)
+    h_tied = (tied & eq).sum(dim=2)
+    r = k - n_above
+    comb = torch.tensor([[math.comb(n, c) for c in range(p + 1)] for n in range(p + 1)], dtype=torch.float64)
+    miss = comb[t - h_tied, r] / comb[t, r]
+    return torch.where(h_above > 0, torch.ones_like(miss), 1.0 - miss)
+
+
+def zscore(mi_est: float, sigma: float, eps: float) -> float:
+    """MI-ZScore ``mi_est / (sigma + eps)``, defined where the denominator is 0 (eps = 0 and every marginal
+    term equal): 0.0 when ``mi_est`` is 0 too (no dependence and no scale), else NaN (a dependence with no scale
+    to measure it in: undefined, logged as NaN rather than raising ZeroDivisionError or reporting +-inf)."""
+    den = float(sigma) + float(eps)
+    if den > 0:
+        return float(mi_est) / den
+    return 0.0 if float(mi_est) == 0.0 else math.nan
 
 
 def flatten_proxies(stats: Mapping[str, Any], prefix: str = "collapse/") -> dict[str, float]:
@@ -223,7 +278,7 @@ class MIZScoreEMA:
         else:
             self.sigma = self.alpha * self.sigma + (1.0 - self.alpha) * sigma_batch
         self.steps += 1
-        return float(stats["mi_est"]) / (self.sigma + self.eps)
+        return zscore(float(stats["mi_est"]), self.sigma, self.eps)
 
     def state_dict(self) -> dict[str, Any]:
         """Checkpointable state."""

@@ -347,3 +347,79 @@ def test_bad_ema_and_prompt_ids():
         MIZScoreEMA().update({"mi_est": 0.1})
     with pytest.raises(ValueError, match="prompt_ids"):
         mi_proxies(torch.zeros(3, 1, 3), torch.ones(3, 1), prompt_ids=[1, 2])
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Edge cases: ties, a zero z-score denominator, a trace impossible under its own prompt
+# --------------------------------------------------------------------------------------------------------------
+
+
+def brute_tied_recall(scores: list[float], equivalent: list[bool], k: int) -> float:
+    """P(an equivalent prompt is in the top k) over every ordering that sorts `scores` descending, each equally
+    likely (a uniformly random tie-break), by plain enumeration of the permutations."""
+    orders = [o for o in itertools.permutations(range(len(scores)))
+              if all(scores[o[r]] >= scores[o[r + 1]] for r in range(len(o) - 1))]
+    return sum(any(equivalent[j] for j in o[:k]) for o in orders) / len(orders)
+
+
+@given(st.lists(st.integers(0, 2), min_size=5, max_size=5), st.lists(st.integers(0, 2), min_size=5, max_size=5),
+       st.integers(0, 10_000))
+@settings(max_examples=60, deadline=None)
+def test_ties_are_shared_as_a_uniformly_random_tie_break(levels, ids, seed):
+    # scores drawn from 3 levels so ties are frequent; prompt ids from 3 values so duplicates are frequent
+    p, g = 5, 2
+    rnd = random.Random(seed)
+    L = torch.tensor([[[float(levels[(j + rnd.randrange(2) * k) % p]) for j in range(p)] for k in range(g)]
+                      for _ in range(p)], dtype=torch.float64)
+    out = mi_proxies(L, torch.ones(p, g), prompt_ids=ids)
+    for key, k in (("retrieval_acc", 1), ("recall_2", 2), ("recall_4", 4)):
+        expected = sum(brute_tied_recall(L[i, kk].tolist(), [ids[j] == ids[i] for j in range(p)], k)
+                       for i in range(p) for kk in range(g)) / (p * g)
+        got = out["retrieval_acc"] if k == 1 else out["recall_at_k"][k]
+        assert got == pytest.approx(expected, abs=1e-12), key
+
+
+@pytest.mark.parametrize("ids", [[0, 0, 1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6, 0, 0], [1, 0, 2, 3, 0, 4, 5, 6]])
+def test_full_ties_score_the_chance_level_wherever_duplicates_sit(ids):
+    # every prompt scores every trace the same: no information, so accuracy must equal the reported chance
+    # (a lower-index tie-break gave 0.25 with the pair first and 0.125 with it last against a chance of 0.156)
+    p, g = len(ids), 3
+    out = mi_proxies(torch.zeros(p, g, p, dtype=torch.float64), torch.ones(p, g), prompt_ids=ids)
+    assert out["retrieval_acc"] == pytest.approx(out["retrieval_chance"], abs=1e-12)
+    assert out["retrieval_chance"] == pytest.approx((2 * 2 / 8 + 6 * 1 / 8) / 8)
+    for k in (2, 4):
+        assert out["recall_at_k"][k] == pytest.approx(out["recall_at_k_chance"][k], abs=1e-12)
+
+
+def test_zero_denominator_zscore_is_defined():
+    # every marginal term equal (sigma_batch = 0) and eps = 0: no ZeroDivisionError
+    p, g = 3, 2
+    collapsed = torch.zeros(p, g, p, dtype=torch.float64)  # no dependence: mi_est = 0
+    assert mi_proxies(collapsed, torch.ones(p, g), eps=0.0)["mi_zscore"] == 0.0
+    # full dependence with equal marginals: each trace possible only under its own prompt (every marginal term
+    # is exactly -log P, so sigma_batch is exactly 0)
+    dep = torch.full((p, g, p), -math.inf, dtype=torch.float64)
+    for i in range(p):
+        dep[i, :, i] = 0.0
+    s = mi_proxies(dep, torch.ones(p, g), eps=0.0)
+    assert s["marginal_std"] == 0.0 and s["mi_est"] > 0
+    assert math.isnan(s["mi_zscore"])
+    ema = MIZScoreEMA(eps=0.0)
+    assert math.isnan(ema.update(s))
+    assert MIZScoreEMA(eps=0.0).update({"mi_est": 0.0, "marginal_std": 0.0}) == 0.0
+
+
+def test_minus_inf_under_its_own_prompt_raises_naming_the_row():
+    L, n = random_L(3, 4, 2)
+    L[2][1][2] = -math.inf
+    with pytest.raises(ValueError, match=r"own prompt.*\(2, 1\)|\(2, 1\).*own prompt"):
+        mi_proxies(torch.tensor(L, dtype=torch.float64), torch.tensor(n, dtype=torch.float64))
+
+
+def test_minus_inf_under_own_prompt_is_fine_when_an_identical_prompt_scores_it():
+    # prompts 0 and 1 are identical: the trace is possible under its (duplicated) prompt
+    L, n = random_L(4, 3, 2)
+    L[0][0][0] = -math.inf
+    out = mi_proxies(torch.tensor(L, dtype=torch.float64), torch.tensor(n, dtype=torch.float64),
+                     prompt_ids=["a", "a", "b"])
+    assert out["retrieval_acc"] >= 0.0
