@@ -111,6 +111,10 @@ def test_fixture_loads_both_styles_and_its_solutions_pass():
         ),
         ({"problem": "p", "fn_name": "f", "tests": [{"input": "[1\nx", "output": 1}]}, "tests[0].input"),
         ({"problem": "p", "fn_name": "not ok", "tests": [{"input": [1], "output": 1}]}, "field 'fn_name'"),
+        (
+            {"problem": "p", "tests": [{"input": "1", "output": "1"}], "public_tests": [{"input": "1", "output": 1}]},
+            "field 'public_tests[0].output'",
+        ),
     ],
 )
 def test_loader_errors_name_file_line_and_field(tmp_path, record, message):
@@ -176,6 +180,39 @@ def test_multi_turn_repair_shows_the_first_failing_test_and_rewards_improvement(
     assert term and not trunc and info["success"]
     assert r1 + r_same + r2 == pytest.approx(1.0)
     assert "Submit a corrected program." not in obs
+
+
+def test_repair_feedback_shows_public_tests_only(tmp_path):
+    """Feedback shows the first failing public test; a hidden test's contents (its input, expected
+    answer, the program's output or stderr) never reach the observation, only verdict counts."""
+    path = tmp_path / "t.jsonl"
+    rec = {
+        "problem": "Print the input number doubled.",
+        "tests": [{"input": "7301\n", "output": "14602\n"}, {"input": "8123\n", "output": "16246\n"}],
+        "public_tests": [{"input": "2\n", "output": "4\n"}],
+    }
+    path.write_text(json.dumps(rec) + "\n" + json.dumps({k: v for k, v in rec.items() if k != "public_tests"}) + "\n")
+    leak = "import sys\nx = input()\nprint('seen', x, file=sys.stderr)\nprint(x)\nraise SystemExit(1)"
+    for index, shown in ((0, True), (1, False)):
+        env = CodeEnv(dataset=path, limits=FAST, multi_turn_repair=True, max_turns=2)
+        env.reset(seed=0, options={"index": index})
+        obs, reward, _, _, info = env.step(_answer(leak))
+        assert reward == 0.0 and info["verdicts"] == ["runtime error"] * 2
+        assert "7301" not in obs and "14602" not in obs and "8123" not in obs
+        assert ("seen 2" in obs and "Input:\n2" in obs) == shown
+        assert "0/2 hidden tests passed" in obs and "Submit a corrected program." in obs
+        assert ("Hidden tests failed (2 runtime error)" in obs) != shown
+        # Passing the public test but not the hidden ones: counts only.
+        obs, reward, term, _, info = env.step(_answer("print(4)"))
+        assert term and not info["success"] and "7301" not in obs and "16246" not in obs
+        assert ("Every visible test passes" in obs) == shown
+
+
+def test_submission_wall_budget_is_validated():
+    for bad in (0, -1.0, float("nan"), True, "4", 7200):
+        with pytest.raises(ValueError, match="submission_wall_seconds"):
+            CodeEnv(submission_wall_seconds=bad)
+    assert CodeEnv(limits={"wall_seconds": 3.0}).submission_wall_seconds == 3.0
 
 
 def test_repair_mode_ends_after_max_turns():
