@@ -87,6 +87,66 @@ def test_other_answers_are_rejected(gold, answers):
         assert not is_equivalent(answer, gold), (answer, gold)
 
 
+# Answers that deny, hedge or relate the gold (gold 5): none is a correct answer.
+DENIALS = [
+    "5 \\text{ is wrong}",
+    "x \\ne 5",
+    "x \\neq 5",
+    "\\text{not } 5",
+    "not 5",
+    "6 = 5",
+    "5 = 6",
+    "x = 5 = 6",
+    "x = y = 5",
+    "5 \\approx 6",
+    "x > 5",
+    "x \\le 5",
+    "5 \\pm 1",
+    "\\neg 5",
+    "5 != 6",
+    "5 is bogus",
+    "minus 5",
+    "5 thousand",
+    "maybe 5",
+    "5x",
+    "5 \\text{or } 6",
+]
+
+
+@pytest.mark.parametrize("answer", DENIALS)
+def test_answers_that_deny_or_hedge_the_gold_are_wrong(answer):
+    assert check_answer(answer, "5") is None, answer
+
+
+# One answer, two golds: it denotes one value, so it may be right for at most one of them.
+AMBIGUOUS = [
+    ("\\sqrt 9", "3", "9"),
+    ("\\sqrt{9}", "3", "9"),
+    ("4!", "24", "4"),
+    ("\\log 10", "1", "10"),
+    ("1_2", None, "1"),
+    ("1_2", None, "12"),
+    ("5_0", None, "5"),
+    ("5_0", None, "50"),
+]
+
+
+@pytest.mark.parametrize("answer, right, wrong", AMBIGUOUS)
+def test_an_answer_is_right_for_its_value_only(answer, right, wrong):
+    assert not is_equivalent(answer, wrong), (answer, wrong)
+    if right is not None:
+        assert is_equivalent(answer, right), (answer, right)
+
+
+def test_equations_and_subscripted_golds():
+    for answer in ("x = 5", "5 = x", "2+3 = 5", "x = 2+3", "\\theta = 5"):
+        assert is_equivalent(answer, "5"), answer
+    assert is_equivalent("x \\ne 5", "x \\ne 5")  # a relation the gold has is allowed
+    assert is_equivalent("1011_2", "1011_2") and is_equivalent("1011_{2}", "1011_2")
+    assert not is_equivalent("1011", "1011_2") and not is_equivalent("11", "1011_2")
+    assert is_equivalent("not possible", "\\text{not possible}")  # a word the gold has is allowed
+
+
 def test_checker_rules_and_guards():
     assert check_answer("x**2 + 5*x + 6", "x^2+5x+6") == "sympy"  # math-verify drops Python syntax
     assert check_answer("12 dollars", "12") == "math-verify"  # free text around one value

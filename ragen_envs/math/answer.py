@@ -23,6 +23,31 @@ path                        what it catches
                             removing `\\text{}`, spaces, case and a trailing period
 ==========================  ==================================================================
 
+Before any path runs, an answer that does more than state one value is refused (`answer_refusal`),
+unless the gold answer itself has the same feature:
+
+- a relation other than `=` (`\\ne`, `\\neq`, `\\approx`, `<`, `\\le`, `\\pm`, `\\in`, `\\to`, ...):
+  `x \\ne 5` and `5 \\approx 6` deny or hedge the value;
+- a word that negates, hedges, approximates or changes the value (`not`, `wrong`, `or`, `maybe`,
+  `about`, `minus`, `thousand`, `squared`, ..., `REFUSED_WORDS`), or a verb after the value
+  (`5 is wrong`, `5 is bogus`: a statement about the value, not a unit);
+- a subscript `_` (`1_2` is 1 in LaTeX but 12 as a Python digit separator; `5_0` is 5 or 50);
+- an equation is accepted only as `variable = value` (either order) or when every side is itself a
+  correct answer: `x = 12` is right for 12 and `2+3 = 5` for 5, but `6 = 5` is wrong for 5 (LaTeX
+  parsing alone would take its right side); a gold answer that is an equation is compared whole.
+
+So every accepted answer denotes exactly one value, and is accepted for a gold answer only when that
+value equals the gold's: `\\sqrt 9` is right for 3 and wrong for 9, `4!` right for 24 and wrong for 4,
+`\\log 10` (math-verify reads `\\log` as base 10) right for 1 and wrong for 10. The free-text path
+(2.) therefore also requires that what lies outside the extracted value is only words (no LaTeX
+command but `\\text`-like and `\\boxed`, no operator, no single letter that could be a variable:
+`5x` is not 5). A gold answer with a subscript (`1011_2`, a number in base 2) is matched as text
+(spaces, braces and `$` ignored), since its value depends on reading the subscript as a base.
+
+Deliberate leniency (documented in docs/protocol.md): `50%` and `50 percent` are right for 1/2 and
+for 50 (rule 4); other words around the value (units, nouns: `12 dollars`, `12 cookies`) are ignored;
+`x = 12` is right for 12.
+
 Numeric tolerance is math-verify's: values are compared after rounding to 6 decimal places, so
 `0.333333` equals 1/3 but `0.333` and `0.49` (for 1/2) do not.
 
@@ -189,6 +214,78 @@ def answer_guard(text: str) -> str | None:
     return None
 
 
+# ---------------------------------------------------------------------- refusals (one value, stated)
+#: LaTeX commands that relate, negate or hedge (`\\ne`, `\\approx`, `\\pm`, ...): refused unless the gold has them.
+RELATION_COMMANDS = frozenset(
+    "ne neq not ncong nleq ngeq nless ngtr approx sim simeq cong equiv doteq le leq leqslant ge geq geqslant lt gt "
+    "ll gg lessgtr gtrless prec succ pm mp neg lnot in notin ni cup cap lor land vee wedge to rightarrow "
+    "Rightarrow longrightarrow Longrightarrow implies impliedby iff leftrightarrow Leftrightarrow mid nmid "
+    "setminus subset subseteq supset supseteq propto".split()
+)
+#: Relation symbols written directly (Unicode or ASCII); `!=` is matched separately.
+RELATION_SYMBOLS = frozenset("<>≠≈≃≅≡≤≥≦≧≪≫±∓¬~∼∈∉∪∩∨∧→⇒⇔↔∣∤")
+#: Words that negate, hedge, approximate, compare or change the value written next to them.
+REFUSED_WORDS = frozenset(
+    # negation and denial
+    "not no non none nope never nor neither isnt arent wasnt werent doesnt dont cannot cant wont shouldnt "
+    "wrong false incorrect untrue invalid impossible bogus except excluding without but unless instead rather "
+    # hedges and alternatives
+    "or either otherwise maybe perhaps possibly probably likely unlikely guess unsure uncertain unknown "
+    "alternatively else "
+    # approximation and comparison
+    "approx approximately about around roughly nearly almost circa close estimate estimated "
+    "than least most between under over above below less more greater fewer within upto "
+    # words that change the number
+    "minus negative negated opposite plus half halves quarter quarters thirds fourths fifths sixths sevenths "
+    "eighths ninths tenths hundredths thousandths squared cubed root roots factorial inverse reciprocal "
+    "double twice triple thrice hundred hundreds thousand thousands million millions billion billions "
+    "trillion trillions dozen dozens".split()
+)
+#: Verbs that make text after the value a statement about it (`5 is wrong`) rather than a unit.
+_COPULAS = frozenset("is are was were be been being seems seem looks equals".split())
+_COMMAND = re.compile(r"\\([A-Za-z]+)")
+_WORDS = re.compile(r"[A-Za-z]+")
+#: `variable` side of an equation: one letter or a Greek letter command.
+_VARIABLE = re.compile(
+    r"\s*(?:[A-Za-z]|\\(?:alpha|beta|gamma|delta|epsilon|theta|lambda|mu|nu|rho|sigma|tau|phi|omega))\s*"
+)
+#: LaTeX commands allowed outside the value extracted from free text (formatting, not mathematics).
+_FREE_TEXT_COMMANDS = frozenset({"text", "textbf", "textit", "mathrm", "mbox", "boxed"})
+
+
+def _words(text: str) -> list[str]:
+    """The lowercase words of `text` outside LaTeX command names (`\\text{not } 5` -> ["not"])."""
+    return [w.lower() for w in _WORDS.findall(_COMMAND.sub(" ", text.replace("'", "").replace("’", "")))]
+
+
+def answer_refusal(candidate: str, gold: str) -> str | None:
+    """Why `candidate` does more than state one value (module docstring, "refused"), or None.
+
+    A feature the gold answer itself has (a relation, a word, a subscript) is not held against the candidate.
+    """
+    gold_commands = set(_COMMAND.findall(gold))
+    relation = [c for c in _COMMAND.findall(candidate) if c in RELATION_COMMANDS and c not in gold_commands]
+    if relation:
+        return f"a relation (\\{relation[0]})"
+    symbols = [c for c in candidate if c in RELATION_SYMBOLS and c not in gold]
+    if symbols:
+        return f"a relation ({symbols[0]})"
+    if "!=" in candidate and "!=" not in gold:
+        return "a relation (!=)"
+    if "_" in candidate and "_" not in gold:
+        return "a subscript"
+    gold_words = set(_words(gold))
+    words = [w for w in _words(candidate) if w in REFUSED_WORDS and w not in gold_words]
+    if words:
+        return f"the word {words[0]!r}"
+    last_digit = max((i for i, c in enumerate(candidate) if c.isdigit()), default=-1)
+    if last_digit >= 0:
+        verbs = [w for w in _words(candidate[last_digit:]) if w in _COPULAS and w not in gold_words]
+        if verbs:
+            return f"a statement after the value ({verbs[0]!r})"
+    return None
+
+
 def _clean(text: str) -> str:
     text = text.strip()
     if text.lower().startswith(ANSWER_MARKER.lower()):
@@ -269,7 +366,8 @@ def plain_to_sympy(text: str) -> Any | None:
     `^` means power and implicit multiplication after a number or `)` is inserted (`3x`, `2(x+1)`).
     """
     text = _THOUSANDS.sub("", text.strip()).replace("^", "**")
-    if not text or len(text) > MAX_ANSWER_CHARS or not re.fullmatch(r"[\w\s.+\-*/(),]+", text):
+    # [A-Za-z0-9], not \w: `1_2` would be Python's digit separator (12), a subscript in LaTeX (1).
+    if not text or len(text) > MAX_ANSWER_CHARS or not re.fullmatch(r"[A-Za-z0-9\s.+\-*/(),]+", text):
         return None
     text = _IMPLICIT_MUL.sub("*", text)
     text = re.sub(r"\bsqrt\*\(", "sqrt(", text)
@@ -332,7 +430,32 @@ def _guarded_extraction(candidate: str) -> list:
             inside.remove(number)
         else:
             return []  # a number outside the extracted value: a hedge or a worked solution
+    if not _only_words_around(candidate, parsed[-1]):
+        return []
     return parsed
+
+
+def _only_words_around(candidate: str, value: str) -> bool:
+    """Whether everything in `candidate` outside the extracted `value` is plain words.
+
+    `\\sqrt 9`, `4!`, `\\log 10` and `5x` yield 9, 4, 10 and 5 by extraction; the operator, command or
+    letter left over means the answer is another value (or no single value), so it is not free text.
+    """
+    text = _THOUSANDS.sub("", candidate)
+    at = text.find(value)
+    if at < 0:
+        return False
+    rest = text[:at] + " " + text[at + len(value) :]
+    if any(c not in _FREE_TEXT_COMMANDS for c in _COMMAND.findall(rest)):
+        return False
+    rest = _COMMAND.sub(" ", rest)
+    if re.search(r"[^A-Za-z\s.,:;'\"{}$?]", rest):
+        return False
+    # a single letter next to the value reads as a variable (`5x`, `5 a`), elsewhere only `a` / `I` are words
+    after = text[at + len(value) :]
+    if re.match(r"\s*[A-Za-z](?![A-Za-z])", after) or re.search(r"(?<![A-Za-z])[A-Za-z]\s*$", text[:at]):
+        return False
+    return all(len(w) > 1 or w in ("a", "A", "I") for w in _WORDS.findall(rest))
 
 
 def is_equivalent(candidate: str, gold: str) -> bool:
@@ -352,8 +475,33 @@ def check_answer(candidate: str, gold: str) -> str | None:
     if answer_guard(candidate) is not None:
         return None
     cand = _clean(candidate)
-    if not cand:
+    if not cand or answer_refusal(cand, gold) is not None:
         return None
+    if "_" in gold:
+        # A subscripted gold (`1011_2`): its value depends on reading the subscript, so it is matched as text.
+        return "text" if _subscript_text(cand) == _subscript_text(_clean(gold)) else None
+    if "=" in cand and "=" not in gold:
+        return _check_equation(cand, gold)
+    return _check_value(cand, gold)
+
+
+def _subscript_text(text: str) -> str:
+    return fold_case(re.sub(r"[\s{}$]", "", _TEXT_CMD.sub(r"\1", text)))
+
+
+def _check_equation(cand: str, gold: str) -> str | None:
+    """An equation answer: right when it is `variable = value` (either order, one variable side) or when
+    every side is a right answer (`2+3 = 5`); `6 = 5` is wrong for 5."""
+    sides = cand.split("=")
+    values = [side for side in sides if not _VARIABLE.fullmatch(side)]
+    if len(sides) - len(values) > 1 or not values or any(not side.strip() for side in values):
+        return None
+    rules = [_check_value(side.strip(), gold) for side in values]
+    return rules[0] if all(rule is not None for rule in rules) else None
+
+
+def _check_value(cand: str, gold: str) -> str | None:
+    """The equivalence paths of the module docstring, on an answer without refused features."""
     gold_mv, gold_values, gold_text = _gold_forms(gold)
 
     if _mv_verify(gold_mv, _mv_parse(f"${cand}$", _LATEX_ONLY)):
