@@ -224,6 +224,15 @@ class MIConfig:
     ema_eps: float = 1e-3
     #: Z = "reasoning" (response through </think>) or "response" (the whole first-turn response).
     span: str = "reasoning"
+    #: A fixed held-out probe (ragen_core.probe): N distinct first-turn prompts cross-scored every `probe_every`
+    #: steps and at step 0, logged as probe/*; 0 = no probe (its cost is logged as perf/probe_s).
+    probe_prompts: int = 0
+    #: Samples per probe prompt (G of the probe).
+    probe_group_size: int = 4
+    #: Probe every N steps (0 = use `every`).
+    probe_every: int = 0
+    #: First seed of the probe's levels (disjoint from the train, validation and warm-start seeds).
+    probe_seed: int = 5000
 
 
 @dataclass
@@ -261,6 +270,11 @@ class WarmStartConfig:
     #: Sokoban oracle reasoning text: "full" (sentences naming the cells) or "plan" (short: the cells, the
     #: solver's first push and the next move); see ragen_core.sft.oracle_response.
     reasoning: str = "full"
+    #: Input dependence of the demonstrator's reasoning, q: with probability q it reasons about the state it
+    #: sees, otherwise it writes the reasoning of one fixed reference level (same form and length, no
+    #: dependence on the input); the answer is the demonstrator's either way. 1 = always state-derived.
+    #: q < 1 starts RL with reasoning that is input-dependent but off the MI ceiling (docs/collapse.md).
+    reasoning_dependence: float = 1.0
     #: Learning-rate schedule: "constant" or "linear" (5% warm-up, then linear decay to 0).
     schedule: str = "constant"
     #: A folder where warm-started weights are cached by everything the warm start reads (ragen_core.warm_cache):
@@ -330,6 +344,12 @@ class TrainConfig:
         _int("mi.every", self.mi.every, 0, "0 = never")
         _check(0 <= self.mi.ema_alpha < 1, "mi.ema_alpha", "must be in [0, 1)")
         _one_of("mi.span", self.mi.span, ("reasoning", "response"))
+        _int("mi.probe_prompts", self.mi.probe_prompts, 0, "0 = no probe")
+        if self.mi.probe_prompts:
+            _int("mi.probe_prompts", self.mi.probe_prompts, 2, "a probe needs at least 2 prompts")
+        _int("mi.probe_group_size", self.mi.probe_group_size, 1)
+        _int("mi.probe_every", self.mi.probe_every, 0, "0 = mi.every")
+        _int("mi.probe_seed", self.mi.probe_seed, 0)
         _int("eval.every", self.eval.every, 0, "0 = never")
         _int("eval.episodes", self.eval.episodes, 1)
         # sft imports rollout, which imports this module: its choice lists are read here, not at import time.
@@ -341,6 +361,8 @@ class TrainConfig:
         _one_of("warm_start.noise_action", self.warm_start.noise_action, NOISE_ACTIONS)
         _int("warm_start.epochs", self.warm_start.epochs, 1)
         _one_of("warm_start.reasoning", self.warm_start.reasoning, REASONING_STYLES)
+        _check(0 <= self.warm_start.reasoning_dependence <= 1, "warm_start.reasoning_dependence",
+               "must be a probability in [0, 1]")
         _one_of("warm_start.schedule", self.warm_start.schedule, ("linear", "constant"))
         return self
 

@@ -186,7 +186,39 @@ def write_plots(run_dir: Path, history: list[dict[str, Any]]) -> list[Path]:
     paths.append(run_dir / "filter.png")
     fig.savefig(paths[-1], dpi=100)
     plt.close(fig)
+    if _series(history, "probe/retrieval_margin")[0]:
+        paths.append(_probe_plot(run_dir, history, plt))
     return paths
+
+
+def _probe_plot(run_dir: Path, history: list[dict[str, Any]], plt: Any) -> Path:
+    """probe.png: the held-out probe's input dependence (margin, MI-Seq / log N) against its entropies, each
+    relative to step 0, with the +-25% band the collapse check uses (ragen_core.collapse)."""
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for key, label, style in (("probe/retrieval_margin", "retrieval margin over chance", "o-"),
+                              ("probe/mi_seq_norm", "MI-Seq-Est / log N", "s-")):
+        xs, ys = _series(history, key)
+        ax.plot(xs, ys, style, label=label)
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_xlabel("step")
+    ax.set_ylabel("input dependence (0 = chance, 1 = ceiling)")
+    ax2 = ax.twinx()
+    for key, label, color in (("probe/token_entropy", "token entropy / start", "tab:gray"),
+                              ("probe/cond_entropy_est", "H(Z|X) / start", "tab:cyan")):
+        xs, ys = _series(history, key)
+        if xs and ys[0] > 0:
+            ax2.plot(xs, [y / ys[0] for y in ys], "--", color=color, label=label)
+    ax2.axhspan(0.75, 1.25, color="tab:gray", alpha=0.1)
+    ax2.set_ylabel("entropy relative to step 0")
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="best")
+    ax.set_title("Held-out probe: input dependence vs entropy")
+    fig.tight_layout()
+    path = run_dir / "probe.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
 
 
 def _first_last(history: list[dict[str, Any]], key: str) -> tuple[float | None, float | None]:
@@ -196,6 +228,31 @@ def _first_last(history: list[dict[str, Any]], key: str) -> tuple[float | None, 
 
 def _fmt(v: float | None, digits: int = 3) -> str:
     return "n/a" if v is None else f"{v:.{digits}f}"
+
+
+def _probe_summary(history: list[dict[str, Any]]) -> list[str]:
+    """The held-out probe's start/end table and the collapse verdict (ragen_core.collapse)."""
+    from ragen_core.collapse import collapse_from_history
+
+    rows = [r for r in history if isinstance(r.get("probe/retrieval_margin"), (int, float))]
+    first, last = rows[0], rows[-1]
+    n = int(first.get("probe/n_prompts", 0))
+    out = [f"## Held-out MI probe ({n} prompts x {int(first.get('probe/group_size', 0))} samples, steps "
+           f"{int(first['step'])}..{int(last['step'])})", "",
+           "| metric | start | end | chance | ceiling |", "|---|---|---|---|---|"]
+    for key, label, chance, ceiling in (
+            ("probe/retrieval_acc", "Retrieval-Acc", _fmt(first.get("probe/retrieval_chance")), "1"),
+            ("probe/recall_at_8", "Recall@8", _fmt(first.get("probe/recall_at_8_chance")), "1"),
+            ("probe/retrieval_margin", "retrieval margin over chance", "0", "1"),
+            ("probe/mi_seq_est", "MI-Seq-Est (nats)", "0", _fmt(first.get("probe/mi_upper_bound"))),
+            ("probe/token_entropy", "token entropy (nats)", "", ""),
+            ("probe/cond_entropy_est", "H(Z|X) est. (nats/token)", "", "")):
+        out.append(f"| {label} | {_fmt(first.get(key))} | {_fmt(last.get(key))} | {chance} | {ceiling} |")
+    verdict = collapse_from_history(history)
+    if verdict is not None:
+        out += ["", f"**Collapse check** (margin down >= 50% with both entropies within +-25%, no entropy alarm "
+                f"before the drop): {'yes' if verdict.collapsed else 'no'}: {verdict.reason}."]
+    return out
 
 
 def write_summary(run_dir: Path, cfg: TrainConfig, history: list[dict[str, Any]], stopped: str = "") -> Path:
@@ -221,8 +278,11 @@ def write_summary(run_dir: Path, cfg: TrainConfig, history: list[dict[str, Any]]
     regimes = [r["collapse/regime"] for r in history if isinstance(r.get("collapse/regime"), str)]
     if regimes:
         lines += ["", f"Regime at the first / last MI check: {regimes[0]} / {regimes[-1]}."]
-    lines += ["", "Files: `config.toml`, `metrics.jsonl`, `checkpoints/latest.pt`, `success.png`, `entropy_mi.png`, "
-              "`filter.png`."]
+    files = "`config.toml`, `metrics.jsonl`, `checkpoints/latest.pt`, `success.png`, `entropy_mi.png`, `filter.png`"
+    if _series(history, "probe/retrieval_margin")[0]:
+        lines += ["", *_probe_summary(history)]
+        files += ", `probe.png`"
+    lines += ["", f"Files: {files}."]
     path = run_dir / "summary.md"
     path.write_text("\n".join(lines) + "\n")
     return path

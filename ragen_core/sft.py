@@ -30,6 +30,7 @@ __all__ = [
     "oracle_response",
     "random_response",
     "scripted_responder",
+    "template_reasoning",
     "collect_sft_batch",
     "sft_train",
     "warm_start",
@@ -250,7 +251,8 @@ def _action_vocabulary(u: Any) -> list[str]:
 
 
 def oracle_response(env: Any, reasoning: str = "full", noise: float = 0.0, noise_action: str = "random",
-                    rng: np.random.Generator | None = None) -> str:
+                    rng: np.random.Generator | None = None, dependence: float = 1.0,
+                    template: str | None = None) -> str:
     """A response with the oracle's reasoning about the current state and, usually, the oracle's action(s).
 
     `reasoning` (Sokoban only; other envs have one style): ``"full"`` sentences naming the player, box and
@@ -264,14 +266,26 @@ def oracle_response(env: Any, reasoning: str = "full", noise: float = 0.0, noise
     state and reasons correctly, but its answer only partly follows its reasoning; with ``"first"`` and
     `noise` > 0.5 its greedy answer is the habit, the same for every state. RL then has to make the action
     follow the reasoning.
+
+    Graded input dependence (``dependence`` q < 1, ``warm_start.reasoning_dependence``): with probability 1 - q
+    the reasoning is replaced by ``template``, one fixed text (:func:`template_reasoning`: the oracle's reasoning
+    about a fixed reference level), while the answer stays the demonstrator's. A model fitted to such episodes
+    writes state-derived reasoning with probability about q and the template otherwise: its reasoning is
+    input-dependent, but off the MI ceiling (retrieval about q + (1 - q)/P at P prompts).
     """
     if not 0.0 <= noise <= 1.0:
         raise ValueError(f"noise must be a probability in [0, 1]; got {noise!r}")
+    if not 0.0 <= dependence <= 1.0:
+        raise ValueError(f"dependence must be a probability in [0, 1]; got {dependence!r}")
+    if dependence < 1.0 and template is None:
+        raise ValueError("dependence < 1 needs the template reasoning (template_reasoning(env_id, ...))")
     if noise_action not in NOISE_ACTIONS:
         raise ValueError(f"noise_action must be one of {NOISE_ACTIONS}; got {noise_action!r}")
     text, acts = _oracle_parts(env, reasoning)
+    gen = rng if rng is not None else np.random.default_rng()
+    if dependence < 1.0 and gen.random() >= dependence:  # no draw at q = 1: old warm starts replay exactly
+        text = str(template)
     if noise > 0.0:
-        gen = rng if rng is not None else np.random.default_rng()
         if gen.random() < noise:
             u = getattr(env, "unwrapped", env)
             acts = [_noise_answer(u, noise_action, gen) for _ in acts]
@@ -295,15 +309,27 @@ def random_response(env: Any, rng: np.random.Generator) -> str:
     return _format(f"I try {a}.", [a])
 
 
+def template_reasoning(env_id: str, env_kwargs: dict[str, Any], reasoning: str = "full", seed: int = 0) -> str:
+    """The oracle's reasoning about one fixed reference level (``env_id`` reset with ``seed``): the template a
+    partly input-dependent demonstrator writes instead of reasoning about the state it sees. Same form and
+    about the same length as the state-derived text, so only its dependence on the input differs."""
+    env = make_envs(env_id, 1, env_kwargs)[0]
+    env.reset(seed=seed)
+    return _oracle_parts(env, reasoning)[0]
+
+
 def scripted_responder(kind: str = "oracle", rng: np.random.Generator | None = None,
-                       reasoning: str = "full", noise: float = 0.0, noise_action: str = "random") -> Responder:
+                       reasoning: str = "full", noise: float = 0.0, noise_action: str = "random",
+                       dependence: float = 1.0, template: str | None = None) -> Responder:
     """A :data:`ragen_core.rollout.Responder` writing oracle or random responses (`reasoning`, `noise`,
-    `noise_action`: see :func:`oracle_response`; random responses always use the full style)."""
+    `noise_action`, `dependence`, `template`: see :func:`oracle_response`; random responses always use the full
+    style)."""
     if reasoning not in REASONING_STYLES:
         raise ValueError(f"reasoning must be one of {REASONING_STYLES}; got {reasoning!r}")
     gen = rng if rng is not None else np.random.default_rng(0)
     if kind == "oracle":
-        return lambda envs, idx: [oracle_response(e, reasoning, noise, noise_action, gen) for e in envs]
+        return lambda envs, idx: [oracle_response(e, reasoning, noise, noise_action, gen, dependence, template)
+                                  for e in envs]
     if kind == "random":
         return lambda envs, idx: [random_response(e, gen) for e in envs]
     raise ValueError(f"kind must be 'oracle' or 'random'; got {kind!r}")
@@ -386,10 +412,14 @@ def warm_start(policy: Any, cfg: Any, device: torch.device | None = None) -> dic
     seeds = [ws.seed + i for i in range(ws.sft_episodes)]
     batches = []
     success = []
+    template = None
+    if ws.reasoning_dependence < 1.0:  # the reference level: the seed just below the warm-start stream
+        template = template_reasoning(cfg.env.id, cfg.env.kwargs, ws.reasoning, seed=max(ws.seed - 1, 0))
     for s in range(0, len(seeds), chunk):
         part = seeds[s : s + chunk]
         opts = [{cfg.env.per_rollout_option: x} for x in part] if cfg.env.per_rollout_option else None
-        responder = scripted_responder(ws.policy, rng, ws.reasoning, ws.action_noise, ws.noise_action)
+        responder = scripted_responder(ws.policy, rng, ws.reasoning, ws.action_noise, ws.noise_action,
+                                       ws.reasoning_dependence, template)
         b = rollout(policy, envs, part, 1, settings, responder=responder,
                     reset_options=opts)
         batches.append(b)

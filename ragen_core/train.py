@@ -181,6 +181,17 @@ def _check_seed_ranges(cfg: TrainConfig) -> None:
     if val.stop > cfg.env.train_seed:
         raise ConfigError(f"env.val_seed: validation seeds {val.start}..{val.stop - 1} overlap the train seed "
                           f"stream starting at env.train_seed={cfg.env.train_seed}")
+    if cfg.mi.probe_prompts:  # the probe's levels are held out from everything else
+        from ragen_core.probe import probe_seed_range
+
+        pr = probe_seed_range(cfg.mi.probe_seed, cfg.mi.probe_prompts)
+        for name, other in (("validation", val), ("warm-start", ws)):
+            if other and max(pr.start, other.start) < min(pr.stop, other.stop):
+                raise ConfigError(f"mi.probe_seed: probe seeds {pr.start}..{pr.stop - 1} overlap the {name} seeds "
+                                  f"{other.start}..{other.stop - 1}")
+        if pr.stop > cfg.env.train_seed:
+            raise ConfigError(f"mi.probe_seed: probe seeds {pr.start}..{pr.stop - 1} overlap the train seed stream "
+                              f"starting at env.train_seed={cfg.env.train_seed}")
 
 
 # ---------------------------------------------------------------------------------------------- the trainer
@@ -233,6 +244,12 @@ class Trainer:
         from ragen_core.mi import MIZScoreEMA
 
         self.ema = MIZScoreEMA(alpha=cfg.mi.ema_alpha, eps=cfg.mi.ema_eps)
+        self.probe = None
+        if cfg.mi.probe_prompts:
+            from ragen_core.probe import build_probe
+
+            self.probe = build_probe(cfg.env.id, cfg.env.kwargs, cfg.mi.probe_prompts, cfg.mi.probe_group_size,
+                                     cfg.mi.probe_seed, self.settings, cfg.env.per_rollout_option)
         self.log = RunLog(self.run_dir, tensorboard=cfg.run.tensorboard, on_step=on_step)
         if resume:
             self.load_checkpoint()
@@ -323,10 +340,26 @@ class Trainer:
                         "perf/update_s": t_update, "perf/step_s": time.perf_counter() - t0})
         self.state.step = step
 
-        # 8. validation
+        # 8. validation, and the held-out MI probe
         if cfg.eval.every and step % cfg.eval.every == 0:
             metrics.update(self._timed_evaluate())
+        if self.probe is not None and step % (cfg.mi.probe_every or cfg.mi.every or 1) == 0:
+            metrics.update(self.probe_diagnostics(step))
         return metrics
+
+    @torch.no_grad()
+    def probe_diagnostics(self, step: int) -> dict[str, float]:
+        """The fixed held-out MI probe (ragen_core.probe) after `step` updates; its own sampler, seeded by
+        (run.seed, step), leaves the training streams untouched."""
+        from ragen_core.probe import probe_metrics
+
+        if self.probe is None:
+            return {}
+        t = time.perf_counter()
+        out = probe_metrics(self.policy, self.probe, sample_seed=1_000_003 * (self.cfg.run.seed + 1) + step,
+                            span=self.cfg.mi.span, batch_tokens=self.cfg.mi.batch_tokens)
+        out["perf/probe_s"] = time.perf_counter() - t
+        return out
 
     # ------------------------------------------------------------------ 1-2. rollouts and filtering
     def _group_seeds(self, n_groups: int) -> list[int]:
@@ -640,6 +673,8 @@ class Trainer:
                 self._build_critic()  # the critic starts from the warm-started backbone too
         if cfg.eval.at_start and cfg.eval.every:
             self.log.log({"step": 0, **self._timed_evaluate()})
+        if self.probe is not None:  # the probe's "before": where RL starts from
+            self.log.log({"step": 0, **self.probe_diagnostics(0)})
         self.save_checkpoint()
 
     def fit(self) -> list[dict[str, Any]]:

@@ -201,3 +201,35 @@ def test_countdown_oracle_reasoning_is_true_arithmetic_and_the_habit_is_the_sum(
         rnd = oracle_response(env, noise=1.0, noise_action="random", rng=rng)
         _, reward, _, _, info = env.step(rnd)
         assert info["format_error"] is None and reward in (0.1, 1.0)  # uses every number exactly once
+
+
+def test_graded_reasoning_dependence_mixes_state_reasoning_with_one_fixed_template():
+    from ragen_core.sft import template_reasoning
+
+    kwargs = {"max_solution_len": 2, "max_actions_per_turn": 1, "obs_format": "coord"}
+    template = template_reasoning("ragen/Sokoban-v0", kwargs, "plan", seed=776)
+    assert template == template_reasoning("ragen/Sokoban-v0", kwargs, "plan", seed=776)  # one fixed text
+    env = gym.make("ragen/Sokoban-v0", **kwargs)
+    rng = np.random.default_rng(0)
+    n, templated, right_answer = 400, 0, 0
+    for seed in range(n):
+        env.reset(seed=seed)
+        oracle = oracle_response(env, "plan")
+        got = oracle_response(env, "plan", rng=rng, dependence=0.3, template=template)
+        reasoning = got.split("</think>")[0].removeprefix("<think>").strip()
+        if reasoning == template and oracle.split("</think>")[0].removeprefix("<think>").strip() != template:
+            templated += 1
+        right_answer += got.split("<answer>")[1] == oracle.split("<answer>")[1]  # the answer stays the oracle's
+    assert right_answer == n
+    # P(template) = 0.7: 400 draws put the count within 0.7 * 400 +- 4 sd (sd = 9.2)
+    assert abs(templated - 0.7 * n) < 4 * (n * 0.7 * 0.3) ** 0.5
+    # q = 1 draws nothing from the generator: warm starts configured before the knob replay exactly
+    a, b = np.random.default_rng(5), np.random.default_rng(5)
+    env.reset(seed=1)
+    oracle_response(env, "plan", noise=0.5, noise_action="first", rng=a)
+    oracle_response(env, "plan", noise=0.5, noise_action="first", rng=b, dependence=1.0, template=template)
+    assert a.random() == b.random()
+    with pytest.raises(ValueError, match="template"):
+        oracle_response(env, "plan", rng=rng, dependence=0.5)
+    with pytest.raises(ValueError, match="dependence"):
+        oracle_response(env, "plan", rng=rng, dependence=1.5, template=template)

@@ -1,0 +1,99 @@
+"""The template-collapse check (ragen_core.collapse) on synthetic curves whose answer is known by construction."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ragen_core.collapse import collapse_from_history, detect_collapse
+
+STEPS = [0, 5, 10, 15, 20, 25]
+FLAT = [1.0, 1.02, 0.98, 1.05, 0.97, 1.01]
+
+
+def test_clean_template_collapse():
+    v = detect_collapse(STEPS, [0.6, 0.55, 0.4, 0.25, 0.2, 0.15], FLAT, FLAT)
+    assert v.collapsed and v.drop_step == 15
+    assert v.entropy_alarm_step is None and v.cond_entropy_alarm_step is None
+    assert v.margin_start == 0.6 and v.margin_min == 0.15 and v.margin_end == 0.15
+    assert v.entropy_ratio == pytest.approx(1.05)
+
+
+def test_entropy_blow_up_before_the_drop_is_not_template_collapse():
+    ent = [1.0, 1.1, 1.6, 2.5, 3.0, 3.5]  # leaves the band at step 10, the margin halves at step 15
+    v = detect_collapse(STEPS, [0.6, 0.55, 0.4, 0.25, 0.2, 0.15], ent, FLAT)
+    assert not v.collapsed and v.drop_step == 15 and v.entropy_alarm_step == 10
+    assert "token entropy left" in v.reason
+
+
+def test_conditional_entropy_collapse_at_the_drop_step_also_vetoes():
+    cond = [1.0, 1.0, 1.0, 0.5, 0.5, 0.5]  # compressed reasoning: H(Z|X) halves exactly when the margin does
+    v = detect_collapse(STEPS, [0.6, 0.55, 0.4, 0.25, 0.2, 0.15], FLAT, cond)
+    assert not v.collapsed and v.cond_entropy_alarm_step == 15
+
+
+def test_an_entropy_alarm_after_the_drop_does_not_veto():
+    ent = [1.0, 1.0, 1.0, 1.0, 1.5, 2.0]
+    v = detect_collapse(STEPS, [0.6, 0.2, 0.1, 0.1, 0.1, 0.1], ent, FLAT)
+    assert v.collapsed and v.drop_step == 5 and v.entropy_alarm_step == 20
+
+
+def test_a_one_measurement_dip_is_not_a_drop():
+    v = detect_collapse(STEPS, [0.6, 0.2, 0.5, 0.55, 0.6, 0.58], FLAT, FLAT)
+    assert not v.collapsed and v.drop_step is None and "no MI drop" in v.reason
+
+
+def test_a_drop_at_the_last_measurement_counts():
+    v = detect_collapse(STEPS, [0.6, 0.6, 0.6, 0.6, 0.6, 0.3], FLAT, FLAT)
+    assert v.collapsed and v.drop_step == 25
+
+
+def test_exactly_half_counts_and_just_above_does_not():
+    assert detect_collapse([0, 1], [0.5, 0.25], [1, 1], [1, 1]).collapsed
+    assert not detect_collapse([0, 1], [0.5, 0.2501], [1, 1], [1, 1]).collapsed
+
+
+def test_a_start_at_chance_has_nothing_to_lose():
+    v = detect_collapse(STEPS, [0.02, 0.0, 0.01, 0.0, 0.0, 0.0], FLAT, FLAT)
+    assert not v.collapsed and "no input dependence" in v.reason
+
+
+@given(st.lists(st.floats(0.0, 1.0), min_size=2, max_size=12), st.lists(st.floats(0.5, 1.5), min_size=12,
+                                                                        max_size=12))
+@settings(max_examples=200, deadline=None)
+def test_verdict_matches_a_plain_restatement(margin, ent):
+    n = len(margin)
+    steps = list(range(0, 5 * n, 5))
+    e = ent[:n]
+    e[0] = 1.0
+    v = detect_collapse(steps, margin, e, [1.0] * n)
+    # restatement: the first index whose margin and the next (if any) are <= half the start
+    m0 = margin[0]
+    drop = next((i for i in range(1, n) if margin[i] <= m0 / 2 and (i == n - 1 or margin[i + 1] <= m0 / 2)), None)
+    alarm = next((i for i in range(n) if not 0.75 <= e[i] <= 1.25), None)
+    expected = m0 > 0.05 and drop is not None and (alarm is None or alarm > drop)
+    assert v.collapsed == expected
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (([0], [0.5], [1], [1]), ">= 2 aligned"),
+    (([0, 1], [0.5, 0.1], [1], [1, 1]), ">= 2 aligned"),
+    (([1, 0], [0.5, 0.1], [1, 1], [1, 1]), "increase"),
+    (([0, 1], [0.5, float("nan")], [1, 1], [1, 1]), "finite"),
+    (([0, 1], [0.5, 0.1], [0, 1], [1, 1]), "> 0"),
+])
+def test_bad_curves_raise(args, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        detect_collapse(*args)
+
+
+def test_from_history_reads_the_probe_rows_only():
+    hist = [{"step": 0, "val/success": 0.1}]
+    for s, m in zip(STEPS, [0.6, 0.55, 0.4, 0.25, 0.2, 0.15]):
+        hist.append({"step": s, "probe/retrieval_margin": m, "probe/token_entropy": 0.3,
+                     "probe/cond_entropy_est": 0.2})
+        hist.append({"step": s + 1, "rollout/success": 0.2})
+    v = collapse_from_history(hist)
+    assert v is not None and v.collapsed and v.drop_step == 15
+    assert collapse_from_history(hist[:2]) is None

@@ -1,0 +1,179 @@
+"""The held-out MI probe (ragen_core.probe): its estimator against an exact MI, its prompts, its place in training."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import gymnasium as gym
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from ragen_core.config import ConfigError, load_config  # noqa: E402
+from ragen_core.mi import cross_score, mi_proxies  # noqa: E402
+from ragen_core.policy import HFPolicy  # noqa: E402
+from ragen_core.probe import build_probe  # noqa: E402
+from ragen_core.rollout import RolloutSettings  # noqa: E402
+from ragen_core.train import Trainer  # noqa: E402
+from ragen_envs.base import TextAgentEnv  # noqa: E402
+
+ENV_ID = "test/Levels-v0"
+
+
+class LevelsEnv(TextAgentEnv):
+    """One-turn stand-in env: the observation is a level number in [0, n_levels); reward 1 for an even-length
+    answer, so group rewards vary."""
+
+    ACTIONS = ("go",)
+
+    def __init__(self, n_levels: int = 100, **kw: Any):
+        super().__init__(action_format="plain", max_turns=1, **kw)
+        self.n_levels = n_levels
+
+    def _reset_task(self, options):
+        self.value = int(self.np_random.integers(0, self.n_levels))
+        return {}
+
+    def _execute(self, action):
+        return (1.0 if len(action) % 2 == 0 else 0.0), True
+
+    def _state_text(self):
+        return f"value {self.value}"
+
+    def _task_instructions(self):
+        return "Say anything."
+
+    def _is_success(self):
+        return False
+
+
+if ENV_ID not in gym.registry:
+    gym.register(id=ENV_ID, entry_point=LevelsEnv)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The estimator the probe uses (cross_score + mi_proxies) against the exact MI of a small tabular channel
+# ------------------------------------------------------------------------------------------------------------
+
+VOCAB = 23
+
+
+def _tiny_lm() -> torch.nn.Module:
+    cfg = transformers.Qwen2Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                   num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
+    with torch.random.fork_rng():
+        torch.manual_seed(1)
+        model = transformers.Qwen2ForCausalLM(cfg).eval()
+        with torch.no_grad():  # sharpen the output so the channel carries a clear amount of information
+            model.lm_head.weight.mul_(8.0)
+    return model
+
+
+def test_probe_estimator_is_unbiased_for_the_exact_mi_of_a_tabular_channel():
+    # One-token traces: p(z | x_j) is the model's next-token distribution after prompt j, a [P, V] table, so
+    # I_P = sum_j (1/P) KL(p(.|x_j) || mean_j p(.|x_j)) is exact by enumeration, and with the scorer equal to the
+    # sampler E[MI-Seq-Est] = I_P (docs/science.md section 2).
+    model = _tiny_lm()
+    prompts = [torch.tensor(x) for x in ([1, 2, 3], [4, 5], [6, 7, 8, 9], [10, 11, 12])]
+    with torch.no_grad():
+        table = torch.stack([torch.softmax(model(p[None]).logits[0, -1].double(), -1) for p in prompts])  # [P, V]
+    marginal = table.mean(0)
+    exact = float((table * (table.log() - marginal.log())).sum(1).mean())
+    assert exact > 0.2  # a channel with real input dependence
+    g = 600
+    gen = torch.Generator().manual_seed(0)
+    traces = [[[int(t)] for t in torch.multinomial(table[i].float(), g, replacement=True, generator=gen)]
+              for i in range(len(prompts))]
+    L, lengths = cross_score(model, prompts, traces, return_lengths=True)
+    stats = mi_proxies(L, lengths)
+    # per-trace terms and their standard error, as an independent plain-loop restatement of the estimator
+    terms = [float(L[i, k, i] - (torch.logsumexp(L[i, k], 0) - math.log(len(prompts))))
+             for i in range(len(prompts)) for k in range(g)]
+    mean = sum(terms) / len(terms)
+    se = math.sqrt(sum((t - mean) ** 2 for t in terms) / (len(terms) - 1) / len(terms))
+    assert stats["mi_seq_est"] == pytest.approx(mean, abs=1e-9)
+    assert abs(mean - exact) < 4 * se, (mean, exact, se)
+    assert stats["mi_seq_est"] <= stats["mi_upper_bound"]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Probe prompts
+# ------------------------------------------------------------------------------------------------------------
+
+
+def test_probe_prompts_are_distinct_and_repeatable():
+    settings = RolloutSettings(max_turns=1, system_prompt=False)
+    a = build_probe(ENV_ID, {"n_levels": 40}, 16, 2, 5000, settings)
+    b = build_probe(ENV_ID, {"n_levels": 40}, 16, 2, 5000, settings)
+    assert a.seeds == b.seeds and len(a.seeds) == 16 and len(a.envs) == 32
+    values = []
+    env = a.envs[0]
+    for s in a.seeds:
+        env.reset(seed=s)
+        values.append(env.unwrapped.value)
+    assert len(set(values)) == 16  # duplicated levels were skipped
+
+
+def test_too_few_distinct_levels_is_a_clear_error():
+    with pytest.raises(ValueError, match="only 3 distinct levels"):
+        build_probe(ENV_ID, {"n_levels": 3}, 8, 2, 5000, RolloutSettings(max_turns=1))
+
+
+# ------------------------------------------------------------------------------------------------------------
+# In training
+# ------------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def model_dir(make_tiny_model):
+    return make_tiny_model("value 12 Say anything. go")
+
+
+def _cfg(*overrides: str):
+    base = [f"env.id={ENV_ID}", "rollout.groups=3", "rollout.group_size=2", "rollout.max_turns=1",
+            "rollout.max_new_tokens=6", "rollout.system_prompt=false", "run.steps=2", "run.progress=false",
+            "algo.name=grpo", "algo.lr=1e-3", "algo.mini_batch_size=8", "algo.micro_batch_size=4",
+            "eval.episodes=4", "eval.every=2", "mi.every=1", "run.seed=5"]
+    return load_config(None, base + list(overrides))
+
+
+def _fit(model_dir, run_dir, *overrides):
+    return Trainer(_cfg(*overrides), run_dir, policy=HFPolicy.from_pretrained(model_dir)).fit()
+
+
+def test_probe_logs_at_step_0_and_every_k_with_chance_and_ceiling_and_leaves_training_unchanged(model_dir, tmp_path):
+    on = _fit(model_dir, tmp_path / "on", "mi.probe_prompts=6", "mi.probe_group_size=2", "mi.probe_every=2")
+    off = _fit(model_dir, tmp_path / "off")
+    probe_rows = [r for r in on if "probe/retrieval_acc" in r]
+    assert [r["step"] for r in probe_rows] == [0, 2]
+    first = probe_rows[0]
+    assert first["probe/n_prompts"] == 6 and first["probe/group_size"] == 2
+    assert first["probe/retrieval_chance"] == pytest.approx(1 / 6)
+    assert first["probe/recall_at_2_chance"] == pytest.approx(2 / 6)
+    assert first["probe/mi_upper_bound"] == pytest.approx(math.log(6))
+    acc, chance = first["probe/retrieval_acc"], first["probe/retrieval_chance"]
+    assert first["probe/retrieval_margin"] == pytest.approx((acc - chance) / (1 - chance))
+    assert first["probe/token_entropy"] > 0 and first["perf/probe_s"] >= 0
+    # the probe samples from its own generator: the training run is the same with and without it
+    keys = ("rollout/return", "loss/policy", "filter/rv_mean")
+    train_on = [{k: r.get(k) for k in keys} for r in on if "rollout/return" in r]
+    train_off = [{k: r.get(k) for k in keys} for r in off if "rollout/return" in r]
+    assert train_on == train_off
+    summary = (tmp_path / "on" / "summary.md").read_text()
+    assert "Held-out MI probe (6 prompts x 2 samples" in summary and "Collapse check" in summary
+    assert (tmp_path / "on" / "probe.png").is_file()
+
+
+def test_probe_seeds_must_be_held_out(model_dir, tmp_path):
+    policy = HFPolicy.from_pretrained(model_dir)
+    with pytest.raises(ConfigError, match="mi.probe_seed.*train seed"):  # its candidates reach the train stream
+        Trainer(_cfg("mi.probe_prompts=8", "mi.probe_seed=9990"), tmp_path / "a", policy=policy)
+    with pytest.raises(ConfigError, match="mi.probe_seed.*validation"):
+        Trainer(_cfg("mi.probe_prompts=8", "mi.probe_seed=120"), tmp_path / "b", policy=policy)
+    with pytest.raises(ConfigError, match="mi.probe_seed.*warm-start"):
+        Trainer(_cfg("mi.probe_prompts=8", "mi.probe_seed=770", "warm_start.sft_episodes=10"), tmp_path / "c",
+                policy=policy)
+    with pytest.raises(ConfigError, match="mi.probe_prompts"):
+        _cfg("mi.probe_prompts=1")
