@@ -54,3 +54,48 @@ def test_degenerate_and_bad_inputs():
         mean_ci([1.0, float("nan")])
     with pytest.raises(ValueError, match="level"):
         mean_ci([1.0, 2.0], level=1.0)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Power of the paired t-test
+# ------------------------------------------------------------------------------------------------------------
+
+
+def test_power_matches_published_values():
+    from ragen_core.stats import paired_power, pairs_needed
+
+    # Cohen's d = 1 with 10 pairs: 0.8031 (G*Power, two-sided alpha 0.05); d = 0.5 needs 34 pairs for 80%
+    assert paired_power(1.0, 1.0, 10) == pytest.approx(0.8031, abs=5e-4)
+    assert pairs_needed(0.5, 1.0) == 34
+    for n in (2, 3, 7):  # no effect: the test's own level
+        assert paired_power(0.0, 1.0, n) == pytest.approx(0.05, abs=1e-6)
+
+
+@pytest.mark.parametrize("n, t_crit", [(5, 2.776445), (8, 2.364624)])  # textbook t_{0.975, n-1}
+def test_minimum_detectable_effect_has_80_percent_power_by_simulation(n, t_crit):
+    import numpy as np
+
+    from ragen_core.stats import min_detectable_effect
+
+    sd = 3.0
+    mde = min_detectable_effect(sd, n)
+    rng = np.random.default_rng(n)
+    sims = 20_000
+    d = rng.normal(mde, sd, size=(sims, n))
+    t = d.mean(axis=1) / (d.std(axis=1, ddof=1) / np.sqrt(n))
+    power = float((np.abs(t) > t_crit).mean())
+    assert power == pytest.approx(0.80, abs=4 * (0.16 / sims) ** 0.5)  # 4 Monte Carlo standard errors
+    assert min_detectable_effect(2 * sd, n) == pytest.approx(2 * mde, rel=1e-5)  # scales with sd
+
+
+def test_power_arguments_are_checked():
+    from ragen_core.stats import min_detectable_effect, paired_power, pairs_needed
+
+    with pytest.raises(ValueError, match="n must be"):
+        paired_power(1.0, 1.0, 1)
+    with pytest.raises(ValueError, match="sd must be"):
+        paired_power(1.0, 0.0, 5)
+    with pytest.raises(ValueError, match="power must be"):
+        min_detectable_effect(1.0, 5, power=0.01)
+    with pytest.raises(ValueError, match="non-zero"):
+        pairs_needed(0.0, 1.0)
