@@ -88,7 +88,7 @@ def test_size_is_matched_exactly_other_options_fuzzily():
     assert webshop_score(chips, g2, {"flavor": "sea salt"}).option_matches == 1  # fuzzy: subset -> 100
 
 
-def test_option_found_in_the_title_counts_and_the_count_is_capped():
+def test_an_option_is_met_by_selecting_it_not_by_the_title():
     red = Product(
         "R",
         "Velra Red Cotton Shirt",
@@ -98,11 +98,32 @@ def test_option_found_in_the_title_counts_and_the_count_is_capped():
         {"size": ("medium",), "color": ("red", "navy")},
         "shirt",
     )
-    goal = Goal("g", ("cotton",), ("medium",), None, "shirt", SHIRT.category)
-    # Selected 'red' is not a goal option, but WebShop counts a selected value found in the title;
-    # raw count 2 > |goal options| = 1, capped (deviation 2): (1 + 1) / (1 + 1) = 1.
-    s = webshop_score(red, goal, {"size": "medium", "color": "red"})
-    assert s.option_matches == 1 and s.score == 1.0
+    goal = Goal("g", ("cotton",), ("medium", "red"), None, "shirt", SHIRT.category)
+    # 'red' is in the title, but the product offers colours: selecting navy buys a navy shirt.
+    assert webshop_score(red, goal, {"size": "medium", "color": "navy"}).option_matches == 1
+    assert webshop_score(red, goal, {"size": "medium", "color": "red"}).score == 1.0
+    # One selected value meets one goal value: (1 + 1) / (1 + 1), never above 1.
+    one = Goal("g", ("cotton",), ("medium",), None, "shirt", SHIRT.category)
+    assert webshop_score(red, one, {"size": "medium", "color": "red"}).option_matches == 1
+    # A product without options is what its title says (deviation 8).
+    plain = Product("P", "Velra Red Cotton Shirt", 20.0, SHIRT.category, ("cotton",), {}, "shirt")
+    assert webshop_score(plain, Goal("g", (), ("red",), None, "shirt", SHIRT.category), {}).score == 1.0
+
+
+def test_text_matches_are_whole_words():
+    phones = Product(
+        "H", "Tara Bluetooth Long Battery Life Headphones", 40.0, "electronics › audio › headphones",
+        ("bluetooth", "long battery life"), {"color": ("blue", "brown")}, "headphones", "headphones",
+    )  # fmt: skip
+    goal = Goal("g", ("bluetooth",), ("brown",), 50.0, "headphones", phones.category, phones.query)
+    assert webshop_score(phones, goal, {"color": "brown"}).score == 1.0
+    assert webshop_score(phones, goal, {"color": "blue"}).score < 1.0  # "blue" is not in "Bluetooth"
+    no_options = Product(**{**phones.__dict__, "options": {}})
+    assert webshop_score(no_options, Goal("g", (), ("blue",), None, "headphones"), {}).option_matches == 0
+    assert normalize_color("standard") == "standard"  # not "tan"
+    assert normalize_color("navy blue") == "blue" and normalize_color("123alabaster") == "alabaster"
+    mug = Product("M", "Kofa Pocketsize Mug", 9.0, "home › kitchen › mugs", (), {}, "mug")
+    assert webshop_score(mug, Goal("g", ("pocket",), (), None, "mug"), {}).attribute_matches == 0
 
 
 def test_attribute_found_in_title_features_or_description():
@@ -127,9 +148,12 @@ def test_attribute_found_in_title_features_or_description():
     "goal_type, product_type, category, query, expected",
     [
         ("polo shirt", "polo shirt", "clothing › men › shirts", "men's shirts", 1.0),
-        ("polo shirt", "t-shirt", "other › x › y", "q", 1.0),  # title_score 1/2 > 0.2
+        ("polo shirt", "Polo  Shirt", "other › x › y", "q", 1.0),  # the same type (case, spaces)
+        # Another type: WebShop's value, at most 0.5 (deviation 6).
+        ("polo shirt", "t-shirt", "other › x › y", "q", 0.5),  # WebShop: title_score 1/2 > 0.2 -> 1
+        ("throw pillow", "body pillow", "clothing › men › shirts", "men's shirts", 0.5),  # WebShop: query -> 1
         ("alpha beta gamma delta shirt", "shirt", "other › x › y", "q", 0.5),  # 1/5 = 0.2: no match
-        ("alpha beta gamma delta shirt", "shirt", "clothing › men › y", "q", 1.0),  # 2 category levels
+        ("alpha beta gamma delta shirt", "shirt", "clothing › men › y", "q", 0.5),  # WebShop: 2 levels -> 1
         ("a1 a2 a3 a4 a5 a6 a7 a8 a9 a10 shirt", "shirt", "clothing › men › shirts", "q", 0.1),  # 1/11 < 0.1
         ("polo shirt", "coffee mug", "clothing › men › shirts", "men's shirts", 0.0),  # no common type word
         ("", "coffee mug", "other › x › y", "q", 0.5),  # no goal type: title_score 0.2
@@ -139,6 +163,32 @@ def test_type_reward_cases(goal_type, product_type, category, query, expected):
     p = Product("P", "Brand Thing", 1.0, category, (), {}, product_type, query)
     g = Goal("g", (), (), None, goal_type, "clothing › men › shirts", "men's shirts")
     assert type_reward(p, g)[0] == expected
+
+
+@pytest.mark.parametrize(
+    "goal_type, title, category, query, expected",
+    [
+        ("polo shirt", "Velra T-Shirt", "other › x › y", "q", 1.0),  # title words: 1/2 > 0.2
+        ("throw pillow", "Kofa Body Pillow", "home › bedding › pillows", "pillows", 1.0),  # same query
+        ("alpha beta gamma delta shirt", "Velra Shirt", "other › x › y", "q", 0.5),
+    ],
+)
+def test_type_reward_without_a_product_type_is_webshops(goal_type, title, category, query, expected):
+    p = Product("P", title, 1.0, category, (), {}, "", query)
+    g = Goal("g", (), (), None, goal_type, "home › bedding › pillows", "pillows")
+    assert type_reward(p, g)[0] == expected
+
+
+def test_a_different_product_type_never_scores_one():
+    # Seed 4 of the default env asks for a throw pillow; WebShop's rule gives a body pillow (same
+    # query and category) r_type 1 and score 1.
+    env = WebShopEnv()
+    env.reset(seed=4)
+    assert env.goal.type == "throw pillow"
+    others = [p for p in env.catalog.products if p.category == env.goal.category and p.type != env.goal.type]
+    assert any(p.type == "body pillow" for p in others)
+    for p in others:
+        assert webshop_score(p, env.goal, best_options(p, env.goal)).score <= 0.5, p
 
 
 def test_normalize_color_matches_webshop_tests():

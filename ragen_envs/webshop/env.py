@@ -114,8 +114,10 @@ class WebShopEnv(TextAgentEnv):
     ## Rewards
     On "Buy Now": WebShop's score of the purchase (`ragen_envs.webshop.scoring`, from goal.py):
     `r_type * (N_att + N_opt + 1[price <= bound]) / (|goal attributes| + |goal options| + 1)`, in
-    [0, 1]. Other valid actions earn 0. An invalid action costs `format_penalty` (-0.1) and leaves the
-    page unchanged.
+    [0, 1]. A product of another type than the goal's (when both have one) has r_type at most 0.5, and an
+    option counts only when the selected value is the one asked for (text matches are on whole words),
+    so only the right product with the right options can score 1. Other valid actions earn 0. An
+    invalid action costs `format_penalty` (-0.1) and leaves the page unchanged.
 
     ## Episode End
     Terminated by "Buy Now", or when `max_turns` (9) turns are used without buying (score 0; no reward
@@ -308,7 +310,7 @@ class WebShopEnv(TextAgentEnv):
             "asks for before clicking Buy Now.\n"
             f"One action per turn; you have {self.turn_limit} turns. The reward, given when you buy, is "
             "the fraction of the instruction's attributes, options and price bound that the purchase "
-            "meets (0 for the wrong kind of product); only a perfect match (1.0) counts as a success."
+            "meets (reduced for another kind of product); only a perfect match (1.0) counts as a success."
         )
 
     def _answer_example(self) -> str:
