@@ -15,6 +15,9 @@ from ragen_envs.data import fixture_path
 from ragen_envs.protocol import FORMAT_PENALTY
 
 FAST = {"wall_seconds": 2.0, "cpu_seconds": 1}
+# The default wall budget of a submission is the per-test wall limit, shared by all its tests; on a
+# loaded machine a trivial run can take a second, so tests that do not test the budget give more.
+SLACK = 30.0
 
 
 def _answer(program: str) -> str:
@@ -25,7 +28,7 @@ def _answer(program: str) -> str:
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_reference_program_passes_the_solver_tests_in_the_sandbox(family):
     # The reference program (run in the sandbox) and the in-process solver are separate implementations.
-    env = CodeEnv(families=(family,), num_tests=5, limits=FAST)
+    env = CodeEnv(families=(family,), num_tests=5, limits=FAST, submission_wall_seconds=SLACK)
     env.reset(seed=3)
     assert env.task.family == family
     _, reward, terminated, _, info = env.step(env.oracle_answer())
@@ -86,7 +89,7 @@ def test_fixture_loads_both_styles_and_its_solutions_pass():
     tasks = load_tasks(fixture_path("code_sample.jsonl"))
     assert [t.style for t in tasks] == ["stdin", "stdin", "function", "function"]
     assert tasks[2].tests[1].args == ([3, 2, 4], 6)  # the string form: one JSON value per line
-    env = CodeEnv(dataset=fixture_path("code_sample.jsonl"), limits=FAST)
+    env = CodeEnv(dataset=fixture_path("code_sample.jsonl"), limits=FAST, submission_wall_seconds=SLACK)
     for i in range(3):
         env.reset(seed=0, options={"index": i})
         _, reward, _, _, info = env.step(env.oracle_answer())
@@ -137,7 +140,7 @@ def test_extract_program():
 
 
 def test_partial_credit_equals_fraction_of_tests_passed():
-    env = CodeEnv(families=("sum_multiples",), num_tests=6, limits=FAST)
+    env = CodeEnv(families=("sum_multiples",), num_tests=6, limits=FAST, submission_wall_seconds=SLACK)
     env.reset(seed=11)
     zeros = sum(t.output == "0\n" for t in env.task.tests)
     assert zeros >= 1  # test 1 is the empty list
@@ -148,7 +151,8 @@ def test_partial_credit_equals_fraction_of_tests_passed():
 
 
 def test_runtime_error_and_time_limit_verdicts():
-    env = CodeEnv(families=("reverse_words",), num_tests=2, limits={"wall_seconds": 1.0, "cpu_seconds": 1})
+    env = CodeEnv(families=("reverse_words",), num_tests=2, limits={"wall_seconds": 1.0, "cpu_seconds": 1},
+                  submission_wall_seconds=SLACK)
     env.reset(seed=0)
     _, reward, _, _, info = env.step(_answer("raise KeyError('x')"))
     assert reward == 0.0 and info["verdicts"] == ["runtime error"] * 2
@@ -159,7 +163,7 @@ def test_runtime_error_and_time_limit_verdicts():
 
 
 def test_malformed_response_costs_the_penalty_and_runs_nothing():
-    env = CodeEnv(limits=FAST)
+    env = CodeEnv(limits=FAST, submission_wall_seconds=SLACK)
     obs, _ = env.reset(seed=2)
     obs2, reward, terminated, truncated, info = env.step("print(1)")  # no tags
     assert reward == pytest.approx(FORMAT_PENALTY) and not info["action_is_valid"]
@@ -168,7 +172,8 @@ def test_malformed_response_costs_the_penalty_and_runs_nothing():
 
 
 def test_multi_turn_repair_shows_the_first_failing_test_and_rewards_improvement():
-    env = CodeEnv(families=("fizzbuzz",), num_tests=4, multi_turn_repair=True, limits=FAST)
+    env = CodeEnv(families=("fizzbuzz",), num_tests=4, multi_turn_repair=True, limits=FAST,
+                  submission_wall_seconds=SLACK)
     obs, info = env.reset(seed=4)
     assert "corrected program" in info["instructions"]
     obs, r1, term, trunc, info = env.step(_answer("print(1)"))
@@ -194,7 +199,7 @@ def test_repair_feedback_shows_public_tests_only(tmp_path):
     path.write_text(json.dumps(rec) + "\n" + json.dumps({k: v for k, v in rec.items() if k != "public_tests"}) + "\n")
     leak = "import sys\nx = input()\nprint('seen', x, file=sys.stderr)\nprint(x)\nraise SystemExit(1)"
     for index, shown in ((0, True), (1, False)):
-        env = CodeEnv(dataset=path, limits=FAST, multi_turn_repair=True, max_turns=2)
+        env = CodeEnv(dataset=path, limits=FAST, submission_wall_seconds=SLACK, multi_turn_repair=True, max_turns=2)
         env.reset(seed=0, options={"index": index})
         obs, reward, _, _, info = env.step(_answer(leak))
         assert reward == 0.0 and info["verdicts"] == ["runtime error"] * 2
@@ -216,7 +221,8 @@ def test_submission_wall_budget_is_validated():
 
 
 def test_repair_mode_ends_after_max_turns():
-    env = CodeEnv(families=("rotate",), num_tests=2, multi_turn_repair=True, max_turns=2, limits=FAST)
+    env = CodeEnv(families=("rotate",), num_tests=2, multi_turn_repair=True, max_turns=2, limits=FAST,
+                  submission_wall_seconds=SLACK)
     env.reset(seed=0)
     _, _, term, trunc, _ = env.step(_answer("def rotate(xs, k):\n    return None"))
     assert not (term or trunc)
@@ -228,7 +234,7 @@ def test_repair_mode_ends_after_max_turns():
 
 # ----------------------------------------------------------------------------------------------- gymnasium
 def test_check_env_and_determinism():
-    env = CodeEnv(limits=FAST)
+    env = CodeEnv(limits=FAST, submission_wall_seconds=SLACK)
     check_env(env, skip_render_check=True)
     a, _ = env.reset(seed=7)
     b, _ = env.reset(seed=7)
@@ -239,7 +245,7 @@ def test_check_env_and_determinism():
 def test_gym_make_with_the_entry_point():
     if "ragen-test/Code-v0" not in gym.registry:
         gym.register("ragen-test/Code-v0", entry_point="ragen_envs.code.env:CodeEnv")
-    env = gym.make("ragen-test/Code-v0", style="stdin", limits=FAST)
+    env = gym.make("ragen-test/Code-v0", style="stdin", limits=FAST, submission_wall_seconds=SLACK)
     obs, info = env.reset(seed=1)
     assert info["task_style"] == "stdin" and "Problem:" in obs
     assert env.unwrapped.observation_space.contains(obs)
@@ -263,7 +269,7 @@ def test_a_hostile_function_result_is_a_verdict_not_an_exception(tmp_path, case,
     env.step (RecursionError); it is a failed test, and the episode goes on in repair mode."""
     path = tmp_path / "fn.jsonl"
     path.write_text(json.dumps({"problem": "p", "fn_name": "solve", "tests": [{"input": [1], "output": 1}]}) + "\n")
-    env = CodeEnv(dataset=path, limits=FAST, multi_turn_repair=repair)
+    env = CodeEnv(dataset=path, limits=FAST, submission_wall_seconds=SLACK, multi_turn_repair=repair)
     env.reset(seed=0)
     obs, reward, terminated, _, info = env.step(_answer(HOSTILE_FUNCTIONS[case]))
     assert reward == 0.0 and info["verdicts"] == ["runtime error"], info["test_results"]
