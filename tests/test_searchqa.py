@@ -87,6 +87,28 @@ def test_score_answer_rules():
     r, em, f1 = score_answer("alpha b c d", "alpha x y z")
     assert (r, em) == (0.0, False) and f1 == pytest.approx(0.25)
     assert score_answer("1990", ["1989", "1990"])[0] == 1.0
+    # An incomplete answer keeps its F1: "Smith" of "John Smith", 2 * (1 * 1/2) / (1 + 1/2) = 2/3.
+    assert score_answer("Smith", "John Smith")[0] == pytest.approx(2 / 3)
+    assert score_answer("the Smith", "John Smith")[0] == pytest.approx(2 / 3)  # articles are dropped
+
+
+@pytest.mark.parametrize(
+    "answer, gold",
+    [
+        ("1115 1956", "1956"),  # HotpotQA F1 2/3
+        ("1956 1115", "1956"),
+        ("1115, 1956 or 1957", "1956"),  # F1 2/(k+1) = 1/2
+        ("1956 1956", "1956"),  # a repeated word: F1 2/3
+        ("John Smith or Jane Doe", "John Smith"),  # F1 2/3
+        ("Smith Jones", "John Smith"),  # F1 1/2: a word of its own
+        ("not 1956", "1956"),
+        ("1956 is wrong", "1956"),
+    ],
+)
+def test_listing_candidates_pays_no_more_than_a_committed_wrong_answer(answer, gold):
+    reward, em, f1 = score_answer(answer, gold)
+    assert f1 > 0.3  # HotpotQA's F1 would pay it
+    assert (reward, em) == (0.0, False)
 
 
 _WORDS = st.lists(st.sampled_from(["red", "blue", "the", "a", "cat", "dog", "1990", "x"]), max_size=6).map(

@@ -74,18 +74,34 @@ def f1_score(prediction: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+def is_part_of(prediction: str, gold: str) -> bool:
+    """Whether every word of `prediction` is a word of `gold` (multiset inclusion after `normalize_answer`),
+    i.e. the prediction is a part of the gold answer ("Smith" of "John Smith"), with no word of its own."""
+    pred = Counter(normalize_answer(prediction).split())
+    return bool(pred) and not (pred - Counter(normalize_answer(gold).split()))
+
+
 def score_answer(prediction: str, golds: list[str] | tuple[str, ...] | str) -> tuple[float, bool, float]:
     """(reward, exact match, best F1) of an answer against one or several gold answers.
 
-    reward = 1 if some gold matches exactly after normalisation, else the best token F1 when it is
-    above F1_THRESHOLD (0.3), else 0.
+    reward = 1 if some gold matches exactly after normalisation; else the best token F1 over the golds
+    of which the answer is a part (`is_part_of`: no word outside that gold) when it is above
+    F1_THRESHOLD (0.3); else 0. The returned F1 is HotpotQA's, over all golds, for measurement.
+
+    Why partial credit only for a part of the gold: token F1 pays for listing candidates. For gold
+    "1956", `1115 1956` has F1 2/3, and k candidates one of which is right have F1 2/(k+1), while
+    committing to one wrong candidate earns 0; an agent unsure between k answers would learn to list
+    them all. An answer with a word that is not in the gold (a second candidate, a wrong word, a
+    repeated word) earns nothing unless it matches exactly, so a hedge never pays more than committing
+    to its wrong candidate would; an incomplete answer ("Smith" for "John Smith") keeps its F1.
     """
     golds = [golds] if isinstance(golds, str) else list(golds)
     em = any(exact_match(prediction, g) for g in golds)
     f1 = max(f1_score(prediction, g) for g in golds)
     if em:
         return 1.0, True, f1
-    return (f1 if f1 > F1_THRESHOLD else 0.0), False, f1
+    partial = max((f1_score(prediction, g) for g in golds if is_part_of(prediction, g)), default=0.0)
+    return (partial if partial > F1_THRESHOLD else 0.0), False, f1
 
 
 # ---------------------------------------------------------------------------------------------- actions
@@ -262,8 +278,11 @@ class SearchQAEnv(TextAgentEnv):
 
     ## Rewards
     On `finish[answer]`: 1.0 when the answer equals the gold answer after HotpotQA's normalisation
-    (lowercase, no punctuation, no articles a/an/the, single spaces); otherwise the token F1 (HotpotQA's
-    `f1_score`) when it is above 0.3, else 0. `search` earns 0. An invalid action (not one of the two
+    (lowercase, no punctuation, no articles a/an/the, single spaces); otherwise, for an answer that is a
+    part of the gold (every word of it is a gold word), the token F1 (HotpotQA's `f1_score`) when it is
+    above 0.3; else 0. An answer with any word not in the gold (a second candidate: `1115 1956` for
+    1956) earns 0, so listing candidates never pays more than committing to a wrong one
+    (`score_answer`). `search` earns 0. An invalid action (not one of the two
     forms, several actions, malformed response) costs `format_penalty` (-0.1) and changes nothing but
     the turn counter.
 
@@ -459,7 +478,9 @@ class SearchQAEnv(TextAgentEnv):
             "When you know the answer, give it with finish[answer]; keep the answer short (a name, a "
             "word or a number).\n"
             f"One action per turn; you have {self.turn_limit} turns. Reward: 1 for the exact answer "
-            f"(case, punctuation and articles ignored), else the word-overlap F1 when above {F1_THRESHOLD:g}."
+            "(case, punctuation and articles ignored); an incomplete answer whose words are all in the answer "
+            f"earns its word-overlap F1 when above {F1_THRESHOLD:g}; an answer with any other word (such as a "
+            "second guess) earns 0."
         )
 
     def _answer_example(self) -> str:
