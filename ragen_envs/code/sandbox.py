@@ -4,9 +4,10 @@ Model-written code never runs in the calling process. Every call of `run_program
 programs) or `run_function` (call one function with JSON arguments) starts a fresh process tree:
 
     env process ──Popen(new session, env={})──▶ unshare --mount --net --pid --ipc --uts --cgroup
-        python -I -S sandbox_launch.py RUN_ID CONFIG_FD GO_FD    (configuration in a memfd, not on argv)
+        python -I -S sandbox_launch.py RUN_ID CONFIG_FD GO_FD STATUS_FD MODE  (configuration in a memfd)
         waiter: moved into the run's cgroups by the caller while it starts, then forks and waits
-          └─ supervisor = PID 1: pivots into a minimal root, forks, reaps, reports
+          └─ supervisor = PID 1: forks the program process, then reads the configuration, pivots
+             into a minimal root, hands the program process its own values only, reaps, reports
                └─ program process: rlimits, fresh uid/gid, no_new_privs, seccomp filter, the model's code
 
 The inside (`sandbox_boot.py`, started by the tiny `sandbox_launch.py` run by path) is a plain
@@ -33,15 +34,20 @@ processes              a PID namespace whose init is the supervisor: when it exi
                        also exits when the caller goes away or its backstop deadline passes
 privileges             a fresh unprivileged uid/gid per run (in [1000000, 2000000)), no groups,
                        PR_SET_NO_NEW_PRIVS (a failure is a "sandbox error")
+configuration          the program process is forked before the supervisor reads the run's
+                       configuration and receives only its own values: the hidden paths, host
+                       directories and root plan were never in its memory
 system calls           a seccomp filter (`sandbox_seccomp`, built by libseccomp): no new namespaces
-                       (user namespaces included), mounts, ptrace, bpf, io_uring, keyrings, ...,
-                       no sockets but unix/inet/inet6 (AF_VSOCK is refused); a failure to load it is
-                       a "sandbox error"
+                       (user namespaces included), mounts, ptrace, bpf, io_uring, AIO, keyrings,
+                       modify_ldt, landlock, ..., nothing that evicts, probes or flushes the host's
+                       page cache (fadvise, mincore, cachestat, RWF_NOWAIT, sync, syncfs), ENOSYS for
+                       syscalls newer than the policy's review; no sockets but unix/inet/inet6
+                       (AF_VSOCK is refused); a failure to load it is a "sandbox error"
 per-process limits     RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE, RLIMIT_NPROC, RLIMIT_NOFILE, no core files
 whole-run limits       a cgroup per run (`sandbox_cgroup`: v2, else v1): memory (no swap), process
-                       count, and the summed CPU time of all processes (read every 50 ms); where no
-                       cgroup can be written, the caller samples the process tree and kills it past
-                       a limit
+                       count, and the summed CPU time of all processes (read every 50 ms); the page
+                       cache charged to it is reclaimed before it is removed; where no cgroup can be
+                       written, the caller samples the process tree and kills it past a limit
 wall time              the caller kills the run at the deadline
 output                 stdout and stderr are read with a bound; exceeding it kills the run; a
                        function's JSON result is parsed with bounded depth (`MAX_RESULT_DEPTH`)
@@ -323,12 +329,14 @@ def _spawn(
         run.status_r = status_r
         go_r, go_w = os.pipe()
         fds += [status_w, go_r]
+        if cfg["namespaces"]:
+            os.mkdir(os.path.join(run.workdir, sandbox_boot.ROOT_DIR_NAME), 0o700)  # the run's root goes here
+        # Read by the supervisor only: the program process is forked before it is read and receives just
+        # its own values (`sandbox_boot.program_values`), never the hidden paths or host directories.
         config = {
             "run_id": run_id,
-            "status_fd": status_w,
             # Inside the minimal root the working dir is /tmp/<run id>: no host path is shown.
             "workdir": f"/tmp/{run_id}" if cfg["namespaces"] else run.workdir,
-            "root_mount": run.workdir,
             "root_plan": cfg["root_plan"],
             "uid": run.uid,
             "namespaces": cfg["namespaces"],
@@ -353,7 +361,8 @@ def _spawn(
         os.write(config_fd, marshal.dumps(config))
         os.lseek(config_fd, 0, os.SEEK_SET)
         run.proc = subprocess.Popen(
-            [*cfg["prefix"], cfg["python"], "-I", "-S", _LAUNCH, run_id, str(config_fd), str(go_r)],
+            [*cfg["prefix"], cfg["python"], "-I", "-S", _LAUNCH, run_id, str(config_fd), str(go_r), str(status_w),
+             "namespaces" if cfg["namespaces"] else "guard"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

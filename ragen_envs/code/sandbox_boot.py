@@ -1,4 +1,5 @@
-"""The inside of the sandbox: `python -I -S sandbox_launch.py RUN_ID CONFIG_FD GO_FD` runs `main`.
+"""The inside of the sandbox: `python -I -S sandbox_launch.py RUN_ID CONFIG_FD GO_FD STATUS_FD MODE`
+runs `main` (MODE: "namespaces" or "guard").
 
 This module is the security-critical half of the sandbox. It runs in the sandbox interpreter
 (`-I -S`: no environment variables, no site-packages), so it may import only the standard library,
@@ -8,13 +9,18 @@ rest of the start-up). The tests import it as `ragen_envs.code.sandbox_boot` to 
 
 The process tree it makes (namespace modes; `unshare` has already created the namespaces):
 
-    waiter (the process unshare exec'd; the caller moves it into the run's cgroups while this
-      interpreter starts): reads the configuration from CONFIG_FD (a memfd written by the caller:
-      never on argv), waits on GO_FD for the caller's confirmation, forks, waits, exits
+    waiter (the process unshare exec'd, in the run's host directory; the caller moves it into the
+      run's cgroups while this interpreter starts): waits on GO_FD for the caller's confirmation,
+      forks, waits, exits. It never reads the configuration.
     └─ supervisor = PID 1 of the new PID namespace, in the new mount/IPC/UTS/network/cgroup ones:
-      builds a minimal root file system and pivots into it, forks:
-      └─ program process: rlimits, a fresh uid/gid, no_new_privs, a seccomp filter, then the
-         model's code. Any setup failure here is reported as {"setup_error": ...} ("sandbox error").
+      forks the program process first, then reads the configuration from CONFIG_FD (a memfd written
+      by the caller: never on argv), builds a minimal root file system and pivots into it, writes
+      the program, and hands the program process its values (`program_values`) through a pipe
+      └─ program process: forked before the configuration was read, so the hidden paths, the host
+         directories and the root plan were never in its memory (a variable cleared after a fork
+         would leave its bytes behind). It joins the new root (`join_root`), then: rlimits, a fresh
+         uid/gid, no_new_privs, a seccomp filter, the model's code. Any setup failure here is
+         reported as {"setup_error": ...} ("sandbox error").
     The supervisor reaps every child, reports the program's exit status as one JSON line on the
     status pipe and exits; as the namespace's init its exit makes the kernel kill whatever is left.
     It also exits (killing the run) when the caller goes away (the status pipe reports an error) or
@@ -50,6 +56,8 @@ PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
 SECCOMP_MODE_FILTER = 2
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
+#: The directory, under the run's host directory, that the new root is mounted on.
+ROOT_DIR_NAME = "root"
 
 # Saved before the program can replace them.
 _exit, _write, _close = os._exit, os.write, os.close
@@ -307,7 +315,12 @@ def apply_root_plan(root, plan, limits, notes):
 
 
 def switch_root(new_root, notes):
-    """pivot_root into `new_root` and detach the old root (fallback: move the mount and chroot)."""
+    """pivot_root into `new_root` and detach the old root; returns "pivot". Fallback (pivot_root
+    refused, e.g. a root that is not a mount point): chroot into `new_root`; returns "chroot".
+
+    pivot_root moves the root of every process of the mount namespace whose root was the old one:
+    the program process, forked before this, follows. A chroot moves only the caller: the program
+    process then chroots itself (`join_root`)."""
     lib = libc()
     old = os.path.join(new_root, ".old-root")
     os.mkdir(old, 0o700)
@@ -318,21 +331,37 @@ def switch_root(new_root, notes):
         if lib.umount2(b"/.old-root", MNT_DETACH) != 0:
             raise _os_error("detaching the old root")
         os.rmdir("/.old-root")
-        return
-    notes.append(str(_os_error("pivot_root")) + "; using a moved mount and chroot")
+        return "pivot"
+    notes.append(str(_os_error("pivot_root")) + "; using chroot")
     os.rmdir(old)
     os.chdir(new_root)
-    mount(new_root, "/", None, MS_MOVE)
     if lib.chroot(b".") != 0:
         raise _os_error("chroot")
+    os.chdir("/")
+    return "chroot"
+
+
+def join_root(how):
+    """The program process's side of `switch_root`, before anything else runs in it.
+
+    Its working directory is still the run's host directory (the caller starts the bootstrap there),
+    whose `root` subdirectory holds the new root: "pivot" only has to leave that directory (the root
+    itself was switched by the kernel); "chroot" enters `root` by that relative name and chroots
+    there. Either way no reference to the host's tree is left and no host path was needed."""
+    if how == "chroot":
+        os.chdir(ROOT_DIR_NAME)
+        if libc().chroot(b".") != 0:
+            raise _os_error("chroot")
     os.chdir("/")
 
 
 def build_namespace_fs(cfg, notes):
     """The program's whole view of the file system: the minimal root of `cfg["root_plan"]`, a private
-    tmpfs working dir, tmpfs /tmp and /dev/shm, a /proc that hides other users' processes."""
+    tmpfs working dir, tmpfs /tmp and /dev/shm, a /proc that hides other users' processes. The new
+    root is mounted on `ROOT_DIR_NAME` under the current directory (the run's host directory).
+    Returns how the root was switched (`switch_root`)."""
     limits = cfg["limits"]
-    new_root = cfg["root_mount"]
+    new_root = os.path.join(os.getcwd(), ROOT_DIR_NAME)
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     mount("tmpfs", new_root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
     apply_root_plan(new_root, cfg["root_plan"], limits, notes)
@@ -345,8 +374,9 @@ def build_namespace_fs(cfg, notes):
             mount("tmpfs", target, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=755")
         elif os.path.lexists(target):
             mount("/dev/null", target, None, MS_BIND)
-    switch_root(new_root, notes)
+    how = switch_root(new_root, notes)
     mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "size=1m,mode=755")
+    return how
 
 
 # ------------------------------------------------------------------------------------------- privileges
@@ -450,7 +480,8 @@ def install_guard(workdir):
 
 
 def harden(cfg):
-    """Every layer of the program process before the model's code runs, in order; raises SetupError."""
+    """Every layer of the program process before the model's code runs, in order; raises SetupError.
+    `cfg`: the program's values (`program_values`)."""
     set_rlimits(cfg["limits"])
     if cfg["uid"] is not None:
         drop_privileges(cfg["uid"])
@@ -466,15 +497,15 @@ def harden(cfg):
 
 # ------------------------------------------------------------------------------------------- the program
 def run_program(cfg, source, path, status):
-    """The program process: harden, then run the model's code. Never returns."""
+    """The program process: join the run's root, harden, then run the model's code. Never returns.
+
+    `cfg` holds only what this process needs (`program_values`): never the supervisor's configuration."""
     try:
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.set_wakeup_fd(-1)
-        for fd in cfg["_close_fds"]:
-            try:
-                _close(fd)
-            except OSError:
-                pass
+        if cfg.get("root"):
+            join_root(cfg["root"][0])
+            here = os.stat("/")
+            if [here.st_dev, here.st_ino] != cfg["root"][1:]:
+                raise SetupError("the program process is not in the run's root file system")
         # Python ignores SIGXFSZ; restore the default so that RLIMIT_FSIZE ends the run ("output limit").
         signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
         os.chdir(cfg["workdir"])
@@ -603,7 +634,7 @@ def supervise(cfg, pid, status, wakeup_r, deadline):
                 return None, None, "caller gone"
 
 
-def become_init(status):
+def become_init(status, config_fd):
     """Namespace modes: fork the supervisor, PID 1 of the PID namespace `unshare --pid` prepared.
 
     The process `unshare` started stays outside the PID namespace: it waits for the supervisor and
@@ -614,6 +645,7 @@ def become_init(status):
     pid = os.fork()
     if pid:
         status.close()
+        _close(config_fd)
         while True:
             try:
                 os.waitpid(pid, 0)
@@ -629,19 +661,78 @@ def become_init(status):
     libc().prctl(PR_SET_PDEATHSIG, SIGKILL_NUMBER, 0, 0, 0)
 
 
-def main(argv):
-    run_id, config_fd, go_fd = argv[1], int(argv[2]), int(argv[3])
-    status = Status(-1)
+def _read_all(fd):
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except InterruptedError:
+            continue
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def program_process(channel, config_fd, status):
+    """The program process. The supervisor forks it *before* it reads the run's configuration, so
+    nothing of that configuration (hidden paths, host directories, the root plan) was ever in this
+    process's memory: clearing variables would not do, their bytes would stay in freed memory. It
+    closes its copy of the configuration's memfd, then waits for `program_values` on `channel`."""
     try:
-        cfg = read_config(config_fd)
-        status = Status(cfg["status_fd"])
+        _close(config_fd)
+    except OSError:
+        pass
+    import marshal
+
+    data = _read_all(channel)
+    _close(channel)
+    if not data:  # the supervisor failed before handing over (it reports why)
+        _exit(EXIT_SETUP)
+    values = marshal.loads(data)
+    run_program(values, values.pop("source"), values.pop("path"), status)
+
+
+def program_values(cfg, root, path):
+    """What the program process receives: its limits, uid, filter, working dir and program, and
+    nothing else (`root`: how to join the run's root and the identity of that root, or None)."""
+    keys = ("workdir", "uid", "namespaces", "guard", "seccomp", "limits", "fn_name", "source")
+    values = {key: cfg[key] for key in keys}
+    values.update(root=root, path=path)
+    return values
+
+
+def main(argv):
+    """`sandbox_launch.py RUN_ID CONFIG_FD GO_FD STATUS_FD MODE`, MODE "namespaces" or "guard"."""
+    run_id, config_fd, go_fd, status_fd = argv[1], int(argv[2]), int(argv[3]), int(argv[4])
+    namespaces = argv[5] == "namespaces"
+    status = Status(status_fd)
+    try:
         libc()  # load the libc functions once: the forks below share them
         wait_for_go(go_fd)
-        if cfg["namespaces"]:
-            become_init(status)
+        if namespaces:
+            become_init(status, config_fd)
+        import gc
+
+        gc.freeze()  # the program's collections never walk (and so never copy-on-write) these objects
+        # Not dumpable: a program with the supervisor's uid (user-namespace mode) cannot ptrace it, read
+        # its memory or, with /proc's hidepid, even see it.
+        libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        channel_r, channel_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _close(channel_w)
+                program_process(channel_r, config_fd, status)
+            finally:
+                _exit(1)
+        _close(channel_r)
+        cfg = read_config(config_fd)
         notes = []
-        if cfg["namespaces"]:
-            build_namespace_fs(cfg, notes)
+        root = None
+        if namespaces:
+            how = build_namespace_fs(cfg, notes)
+            here = os.stat("/")
+            root = [how, here.st_dev, here.st_ino]
         os.chdir(cfg["workdir"])
         path = os.path.join(cfg["workdir"], "solution.py")
         with open(path, "w", encoding="utf-8", errors="surrogatepass") as f:
@@ -649,31 +740,22 @@ def main(argv):
         if cfg["uid"] is not None:
             os.chown(cfg["workdir"], cfg["uid"], cfg["uid"])
             os.chown(path, cfg["uid"], cfg["uid"])
+        import marshal
+        import time
+
+        deadline = time.monotonic() + cfg["backstop_seconds"]
+        wakeup_r, wakeup_w = os.pipe()
+        os.set_blocking(wakeup_w, False)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(wakeup_w)
+        data = marshal.dumps(program_values(cfg, root, path))
+        while data:
+            data = data[_write(channel_w, data):]
+        _close(channel_w)
     except Exception as e:
         status.report({"setup_error": f"{type(e).__name__}: {e}", "run_id": run_id})
-        _exit(0)
+        _exit(0)  # in the namespace modes this kills the program process; else it sees its channel close
 
-    import time
-
-    deadline = time.monotonic() + cfg["backstop_seconds"]
-    wakeup_r, wakeup_w = os.pipe()
-    os.set_blocking(wakeup_w, False)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    signal.set_wakeup_fd(wakeup_w)
-    cfg["_close_fds"] = [wakeup_r, wakeup_w]
-    source = cfg.pop("source")
-    import gc
-
-    gc.freeze()  # the program's collections never walk (and so never copy-on-write) the supervisor's objects
-    # Not dumpable: a program with the supervisor's uid (user-namespace mode) cannot ptrace it, read its
-    # memory or, with /proc's hidepid, even see it.
-    libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    pid = os.fork()
-    if pid == 0:
-        try:
-            run_program(cfg, source, path, status)
-        finally:
-            _exit(1)
     wstatus, usage, why = supervise(cfg, pid, status, wakeup_r, deadline)
     out = {"notes": notes}
     if why is not None:

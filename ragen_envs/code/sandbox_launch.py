@@ -1,4 +1,4 @@
-"""Run by path inside the sandbox: `python -I -S sandbox_launch.py RUN_ID CONFIG_FD GO_FD`.
+"""Run by path inside the sandbox: `python -I -S sandbox_launch.py RUN_ID CONFIG_FD GO_FD STATUS_FD MODE`.
 
 Imports `sandbox_boot` from this directory through the import system, so that its cached bytecode
 is used instead of compiling it on every run, removes the directory from `sys.path` again (nothing
