@@ -1,5 +1,6 @@
-"""`ragen reproduce`: the study's configuration, its statistics against independent references, the findings on
-synthetic metric files, the report, resumability, and Ray scheduling on a single-node Ray instance."""
+"""`ragen reproduce`: the study's composition, rank statistics against independent references, reading run records
+(probe rows included), resumability, `--report-only` with missing runs, and Ray scheduling on a single-node Ray
+instance. The findings and the report are tested in test_reproduce_analysis.py."""
 
 from __future__ import annotations
 
@@ -12,23 +13,17 @@ from pathlib import Path
 import pytest
 
 from ragen_core.config import load_config
-from ragen_core.reproduce.analysis import (
-    analyse,
-    average_ranks,
-    early_value,
-    finding_collapse,
-    finding_filtering,
-    late_value,
-    mi_beats_entropy,
-    peak_success,
-    spearman,
-    spearman_ci,
-    verdict,
-)
+from ragen_core.reproduce.analysis import average_ranks, early_value, late_value, peak_success, spearman, spearman_ci
 from ragen_core.reproduce.cli import main as reproduce_main
-from ragen_core.reproduce.report import FIGURES, write_report
 from ragen_core.reproduce.runner import execute_run, finished_records, read_run, run_local, run_ray
-from ragen_core.reproduce.study import ARMS, ENVS, RunSpec, build_study, find_configs_dir
+from ragen_core.reproduce.study import (
+    ENVS,
+    TUNING_SEEDS,
+    RunSpec,
+    build_study,
+    find_configs_dir,
+    study_seeds,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -97,24 +92,6 @@ def test_spearman_interval_by_hand():
     assert all(math.isnan(v) for v in spearman_ci(math.nan, 30))
 
 
-def test_verdict_reads_the_interval():
-    assert verdict({"mean": 0.1, "ci95": [0.01, 0.2]}) == "helped"
-    assert verdict({"mean": -0.1, "ci95": [-0.2, -0.01]}) == "hurt"
-    assert verdict({"mean": 0.1, "ci95": [-0.1, 0.3]}) == "no clear difference"
-    assert verdict({"mean": 0.1, "ci95": [None, None]}) == "higher (1 seed)"
-    assert verdict({"mean": 0.1, "ci95": [0.01, 0.2]}, "top higher", "bottom higher") == "top higher"
-
-
-def test_mi_beats_entropy_compares_the_size_of_rho():
-    def corr(mi, ent):
-        return {"mi_zscore_ema": {"rho": mi}, "mi_seq_est": {"rho": None}, "cond_entropy_est": {"rho": ent},
-                "marginal_entropy_est": {"rho": None}}
-
-    assert mi_beats_entropy(corr(0.39, -0.14)) is True  # the paper
-    assert mi_beats_entropy(corr(0.60, -0.82)) is False  # a strong negative entropy correlation predicts too
-    assert mi_beats_entropy(corr(None, -0.5)) is None
-
-
 # ------------------------------------------------------------------------------------------- synthetic runs
 def _mi_row(step, *, token_entropy, cond, marg, mi_seq, retrieval, zscore, P=8):
     ub = math.log(P)
@@ -124,10 +101,15 @@ def _mi_row(step, *, token_entropy, cond, marg, mi_seq, retrieval, zscore, P=8):
             "collapse/regime": "template_collapse" if cond >= 0.1 and mi_seq / ub < 0.1 else "compressed_reasoning"}
 
 
-def write_synthetic_run(run_dir: Path, *, steps=20, val=(0.1, 0.3, 0.5), collapse=False, rv_het=1.5, quality=1.0):
-    """A metrics.jsonl like the trainer's: warm start, step-0 validation, steps 1..steps with MI every 5."""
+def write_synthetic_run(run_dir: Path, *, steps=20, val=(0.1, 0.3, 0.5), collapse=False, rv_het=1.5, quality=1.0,
+                        probe=False):
+    """A metrics.jsonl like the trainer's: warm start, step-0 validation, steps 1..steps with MI every 5 (and the
+    held-out probe at step 0 and every 10 steps when `probe`)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     rows = [{"step": 0, "sft/loss_last": 0.1, "perf/sft_s": 60.0}, {"step": 0, "val/success": val[0]}]
+    if probe:
+        rows.append({"step": 0, "probe/retrieval_margin": 0.6, "probe/token_entropy": 1.0,
+                     "probe/cond_entropy_est": 0.5, "probe/retrieval_chance": 1 / 32, "perf/probe_s": 0.4})
     evals = dict(zip(range(0, steps + 1, steps // (len(val) - 1)), val))
     for s in range(1, steps + 1):
         row = {"step": s, "perf/step_s": 3.0, "rollout/success": 0.2, "filter/rv_heterogeneity": rv_het + s}
@@ -139,6 +121,9 @@ def write_synthetic_run(run_dir: Path, *, steps=20, val=(0.1, 0.3, 0.5), collaps
             else:
                 row.update(_mi_row(s, token_entropy=0.05, cond=0.03, marg=0.08, mi_seq=math.log(8) * 0.98,
                                    retrieval=1.0, zscore=quality))
+        if probe and s % 10 == 0:
+            row.update({"probe/retrieval_margin": 0.6 - 0.02 * s, "probe/token_entropy": 1.0,
+                        "probe/cond_entropy_est": float("nan"), "probe/retrieval_chance": 1 / 32, "perf/probe_s": 0.5})
         if s in evals:
             row["val/success"] = evals[s]
             row["perf/eval_s"] = 1.0
@@ -148,29 +133,6 @@ def write_synthetic_run(run_dir: Path, *, steps=20, val=(0.1, 0.3, 0.5), collaps
 
 def _spec(env, arm, seed):
     return RunSpec(env, arm, seed, "unused.toml", ())
-
-
-def synthetic_study(root: Path, seeds=(0, 1, 2)):
-    """Runs whose findings are known by construction; returns the records."""
-    records = []
-    for seed in seeds:
-        plan = {
-            ("sokoban", "top_p"): {"val": (0.1, 0.5 + 0.01 * seed, 0.6 + 0.01 * seed), "quality": 0.9},
-            ("sokoban", "no_filter"): {"val": (0.1, 0.4 + 0.01 * seed, 0.45 + 0.01 * seed), "quality": 0.6},
-            ("sokoban", "random"): {"val": (0.1, 0.4, 0.42 + 0.01 * seed), "quality": 0.5},
-            ("sokoban", "rv_top_quartile"): {"val": (0.1, 0.3, 0.35 + 0.01 * seed), "quality": 0.4},
-            ("sokoban", "rv_bottom_quartile"): {"val": (0.1, 0.12, 0.1 + 0.01 * seed), "quality": 0.1},
-            ("sokoban", "entropy_bonus"): {"val": (0.1, 0.05, 0.02 + 0.001 * seed), "quality": 0.0, "collapse": True},
-            ("frozenlake", "top_p"): {"val": (0.1, 0.5, 0.5 + 0.01 * seed), "quality": 0.7, "rv_het": -0.7},
-            ("frozenlake", "no_filter"): {"val": (0.1, 0.52, 0.55 + 0.01 * seed), "quality": 0.8, "rv_het": -0.7},
-            ("frozenlake", "random"): {"val": (0.1, 0.5, 0.52 + 0.01 * seed), "quality": 0.75, "rv_het": -0.7},
-        }
-        for (env, arm), kw in plan.items():
-            d = root / f"{env}-{arm}-s{seed}"
-            write_synthetic_run(d, val=kw["val"], collapse=kw.get("collapse", False), rv_het=kw.get("rv_het", 0.5),
-                                quality=kw["quality"])
-            records.append(read_run(d, _spec(env, arm, seed)))
-    return records
 
 
 def test_read_run_extracts_the_curves(tmp_path):
@@ -184,132 +146,92 @@ def test_read_run_extracts_the_curves(tmp_path):
     # Early = steps <= 5 (a quarter of 20), late = steps >= 15.
     assert early_value(rec, "retrieval_acc") == 1.0
     assert late_value(rec, "mi_zscore_ema") == 1.0
+    assert rec["probe"] == []  # no probe in this run
 
 
-def test_findings_on_a_synthetic_study(tmp_path):
-    records = synthetic_study(tmp_path)
-    a = analyse(records)
-    c = a["collapse"]
-    assert c["shown"] is True and c["mi_fell"] is True and c["mi_first_seeds"] == 3
-    # Retrieval 1 - 0.85 f: half the margin over chance 1/8 is lost at f >= 0.515, the measurement at step 15.
-    assert [o["mi_drop_step"] for o in c["arms"]["entropy_bonus"]["order"]] == [15, 15, 15]
-    assert [o["entropy_alarm_step"] for o in c["arms"]["entropy_bonus"]["order"]] == [None] * 3
-    assert c["retrieval_margin_kept"]["top_p"] == pytest.approx(1.0)
-    eb = c["arms"]["entropy_bonus"]
-    # Late quarter = measurements at steps 15 and 20: retrieval 1 - 0.85 * (0.75, 1.0) -> mean 0.25625.
-    assert eb["retrieval_acc"]["end"] == pytest.approx(1 - 0.85 * 0.875)
-    corr = a["correlations"]
-    # The early MI-ZScore-EMA is the run's `quality`, which orders final success except within ties.
-    finals = [(r["late"], r) for r in a["runs"]]
-    assert len(finals) == 27
-    xs = [r["early"]["mi_zscore_ema"] for r in a["runs"]]
-    ys = [r["final"] for r in a["runs"]]
-    assert corr["mi_zscore_ema"]["rho"] == pytest.approx(_pearson(_ranks_by_counting(xs), _ranks_by_counting(ys)))
-    assert corr["mi_zscore_ema"]["rho"] > 0.8
-    f = a["filtering"]
-    sok = f["sokoban"]
-    # Peaks: top-p 0.6 + 0.01 s, none 0.45 + 0.01 s: a constant +0.15 by seed (zero-width interval).
-    assert sok["differences"]["top_p-no_filter"]["mean"] == pytest.approx(0.15)
-    assert sok["rv_heterogeneity"]["mean"] == pytest.approx(1.5)
-    assert sok["prediction"] == {"predicted_helps": True, "outcome": "helped", "held": True, "threshold": 1.0}
-    fl = f["frozenlake"]
-    assert fl["rv_heterogeneity"]["mean"] == pytest.approx(0.3)
-    assert fl["differences"]["top_p-no_filter"]["mean"] == pytest.approx(-0.05)
-    assert fl["prediction"]["predicted_helps"] is False and fl["prediction"]["held"] is True
-    q = a["quartiles"]
-    assert q["top_minus_bottom_peak"]["mean"] == pytest.approx(0.36 - 0.12)  # top 0.35 + 0.01 s, bottom 0.12
-    assert q["rv_top_quartile"]["peak"]["values"] == pytest.approx([0.35, 0.36, 0.37])
-
-
-def test_collapse_is_not_claimed_when_entropy_falls(tmp_path):
-    d = tmp_path / "sokoban-entropy_bonus-s0"
-    write_synthetic_run(d, collapse=True)
-    rows = [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines()]
-    for r in rows:
-        if "collapse/token_entropy" in r:
-            r["collapse/token_entropy"] = 0.05 * (1 - r["step"] / 25)  # entropy falls with the MI
-    (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    write_synthetic_run(tmp_path / "h")
-    records = [read_run(d, _spec("sokoban", "entropy_bonus", 0)),
-               read_run(tmp_path / "h", _spec("sokoban", "top_p", 0))]
-    out = finding_collapse(records)
-    assert out["shown"] is False and out["mi_fell"] is True  # entropy fell 2x at the MI drop: a dashboard sees it
-
-
-def test_collapse_is_not_claimed_when_entropy_explodes_first(tmp_path):
-    """Uniform noise also ends at high H and low MI; if entropy moved first, MI was not the only witness."""
-    d = tmp_path / "sokoban-entropy_bonus-s0"
-    write_synthetic_run(d, collapse=True)
-    rows = [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines()]
-    for r in rows:
-        if "collapse/token_entropy" in r:
-            r["collapse/token_entropy"] = 0.05 * 10 ** (r["step"] / 10)  # 0.16 at step 5 (start), 0.5 at 10
-    (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    write_synthetic_run(tmp_path / "h")
-    out = finding_collapse([read_run(d, _spec("sokoban", "entropy_bonus", 0)),
-                            read_run(tmp_path / "h", _spec("sokoban", "top_p", 0))])
-    order = out["arms"]["entropy_bonus"]["order"][0]
-    assert order["entropy_alarm_step"] == 10 and order["mi_drop_step"] == 15
-    assert out["mi_fell"] is True and out["shown"] is False
-
-
-def test_one_seed_gives_no_interval_and_says_so(tmp_path):
-    records = synthetic_study(tmp_path, seeds=(0,))
-    f = finding_filtering(records)
-    assert f["sokoban"]["differences"]["top_p-no_filter"]["ci95"] == [None, None]
-    assert f["sokoban"]["prediction"]["outcome"] == "higher (1 seed)"
-
-
-def test_report_is_written_with_every_figure(tmp_path):
-    records = synthetic_study(tmp_path / "runs")
-    header = {"mode": "full", "command": "ragen reproduce", "seeds": [0, 1, 2], "n_runs": len(records), "n_missing": 0,
-              "missing": [], "core_minutes": 12.0, "machine": "test",
-              "arms": {k: {"overrides": list(v.overrides), "purpose": v.purpose} for k, v in ARMS.items()}}
-    path = write_report({"analysis": analyse(records), "records": records}, tmp_path / "report", header)
-    text = path.read_text()
-    for fig in FIGURES:
-        assert (tmp_path / "report" / "reproduction" / fig).stat().st_size > 1000, fig
-        assert f"reproduction/{fig}" in text
-    assert "+0.39" in text and "21.1" in text  # the paper's numbers beside ours
-    assert "**Held.**" in text
-    data = json.loads((tmp_path / "report" / "reproduction" / "results.json").read_text())
-    assert data["analysis"]["filtering"]["sokoban"]["prediction"]["held"] is True
+def test_read_run_extracts_the_probe_rows(tmp_path):
+    write_synthetic_run(tmp_path / "r", probe=True)
+    rec = read_run(tmp_path / "r", _spec("collapse_sokoban", "no_filter", 0))
+    assert [p["step"] for p in rec["probe"]] == [0, 10, 20]
+    assert [p["retrieval_margin"] for p in rec["probe"]] == pytest.approx([0.6, 0.4, 0.2])
+    assert rec["probe"][0]["probe_s"] == 0.4 and rec["probe"][1]["retrieval_chance"] == 1 / 32
+    assert rec["probe"][1]["cond_entropy_est"] is None  # a non-finite value is read as missing, not NaN
+    assert rec["probe"][0]["mi_seq_norm"] is None  # a key the run did not log
+    assert early_value(rec, "retrieval_margin", source="probe") == pytest.approx(0.6)  # steps <= 5
 
 
 # ------------------------------------------------------------------------------------------- the study
-def test_full_and_quick_studies(tmp_path):
-    configs = find_configs_dir()
-    full = build_study([0, 1, 2], False, configs, tmp_path / "cache")
-    assert len(full) == 3 * sum(len(arms) for _, arms in ENVS.values()) == 27
-    assert len({s.name for s in full}) == 27
+@pytest.fixture
+def configs_dir(tmp_path):
+    """The checkout's configs/, with a stand-in (a copy of the learning config) for a collapse-prone config that
+    is not there yet: the study's composition does not depend on the configs' contents."""
+    real = ROOT / "configs"
+    try:
+        return find_configs_dir(real)
+    except FileNotFoundError:
+        folder = tmp_path / "configs"
+        folder.mkdir()
+        for f in real.glob("*.toml"):
+            (folder / f.name).write_text(f.read_text())
+        stand_ins = (("collapse_sokoban", "sokoban_tiny.toml"), ("collapse_frozenlake", "frozenlake_tiny.toml"))
+        for env, learning in stand_ins:
+            if not (folder / ENVS[env][0]).is_file():
+                (folder / ENVS[env][0]).write_text((real / learning).read_text())
+        return find_configs_dir(folder)
+
+
+def test_full_and_quick_studies(tmp_path, configs_dir):
+    seeds = study_seeds(None, quick=False)
+    assert seeds == [0, 1, 2, 3, 4]
+    full = build_study(seeds, False, configs_dir, tmp_path / "cache")
+    # 5 seeds x (collapse Sokoban 4 arms + collapse FrozenLake 3 + Sokoban 4 + FrozenLake 2) = 65 runs.
+    assert len(full) == 5 * 13 == 65 and len({s.name for s in full}) == 65
+    arms = {env: sorted({s.arm for s in full if s.env == env}) for env in ENVS}
+    assert arms == {"collapse_sokoban": ["entropy_bonus", "no_filter", "random", "top_p"],
+                    "collapse_frozenlake": ["no_filter", "random", "top_p"],
+                    "sokoban": ["no_filter", "rv_bottom_quartile", "rv_top_quartile", "top_p"],
+                    "frozenlake": ["no_filter", "top_p"]}
     # The first two runs need different warm starts (2 workers never wait on one another at the start).
     assert (full[0].env, full[0].seed) != (full[1].env, full[1].seed)
     for spec in full:
         cfg = load_config(spec.config, list(spec.overrides))
         assert cfg.run.seed == spec.seed and cfg.warm_start.cache_dir == str(tmp_path / "cache")
-        if spec.arm == "no_filter":
+        assert Path(spec.config).name == ENVS[spec.env][0]
+        if spec.env in ("sokoban", "frozenlake"):
+            assert cfg.mi.probe_prompts == 32  # the probe is switched on for the learning configs
+        if spec.arm in ("no_filter", "entropy_bonus"):
             assert cfg.filter.enabled is False
+        if spec.arm == "top_p":
+            assert cfg.filter.enabled and cfg.filter.strategy == "top_p" and cfg.filter.value == 0.9
         if spec.arm == "random":
             assert cfg.filter.strategy == "random" and cfg.filter.value == 0.9
         if spec.arm.startswith("rv_"):
             assert cfg.filter.strategy == "top_k" and cfg.filter.value == 0.25
             assert cfg.filter.order == ("largest" if "top" in spec.arm else "smallest")
         if spec.arm == "entropy_bonus":
-            assert cfg.algo.entropy_coef > 0.01
-    quick = build_study([0], True, configs, tmp_path / "cache")
-    assert len(quick) == 9
+            assert cfg.algo.entropy_coef == 1.0
+    quick = build_study(study_seeds(None, quick=True), True, configs_dir, tmp_path / "cache")
+    assert len(quick) == 13 and {s.seed for s in quick} == {0}
     for spec in quick:
         base = load_config(spec.config, [])
-        assert load_config(spec.config, list(spec.overrides)).run.steps == base.run.steps // 3
+        assert load_config(spec.config, list(spec.overrides)).run.steps == max(base.run.steps // 3, 1)
+    assert len(build_study(study_seeds(7, quick=False), False, configs_dir, tmp_path)) == 7 * 13
 
 
-def test_study_errors(tmp_path):
+def test_study_errors(tmp_path, configs_dir):
     with pytest.raises(FileNotFoundError, match="--configs-dir"):
         find_configs_dir(tmp_path)
     with pytest.raises(ValueError, match="unknown env"):
-        build_study([0], True, find_configs_dir(), tmp_path, envs=("chess",))
+        build_study([0], True, configs_dir, tmp_path, envs=("chess",))
     with pytest.raises(ValueError, match="distinct"):
-        build_study([0, 0], True, find_configs_dir(), tmp_path)
+        build_study([0, 0], True, configs_dir, tmp_path)
+    with pytest.raises(ValueError, match="tuning seeds"):
+        build_study([0, 150], False, configs_dir, tmp_path)
+    with pytest.raises(ValueError, match="tuning seeds"):
+        study_seeds(101, quick=False)
+    assert study_seeds(100, quick=False)[-1] == TUNING_SEEDS.start - 1
+    with pytest.raises(ValueError, match=">= 1"):
+        study_seeds(0, quick=True)
 
 
 def _fake_execute(spec, runs_dir):
@@ -386,15 +308,23 @@ def test_a_real_training_run_through_the_runner(tmp_path):
     assert execute_run(spec, tmp_path / "runs") == json.loads(json.dumps(record))  # read back, not re-run
 
 
-def test_cli_report_only_and_errors(tmp_path, capsys):
+def test_cli_report_only_lists_missing_runs_and_errors(tmp_path, configs_dir, capsys):
     out = tmp_path / "study"
-    specs = build_study([0], True, find_configs_dir(), out / "warm_cache")
+    specs = build_study([0], True, configs_dir, out / "warm_cache")
     for spec in specs[:4]:
         _fake_execute(spec, out / "runs")
-    assert reproduce_main(["--quick", "--out", str(out), "--report-only", "--no-progress"]) == 0
+    (out / "runs" / specs[4].name).mkdir(parents=True)
+    (out / "runs" / specs[4].name / "done.json").write_text("{not json")  # a damaged run folder
+    argv = ["--quick", "--out", str(out), "--configs-dir", str(configs_dir), "--no-progress"]
+    assert reproduce_main([*argv, "--report-only"]) == 0
     text = (out / "reproduction.md").read_text()
-    assert "5 missing" in text and specs[-1].name in text
-    assert reproduce_main(["--seeds", "0", "--out", str(out)]) == 2
+    assert f"{len(specs) - 4} missing" in text and specs[-1].name in text
+    assert f"{specs[4].name} (unreadable: JSONDecodeError)" in text
+    assert "not tested" in text  # the findings without their runs say so
+    assert reproduce_main(["--seeds", "0", "--out", str(out), "--configs-dir", str(configs_dir)]) == 2
+    assert reproduce_main(["--seeds", "101", "--out", str(out), "--configs-dir", str(configs_dir)]) == 2
+    assert "tuning seeds" in capsys.readouterr().err
     assert reproduce_main(["--out", str(out), "--configs-dir", str(tmp_path)]) == 2
     assert "--configs-dir" in capsys.readouterr().err
-    assert reproduce_main(["--out", str(tmp_path / "empty"), "--report-only", "--no-progress"]) == 1
+    empty = ["--out", str(tmp_path / "empty"), "--configs-dir", str(configs_dir), "--report-only", "--no-progress"]
+    assert reproduce_main(empty) == 1

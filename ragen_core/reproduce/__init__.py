@@ -1,7 +1,10 @@
 """`ragen reproduce`: the paper's four findings as a small-scale study anyone can rerun (docs/reproduction.md).
 
-- :mod:`ragen_core.reproduce.study`: the arms, envs and seeds; which run measures which finding.
-- :mod:`ragen_core.reproduce.runner`: local worker processes or Ray tasks; resumable run folders.
-- :mod:`ragen_core.reproduce.analysis`: Spearman correlations, intervals and the findings from run records.
+- :mod:`ragen_core.reproduce.study`: the envs (collapse-prone and learning configs), arms and seeds; which run
+  measures which finding.
+- :mod:`ragen_core.reproduce.runner`: local worker processes or Ray tasks; resumable run folders; run records
+  (validation, in-batch MI and held-out probe curves).
+- :mod:`ragen_core.reproduce.analysis`: the outcomes and verdict rules fixed in advance, paired comparisons with
+  their detectable effects, within-env rank correlations with a cluster bootstrap over seeds, the four findings.
 - :mod:`ragen_core.reproduce.report`: ``reproduction.md``, its figures and ``results.json``.
 """

@@ -1,62 +1,125 @@
-"""The study's statistics: rank correlations with intervals, and the four findings from run records.
+"""The study's statistics and the four findings, computed from run records.
 
 A run record is what :func:`ragen_core.reproduce.runner.read_run` returns: ``val`` (``[[step, success]]``, step 0 =
-after the warm start), ``mi`` (one dict per MI measurement: step, ``mi_zscore_ema``, ``mi_seq_est``,
+after the warm start), ``mi`` (one dict per in-batch MI measurement: step, ``mi_zscore_ema``, ``mi_seq_est``,
 ``mi_upper_bound``, ``retrieval_acc``, ``retrieval_chance``, ``cond_entropy_est``, ``marginal_entropy_est``,
-``token_entropy``, ``regime``), ``rv_heterogeneity_first`` and ``steps``.
+``token_entropy``, ``regime``), ``probe`` (one dict per held-out probe measurement, step 0 first:
+``retrieval_margin``, ``mi_seq_norm``, ``token_entropy``, ``cond_entropy_est``, ...), ``rv_heterogeneity_first``
+and ``steps``.
 
-Definitions (docs/reproduction.md repeats them):
+The outcomes and verdict rules are fixed here, before any run (docs/reproduction.md prints them first):
 
-- peak success: the highest validation success over the RL evaluations (step >= 1); final: the last one.
-- early value of a metric: its mean over the MI measurements in the first quarter of the run's steps (at least the
-  first measurement); late value: the mean over the last quarter.
-- normalised MI: ``mi_seq_est / mi_upper_bound`` (``log P``), in [<= 0, 1], the scale of the regime thresholds.
-- Spearman's rho: the Pearson correlation of average ranks (ties share their mean rank); its 95% interval by
-  Fisher's z with the standard error ``1.03 / sqrt(n - 3)`` (Fieller, Hartley and Pearson, 1957), NaN for n < 4.
+- **Finding 1** (collapse-prone configs, ``no_filter`` arm): per run, :func:`ragen_core.collapse.detect_collapse`
+  on the probe curves (the retrieval margin halves while token entropy and H(Z|X) stay within +-25%, no entropy
+  alarm at or before the drop). "held": the signature on >= 80% of the seeds with >= 5 seeds; "contradicted":
+  on most seeds the MI drop comes only with an entropy alarm at or before it; otherwise "inconclusive (why)".
+- **Finding 3** (collapse-prone configs): ``top_p`` minus ``no_filter`` and ``top_p`` minus ``random``, paired by
+  seed, on (a) the probe retrieval margin at the last probe measurement (primary), (b) the steps until the MI drop
+  (a run without a drop is carried at its last probe step: censored, so the difference is a lower bound on the
+  delay), (c) validation success at the last evaluation. Each comparison reports the paired mean difference
+  d_bar, its 95% t-interval ``d_bar +- t_{0.975, n-1} s_d / sqrt(n)``, the paired SD s_d and the minimum
+  detectable effect at 80% power (:func:`ragen_core.stats.min_detectable_effect`). Verdict: "held" when the
+  interval excludes 0 in the paper's direction (filtering higher / later), "contradicted" when it excludes 0 in
+  the other, else "inconclusive (detectable effect X)".
+- **Finding 2** (learning configs): each metric's early value (mean over the measurements in the first quarter
+  of the run) against final validation success, as Spearman's rho within each env and as the correlation of
+  env-centred ranks pooled over envs (:func:`within_env_rho`); 95% intervals from a cluster bootstrap over seeds
+  (:func:`cluster_bootstrap`: all runs of a seed share a warm start, so a seed is the unit resampled). Values are
+  compared at 4 significant digits; a metric whose most common value covers more than half of an env's runs is
+  "constant/tied" there and gets no rho. Verdict on the pair fixed in advance (in-batch MI-ZScore-EMA against
+  in-batch H(Z|X), the paper's +0.39 / -0.14; the probe's MI-Seq / log N against its H(Z|X) as the second pair):
+  "held" when the interval of ``|rho_MI| - |rho_H|`` is above 0 and rho_MI's is above 0, "contradicted" when
+  the difference's is below 0, else "inconclusive".
+- **Finding 4** (Sokoban learning config): top minus bottom RV quartile, paired by seed, at equal steps (the last
+  step at which both runs of a seed have a measurement), and at the end with a run that stopped early carried at
+  its last value (stated as such). Like is compared with like: success with success, the in-batch MI-Seq / log P
+  of both arms, the probe's MI-Seq / log N of both arms.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import random
+from collections import Counter
+from collections.abc import Callable, Sequence
+from functools import cache
+from statistics import NormalDist
 from typing import Any
 
-from ragen_core.stats import mean_ci, paired_ci
+from ragen_core.collapse import collapse_from_history
+from ragen_core.stats import mean_ci, min_detectable_effect, paired_power
 
 __all__ = [
+    "PAPER",
     "average_ranks",
     "spearman",
     "spearman_ci",
+    "round_sig",
+    "tie_status",
+    "env_centred_ranks",
+    "within_env_rho",
+    "cluster_bootstrap",
     "early_value",
     "late_value",
+    "value_at",
     "peak_success",
     "final_success",
-    "mi_drop_step",
-    "entropy_alarm_step",
+    "run_collapse",
+    "paired_comparison",
+    "mde",
+    "seeds_needed",
     "finding_collapse",
     "finding_correlations",
     "finding_filtering",
     "finding_quartiles",
-    "verdict",
-    "mi_beats_entropy",
+    "power_analysis",
     "analyse",
-    "PAPER",
 ]
 
-#: The paper's numbers the report puts beside ours.
+#: The paper's numbers, quoted exactly (signs included).
 PAPER: dict[str, Any] = {
-    "spearman": {"mi_zscore_ema": 0.39, "mi_seq_est": 0.22, "retrieval_acc": None,
-                 "cond_entropy_est": -0.14, "marginal_entropy_est": -0.11},
-    "rv_heterogeneity": {"sokoban": "1.16 (3B) / 1.29 (14B): filtering helped (+3.2 / +4.6 points)",
-                         "frozenlake": "0.33 (GRPO): filtering did not help (-5.0 points)"},
+    # top-p (rho 0.9) minus no filter, peak validation success, points
+    "filtering": {
+        "PPO, Qwen2.5-3B": {"Sokoban": 16.0, "FrozenLake": 10.9, "MetaMathQA": 0.6, "Countdown": 0.0},
+        "GRPO": {"Sokoban": 9.0, "FrozenLake": -3.0, "MetaMathQA": 1.2, "Countdown": 2.2},
+        "PPO, Qwen2.5-0.5B": {"Sokoban": 22.9, "FrozenLake": 0.0, "MetaMathQA": -0.2, "Countdown": -0.7},
+        "Qwen2.5-VL-3B (vision)": {"Sokoban": 12.0, "FrozenLake": 59.5},
+    },
+    # RV heterogeneity of the pre-check -> effect of filtering (points)
+    "rv_heterogeneity": [("Sokoban, 14B", 1.29, 4.6), ("Sokoban, 3B", 1.16, 3.2), ("FrozenLake, GRPO", 0.33, -5.0)],
+    # Spearman's rho with final success
+    "spearman": {"mi_zscore_ema": 0.39, "mi_seq_est": 0.22, "marginal_entropy_est": -0.11, "cond_entropy_est": -0.14},
+    "spearman_text": "MI-ZScore (trajectory) +0.39, MI-Seq +0.22, marginal entropy -0.11, conditional entropy -0.14",
+    # RV quartiles (Sokoban, Qwen2.5-3B): success (%) and the paper's MI proxy
     "quartiles": {"rv_top_quartile": {"success": 21.1, "mi": 0.95},
                   "rv_bottom_quartile": {"success": 11.0, "mi": 0.73}},
 }
 
-#: RV heterogeneity above which filtering is predicted to help (between the paper's 0.33 and 1.16).
-HETEROGENEITY_THRESHOLD = 1.0
-#: The metrics correlated with final success (finding 2), in the order of the paper's sentence.
-CORRELATED = ("mi_zscore_ema", "mi_seq_est", "retrieval_acc", "cond_entropy_est", "marginal_entropy_est")
+#: Metrics correlated with final success (finding 2): key -> (source, field). In-batch first, then the probe's.
+CORRELATED: dict[str, tuple[str, str]] = {
+    "mi_zscore_ema": ("mi", "mi_zscore_ema"),
+    "mi_seq_est": ("mi", "mi_seq_est"),
+    "retrieval_acc": ("mi", "retrieval_acc"),
+    "cond_entropy_est": ("mi", "cond_entropy_est"),
+    "marginal_entropy_est": ("mi", "marginal_entropy_est"),
+    "probe_mi_seq_norm": ("probe", "mi_seq_norm"),
+    "probe_retrieval_margin": ("probe", "retrieval_margin"),
+    "probe_cond_entropy_est": ("probe", "cond_entropy_est"),
+    "probe_token_entropy": ("probe", "token_entropy"),
+}
+#: Finding 2's (MI, entropy) pairs, fixed in advance: the paper's headline pair first.
+CORRELATION_PAIRS = (("mi_zscore_ema", "cond_entropy_est"), ("probe_mi_seq_norm", "probe_cond_entropy_est"))
+#: Finding 3's outcomes: key -> (label, unit). All are "higher is better for filtering".
+OUTCOMES = {"margin_end": ("probe retrieval margin at the end (primary)", "margin"),
+            "steps_to_drop": ("steps until the MI drop (no drop: the last probe step, censored)", "steps"),
+            "success_end": ("validation success at the end", "points")}
+#: Effects whose seeds-needed the power analysis reports, per unit (success in fractions: 0.1 = 10 points).
+POWER_EFFECTS = {"margin": (0.1, 0.25), "steps": (5.0, 10.0), "points": (0.1, 0.2)}
+#: Significant digits at which metric values are compared for ranks and ties (finding 2).
+SIG_DIGITS = 4
+#: Bootstrap resamples and the seed of their RNG (repeatable reports).
+N_BOOT = 2000
+BOOT_SEED = 20240601
 
 
 # ------------------------------------------------------------------------------------------- rank statistics
@@ -78,27 +141,29 @@ def average_ranks(values: Sequence[float]) -> list[float]:
     return ranks
 
 
-def spearman(x: Sequence[float], y: Sequence[float]) -> float:
-    """Spearman's rho (Pearson correlation of average ranks); NaN if n < 3 or either side is constant."""
-    if len(x) != len(y):
-        raise ValueError(f"x and y must pair up; got {len(x)} and {len(y)} values")
-    n = len(x)
-    if n < 3:
-        return math.nan
-    rx, ry = average_ranks(x), average_ranks(y)
-    mx, my = sum(rx) / n, sum(ry) / n
-    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    sxx = sum((a - mx) ** 2 for a in rx)
-    syy = sum((b - my) ** 2 for b in ry)
+def _pearson(a: Sequence[float], b: Sequence[float]) -> float:
+    n = len(a)
+    ma, mb = sum(a) / n, sum(b) / n
+    sxy = sum((x - ma) * (y - mb) for x, y in zip(a, b))
+    sxx = sum((x - ma) ** 2 for x in a)
+    syy = sum((y - mb) ** 2 for y in b)
     if sxx == 0.0 or syy == 0.0:
         return math.nan
     return sxy / math.sqrt(sxx * syy)
 
 
-def spearman_ci(rho: float, n: int, level: float = 0.95) -> tuple[float, float]:
-    """Fisher-z interval of Spearman's rho with SE 1.03 / sqrt(n - 3); (NaN, NaN) when undefined."""
-    from statistics import NormalDist
+def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman's rho (Pearson correlation of average ranks); NaN if n < 3 or either side is constant."""
+    if len(x) != len(y):
+        raise ValueError(f"x and y must pair up; got {len(x)} and {len(y)} values")
+    if len(x) < 3:
+        return math.nan
+    return _pearson(average_ranks(x), average_ranks(y))
 
+
+def spearman_ci(rho: float, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Fisher-z interval of Spearman's rho with SE 1.03 / sqrt(n - 3), for independent runs; (NaN, NaN) when
+    undefined. The study's runs are clustered by seed: its intervals come from :func:`cluster_bootstrap`."""
     if n < 4 or not math.isfinite(rho):
         return math.nan, math.nan
     if abs(rho) >= 1.0:
@@ -108,19 +173,111 @@ def spearman_ci(rho: float, n: int, level: float = 0.95) -> tuple[float, float]:
     return math.tanh(z - half), math.tanh(z + half)
 
 
+def round_sig(x: float, digits: int = SIG_DIGITS) -> float:
+    """`x` rounded to `digits` significant digits (0 stays 0): the resolution at which metrics are compared."""
+    if x == 0.0 or not math.isfinite(x):
+        return x
+    return round(x, digits - 1 - int(math.floor(math.log10(abs(x)))))
+
+
+def tie_status(values: Sequence[float], digits: int = SIG_DIGITS) -> str | None:
+    """"constant" (one value), "tied" (the most common value, at `digits` significant digits, covers more than
+    half of the values) or None (enough distinct values to rank)."""
+    if not values:
+        return None
+    counts = Counter(round_sig(float(v), digits) for v in values)
+    if len(counts) == 1:
+        return "constant"
+    return "tied" if 2 * counts.most_common(1)[0][1] > len(values) else None
+
+
+def env_centred_ranks(values: Sequence[float], groups: Sequence[Any]) -> list[float]:
+    """Ranks within each group, centred and scaled: ``(r - (n_g + 1) / 2) / n_g`` for a value of rank r among
+    the n_g values of its group (average ranks for ties). Mean 0 in every group, range (-1/2, 1/2)."""
+    if len(values) != len(groups):
+        raise ValueError(f"values and groups must pair up; got {len(values)} and {len(groups)}")
+    out = [0.0] * len(values)
+    for g in dict.fromkeys(groups):
+        idx = [i for i, h in enumerate(groups) if h == g]
+        ranks = average_ranks([values[i] for i in idx])
+        n = len(idx)
+        for i, r in zip(idx, ranks):
+            out[i] = (r - (n + 1) / 2.0) / n
+    return out
+
+
+def within_env_rho(x: Sequence[float], y: Sequence[float], envs: Sequence[Any]) -> float:
+    """The correlation of env-centred ranks (:func:`env_centred_ranks`) of x and y, pooled over envs: a Spearman
+    rho from which the differences between envs (success levels, metric scales) are removed. With one env it is
+    Spearman's rho. NaN when fewer than 3 values or either side has no spread within any env."""
+    if not (len(x) == len(y) == len(envs)):
+        raise ValueError("x, y and envs must pair up")
+    if len(x) < 3:
+        return math.nan
+    return _pearson(env_centred_ranks(x, envs), env_centred_ranks(y, envs))
+
+
+def cluster_bootstrap(clusters: dict[Any, list[Any]], statistic: Callable[[list[Any]], Sequence[float]],
+                      n_boot: int = N_BOOT, seed: int = BOOT_SEED, level: float = 0.95) -> list[dict[str, Any]]:
+    """Percentile intervals of a vector statistic under resampling whole clusters with replacement.
+
+    Each resample draws ``K = len(clusters)`` cluster keys, the j-th being ``keys[floor(u_j * K)]`` with u_j the
+    next ``random.Random(seed).random()`` (keys in insertion order), and passes the concatenated items of the
+    drawn clusters (in draw order) to `statistic`, which returns one float per component (NaN where undefined on
+    that resample). Per component: the (1 - level)/2 and (1 + level)/2 quantiles (linear interpolation between
+    order statistics) of its finite values, and ``n_valid``, how many resamples gave one; (None, None) when fewer
+    than half of the resamples did.
+    """
+    keys = list(clusters)
+    if not keys:
+        raise ValueError("cluster_bootstrap needs at least one cluster")
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be >= 1; got {n_boot}")
+    rng = random.Random(seed)
+    k = len(keys)
+    draws: list[list[float]] = []
+    for _ in range(n_boot):
+        chosen = [keys[int(rng.random() * k)] for _ in range(k)]
+        items = [item for key in chosen for item in clusters[key]]
+        draws.append([float(v) for v in statistic(items)])
+    width = len(draws[0]) if draws else 0
+    out = []
+    for c in range(width):
+        vals = sorted(d[c] for d in draws if math.isfinite(d[c]))
+        if 2 * len(vals) < n_boot:
+            out.append({"ci95": [None, None], "n_valid": len(vals)})
+            continue
+        out.append({"ci95": [_quantile(vals, (1 - level) / 2), _quantile(vals, (1 + level) / 2)],
+                    "n_valid": len(vals)})
+    return out
+
+
+def _quantile(sorted_vals: list[float], q: float) -> float:
+    """Quantile q of sorted values, linear between order statistics (numpy's default, 'linear')."""
+    pos = q * (len(sorted_vals) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(sorted_vals) - 1)
+    return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (pos - lo)
+
+
 # ------------------------------------------------------------------------------------------- per-run values
 def _metric(m: dict[str, Any], key: str) -> float | None:
     if key == "mi_norm":
-        ub = m.get("mi_upper_bound")
-        v = m.get("mi_seq_est")
+        ub, v = m.get("mi_upper_bound"), m.get("mi_seq_est")
         return float(v) / float(ub) if isinstance(v, (int, float)) and isinstance(ub, (int, float)) and ub > 0 else None
     v = m.get(key)
     return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
 
 
-def _window_mean(record: dict[str, Any], key: str, early: bool, fraction: float = 0.25) -> float | None:
-    points = [(m["step"], _metric(m, key)) for m in record.get("mi", [])]
-    points = [(s, v) for s, v in points if v is not None]
+def _points(record: dict[str, Any], key: str, source: str = "mi") -> list[tuple[int, float]]:
+    if source == "val":
+        return [(int(s), float(v)) for s, v in record.get("val", [])]
+    pts = [(int(m["step"]), _metric(m, key)) for m in record.get(source) or []]
+    return [(s, v) for s, v in pts if v is not None]
+
+
+def _window_mean(record: dict[str, Any], key: str, early: bool, fraction: float, source: str) -> float | None:
+    points = _points(record, key, source)
     if not points:
         return None
     steps = max(int(record.get("steps") or 0), max(s for s, _ in points))
@@ -133,23 +290,27 @@ def _window_mean(record: dict[str, Any], key: str, early: bool, fraction: float 
     return sum(chosen) / len(chosen)
 
 
-def early_value(record: dict[str, Any], key: str, fraction: float = 0.25) -> float | None:
-    """Mean of `key` over the MI measurements in the first `fraction` of the steps (at least the first one)."""
-    return _window_mean(record, key, early=True, fraction=fraction)
+def early_value(record: dict[str, Any], key: str, fraction: float = 0.25, source: str = "mi") -> float | None:
+    """Mean of `key` over the measurements (of `source`: "mi" or "probe") in the first `fraction` of the steps
+    (at least the first one)."""
+    return _window_mean(record, key, True, fraction, source)
 
 
-def late_value(record: dict[str, Any], key: str, fraction: float = 0.25) -> float | None:
-    """Mean of `key` over the MI measurements in the last `fraction` of the steps (at least the last one)."""
-    return _window_mean(record, key, early=False, fraction=fraction)
+def late_value(record: dict[str, Any], key: str, fraction: float = 0.25, source: str = "mi") -> float | None:
+    """Mean of `key` over the measurements in the last `fraction` of the steps (at least the last one)."""
+    return _window_mean(record, key, False, fraction, source)
 
 
-def first_value(record: dict[str, Any], key: str) -> float | None:
-    """`key` at the run's first MI measurement."""
-    for m in record.get("mi", []):
-        v = _metric(m, key)
-        if v is not None:
-            return v
-    return None
+def first_value(record: dict[str, Any], key: str, source: str = "mi") -> float | None:
+    """`key` at the run's first measurement of `source`."""
+    pts = _points(record, key, source)
+    return pts[0][1] if pts else None
+
+
+def value_at(record: dict[str, Any], key: str, step: int, source: str = "mi") -> float | None:
+    """`key` at the last measurement of `source` ("mi", "probe" or "val") at or before `step`."""
+    pts = [v for s, v in _points(record, key, source) if s <= step]
+    return pts[-1] if pts else None
 
 
 def peak_success(record: dict[str, Any]) -> float | None:
@@ -159,9 +320,49 @@ def peak_success(record: dict[str, Any]) -> float | None:
 
 
 def final_success(record: dict[str, Any]) -> float | None:
-    """Validation success at the run's last evaluation."""
+    """Validation success at the run's last evaluation (a run that stopped early: its last value, carried)."""
     val = record.get("val", [])
     return max(val)[1] if val else None
+
+
+def run_collapse(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The template-collapse verdict of one run from its probe curves (:func:`ragen_core.collapse.detect_collapse`
+    with its defaults: drop 0.5, band 0.25), plus ``last_probe_step``; None without >= 2 probe measurements.
+    Curves the detector refuses (non-finite values, a zero starting entropy) give ``collapsed: False`` and the
+    reason."""
+    probe = record.get("probe") or []
+    history = [{"step": p["step"], "probe/retrieval_margin": p.get("retrieval_margin"),
+                "probe/token_entropy": p.get("token_entropy"), "probe/cond_entropy_est": p.get("cond_entropy_est")}
+               for p in probe]
+    usable = [h for h in history if all(isinstance(v, (int, float)) for v in h.values())]
+    if len(usable) < 2:
+        return None
+    try:
+        v = collapse_from_history(usable)
+    except ValueError as e:
+        return {"collapsed": False, "reason": f"probe curves refused: {e}", "drop_step": None,
+                "entropy_alarm_step": None, "cond_entropy_alarm_step": None, "last_probe_step": usable[-1]["step"],
+                "margin_start": None, "margin_min": None, "margin_end": None, "entropy_ratio": None,
+                "cond_entropy_ratio": None, "entropy_first": False}
+    out = v.as_dict()
+    out["last_probe_step"] = int(usable[-1]["step"])
+    drop = out["drop_step"]
+    alarms = [a for a in (out["entropy_alarm_step"], out["cond_entropy_alarm_step"]) if a is not None]
+    out["entropy_first"] = drop is not None and any(a <= drop for a in alarms)
+    return out
+
+
+def _runs(records: list[dict[str, Any]], env: str | None = None, arm: str | None = None) -> list[dict[str, Any]]:
+    out = [r for r in records if (env is None or r["env"] == env) and (arm is None or r["arm"] == arm)]
+    return sorted(out, key=lambda r: r["seed"])
+
+
+def _nan_none(x: float | None) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
 def _ci(values: list[float]) -> dict[str, Any]:
@@ -171,248 +372,347 @@ def _ci(values: list[float]) -> dict[str, Any]:
     return {"n": len(values), "mean": m, "ci95": [_nan_none(lo), _nan_none(hi)], "values": values}
 
 
-def _nan_none(x: float) -> float | None:
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
+# ------------------------------------------------------------------------------------------- power
+@cache
+def _mde_unit(n: int, power: float = 0.8) -> float:
+    """The minimum detectable effect for a paired SD of 1 (the power depends on effect / sd only)."""
+    return min_detectable_effect(1.0, n, power=power)
 
 
-def _runs(records: list[dict[str, Any]], env: str | None = None, arm: str | None = None) -> list[dict[str, Any]]:
-    out = [r for r in records if (env is None or r["env"] == env) and (arm is None or r["arm"] == arm)]
-    return sorted(out, key=lambda r: r["seed"])
+def mde(sd: float | None, n: int, power: float = 0.8) -> float | None:
+    """Minimum detectable paired mean difference at `power` (alpha 0.05, two-sided): ``sd * MDE(1, n)``
+    (:func:`ragen_core.stats.min_detectable_effect` scales linearly in sd); None when n < 2 or sd is 0."""
+    if sd is None or n < 2 or not math.isfinite(sd) or sd <= 0:
+        return None
+    return sd * _mde_unit(n, power)
 
 
-# ------------------------------------------------------------------------------------------- the findings
-#: Token entropy at this multiple of its first measurement counts as a visible entropy alarm (finding 1).
-ENTROPY_ALARM = 2.0
+@cache
+def _power_unit(d: float, n: int) -> float:
+    return paired_power(d, 1.0, n)
 
 
-def _first_step(record: dict[str, Any], test: Any) -> int | None:
-    for m in record.get("mi", []):
-        if test(m):
-            return int(m["step"])
+def seeds_needed(effect: float, sd: float, power: float = 0.8, max_n: int = 1000) -> int | None:
+    """The smallest number of seeds (pairs) n >= 2 whose paired t-test detects `effect` with probability `power`:
+    the same answer as :func:`ragen_core.stats.pairs_needed`, found from the normal approximation
+    ``n ~ ((z_{0.975} + z_power) sd / effect)^2`` and then stepped to the exact boundary (the power rises with n).
+    None when more than `max_n` are needed."""
+    if not (math.isfinite(sd) and sd > 0) or not effect:
+        raise ValueError(f"need sd > 0 and a non-zero effect; got effect {effect}, sd {sd}")
+    d = abs(effect) / sd
+    z = NormalDist().inv_cdf(0.975) + NormalDist().inv_cdf(power)
+    guess = math.ceil((z / d) ** 2)
+    if guess > 2 * max_n:
+        return None
+    n = min(max(guess, 2), max_n)
+    if _power_unit(d, n) >= power:
+        while n > 2 and _power_unit(d, n - 1) >= power:
+            n -= 1
+        return n
+    while n < max_n:
+        n += 1
+        if _power_unit(d, n) >= power:
+            return n
     return None
 
 
-def mi_drop_step(record: dict[str, Any]) -> int | None:
-    """First MI measurement where retrieval accuracy has lost at least half of its starting margin over chance."""
-    start, chance = first_value(record, "retrieval_acc"), first_value(record, "retrieval_chance") or 0.0
-    if start is None or start - chance <= 0:
-        return None
-    return _first_step(record, lambda m: (_metric(m, "retrieval_acc") is not None
-                                          and _metric(m, "retrieval_acc") - chance <= 0.5 * (start - chance)))
+def paired_comparison(a: dict[int, float | None], b: dict[int, float | None], fmt: Callable[[float], str],
+                      direction: int = 1) -> dict[str, Any]:
+    """``a - b`` paired by seed (the keys), over the seeds where both are known: n, mean, 95% t-interval, paired
+    SD, minimum detectable effect at 80% power, per-seed differences and the verdict.
 
-
-def entropy_alarm_step(record: dict[str, Any], factor: float = ENTROPY_ALARM) -> int | None:
-    """First MI measurement where token entropy has moved by `factor` from its first value, up (>= factor x)
-    or down (<= 1 / factor x): what an entropy dashboard would notice."""
-    start = first_value(record, "token_entropy")
-    if start is None:
-        return None
-
-    def moved(m: dict[str, Any]) -> bool:
-        v = _metric(m, "token_entropy")
-        return v is not None and (v >= factor * start or v <= start / factor)
-
-    return _first_step(record, moved)
-
-
-def finding_collapse(records: list[dict[str, Any]], env: str = "sokoban", collapse_arm: str = "entropy_bonus",
-                     healthy_arm: str = "top_p") -> dict[str, Any]:
-    """Finding 1: start and end (late quarter) of token entropy, H(Z|X), normalised MI and retrieval accuracy,
-    and per seed which signal moved first.
-
-    "Invisible to entropy" is tested on the order of events, not on the end state (a run whose tokens become
-    uniform noise ends in the high-H / low-MI quadrant too, but entropy shows it long before): per seed, the MI
-    drop is the first measurement where retrieval accuracy has lost half of its margin over chance, the entropy
-    alarm the first where token entropy moved by ``ENTROPY_ALARM`` (x or /) from its first value. ``shown`` is
-    True when in a majority of the collapse arm's seeds MI dropped before any entropy alarm (or with none at all),
-    and the healthy arm kept at least half of its retrieval margin (mean over seeds).
+    Verdict: "held" when the interval excludes 0 on the side of `direction` (+1: a higher), "contradicted" when
+    it excludes 0 on the other side, "inconclusive (detectable effect X)" otherwise (X by `fmt`); with one seed
+    "inconclusive (1 seed: no interval)"; with none "not tested (no seed has both arms)".
     """
-    out: dict[str, Any] = {"env": env, "arms": {}, "entropy_alarm_factor": ENTROPY_ALARM}
-    for arm in (collapse_arm, healthy_arm):
-        runs = [r for r in _runs(records, env, arm) if r.get("mi")]
-        if not runs:
-            continue
-        arm_out: dict[str, Any] = {"seeds": [r["seed"] for r in runs]}
-        for key in ("token_entropy", "cond_entropy_est", "marginal_entropy_est", "mi_norm", "retrieval_acc",
-                    "retrieval_chance"):
-            start = [first_value(r, key) for r in runs]
-            end = [late_value(r, key) for r in runs]
-            arm_out[key] = {"start": _mean([v for v in start if v is not None]),
-                            "end": _mean([v for v in end if v is not None])}
-        arm_out["final_success"] = _ci([v for v in (final_success(r) for r in runs) if v is not None])
-        arm_out["trajectories"] = [
-            {"seed": r["seed"], "points": [[m["step"], _metric(m, "cond_entropy_est"), _metric(m, "mi_norm")]
-                                           for m in r["mi"]]} for r in runs]
-        arm_out["regimes_end"] = [r["mi"][-1].get("regime") for r in runs]
-        arm_out["order"] = []
-        for r in runs:
-            drop, alarm = mi_drop_step(r), entropy_alarm_step(r)
-            arm_out["order"].append({
-                "seed": r["seed"], "mi_drop_step": drop, "entropy_alarm_step": alarm,
-                "entropy_at_mi_drop": next((_metric(m, "token_entropy") for m in r["mi"] if m["step"] == drop), None),
-                "mi_first": drop is not None and (alarm is None or drop < alarm)})
-        out["arms"][arm] = arm_out
-
-    def margin_kept(arm: str) -> float | None:
-        a = out["arms"].get(arm)
-        if not a or a["retrieval_acc"]["start"] is None or a["retrieval_acc"]["end"] is None:
-            return None
-        chance = a["retrieval_chance"]["start"] or 0.0
-        start = a["retrieval_acc"]["start"] - chance
-        return None if start <= 0 else (a["retrieval_acc"]["end"] - chance) / start
-
-    kept_c, kept_h = margin_kept(collapse_arm), margin_kept(healthy_arm)
-    c = out["arms"].get(collapse_arm)
-    order = c["order"] if c else []
-    out["retrieval_margin_kept"] = {collapse_arm: kept_c, healthy_arm: kept_h}
-    out["mi_fell"] = kept_c is not None and kept_c <= 0.5
-    out["mi_first_seeds"] = sum(o["mi_first"] for o in order)
-    out["shown"] = bool(order and 2 * out["mi_first_seeds"] > len(order) and kept_h is not None and kept_h >= 0.5)
+    common = sorted(s for s in set(a) & set(b) if a[s] is not None and b[s] is not None)
+    diffs = [float(a[s]) - float(b[s]) for s in common]  # type: ignore[arg-type]
+    out: dict[str, Any] = {"n": len(diffs), "seeds": common, "diffs": diffs, "mean": None, "ci95": [None, None],
+                           "sd": None, "mde": None}
+    if not diffs:
+        out["verdict"] = "not tested (no seed has both arms)"
+        return out
+    m, lo, hi = mean_ci(diffs)
+    out["mean"] = m
+    if len(diffs) < 2:
+        out["verdict"] = "inconclusive (1 seed: no interval)"
+        return out
+    sd = math.sqrt(sum((d - m) ** 2 for d in diffs) / (len(diffs) - 1))
+    if sd <= 1e-12 * max(1.0, abs(m)):  # every seed the same difference (rounding aside): a point interval
+        sd, lo, hi = 0.0, m, m
+    out.update(ci95=[lo, hi], sd=sd, mde=mde(sd, len(diffs)))
+    above, below = lo > 0, hi < 0  # the interval excludes 0 on one side
+    if (above and direction > 0) or (below and direction < 0):
+        out["verdict"] = "held"
+    elif above or below:
+        out["verdict"] = "contradicted"
+    else:
+        what = fmt(out["mde"]) if out["mde"] is not None else "n/a: no spread between seeds"
+        out["verdict"] = f"inconclusive (detectable effect {what})"
     return out
 
 
-def finding_correlations(records: list[dict[str, Any]], exclude_arm: str = "entropy_bonus") -> dict[str, Any]:
-    """Finding 2: Spearman's rho of each metric's early value with final success, over every run, and over the
-    runs of the other arms (``rho_without``: the collapse arm's forced entropy can drive the entropy rows alone)."""
-    out: dict[str, Any] = {}
-    for key in CORRELATED:
-        entry: dict[str, Any] = {"paper": PAPER["spearman"][key], "excluded_arm": exclude_arm}
-        for suffix, subset in (("", records), ("_without", [r for r in records if r["arm"] != exclude_arm])):
-            pairs = [(early_value(r, key), final_success(r)) for r in subset]
-            pairs = [(x, y) for x, y in pairs if x is not None and y is not None]
-            xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
-            rho = spearman(xs, ys) if len(pairs) >= 3 else math.nan
-            lo, hi = spearman_ci(rho, len(pairs))
-            entry.update({f"n{suffix}": len(pairs), f"rho{suffix}": _nan_none(rho),
-                          f"ci95{suffix}": [_nan_none(lo), _nan_none(hi)],
-                          f"constant{suffix}": len(pairs) >= 3 and len(set(xs)) == 1})
-            if not suffix:
-                entry["by_env"] = {}
-                for env in sorted({r["env"] for r in subset}):
-                    ep = [(early_value(r, key), final_success(r)) for r in subset if r["env"] == env]
-                    ep = [(x, y) for x, y in ep if x is not None and y is not None]
-                    rho_e = spearman([x for x, _ in ep], [y for _, y in ep]) if len(ep) >= 3 else math.nan
-                    entry["by_env"][env] = {"n": len(ep), "rho": _nan_none(rho_e)}
-                entry["points"] = pairs
-                entry["share_at_ceiling"] = (sum(x >= 0.95 for x in xs) / len(xs)
-                                             if key == "retrieval_acc" and xs else None)
-        out[key] = entry
-    return out
+def fmt_unit(unit: str) -> Callable[[float], str]:
+    """Formatter of an effect in `unit` ("points": a success fraction shown in points, "margin", "steps")."""
+    if unit == "points":
+        return lambda x: f"{100 * x:.1f} points"
+    if unit == "steps":
+        return lambda x: f"{x:.1f} steps"
+    return lambda x: f"{x:.3f}"
 
 
-def finding_filtering(records: list[dict[str, Any]], envs: Sequence[str] = ("sokoban", "frozenlake"),
-                      arms: Sequence[str] = ("no_filter", "top_p", "random")) -> dict[str, Any]:
-    """Finding 3: peak success per (env, arm) with its t-interval over seeds, paired differences by seed, and the
-    RV heterogeneity pre-check (the step-1 batch, rolled out by the warm-started policy: shared by every arm of a
-    seed) with its prediction."""
+# ------------------------------------------------------------------------------------------- the findings
+def _criterion_verdict(n: int, n_collapsed: int, n_entropy_first: int, n_no_drop: int, min_seeds: int = 5,
+                       share: float = 0.8) -> str:
+    if n == 0:
+        return "not tested (no no-filter run with probe measurements)"
+    if n_collapsed >= share * n and n >= min_seeds:
+        return "held"
+    if 2 * n_entropy_first > n:
+        return "contradicted"
+    why = []
+    if n < min_seeds:
+        why.append(f"{n} seed{'s' if n > 1 else ''}; the criterion needs >= {min_seeds}")
+    why.append(f"signature on {n_collapsed} of {n}")
+    if n_no_drop:
+        why.append(f"no MI drop on {n_no_drop}")
+    if n_entropy_first:
+        why.append(f"entropy alarm at or before the drop on {n_entropy_first}")
+    return f"inconclusive ({'; '.join(why)})"
+
+
+def finding_collapse(records: list[dict[str, Any]], envs: Sequence[str] = ("collapse_sokoban", "collapse_frozenlake"),
+                     collapse_arm: str = "no_filter") -> dict[str, Any]:
+    """Finding 1: the collapse signature per run of every arm of `envs` (probe curves), and the verdict on the
+    `collapse_arm` runs of each env (see the module docstring)."""
     out: dict[str, Any] = {}
     for env in envs:
-        env_out: dict[str, Any] = {"arms": {}, "differences": {}}
-        peaks: dict[str, dict[int, float]] = {}
-        for arm in arms:
-            runs = _runs(records, env, arm)
-            peaks[arm] = {r["seed"]: p for r in runs if (p := peak_success(r)) is not None}
-            env_out["arms"][arm] = {"peak": _ci(list(peaks[arm].values())), "seeds": sorted(peaks[arm]),
-                                    "final": _ci([v for v in (final_success(r) for r in runs) if v is not None])}
-        for a, b in (("top_p", "no_filter"), ("random", "no_filter"), ("top_p", "random")):
-            common = sorted(set(peaks.get(a, {})) & set(peaks.get(b, {})))
-            if common:
-                m, lo, hi = paired_ci([peaks[b][s] for s in common], [peaks[a][s] for s in common])
-                env_out["differences"][f"{a}-{b}"] = {"n": len(common), "mean": m,
-                                                      "ci95": [_nan_none(lo), _nan_none(hi)]}
-        by_seed = {}
-        for r in _runs(records, env):
-            if r.get("rv_heterogeneity_first") is not None:
-                by_seed.setdefault(r["seed"], r["rv_heterogeneity_first"])
-        h = _mean(list(by_seed.values()))
-        env_out["rv_heterogeneity"] = {"by_seed": by_seed, "mean": h, "paper": PAPER["rv_heterogeneity"].get(env)}
-        diff = env_out["differences"].get("top_p-no_filter")
-        if h is not None and diff is not None:
-            predicted = h > HETEROGENEITY_THRESHOLD
-            outcome = verdict(diff)
-            env_out["prediction"] = {"predicted_helps": predicted, "outcome": outcome,
-                                     "held": predicted == (outcome == "helped"), "threshold": HETEROGENEITY_THRESHOLD}
+        env_out: dict[str, Any] = {"arms": {}}
+        for arm in dict.fromkeys(r["arm"] for r in _runs(records, env)):
+            per_seed = []
+            for r in _runs(records, env, arm):
+                v = run_collapse(r)
+                if v is not None:
+                    per_seed.append({"seed": r["seed"], **v, "final_success": final_success(r)})
+            env_out["arms"][arm] = {
+                "runs": per_seed, "n": len(per_seed),
+                "n_collapsed": sum(p["collapsed"] for p in per_seed),
+                "n_entropy_first": sum(p["entropy_first"] for p in per_seed),
+                "n_no_drop": sum(p["drop_step"] is None for p in per_seed),
+                "no_probe": [r["seed"] for r in _runs(records, env, arm) if run_collapse(r) is None]}
+        c = env_out["arms"].get(collapse_arm, {"n": 0, "n_collapsed": 0, "n_entropy_first": 0, "n_no_drop": 0})
+        env_out["verdict"] = _criterion_verdict(c["n"], c["n_collapsed"], c["n_entropy_first"], c["n_no_drop"])
         out[env] = env_out
     return out
 
 
-def _paired_arm_difference(records: list[dict[str, Any]], env: str, arm_a: str, arm_b: str,
-                           measure: Any) -> dict[str, Any] | None:
-    """Mean of ``measure(a) - measure(b)`` over the seeds both arms ran (paired by seed), with its 95% t-interval;
-    None when no seed has both."""
-    a = {r["seed"]: measure(r) for r in _runs(records, env, arm_a)}
-    b = {r["seed"]: measure(r) for r in _runs(records, env, arm_b)}
-    common = sorted(s for s in set(a) & set(b) if a[s] is not None and b[s] is not None)
-    if not common:
-        return None
-    m, lo, hi = paired_ci([b[s] for s in common], [a[s] for s in common])
-    return {"n": len(common), "mean": m, "ci95": [_nan_none(lo), _nan_none(hi)]}
+def _outcomes(record: dict[str, Any]) -> dict[str, float | None]:
+    v = run_collapse(record)
+    probe = _points(record, "retrieval_margin", "probe")
+    steps_to_drop = None
+    if v is not None:
+        steps_to_drop = float(v["drop_step"] if v["drop_step"] is not None else v["last_probe_step"])
+    return {"margin_end": probe[-1][1] if probe else None, "steps_to_drop": steps_to_drop,
+            "success_end": final_success(record),
+            "censored": None if v is None else v["drop_step"] is None}
 
 
-def finding_quartiles(records: list[dict[str, Any]], env: str = "sokoban") -> dict[str, Any]:
-    """Finding 4: peak and final success, late retrieval accuracy and late normalised MI of the two quartile arms."""
+def finding_filtering(records: list[dict[str, Any]], envs: Sequence[str] = ("collapse_sokoban", "collapse_frozenlake"),
+                      comparisons: Sequence[tuple[str, str]] = (("top_p", "no_filter"), ("top_p", "random"))
+                      ) -> dict[str, Any]:
+    """Finding 3: per env, each arm's outcomes by seed, and every comparison of `comparisons` on every outcome of
+    :data:`OUTCOMES` (:func:`paired_comparison`, direction: the first arm higher)."""
     out: dict[str, Any] = {}
-    for arm in ("rv_top_quartile", "rv_bottom_quartile"):
-        runs = _runs(records, env, arm)
-        if not runs:
-            continue
-        out[arm] = {
-            "seeds": [r["seed"] for r in runs],
-            "steps": [r["steps"] for r in runs],
-            "peak": _ci([v for v in (peak_success(r) for r in runs) if v is not None]),
-            "final": _ci([v for v in (final_success(r) for r in runs) if v is not None]),
-            "retrieval_acc_late": _ci([v for v in (late_value(r, "retrieval_acc") for r in runs) if v is not None]),
-            "mi_norm_late": _ci([v for v in (late_value(r, "mi_norm") for r in runs) if v is not None]),
-            "zero_variance_fraction": _mean([r["zero_variance_fraction"] for r in runs
-                                             if r.get("zero_variance_fraction") is not None]),
-            "paper": PAPER["quartiles"][arm],
-        }
-    if len(out) == 2:
-        for name, measure in (("peak", peak_success), ("final", final_success)):
-            diff = _paired_arm_difference(records, env, "rv_top_quartile", "rv_bottom_quartile", measure)
-            if diff is not None:
-                out[f"top_minus_bottom_{name}"] = {**diff, "verdict": verdict(diff, "top higher", "bottom higher")}
+    for env in envs:
+        arms = dict.fromkeys(a for pair in comparisons for a in pair)
+        by_arm = {arm: {r["seed"]: _outcomes(r) for r in _runs(records, env, arm)} for arm in arms}
+        env_out: dict[str, Any] = {"arms": {}, "comparisons": {}}
+        for arm, seeds in by_arm.items():
+            env_out["arms"][arm] = {
+                "seeds": sorted(seeds),
+                **{k: _ci([o[k] for o in seeds.values() if o[k] is not None]) for k in OUTCOMES},
+                "censored": sum(bool(o["censored"]) for o in seeds.values())}
+        for a, b in comparisons:
+            key = f"{a}-{b}"
+            env_out["comparisons"][key] = {
+                k: paired_comparison({s: o[k] for s, o in by_arm[a].items()}, {s: o[k] for s, o in by_arm[b].items()},
+                                     fmt_unit(unit)) for k, (_, unit) in OUTCOMES.items()}
+        het = {}
+        for r in _runs(records, env):
+            if r.get("rv_heterogeneity_first") is not None:
+                het.setdefault(r["seed"], r["rv_heterogeneity_first"])
+        env_out["rv_heterogeneity"] = {"by_seed": het, "mean": _mean(list(het.values()))}
+        out[env] = env_out
     return out
 
 
-def verdict(diff: dict[str, Any], higher: str = "helped", lower: str = "hurt") -> str:
-    """`higher` (95% interval above 0), `lower` (below 0), "no clear difference" (it contains 0), or, without an
-    interval (one seed), "higher (1 seed)" / "not higher (1 seed)"."""
-    lo, hi = diff["ci95"]
+def power_analysis(filtering: dict[str, Any], comparison: str = "top_p-no_filter") -> list[dict[str, Any]]:
+    """Seeds needed (80% power, two-sided alpha 0.05) for the effects of :data:`POWER_EFFECTS`, from the paired SD
+    of `comparison` on each outcome of each env of `filtering` (rows without an SD are skipped)."""
+    rows = []
+    for env, e in filtering.items():
+        for k, (label, unit) in OUTCOMES.items():
+            c = e["comparisons"].get(comparison, {}).get(k)
+            if not c or not c.get("sd"):
+                continue
+            needed = {}
+            for eff in POWER_EFFECTS[unit]:
+                needed[eff] = seeds_needed(eff, c["sd"])
+            rows.append({"env": env, "outcome": k, "label": label, "unit": unit, "sd": c["sd"], "n": c["n"],
+                         "mde": c["mde"], "needed": needed})
+    return rows
+
+
+def finding_correlations(records: list[dict[str, Any]], envs: Sequence[str] = ("sokoban", "frozenlake"),
+                         n_boot: int = N_BOOT, seed: int = BOOT_SEED) -> dict[str, Any]:
+    """Finding 2 on the runs of `envs` (see the module docstring): per metric, per env Spearman's rho, the
+    env-centred pooled rho over the envs where the metric is not constant/tied, cluster-bootstrap intervals
+    (seeds resampled), and the verdicts of :data:`CORRELATION_PAIRS`."""
+    runs = [r for r in records if r["env"] in envs and final_success(r) is not None]
+    items = []
+    for r in runs:
+        early = {k: early_value(r, field, source=src) for k, (src, field) in CORRELATED.items()}
+        y = final_success(r)
+        # Ranked at SIG_DIGITS significant digits: float noise below that must not order runs.
+        items.append({"seed": r["seed"], "env": r["env"], "y": y, "x": early, "ry": round_sig(y),
+                      "rx": {k: None if v is None else round_sig(v) for k, v in early.items()}})
+    env_list = [e for e in envs if any(i["env"] == e for i in items)]
+    metrics: dict[str, Any] = {}
+    for k in CORRELATED:
+        have = [i for i in items if i["x"][k] is not None]
+        status = {e: tie_status([i["x"][k] for i in have if i["env"] == e]) for e in env_list}
+        status = {e: s for e, s in status.items() if any(i["env"] == e for i in have)}
+        metrics[k] = {"n": len(have), "paper": PAPER["spearman"].get(k), "status": status,
+                      "envs_used": [e for e, s in status.items() if s is None],
+                      "by_env": {e: {"n": sum(i["env"] == e for i in have), "status": status[e]} for e in status}}
+
+    def stat(sample: list[dict[str, Any]]) -> list[float]:
+        vals = []
+        for k, m in metrics.items():
+            for e in m["by_env"]:
+                if m["by_env"][e]["status"] is not None:
+                    vals.append(math.nan)
+                    continue
+                pts = [(i["rx"][k], i["ry"]) for i in sample if i["env"] == e and i["rx"][k] is not None]
+                vals.append(spearman([p[0] for p in pts], [p[1] for p in pts]))
+            pts = [(i["rx"][k], i["ry"], i["env"]) for i in sample
+                   if i["env"] in m["envs_used"] and i["rx"][k] is not None]
+            vals.append(within_env_rho([p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts])
+                        if pts else math.nan)
+        return vals
+
+    point = stat(items)
+    clusters: dict[Any, list[Any]] = {}
+    for i in items:
+        clusters.setdefault(i["seed"], []).append(i)
+    boot = cluster_bootstrap(clusters, lambda s: _with_pairs(stat(s), metrics), n_boot, seed) if clusters else []
+    j = 0
+    for m in metrics.values():
+        for e in m["by_env"]:
+            m["by_env"][e].update(rho=_nan_none(point[j]), ci95=boot[j]["ci95"] if boot else [None, None])
+            j += 1
+        m.update(rho=_nan_none(point[j]), ci95=boot[j]["ci95"] if boot else [None, None],
+                 n_valid=boot[j]["n_valid"] if boot else 0)
+        j += 1
+    pairs_point = _with_pairs(point, metrics)[j:]
+    pairs = []
+    for p, (mi_key, h_key) in enumerate(CORRELATION_PAIRS):
+        diff_ci = boot[j + p]["ci95"] if boot else [None, None]
+        pairs.append({"mi": mi_key, "entropy": h_key, "diff": _nan_none(pairs_point[p]), "diff_ci95": diff_ci,
+                      "verdict": _pair_verdict(metrics[mi_key], metrics[h_key], diff_ci)})
+    return {"envs": env_list, "n_runs": len(items), "n_seeds": len(clusters), "n_boot": n_boot, "boot_seed": seed,
+            "metrics": metrics, "pairs": pairs,
+            "points": [{"env": i["env"], "seed": i["seed"], "y": i["y"], **i["x"]} for i in items]}
+
+
+def _with_pairs(vals: list[float], metrics: dict[str, Any]) -> list[float]:
+    """Append ``|rho_MI| - |rho_H|`` of each pair of :data:`CORRELATION_PAIRS` (pooled rhos) to `vals`."""
+    pooled = {}
+    j = 0
+    for k, m in metrics.items():
+        j += len(m["by_env"])
+        pooled[k] = vals[j]
+        j += 1
+    return [*vals, *(abs(pooled[a]) - abs(pooled[b]) for a, b in CORRELATION_PAIRS)]
+
+
+def _pair_verdict(mi: dict[str, Any], h: dict[str, Any], diff_ci: list[float | None]) -> str:
+    for name, m in (("the MI metric", mi), ("the entropy metric", h)):
+        if m["n"] == 0:
+            return f"not tested ({name} was not measured)"
+        if not m["envs_used"]:
+            return f"inconclusive ({name} is constant/tied in every env: not correlated)"
+    lo, hi = diff_ci
     if lo is None or hi is None:
-        return "higher (1 seed)" if diff["mean"] > 0 else "not higher (1 seed)"
-    if lo > 0:
-        return higher
+        return "inconclusive (no bootstrap interval)"
+    mi_lo = mi["ci95"][0]
+    if lo > 0 and mi_lo is not None and mi_lo > 0:
+        return "held"
     if hi < 0:
-        return lower
-    return "no clear difference"
+        return "contradicted"
+    return "inconclusive (the interval of abs(rho_MI) - abs(rho_H) contains 0, or rho_MI's does)"
 
 
-def mi_beats_entropy(corr: dict[str, Any], suffix: str = "") -> bool | None:
-    """Finding 2's claim as a test: the best MI proxy predicts final success better than the best entropy, by
-    the size of Spearman's rho (|rho|: a strong negative correlation predicts as well as a positive one)."""
-    mi = [abs(corr[k][f"rho{suffix}"]) for k in ("mi_zscore_ema", "mi_seq_est") if corr[k][f"rho{suffix}"] is not None]
-    ent = [abs(corr[k][f"rho{suffix}"]) for k in ("cond_entropy_est", "marginal_entropy_est")
-           if corr[k][f"rho{suffix}"] is not None]
-    return (max(mi) > max(ent)) if mi and ent else None
+def finding_quartiles(records: list[dict[str, Any]], env: str = "sokoban") -> dict[str, Any]:
+    """Finding 4: top minus bottom RV quartile, paired by seed, at equal steps and at the end (a stopped run
+    carried at its last value), on success, in-batch MI-Seq / log P and the probe's MI-Seq / log N."""
+    top = {r["seed"]: r for r in _runs(records, env, "rv_top_quartile")}
+    bottom = {r["seed"]: r for r in _runs(records, env, "rv_bottom_quartile")}
+    measures = {"success": ("val", "success", "points"), "mi_norm": ("mi", "mi_norm", "margin"),
+                "probe_mi_seq_norm": ("probe", "mi_seq_norm", "margin")}
+    out: dict[str, Any] = {"arms": {}, "paper": PAPER["quartiles"], "equal_steps": {}, "at_end": {}, "seeds": {}}
+    for arm, runs in (("rv_top_quartile", top), ("rv_bottom_quartile", bottom)):
+        out["arms"][arm] = {"seeds": sorted(runs), "steps": [runs[s]["steps"] for s in sorted(runs)],
+                            "zero_variance_fraction": _mean([r["zero_variance_fraction"] for r in runs.values()
+                                                             if r.get("zero_variance_fraction") is not None])}
+    common = sorted(set(top) & set(bottom))
+    for name, (src, key, unit) in measures.items():
+        eq_a: dict[int, float | None] = {}
+        eq_b: dict[int, float | None] = {}
+        end_a: dict[int, float | None] = {}
+        end_b: dict[int, float | None] = {}
+        for s in common:
+            pa, pb = dict(_points(top[s], key, src)), dict(_points(bottom[s], key, src))
+            limit = min(top[s]["steps"], bottom[s]["steps"])
+            both = [st for st in pa if st in pb and st <= limit]
+            at = max(both) if both else None
+            eq_a[s], eq_b[s] = (pa[at], pb[at]) if at is not None else (None, None)
+            if at is not None:
+                out["seeds"].setdefault(s, {})[f"{name}_step"] = at
+            end_a[s] = pa[max(pa)] if pa else None
+            end_b[s] = pb[max(pb)] if pb else None
+        fmt = fmt_unit(unit)
+        out["equal_steps"][name] = {**paired_comparison(eq_a, eq_b, fmt),
+                                    "top": _mean([v for v in eq_a.values() if v is not None]),
+                                    "bottom": _mean([v for v in eq_b.values() if v is not None])}
+        out["at_end"][name] = {**paired_comparison(end_a, end_b, fmt),
+                               "top": _mean([v for v in end_a.values() if v is not None]),
+                               "bottom": _mean([v for v in end_b.values() if v is not None])}
+    return out
 
 
-def analyse(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """All four findings, and a per-run table."""
-    runs = [{"name": r["name"], "env": r["env"], "arm": r["arm"], "seed": r["seed"], "steps": r["steps"],
-             "before": dict(r["val"]).get(0), "peak": peak_success(r), "final": final_success(r),
-             "rv_heterogeneity_first": r.get("rv_heterogeneity_first"),
-             "early": {k: early_value(r, k) for k in (*CORRELATED, "token_entropy", "mi_norm")},
-             "late": {k: late_value(r, k) for k in (*CORRELATED, "token_entropy", "mi_norm")},
-             "minutes": ((r.get("sft_s") or 0.0) + (r.get("rl_s") or 0.0)) / 60.0} for r in records]
+def analyse(records: list[dict[str, Any]], n_boot: int = N_BOOT) -> dict[str, Any]:
+    """All four findings, the power analysis, and a per-run table (`n_boot`: finding 2's bootstrap resamples)."""
+    runs = []
+    for r in records:
+        v = run_collapse(r)
+        probe = r.get("probe") or []
+        runs.append({
+            "name": r["name"], "env": r["env"], "arm": r["arm"], "seed": r["seed"], "steps": r["steps"],
+            "before": dict(r["val"]).get(0), "peak": peak_success(r), "final": final_success(r),
+            "rv_heterogeneity_first": r.get("rv_heterogeneity_first"),
+            "early": {k: early_value(r, f, source=src) for k, (src, f) in CORRELATED.items()},
+            "margin_start": probe[0].get("retrieval_margin") if probe else None,
+            "margin_end": probe[-1].get("retrieval_margin") if probe else None,
+            "collapsed": None if v is None else v["collapsed"], "drop_step": None if v is None else v["drop_step"],
+            "probe_s": _mean([p["probe_s"] for p in probe if p.get("probe_s") is not None]),
+            "minutes": ((r.get("sft_s") or 0.0) + (r.get("rl_s") or 0.0)) / 60.0})
+    filtering = finding_filtering(records)
     return {
         "collapse": finding_collapse(records),
-        "correlations": finding_correlations(records),
-        "filtering": finding_filtering(records),
+        "correlations": finding_correlations(records, n_boot=n_boot),
+        "filtering": filtering,
+        "power": power_analysis(filtering),
         "quartiles": finding_quartiles(records),
         "runs": runs,
     }
-
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None

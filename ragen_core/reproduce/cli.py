@@ -16,7 +16,7 @@ from pathlib import Path
 from ragen_core.reproduce.analysis import analyse
 from ragen_core.reproduce.report import write_report
 from ragen_core.reproduce.runner import finished_records, run_local, run_ray
-from ragen_core.reproduce.study import ARMS, ENVS, build_study, find_configs_dir
+from ragen_core.reproduce.study import ARMS, DEFAULT_SEEDS, ENVS, build_study, find_configs_dir, study_seeds
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,8 +24,10 @@ def build_parser() -> argparse.ArgumentParser:
         "Reproduce the paper's four findings at small scale (docs/reproduction.md): template collapse vs entropy, "
         "MI vs entropy as predictors of success, filtering vs RV heterogeneity, the RV quartile ablation."))
     p.add_argument("--quick", action="store_true",
-                   help="one seed, a third of the steps: under 30 minutes on 2 cores (no confidence intervals)")
-    p.add_argument("--seeds", type=int, default=None, help="number of training seeds, 0..N-1 (default 3; --quick 1)")
+                   help="a smoke test: one seed, a third of the steps, under 30 minutes on 2 cores (no intervals)")
+    p.add_argument("--seeds", type=int, default=None,
+                   help=f"number of training seeds, 0..N-1 (default {DEFAULT_SEEDS}; --quick 1); the tuning seeds "
+                        "100-199 are never used, so N <= 100")
     p.add_argument("--out", default=None, help="run folders and the warm-start cache (default runs/reproduce[-quick])")
     p.add_argument("--workers", type=int, default=2, help="local runs at a time, one core each (default 2)")
     p.add_argument("--ray", metavar="ADDRESS", default=None,
@@ -42,15 +44,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    n_seeds = args.seeds if args.seeds is not None else (1 if args.quick else 3)
-    if n_seeds < 1:
-        print("ragen reproduce: --seeds must be >= 1", file=sys.stderr)
+    try:
+        seeds = study_seeds(args.seeds, args.quick)
+    except ValueError as e:
+        print(f"ragen reproduce: {e}", file=sys.stderr)
         return 2
+    n_seeds = len(seeds)
     out = Path(args.out or ("runs/reproduce-quick" if args.quick else "runs/reproduce")).resolve()
     try:
-        configs = find_configs_dir(args.configs_dir)
         envs = tuple(e.strip() for e in args.envs.split(",")) if args.envs else None
-        specs = build_study(list(range(n_seeds)), args.quick, configs, out / "warm_cache", envs)
+        configs = find_configs_dir(args.configs_dir, envs)
+        specs = build_study(seeds, args.quick, configs, out / "warm_cache", envs)
     except (FileNotFoundError, ValueError) as e:
         print(f"ragen reproduce: {e}", file=sys.stderr)
         return 2
@@ -69,16 +73,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             failed = str(e)
             print(f"ragen reproduce: {e}", file=sys.stderr)
     records, missing = finished_records(specs, runs_dir)
+    if missing:
+        print(f"ragen reproduce: {len(missing)} of {len(specs)} runs missing (reported as such): "
+              + ", ".join(missing), file=sys.stderr)
     if not records:
         print("ragen reproduce: no finished run to report", file=sys.stderr)
         return 1
     command = "ragen reproduce" + (" --quick" if args.quick else "") + (
-        f" --seeds {n_seeds}" if n_seeds != (1 if args.quick else 3) else "") + (
+        f" --seeds {n_seeds}" if n_seeds != (1 if args.quick else DEFAULT_SEEDS) else "") + (
+        f" --envs {args.envs}" if args.envs else "") + (
         f" --report-dir {args.report_dir}" if args.report_dir else "")
     header = {
         "mode": "quick" if args.quick else "full",
         "command": command,
-        "seeds": list(range(n_seeds)),
+        "seeds": seeds,
         "n_runs": len(records),
         "n_missing": len(missing),
         "missing": missing,

@@ -27,6 +27,11 @@ __all__ = ["execute_run", "read_run", "run_local", "run_ray", "finished_records"
 #: Metrics read from each MI measurement (collapse/ prefix in metrics.jsonl).
 MI_KEYS = ("mi_zscore_ema", "mi_seq_est", "mi_upper_bound", "retrieval_acc", "retrieval_chance",
            "cond_entropy_est", "marginal_entropy_est", "token_entropy", "regime")
+#: Metrics read from each held-out probe measurement (probe/ prefix; ragen_core.probe); a row counts as a probe
+#: measurement when it has probe/retrieval_margin.
+PROBE_KEYS = ("retrieval_acc", "retrieval_chance", "retrieval_margin", "mi_seq_est", "mi_upper_bound",
+              "mi_seq_norm", "token_entropy", "cond_entropy_est", "recall_at_2", "recall_at_2_chance",
+              "recall_at_4", "recall_at_4_chance", "recall_at_8", "recall_at_8_chance")
 
 
 def execute_run(spec: RunSpec, runs_dir: str | Path) -> dict[str, Any]:
@@ -62,7 +67,9 @@ def read_run(run_dir: str | Path, spec: RunSpec) -> dict[str, Any]:
     """The record of a finished run, from its ``metrics.jsonl``.
 
     Keys: env, arm, seed, steps (RL steps done), val (``[[step, success], ...]``, step 0 = after the warm start),
-    mi (``[{"step": s, <MI_KEYS>...}, ...]``), rv_heterogeneity_first (of the step-1 batch: rolled out by the
+    mi (``[{"step": s, <MI_KEYS>...}, ...]``: the in-batch proxies), probe (``[{"step": s, <PROBE_KEYS>...,
+    "probe_s": seconds}, ...]``: the held-out probe, step 0 = before the first RL step; empty without a probe),
+    rv_heterogeneity_first (of the step-1 batch: rolled out by the
     warm-started policy, the paper's pre-training check), zero_variance_fraction (the mean share of groups with
     zero reward variance per step), sft_s (the warm start's seconds in this run: loading time on a cache hit),
     sft_cached and rl_s (seconds of RL steps and validations).
@@ -76,6 +83,11 @@ def read_run(run_dir: str | Path, spec: RunSpec) -> dict[str, Any]:
     for r in rows:
         if isinstance(r.get("collapse/mi_seq_est"), (int, float)):
             mi.append({"step": int(r["step"]), **{k: r.get(f"collapse/{k}") for k in MI_KEYS}})
+    probe: dict[int, dict[str, Any]] = {}
+    for r in rows:
+        if isinstance(r.get("probe/retrieval_margin"), (int, float)):
+            probe[int(r["step"])] = {"step": int(r["step"]), **{k: _finite(r.get(f"probe/{k}")) for k in PROBE_KEYS},
+                                     "probe_s": _finite(r.get("perf/probe_s"))}  # the last record of a step wins
     first = next((r for r in rows if int(r.get("step", 0)) == 1 and "filter/rv_heterogeneity" in r), {})
     zero = [float(r["filter/zero_fraction"]) for r in rows if isinstance(r.get("filter/zero_fraction"), (int, float))]
     sft = next((r for r in rows if "sft/loss_last" in r), {})
@@ -86,12 +98,17 @@ def read_run(run_dir: str | Path, spec: RunSpec) -> dict[str, Any]:
         "steps": max((int(r["step"]) for r in steps), default=0),
         "val": sorted(val.items()),
         "mi": mi,
+        "probe": [probe[k] for k in sorted(probe)],
         "rv_heterogeneity_first": float(rv_h) if isinstance(rv_h, (int, float)) and math.isfinite(rv_h) else None,
         "zero_variance_fraction": sum(zero) / len(zero) if zero else None,
         "sft_s": sft.get("perf/sft_s"),  # the time this run spent: training the warm start, or loading it
         "sft_cached": bool(sft.get("sft/cached", 0.0)),
         "rl_s": sum(float(r["perf/step_s"]) + float(r.get("perf/eval_s", 0.0) or 0.0) for r in steps),
     }
+
+
+def _finite(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None
 
 
 def finished_records(specs: Iterable[RunSpec], runs_dir: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
@@ -103,10 +120,14 @@ def finished_records(specs: Iterable[RunSpec], runs_dir: str | Path) -> tuple[li
         if not done.is_file():
             missing.append(spec.name)
             continue
-        record = json.loads(done.read_text())
-        if (run_dir / "metrics.jsonl").is_file():
-            # Re-read with this version's reader (a report can use fields added after the run); keep the timing.
-            record = {**read_run(run_dir, spec), "wall_s": record.get("wall_s")}
+        try:
+            record = json.loads(done.read_text())
+            if (run_dir / "metrics.jsonl").is_file():
+                # Re-read with this version's reader (a report can use fields added after the run); keep the timing.
+                record = {**read_run(run_dir, spec), "wall_s": record.get("wall_s")}
+        except (OSError, ValueError, KeyError, TypeError) as e:  # a damaged run folder is reported, not fatal
+            missing.append(f"{spec.name} (unreadable: {type(e).__name__})")
+            continue
         records.append(record)
     return records, missing
 
