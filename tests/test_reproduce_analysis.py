@@ -383,7 +383,8 @@ def test_report_from_a_synthetic_study_renders_every_section(tmp_path):
         assert f"reproduction/{fig}" in text
     sections = ["## Outcomes and verdict rules, fixed before the runs", "## 1. Template collapse",
                 "## 2. MI predicts success", "## 3. Filtering", "## Power analysis", "## 4. The RV quartile",
-                "## The paper's numbers", "## Every run", "## Definitions", "**Missing runs**"]
+                "## The paper's numbers", "## What this study can resolve", "## Every run", "## Definitions",
+                "**Missing runs**"]
     positions = [text.index(s) for s in sections]
     assert positions == sorted(positions)
     # The rules come before any number of this study: the first table row follows them.
@@ -399,6 +400,7 @@ def test_report_from_a_synthetic_study_renders_every_section(tmp_path):
     assert not [line for line in table if "H(Z|X)" in line]
     assert any("H(Z\\|X)" in line for line in table)
     assert "entropy-driven, not template collapse" in text
+    assert "is detectable at 80% power from" in text  # the resolution section puts the MDE beside the paper
     data = json.loads((tmp_path / "report" / "reproduction" / "results.json").read_text())
     assert data["analysis"]["collapse"]["collapse_sokoban"]["verdict"] == "held"
 

@@ -423,14 +423,14 @@ def paired_comparison(a: dict[int, float | None], b: dict[int, float | None], fm
 
     Verdict: "held" when the interval excludes 0 on the side of `direction` (+1: a higher), "contradicted" when
     it excludes 0 on the other side, "inconclusive (detectable effect X)" otherwise (X by `fmt`); with one seed
-    "inconclusive (1 seed: no interval)"; with none "not tested (no seed has both arms)".
+    "inconclusive (1 seed: no interval)"; with none "not tested (no seed has a value for both arms)".
     """
     common = sorted(s for s in set(a) & set(b) if a[s] is not None and b[s] is not None)
     diffs = [float(a[s]) - float(b[s]) for s in common]  # type: ignore[arg-type]
     out: dict[str, Any] = {"n": len(diffs), "seeds": common, "diffs": diffs, "mean": None, "ci95": [None, None],
                            "sd": None, "mde": None}
     if not diffs:
-        out["verdict"] = "not tested (no seed has both arms)"
+        out["verdict"] = "not tested (no seed has a value for both arms)"
         return out
     m, lo, hi = mean_ci(diffs)
     out["mean"] = m

@@ -101,7 +101,7 @@ def markdown(result: dict[str, Any], figures_rel: str, header: dict[str, Any]) -
               *_section_filtering(a["filtering"], figures_rel), "",
               *_section_power(a.get("power", [])), "",
               *_section_quartiles(a["quartiles"], figures_rel), "",
-              *_section_paper(), "",
+              *_section_paper(), "", *_section_resolution(a["filtering"]), "",
               *_section_runs(a["runs"]), "", *_definitions()]
     if header["n_missing"]:
         lines += ["", f"**Missing runs** (not included above): {', '.join(header['missing'])}."]
@@ -167,7 +167,8 @@ def _summary_rows(a: dict[str, Any]) -> list[str]:
             m = c["margin_end"]
             s = c["success_end"]
             here = (f"probe margin at the end {_signed(m['mean'], 'margin')} {_interval(m['ci95'], 'margin')} "
-                    f"(n = {m['n']}); success {_signed(s['mean'], 'points')} points {_interval(s['ci95'], 'points')}")
+                    f"(n = {m['n']}); success {_signed(s['mean'], 'points')} points {_interval(s['ci95'], 'points')}"
+                    if m["n"] or s["n"] else "no seed with both arms measured")
             paper = ("Sokoban +16.0 (PPO 3B), +9.0 (GRPO)" if "sokoban" in env
                      else "FrozenLake +10.9 (PPO 3B), -3.0 (GRPO)")
             rows.append(f"| 3. {comp.replace('-', ' minus ').replace('_', '-')}, {_ENV_LABEL.get(env, env)} "
@@ -357,6 +358,29 @@ def _section_paper() -> list[str]:
     return lines
 
 
+def _section_resolution(f: dict[str, Any]) -> list[str]:
+    """What the study could have detected, set beside the paper's effects on the same env."""
+    lines = ["## What this study can resolve", ""]
+    paper_env = {"sokoban": "Sokoban", "frozenlake": "FrozenLake"}
+    for env, e in f.items():
+        c = e["comparisons"].get("top_p-no_filter", {})
+        s, m = c.get("success_end"), c.get("margin_end")
+        task = next((v for k, v in paper_env.items() if k in env), None)
+        quoted = "; ".join(f"{setting} {row[task]:+.1f}" for setting, row in PAPER["filtering"].items()
+                           if task in row) if task else "not reported"
+        if not s or s.get("mde") is None:
+            lines.append(f"- {_ENV_LABEL.get(env, env)}: no detectable effect could be computed (fewer than 2 seeds "
+                         "with both arms, or no spread between seeds).")
+            continue
+        lines.append(
+            f"- {_ENV_LABEL.get(env, env)}: with {s['n']} seeds, top-p minus no filter is detectable at 80% power "
+            f"from {_plain(s['mde'], 'points')} points of end success"
+            + (f" and {_plain(m['mde'], 'margin')} of end probe margin" if m and m.get("mde") is not None else "")
+            + f". The paper's filtering effects on {task} (peak success, points): {quoted}. An effect smaller than "
+            "the detectable one can be present and still read inconclusive here.")
+    return lines
+
+
 def _section_runs(runs: list[dict[str, Any]]) -> list[str]:
     lines = ["## Every run", "", "| run | steps | success after warm start / peak / final (%) | RV het. (step 1) | "
              "probe margin start -> end | collapsed (drop step) | early MI-ZScore-EMA | early retrieval | "
@@ -386,7 +410,9 @@ def _definitions() -> list[str]:
             "learning configs, which is why findings 1 and 3 are judged on the probe.",
             "- Early value: mean over the measurements in the first quarter of a run's steps.",
             "- Intervals: Student-t over seeds, paired by seed, for differences; percentile cluster bootstrap over "
-            "seeds for correlations. Detectable effect: the smallest true paired difference the two-sided t-test "
+            "seeds for correlations (with K seeds a resample is one of at most C(2K - 1, K) multisets, 10 for 3 "
+            "seeds and 126 for 5: with few seeds the bootstrap intervals are coarse and tend to be too narrow). "
+            "Detectable effect: the smallest true paired difference the two-sided t-test "
             "at alpha 0.05 finds with probability 0.8 given the measured paired SD "
             "(`ragen_core.stats.min_detectable_effect`). With one seed (the quick study) there are no intervals."]
 
