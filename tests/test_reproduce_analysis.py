@@ -400,6 +400,7 @@ def test_report_from_a_synthetic_study_renders_every_section(tmp_path):
     assert not [line for line in table if "H(Z|X)" in line]
     assert any("H(Z\\|X)" in line for line in table)
     assert "entropy-driven, not template collapse" in text
+    assert "The held-out probe cost 0.5 s per measurement on average over the 65 runs" in text
     assert "is detectable at 80% power from" in text  # the resolution section puts the MDE beside the paper
     data = json.loads((tmp_path / "report" / "reproduction" / "results.json").read_text())
     assert data["analysis"]["collapse"]["collapse_sokoban"]["verdict"] == "held"

@@ -382,7 +382,12 @@ def _section_resolution(f: dict[str, Any]) -> list[str]:
 
 
 def _section_runs(runs: list[dict[str, Any]]) -> list[str]:
-    lines = ["## Every run", "", "| run | steps | success after warm start / peak / final (%) | RV het. (step 1) | "
+    costs = [r["probe_s"] for r in runs if r.get("probe_s") is not None]
+    cost = (f"The held-out probe cost {sum(costs) / len(costs):.1f} s per measurement on average over the "
+            f"{len(costs)} runs that had it (one core; it runs at step 0 and every `mi.probe_every` steps)."
+            if costs else "No run had the held-out probe.")
+    lines = ["## Every run", "", cost, "",
+             "| run | steps | success after warm start / peak / final (%) | RV het. (step 1) | "
              "probe margin start -> end | collapsed (drop step) | early MI-ZScore-EMA | early retrieval | "
              "early H(Z|X) | probe s/measurement | minutes |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
