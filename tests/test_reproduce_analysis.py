@@ -419,3 +419,15 @@ def test_paper_numbers_are_quoted_exactly():
     assert f["GRPO"]["FrozenLake"] == -3.0 and f["PPO, Qwen2.5-0.5B"]["Sokoban"] == 22.9
     assert f["Qwen2.5-VL-3B (vision)"]["FrozenLake"] == 59.5 and f["PPO, Qwen2.5-0.5B"]["Countdown"] == -0.7
     assert PAPER["rv_heterogeneity"][2] == ("FrozenLake, GRPO", 0.33, -5.0)
+
+
+def test_one_seed_gets_no_bootstrap_interval(tmp_path):
+    """The quick study (one seed): a rho, but no interval that would pretend there is no uncertainty."""
+    recs = synthetic_study(tmp_path, seeds=(0,))
+    corr = finding_correlations(recs, n_boot=100)
+    z = corr["metrics"]["mi_zscore_ema"]
+    assert z["rho"] == pytest.approx(1.0) and z["ci95"] == [None, None]
+    assert corr["pairs"][0]["verdict"].startswith("inconclusive (no bootstrap interval: it needs >= 3 seeds")
+    f = finding_filtering(recs)["collapse_sokoban"]["comparisons"]["top_p-no_filter"]["margin_end"]
+    assert f["verdict"] == "inconclusive (1 seed: no interval)"
+    assert finding_collapse(recs)["collapse_sokoban"]["verdict"].startswith("inconclusive (1 seed; ")

@@ -24,7 +24,8 @@ The outcomes and verdict rules are fixed here, before any run (docs/reproduction
 - **Finding 2** (learning configs): each metric's early value (mean over the measurements in the first quarter
   of the run) against final validation success, as Spearman's rho within each env and as the correlation of
   env-centred ranks pooled over envs (:func:`within_env_rho`); 95% intervals from a cluster bootstrap over seeds
-  (:func:`cluster_bootstrap`: all runs of a seed share a warm start, so a seed is the unit resampled). Values are
+  (:func:`cluster_bootstrap`: all runs of a seed share a warm start, so a seed is the unit resampled; no interval
+  with fewer than 3 seeds). Values are
   compared at 4 significant digits; a metric whose most common value covers more than half of an env's runs is
   "constant/tied" there and gets no rho. Verdict on the pair fixed in advance (in-batch MI-ZScore-EMA against
   in-batch H(Z|X), the paper's +0.39 / -0.14; the probe's MI-Seq / log N against its H(Z|X) as the second pair):
@@ -117,9 +118,10 @@ OUTCOMES = {"margin_end": ("probe retrieval margin at the end (primary)", "margi
 POWER_EFFECTS = {"margin": (0.1, 0.25), "steps": (5.0, 10.0), "points": (0.1, 0.2)}
 #: Significant digits at which metric values are compared for ranks and ties (finding 2).
 SIG_DIGITS = 4
-#: Bootstrap resamples and the seed of their RNG (repeatable reports).
+#: Bootstrap resamples, the seed of their RNG (repeatable reports), and the fewest seeds that get an interval.
 N_BOOT = 2000
 BOOT_SEED = 20240601
+MIN_BOOT_SEEDS = 3
 
 
 # ------------------------------------------------------------------------------------------- rank statistics
@@ -605,7 +607,10 @@ def finding_correlations(records: list[dict[str, Any]], envs: Sequence[str] = ("
     clusters: dict[Any, list[Any]] = {}
     for i in items:
         clusters.setdefault(i["seed"], []).append(i)
-    boot = cluster_bootstrap(clusters, lambda s: _with_pairs(stat(s), metrics), n_boot, seed) if clusters else []
+    # Fewer than MIN_BOOT_SEEDS seeds: every resample repeats the few seeds there are, so the "interval" would
+    # show almost no uncertainty where there is most: no interval at all.
+    boot = (cluster_bootstrap(clusters, lambda s: _with_pairs(stat(s), metrics), n_boot, seed)
+            if len(clusters) >= MIN_BOOT_SEEDS else [])
     j = 0
     for m in metrics.values():
         for e in m["by_env"]:
@@ -644,7 +649,7 @@ def _pair_verdict(mi: dict[str, Any], h: dict[str, Any], diff_ci: list[float | N
             return f"inconclusive ({name} is constant/tied in every env: not correlated)"
     lo, hi = diff_ci
     if lo is None or hi is None:
-        return "inconclusive (no bootstrap interval)"
+        return f"inconclusive (no bootstrap interval: it needs >= {MIN_BOOT_SEEDS} seeds and defined rhos)"
     mi_lo = mi["ci95"][0]
     if lo > 0 and mi_lo is not None and mi_lo > 0:
         return "held"

@@ -158,7 +158,7 @@ def _summary_rows(a: dict[str, Any]) -> list[str]:
     for p in corr["pairs"]:
         mi, h = corr["metrics"][p["mi"]], corr["metrics"][p["entropy"]]
         here = (f"{_LABEL[p['mi']]} {_metric_rho(mi)}; {_LABEL[p['entropy']]} {_metric_rho(h)} (within env, "
-                f"{corr['n_runs']} runs, {corr['n_seeds']} seeds)")
+                f"{corr['n_runs']} runs, {corr['n_seeds']} seed{'' if corr['n_seeds'] == 1 else 's'})")
         paper = ("MI-ZScore (trajectory) +0.39 vs conditional entropy -0.14" if p["mi"] == "mi_zscore_ema"
                  else "MI-Seq +0.22 vs conditional entropy -0.14")
         rows.append(f"| 2. MI predicts success better than entropy | {paper} | {here} | {_verdict(p['verdict'])} |")
@@ -169,10 +169,10 @@ def _summary_rows(a: dict[str, Any]) -> list[str]:
             here = (f"probe margin at the end {_signed(m['mean'], 'margin')} {_interval(m['ci95'], 'margin')} "
                     f"(n = {m['n']}); success {_signed(s['mean'], 'points')} points {_interval(s['ci95'], 'points')}"
                     if m["n"] or s["n"] else "no seed with both arms measured")
-            paper = ("Sokoban +16.0 (PPO 3B), +9.0 (GRPO)" if "sokoban" in env
-                     else "FrozenLake +10.9 (PPO 3B), -3.0 (GRPO)")
+            paper = (f"top-p minus no filter, peak success: {_paper_effects(env)}" if comp == "top_p-no_filter"
+                     else "not reported")
             rows.append(f"| 3. {comp.replace('-', ' minus ').replace('_', '-')}, {_ENV_LABEL.get(env, env)} "
-                        f"(primary: probe margin) | {paper} points of success | {here} | "
+                        f"(primary: probe margin) | {paper} | {here} | "
                         f"margin: {_verdict(m['verdict'])}; success: {_verdict(s['verdict'])} |")
     q = a["quartiles"]
     eq = q["equal_steps"].get("success")
@@ -186,6 +186,15 @@ def _summary_rows(a: dict[str, Any]) -> list[str]:
         rows.append("| 4. RV quartiles | success 21.1% vs 11.0%, MI proxy 0.95 vs 0.73 | no seed with both quartile "
                     "runs | not tested (no seed has both arms) |")
     return rows
+
+
+def _paper_effects(env: str) -> str:
+    """The paper's filtering effects on the task of `env`, every setting, signs kept."""
+    task = "Sokoban" if "sokoban" in env else "FrozenLake" if "frozenlake" in env else None
+    if task is None:
+        return "not reported"
+    return f"{task} " + ", ".join(f"{row[task]:+.1f} ({setting})" for setting, row in PAPER["filtering"].items()
+                                  if task in row) + " points"
 
 
 def _metric_rho(m: dict[str, Any]) -> str:
@@ -361,13 +370,10 @@ def _section_paper() -> list[str]:
 def _section_resolution(f: dict[str, Any]) -> list[str]:
     """What the study could have detected, set beside the paper's effects on the same env."""
     lines = ["## What this study can resolve", ""]
-    paper_env = {"sokoban": "Sokoban", "frozenlake": "FrozenLake"}
     for env, e in f.items():
         c = e["comparisons"].get("top_p-no_filter", {})
         s, m = c.get("success_end"), c.get("margin_end")
-        task = next((v for k, v in paper_env.items() if k in env), None)
-        quoted = "; ".join(f"{setting} {row[task]:+.1f}" for setting, row in PAPER["filtering"].items()
-                           if task in row) if task else "not reported"
+        quoted = _paper_effects(env)
         if not s or s.get("mde") is None:
             lines.append(f"- {_ENV_LABEL.get(env, env)}: no detectable effect could be computed (fewer than 2 seeds "
                          "with both arms, or no spread between seeds).")
@@ -376,7 +382,7 @@ def _section_resolution(f: dict[str, Any]) -> list[str]:
             f"- {_ENV_LABEL.get(env, env)}: with {s['n']} seeds, top-p minus no filter is detectable at 80% power "
             f"from {_plain(s['mde'], 'points')} points of end success"
             + (f" and {_plain(m['mde'], 'margin')} of end probe margin" if m and m.get("mde") is not None else "")
-            + f". The paper's filtering effects on {task} (peak success, points): {quoted}. An effect smaller than "
+            + f". The paper's filtering effects (peak success): {quoted}. An effect smaller than "
             "the detectable one can be present and still read inconclusive here.")
     return lines
 
