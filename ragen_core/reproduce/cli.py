@@ -21,8 +21,10 @@ from ragen_core.reproduce.study import ARMS, DEFAULT_SEEDS, ENVS, build_study, f
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ragen reproduce", description=(
-        "Reproduce the paper's four findings at small scale (docs/reproduction.md): template collapse vs entropy, "
-        "MI vs entropy as predictors of success, filtering vs RV heterogeneity, the RV quartile ablation."))
+        "Reproduce the paper's four findings at small scale (docs/reproduction.md): template collapse invisible to "
+        "entropy and filtering against it (no filter / top-p / random drop, on the collapse-prone configs, judged "
+        "on the held-out MI probe), MI vs entropy as predictors of success and the RV quartile ablation (on the "
+        "learning configs)."))
     p.add_argument("--quick", action="store_true",
                    help="a smoke test: one seed, a third of the steps, under 30 minutes on 2 cores (no intervals)")
     p.add_argument("--seeds", type=int, default=None,
