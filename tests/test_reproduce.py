@@ -198,7 +198,7 @@ def test_full_and_quick_studies(tmp_path, configs_dir):
         assert cfg.run.seed == spec.seed and cfg.warm_start.cache_dir == str(tmp_path / "cache")
         assert Path(spec.config).name == ENVS[spec.env][0]
         if spec.env in ("sokoban", "frozenlake"):
-            assert cfg.mi.probe_prompts == 32  # the probe is switched on for the learning configs
+            assert cfg.mi.probe_prompts == 32 and cfg.mi.probe_every == 10  # the probe, on the learning configs
         if spec.arm in ("no_filter", "entropy_bonus"):
             assert cfg.filter.enabled is False
         if spec.arm == "top_p":

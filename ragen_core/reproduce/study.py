@@ -16,7 +16,8 @@ variant) and a training seed. Two kinds of base config, each used for the findin
   entropy bonus turns the text into noise, an entropy-driven fall of MI, not template collapse.
 - **learning** (``sokoban``: ``configs/sokoban_tiny.toml``, ``frozenlake``: ``configs/frozenlake_tiny.toml``):
   configs on which RL learns. Findings 2 and 4 run here, with the probe switched on as well
-  (``mi.probe_prompts=32``; the probe has its own sampler, so it leaves the training run unchanged):
+  (``mi.probe_prompts=32``, every 10 steps; the probe has its own sampler, so it leaves the training run
+  unchanged):
 
   2. MI predicts success better than entropy: every run of these envs, ranks within env, intervals from a
      bootstrap over seeds;
@@ -68,8 +69,11 @@ ARMS: dict[str, Arm] = {a.name: a for a in (
         "only the quarter of the groups with the lowest reward variance (finding 4)"),
 )}
 
-#: The held-out MI probe, switched on for the learning configs (the collapse-prone ones have it in the file).
-PROBE_OVERRIDES = ("mi.probe_prompts=32",)
+#: The held-out MI probe, switched on for the learning configs (the collapse-prone ones have it in the file):
+#: 32 prompts every 10 steps. A probe costs 10-14 s on one core (docs/collapse.md), 2-5x a step of these
+#: configs; every 10 steps keeps it to ~1.5 minutes of a 60-step run and still gives finding 2 two early
+#: measurements (steps 0 and 10) and finding 4 a measurement every 10 steps.
+PROBE_OVERRIDES = ("mi.probe_prompts=32", "mi.probe_every=10")
 
 #: env name -> (base config file in configs/, arms run on it, extra overrides of every run of the env).
 ENVS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
