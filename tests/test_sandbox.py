@@ -1168,6 +1168,12 @@ def test_cgroup_v2_files_are_written_and_read(tmp_path, monkeypatch):
     (d / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 2\n")
     (d / "pids.events").write_text("max 4\n")
     assert run.cpu_seconds() == 1.5 and run.memory_stats() == (123456, 2) and run.pids_refused() == 4
+    (d / "memory.stat").write_text("anon 4096\nfile 0\nkernel 8192\n")
+    run.release_page_cache()
+    assert not (d / "memory.reclaim").exists()  # no page cache charged: nothing to reclaim
+    (d / "memory.stat").write_text("anon 4096\nfile 73728\nkernel 8192\n")
+    run.release_page_cache()
+    assert (d / "memory.reclaim").read_text() == "73728"
     for f in d.iterdir():
         f.unlink()
     assert run.remove() == [] and not d.exists()
