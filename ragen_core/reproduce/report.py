@@ -504,8 +504,12 @@ def _plots(result: dict[str, Any], folder: Path) -> None:
     # 2. early metric against final success, coloured by env.
     corr = a["correlations"]
     keys = list(corr["metrics"])
-    fig, axes = plt.subplots(1, len(keys), figsize=(2.6 * len(keys), 2.8), squeeze=False)
-    for ax, k in zip(axes[0], keys):
+    ncol = min(len(keys), 3)
+    nrow = max(1, math.ceil(len(keys) / ncol))
+    fig, axes = plt.subplots(nrow, ncol, figsize=(3.4 * ncol, 2.8 * nrow), squeeze=False)
+    for ax in axes.flat[len(keys):]:
+        ax.set_visible(False)
+    for ax, k in zip(axes.flat, keys):
         for env, color in zip(corr["envs"], ("tab:blue", "tab:orange", "tab:green", "tab:red")):
             pts = [(p[k], p["y"]) for p in corr["points"] if p["env"] == env and p[k] is not None]
             if pts:
@@ -513,7 +517,8 @@ def _plots(result: dict[str, Any], folder: Path) -> None:
                 ax.scatter(xs, ys, s=10, color=color, label=env)
         ax.set_title(_LABEL[k], fontsize=7)
         ax.set_xlabel("early value", fontsize=7)
-    axes[0][0].set_ylabel("final success")
+    for row in axes:
+        row[0].set_ylabel("final success")
     _legend(axes[0][0])
     fig.tight_layout()
     fig.savefig(folder / "correlations.png", dpi=100)
