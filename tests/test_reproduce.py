@@ -204,9 +204,9 @@ def test_full_and_quick_studies(tmp_path, configs_dir):
         if spec.arm == "top_p":
             assert cfg.filter.enabled and cfg.filter.strategy == "top_p" and cfg.filter.value == 0.9
         if spec.arm == "random":
-            assert cfg.filter.strategy == "random" and cfg.filter.value == 0.9
+            assert cfg.filter.enabled and cfg.filter.strategy == "random" and cfg.filter.value == 0.9
         if spec.arm.startswith("rv_"):
-            assert cfg.filter.strategy == "top_k" and cfg.filter.value == 0.25
+            assert cfg.filter.enabled and cfg.filter.strategy == "top_k" and cfg.filter.value == 0.25
             assert cfg.filter.order == ("largest" if "top" in spec.arm else "smallest")
         if spec.arm == "entropy_bonus":
             assert cfg.algo.entropy_coef == 1.0

@@ -57,15 +57,19 @@ class Arm:
 ARMS: dict[str, Arm] = {a.name: a for a in (
     Arm("no_filter", ("filter.enabled=false",),
         "every group is trained on: where template collapse should appear (findings 1, 3; 2 on the learning envs)"),
-    Arm("top_p", (), "the method as shipped: top-p filtering on reward variance, rho = 0.9 (findings 3, 2)"),
-    Arm("random", ('filter.strategy="random"',),
+    # Spelled out rather than inherited: a collapse-prone config may ship with its filter off.
+    Arm("top_p", ("filter.enabled=true", 'filter.strategy="top_p"', "filter.value=0.9"),
+        "the method: top-p filtering on reward variance, rho = 0.9 (findings 3, 2)"),
+    Arm("random", ("filter.enabled=true", 'filter.strategy="random"', "filter.value=0.9"),
         "the control: as many groups as top-p keeps, drawn uniformly at random (finding 3)"),
     Arm("entropy_bonus", ("filter.enabled=false", "algo.entropy_coef=1.0"),
         "extra: a strong entropy bonus (1000x the default), no filter. It turns the text into noise: an "
         "entropy-driven fall of MI, not template collapse"),
-    Arm("rv_top_quartile", ('filter.strategy="top_k"', "filter.value=0.25", 'filter.order="largest"'),
+    Arm("rv_top_quartile",
+        ("filter.enabled=true", 'filter.strategy="top_k"', "filter.value=0.25", 'filter.order="largest"'),
         "only the quarter of the groups with the highest reward variance (finding 4)"),
-    Arm("rv_bottom_quartile", ('filter.strategy="top_k"', "filter.value=0.25", 'filter.order="smallest"'),
+    Arm("rv_bottom_quartile",
+        ("filter.enabled=true", 'filter.strategy="top_k"', "filter.value=0.25", 'filter.order="smallest"'),
         "only the quarter of the groups with the lowest reward variance (finding 4)"),
 )}
 
