@@ -640,7 +640,10 @@ def test_cgroup_per_run_is_created_limited_and_removed():
     res = run_program(probe, limits=dataclasses.replace(LIMITS, wall_seconds=4.0, max_processes=6))
     assert res.verdict == "ok", res
     assert "fork refused 11" in res.stdout and int(res.stdout.split("forked ")[1]) <= 6
-    assert res.run_id in res.stdout and "process_api" not in res.stdout  # cgroup namespace: no host path
+    # A cgroup namespace rooted at the run's own cgroup: no host path, not even the run's cgroup name
+    # (the run id and the caller's pid).
+    cgroup_lines = [line for line in res.stdout.splitlines() if line.count(":") >= 2 and line[0].isdigit()]
+    assert cgroup_lines and all(line.endswith(":/") for line in cgroup_lines), res.stdout
     assert not [p for p in sandbox_cgroup.stale_run_cgroups(setup) if res.run_id in p]
 
 

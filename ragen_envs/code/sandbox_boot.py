@@ -50,6 +50,7 @@ PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP = 22
 PR_SET_DUMPABLE = 4
 PR_SET_PDEATHSIG = 1
+CLONE_NEWCGROUP = 0x02000000
 SIGKILL_NUMBER = 9
 PR_CAPBSET_DROP = 24
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
@@ -128,6 +129,7 @@ class CFunctions:
         self.chroot = function("chroot", CCharP)
         self.capset = function("capset", CULong, CULong)
         self.syscall = function("syscall", CULong, CCharP, CCharP)
+        self.unshare = function("unshare", CInt)
 
     def errno(self):
         return self._ctypes.get_errno()
@@ -709,8 +711,14 @@ def main(argv):
     try:
         libc()  # load the libc functions once: the forks below share them
         wait_for_go(go_fd)
+        notes = []
         if namespaces:
             become_init(status, config_fd)
+            # The cgroup namespace `unshare` made is rooted where the caller is, so the run's cgroup
+            # (named after the run id and the caller's pid) showed in /proc/self/cgroup. Now that the
+            # caller has moved this process into it, root a fresh one here: the program sees "/".
+            if libc().unshare(CLONE_NEWCGROUP) != 0:
+                notes.append(str(_os_error("a cgroup namespace rooted at the run's cgroup")))
         import gc
 
         gc.freeze()  # the program's collections never walk (and so never copy-on-write) these objects
@@ -727,7 +735,6 @@ def main(argv):
                 _exit(1)
         _close(channel_r)
         cfg = read_config(config_fd)
-        notes = []
         root = None
         if namespaces:
             how = build_namespace_fs(cfg, notes)
