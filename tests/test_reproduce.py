@@ -218,6 +218,23 @@ def test_full_and_quick_studies(tmp_path, configs_dir):
     assert len(build_study(study_seeds(7, quick=False), False, configs_dir, tmp_path)) == 7 * 13
 
 
+def test_filter_arms_do_not_inherit_the_base_filter(tmp_path, configs_dir):
+    """A base config that ships with its filter off still gets real top-p, random and quartile arms."""
+    folder = tmp_path / "filter_off"
+    folder.mkdir()
+    for config, _, _ in ENVS.values():
+        text = (configs_dir / config).read_text()
+        if "[filter]\n" in text:
+            text = text.replace("[filter]\n", "[filter]\nenabled = false\n", 1)
+        else:
+            text += "\n[filter]\nenabled = false\n"
+        (folder / config).write_text(text)
+        assert load_config(folder / config, []).filter.enabled is False
+    for spec in build_study([0], True, folder, tmp_path / "cache"):
+        cfg = load_config(spec.config, list(spec.overrides))
+        assert cfg.filter.enabled == (spec.arm not in ("no_filter", "entropy_bonus")), spec.name
+
+
 def test_study_errors(tmp_path, configs_dir):
     with pytest.raises(FileNotFoundError, match="--configs-dir"):
         find_configs_dir(tmp_path)
