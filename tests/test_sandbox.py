@@ -1016,6 +1016,34 @@ def test_a_failed_hardening_step_is_a_sandbox_error_end_to_end():
     assert "seccomp" in res.detail
 
 
+def test_a_supervisor_failure_is_a_sandbox_error_and_the_program_process_ends():
+    """The program process is forked before the supervisor builds the root: when the build fails, the
+    run is a sandbox error, nothing runs and nothing of the run is left."""
+    _needs_namespaces()
+    cfg = dict(sandbox._ensure()[1], root_plan=[["no such entry", "/x"]])
+    res, _ = sandbox._run(cfg, "print('ran')", "", LIMITS, None, ())
+    assert res.verdict == "sandbox error" and "unknown root plan entry" in res.detail, res
+    assert "ran" not in res.stdout and not _no_survivors(res.run_id) and not _leftovers(res.run_id)
+
+
+def test_the_program_process_runs_nothing_when_the_supervisor_hands_nothing_over():
+    """Guard mode has no PID namespace to end it: a closed channel makes the program process exit."""
+    read_fd, write_fd = os.pipe()
+    memfd = os.memfd_create("config", 0)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(write_fd)
+            sandbox_boot.program_process(read_fd, memfd, sandbox_boot.Status(-1))
+        finally:
+            os._exit(99)
+    os.close(read_fd)
+    os.close(write_fd)
+    _, status = os.waitpid(pid, 0)
+    os.close(memfd)
+    assert os.WEXITSTATUS(status) == sandbox_boot.EXIT_SETUP
+
+
 def test_caller_death_ends_the_run():
     """A caller that dies mid-run (OOM killer, ctrl-C) must not leave the run behind: the supervisor sees
     the status pipe break and exits, which ends the run; the next probe removes its cgroup and dirs."""
