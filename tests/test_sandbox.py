@@ -807,6 +807,42 @@ def test_plain_io_works_under_the_page_cache_rules():
     assert res.stdout.split("\n")[:5] == ["16 True", "True", "3 b'abc'", str(errno.EPERM), str(errno.EPERM)], res
 
 
+def _disk_flushes(path: str) -> int | None:
+    """Cache flushes the disk holding `path` has completed (/proc/diskstats, Linux >= 5.5), or None."""
+    dev = os.stat(path).st_dev
+    for line in Path("/proc/diskstats").read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 20 and (int(fields[0]), int(fields[1])) == (os.major(dev), os.minor(dev)):
+            return int(fields[18])
+    return None
+
+
+def test_fsync_of_a_host_file_does_not_flush_the_host_disk():
+    """fsync of a file opened read-only still makes the disk flush its write cache (3.6 ms each on the
+    project's VM): a run could keep the host's disk flushing. fsync is a no-op in the sandbox."""
+    _needs_seccomp()
+    _needs_namespaces()
+    facts = sandbox_rootfs.interpreter_facts(sandbox_isolation().python)
+    target = next(os.path.join(p, "os.py") for p in facts["path"] if os.path.isfile(os.path.join(p, "os.py")))
+    before = _disk_flushes(target)
+    if before is None:
+        pytest.skip(f"no flush counter in /proc/diskstats for the device of {target}")
+    fd = os.open(target, os.O_RDONLY)
+    try:
+        for _ in range(5):
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    if _disk_flushes(target) - before < 5:
+        pytest.skip("this disk takes no cache flushes on fsync: nothing to keep a run from doing")
+    src = f"import os\nfd = os.open({target!r}, os.O_RDONLY)\nfor _ in range(100):\n    os.fsync(fd)\nprint('done')\n"
+    before = _disk_flushes(target)
+    res = run_program(src, limits=dataclasses.replace(LIMITS, wall_seconds=10.0))
+    flushes = _disk_flushes(target) - before
+    assert res.verdict == "ok" and res.stdout == "done\n", res
+    assert flushes < 20, f"100 fsyncs in the sandbox made the host disk flush {flushes} times"
+
+
 def _resident_pages(path: str) -> int:
     """How many pages of `path` are in the host's page cache (mincore on a mapping of the whole file)."""
     import ctypes

@@ -31,7 +31,10 @@ denied (EPERM)                       namespaces and mounts: unshare, setns, moun
                                      writeback), fadvise64 (DONTNEED evicts shared pages: a channel
                                      between runs), readahead, mincore and cachestat (residency
                                      probes), preadv2/pwritev2 with any flag (RWF_NOWAIT is a
-                                     residency probe; flags 0, all CPython uses, is allowed)
+                                     residency probe; flags 0, all CPython uses, is allowed);
+                                     inotify (it sees what the host and concurrent runs open)
+no-op (returns 0, does nothing)      fsync, fdatasync, sync_file_range, msync: on a host file they
+                                     flush the host disk's write cache; the run's files are tmpfs
 denied (ENOSYS)                      clone3: its flags live in memory a filter cannot read; glibc
                                      falls back to clone, which is checked above;
                                      every syscall number above REVIEWED_UP_TO
@@ -50,7 +53,7 @@ import os
 import socket
 import tempfile
 
-__all__ = ["ALLOWED_SOCKET_FAMILIES", "DENIED_SYSCALLS", "REVIEWED_UP_TO", "seccomp_program"]
+__all__ = ["ALLOWED_SOCKET_FAMILIES", "DENIED_SYSCALLS", "NO_OP_SYSCALLS", "REVIEWED_UP_TO", "seccomp_program"]
 
 #: Syscalls refused with EPERM (names unknown to the running architecture are skipped).
 DENIED_SYSCALLS = (
@@ -72,7 +75,15 @@ DENIED_SYSCALLS = (
     "io_uring_setup", "io_uring_enter", "io_uring_register", "io_setup", "io_submit",
     # the host's page cache and disks: host-wide writeback, eviction, residency probes
     "sync", "syncfs", "fadvise64", "readahead", "mincore", "cachestat",
+    # watching the shared standard library (what the host and concurrent runs open and read)
+    "inotify_init", "inotify_init1", "inotify_add_watch",
 )  # fmt: skip
+
+#: Syscalls that return 0 without running. On a file of the host (the interpreter and its standard
+#: library, bound read-only) fsync still makes the disk flush its write cache, a few ms of host-wide
+#: I/O per call; on the run's own files (tmpfs) it does nothing anyway. msync(MS_SYNC) of a shared
+#: mapping of a host file does the same.
+NO_OP_SYSCALLS = ("fsync", "fdatasync", "sync_file_range", "msync")
 
 #: Numbers of the syscalls above that old libseccomp versions do not know by name. Syscalls from
 #: 424 on have the same number on every architecture (x86_64 and aarch64 included).
@@ -137,6 +148,10 @@ def seccomp_program() -> tuple[bytes | None, str]:
                 continue  # not a syscall of this architecture (e.g. modify_ldt on aarch64)
             flt.add_rule(sc.ERRNO(errno.EPERM), number)
             denied += 1
+        for name in NO_OP_SYSCALLS:
+            number = _syscall_number(sc, name)
+            if number is not None:
+                flt.add_rule(sc.ERRNO(0), number)
         for name in _RW_FLAG_SYSCALLS:
             number = _syscall_number(sc, name)
             if number is not None:
@@ -162,6 +177,7 @@ def seccomp_program() -> tuple[bytes | None, str]:
     return program, (
         f"seccomp filter ({len(program) // 8} BPF instructions, libseccomp): {denied} syscalls denied "
         "(namespaces, mounts, ptrace, bpf, io_uring, AIO, keyrings, modules, sync, fadvise, mincore, "
-        "modify_ldt, landlock, ...), preadv2/pwritev2 flags, clone with CLONE_NEW* flags, socket families "
+        "modify_ldt, landlock, inotify, ...), fsync as a no-op, preadv2/pwritev2 flags, clone with CLONE_NEW* "
+        "flags, socket families "
         f"other than unix/inet/inet6 (AF_VSOCK included), ENOSYS above syscall {REVIEWED_UP_TO}"
     )

@@ -1,8 +1,9 @@
 # Uses the page cache the run shares with the host and with later runs: evicts a standard-library
 # file's pages (posix_fadvise DONTNEED: a sender), probes which pages are cached (preadv2 with
 # RWF_NOWAIT, mincore, cachestat: a receiver), fills the cache (readahead, fadvise WILLNEED), submits
-# Linux AIO (whose reads can carry RWF_NOWAIT too) and makes the host write back every dirty page
-# (sync, syncfs). Expected: every call is refused with EPERM, plain reads still work; "wrong answer".
+# Linux AIO (whose reads can carry RWF_NOWAIT too), makes the host write back every dirty page (sync,
+# syncfs) and watches the standard library with inotify (what the host and concurrent runs open).
+# Expected: every call is refused with EPERM, plain reads still work; "wrong answer".
 import ctypes
 import errno
 import mmap
@@ -58,5 +59,6 @@ if NUMBERS:
     stat_range, stat = (ctypes.c_uint64 * 2)(0, 0), (ctypes.c_uint64 * 5)()
     call("cachestat", libc.syscall, ctypes.c_long(NUMBERS["cachestat"]), ctypes.c_long(fd), stat_range, stat,
          ctypes.c_long(0))
+call("inotify_init1", libc.inotify_init1, 0)  # would see what the host and concurrent runs open
 data = os.pread(fd, 64, 0)
 print("plain reads work" if data else "plain reads fail")
