@@ -39,9 +39,10 @@ configuration          the program process is forked before the supervisor reads
                        directories and root plan were never in its memory
 system calls           a seccomp filter (`sandbox_seccomp`, built by libseccomp): no new namespaces
                        (user namespaces included), mounts, ptrace, bpf, io_uring, AIO, keyrings,
-                       modify_ldt, landlock, ..., nothing that evicts, probes or flushes the host's
-                       page cache (fadvise, mincore, cachestat, RWF_NOWAIT, sync, syncfs), ENOSYS for
-                       syscalls newer than the policy's review; no sockets but unix/inet/inet6
+                       modify_ldt, landlock, inotify, ..., nothing that evicts, probes or flushes
+                       the host's page cache (fadvise, mincore, cachestat, RWF_NOWAIT, sync, syncfs;
+                       fsync is a no-op), ENOSYS for syscalls newer than the policy's review; no
+                       sockets but unix/inet/inet6
                        (AF_VSOCK is refused); a failure to load it is a "sandbox error"
 per-process limits     RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE, RLIMIT_NPROC, RLIMIT_NOFILE, no core files
 whole-run limits       a cgroup per run (`sandbox_cgroup`: v2, else v1): memory (no swap), process
