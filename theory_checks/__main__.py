@@ -3,8 +3,9 @@
 Prints a table (check, type, method, category, instances, max ratio, tight ratio, status) and returns exit
 status 1 when a true bound is violated or an expected counterexample is not reproduced (see
 :mod:`theory_checks.report`).  With ``--mutants`` it also lists every deliberately wrong variant of every
-check and whether it was caught, and returns 1 when a mutant of a verified result survives
-(:mod:`theory_checks.mutants`).
+check and whether it was caught, counts only the informative ones (those whose rejection the check's own
+acceptance does not imply), and returns 1 when one of a verified result survives or a verified result has
+none (:mod:`theory_checks.mutants`).
 """
 
 from __future__ import annotations
@@ -51,11 +52,12 @@ def main(argv: list[str] | None = None) -> int:
     if result.mutants is not None:
         print("\n" + format_mutants(result.mutants))
         s = mutation_summary(result.mutants)
-        print(f"\nMUTANTS {'PASS' if result.mutants_ok else 'FAIL'}: {s['caught']}/{s['total']} mutants of "
-              f"{s['rows']} verified results "
-              f"caught, {s['failed']} failed; {s['equivalent']} equivalent (true statements), "
-              f"{s['not_claimed']} not claimed, "
-              f"{s['sanity']} of sanity rows (informational)")
+        print(f"\nMUTANTS {'PASS' if result.mutants_ok else 'FAIL'}: {s['caught']}/{s['total']} informative mutants "
+              f"of {s['rows']} verified results caught, {s['failed']} failed "
+              f"({s['no_informative']} verified results without an informative mutant); reported apart: "
+              f"{s['by_construction']} by construction (rejected whenever the check itself passes), "
+              f"{s['equivalent']} equivalent (true statements), {s['not_claimed']} not claimed, "
+              f"{s['sanity']} of sanity rows")
     if args.json:
         write_json(result, args.json)
         print(f"JSON written to {args.json}")

@@ -483,8 +483,11 @@ def check_t2_two_action(p: float, sigma: float, G: int) -> list[Check]:
                     variants={"drop sigma^2 from the denominator": (snr2,
                                                                     G * p * (1 - p) / max((1 - 2 * p) ** 2, 1e-300))})]
     g = float(_norm(tb.task_gradient())[0])
+    es2_uncentred = float(tb.probs()[0] @ np.sum(tb.features[0] ** 2, axis=1))  # E phi^2 = p: score not centred
     out.append(identity("T1 2-action g = p(1-p) = E s^2 = RV_mu",
-                        np.array([g, tb.score_sq_norm()[0], tb.signal_variance()[0]]), p * (1 - p)))
+                        np.array([g, tb.score_sq_norm()[0], tb.signal_variance()[0]]), p * (1 - p),
+                        variants={"score without the mean subtraction (E phi^2 = p)": (
+                            np.array([g, es2_uncentred, tb.signal_variance()[0]]), p * (1 - p))}))
     return out
 
 
@@ -498,11 +501,14 @@ def check_t2_heteroscedastic_counterexample(G: int = 8) -> list[Check]:
     snr2g = float(_snr(tb, G)[0] ** 2 / G)
     rvmu = float(tb.signal_variance()[0])
     seff = float(tb.effective_noise_variance()[0])
+    homo = SoftmaxTestbed(tb.features, tb.theta, tb.mu, np.sqrt(tb.mean_noise_variance()))
+    snr2g_homo = float(_snr(homo, G)[0] ** 2 / G)
     out = [
         counterexample("T2 sharper with plain-average sigma^2 (false)", snr2g,
                        rvmu / float(tb.mean_noise_variance()[0]),
                        variants={"corrected claim (sigma_eff)": (snr2g, rvmu / seff)}),
-        identity("T2 counterexample value SNR^2/G = 6/11", snr2g, 6.0 / 11.0),
+        identity("T2 counterexample value SNR^2/G = 6/11", snr2g, 6.0 / 11.0,
+                 variants={"noise spread evenly (homoscedastic at the plain average)": (snr2g_homo, 6.0 / 11.0)}),
         bound("T2 heteroscedastic: SNR <= sqrt(G RV_mu)/sigma_eff", snr2g, rvmu / seff,
               variants={"sigma_eff -> plain average sigma": (snr2g, rvmu / float(tb.mean_noise_variance()[0]))}),
     ]
@@ -537,11 +543,20 @@ def check_t2_paper_heteroscedastic_counterexample(G: int = 8) -> list[Check]:
         float(tb.effective_noise_variance()[0]),
     )
     claimed = rv / sbar
+    # a wrong MSE that charges the noise at the average score norm: MSE_G + (sbar E||s||^2 - E[sigma^2 ||s||^2]) / G
+    mse = float(tb.estimator_mse(G)[0])
+    extra = (sbar * float(tb.score_sq_norm()[0]) - float(tb.noise_variance()[0] @ (
+        tb.probs()[0] * np.sum(tb.score()[0] ** 2, axis=1)))) / G
+    snr2g_flat = float(np.sum(tb.task_gradient()[0] ** 2)) / (mse + extra) / G
     return [
         counterexample("T2 paper with plain-average sigma (false with >= 3 outcomes)", snr2g, claimed,
                        variants={"corrected claim (sigma_eff)": (snr2g, rv / seff if seff > 0 else math.inf)}),
         identity("T2 paper counterexample values SNR^2/G = 2, RV/sigma^2 = 5/3", np.array([snr2g, claimed]),
-                 np.array([2.0, 5.0 / 3.0])),
+                 np.array([2.0, 5.0 / 3.0]),
+                 variants={"RV without its noise term (RV_mu / sigma^2)": (
+                     np.array([snr2g, float(tb.signal_variance()[0]) / sbar]), np.array([2.0, 5.0 / 3.0])),
+                           "noise counted where the score is 0 (MSE with E[sigma^2] E||s||^2)": (
+                     np.array([snr2g_flat, claimed]), np.array([2.0, 5.0 / 3.0]))}),
     ]
 
 
@@ -833,6 +848,17 @@ def top_p_by_score(scores: np.ndarray, rho: float) -> list[int]:
     return kept
 
 
+def _core_top_p_count(scores: np.ndarray, rho: float) -> int | None:
+    """Number of groups ``ragen_core.filtering.select_groups`` keeps with top-p (None when it cannot be imported)."""
+    try:
+        import torch
+
+        from ragen_core.filtering import select_groups
+    except Exception:  # the RL core is optional for the theory checks
+        return None
+    return select_groups(torch.as_tensor(scores, dtype=torch.float64), strategy="top_p", value=rho).n_kept
+
+
 def check_t7_paper_setting() -> list[Check]:
     """"Filtering reduces the MSE" fails at the paper's own setting (not only with tied RV).
 
@@ -842,7 +868,10 @@ def check_t7_paper_setting() -> list[Check]:
 
     - the pair (RV 0.34, RV 0.11): keeping only the high-RV group raises the MSE from 0.001334 to 0.0028125;
     - a P = 8 batch (4 prompts of each kind): top-p with rho = 0.9 on the population RV keeps 7 groups and
-      raises the MSE by 15%; keeping only the high-RV half doubles it; no proper subset lowers it.
+      raises the MSE by 15% (asserted, by the plain loop and by ``ragen_core.filtering.select_groups``);
+      keeping only the high-RV half doubles it; no proper subset lowers it.
+    - meanwhile the batch SNR ||sum_S g_i|| / sqrt(sum_S sigma_i^2) rises (7.39 -> 7.73 with top-p, 9.43 for
+      the high-RV half): the claim on the SNR holds, which is each counterexample's control mutant.
     """
     cfg = T7_PAPER_SETTING
     G, sigma = int(cfg["G"]), float(cfg["sigma"])
@@ -851,30 +880,73 @@ def check_t7_paper_setting() -> list[Check]:
     enum = np.array([float(np.sum(w * np.sum(e * e, axis=1))) for e, w in (_group_errors(t, 0, G) for t in prompts)])
     ps = np.array([float(t.probs()[0, 1]) for t in prompts])
     closed = ps * (1 - ps) * ((1 - 2 * ps) ** 2 + sigma**2) / G
+    noiseless = np.array([float(SoftmaxTestbed.two_action(float(q)).estimator_mse(G)[0]) for q in ps])
+    gs = np.array([float(_norm(t.task_gradient())[0]) for t in prompts])  # g_i = p(1-p), all along +phi
+
+    def snr(idx: list[int] | np.ndarray, kinds_: np.ndarray) -> float:
+        """Batch SNR ||sum_S g_i|| / sqrt(sum_S sigma_i^2) (the g_i are parallel and positive here)."""
+        return float(gs[kinds_[idx]].sum() / math.sqrt(formula[kinds_[idx]].sum()))
+
+    snr_note = ("the batch SNR ||sum_S g_i|| / sqrt(sum_S sigma_i^2) rises (the claim on the SNR instead of "
+                "the MSE holds)")
     rv = np.array([float(t.reward_variance()[0]) for t in prompts])
     out = [
         identity("T7 paper setting: population RV = 0.34, 0.11", rv, np.array([cfg["rv_high"], cfg["rv_low"]])),
-        identity("T7 paper setting: sigma_i^2 formula = enumeration (4^8 tuples)", formula, enum, atol=1e-15),
+        identity("T7 paper setting: sigma_i^2 formula = enumeration (4^8 tuples)", formula, enum, atol=1e-15,
+                 variants={"drop the noise term": (noiseless, enum)}),
         identity("T7 paper setting: sigma_i^2 = 2-action closed form", formula, closed,
                  variants={"drop sigma^2": (formula, ps * (1 - ps) * (1 - 2 * ps) ** 2 / G)}),
     ]
     mse_pair = float(formula.sum() / 4)
     mse_high = float(formula[0])
+    pair = np.array([0, 1])
+    snr_pair, snr_high1 = snr([0, 1], pair), snr([0], pair)
     out.append(counterexample("T7 paper setting: keeping only the high-RV group lowers the MSE (false)", mse_high,
                               mse_pair,
                               note=f"MSE {mse_pair:.6f} (both) -> {mse_high:.6f} (high-RV group only), "
-                                   f"G = {G}, sigma = {sigma}"))
+                                   f"G = {G}, sigma = {sigma}; batch SNR {snr_pair:.2f} -> {snr_high1:.2f}",
+                              variants={snr_note: (snr_pair, snr_high1)}))
     P = int(cfg["P"])
     kinds = np.array([0] * (P // 2) + [1] * (P - P // 2))
     sig2, rvs = formula[kinds], rv[kinds]
     mse_all = float(sig2.sum() / P**2)
-    kept = top_p_by_score(rvs, float(cfg["rho"]))
+    rho = float(cfg["rho"])
+    kept = top_p_by_score(rvs, rho)
     mse_kept = float(sig2[kept].sum() / len(kept) ** 2)
+    every = list(range(P))
+    snr_all, snr_kept = snr(every, kinds), snr(kept, kinds)
     out.append(counterexample("T7 paper setting: top-p (rho = 0.9, P = 8) lowers the MSE (false)", mse_kept, mse_all,
-                              note=f"keeps {len(kept)} of {P} groups; MSE {mse_all:.6g} -> {mse_kept:.6g}"))
+                              note=f"keeps {len(kept)} of {P} groups; MSE {mse_all:.6g} -> {mse_kept:.6g}; "
+                                   f"batch SNR {snr_all:.2f} -> {snr_kept:.2f}",
+                              variants={snr_note: (snr_all, snr_kept)}))
+    # what the rule keeps, asserted: 7 groups (4 high, 3 low) and MSE x 1.15, by the plain loop above and by
+    # the RL core's select_groups (an independent implementation); two plausible wrong rules as mutants
+    n_core = _core_top_p_count(rvs, rho)
+    order_desc = np.sort(rvs)[::-1]
+    before = int(np.sum(np.cumsum(order_desc) < rho * rvs.sum()))  # the prefix strictly below the threshold
+    min_p = int(np.sum(rvs >= rho * rvs.max()))
+    ratio = round(mse_kept / mse_all, 2)
+
+    def kept_ratio(n: int) -> float:
+        idx = np.argsort(-rvs, kind="stable")[:n]
+        return round(float(sig2[idx].sum() / n**2) / mse_all, 2)
+
+    lhs = [float(len(kept)), ratio] + ([float(n_core)] if n_core is not None else [])
+    rhs = [7.0, 1.15] + ([7.0] if n_core is not None else [])
+    out.append(identity("T7 paper setting: top-p (rho = 0.9, P = 8) keeps 7 groups, MSE x1.15", np.array(lhs),
+                        np.array(rhs), rtol=0.0, atol=1e-12,
+                        note=f"top_p_by_score keeps {len(kept)}, ragen_core select_groups keeps "
+                             f"{'n/a' if n_core is None else n_core}; MSE ratio {mse_kept / mse_all:.4f}",
+                        variants={"the prefix strictly below rho * total (one group fewer)": (
+                                      np.array([float(before), kept_ratio(before)] + lhs[2:]), np.array(rhs)),
+                                  "min-p rule (score >= rho max)": (
+                                      np.array([float(min_p), kept_ratio(min_p)] + lhs[2:]), np.array(rhs))}))
     high = list(range(P // 2))
+    snr_half = snr(high, kinds)
     out.append(counterexample("T7 paper setting: keeping the high-RV half lowers the MSE (false)",
-                              float(sig2[high].sum() / len(high) ** 2), mse_all))
+                              float(sig2[high].sum() / len(high) ** 2), mse_all,
+                              note=f"batch SNR {snr_all:.2f} -> {snr_half:.2f}",
+                              variants={snr_note: (snr_all, snr_half)}))
     proper = [list(S) for n in range(1, P) for S in itertools.combinations(range(P), n)]
     mse_s = np.array([float(sig2[S].sum() / len(S) ** 2) for S in proper])
     out.append(bound("T7 paper setting: MSE_all <= MSE_S for every proper subset S (P = 8)",
@@ -1145,12 +1217,30 @@ def check_t9_counterexample() -> list[Check]:
     h = 1e-5
     fd = (_mi_of_logits(w, logits + h * vel) - _mi_of_logits(w, logits - h * vel)) / (2 * h)
     step = _mi_of_logits(w, logits + 0.05 * vel)
+    # wrong formulas evaluated on the same logits: I in bits; the ascent of H(Z|X) = sum_x w(x) H(pi(.|x))
+    # (velocity weighted by w(x): half the paper's dI/dt); the MI logit gradient without its -KL centring
+    I_bits = I0 / math.log(2)
+    dIdt_weighted = float(np.sum(mi_logit_gradient(w, logits) * (w[:, None] * vel)))
+    pi_m = w @ pi
+    grad_nocentre = w[:, None] * pi * (np.log(pi) - np.log(pi_m)[None, :])
+    dIdt_nocentre = float(np.sum(grad_nocentre * vel))
+    # control instance where the claim holds: symmetric prompts, entropy ascent makes them alike (dI/dt < 0)
+    sym = np.array([[2.0, 0.0, 0.0], [0.0, 2.0, 0.0]])
+    pi_s = softmax(sym, 1)
+    vel_s = -pi_s * (np.log(pi_s) + entropy_rows(pi_s)[:, None])
+    control = {"symmetric prompts, logits (2, 0, 0) and (0, 2, 0), where the claim holds": (
+        mi_time_derivative(w, sym), 0.0)}
+    control_step = {"symmetric prompts, logits (2, 0, 0) and (0, 2, 0), where the claim holds": (
+        _mi_of_logits(w, sym + 0.05 * vel_s), _mi_of_logits(w, sym))}
     return [
-        identity("T9 counterexample I = 0.0783 (4 d.p.)", round(I0, 4), 0.0783, rtol=0.0, atol=1e-12),
-        identity("T9 counterexample dI/dt = 0.030 (3 d.p.)", round(dIdt, 3), 0.030, rtol=0.0, atol=1e-12),
-        identity("T9 dI/dt analytic = finite difference", dIdt, fd, rtol=1e-6),
-        counterexample("T9 'entropy bonus lowers I' (false): dI/dt > 0", dIdt, 0.0),
-        counterexample("T9 entropy-ascent step raises I", step, I0),
+        identity("T9 counterexample I = 0.0783 (4 d.p.)", round(I0, 4), 0.0783, rtol=0.0, atol=1e-12,
+                 variants={"I in bits (log2)": (round(I_bits, 4), 0.0783)}),
+        identity("T9 counterexample dI/dt = 0.030 (3 d.p.)", round(dIdt, 3), 0.030, rtol=0.0, atol=1e-12,
+                 variants={"ascent of H(Z|X) (velocity weighted by w(x))": (round(dIdt_weighted, 3), 0.030)}),
+        identity("T9 dI/dt analytic = finite difference", dIdt, fd, rtol=1e-6,
+                 variants={"MI logit gradient without its -KL centring": (dIdt_nocentre, fd)}),
+        counterexample("T9 'entropy bonus lowers I' (false): dI/dt > 0", dIdt, 0.0, variants=control),
+        counterexample("T9 entropy-ascent step raises I", step, I0, variants=control_step),
     ]
 
 

@@ -10,7 +10,12 @@ Every row of the result table (a check name, ``[tight]`` folded in) has an :clas
 ``sharp`` marks a bound whose supremum of lhs / rhs is 1 (an equality family, or a limit the run approaches):
 its ``rhs x0.9`` mutant is expected to be caught.  ``equivalent`` lists mutants that are *true* statements
 (so no instance can refute them), each with the reason; if one of them is caught, the reason is wrong and
-the mutation run fails.
+the mutation run fails.  ``by_construction`` lists mutants whose rejection the row's own acceptance implies
+(beyond the generic ones of :func:`theory_checks.mutants.forced_reason`: scalings of an identity, reversed
+claims), e.g. a scaling of an identity proved symbolically: they are reported apart and not counted.
+
+A row is sanity, not evidence, when it would pass for *any* implementation of the quantities involved (a
+tautology of the algebra, e.g. logsumexp >= max), even when it compares numbers computed in two places.
 """
 
 from __future__ import annotations
@@ -29,10 +34,12 @@ class Entry:
     sharp: bool = False
     why: str = ""  # sanity rows: why the row is not evidence
     equivalent: dict[str, str] = field(default_factory=dict)
+    by_construction: dict[str, str] = field(default_factory=dict)
 
 
-def _ev(detects: str, sharp: bool = False, equivalent: dict[str, str] | None = None) -> Entry:
-    return Entry("evidence", detects, sharp, "", dict(equivalent or {}))
+def _ev(detects: str, sharp: bool = False, equivalent: dict[str, str] | None = None,
+        by_construction: dict[str, str] | None = None) -> Entry:
+    return Entry("evidence", detects, sharp, "", dict(equivalent or {}), dict(by_construction or {}))
 
 
 def _sanity(why: str, detects: str = "") -> Entry:
@@ -41,6 +48,8 @@ def _sanity(why: str, detects: str = "") -> Entry:
 
 _T8_LOOSE = ("true statement: twice the classical-X bound is below the paper's right side for every channel pair, so "
              "|dI| / rhs < 1/2 (proof in docs/theory_report/theory.md, T8; the cap row evaluates it on a grid)")
+
+_SCALED_PROOF = "a scaling of an identity the proof establishes (false wherever the proved value is non-zero)"
 
 CATALOG: dict[str, Entry] = {
     # ----------------------------------------------------------------- identities of section 5
@@ -104,19 +113,23 @@ CATALOG: dict[str, Entry] = {
     # ----------------------------------------------------------------- T7
     "T7 identity E||gbar_hat_S - gbar_S||^2 = sum sigma_i^2 / n^2": _ev(
         "1/n instead of 1/n^2; every subset S, proper ones included"),
-    "T7 'filtering reduces MSE' (false)": _ev(
-        "a wrong counterexample: with 1/n instead of 1/n^2 it would not reproduce"),
-    "T7 equal sigma: MSE_S / MSE_all = P / n": _ev("a ratio off P / n"),
+    "T7 'filtering reduces MSE' (false)": _sanity(
+        "algebra: with any constant sigma_i^2 = s, MSE_S = s/n > s/P = MSE_all for n < P, whatever s is"),
+    "T7 equal sigma: MSE_S / MSE_all = P / n": _sanity(
+        "algebra: (n s / n^2) / (P s / P^2) = P / n for any constant sigma_i^2 = s"),
     "T7 paper setting: population RV = 0.34, 0.11": _sanity("holds by construction (p solved from the RV)"),
     "T7 paper setting: sigma_i^2 formula = enumeration (4^8 tuples)": _ev(
         "a wrong per-group MSE at the paper's setting"),
     "T7 paper setting: sigma_i^2 = 2-action closed form": _ev("a wrong per-group MSE (third, closed-form computation)"),
     "T7 paper setting: keeping only the high-RV group lowers the MSE (false)": _ev(
-        "a wrong counterexample (reversed must not reproduce)"),
+        "a wrong per-group MSE that does not raise the MSE; control: the same claim on the batch SNR holds there"),
     "T7 paper setting: top-p (rho = 0.9, P = 8) lowers the MSE (false)": _ev(
-        "a wrong counterexample (reversed must not reproduce)"),
+        "a rule keeping fewer high-RV groups still raises the MSE, so what top-p keeps is asserted in the next row; "
+        "control: the claim on the batch SNR (7.39 -> 7.73) holds"),
+    "T7 paper setting: top-p (rho = 0.9, P = 8) keeps 7 groups, MSE x1.15": _ev(
+        "a wrong top-p rule (keeping 6, 4 or 3 groups), in the plain loop or in ragen_core.filtering.select_groups"),
     "T7 paper setting: keeping the high-RV half lowers the MSE (false)": _ev(
-        "a wrong counterexample (reversed must not reproduce)"),
+        "a wrong per-group MSE; control: the claim on the batch SNR (7.39 -> 9.43) holds"),
     "T7 paper setting: MSE_all <= MSE_S for every proper subset S (P = 8)": _ev(
         "a proper subset with a lower MSE than the full batch"),
     "T7 sum_D g = 0 (construction)": _sanity("checks the construction of the dropped set"),
@@ -139,7 +152,8 @@ CATALOG: dict[str, Entry] = {
     "T8 paper: ratio cap from the classical-X bound <= 1/2": _ev(
         "a cap above 1/2 (grid over delta and sizes 2..8; limit 1/2 as delta -> 0)", sharp=True),
     # ----------------------------------------------------------------- T9
-    "T9 dI = Delta_marg - Delta_in": _ev("a sign error in the decomposition (I by the KL form vs entropy differences)"),
+    "T9 dI = Delta_marg - Delta_in": _sanity(
+        "the identity H(Z) = H(Z|X) + I (its own row) at two policies, subtracted"),
     "T9 counterexample I = 0.0783 (4 d.p.)": _ev("a value off the paper's 0.0783"),
     "T9 counterexample dI/dt = 0.030 (3 d.p.)": _ev("a value off the paper's 0.030"),
     "T9 dI/dt analytic = finite difference": _ev("a wrong analytic MI gradient (vs a central finite difference)"),
@@ -157,8 +171,9 @@ CATALOG: dict[str, Entry] = {
     "MC validate: E||g_hat - g||^2 = MSE_G": _ev(
         "a simulator or MSE formula off by >= 5% (see detectable error); the noise term dropped"),
     "MC T2 sharper: SNR <= sqrt(G RV_mu)/sigma": _ev(
-        "a constant 10% too small (tight at p = 1/2 within the interval)", sharp=True),
-    "MC T3 floor <= MSE_GRPO": _ev("a floor 10% too large (tight at p = 1/2 within the interval)", sharp=True),
+        "a constant 10% too small: refuted at p = 0.45 (ratio 0.98, draws of positive variance), not only at the "
+        "degenerate p = 1/2 (constant draws)", sharp=True),
+    "MC T3 floor <= MSE_GRPO": _ev("a floor 10% too large: refuted at p = 0.45 (ratio 0.96) and p = 1/2", sharp=True),
     "MC validate: E||g_hat - g||^2 = MSE_G, simulated noise": _ev("a simulator error >= 5% with the noise simulated"),
     "MC T2 sharper with plain-average sigma^2 (false)": _ev(
         "a wrong counterexample (the corrected claim must not be refuted)"),
@@ -173,7 +188,7 @@ CATALOG: dict[str, Entry] = {
     "MC T7 identity, fixed S: E||gbar_hat_S - gbar_S||^2 = sum sigma^2 / n^2": _ev(
         "1/n instead of 1/n^2, or a 5% error"),
     "RL core filter_groups(top_k_abs) = numpy top-k by variance": _ev(
-        "a selection differing from the plain top-k in any batch"),
+        "a selection differing from the plain top-k in any batch, including the tie-break (ties are common)"),
     "MC T7 identity with S chosen from the same rollouts (false)": _ev(
         "a wrong counterexample: with S fixed in advance the identity holds"),
     "ragen_core.mi mi_seq_est = numpy sequence proxy": _ev(
@@ -182,27 +197,35 @@ CATALOG: dict[str, Entry] = {
     "MC validate: E[MI-Seq-Est] = I_P, scorer = sampler": _ev(
         "a proxy biased by >= 5% (ragen_core.mi agrees with the numpy proxy on the checked batches)"),
     "MC validate: E[Retrieval-Acc] = Bayes accuracy": _ev("a retrieval accuracy off by >= 5% (e.g. at chance level)"),
-    "MC MI-Seq-Est <= log P (every batch)": _ev("a batch above log P; equality for disjoint supports", sharp=True),
+    "MC MI-Seq-Est <= log P (every batch)": _sanity(
+        "logsumexp_j L_j - log P >= L_i - log P for any scores L: holds for every input of the numpy proxy"),
     "ragen_core.mi per-token estimates = plain-loop reference": _ev(
         "a wrong per-token normalisation or 1/P in ragen_core.mi"),
     "ragen_core.mi H_hat(Z) = H_hat(Z|X) + MI-Est": _sanity("compares outputs built from the same terms"),
     "ragen_core.mi row shift: mi_est unchanged": _ev("a proxy that depends on a per-row constant"),
-    "ragen_core.mi row shift: retrieval_acc unchanged": _ev("an accuracy that depends on a per-row constant"),
+    "ragen_core.mi row shift: retrieval_acc unchanged": _ev(
+        "an accuracy that depends on a per-row constant (e.g. prompt and trace indices swapped)"),
     "ragen_core.mi |z| = 1: mi_est = mi_seq_est": _sanity("two outputs of the same terms with lengths 1"),
     "ragen_core.mi mi_seq_est <= log P": _ev(
         "a batch above log P in ragen_core.mi; equality for disjoint supports", sharp=True),
     "MC validate: E[MI-Seq-Est] at sampler T != 1": _ev(
         "an expectation off by >= 5% (e.g. I_P of the sampler instead)"),
-    "MC collapse, scorer = sampler: MI-Seq-Est = 0 (every batch)": _ev(
-        "a log-sum instead of a log-mean (a log P offset)"),
+    "MC collapse, scorer = sampler: MI-Seq-Est = 0 (every batch)": _sanity(
+        "any L with identical columns gives L_i - log((1/P) P exp L_i) = 0: a property of the numpy formula"),
     "MC collapse, arbitrary scorer: E[Retrieval-Acc] = 1/P": _sanity("holds for any winner function"),
     "ragen_core.mi collapse: mi_seq_est = 0 (every batch)": _ev("a log P offset in ragen_core.mi"),
-    "ragen_core.mi collapse: retrieval_acc = numpy argmax": _ev("a wrong tie-break or accuracy in ragen_core.mi"),
+    "ragen_core.mi collapse: retrieval_acc = numpy argmax": _ev(
+        "a wrong tie rule (integer scorer: ties are common; a tie is shared, so a lower- or higher-index "
+        "tie-break is refuted) or accuracy in ragen_core.mi"),
     "ragen_core.mi mi_proxies checks": _sanity("skipped: ragen_core.mi not importable"),
     # ----------------------------------------------------------------- symbolic
-    "S1 2-action: g = c Delta p(1-p), E s^2 = c^2 p(1-p), RV_mu = Delta^2 p(1-p)": _ev("a wrong 2-action derivation"),
-    "S2 T1 equality case (sigma = 0)": _ev("T1 not tight in the 2-action case"),
-    "S3 T2 2-action SNR^2 closed form": _ev("a wrong closed form"),
+    "S1 2-action: g = c Delta p(1-p), E s^2 = c^2 p(1-p), RV_mu = Delta^2 p(1-p)": _ev(
+        "a wrong 2-action derivation (a square dropped)",
+        by_construction={"g x2": _SCALED_PROOF, "g x0.9": _SCALED_PROOF}),
+    "S2 T1 equality case (sigma = 0)": _ev("T1 not tight in the 2-action case",
+                                           by_construction={"rhs x0.9": _SCALED_PROOF}),
+    "S3 T2 2-action SNR^2 closed form": _ev("a wrong closed form (sigma^2 dropped)",
+                                            by_construction={"closed form x2": _SCALED_PROOF}),
     "S4 T2 sharper bound, 2-action": _ev("a constant 10% too small, the inequality reversed, G dropped"),
     "S4 T2 paper bound, 2-action": _ev("the inequality reversed, G dropped"),
     "S5 T3 GRPO MSE closed form and floor": _ev("a floor 10% too large, the inequality reversed, 1/K dropped"),
@@ -210,7 +233,9 @@ CATALOG: dict[str, Entry] = {
     "S6 T4 convexity and contraction, any finite X and Z": _ev("a wrong second-derivative lemma"),
     "S7 heteroscedastic counterexample (exact rationals)": _ev(
         "a wrong counterexample (the corrected claim must hold)"),
-    "S8 T9 dI/dt > 0 (30 digits)": _ev("a wrong sign or value of dI/dt"),
+    "S8 T9 dI/dt > 0 (30 digits)": _ev(
+        "a float64 dI/dt off the 30-digit value (e.g. the ascent of H(Z|X) instead of per-prompt entropy ascent)",
+        by_construction={"value x0.9": "a scaling of a non-zero value the proof computes"}),
     "S9 T2 paper bound, plain-average sigma, 2-action heteroscedastic": _ev(
         "a constant 10% too small, the reversed inequality, the sharper form"),
     "S10 T2 paper bound, plain-average sigma, fails with 3 outcomes": _ev(

@@ -298,8 +298,11 @@ def mc_t2_t3(rng: np.random.Generator, budget: MCBudget, n: int, plot: dict[str,
     G = 8
     sigma = 0.5
     pts: list[dict[str, float]] = []
+    # p = 0.45 is the near-tight configuration that samples something: at p = 1/2 every outcome has the
+    # same per-draw error (a_z = 0, equal ||s||^2), so the draws are constant; at p = 0.45 the ratio is
+    # sqrt(sigma^2 / ((1 - 2p)^2 + sigma^2)) = 0.981 with draws of positive variance
     cases: list[tuple[str, SoftmaxTestbed]] = [
-        (f"2-action p={p}", SoftmaxTestbed.two_action(p, sigma)) for p in (0.1, 0.25, 0.5, 0.75, 0.9)
+        (f"2-action p={p}", SoftmaxTestbed.two_action(p, sigma)) for p in (0.1, 0.25, 0.45, 0.5, 0.75, 0.9)
     ]
     for _ in range(4):
         cases.append(("random", SoftmaxTestbed.random(rng, X=1, Z=int(rng.integers(2, 6)), d=int(rng.integers(1, 4)),
@@ -307,7 +310,14 @@ def mc_t2_t3(rng: np.random.Generator, budget: MCBudget, n: int, plot: dict[str,
                                                       sigma_scale=float(rng.uniform(0.2, 2)), mu_offset=0.0)))
     for label, tb in cases:
         hi = _rb_errors(rng, tb, 0, 2, G)[1]
-        iv = _sized(budget, lambda m, tb=tb: _rb_errors(rng, tb, 0, m, G)[0], 0.0, hi, f"T2 {label}", n)
+        iv_draws: list[np.ndarray] = []
+
+        def draw(m: int, tb: SoftmaxTestbed = tb, keep: list[np.ndarray] = iv_draws) -> np.ndarray:
+            y = _rb_errors(rng, tb, 0, m, G)[0]
+            keep[:] = [y]
+            return y
+
+        iv = _sized(budget, draw, 0.0, hi, f"T2 {label}", n)
         exact = float(tb.estimator_mse(G)[0])
         checks.append(_validate("MC validate: E||g_hat - g||^2 = MSE_G", iv, exact, f"{label}, G={G}",
                                 variants={"drop the noise term": exact - float(
@@ -318,11 +328,13 @@ def mc_t2_t3(rng: np.random.Generator, budget: MCBudget, n: int, plot: dict[str,
         mse = Est.of(iv)
         snr = mse.map(lambda v, gn=gn: gn / math.sqrt(max(v, 1e-300)))
         checks.append(_mc_bound("MC T2 sharper: SNR <= sqrt(G RV_mu)/sigma", snr, Est.exact(math.sqrt(G * rvmu / s2)),
-                                f"{label}, G={G}", variants={"drop sqrt(G)": (snr, Est.exact(math.sqrt(rvmu / s2)))}))
+                                f"{label}, G={G}, draw variance {float(np.var(iv_draws[0])):.3g}",
+                                variants={"drop sqrt(G)": (snr, Est.exact(math.sqrt(rvmu / s2)))}))
         # T3: the population-normalised GRPO estimator is g_hat / sqrt(RV): its MSE is MSE_G / RV
         floor = s2 / rv * float(tb.score_sq_norm()[0]) / G
         grpo = Est.of(iv, 1.0 / rv)
-        checks.append(_mc_bound("MC T3 floor <= MSE_GRPO", Est.exact(floor), grpo, f"{label}, K={G}",
+        checks.append(_mc_bound("MC T3 floor <= MSE_GRPO", Est.exact(floor), grpo,
+                                f"{label}, K={G}, draw variance {float(np.var(iv_draws[0])):.3g}",
                                 variants={"drop 1/K": (Est.exact(floor * G), grpo)}))
         if label.startswith("2-action"):
             pts.append({"p": float(tb.probs()[0, 1]), "rv_mu": rvmu, "rv": rv,
@@ -382,7 +394,11 @@ def mc_t1_sample(rng: np.random.Generator, budget: MCBudget, n: int, core: dict[
             var = reward_variance(Rt, ddof=0).numpy()
             scale = 1e-12 * (1 + np.abs(R).max())
             checks.append(identity("RL core Dr.GRPO advantage = R - mean(R)", adv, adv_np, atol=scale,
-                                   method="monte-carlo"))
+                                   method="monte-carlo",
+                                   variants={"mean over the whole batch instead of the group": (
+                                                 adv, R - R.mean()),
+                                             "GRPO (divided by the group std)": (
+                                                 adv, adv_np / (R.std(axis=1, ddof=1, keepdims=True) + 1e-6))}))
             checks.append(identity("RL core reward_variance(ddof=0) = numpy var", var, var_np,
                                    atol=1e-12 * (1 + np.abs(R).max()) ** 2, method="monte-carlo",
                                    variants={"ddof = 1": (var * G / (G - 1), var_np)}))
@@ -460,10 +476,13 @@ def mc_t6(rng: np.random.Generator, budget: MCBudget, n: int, plot: dict[str, An
 
 
 # ------------------------------------------------------------------------------------------- T7
-def _topk_by_variance(R: np.ndarray, k: int) -> np.ndarray:
-    """Mask [n, P] of the k groups with the largest sample variance (ddof = 1), ties by lower index; nothing
-    when every variance is 0 (the documented empty step of ``ragen_core.filtering``)."""
+def _topk_by_variance(R: np.ndarray, k: int, ties: str = "lower") -> np.ndarray:
+    """Mask [n, P] of the k groups with the largest sample variance (ddof = 1), ties by lower index (``ties =
+    "higher"``: by higher index, a wrong rule used as a mutant); nothing when every variance is 0 (the
+    documented empty step of ``ragen_core.filtering``)."""
     V = np.var(R, axis=2, ddof=1)
+    if ties == "higher":
+        return _topk_by_variance(R[:, ::-1], k)[:, ::-1]
     order = np.argsort(-V, axis=1, kind="stable")[:, :k]
     mask = np.zeros(V.shape, dtype=bool)
     np.put_along_axis(mask, order, True, axis=1)
@@ -502,12 +521,17 @@ def mc_t7(rng: np.random.Generator, budget: MCBudget, n: int, core: dict[str, st
         from ragen_core.filtering import filter_groups
 
         m_core = min(m, 2000)
-        agree = 0
+        mask_hi = _topk_by_variance(R[:m_core], k, ties="higher")
+        agree = agree_hi = 0
         for i in range(m_core):
             res = filter_groups(torch.from_numpy(R[i]), strategy="top_k_abs", value=k)
             agree += int(np.array_equal(res.mask.numpy(), mask[i]))
+            agree_hi += int(np.array_equal(res.mask.numpy(), mask_hi[i]))
+        # rewards mu +- sigma take 4 values, so tied variances are common and the tie-break rule is tested
         checks.append(identity("RL core filter_groups(top_k_abs) = numpy top-k by variance", float(agree),
-                               float(m_core), method="monte-carlo", note=f"{m_core} batches"))
+                               float(m_core), method="monte-carlo",
+                               note=f"{m_core} batches, {m_core - agree_hi} of them decided by the tie-break",
+                               variants={"ties toward the higher index": (float(agree_hi), float(m_core))}))
     B = float(
         np.max(np.abs(tb.mu[0] - b) + tb.sigma[0]) * np.max(np.linalg.norm(tb.score()[0], axis=1)) + np.linalg.norm(g)
     )
@@ -553,9 +577,23 @@ def token_proxy_terms(L: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, n
     return matched, marginal
 
 
-def _retrieval_hits(L: np.ndarray) -> np.ndarray:
-    """hit[i, k] = 1[argmax_j L[i, k, j] == i] (first index among ties)."""
-    return (np.argmax(L, axis=2) == np.arange(L.shape[0])[:, None]).astype(float)
+def _retrieval_hits(L: np.ndarray, ties: str = "shared") -> np.ndarray:
+    """hit[i, k] = 1[argmax_j L[i, k, j] == i], distinct prompts.  A tie for the top score is shared
+    (``ragen_core.mi``'s rule: the expected hit under a uniformly random tie-break, 1 / (number tied) when
+    prompt i is among them); ``ties="lower"`` / ``"higher"``: the lowest / highest tied index wins (wrong
+    rules, used as mutants)."""
+    P = L.shape[0]
+    own = np.arange(P)[:, None]
+    if ties == "shared":
+        top = L == L.max(axis=2, keepdims=True)
+        return np.take_along_axis(top, own[:, :, None].repeat(L.shape[1], 1), axis=2)[..., 0] / top.sum(axis=2)
+    win = np.argmax(L, axis=2) if ties == "lower" else P - 1 - np.argmax(L[:, :, ::-1], axis=2)
+    return (win == own).astype(float)
+
+
+def _transposed_hits(L: np.ndarray) -> np.ndarray:
+    """A wrong retrieval (prompt and trace indices swapped): hit[i, k] = 1[argmax_j L[j, k, i] == i]."""
+    return (np.argmax(L.transpose(2, 1, 0), axis=2) == np.arange(L.shape[0])[:, None]).astype(float)
 
 
 def _cross_scores(
@@ -610,10 +648,13 @@ def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core
                                np.array([o["mi_seq_est"] for o in outs]), ours, atol=1e-12, method="monte-carlo",
                                variants={"log-sum instead of log-mean (drop log P)": (
                                    np.array([o["mi_seq_est"] for o in outs]), ours - math.log(P))}))
-        checks.append(identity("ragen_core.mi retrieval_acc = numpy argmax",
-                               np.array([o["retrieval_acc"] for o in outs]),
+        core_acc = np.array([o["retrieval_acc"] for o in outs])
+        checks.append(identity("ragen_core.mi retrieval_acc = numpy argmax", core_acc,
                                np.array([_retrieval_hits(L).mean() for L in Ls[:4]]), atol=1e-12,
-                               method="monte-carlo"))
+                               method="monte-carlo",
+                               variants={"recall@2 instead of the top-1 accuracy": (core_acc, np.array(
+                                   [(np.argsort(-L, axis=2, kind="stable")[:, :, :2]
+                                     == np.arange(P)[:, None, None]).any(axis=2).mean() for L in Ls[:4]]))}))
     iv = budget.interval(unit, lo_term, math.log(P), "MI seq proxy")
     checks.append(_validate("MC validate: E[MI-Seq-Est] = I_P, scorer = sampler", iv, I_P,
                             f"P={P}, {batches} batches of G={G}",
@@ -655,9 +696,13 @@ def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core
         shift = rng.normal(size=(P, L0.shape[1], 1)) * 50.0
         o_shift = proxies(L0 + shift, lengths)
         checks.append(identity("ragen_core.mi row shift: mi_est unchanged", o_shift["mi_est"], o["mi_est"], atol=1e-9,
-                               method="monte-carlo"))
+                               method="monte-carlo",
+                               variants={"the matched term alone (no log-mean over prompts)": (
+                                   -o_shift["cond_entropy_est"], -o["cond_entropy_est"])}))
         checks.append(identity("ragen_core.mi row shift: retrieval_acc unchanged", o_shift["retrieval_acc"],
-                               o["retrieval_acc"], atol=1e-12, method="monte-carlo"))
+                               o["retrieval_acc"], atol=1e-12, method="monte-carlo",
+                               variants={"prompt and trace indices swapped (argmax_j L[j, k, i])": (
+                                   _transposed_hits(L0 + shift).mean(), _transposed_hits(L0).mean())}))
         checks.append(identity("ragen_core.mi |z| = 1: mi_est = mi_seq_est", proxies(L0)["mi_est"],
                                proxies(L0)["mi_seq_est"], atol=1e-12, method="monte-carlo"))
         core_small = np.array([proxies(_cross_scores(rng, p, logp, 4)[0])["mi_seq_est"] for _ in range(20)])
@@ -682,8 +727,9 @@ def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core
     # exact collapse: identical p(z|x); scorer = sampler gives 0 on every draw; arbitrary scorer gives 1/P
     pz = softmax(rng.normal(size=Z), 0)
     coll = np.repeat(pz[None, :], P, 0)
-    arbitrary = np.log(softmax(rng.normal(size=(P, Z)) * 2, 1))
-    zero_terms, accs, accs_core, zero_core = [], [], [], []
+    # an arbitrary scorer with integer scores, so that ties are common and the tie-break rule is tested
+    arbitrary = np.round(np.log(softmax(rng.normal(size=(P, Z)) * 2, 1)) / 2)
+    zero_terms, accs, accs_core, zero_core, accs_hi = [], [], [], [], []
     for _ in range(32):
         L0, z = _cross_scores(rng, coll, np.log(coll), 1024)
         zero_terms.append(seq_proxy_terms(L0).mean())
@@ -692,6 +738,7 @@ def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core
         if have_mi and len(zero_core) < 4:
             zero_core.append(proxies(L0)["mi_seq_est"])
             accs_core.append(proxies(La)["retrieval_acc"])
+            accs_hi.append((_retrieval_hits(La, ties="lower").mean(), _retrieval_hits(La, ties="higher").mean()))
     zero_terms_a = np.array(zero_terms)
     checks.append(identity("MC collapse, scorer = sampler: MI-Seq-Est = 0 (every batch)", zero_terms_a, 0.0, atol=1e-12,
                            method="monte-carlo",
@@ -704,8 +751,15 @@ def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core
                                atol=1e-12, method="monte-carlo",
                                variants={"log-sum instead of log-mean (drop log P)": (
                                    np.array(zero_core) - math.log(P), 0.0)}))
+        tied = float(np.mean([np.mean(np.sum(La_k == La_k.max(axis=2, keepdims=True), axis=2) > 1)
+                              for La_k in [arbitrary[:, z].transpose(1, 2, 0)]]))
         checks.append(identity("ragen_core.mi collapse: retrieval_acc = numpy argmax", np.array(accs_core),
-                               np.array([a.mean() for a in accs[:4]]), atol=1e-12, method="monte-carlo"))
+                               np.array([a.mean() for a in accs[:4]]), atol=1e-12, method="monte-carlo",
+                               note=f"integer scorer: {tied:.0%} of the traces of the last batch have a tied maximum",
+                               variants={"ties toward the lower index": (np.array(accs_core),
+                                                                         np.array([a[0] for a in accs_hi])),
+                                         "ties toward the higher index": (np.array(accs_core),
+                                                                          np.array([a[1] for a in accs_hi]))}))
     else:
         checks.append(Check("ragen_core.mi mi_proxies checks", math.nan, math.nan, True, math.nan, "skipped", False,
                             "monte-carlo", core["ragen_core.mi"]))

@@ -34,12 +34,17 @@ Proved statements (each a :class:`~theory_checks.bounds.Check` with ``kind="symb
 - S10 ... and its failure with 3 outcomes (exact rationals): SNR^2 / G = 2 for every noise level v on the
       zero-score outcome, while RV / sigma^2 = 1 + 2 / v: the claim fails for every v > 2.
 
-Every proof also runs deliberately wrong variants (a constant x0.9 or x2, the inequality reversed, a term
-dropped) through the same decision procedure; they must not be proved (``Check.mutants``).
+Every proof also carries deliberately wrong variants of its statement (a constant x0.9 or x2, the inequality
+reversed, a term dropped; ``Check.mutants``).  A mutant is refuted only by a concrete instance: the mutated
+statement is evaluated exactly (sympy substitution of rationals, :func:`refuted_nonneg` /
+:func:`refuted_identity`) on a grid of parameter values, and it is caught when one of them makes it false.
+A proof that merely fails to go through refutes nothing (``_nonneg`` is only a sufficient test), so a failed
+proof is never counted as a caught mutant.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable
@@ -47,9 +52,11 @@ from collections.abc import Callable
 import numpy as np
 import sympy as sp
 
-from .bounds import Check, mi_time_derivative
+from .bounds import Check, entropy_rows, mi_logit_gradient, mi_time_derivative
+from .testbed import softmax
 
-__all__ = ["run_symbolic", "two_action_symbols", "COVERS", "prove_nonneg_quadratic"]
+__all__ = ["run_symbolic", "two_action_symbols", "COVERS", "prove_nonneg_quadratic", "refuted_nonneg",
+           "refuted_identity", "GRID"]
 
 t = sp.Symbol("t", positive=True)  # p = t / (1 + t)
 sigma = sp.Symbol("sigma", positive=True)
@@ -72,6 +79,54 @@ COVERS = {
           "(any gap and feature scale by rescaling), any G, all p",
     "S10": "one family (3 outcomes, uniform policy, noise variance v on the zero-score outcome), exact in v",
 }
+
+
+K_sym = sp.Symbol("K", positive=True, integer=True)
+u_sym, v_sym = sp.symbols("u v", positive=True)
+
+#: Parameter values at which mutated statements are evaluated (p = t / (1 + t): 1/10, 1/4, 2/5, 1/2, 3/5, 4/5).
+GRID: dict[sp.Symbol, tuple[sp.Expr, ...]] = {
+    t: (sp.Rational(1, 9), sp.Rational(1, 3), sp.Rational(2, 3), sp.Integer(1), sp.Rational(3, 2), sp.Integer(4)),
+    sigma: (sp.Rational(1, 10), sp.Integer(1), sp.Integer(2)),
+    G: (sp.Integer(1), sp.Integer(4)),
+    Delta: (sp.Integer(1), sp.Integer(3)),
+    c_feat: (sp.Integer(1), sp.Integer(2)),
+    K_sym: (sp.Integer(1), sp.Integer(8)),
+    u_sym: (sp.Rational(1, 100), sp.Integer(1), sp.Integer(4)),
+    v_sym: (sp.Rational(1, 100), sp.Integer(1), sp.Integer(4)),
+}
+
+
+def _instances(expr: sp.Expr) -> list[sp.Expr]:
+    """expr at every point of :data:`GRID` over its free symbols (non-finite values, e.g. at a pole, dropped)."""
+    syms = sorted(expr.free_symbols, key=str)
+    missing = [x for x in syms if x not in GRID]
+    if missing:
+        raise ValueError(f"no grid values for {missing}")
+    out = []
+    for vals in itertools.product(*(GRID[x] for x in syms)):
+        val = sp.nsimplify(expr.xreplace(dict(zip(syms, vals))))
+        if val.is_finite is not False and val not in (sp.nan, sp.zoo):
+            out.append(val)
+    return out
+
+
+def _sign(val: sp.Expr) -> int:
+    """Exact sign of a rational; otherwise of a 40-digit evaluation (0 when below 1e-30)."""
+    if val.is_Rational:
+        return int(sp.sign(val))
+    x = sp.N(val, 40)
+    return 0 if abs(x) < 1e-30 else (1 if x > 0 else -1)
+
+
+def refuted_nonneg(expr: sp.Expr) -> bool:
+    """The claim ``expr >= 0`` (for all parameter values) is false at a concrete instance of :data:`GRID`."""
+    return any(_sign(v) < 0 for v in _instances(expr))
+
+
+def refuted_identity(expr: sp.Expr) -> bool:
+    """The claim ``expr == 0`` (identically) is false at a concrete instance of :data:`GRID`."""
+    return any(_sign(v) != 0 for v in _instances(expr))
 
 
 def _proved(name: str, ok: bool, statement: str, started: float, mutants: dict[str, bool] | None = None) -> Check:
@@ -202,13 +257,16 @@ def run_symbolic() -> list[Check]:
     out.append(_proved("S1 2-action: g = c Delta p(1-p), E s^2 = c^2 p(1-p), RV_mu = Delta^2 p(1-p)",
                        s1_ok(sp.Integer(1)),
                        "s1 = c(1-p), s0 = -cp, g = c Delta p(1-p), E s^2 = c^2 p(1-p), RV_mu = Delta^2 p(1-p)", t0,
-                       {"g x2": s1_ok(sp.Integer(2)), "g x0.9": s1_ok(sp.Rational(9, 10))}))
+                       {"g x2": not refuted_identity(q["g"] - 2 * c * D * p * (1 - p)),
+                        "g x0.9": not refuted_identity(q["g"] - sp.Rational(9, 10) * c * D * p * (1 - p)),
+                        "RV_mu = Delta p(1-p) (gap not squared)": not refuted_identity(q["rvmu"] - D * p * (1 - p)),
+                        "E s^2 = c p(1-p) (scale not squared)": not refuted_identity(q["es2"] - c * p * (1 - p))}))
 
     t0 = time.perf_counter()
     ok = _is_zero(sp.sqrt(q["rvmu"] * q["es2"]) - q["g"])
     out.append(_proved("S2 T1 equality case (sigma = 0)", ok, "||g|| = sqrt(RV E s^2) for all p, c, Delta", t0,
-                       {"rhs x0.9": _is_zero(sp.Rational(9, 10) * sp.sqrt(q["rvmu"] * q["es2"]) - q["g"]),
-                        "drop sqrt(E s^2)": _is_zero(sp.sqrt(q["rvmu"]) - q["g"])}))
+                       {"rhs x0.9": not refuted_identity(sp.Rational(9, 10) * sp.sqrt(q["rvmu"] * q["es2"]) - q["g"]),
+                        "drop sqrt(E s^2)": not refuted_identity(sp.sqrt(q["rvmu"]) - q["g"])}))
 
     t0 = time.perf_counter()
     mse_G = (q["second"] - q["g"] ** 2) / G
@@ -216,8 +274,8 @@ def run_symbolic() -> list[Check]:
     closed = G * p * (1 - p) * D**2 / ((1 - 2 * p) ** 2 * D**2 + sigma**2)
     out.append(_proved("S3 T2 2-action SNR^2 closed form", _is_zero(snr2 - closed),
                        "SNR^2 = G p(1-p) Delta^2/((1-2p)^2 Delta^2 + sigma^2)", t0,
-                       {"drop sigma^2": _is_zero(snr2 - G * p * (1 - p) / (1 - 2 * p) ** 2),
-                        "closed form x2": _is_zero(snr2 - 2 * closed)}))
+                       {"drop sigma^2": not refuted_identity(snr2 - G * p * (1 - p) * D**2 / ((1 - 2 * p) ** 2 * D**2)),
+                        "closed form x2": not refuted_identity(snr2 - 2 * closed)}))
 
     t0 = time.perf_counter()
     sharp_rhs = G * q["rvmu"] / sigma**2
@@ -227,14 +285,16 @@ def run_symbolic() -> list[Check]:
     paper_rhs = G * (q["rvmu"] + sigma**2) / sigma**2
     out.append(_proved("S4 T2 sharper bound, 2-action", ok,
                        "G RV_mu/sigma^2 - SNR^2 = G p(1-p)(1-2p)^2 Delta^4/(sigma^2((1-2p)^2 Delta^2+sigma^2)) >= 0",
-                       t0, {"rhs x0.9": _nonneg(sp.Rational(9, 10) * sharp_rhs - snr2),
-                            "reversed": _nonneg(snr2 - sharp_rhs),
-                            "drop G": _nonneg(sharp_rhs / G - snr2)}))
+                       t0, {"rhs x0.9": not refuted_nonneg(sp.Rational(9, 10) * sharp_rhs - snr2),
+                            "reversed": not refuted_nonneg(snr2 - sharp_rhs),
+                            "drop G": not refuted_nonneg(sharp_rhs / G - snr2)}))
     out.append(_proved("S4 T2 paper bound, 2-action", _nonneg(paper_rhs - snr2), "G RV/sigma^2 - SNR^2 >= 0", t0,
-                       {"reversed": _nonneg(snr2 - paper_rhs), "drop G": _nonneg(paper_rhs / G - snr2)}))
+                       {"rhs x0.9": not refuted_nonneg(sp.Rational(9, 10) * paper_rhs - snr2),
+                        "reversed": not refuted_nonneg(snr2 - paper_rhs),
+                        "drop G": not refuted_nonneg(paper_rhs / G - snr2)}))
 
     t0 = time.perf_counter()
-    K = sp.Symbol("K", positive=True, integer=True)
+    K = K_sym
     rv = q["rvmu"] + sigma**2
     mse_grpo = (q["second"] - q["g"] ** 2) / (K * rv)
     closed3 = c**2 * p * (1 - p) * ((1 - 2 * p) ** 2 * D**2 + sigma**2) / (K * (D**2 * p * (1 - p) + sigma**2))
@@ -245,9 +305,9 @@ def run_symbolic() -> list[Check]:
           and _nonneg(gap3))
     out.append(_proved("S5 T3 GRPO MSE closed form and floor", ok,
                        "MSE = c^2 p(1-p)[(1-2p)^2 Delta^2+sigma^2]/(K(Delta^2 p(1-p)+sigma^2)) >= floor", t0,
-                       {"floor x1.1": _nonneg(mse_grpo - sp.Rational(11, 10) * floor),
-                        "reversed": _nonneg(floor - mse_grpo),
-                        "drop 1/K in the floor": _nonneg(mse_grpo - floor * K)}))
+                       {"floor x1.1": not refuted_nonneg(mse_grpo - sp.Rational(11, 10) * floor),
+                        "reversed": not refuted_nonneg(floor - mse_grpo),
+                        "drop 1/K in the floor": not refuted_nonneg(mse_grpo - floor * K)}))
 
     def equality_points(expr: sp.Expr) -> set[sp.Expr]:
         return set(sp.solve(sp.numer(sp.factor(sp.together(expr))), t))
@@ -255,14 +315,14 @@ def run_symbolic() -> list[Check]:
     # equality exactly at p = 1/2: p = 1/2 <=> t = 1, the only positive root of the gap's numerator
     ok_eq = _is_zero(gap3.subs(t, 1)) and equality_points(gap3) == {1}
     out.append(_proved("S5 T3 equality iff p = 1/2", ok_eq, "MSE - floor = 0 at p = 1/2 and nowhere else in (0,1)", t0,
-                       {"equality at p = 1/3": _is_zero(gap3.subs(t, sp.Rational(1, 2)))}))
+                       {"equality at p = 1/3": not refuted_identity(gap3.subs(t, sp.Rational(1, 2)))}))
 
     t0 = time.perf_counter()
     out.append(_proved("S6 T4 convexity and contraction, any finite X and Z", _t4_general(),
                        "d^2 I_alpha/d alpha^2 = sum_x,z w_x (P'Q - PQ')^2/(P Q^2) >= 0 and I_1 = 0, "
                        "so I_alpha <= (1-alpha) I", t0,
-                       {"lemma without the square": _t4_lemma(lambda a, b: (a - b) / 1, square=False),
-                        "lemma with (P'Q + PQ')": _t4_lemma(lambda a, b: (a + b), square=True)}))
+                       {"lemma without the square": not _t4_lemma_refuted(lambda a, b: a - b, square=False),
+                        "lemma with (P'Q + PQ')": not _t4_lemma_refuted(lambda a, b: a + b, square=True)}))
 
     t0 = time.perf_counter()
     snr2g, claimed, floor_h, mse_h, snr2g_eff = _t2_heteroscedastic_rationals()
@@ -276,8 +336,15 @@ def run_symbolic() -> list[Check]:
     t0 = time.perf_counter()
     val, num = _t9_derivative()
     ok = abs(float(val) - num) <= 1e-12 * max(1.0, abs(num)) and bool(val > 0)
+    # a wrong float64 formula: the ascent of H(Z|X) = sum_x w(x) H(pi(.|x)) (velocity weighted by w(x) = 1/2)
+    logits = np.array([[2.0, 0.0, -5.0], [2.0, -5.0, 0.0]])
+    pi = softmax(logits, 1)
+    w = np.full(2, 0.5)
+    velocity = -pi * (np.log(pi) + entropy_rows(pi)[:, None])
+    weighted = float(np.sum(mi_logit_gradient(w, logits) * (w[:, None] * velocity)))
     out.append(_proved("S8 T9 dI/dt > 0 (30 digits)", ok, f"dI/dt = {sp.N(val, 12)} (float64 {num:.12f})", t0,
-                       {"reversed (dI/dt < 0)": bool(val < 0), "value x0.9": abs(float(val) * 0.9 - num) <= 1e-12}))
+                       {"reversed (dI/dt < 0)": bool(val < 0), "value x0.9": abs(float(val) * 0.9 - num) <= 1e-12,
+                        "ascent of H(Z|X) (velocity weighted by w(x))": abs(float(val) - weighted) <= 1e-12}))
 
     t0 = time.perf_counter()
     ok, muts = _t2_paper_two_action_heteroscedastic()
@@ -298,6 +365,18 @@ def _t4_lemma(combine: Callable[[sp.Expr, sp.Expr], sp.Expr], square: bool = Tru
     phi = Pl * sp.log(Pl / Ql)
     top = combine(P1 * Ql, Pl * Q1)
     return _is_zero(sp.diff(phi, al, 2) - (top**2 if square else top) / (Pl * Ql**2))
+
+
+def _t4_lemma_refuted(combine: Callable[[sp.Expr, sp.Expr], sp.Expr], square: bool = True) -> bool:
+    """A mutated lemma is false at a concrete instance: P = 1/2 + alpha/3, Q = 1/4 + alpha/5 at alpha = 1/2
+    (P, Q > 0), evaluated to 40 digits."""
+    P0, P1, Q0, Q1, al = sp.symbols("P0 P1 Q0 Q1 alpha_", real=True)
+    Pl, Ql = P0 + al * P1, Q0 + al * Q1
+    top = combine(P1 * Ql, Pl * Q1)
+    expr = sp.diff(Pl * sp.log(Pl / Ql), al, 2) - (top**2 if square else top) / (Pl * Ql**2)
+    pt = {P0: sp.Rational(1, 2), P1: sp.Rational(1, 3), Q0: sp.Rational(1, 4), Q1: sp.Rational(1, 5),
+          al: sp.Rational(1, 2)}
+    return _sign(expr.xreplace(pt)) != 0
 
 
 def _t4_general() -> bool:
@@ -348,7 +427,7 @@ def _t2_paper_two_action_heteroscedastic() -> tuple[bool, dict[str, bool]]:
     G RV / sigma^2 - SNR^2 >= 0 is decided by :func:`prove_nonneg_quadratic` (its numerator is quadratic in
     u, v).  A reward gap Delta and feature scale c reduce to this case (c cancels; Delta rescales u, v).
     """
-    u, v = sp.symbols("u v", positive=True)
+    u, v = u_sym, v_sym
     q = two_action_symbols()
     p = q["p"]
     pi, s = (1 - p, p), (q["s0"], q["s1"])
@@ -359,9 +438,9 @@ def _t2_paper_two_action_heteroscedastic() -> tuple[bool, dict[str, bool]]:
     rhs = G * (q["rvmu"] + sbar) / sbar
     ok = prove_nonneg_quadratic((rhs - snr2) / G, u, v)
     muts = {
-        "rhs x0.9": prove_nonneg_quadratic((sp.Rational(9, 10) * rhs - snr2) / G, u, v),
-        "reversed": prove_nonneg_quadratic((snr2 - rhs) / G, u, v),
-        "sharper form RV -> RV_mu": prove_nonneg_quadratic((G * q["rvmu"] / sbar - snr2) / G, u, v),
+        "rhs x0.9": not refuted_nonneg(sp.cancel((sp.Rational(9, 10) * rhs - snr2) / G)),
+        "reversed": not refuted_nonneg(sp.cancel((snr2 - rhs) / G)),
+        "sharper form RV -> RV_mu": not refuted_nonneg(sp.cancel((G * q["rvmu"] / sbar - snr2) / G)),
     }
     return ok, muts
 
