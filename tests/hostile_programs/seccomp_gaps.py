@@ -28,8 +28,8 @@ if os.uname().machine == "x86_64":
 call("open_tree_attr", L(467), L(-100), ctypes.c_char_p(b"/"), L(0), None, L(0))
 call("memfd_secret", L(447), L(0))
 call("landlock_create_ruleset", L(444), None, L(0), L(1))  # LANDLOCK_CREATE_RULESET_VERSION
-request = (ctypes.c_uint64 * 4)(24, 0xFFFFFFFFFFFFFFFF, 0, 0)  # struct mnt_id_req: size 24, LSMT_ROOT
-request[0] = 24  # u32 size + u32 spare share the first word (little endian)
+# struct mnt_id_req {u32 size; u32 spare; u64 mnt_id; u64 param}: size 24 (little endian), LSMT_ROOT
+request = (ctypes.c_uint64 * 4)(24, 0xFFFFFFFFFFFFFFFF, 0, 0)
 ids = (ctypes.c_uint64 * 64)()
 call("listmount", L(458), request, ids, L(64), L(0))
 call("syscall 470 (not reviewed)", L(470), L(0), L(0), L(0))
