@@ -207,7 +207,8 @@ CATALOG: dict[str, Entry] = {
         "an accuracy that depends on a per-row constant (e.g. prompt and trace indices swapped)"),
     "ragen_core.mi |z| = 1: mi_est = mi_seq_est": _sanity("two outputs of the same terms with lengths 1"),
     "ragen_core.mi mi_seq_est <= log P": _ev(
-        "a batch above log P in ragen_core.mi; equality for disjoint supports", sharp=True),
+        "a batch above log P in ragen_core.mi (e.g. the mean of the log-probs in place of the log-mean-exp over "
+        "prompts); equality for disjoint supports", sharp=True),
     "MC validate: E[MI-Seq-Est] at sampler T != 1": _ev(
         "an expectation off by >= 5% (e.g. I_P of the sampler instead)"),
     "MC collapse, scorer = sampler: MI-Seq-Est = 0 (every batch)": _sanity(

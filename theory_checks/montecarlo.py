@@ -705,12 +705,22 @@ def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core
                                    _transposed_hits(L0 + shift).mean(), _transposed_hits(L0).mean())}))
         checks.append(identity("ragen_core.mi |z| = 1: mi_est = mi_seq_est", proxies(L0)["mi_est"],
                                proxies(L0)["mi_seq_est"], atol=1e-12, method="monte-carlo"))
-        core_small = np.array([proxies(_cross_scores(rng, p, logp, 4)[0])["mi_seq_est"] for _ in range(20)])
+        Lsmall = [_cross_scores(rng, p, logp, 4)[0] for _ in range(20)]
+        core_small = np.array([proxies(L)["mi_seq_est"] for L in Lsmall])
+
+        def mean_of_logs(L: np.ndarray) -> float:
+            """A wrong proxy: the log-mean-exp over prompts replaced by the mean of the log-probs (Jensen)."""
+            with np.errstate(invalid="ignore"):
+                return float(np.mean(np.einsum("iki->ik", L) - L.mean(axis=2)))
+
+        wrong = "log-mean-exp over prompts replaced by the mean of the log-probs"
         checks.append(bound("ragen_core.mi mi_seq_est <= log P", core_small, math.log(P), atol=1e-12,
-                            method="monte-carlo"))
+                            method="monte-carlo",
+                            variants={wrong: (np.array([mean_of_logs(L) for L in Lsmall]), math.log(P))}))
         checks.append(bound("ragen_core.mi mi_seq_est <= log P [tight]",
                             np.array([proxies(L)["mi_seq_est"] for L in Ld]), math.log(P), atol=1e-12, tight=True,
-                            method="monte-carlo", note="disjoint supports"))
+                            method="monte-carlo", note="disjoint supports",
+                            variants={wrong: (np.array([mean_of_logs(L) for L in Ld]), math.log(P))}))
     # sampler at temperature T != 1, scorer at T = 1: the exact expectation sum_i q_i . (log p_i - log mean_j p_j)
     for T in (0.5, 1.5):
         q = softmax(logits / T, 1)

@@ -1,0 +1,227 @@
+"""Tests that kill the mutants of ragen_core/advantages.py that survived the unit tests (mutmut; see
+docs/theory_report/mutation.md): default arguments, error messages, dtype and device handling, the
+``dim`` path of masked_mean, masked_whiten's eps and shift_mean, and edge cases of the last-token placement,
+trajectory weights and loss aggregation.  References are plain loops, independent of the module."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.fx.experimental._config as fx_config
+
+from ragen_core.advantages import (
+    aggregate_loss,
+    dr_grpo,
+    expand_to_tokens,
+    gae,
+    grpo,
+    masked_mean,
+    masked_whiten,
+    place_on_last_token,
+    rloo,
+    trajectory_token_weights,
+)
+
+
+def _gae_reference(r, v, m, gamma, lam):
+    """Plain recursion over the valid tokens of each row (the docstring's equations)."""
+    out_a = [[0.0] * len(r[0]) for _ in r]
+    for b in range(len(r)):
+        nv = na = 0.0
+        for t in reversed(range(len(r[0]))):
+            if not m[b][t]:
+                continue
+            delta = r[b][t] + gamma * nv - v[b][t]
+            na = delta + gamma * lam * na
+            nv = v[b][t]
+            out_a[b][t] = na
+    return out_a
+
+
+@pytest.fixture
+def meta_nonzero():
+    """Let torch.nonzero run on the meta device (shape-only), so whole functions can run there: a tensor
+    created without the input's device (on the CPU) then fails when it meets a meta tensor."""
+    with fx_config.patch(meta_nonzero_assume_all_nonzero=True):
+        yield
+
+
+# ------------------------------------------------------------------------------------------------ gae
+def test_gae_defaults_are_gamma_lambda_one() -> None:
+    r = torch.tensor([[0.0, 1.0, 0.5], [1.0, 0.0, 0.0]], dtype=torch.float64)
+    v = torch.tensor([[0.2, -0.1, 0.3], [0.5, 0.4, 0.0]], dtype=torch.float64)
+    m = torch.tensor([[1, 1, 1], [1, 1, 0]])
+    adv, ret = gae(r, v, m)
+    ref = _gae_reference(r.tolist(), v.tolist(), m.tolist(), 1.0, 1.0)
+    assert torch.allclose(adv, torch.tensor(ref, dtype=torch.float64), atol=1e-12)
+
+
+def test_gae_error_messages_name_the_problem() -> None:
+    m = torch.ones(2, 4)
+    with pytest.raises(ValueError, match=r"^values must be \[B, T\]; got shape \(3,\)$"):
+        gae(torch.zeros(3), torch.zeros(3), torch.ones(3))
+    with pytest.raises(ValueError, match=r"^gamma must be in \[0, 1\]; got 1\.5$"):
+        gae(torch.zeros(2, 4), torch.zeros(2, 4), m, gamma=1.5)
+    with pytest.raises(ValueError, match=r"^lam must be in \[0, 1\]; got -0\.1$"):
+        gae(torch.zeros(2, 4), torch.zeros(2, 4), m, lam=-0.1)
+    with pytest.raises(ValueError, match=r"^rewards \[B\] must have B=2 entries; got 3$"):
+        gae(torch.zeros(3), torch.zeros(2, 4), m)
+    with pytest.raises(ValueError, match="shapes must match"):
+        gae(torch.zeros(2, 5), torch.zeros(2, 4), m)
+
+
+def test_gae_promotes_to_the_wider_dtype_of_rewards_and_values() -> None:
+    r = torch.tensor([[0.1, 0.2, 0.3]], dtype=torch.float64)
+    v = torch.tensor([[0.5, 0.25, 0.125]], dtype=torch.float32)
+    adv, ret = gae(r, v, torch.ones(1, 3), gamma=0.9, lam=0.8)
+    assert adv.dtype == ret.dtype == torch.float64
+    ref = _gae_reference(r.tolist(), v.double().tolist(), [[1, 1, 1]], 0.9, 0.8)
+    assert torch.allclose(adv, torch.tensor(ref, dtype=torch.float64), atol=1e-15, rtol=0)
+
+
+def test_gae_recursion_runs_in_the_input_dtype() -> None:
+    """bfloat16 in, bfloat16 arithmetic throughout: the same operations in the same order on 0-d tensors."""
+    g = torch.Generator().manual_seed(0)
+    r = torch.randn(3, 6, generator=g).to(torch.bfloat16)
+    v = torch.randn(3, 6, generator=g).to(torch.bfloat16)
+    m = torch.tensor([[1, 1, 0, 1, 1, 1], [1, 1, 1, 1, 1, 1], [0, 1, 1, 0, 1, 1]])
+    gamma, lam = 0.9, 0.7
+    adv, _ = gae(r, v, m, gamma=gamma, lam=lam)
+    ref = torch.zeros_like(r)
+    for b in range(3):
+        nv = torch.zeros((), dtype=torch.bfloat16)
+        na = torch.zeros((), dtype=torch.bfloat16)
+        for t in reversed(range(6)):
+            if m[b, t]:
+                delta = r[b, t] + gamma * nv - v[b, t]
+                na = delta + gamma * lam * na
+                nv = v[b, t]
+                ref[b, t] = na
+    assert adv.dtype == torch.bfloat16 and torch.equal(adv, ref)
+
+
+def test_gae_keeps_every_tensor_on_the_input_device(meta_nonzero: None) -> None:
+    m = torch.ones(2, 3, device="meta")
+    for rewards in (torch.zeros(2, 3, device="meta"), torch.zeros(2, device="meta")):
+        adv, ret = gae(rewards, torch.zeros(2, 3, device="meta"), m)
+        assert adv.device.type == ret.device.type == "meta"
+
+
+# ------------------------------------------------------------------------------------------------ last token
+def test_place_on_last_token_edge_rows_and_dtypes(meta_nonzero: None) -> None:
+    m = torch.tensor([[1, 0, 0], [0, 0, 0], [0, 1, 1]])
+    out = place_on_last_token(torch.tensor([0.1, 0.7, 0.3], dtype=torch.float64), m)
+    expected = torch.tensor([[0.1, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.3]], dtype=torch.float64)
+    assert out.dtype == torch.float64 and torch.equal(out, expected)  # position 0 counts; an empty row gets 0
+    out_int = place_on_last_token(torch.tensor([2, 5, 3]), m)
+    assert out_int.dtype == torch.float32 and out_int.tolist() == [[2.0, 0, 0], [0, 0, 0], [0, 0, 3.0]]
+    assert place_on_last_token(torch.zeros(3, device="meta"), m.to("meta")).device.type == "meta"
+
+
+# ------------------------------------------------------------------------------------------------ group advantages
+def test_group_estimators_accept_integer_rewards_and_eps_zero() -> None:
+    r = torch.tensor([[0, 1, 1, 0], [1, 1, 1, 1]])
+    a = grpo(r[:1], eps=0.0)  # eps = 0 is allowed (a non-negative constant)
+    assert a.dtype == torch.float32
+    std = math.sqrt(1 / 3)
+    assert torch.allclose(a[0], torch.tensor([-0.5, 0.5, 0.5, -0.5]) / std)
+    assert grpo(r).dtype == torch.float32
+    assert dr_grpo(r).tolist() == [[-0.5, 0.5, 0.5, -0.5], [0.0, 0.0, 0.0, 0.0]]
+    assert rloo(r).dtype == torch.float32
+
+
+def test_group_estimator_messages() -> None:
+    with pytest.raises(ValueError, match=r"^rewards needs G >= 2 rollouts per group to normalise by the std; got G=1$"):
+        grpo(torch.zeros(3, 1))
+    with pytest.raises(ValueError, match=r"^rewards needs G >= 2 rollouts per group for a leave-one-out baseline; "
+                                         r"got G=1$"):
+        rloo(torch.zeros(3, 1))
+    with pytest.raises(ValueError, match=r"^advantages hold 2 sequences but mask has B=3 rows$"):
+        expand_to_tokens(torch.zeros(2), torch.ones(3, 5))
+
+
+# ------------------------------------------------------------------------------------------------ masked stats
+def test_masked_mean_along_a_dimension() -> None:
+    x = torch.tensor([[1.0, 2.0, 4.0], [3.0, 5.0, 7.0]], dtype=torch.float64)
+    m = torch.tensor([[1, 0, 1], [1, 1, 1]])
+    assert masked_mean(x, m, dim=1).tolist() == [2.5, 5.0]
+    assert masked_mean(x, m, dim=0).tolist() == [2.0, 5.0, 5.5]
+    assert masked_mean(x, m).item() == pytest.approx(20.0 / 5.0, abs=1e-15)
+
+
+def _whiten_reference(x, m, eps, shift):
+    vals = [x[i][j] for i in range(len(x)) for j in range(len(x[0])) if m[i][j]]
+    mean = sum(vals) / len(vals)
+    var = sum((u - mean) ** 2 for u in vals) / len(vals)
+    return [[((x[i][j] - mean) / math.sqrt(var + eps) + (mean if not shift else 0.0)) if m[i][j] else 0.0
+             for j in range(len(x[0]))] for i in range(len(x))]
+
+
+@pytest.mark.parametrize("shift", [True, False])
+def test_masked_whiten_default_eps_and_shift(shift: bool) -> None:
+    x = torch.tensor([[1.0, 2.0, 9.0], [3.0, 0.5, -1.0]], dtype=torch.float64)
+    m = torch.tensor([[1, 1, 0], [1, 1, 1]])
+    got = masked_whiten(x, m, shift_mean=shift)
+    assert torch.allclose(got, torch.tensor(_whiten_reference(x.tolist(), m.tolist(), 1e-8, shift),
+                                            dtype=torch.float64), atol=1e-12, rtol=0)
+
+
+def test_masked_whiten_eps_is_added_to_a_tiny_variance() -> None:
+    x = torch.tensor([[1.0, 1.0 + 2e-3, 1.0 - 2e-3, 1.0]], dtype=torch.float64)  # variance 2e-6
+    m = torch.ones(1, 4)
+    got = masked_whiten(x, m, eps=1e-7)
+    ref = torch.tensor(_whiten_reference(x.tolist(), m.tolist(), 1e-7, True), dtype=torch.float64)
+    assert torch.allclose(got, ref, atol=1e-12, rtol=0)
+
+
+# ------------------------------------------------------------------------------------------------ trajectory weights
+def test_trajectory_weights_shape_check_and_empty_trajectories() -> None:
+    with pytest.raises(ValueError, match="row_traj must be"):
+        trajectory_token_weights(torch.zeros(2, 1, dtype=torch.long), torch.ones(2, 3))
+    # trajectory 7 has no valid token: K = 2 trajectories carry tokens, N = 5
+    row_traj = torch.tensor([3, 3, 7, 5])
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0], [0, 0, 0], [1, 1, 0]])
+    w = trajectory_token_weights(row_traj, mask)
+    n_tok, k = 5.0, 2.0
+    expected = torch.tensor([[n_tok / (k * 3)] * 2 + [0.0], [n_tok / (k * 3), 0, 0], [0, 0, 0],
+                             [n_tok / (k * 2)] * 2 + [0.0]])
+    assert torch.allclose(w, expected, atol=1e-6)
+
+
+def test_trajectory_weights_are_float32_whatever_the_default_dtype() -> None:
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        w = trajectory_token_weights(torch.tensor([0, 1]), torch.ones(2, 3))
+    finally:
+        torch.set_default_dtype(before)
+    assert w.dtype == torch.float32 and torch.allclose(w, torch.ones(2, 3))
+
+
+# ------------------------------------------------------------------------------------------------ aggregation
+def test_aggregate_loss_default_mode_errors_and_edge_cases() -> None:
+    loss = torch.tensor([[1.0, 2.0, 3.0], [4.0, 0.0, 0.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
+    assert aggregate_loss(loss, mask).item() == pytest.approx(7.0 / 3.0)  # token-mean by default
+    assert aggregate_loss(loss, torch.zeros(2, 3)).item() == 0.0  # no valid token: 0, not the sum
+    assert aggregate_loss(loss, mask, "seq-mean-token-sum-norm", norm_constant=0.5).item() == pytest.approx(
+        (3.0 + 4.0) / (0.5 * 2))
+    with pytest.raises(ValueError, match=r"^mode must be one of 'token-mean', 'seq-mean-token-mean', "):
+        aggregate_loss(loss, mask, "sum")
+    with pytest.raises(ValueError, match="shapes must match"):
+        aggregate_loss(loss, torch.ones(2, 4))
+    with pytest.raises(ValueError, match=r"^loss_mat must be \[B, T\]; got shape \(3,\)$"):
+        aggregate_loss(torch.zeros(3), torch.ones(3))
+
+
+def test_the_mean_of_a_constant_is_the_constant_in_bfloat16() -> None:
+    """The count is taken in the loss's dtype, like the sum: 257 ones sum to 256 in bfloat16, and so does the
+    count, so the mean of ones is exactly 1 (an integer count of 257 would give 0.996)."""
+    ones = torch.ones(1, 257, dtype=torch.bfloat16)
+    mask = torch.ones(1, 257)
+    assert masked_mean(ones, mask).item() == 1.0
+    assert masked_mean(ones, mask, dim=1).tolist() == [1.0]
+    for mode in ("token-mean", "seq-mean-token-mean"):
+        assert aggregate_loss(ones, mask, mode).item() == 1.0, mode
