@@ -67,13 +67,55 @@ def test_verdict_matches_a_plain_restatement(margin, ent):
     steps = list(range(0, 5 * n, 5))
     e = ent[:n]
     e[0] = 1.0
-    v = detect_collapse(steps, margin, e, [1.0] * n)
+    v = detect_collapse(steps, margin, e, [1.0] * n, reference="start")
     # restatement: the first index whose margin and the next (if any) are <= half the start
     m0 = margin[0]
     drop = next((i for i in range(1, n) if margin[i] <= m0 / 2 and (i == n - 1 or margin[i + 1] <= m0 / 2)), None)
     alarm = next((i for i in range(n) if not 0.75 <= e[i] <= 1.25), None)
     expected = m0 > 0.05 and drop is not None and (alarm is None or alarm > drop)
     assert v.collapsed == expected
+
+
+@given(st.lists(st.floats(0.0, 1.0), min_size=2, max_size=12), st.lists(st.floats(0.5, 1.5), min_size=12,
+                                                                        max_size=12))
+@settings(max_examples=300, deadline=None)
+def test_peak_verdict_matches_a_plain_restatement(margin, ent):
+    n = len(margin)
+    steps = list(range(0, 5 * n, 5))
+    e = ent[:n]
+    v = detect_collapse(steps, margin, e, [1.0] * n)
+    drop = ref = None
+    for i in range(1, n):  # the first i at or below half the best margin before it, confirmed by the next
+        best = max(margin[:i])
+        r = margin.index(best)
+        if best > 0.05 and margin[i] <= best / 2 and (i == n - 1 or margin[i + 1] <= best / 2):
+            drop, ref = i, r
+            break
+    if drop is None:
+        assert not v.collapsed
+        return
+    alarm = next((j for j in range(ref, n) if not e[ref] * 0.75 <= e[j] <= e[ref] * 1.25), None)
+    assert v.collapsed == (alarm is None or alarm > drop)
+    assert v.drop_step == steps[drop] and v.reference_step == steps[ref]
+
+
+def test_rise_then_fall_is_measured_from_the_peak():
+    # RL first raises the MI (and, early on, the entropy), then loses the MI with the entropy flat: a collapse
+    # from the peak at step 20, not from step 0 (where the entropy had not risen yet)
+    steps = [0, 10, 20, 30, 40, 50, 60, 70]
+    margin = [0.37, 0.60, 0.73, 0.66, 0.59, 0.54, 0.36, 0.31]
+    ent = [0.085, 0.146, 0.166, 0.174, 0.177, 0.187, 0.189, 0.192]
+    v = detect_collapse(steps, margin, ent, ent)
+    assert v.collapsed and v.reference_step == 20 and v.drop_step == 60 and v.margin_reference == 0.73
+    assert v.entropy_ratio == pytest.approx(0.189 / 0.166)
+    start = detect_collapse(steps, margin, ent, ent, reference="start")
+    assert not start.collapsed and start.drop_step is None  # never below half of 0.37
+
+
+def test_an_entropy_alarm_before_the_peak_does_not_count():
+    steps = [0, 10, 20, 30, 40]
+    v = detect_collapse(steps, [0.3, 0.8, 0.5, 0.3, 0.2], [0.1, 0.3, 0.31, 0.32, 0.3], [0.1, 0.3, 0.3, 0.3, 0.3])
+    assert v.collapsed and v.reference_step == 10 and v.entropy_alarm_step is None
 
 
 @pytest.mark.parametrize("args, fragment", [
@@ -97,3 +139,8 @@ def test_from_history_reads_the_probe_rows_only():
     v = collapse_from_history(hist)
     assert v is not None and v.collapsed and v.drop_step == 15
     assert collapse_from_history(hist[:2]) is None
+
+
+def test_bad_reference_raises():
+    with pytest.raises(ValueError, match="reference"):
+        detect_collapse([0, 1], [0.5, 0.1], [1, 1], [1, 1], reference="end")
