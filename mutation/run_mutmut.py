@@ -74,8 +74,39 @@ def _mutmut(ws: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(exe), *args], cwd=ws, env=env, text=True, capture_output=True)
 
 
-def total_or_zero(statuses: dict[str, str]) -> int:
-    return len(statuses) if statuses else -1
+#: mutmut's exit codes in the .meta file: 1 killed, 0 survived, -24 (SIGXCPU) timeout, None not run
+_STATUS = {1: "killed", 0: "survived", -24: "timeout", None: "not checked", 33: "no tests", 34: "skipped"}
+
+
+def collect(module: str) -> dict[str, object]:
+    """Counts and survivors (with a diff of the mutated function) from a workspace's mutmut metadata; works on a
+    partial run (mutants not run yet are counted as ``not checked``)."""
+    import ast
+    import difflib
+    import re
+
+    ws = WORK / module
+    meta = json.loads((ws / "mutants" / "ragen_core" / f"{module}.py.meta").read_text())["exit_code_by_key"]
+    src = (ws / "mutants" / "ragen_core" / f"{module}.py").read_text()
+    funcs = {n.name: ast.get_source_segment(src, n) for n in ast.walk(ast.parse(src)) if isinstance(n, ast.FunctionDef)}
+    counts: dict[str, int] = {}
+    survivors = []
+    not_checked = []
+    for name, code in meta.items():
+        status = _STATUS.get(code, f"exit {code}")
+        counts[status] = counts.get(status, 0) + 1
+        if status == "not checked":
+            not_checked.append(name)
+        if status in ("survived", "no tests", "skipped"):
+            short = name.split(".")[-1]
+            orig = funcs.get(re.sub(r"__mutmut_\d+$", "", short) + "__mutmut_orig", "")
+            diff = difflib.unified_diff(orig.splitlines()[1:], funcs.get(short, "").splitlines()[1:], lineterm="", n=0)
+            survivors.append({"name": name, "status": status, "diff": "\n".join(diff)})
+    total = len(meta)
+    detected = counts.get("killed", 0) + counts.get("timeout", 0)
+    return {"module": module, "total": total, "killed": detected, "counts": counts,
+            "checked": total - counts.get("not checked", 0), "score": detected / total if total else float("nan"),
+            "survivors": survivors, "not_checked": not_checked}
 
 
 def run_module(module: str) -> dict[str, object]:
@@ -83,27 +114,11 @@ def run_module(module: str) -> dict[str, object]:
     ws = _layout(module)
     run = _mutmut(ws, "run", "--max-children", "1")
     (ws / "mutmut-run.log").write_text(run.stdout + "\n" + run.stderr)
-    res = _mutmut(ws, "results", "--all", "true")
-    statuses: dict[str, str] = {}
-    for line in res.stdout.splitlines():
-        name, sep, status = line.strip().rpartition(": ")
-        if sep and name.startswith("ragen_core."):
-            statuses[name] = status
-    counts: dict[str, int] = {}
-    for s in statuses.values():
-        counts[s] = counts.get(s, 0) + 1
-    survivors = []
-    if counts.get("not checked", 0) == total_or_zero(statuses):
+    out = collect(module)
+    if out["checked"] == 0:
         raise RuntimeError(f"mutmut did not run any mutant of {module}; see {ws / 'mutmut-run.log'}")
-    for name, status in statuses.items():
-        if status not in ("killed", "caught by type check", "not checked"):
-            show = _mutmut(ws, "show", name)
-            survivors.append({"name": name, "status": status, "diff": show.stdout.strip()})
-    killed = counts.get("killed", 0)
-    total = len(statuses)
-    return {"module": module, "total": total, "killed": killed, "counts": counts,
-            "score": killed / total if total else float("nan"), "survivors": survivors,
-            "returncode": run.returncode}
+    out["returncode"] = run.returncode
+    return out
 
 
 def _changed_lines(diff: str) -> str:
@@ -136,12 +151,19 @@ def report_md(results: dict[str, dict[str, object]], equivalent: dict[str, str])
         left = [x for x in surv if x["name"] not in equivalent]
 
         def score(r: dict[str, object] | None) -> str:
-            return f"{r['killed']}/{r['total']} ({r['killed'] / r['total']:.1%})" if r and r["total"] else "not run"
+            if not r or not r["total"]:
+                return "not run"
+            checked = r.get("checked", r["total"])
+            if checked < r["total"]:
+                return (f"{r['killed']}/{checked} of the mutants run ({checked} of {r['total']} run, "
+                        f"{r['killed'] / checked:.1%})")
+            return f"{r['killed']}/{r['total']} ({r['killed'] / r['total']:.1%})"
 
         tests = ", ".join(f"`{t}`" for t in MODULES[m])
         total = (fin or ini or {}).get("total", "-")
+        done = fin is not None and not fin.get("not_checked")
         lines.append(f"| {m} | {tests} | {total} | {score(ini)} | {score(fin)} | {len(eq)} | "
-                     f"{len(left) if fin else 'final run pending'} |")
+                     f"{len(left) if done else 'final run not finished'} |")
     for m in modules:
         ini, fin = initial.get(m), final.get(m)
         lines += ["", f"## {m}", ""]
@@ -149,13 +171,17 @@ def report_md(results: dict[str, dict[str, object]], equivalent: dict[str, str])
             lines += ["No initial run recorded.", ""]
             continue
         fin_status = {x["name"]: x["status"] for x in fin["survivors"]} if fin else {}
+        fin_pending = set(fin.get("not_checked", [])) if fin else set()
+        if ini.get("checked", ini["total"]) < ini["total"]:
+            lines += [f"The initial run was stopped after {ini['checked']} of {ini['total']} mutants (time); the "
+                      "survivors among those:", ""]
         lines += [f"{len(ini['survivors'])} mutants survived the unit tests. What became of each:", ""]
         for x in ini["survivors"]:
             name = x["name"]
             if name in equivalent:
                 fate = f"**equivalent**: {equivalent[name]}"
-            elif fin is None:
-                fate = "final run pending"
+            elif fin is None or name in fin_pending:
+                fate = f"targeted by `tests/test_{m}_mutants.py`; not re-run with it yet"
             elif name in fin_status:
                 fate = f"**{fin_status[name].upper()}** (not killed, not shown equivalent)"
             else:
@@ -172,13 +198,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="initial: before the mutation-killing tests existed; final: with them (default)")
     ap.add_argument("--check", action="store_true", help="exit 1 if a survivor is not listed as equivalent")
     ap.add_argument("--report", metavar="PATH", help="write the Markdown report (e.g. docs/theory_report/mutation.md)")
+    ap.add_argument("--collect", action="store_true",
+                    help="do not run mutmut: collect the (possibly partial) results already in the workspaces")
     args = ap.parse_args(argv)
     out_file = RESULTS_FILE
     results: dict[str, dict[str, object]] = json.loads(out_file.read_text()) if out_file.exists() else {}
     equivalent = json.loads(EQUIVALENT_FILE.read_text()) if EQUIVALENT_FILE.exists() else {}
     bad = []
     for module in args.modules:
-        r = run_module(module)
+        r = collect(module) if args.collect else run_module(module)
         results.setdefault(args.label, {})[module] = r
         out_file.parent.mkdir(parents=True, exist_ok=True)
         out_file.write_text(json.dumps(results, indent=2) + "\n")

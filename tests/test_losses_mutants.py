@@ -1,0 +1,170 @@
+"""Tests that kill the mutants of ragen_core/losses.py that the unit tests left alive (mutmut; see
+docs/theory_report/mutation.md): the defaults, the validation boundaries and messages, the clamps, every
+statistic, and the pass-through of the aggregation mode.  The reference is a per-token loop in plain floats."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from ragen_core.losses import kl_penalty, ppo_policy_loss, value_loss
+
+
+def _ppo_token(lp, old, a, lo=0.2, hi=0.28, c=3.0):
+    """(loss, clipped?, dual active?) of one token, from the docstring's equations."""
+    lr = max(-20.0, min(20.0, lp - old))
+    r = math.exp(lr)
+    l1 = -a * r
+    l2 = -a * min(max(r, 1 - lo), 1 + hi)
+    lt = max(l1, l2)
+    dual = False
+    if c is not None and a < 0:
+        l3 = -c * a
+        dual = l3 < lt
+        lt = min(lt, l3)
+    return lt, l2 > l1, dual
+
+
+def _batch():
+    lp = torch.tensor([[-1.0, -0.5, -2.0, -0.1], [-0.3, -3.0, 0.0, -1.2]], dtype=torch.float64)
+    old = torch.tensor([[-1.5, -0.5, -0.2, -0.4], [-0.35, -1.0, -25.0, -1.0]], dtype=torch.float64)
+    adv = torch.tensor([[1.0, -2.0, -1.5, 0.5], [-0.7, 2.0, -1.0, 1.0]], dtype=torch.float64)
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]])
+    return lp, old, adv, mask
+
+
+def _reference(lp, old, adv, mask, **kw):
+    losses, clipped, dual, kl = [], 0, 0, []
+    for b in range(lp.shape[0]):
+        for t in range(lp.shape[1]):
+            if not mask[b, t]:
+                continue
+            lt, c, d = _ppo_token(float(lp[b, t]), float(old[b, t]), float(adv[b, t]), **kw)
+            losses.append(lt)
+            clipped += c
+            dual += d
+            kl.append(-max(-20.0, min(20.0, float(lp[b, t] - old[b, t]))))
+    n = len(losses)
+    return sum(losses) / n, clipped / n, dual / n, sum(kl) / n
+
+
+def test_ppo_loss_defaults_and_every_statistic_match_the_token_loop() -> None:
+    lp, old, adv, mask = _batch()
+    loss, stats = ppo_policy_loss(lp, old, adv, mask)
+    ref_loss, ref_clip, ref_dual, ref_kl = _reference(lp, old, adv, mask)
+    assert loss.item() == pytest.approx(ref_loss, abs=1e-12)
+    assert stats["clipfrac"] == pytest.approx(ref_clip, abs=1e-12) and 0 < ref_clip < 1
+    assert stats["dual_clipfrac"] == pytest.approx(ref_dual, abs=1e-12) and 0 < ref_dual < 1
+    assert stats["approx_kl"] == pytest.approx(ref_kl, abs=1e-12)
+
+
+@pytest.mark.parametrize("kw", [dict(clip_eps_low=0.0, clip_eps_high=0.0, dual_clip_c=None),
+                                dict(clip_eps_low=0.1, clip_eps_high=0.5, dual_clip_c=1.0 + 1e-9),
+                                dict(clip_eps_low=0.3, clip_eps_high=0.1, dual_clip_c=10.0)])
+def test_ppo_loss_boundary_parameters(kw: dict) -> None:
+    lp, old, adv, mask = _batch()
+    loss, stats = ppo_policy_loss(lp, old, adv, mask, **kw)
+    ref = _reference(lp, old, adv, mask, lo=kw["clip_eps_low"], hi=kw["clip_eps_high"], c=kw["dual_clip_c"])
+    assert loss.item() == pytest.approx(ref[0], abs=1e-12)
+    assert (stats["clipfrac"], stats["dual_clipfrac"]) == pytest.approx(ref[1:3], abs=1e-12)
+
+
+def test_ppo_loss_validation_messages() -> None:
+    lp, old, adv, mask = _batch()
+    with pytest.raises(ValueError, match=r"^clip_eps_low must be in \[0, 1\); got 1\.0$"):
+        ppo_policy_loss(lp, old, adv, mask, clip_eps_low=1.0)
+    with pytest.raises(ValueError, match=r"^clip_eps_low must be in \[0, 1\); got -0\.1$"):
+        ppo_policy_loss(lp, old, adv, mask, clip_eps_low=-0.1)
+    with pytest.raises(ValueError, match=r"^clip_eps_high must be >= 0; got -0\.01$"):
+        ppo_policy_loss(lp, old, adv, mask, clip_eps_high=-0.01)
+    with pytest.raises(ValueError, match=r"^dual_clip_c must be > 1 \(or None to disable\); got 1\.0$"):
+        ppo_policy_loss(lp, old, adv, mask, dual_clip_c=1.0)
+    with pytest.raises(ValueError, match=r"^loss_agg_mode must be one of \('token-mean', "):
+        ppo_policy_loss(lp, old, adv, mask, loss_agg_mode="sum")
+    with pytest.raises(ValueError, match=r"^shapes must match: \{'log_probs': \(2, 4\), 'old_log_probs': \(2, 3\)"):
+        ppo_policy_loss(lp, old[:, :3], adv, mask)
+
+
+def test_ppo_loss_passes_the_mode_and_norm_constant_through() -> None:
+    lp, old, adv, mask = _batch()
+    per_tok = [[_ppo_token(float(lp[b, t]), float(old[b, t]), float(adv[b, t]))[0] if mask[b, t] else 0.0
+                for t in range(4)] for b in range(2)]
+    seq = [sum(row) for row in per_tok]
+    loss, _ = ppo_policy_loss(lp, old, adv, mask, loss_agg_mode="seq-mean-token-sum-norm", norm_constant=2.5)
+    assert loss.item() == pytest.approx(sum(seq) / (2.5 * 2), abs=1e-12)
+    loss, _ = ppo_policy_loss(lp, old, adv, mask, loss_agg_mode="seq-mean-token-sum")
+    assert loss.item() == pytest.approx(sum(seq) / 2, abs=1e-12)
+
+
+def test_ppo_stats_with_an_empty_mask_are_zero() -> None:
+    lp, old, adv, _ = _batch()
+    loss, stats = ppo_policy_loss(lp, old, adv, torch.zeros(2, 4))
+    assert loss.item() == 0.0
+    assert stats == {"clipfrac": 0.0, "dual_clipfrac": 0.0, "approx_kl": 0.0}
+
+
+def test_kl_estimators_defaults_clamps_and_messages() -> None:
+    lp = torch.tensor([0.0, 0.5, -0.5, 30.0, -30.0, 2.0], dtype=torch.float64)
+    ref = torch.zeros(6, dtype=torch.float64)
+    d = lp.tolist()
+    k3 = [min(10.0, max(-10.0, math.exp(max(-20.0, min(20.0, -x))) - 1.0 - max(-20.0, min(20.0, -x)))) for x in d]
+    assert kl_penalty(lp, ref).tolist() == pytest.approx(k3, abs=1e-12)  # k3 by default
+    for alias in ("k3", "low-var-kl", "low_var_kl"):
+        assert kl_penalty(lp, ref, alias).tolist() == pytest.approx(k3, abs=1e-12)
+    assert k3[4] == 10.0 and kl_penalty(lp, ref)[4].item() == 10.0  # clamped at 10 (d = -30)
+    assert kl_penalty(lp, ref, "k1").tolist() == d
+    assert kl_penalty(lp, ref, "k2").tolist() == pytest.approx([x * x / 2 for x in d], abs=1e-12)
+    with pytest.raises(ValueError,
+                       match=r"^kind must be one of 'k1', 'k2', 'k3', 'low-var-kl', 'low_var_kl'; got 'k4'$"):
+        kl_penalty(lp, ref, "k4")
+    with pytest.raises(ValueError, match=r"^shapes must match"):
+        kl_penalty(lp, ref[:3])
+
+
+def test_k3_exponent_is_clamped_at_20() -> None:
+    """Large positive d: the exponent -d is clamped to -20, and exp(-20) - 1 + 20 is then clamped to 10."""
+    lp = torch.tensor([25.0, 21.0], dtype=torch.float64)
+    got = kl_penalty(lp, torch.zeros(2, dtype=torch.float64))
+    # k3 = exp(neg) - 1 - neg with neg = clamp(-d, -20, 20) = -20 for both: exp(-20) - 1 + 20, then <= 10
+    assert got.tolist() == [10.0, 10.0]
+    lp = torch.tensor([9.0], dtype=torch.float64)
+    assert kl_penalty(lp, torch.zeros(1, dtype=torch.float64)).item() == pytest.approx(math.exp(-9.0) - 1 + 9.0)
+
+
+def test_value_loss_default_clip_mode_fraction_and_messages() -> None:
+    values = torch.tensor([[1.0, 0.0, 2.0], [0.3, -1.0, 0.0]], dtype=torch.float64)
+    old = torch.tensor([[0.0, 0.2, 1.0], [0.3, 0.5, 0.0]], dtype=torch.float64)
+    ret = torch.tensor([[0.2, 1.0, 0.0], [0.0, -2.0, 5.0]], dtype=torch.float64)
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
+
+    def ref(c, mode="token-mean"):
+        per, n_clip, n = [[0.0] * 3 for _ in range(2)], 0, 0
+        for b in range(2):
+            for t in range(3):
+                v, o, r = float(values[b, t]), float(old[b, t]), float(ret[b, t])
+                un = (v - r) ** 2
+                cl = (o + max(-c, min(c, v - o)) - r) ** 2 if c is not None else un
+                if mask[b, t]:
+                    per[b][t] = 0.5 * max(un, cl)
+                    n += 1
+                    n_clip += cl > un
+        if mode == "token-mean":
+            return sum(map(sum, per)) / n, n_clip / n
+        return sum(sum(row) for row in per) / 2, n_clip / n
+
+    loss, stats = value_loss(values, old, ret, mask)  # clip_range 0.5 by default
+    r_loss, r_frac = ref(0.5)
+    assert loss.item() == pytest.approx(r_loss, abs=1e-12) and stats["vf_clipfrac"] == pytest.approx(r_frac)
+    assert 0 < r_frac < 1
+    loss, stats = value_loss(values, old, ret, mask, clip_range=None)
+    assert loss.item() == pytest.approx(ref(None)[0], abs=1e-12) and stats["vf_clipfrac"] == 0.0
+    loss, _ = value_loss(values, old, ret, mask, clip_range=0.25, loss_agg_mode="seq-mean-token-sum")
+    assert loss.item() == pytest.approx(ref(0.25, "seq")[0], abs=1e-12)
+    _, stats = value_loss(values, old, ret, torch.zeros(2, 3))
+    assert stats["vf_clipfrac"] == 0.0
+    with pytest.raises(ValueError, match=r"^clip_range must be > 0 \(or None to disable\); got 0$"):
+        value_loss(values, old, ret, mask, clip_range=0)
+    with pytest.raises(ValueError, match=r"^shapes must match"):
+        value_loss(values, old, ret[:, :2], mask)
