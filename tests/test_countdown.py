@@ -169,7 +169,6 @@ def test_expression_error_is_a_value_error_and_non_strings_are_rejected():
         ("8 ÷ (3 − 8 ÷ 3)", Fraction(24), (8, 3, 8, 3)),
         ("(1 + 2) × 3", Fraction(9), (1, 2, 3)),
         ("(1 + 2) * 3 = 9", Fraction(9), (1, 2, 3)),
-        ("(1 + 2) * 3 = 24", Fraction(9), (1, 2, 3)),  # the right-hand side is ignored, not trusted
         ("$ 1 + 2 $", Fraction(3), (1, 2)),
         ("7 / 2", Fraction(7, 2), (7, 2)),
         ("((((5))))", Fraction(5), (5,)),
@@ -180,6 +179,14 @@ def test_expression_error_is_a_value_error_and_non_strings_are_rejected():
 def test_parser_evaluates_exactly(text, value, numbers):
     parsed = parse_expression(text)
     assert parsed.value == value and parsed.numbers == numbers
+
+
+def test_a_false_trailing_equation_is_refused():
+    # the right-hand side is never trusted: a true one is accepted (only the left side is scored), a false one is
+    # not an expression of its value
+    with pytest.raises(ExpressionError, match="false equation"):
+        parse_expression("(1 + 2) * 3 = 24")
+    assert parse_expression("(1 + 2) × 3 = 9").value == 9
 
 
 def test_huge_intermediate_values_are_refused():

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from functools import cache
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -120,14 +119,10 @@ def test_the_right_expression_outside_the_answer_does_not_count():
         assert _answer(seed, right)[1]["success"]  # the check can fail: the right expression succeeds
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="countdown.expression ignores a trailing `= <integer>` whatever the integer: `E = 999` with E a "
-    "correct expression succeeds although it states a false equation. Not a way to earn reward without "
-    "solving (the left side is what is scored, `W = target` earns 0.1), but the near-miss math rejects "
-    "(`6 = 5`); the fix belongs in ragen_envs/countdown/expression.py (accept only `= target`).",
-)
 def test_a_false_trailing_equation_is_not_a_success():
+    # `E = 999` with E a correct expression states a false equation: never a success; `E = target` still is
     target, _, right, _ = _instance(0)
-    reward, info = _answer(0, f"{right} = {target + 1}")
-    assert not info["success"] and reward <= 0.1
+    for stated in (target + 1, target - 1, 999, 0):
+        reward, info = _answer(0, f"{right} = {stated}")
+        assert not info["success"] and reward <= 0.1, stated
+    assert _answer(0, f"{right} = {target}")[1]["success"]

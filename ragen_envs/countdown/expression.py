@@ -18,8 +18,10 @@ non-negative numbers, if a binary-only expression over a set reaches a negative 
 (induction over the root operation: `y - x` for `x - y`; negate the negative operand of `+ * /`).
 So the solver, which uses binary operations only, stays exact for the targets the generator draws.
 
-One convenience: a trailing `= <integer>` (models like to write `(a + b) * c = 24`) is accepted and
-ignored; only the left-hand side is evaluated, so writing the target on the right earns nothing.
+One convenience: a trailing `= <integer>` (models like to write `(a + b) * c = 24`) is accepted when the
+equation is true; only the left-hand side is scored, so writing the target on the right earns nothing, and a
+false equation (`E = 999` with E = 24) is not an expression of its value: it is rejected like any malformed
+answer.
 """
 
 from __future__ import annotations
@@ -128,6 +130,7 @@ def parse_expression(text: str) -> ParsedExpression:
         ExpressionError (a ValueError): the text is not a well-formed expression of integers,
             `+ - * /` and parentheses, divides by zero, or is too long / too large.
     """
+    stated = _stated_value(text)
     text = normalize_expression(text)
     if not text:
         raise ExpressionError("empty expression")
@@ -145,7 +148,20 @@ def parse_expression(text: str) -> ParsedExpression:
         value = _evaluate(tree.body, numbers)
     except RecursionError:
         raise ExpressionError("expression nested too deeply") from None
+    if stated is not None and Fraction(stated) != value:
+        raise ExpressionError(f"a false equation: the left side is {value}, not {stated}")
     return ParsedExpression(" ".join(text.split()), value, tuple(numbers))
+
+
+def _stated_value(text: str) -> int | None:
+    """The integer after a trailing `=` (see :func:`normalize_expression`), or None without one."""
+    if not isinstance(text, str):
+        return None
+    match = _TRAILING_EQUALS.match(text.translate(_UNICODE_SIGNS).strip().strip("$`").strip())
+    if not match:
+        return None
+    rhs = match.group(0)[len(match.group("lhs")) + 1:].strip()
+    return int(rhs) if len(rhs) <= 4300 else None
 
 
 def uses_numbers_exactly(parsed: ParsedExpression, nums: Sequence[int]) -> bool:
