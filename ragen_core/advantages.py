@@ -154,7 +154,10 @@ def grpo(rewards: torch.Tensor, norm_by_std: bool = True, eps: float = 1e-6) -> 
     centred = r - r.mean(dim=1, keepdim=True)
     if not norm_by_std:
         return centred
-    return centred / (r.std(dim=1, keepdim=True) + eps)
+    den = r.std(dim=1, keepdim=True) + eps
+    # A zero-variance group (every reward equal) has centred == 0: its advantage is 0, also at eps = 0 (0 / 0
+    # would be NaN and poison the whole loss).
+    return torch.where(den > 0, centred / torch.where(den > 0, den, torch.ones_like(den)), torch.zeros_like(centred))
 
 
 def dr_grpo(rewards: torch.Tensor) -> torch.Tensor:

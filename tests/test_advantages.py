@@ -158,6 +158,10 @@ def test_grpo_zero_variance_group_gets_zero_advantage():
     a = grpo(torch.tensor([[1.0, 1.0, 1.0], [0.0, 1.0, 2.0]]))
     assert a[0].tolist() == [0.0, 0.0, 0.0]
     assert a[1].tolist() == pytest.approx([-1.0, 0.0, 1.0], abs=1e-5)
+    # also without the eps guard: 0 / 0 must not turn into NaN
+    b = grpo(torch.tensor([[1.0, 1.0, 1.0], [0.0, 1.0, 2.0]]), eps=0.0)
+    assert b[0].tolist() == [0.0, 0.0, 0.0]
+    assert b[1].tolist() == pytest.approx([-1.0, 0.0, 1.0], abs=1e-6)
 
 
 def test_rloo_is_scaled_dr_grpo():
