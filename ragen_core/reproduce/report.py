@@ -121,7 +121,8 @@ def _rules() -> list[str]:
         "the held-out probe, the retrieval margin over chance falls to half of its peak (the highest margin before "
         "the fall, step 0 included) and stays there at the next measurement, while token entropy and H(Z|X) stay "
         "within +-25% of their values at that peak, with no entropy alarm from the peak to the drop "
-        "(`ragen_core.collapse.detect_collapse`). *Held*: the signature on >= 80% of the seeds (>= 4 of 5), with >= 5 seeds. "
+        "(`ragen_core.collapse.detect_collapse`). *Held*: the signature on >= 80% of the seeds (>= 4 of 5), "
+        "with >= 5 seeds. "
         "*Contradicted*: on most seeds the MI drop comes only with an entropy alarm at or before it. Otherwise "
         "*inconclusive*.",
         "2. **MI predicts success better than entropy** (learning configs): Spearman's rho of each metric's early "
