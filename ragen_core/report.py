@@ -246,12 +246,13 @@ def _probe_summary(history: list[dict[str, Any]]) -> list[str]:
             ("probe/retrieval_margin", "retrieval margin over chance", "0", "1"),
             ("probe/mi_seq_est", "MI-Seq-Est (nats)", "0", _fmt(first.get("probe/mi_upper_bound"))),
             ("probe/token_entropy", "token entropy (nats)", "", ""),
-            ("probe/cond_entropy_est", "H(Z|X) est. (nats/token)", "", "")):
+            ("probe/cond_entropy_est", "H(Z\\|X) est. (nats/token)", "", "")):
         out.append(f"| {label} | {_fmt(first.get(key))} | {_fmt(last.get(key))} | {chance} | {ceiling} |")
     verdict = collapse_from_history(history)
     if verdict is not None:
-        out += ["", f"**Collapse check** (margin down >= 50% with both entropies within +-25%, no entropy alarm "
-                f"before the drop): {'yes' if verdict.collapsed else 'no'}: {verdict.reason}."]
+        out += ["", "**Collapse check** (the retrieval margin down >= 50% from its peak with both entropies within "
+                f"+-25% of their values there, no entropy alarm before the drop): "
+                f"{'yes' if verdict.collapsed else 'no'}: {verdict.reason}."]
     return out
 
 
@@ -270,7 +271,7 @@ def write_summary(run_dir: Path, cfg: TrainConfig, history: list[dict[str, Any]]
     for key, label in (("val/success", "validation success"), ("rollout/success", "train success"),
                        ("rollout/format_valid", "format-valid rate"), ("rollout/return", "mean return"),
                        ("collapse/token_entropy", "token entropy (nats)"),
-                       ("collapse/cond_entropy_est", "H(Z|X) estimate"), ("collapse/mi_est", "MI-Est"),
+                       ("collapse/cond_entropy_est", "H(Z\\|X) estimate"), ("collapse/mi_est", "MI-Est"),
                        ("collapse/mi_seq_est", "MI-Seq-Est"), ("collapse/retrieval_acc", "Retrieval-Acc"),
                        ("filter/kept_fraction", "kept fraction"), ("filter/rv_heterogeneity", "RV heterogeneity")):
         a, b = _first_last(history, key)
