@@ -170,11 +170,16 @@ def select_groups_rows(rows: dict[str, torch.Tensor], kept_groups: torch.Tensor)
     return compact(rows, kept_rows, group_size=1, mask_key="attention_mask")
 
 
+def _overlaps(a: range, b: range) -> bool:
+    """Whether two non-empty seed ranges share a seed."""
+    return bool(a) and bool(b) and max(a.start, b.start) < min(a.stop, b.stop)
+
+
 def _check_seed_ranges(cfg: TrainConfig) -> None:
     """Validation seeds must not be trained on (RL or warm start)."""
     val = range(cfg.env.val_seed, cfg.env.val_seed + cfg.eval.episodes)
     ws = range(cfg.warm_start.seed, cfg.warm_start.seed + cfg.warm_start.sft_episodes)
-    if ws and max(ws.start, val.start) < min(ws.stop, val.stop):
+    if _overlaps(ws, val):
         raise ConfigError(f"warm_start.seed: warm-start seeds {ws.start}..{ws.stop - 1} overlap the validation "
                           f"seeds {val.start}..{val.stop - 1}")
     # Train seeds are train_seed, train_seed + 1, ... (one per group, never reused).
@@ -186,7 +191,7 @@ def _check_seed_ranges(cfg: TrainConfig) -> None:
 
         pr = probe_seed_range(cfg.mi.probe_seed, cfg.mi.probe_prompts)
         for name, other in (("validation", val), ("warm-start", ws)):
-            if other and max(pr.start, other.start) < min(pr.stop, other.stop):
+            if _overlaps(pr, other):
                 raise ConfigError(f"mi.probe_seed: probe seeds {pr.start}..{pr.stop - 1} overlap the {name} seeds "
                                   f"{other.start}..{other.stop - 1}")
         if pr.stop > cfg.env.train_seed:
