@@ -204,7 +204,10 @@ NOISE_ACTIONS = ("random", "first")
 
 
 def _oracle_parts(env: Any, reasoning: str) -> tuple[str, list[str]]:
-    """(reasoning text, the oracle's action(s) for this turn) for an env that has an oracle."""
+    """(reasoning text, the oracle's action(s) for this turn) for an env that has an oracle.
+
+    An env that defines ``oracle_step() -> (reasoning, [actions])`` on its unwrapped object writes its own
+    demonstration (the hook new envs use); the older envs are recognised by their oracle methods below."""
     if reasoning not in REASONING_STYLES:
         raise ValueError(f"reasoning must be one of {REASONING_STYLES}; got {reasoning!r}")
     u = getattr(env, "unwrapped", env)
@@ -212,6 +215,9 @@ def _oracle_parts(env: Any, reasoning: str) -> tuple[str, list[str]]:
     left = getattr(u, "_actions_left", None)
     if left is not None:
         per_turn = max(1, min(per_turn, int(left)))
+    if hasattr(u, "oracle_step"):  # the generic hook: the env writes its own state-derived reasoning
+        text, acts = u.oracle_step()
+        return str(text), [str(a) for a in acts]
     if hasattr(u, "oracle_actions"):
         plan = list(u.oracle_actions() or [])
         acts = plan[:per_turn] or [u.ACTIONS[0]]
@@ -227,8 +233,8 @@ def _oracle_parts(env: Any, reasoning: str) -> tuple[str, list[str]]:
     if hasattr(u, "oracle_answer"):
         expr = u.oracle_answer()
         return _countdown_steps(expr), [expr]
-    raise ValueError(f"{type(u).__name__} has no oracle (oracle_actions / oracle_action / oracle_arm / "
-                     "oracle_answer); "
+    raise ValueError(f"{type(u).__name__} has no oracle (oracle_step / oracle_actions / oracle_action / "
+                     "oracle_arm / oracle_answer); "
                      "use warm_start.policy='random'")
 
 

@@ -233,3 +233,22 @@ def test_graded_reasoning_dependence_mixes_state_reasoning_with_one_fixed_templa
         oracle_response(env, "plan", rng=rng, dependence=0.5)
     with pytest.raises(ValueError, match="dependence"):
         oracle_response(env, "plan", rng=rng, dependence=1.5, template=template)
+
+
+def test_an_env_with_oracle_step_writes_its_own_demonstration():
+    """The generic demonstrator hook: `oracle_step()` wins over the older envs' oracle attributes, and its
+    reasoning and action(s) are what the demonstration says."""
+
+    class Hooked:
+        ACTIONS = ("Left", "Right")
+
+        def oracle_step(self):
+            return "the light is red", ["Right"]
+
+        def oracle_action(self):  # would give FrozenLake's text if the hook were ignored
+            raise AssertionError("oracle_step must take precedence")
+
+    text = oracle_response(Hooked())
+    assert text == "<think> the light is red </think> <answer> Right </answer>"
+    noisy = oracle_response(Hooked(), noise=1.0, noise_action="first", rng=np.random.default_rng(0))
+    assert noisy == "<think> the light is red </think> <answer> Left </answer>"
