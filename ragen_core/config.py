@@ -275,6 +275,15 @@ class WarmStartConfig:
     #: dependence on the input); the answer is the demonstrator's either way. 1 = always state-derived.
     #: q < 1 starts RL with reasoning that is input-dependent but off the MI ceiling (docs/collapse.md).
     reasoning_dependence: float = 1.0
+    #: What the demonstrator answers after its template (q < 1): "demonstrator" (the same answer as after
+    #: state-derived reasoning, noise included) or "oracle" (the oracle's action, never the noise): then the
+    #: template traces pay more on average than the state-derived ones, whose answers carry the action noise
+    #: (the "template that pays" of the collapse testbed, docs/collapse.md).
+    template_answer: str = "demonstrator"
+    #: Input-independent diversity: the demonstrator opens every reasoning with this many words drawn uniformly
+    #: from ragen_core.sft.FILLER_WORDS (independently of the state), so that the reasoning's entropy has a
+    #: part that does not depend on the input (docs/collapse.md). 0 = none.
+    filler_words: int = 0
     #: Learning-rate schedule: "constant" or "linear" (5% warm-up, then linear decay to 0).
     schedule: str = "constant"
     #: A folder where warm-started weights are cached by everything the warm start reads (ragen_core.warm_cache):
@@ -353,7 +362,7 @@ class TrainConfig:
         _int("eval.every", self.eval.every, 0, "0 = never")
         _int("eval.episodes", self.eval.episodes, 1)
         # sft imports rollout, which imports this module: its choice lists are read here, not at import time.
-        from ragen_core.sft import NOISE_ACTIONS, REASONING_STYLES
+        from ragen_core.sft import NOISE_ACTIONS, REASONING_STYLES, TEMPLATE_ANSWERS
 
         _int("warm_start.sft_episodes", self.warm_start.sft_episodes, 0)
         _one_of("warm_start.policy", self.warm_start.policy, ("oracle", "random"))
@@ -363,6 +372,8 @@ class TrainConfig:
         _one_of("warm_start.reasoning", self.warm_start.reasoning, REASONING_STYLES)
         _check(0 <= self.warm_start.reasoning_dependence <= 1, "warm_start.reasoning_dependence",
                "must be a probability in [0, 1]")
+        _one_of("warm_start.template_answer", self.warm_start.template_answer, TEMPLATE_ANSWERS)
+        _int("warm_start.filler_words", self.warm_start.filler_words, 0)
         _one_of("warm_start.schedule", self.warm_start.schedule, ("linear", "constant"))
         return self
 

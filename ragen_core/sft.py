@@ -202,6 +202,13 @@ REASONING_STYLES = ("full", "plan")
 #: What a noisy demonstrator answers instead of the oracle's action (`warm_start.noise_action`).
 NOISE_ACTIONS = ("random", "first")
 
+#: What the demonstrator answers after its template (`warm_start.template_answer`).
+TEMPLATE_ANSWERS = ("demonstrator", "oracle")
+
+#: The words of the input-independent opening (`warm_start.filler_words`): common words of the envs' text,
+#: so that each is one or two tokens of the tiny model's vocabulary; eight of them, log 8 = 2.08 nats per draw.
+FILLER_WORDS = ("so", "then", "now", "well", "ok", "first", "here", "next")
+
 
 def _oracle_parts(env: Any, reasoning: str) -> tuple[str, list[str]]:
     """(reasoning text, the oracle's action(s) for this turn) for an env that has an oracle.
@@ -258,7 +265,8 @@ def _action_vocabulary(u: Any) -> list[str]:
 
 def oracle_response(env: Any, reasoning: str = "full", noise: float = 0.0, noise_action: str = "random",
                     rng: np.random.Generator | None = None, dependence: float = 1.0,
-                    template: str | None = None) -> str:
+                    template: str | None = None, template_answer: str = "demonstrator",
+                    filler_words: int = 0) -> str:
     """A response with the oracle's reasoning about the current state and, usually, the oracle's action(s).
 
     `reasoning` (Sokoban only; other envs have one style): ``"full"`` sentences naming the player, box and
@@ -278,6 +286,14 @@ def oracle_response(env: Any, reasoning: str = "full", noise: float = 0.0, noise
     about a fixed reference level), while the answer stays the demonstrator's. A model fitted to such episodes
     writes state-derived reasoning with probability about q and the template otherwise: its reasoning is
     input-dependent, but off the MI ceiling (retrieval about q + (1 - q)/P at P prompts).
+
+    A template that pays (``template_answer="oracle"``): after the template the answer is the oracle's, never the
+    noise; after state-derived reasoning it keeps the action noise. The template traces then earn more reward on
+    average, and the task gradient favours them: the mechanism of the collapse testbed (docs/collapse.md).
+
+    Input-independent diversity (``filler_words`` = k > 0): the reasoning opens with k words drawn uniformly
+    from :data:`FILLER_WORDS`, independently of the state and of the branch, so that part of the reasoning's
+    entropy (k log 8 nats per trace) carries no information about the input.
     """
     if not 0.0 <= noise <= 1.0:
         raise ValueError(f"noise must be a probability in [0, 1]; got {noise!r}")
@@ -287,11 +303,19 @@ def oracle_response(env: Any, reasoning: str = "full", noise: float = 0.0, noise
         raise ValueError("dependence < 1 needs the template reasoning (template_reasoning(env_id, ...))")
     if noise_action not in NOISE_ACTIONS:
         raise ValueError(f"noise_action must be one of {NOISE_ACTIONS}; got {noise_action!r}")
+    if template_answer not in TEMPLATE_ANSWERS:
+        raise ValueError(f"template_answer must be one of {TEMPLATE_ANSWERS}; got {template_answer!r}")
+    if int(filler_words) != filler_words or filler_words < 0:
+        raise ValueError(f"filler_words must be a non-negative integer; got {filler_words!r}")
     text, acts = _oracle_parts(env, reasoning)
     gen = rng if rng is not None else np.random.default_rng()
-    if dependence < 1.0 and gen.random() >= dependence:  # no draw at q = 1: old warm starts replay exactly
+    templated = dependence < 1.0 and gen.random() >= dependence  # no draw at q = 1: old warm starts replay exactly
+    if templated:
         text = str(template)
-    if noise > 0.0:
+    if filler_words:
+        text = " ".join([FILLER_WORDS[int(i)] for i in gen.integers(len(FILLER_WORDS), size=int(filler_words))]
+                        + [text])
+    if noise > 0.0 and not (templated and template_answer == "oracle"):
         if gen.random() < noise:
             u = getattr(env, "unwrapped", env)
             acts = [_noise_answer(u, noise_action, gen) for _ in acts]
@@ -326,16 +350,17 @@ def template_reasoning(env_id: str, env_kwargs: dict[str, Any], reasoning: str =
 
 def scripted_responder(kind: str = "oracle", rng: np.random.Generator | None = None,
                        reasoning: str = "full", noise: float = 0.0, noise_action: str = "random",
-                       dependence: float = 1.0, template: str | None = None) -> Responder:
+                       dependence: float = 1.0, template: str | None = None,
+                       template_answer: str = "demonstrator", filler_words: int = 0) -> Responder:
     """A :data:`ragen_core.rollout.Responder` writing oracle or random responses (`reasoning`, `noise`,
-    `noise_action`, `dependence`, `template`: see :func:`oracle_response`; random responses always use the full
-    style)."""
+    `noise_action`, `dependence`, `template`, `template_answer`, `filler_words`: see :func:`oracle_response`;
+    random responses always use the full style)."""
     if reasoning not in REASONING_STYLES:
         raise ValueError(f"reasoning must be one of {REASONING_STYLES}; got {reasoning!r}")
     gen = rng if rng is not None else np.random.default_rng(0)
     if kind == "oracle":
-        return lambda envs, idx: [oracle_response(e, reasoning, noise, noise_action, gen, dependence, template)
-                                  for e in envs]
+        return lambda envs, idx: [oracle_response(e, reasoning, noise, noise_action, gen, dependence, template,
+                                                  template_answer, filler_words) for e in envs]
     if kind == "random":
         return lambda envs, idx: [random_response(e, gen) for e in envs]
     raise ValueError(f"kind must be 'oracle' or 'random'; got {kind!r}")
@@ -425,7 +450,7 @@ def warm_start(policy: Any, cfg: Any, device: torch.device | None = None) -> dic
         part = seeds[s : s + chunk]
         opts = [{cfg.env.per_rollout_option: x} for x in part] if cfg.env.per_rollout_option else None
         responder = scripted_responder(ws.policy, rng, ws.reasoning, ws.action_noise, ws.noise_action,
-                                       ws.reasoning_dependence, template)
+                                       ws.reasoning_dependence, template, ws.template_answer, ws.filler_words)
         b = rollout(policy, envs, part, 1, settings, responder=responder,
                     reset_options=opts)
         batches.append(b)

@@ -252,3 +252,73 @@ def test_an_env_with_oracle_step_writes_its_own_demonstration():
     assert text == "<think> the light is red </think> <answer> Right </answer>"
     noisy = oracle_response(Hooked(), noise=1.0, noise_action="first", rng=np.random.default_rng(0))
     assert noisy == "<think> the light is red </think> <answer> Left </answer>"
+
+
+def test_a_template_that_pays_keeps_the_noise_off_the_template_answers():
+    """template_answer="oracle": after the template the answer is always the oracle's; after state-derived
+    reasoning it is the habit with probability `noise` (counted against the binomial spread)."""
+    from ragen_core.sft import template_reasoning
+
+    kwargs = {"max_solution_len": 2, "max_actions_per_turn": 1, "obs_format": "coord"}
+    template = template_reasoning("ragen/Sokoban-v0", kwargs, "plan", seed=776)
+    env = gym.make("ragen/Sokoban-v0", **kwargs)
+    rng = np.random.default_rng(1)
+    counts = {"template": [0, 0], "state": [0, 0]}  # [episodes, answers that differ from the oracle's]
+    up_levels = 0  # levels whose oracle move is the habit itself (Up): noise cannot change those answers
+    for seed in range(600):
+        env.reset(seed=seed)
+        oracle = oracle_response(env, "plan")
+        up_levels += oracle.endswith("<answer> Up </answer>")
+        if oracle.split("</think>")[0].strip() == f"<think> {template}":
+            continue  # the reference level itself: its state reasoning equals the template
+        got = oracle_response(env, "plan", noise=0.6, noise_action="first", rng=rng, dependence=0.5,
+                              template=template, template_answer="oracle")
+        branch = "template" if f"<think> {template} </think>" in got else "state"
+        counts[branch][0] += 1
+        counts[branch][1] += got.split("<answer>")[1] != oracle.split("<answer>")[1]
+    assert counts["template"][1] == 0 and counts["template"][0] > 200
+    n, wrong = counts["state"]
+    expected = 0.6 * (1 - up_levels / 600)  # the habit (Up) differs from the oracle's move unless that is Up
+    assert abs(wrong / n - expected) < 4 * (expected * (1 - expected) / n) ** 0.5
+    with pytest.raises(ValueError, match="template_answer"):
+        oracle_response(env, "plan", rng=rng, dependence=0.5, template=template, template_answer="habit")
+
+
+def test_filler_words_are_drawn_independently_of_the_state():
+    """filler_words = k: every reasoning opens with k words of FILLER_WORDS, uniform (chi-square-free check:
+    each word's count within 4 sd of n k / 8) and with the same distribution on every level."""
+    from ragen_core.sft import FILLER_WORDS
+
+    env = gym.make("ragen/Sokoban-v0", max_solution_len=2, max_actions_per_turn=1, obs_format="coord")
+    rng = np.random.default_rng(2)
+    per_level = []
+    for seed in (0, 1):
+        env.reset(seed=seed)
+        counts = dict.fromkeys(FILLER_WORDS, 0)
+        for _ in range(400):
+            words = oracle_response(env, "plan", rng=rng, filler_words=3).split()[1:4]
+            for w in words:
+                counts[w] += 1
+        per_level.append(counts)
+        n = 400 * 3
+        p = 1 / len(FILLER_WORDS)
+        assert all(abs(c - n * p) < 4 * (n * p * (1 - p)) ** 0.5 for c in counts.values()), counts
+    # the rest of the text is the oracle's, unchanged
+    env.reset(seed=0)
+    text = oracle_response(env, "plan", rng=rng, filler_words=2)
+    assert text.split(maxsplit=3)[3] == oracle_response(env, "plan").split(maxsplit=1)[1]
+    with pytest.raises(ValueError, match="filler_words"):
+        oracle_response(env, "plan", rng=rng, filler_words=-1)
+
+
+def test_warm_start_knobs_are_checked_by_the_config():
+    from ragen_core.config import ConfigError, TrainConfig
+
+    cfg = TrainConfig()
+    cfg.warm_start.template_answer = "habit"
+    with pytest.raises(ConfigError, match="template_answer"):
+        cfg.validate()
+    cfg = TrainConfig()
+    cfg.warm_start.filler_words = -2
+    with pytest.raises(ConfigError, match="filler_words"):
+        cfg.validate()
