@@ -22,11 +22,18 @@ Logged under ``probe/`` with the chance level and the ceiling beside every value
     probe/mi_seq_est, probe/mi_upper_bound (log N)             probe/mi_seq_norm = mi_seq_est / log N
     probe/cond_entropy_seq_est (H(Z|X), nats per trace)        probe/cond_entropy_est (nats per token)
     probe/token_entropy (policy entropy per reasoning token)   probe/mi_est, probe/mi_zscore ...
+    probe/success, probe/return (first turn)                   probe/pmi_return_cov, probe/pmi_return_corr
     perf/probe_s (seconds spent on the probe)
+
+The last pair says which way the task gradient pushes input dependence (:func:`pmi_return_association`): the
+within-prompt covariance between a trace's return and its pointwise input dependence. Positive: the traces that
+depend more on their input earn more, and the task gradient raises the MI; negative: a template pays, and it
+lowers it.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -35,7 +42,7 @@ import torch
 from ragen_core.mi import cross_score, flatten_proxies, mi_proxies
 from ragen_core.rollout import RolloutBatch, RolloutSettings, make_envs, pad_token_id, rollout
 
-__all__ = ["ProbeSet", "build_probe", "probe_metrics", "probe_seed_range"]
+__all__ = ["ProbeSet", "build_probe", "pmi_return_association", "probe_metrics", "probe_seed_range"]
 
 #: At most this many candidate seeds per probe prompt are tried when skipping duplicated levels.
 _CANDIDATES_PER_PROMPT = 4
@@ -107,6 +114,40 @@ def _token_entropy(policy: Any, batch: RolloutBatch, lengths: torch.Tensor, temp
     return total / max(count, 1)
 
 
+def pmi_return_association(L: torch.Tensor, returns: torch.Tensor) -> tuple[float, float]:
+    """Within-prompt association between a trace's return and its pointwise input dependence.
+
+    Args:
+        L: ``[P, G, P]`` cross-scores, ``L[i, k, j] = log p(z_ik | x_j)`` (:func:`ragen_core.mi.cross_score`).
+        returns: ``[P, G]`` (or ``[P * G]``, group-major) returns of the traces.
+
+    With the pointwise MI ``pmi_ik = L[i,k,i] - log((1/P) sum_j exp L[i,k,j])`` (the trace's share of MI-Seq)
+    and both series centred within each prompt group (``c_ik = v_ik - mean_k v_ik``, as GRPO centres rewards),
+    returns ``(cov, corr)``:
+
+        cov  = mean_ik pmi_c[i,k] * r_c[i,k]
+        corr = sum pmi_c r_c / sqrt(sum pmi_c^2 * sum r_c^2)      (0.0 when either sum of squares is 0)
+
+    Why it tells the task gradient's direction: for a policy that is a softmax over whole traces (one logit per
+    trace and prompt), one natural-gradient step on the advantages ``A = r_c`` changes ``pi(z|x)`` by ``eta
+    pi(z|x) A(z)``, so the expected PMI of the prompt's traces moves by ``eta * Cov_z(pmi, A)``: positive,
+    the task gradient favours the input-dependent traces; negative, it favours the template.
+    """
+    if L.dim() != 3 or L.shape[0] != L.shape[2]:
+        raise ValueError(f"L must be [P, G, P]; got {tuple(L.shape)}")
+    P, G = int(L.shape[0]), int(L.shape[1])
+    r = torch.as_tensor(returns, dtype=torch.float64).reshape(P, G)
+    L = L.to(torch.float64)
+    own = L[torch.arange(P), :, torch.arange(P)]  # [P, G]: L[i, k, i]
+    pmi = own - (torch.logsumexp(L, dim=2) - math.log(P))
+    pmi_c = pmi - pmi.mean(dim=1, keepdim=True)
+    r_c = r - r.mean(dim=1, keepdim=True)
+    cov = float((pmi_c * r_c).mean())
+    denom = float((pmi_c.square().sum() * r_c.square().sum()).sqrt())
+    corr = float((pmi_c * r_c).sum()) / denom if denom > 0 else 0.0
+    return cov, corr
+
+
 @torch.no_grad()
 def probe_metrics(policy: Any, probe: ProbeSet, sample_seed: int, span: str = "reasoning",
                   batch_tokens: int = 8192, prefix: str = "probe/") -> dict[str, float]:
@@ -139,4 +180,8 @@ def probe_metrics(policy: Any, probe: ProbeSet, sample_seed: int, span: str = "r
     out[prefix + "token_entropy"] = _token_entropy(policy, batch, lengths, probe.settings.temperature)
     out[prefix + "empty_traces"] = float(empty)
     out[prefix + "success"] = float(batch.success.float().mean())
+    out[prefix + "return"] = float(batch.returns.float().mean())
+    cov, corr = pmi_return_association(L, batch.returns)
+    out[prefix + "pmi_return_cov"] = cov
+    out[prefix + "pmi_return_corr"] = corr
     return out

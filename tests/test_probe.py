@@ -182,3 +182,37 @@ def test_probe_seeds_must_be_held_out(model_dir, tmp_path):
         Trainer(_cfg("warm_start.seed=120", "warm_start.sft_episodes=10"), tmp_path / "d", policy=policy)
     Trainer(_cfg("warm_start.seed=127", "warm_start.sft_episodes=10", "mi.probe_prompts=4", "mi.probe_seed=140"),
             tmp_path / "e", policy=policy)  # adjacent ranges do not overlap
+
+
+def test_pmi_return_association_matches_a_plain_loop_and_reads_the_direction():
+    from ragen_core.probe import pmi_return_association
+
+    g = torch.Generator().manual_seed(0)
+    P, G = 5, 4
+    L = torch.randn(P, G, P, generator=g, dtype=torch.float64) * 3
+    r = torch.randint(0, 2, (P, G), generator=g).double()
+    pmi = [[L[i, k, i].item() - math.log(sum(math.exp(L[i, k, j].item()) for j in range(P)) / P) for k in range(G)]
+           for i in range(P)]
+    num = den_p = den_r = 0.0
+    for i in range(P):
+        mp, mr = sum(pmi[i]) / G, sum(r[i].tolist()) / G
+        for k in range(G):
+            num += (pmi[i][k] - mp) * (r[i, k].item() - mr)
+            den_p += (pmi[i][k] - mp) ** 2
+            den_r += (r[i, k].item() - mr) ** 2
+    cov, corr = pmi_return_association(L, r.flatten())
+    assert cov == pytest.approx(num / (P * G), rel=1e-12)
+    assert corr == pytest.approx(num / math.sqrt(den_p * den_r), rel=1e-12)
+    # direction: in every group the trace that names its prompt (own score high) is the one that pays ...
+    L2 = torch.zeros(P, G, P, dtype=torch.float64)
+    for i in range(P):
+        L2[i, 0, i] = 5.0  # trace 0 of each prompt is input-dependent, the others are a template (flat scores)
+    paid_dependent = torch.zeros(P, G, dtype=torch.float64)
+    paid_dependent[:, 0] = 1.0
+    assert pmi_return_association(L2, paid_dependent)[1] == pytest.approx(1.0)
+    # ... or the one that does not pay
+    assert pmi_return_association(L2, 1.0 - paid_dependent)[1] == pytest.approx(-1.0)
+    # no reward variance within any group: no direction, defined as 0 (not NaN)
+    assert pmi_return_association(L2, torch.ones(P, G)) == (0.0, 0.0)
+    with pytest.raises(ValueError, match="P, G, P"):
+        pmi_return_association(torch.zeros(3, 2, 4), torch.zeros(3, 2))
