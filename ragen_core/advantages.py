@@ -155,9 +155,11 @@ def grpo(rewards: torch.Tensor, norm_by_std: bool = True, eps: float = 1e-6) -> 
     if not norm_by_std:
         return centred
     den = r.std(dim=1, keepdim=True) + eps
-    # A zero-variance group (every reward equal) has centred == 0: its advantage is 0, also at eps = 0 (0 / 0
-    # would be NaN and poison the whole loss).
-    return torch.where(den > 0, centred / torch.where(den > 0, den, torch.ones_like(den)), torch.zeros_like(centred))
+    # A zero-variance group (every reward equal) gets A = 0, also at eps = 0. Tested on the rewards themselves:
+    # the mean of equal non-dyadic rewards (0.1, 0.1, 0.1) is rounded, so centred and std are ~1e-17 instead of
+    # 0 and their ratio is +-0.82, not 0; and 0 / 0 would be NaN and poison the whole loss.
+    flat = (r == r[:, :1]).all(dim=1, keepdim=True) | ~(den > 0)
+    return torch.where(flat, torch.zeros_like(centred), centred / torch.where(flat, torch.ones_like(den), den))
 
 
 def dr_grpo(rewards: torch.Tensor) -> torch.Tensor:

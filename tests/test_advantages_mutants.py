@@ -225,3 +225,24 @@ def test_the_mean_of_a_constant_is_the_constant_in_bfloat16() -> None:
     assert masked_mean(ones, mask, dim=1).tolist() == [1.0]
     for mode in ("token-mean", "seq-mean-token-mean"):
         assert aggregate_loss(ones, mask, mode).item() == 1.0, mode
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("eps", [0.0, 1e-6])
+def test_grpo_constant_groups_of_non_dyadic_rewards_get_exactly_zero(dtype: torch.dtype, eps: float) -> None:
+    # Regression: at eps = 0 a group of equal rewards such as 0.1 (not exactly representable) got A = +-0.82 to
+    # +-0.93 for every rollout: the rounded mean leaves centred ~1e-17 and the std ~1e-17, whose ratio is O(1).
+    # Reference: the docstring's rule, by a loop (a group whose rewards are all equal gets 0), and the loop formula
+    # (R - mean) / (std + eps) for the group with spread, in float64.
+    rows = [[v] * g for v in (0.1, 0.3, 0.7, 1 / 3) for g in (3, 6, 7)] + [[0.1, 0.2, 0.7] + [0.3] * 4]
+    for row in rows:
+        r = torch.tensor([row], dtype=dtype)
+        a = grpo(r, eps=eps)
+        if all(x == row[0] for x in row):
+            assert a.tolist() == [[0.0] * len(row)], (row, dtype)
+        else:
+            xs = r[0].double().tolist()
+            mean = sum(xs) / len(xs)
+            sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
+            want = [(x - mean) / (sd + eps) for x in xs]
+            assert a[0].double().tolist() == pytest.approx(want, rel=1e-5), (row, dtype)
