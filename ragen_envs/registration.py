@@ -46,6 +46,17 @@ ENV_SPECS: tuple[EnvSpec, ...] = (
         {"vision": True},
     ),
     EnvSpec(
+        "ragen/PocketCube-v0",
+        "ragen_envs.pocketcube.env:PocketCubeEnv",
+        "Solve a scrambled 2x2x2 Rubik's cube with face turns (U, R', F2, ...); exact optimal distances.",
+    ),
+    EnvSpec(
+        "ragen/PocketCube-Vision-v0",
+        "ragen_envs.pocketcube.env:PocketCubeEnv",
+        "PocketCube with an RGB image of the cube's net next to the text state.",
+        {"vision": True},
+    ),
+    EnvSpec(
         "ragen/Bandit-v0",
         "ragen_envs.bandit:BanditEnv",
         "Pick one of two named arms once: a safe arm (0.1) or a risky one (1.0 w.p. 0.25).",
@@ -74,6 +85,16 @@ ENV_SPECS: tuple[EnvSpec, ...] = (
         "ragen/WebShop-v0",
         "ragen_envs.webshop.env:WebShopEnv",
         "Find and buy the product matching an instruction (search, click, options, Buy Now).",
+    ),
+    EnvSpec(
+        "ragen/Sudoku-v0",
+        "ragen_envs.sudoku.env:SudokuEnv",
+        "Fill a 4x4 or 9x9 Sudoku with a unique solution, one placement R<row>C<col>=<digit> at a time.",
+    ),
+    EnvSpec(
+        "ragen/2048-v0",
+        "ragen_envs.game2048.env:Game2048Env",
+        "Slide and merge tiles to build the target tile (2048 on 4x4 by default); reward = the game's score.",
     ),
 )
 
