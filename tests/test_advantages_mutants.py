@@ -246,3 +246,13 @@ def test_grpo_constant_groups_of_non_dyadic_rewards_get_exactly_zero(dtype: torc
             sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
             want = [(x - mean) / (sd + eps) for x in xs]
             assert a[0].double().tolist() == pytest.approx(want, rel=1e-5), (row, dtype)
+
+
+def test_grpo_at_eps_zero_is_finite_when_the_std_underflows() -> None:
+    # rewards that differ by 1e-200: the squared deviations underflow, so std = 0 although the rewards differ; the
+    # zero denominator is guarded (A = 0), never 0 / 0 = NaN or x / 0 = inf
+    r = torch.tensor([[0.0, 1e-200, 0.0], [0.0, 1.0, 2.0]], dtype=torch.float64)
+    assert float(r[:1].std()) == 0.0
+    a = grpo(r, eps=0.0)
+    assert a[0].tolist() == [0.0, 0.0, 0.0]
+    assert a[1].tolist() == [-1.0, 0.0, 1.0]
