@@ -63,6 +63,8 @@ __all__ = [
     "config_to_dict",
     "config_from_dict",
     "dump_toml",
+    "RESUME_KEYS",
+    "resume_changes",
 ]
 
 #: The trainer's algorithms (the table of ragen_core.algorithms).
@@ -280,6 +282,9 @@ class WarmStartConfig:
     #: template traces pay more on average than the state-derived ones, whose answers carry the action noise
     #: (the "template that pays" of the collapse testbed, docs/collapse.md).
     template_answer: str = "demonstrator"
+    #: The number of reference levels the template is drawn from (uniformly, per episode): 1 = one fixed text;
+    #: R > 1 gives the template log R nats of its own, input-independent diversity (docs/collapse.md).
+    template_levels: int = 1
     #: Input-independent diversity: the demonstrator opens every reasoning with this many words drawn uniformly
     #: from ragen_core.sft.FILLER_WORDS (independently of the state), so that the reasoning's entropy has a
     #: part that does not depend on the input (docs/collapse.md). 0 = none.
@@ -374,6 +379,7 @@ class TrainConfig:
                "must be a probability in [0, 1]")
         _one_of("warm_start.template_answer", self.warm_start.template_answer, TEMPLATE_ANSWERS)
         _int("warm_start.filler_words", self.warm_start.filler_words, 0)
+        _int("warm_start.template_levels", self.warm_start.template_levels, 1)
         _one_of("warm_start.schedule", self.warm_start.schedule, ("linear", "constant"))
         return self
 
@@ -393,6 +399,52 @@ def _int(key: str, value: Any, low: int, note: str = "") -> None:
 
 def _one_of(key: str, value: Any, choices: tuple[str, ...]) -> None:
     _check(value in choices, key, f"must be one of {', '.join(choices)}; got {value!r}")
+
+
+#: The keys `ragen train --resume RUN_DIR key=value` may change: they decide how long the run goes, how often it is
+#: measured, saved and shown, and where or in what memory layout it computes, never what it trains on or how it
+#: updates (the run's identity). Anything else is a ConfigError: start a new run instead.
+RESUME_KEYS: dict[str, str] = {
+    "run.steps": "train for more (or fewer) steps; not under algo.lr_schedule=linear, whose rate depends on it",
+    "run.max_minutes": "the time limit",
+    "run.progress": "the progress bars",
+    "run.save_every": "checkpoint cadence",
+    "run.keep_every": "numbered checkpoint copies",
+    "run.tensorboard": "the TensorBoard mirror of the metrics",
+    "run.device": "where it computes (cpu, cuda)",
+    "eval.every": "validation cadence",
+    "mi.every": "MI diagnostics cadence (measurement only)",
+    "mi.batch_tokens": "token budget of a cross-scoring pass (speed/memory only)",
+    "mi.probe_every": "probe cadence (measurement only)",
+    "filter.max_empty_steps": "the empty-step stopping rule",
+    "algo.micro_batch_size": "rows per forward/backward pass (gradient accumulation: memory only)",
+    "model.gradient_checkpointing": "activation memory only",
+}
+
+
+def resume_changes(saved: TrainConfig, new: TrainConfig) -> dict[str, tuple[Any, Any]]:
+    """The keys that differ between a run's saved config and the one a resume asks for: ``{key: (old, new)}``.
+
+    Raises:
+        ConfigError: naming the first key outside :data:`RESUME_KEYS` that differs (a resume may not change what
+            the run is), and ``run.steps`` under a linear learning-rate schedule.
+    """
+    old_d, new_d = config_to_dict(saved), config_to_dict(new)
+    changes: dict[str, tuple[Any, Any]] = {}
+    for section, values in new_d.items():
+        for key, value in values.items():
+            before = old_d[section][key]
+            if value != before:
+                changes[f"{section}.{key}"] = (before, value)
+    for key, (before, value) in changes.items():
+        if key not in RESUME_KEYS:
+            raise ConfigError(
+                f"{key} cannot change when resuming (saved {before!r}, asked {value!r}): it changes what the run "
+                f"trains, so start a new run instead; a resume may change only {', '.join(RESUME_KEYS)}")
+    if "run.steps" in changes and saved.algo.lr_schedule == "linear":
+        raise ConfigError("run.steps cannot change when resuming a run with algo.lr_schedule=linear: its learning "
+                          "rate at every step depends on run.steps; start a new run instead")
+    return changes
 
 
 def parse_context(context: str) -> int | None:

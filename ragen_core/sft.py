@@ -265,7 +265,7 @@ def _action_vocabulary(u: Any) -> list[str]:
 
 def oracle_response(env: Any, reasoning: str = "full", noise: float = 0.0, noise_action: str = "random",
                     rng: np.random.Generator | None = None, dependence: float = 1.0,
-                    template: str | None = None, template_answer: str = "demonstrator",
+                    template: str | Sequence[str] | None = None, template_answer: str = "demonstrator",
                     filler_words: int = 0) -> str:
     """A response with the oracle's reasoning about the current state and, usually, the oracle's action(s).
 
@@ -282,7 +282,8 @@ def oracle_response(env: Any, reasoning: str = "full", noise: float = 0.0, noise
     follow the reasoning.
 
     Graded input dependence (``dependence`` q < 1, ``warm_start.reasoning_dependence``): with probability 1 - q
-    the reasoning is replaced by ``template``, one fixed text (:func:`template_reasoning`: the oracle's reasoning
+    the reasoning is replaced by ``template``, one fixed text (or, given a sequence, one of a few fixed texts drawn
+    uniformly: templates with some diversity of their own) (:func:`template_reasoning`: the oracle's reasoning
     about a fixed reference level), while the answer stays the demonstrator's. A model fitted to such episodes
     writes state-derived reasoning with probability about q and the template otherwise: its reasoning is
     input-dependent, but off the MI ceiling (retrieval about q + (1 - q)/P at P prompts).
@@ -310,8 +311,9 @@ def oracle_response(env: Any, reasoning: str = "full", noise: float = 0.0, noise
     text, acts = _oracle_parts(env, reasoning)
     gen = rng if rng is not None else np.random.default_rng()
     templated = dependence < 1.0 and gen.random() >= dependence  # no draw at q = 1: old warm starts replay exactly
-    if templated:
-        text = str(template)
+    if templated:  # one fixed text, or one of a few fixed texts drawn uniformly (a draw only when several)
+        texts = [template] if isinstance(template, str) else list(template or [""])
+        text = str(texts[int(gen.integers(len(texts)))] if len(texts) > 1 else texts[0])
     if filler_words:
         text = " ".join([FILLER_WORDS[int(i)] for i in gen.integers(len(FILLER_WORDS), size=int(filler_words))]
                         + [text])
@@ -350,7 +352,7 @@ def template_reasoning(env_id: str, env_kwargs: dict[str, Any], reasoning: str =
 
 def scripted_responder(kind: str = "oracle", rng: np.random.Generator | None = None,
                        reasoning: str = "full", noise: float = 0.0, noise_action: str = "random",
-                       dependence: float = 1.0, template: str | None = None,
+                       dependence: float = 1.0, template: str | Sequence[str] | None = None,
                        template_answer: str = "demonstrator", filler_words: int = 0) -> Responder:
     """A :data:`ragen_core.rollout.Responder` writing oracle or random responses (`reasoning`, `noise`,
     `noise_action`, `dependence`, `template`, `template_answer`, `filler_words`: see :func:`oracle_response`;
@@ -374,8 +376,10 @@ def collect_sft_batch(policy: Any, envs: Sequence[Any], seeds: Sequence[int], se
 
 def sft_train(policy: Any, batch: RolloutBatch, *, epochs: int = 2, lr: float = 1e-3, batch_size: int = 16,
               generator: torch.Generator | None = None, device: torch.device | None = None,
-              schedule: str = "constant") -> dict[str, float]:
+              schedule: str = "constant", progress: bool = False) -> dict[str, float]:
     """Fine-tune on the generated tokens of `batch`: loss = -mean log p(token) over `loss_mask` (token-mean).
+
+    `progress`: a bar over the optimiser steps with the running loss and the ETA (stderr).
 
     `schedule`: ``"constant"`` (default) keeps `lr` throughout; ``"linear"`` warms the learning rate up over
     the first 5% of the optimiser steps and decays it linearly to 0 at the last one (what the demo uses: a
@@ -401,6 +405,11 @@ def sft_train(policy: Any, batch: RolloutBatch, *, epochs: int = 2, lr: float = 
     dev = device or policy.device
     epoch_losses: list[float] = []
     probs: list[float] = []
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, desc="warm start (SFT)", unit="step", dynamic_ncols=True, leave=False)
     model.train()
     for _ in range(epochs):
         perm = torch.randperm(n, generator=generator)
@@ -422,9 +431,14 @@ def sft_train(policy: Any, batch: RolloutBatch, *, epochs: int = 2, lr: float = 
             opt.step()
             k_step += 1
             losses_e.append(loss.item())
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(epoch=f"{_ + 1}/{epochs}", loss=f"{losses_e[-1]:.3f}")
             if _ == epochs - 1:
                 probs.append(float((out.logprobs.detach().float().exp() * m).sum() / m.sum().clamp(min=1)))
         epoch_losses.append(float(np.mean(losses_e)))
+    if bar is not None:
+        bar.close()
     model.eval()
     return {"sft/loss_first": epoch_losses[0], "sft/loss_last": epoch_losses[-1],
             "sft/mean_token_prob": float(np.mean(probs)) if probs else float("nan")}
@@ -444,8 +458,17 @@ def warm_start(policy: Any, cfg: Any, device: torch.device | None = None) -> dic
     batches = []
     success = []
     template = None
-    if ws.reasoning_dependence < 1.0:  # the reference level: the seed just below the warm-start stream
-        template = template_reasoning(cfg.env.id, cfg.env.kwargs, ws.reasoning, seed=max(ws.seed - 1, 0))
+    if ws.reasoning_dependence < 1.0:  # the reference level(s): the seeds just below the warm-start stream
+        template = [template_reasoning(cfg.env.id, cfg.env.kwargs, ws.reasoning, seed=max(ws.seed - r, 0))
+                    for r in range(1, ws.template_levels + 1)]
+        template = template[0] if ws.template_levels == 1 else template
+    progress = bool(getattr(getattr(cfg, "run", None), "progress", False))
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(seeds), desc="warm start (demonstrations)", unit="episode", dynamic_ncols=True,
+                   leave=False)
     for s in range(0, len(seeds), chunk):
         part = seeds[s : s + chunk]
         opts = [{cfg.env.per_rollout_option: x} for x in part] if cfg.env.per_rollout_option else None
@@ -455,11 +478,15 @@ def warm_start(policy: Any, cfg: Any, device: torch.device | None = None) -> dic
                     reset_options=opts)
         batches.append(b)
         success.append(b.success.float())
+        if bar is not None:
+            bar.update(len(part))
+    if bar is not None:
+        bar.close()
     batch = _concat(batches)
     t_collect = time.perf_counter() - t0
     gen = torch.Generator().manual_seed(ws.seed + 1_000_003 * cfg.run.seed)
     stats = sft_train(policy, batch, epochs=ws.epochs, lr=ws.lr, batch_size=ws.batch_size, generator=gen,
-                      device=device, schedule=ws.schedule)
+                      device=device, schedule=ws.schedule, progress=progress)
     stats.update({"sft/episodes": float(ws.sft_episodes), "sft/script_success": float(torch.cat(success).mean()),
                   "sft/tokens": float((batch.loss_mask != 0).sum()), "perf/sft_collect_s": t_collect,
                   "perf/sft_s": time.perf_counter() - t0})

@@ -322,3 +322,25 @@ def test_warm_start_knobs_are_checked_by_the_config():
     cfg.warm_start.filler_words = -2
     with pytest.raises(ConfigError, match="filler_words"):
         cfg.validate()
+
+
+def test_several_templates_are_drawn_uniformly_and_one_template_draws_nothing():
+    from ragen_core.sft import template_reasoning
+
+    kwargs = {"max_solution_len": 2, "max_actions_per_turn": 1, "obs_format": "coord"}
+    pool = [template_reasoning("ragen/Sokoban-v0", kwargs, "plan", seed=s) for s in (770, 771, 772, 773)]
+    assert len(set(pool)) == 4
+    env = gym.make("ragen/Sokoban-v0", **kwargs)
+    env.reset(seed=5)
+    rng = np.random.default_rng(3)
+    counts = dict.fromkeys(pool, 0)
+    n = 800
+    for _ in range(n):
+        reasoning = oracle_response(env, "plan", rng=rng, dependence=0.0, template=pool)
+        counts[reasoning.split("</think>")[0].removeprefix("<think>").strip()] += 1
+    assert all(abs(c - n / 4) < 4 * (n * 0.25 * 0.75) ** 0.5 for c in counts.values()), counts
+    # a one-element pool behaves as the single template (no extra draw)
+    a, b = np.random.default_rng(9), np.random.default_rng(9)
+    assert oracle_response(env, "plan", rng=a, dependence=0.5, template=pool[0]) == oracle_response(
+        env, "plan", rng=b, dependence=0.5, template=[pool[0]])
+    assert a.random() == b.random()
