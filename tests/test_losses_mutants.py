@@ -168,3 +168,22 @@ def test_value_loss_default_clip_mode_fraction_and_messages() -> None:
         value_loss(values, old, ret, mask, clip_range=0)
     with pytest.raises(ValueError, match=r"^shapes must match"):
         value_loss(values, old, ret[:, :2], mask)
+
+
+def test_statistics_of_a_single_valid_token_and_a_float_mask_without_dual_clip() -> None:
+    # one valid token whose ratio is clipped: every share is over that one token (1/1, not 1/2); a float mask
+    # works with the dual clip off (its indicator is boolean whatever the mask's dtype)
+    lp = torch.tensor([[0.5, -1.0]], dtype=torch.float64)
+    old = torch.tensor([[0.0, -1.0]], dtype=torch.float64)
+    adv = torch.tensor([[1.0, 1.0]], dtype=torch.float64)
+    mask = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
+    loss, stats = ppo_policy_loss(lp, old, adv, mask, dual_clip_c=None)
+    ref_loss, clipped, _ = _ppo_token(0.5, 0.0, 1.0, c=None)
+    assert clipped and loss.item() == pytest.approx(ref_loss, abs=1e-12)
+    assert stats == {"clipfrac": 1.0, "dual_clipfrac": 0.0, "approx_kl": pytest.approx(-0.5, abs=1e-12)}
+    _, stats = value_loss(torch.tensor([[2.0, 0.0]]), torch.tensor([[0.0, 0.0]]), torch.tensor([[0.0, 0.0]]),
+                          mask.float())
+    assert stats == {"vf_clipfrac": 0.0}  # |2 - 0| > |0.5 - 0|: the unclipped term is the larger one
+    _, stats = value_loss(torch.tensor([[2.0, 0.0]]), torch.tensor([[0.0, 0.0]]), torch.tensor([[3.0, 0.0]]),
+                          mask.float())
+    assert stats == {"vf_clipfrac": 1.0}  # v_clip = 0.5 is further from the return 3 than 2 is
