@@ -9,21 +9,25 @@ runs the tests that cover each mutated function, and records killed / survived /
 Results go to ``mutation/results.json`` (counts and every surviving mutant with its diff, per run label:
 ``initial`` before the mutation-killing tests ``tests/test_<module>_mutants.py`` existed, ``final`` with
 them). ``--report`` writes ``docs/theory_report/mutation.md`` from it and from ``mutation/equivalent.json``
-(the argument for each equivalent mutant); ``--check`` exits 1 when a survivor is not listed there.
+(the argument for each equivalent mutant); ``--check`` exits 1 when a survivor is not listed there or a
+mutant was not run. ``--resume`` keeps the verdicts already in a workspace (see :func:`run_module`), so a run
+interrupted for time continues where it stopped; ``--collect`` only gathers what the workspaces hold.
 
 Usage: ``python mutation/run_mutmut.py [--modules filtering advantages losses mi] [--label initial|final]
-[--check] [--report PATH]``.
-Run it under ``nice``: each module takes minutes on one core.
+[--resume [--rerun-only]] [--collect] [--check] [--report PATH] [--timeout-multiplier X]``.
+Run it under ``nice``: a module takes from tens of minutes (one free core) to hours (a shared, loaded machine).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +42,7 @@ MODULES: dict[str, list[str]] = {
     "filtering": ["tests/test_filtering.py", "tests/test_filtering_mutants.py"],
     "advantages": ["tests/test_advantages.py", "tests/test_losses.py", "tests/test_advantages_mutants.py"],
     "losses": ["tests/test_losses.py", "tests/test_losses_mutants.py"],
-    "mi": ["tests/test_mi.py", "tests/test_mi_ties.py", "tests/test_mi_mutants.py"],
+    "mi": ["tests/test_mi.py", "tests/test_mi_ties.py", "tests/test_cross_score.py", "tests/test_mi_mutants.py"],
 }
 
 SETUP_CFG = """[mutmut]
@@ -50,21 +54,74 @@ pytest_add_cli_args =
 pytest_add_cli_args_test_selection =
 {tests}
 process_isolation = forkserver
+timeout_multiplier = {timeout_multiplier}
 """
 
 
-def _layout(module: str) -> Path:
+#: mutmut's default is 15: a mutant's test run may take 2 x 15 x (its clean time + 1 s) of CPU time and half of
+#: that in *wall-clock* time. On a shared machine where mutmut runs under nice, a test run can take 30 times its
+#: clean time in wall-clock time, and passing runs were reported as timeouts; the modules have no loop a mutant
+#: could make endless (no ``while``; every loop runs over a tensor dimension), so a generous limit costs nothing.
+TIMEOUT_MULTIPLIER = 200.0
+
+
+def _selection_hash(tests: list[str]) -> str:
+    """mutmut's fingerprint of ``pytest_add_cli_args_test_selection`` (``Config.config_fingerprint``)."""
+    return hashlib.sha256(repr(tuple(tests)).encode()).hexdigest()[:12]
+
+
+def _keep_kills_when_tests_were_added(ws: Path, tests: list[str]) -> None:
+    """When the only change to a workspace's tests is new test files (every old file byte-identical to the
+    repository's), keep mutmut's verdicts: a mutant killed by a subset of the tests is killed by all of them.
+
+    mutmut resets every verdict when the list of test files changes. Here the stored fingerprint of that list is
+    set to the new list's, so mutmut keeps the kills, collects the timings and coverage of the new tests as it
+    does for tests added to an existing file, and runs every mutant without a verdict; :func:`run_module` then
+    re-runs every mutant that is not killed. Anything else (an old test file changed or dropped) leaves the
+    fingerprint alone, and mutmut starts over.
+    """
+    stats_file = ws / "mutants" / "mutmut-stats.json"
+    if not stats_file.exists() or not (ws / "setup.cfg").exists():
+        return
+    import configparser
+
+    cp = configparser.ConfigParser()
+    cp.read(ws / "setup.cfg")
+    old = [x for x in cp.get("mutmut", "pytest_add_cli_args_test_selection", fallback="").split("\n") if x]
+    stats = json.loads(stats_file.read_text())
+    fp = stats.get("config_fingerprint", {})
+    if old == tests or fp.get("test_selection") != _selection_hash(old) or not set(old) < set(tests):
+        return
+    if any(not (ws / t).exists() or (ws / t).read_bytes() != (ROOT / t).read_bytes() for t in old):
+        return
+    fp["test_selection"] = _selection_hash(tests)
+    stats_file.write_text(json.dumps(stats, indent=4))
+    print(f"{ws.name}: test files added ({', '.join(sorted(set(tests) - set(old)))}); the kills of the earlier run "
+          "are kept", flush=True)
+
+
+def _layout(module: str, resume: bool = False, timeout_multiplier: float = TIMEOUT_MULTIPLIER) -> Path:
+    """Write the workspace of ``module``. ``resume`` keeps mutmut's results (``mutants/``) and refreshes the
+    sources and tests: mutmut then re-tests only the mutants of functions whose code changed (it hashes each
+    function) and, when the timeout setting changed, the timeouts; a change of the test file list resets all."""
     ws = WORK / module
-    if ws.exists():
+    if ws.exists() and not resume:
         shutil.rmtree(ws)
-    (ws / "tests").mkdir(parents=True)
+    tests = [t for t in MODULES[module] if (ROOT / t).exists()]
+    if resume:
+        _keep_kills_when_tests_were_added(ws, tests)
+    (ws / "tests").mkdir(parents=True, exist_ok=True)
+    if (ws / "ragen_core").exists():
+        shutil.rmtree(ws / "ragen_core")
     shutil.copytree(ROOT / "ragen_core", ws / "ragen_core", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy2(ROOT / "pyproject.toml", ws / "pyproject.toml")  # pytest markers and warning filters
     shutil.copy2(ROOT / "tests" / "conftest.py", ws / "tests" / "conftest.py")
-    tests = [t for t in MODULES[module] if (ROOT / t).exists()]
     for t in tests:
         shutil.copy2(ROOT / t, ws / t)
-    (ws / "setup.cfg").write_text(SETUP_CFG.format(module=module, tests="\n".join(f"    {t}" for t in tests)))
+    cfg = SETUP_CFG.format(module=module, tests="\n".join(f"    {t}" for t in tests),
+                           timeout_multiplier=timeout_multiplier)
+    if not (ws / "setup.cfg").exists() or (ws / "setup.cfg").read_text() != cfg:
+        (ws / "setup.cfg").write_text(cfg)
     return ws
 
 
@@ -92,32 +149,56 @@ def collect(module: str) -> dict[str, object]:
     counts: dict[str, int] = {}
     survivors = []
     not_checked = []
+    mutations = {}  # every mutant's changed lines: tells whether a name still means the same mutation later
     for name, code in meta.items():
         status = _STATUS.get(code, f"exit {code}")
         counts[status] = counts.get(status, 0) + 1
         if status == "not checked":
             not_checked.append(name)
+        short = name.split(".")[-1]
+        orig = funcs.get(re.sub(r"__mutmut_\d+$", "", short) + "__mutmut_orig", "")
+        diff = "\n".join(difflib.unified_diff(orig.splitlines()[1:], funcs.get(short, "").splitlines()[1:],
+                                             lineterm="", n=0))
+        mutations[name] = _changed_lines(diff)
         if status in ("survived", "no tests", "skipped", "timeout"):
-            short = name.split(".")[-1]
-            orig = funcs.get(re.sub(r"__mutmut_\d+$", "", short) + "__mutmut_orig", "")
-            diff = difflib.unified_diff(orig.splitlines()[1:], funcs.get(short, "").splitlines()[1:], lineterm="", n=0)
-            survivors.append({"name": name, "status": status, "diff": "\n".join(diff)})
+            survivors.append({"name": name, "status": status, "diff": diff})
     total = len(meta)
     detected = counts.get("killed", 0)  # a timeout is not counted as a kill (see the notes of the report)
     return {"module": module, "total": total, "killed": detected, "counts": counts,
             "checked": total - counts.get("not checked", 0), "score": detected / total if total else float("nan"),
-            "survivors": survivors, "not_checked": not_checked}
+            "survivors": survivors, "not_checked": not_checked, "mutations": mutations}
 
 
-def run_module(module: str) -> dict[str, object]:
-    """Lay out the workspace, run mutmut, and return counts and survivors (name, status, diff)."""
-    ws = _layout(module)
-    run = _mutmut(ws, "run", "--max-children", "1")
-    (ws / "mutmut-run.log").write_text(run.stdout + "\n" + run.stderr)
+def run_module(module: str, resume: bool = False, timeout_multiplier: float = TIMEOUT_MULTIPLIER,
+               rerun_only: bool = False) -> dict[str, object]:
+    """Lay out the workspace, run mutmut, and return counts and survivors (name, status, diff).
+
+    With ``resume`` the verdicts of an earlier run in the workspace are kept for unchanged functions (a mutant
+    killed stays killed: tests were only added since). First every mutant that was not killed (survived,
+    timeout, no tests) is run again with the current tests (the most informative runs when time is short), then,
+    unless ``rerun_only``, every mutant without a verdict (new, from a changed function, or never reached).
+    """
+    ws = _layout(module, resume=resume, timeout_multiplier=timeout_multiplier)
+    meta = ws / "mutants" / "ragen_core" / f"{module}.py.meta"
+    t0 = time.monotonic()
+
+    def log(title: str, run: subprocess.CompletedProcess[str]) -> None:
+        with open(ws / "mutmut-run.log", "a") as f:
+            f.write(f"\n--- {title} ---\n{run.stdout}\n{run.stderr}")
+
+    if resume and meta.exists():
+        again = [s["name"] for s in collect(module)["survivors"]]
+        if again:
+            log("re-run of the mutants not killed", _mutmut(ws, "run", "--max-children", "1", *again))
+    if not (resume and rerun_only):
+        log("run of the mutants without a verdict", _mutmut(ws, "run", "--max-children", "1"))
+    wall = time.monotonic() - t0
     out = collect(module)
     if out["checked"] == 0:
         raise RuntimeError(f"mutmut did not run any mutant of {module}; see {ws / 'mutmut-run.log'}")
-    out["returncode"] = run.returncode
+    out["run_s"] = round(wall, 1)
+    out["resumed"] = resume
+    out["timeout_multiplier"] = timeout_multiplier
     return out
 
 
@@ -125,6 +206,35 @@ def _changed_lines(diff: str) -> str:
     """The - / + lines of a mutmut diff (without the file headers)."""
     keep = [ln for ln in diff.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
     return "\n".join(keep)
+
+
+def _machine() -> str:
+    """One line on where the runs ran (CPU model and cores, Python, torch, mutmut)."""
+    import importlib.metadata
+    import platform
+
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        import torch
+
+        torch_v = torch.__version__
+    except ImportError:  # pragma: no cover
+        torch_v = "not installed"
+    return (f"{os.cpu_count()}-core {cpu}, shared with training jobs (mutmut ran under `nice -n 15`, one mutant at "
+            f"a time); Python {platform.python_version()}, torch {torch_v}, mutmut "
+            f"{importlib.metadata.version('mutmut')}")
+
+
+def _minutes(r: dict[str, object]) -> str:
+    run_s = r.get("run_s_total", r.get("run_s"))
+    return "-" if run_s is None else f"{float(run_s) / 60:.0f} min"
 
 
 def report_md(results: dict[str, dict[str, object]], equivalent: dict[str, str]) -> str:
@@ -135,18 +245,22 @@ def report_md(results: dict[str, dict[str, object]], equivalent: dict[str, str])
     lines = [
         "# Mutation testing of the RL core (mutmut)",
         "",
-        "Generated by `python mutation/run_mutmut.py` (mutmut 3; `make mutation` runs the final label for filtering,",
-        "advantages and losses and fails on a survivor not shown equivalent): every mutant of the functions of",
-        "each module is run against that module's fast test files (the tests mutmut finds covering the mutated",
-        "function), in a workspace under `build/mutation/`. *initial*: the unit tests as they were (`--label",
-        "initial`, before the mutation-killing tests existed); *final*: with the mutation-killing tests",
-        "(`tests/test_<module>_mutants.py`). A mutant is *equivalent* when no input can tell it from the",
-        "original; each one is listed with the argument (`mutation/equivalent.json`).",
+        "Generated by `python mutation/run_mutmut.py --report docs/theory_report/mutation.md` (`make mutation`",
+        "runs every module and fails on a mutant that is neither killed nor shown equivalent). mutmut generates",
+        "every mutant of the functions of each module and runs it against that module's fast test files (the",
+        "tests mutmut finds covering the mutated function), in a workspace under `build/mutation/`. *initial*: the",
+        "unit tests as they were, before the mutation-killing tests existed (`--label initial`); *final*: with the",
+        "mutation-killing tests (`tests/test_<module>_mutants.py`). A mutant is *equivalent* when no input can tell",
+        "it from the original; each one is listed below with the argument (`mutation/equivalent.json`). The score",
+        "is killed / mutants; a timeout is not counted as a kill.",
+        "",
+        f"Machine: {_machine()}.",
         "",
         "| module | test files | mutants | killed, initial | killed, final | equivalent | timeouts | "
-        "surviving, not equivalent |",
-        "|---|---|---|---|---|---|---|---|",
+        "surviving, not equivalent | run time (final) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
+
     def score(r: dict[str, object] | None) -> str:
         if not r or not r["total"]:
             return "not run"
@@ -155,7 +269,6 @@ def report_md(results: dict[str, dict[str, object]], equivalent: dict[str, str])
             return (f"{r['killed']}/{checked} of the mutants run ({checked} of {r['total']} run, "
                     f"{r['killed'] / checked:.1%})")
         return f"{r['killed']}/{r['total']} ({r['killed'] / r['total']:.1%})"
-
 
     for m in modules:
         ini, fin = initial.get(m), final.get(m)
@@ -168,7 +281,7 @@ def report_md(results: dict[str, dict[str, object]], equivalent: dict[str, str])
         total = (fin or ini or {}).get("total", "-")
         done = fin is not None and not fin.get("not_checked")
         lines.append(f"| {m} | {tests} | {total} | {score(ini)} | {score(fin)} | {len(eq)} | {timeouts} | "
-                     f"{len(left) if done else 'final run not finished'} |")
+                     f"{len(left) if done else 'final run not finished'} | {_minutes(fin) if fin else '-'} |")
     for m in modules:
         ini, fin = initial.get(m), final.get(m)
         lines += ["", f"## {m}", ""]
@@ -180,6 +293,7 @@ def report_md(results: dict[str, dict[str, object]], equivalent: dict[str, str])
             ini = {"survivors": fin["survivors"], "total": fin["total"], "checked": fin.get("checked")}
         fin_status = {x["name"]: x["status"] for x in fin["survivors"]} if fin else {}
         fin_pending = set(fin.get("not_checked", [])) if fin else set()
+        fin_mut = fin.get("mutations", {}) if fin else {}
         if ini.get("checked", ini["total"]) < ini["total"]:
             lines += [f"The initial run was stopped after {ini['checked']} of {ini['total']} mutants (time); the "
                       "survivors among those:", ""]
@@ -194,10 +308,24 @@ def report_md(results: dict[str, dict[str, object]], equivalent: dict[str, str])
                 fate = "**timeout** in the final run (unresolved: re-run needed)"
             elif name in fin_status:
                 fate = f"**{fin_status[name].upper()}** (not killed, not shown equivalent)"
+            elif fin_mut and fin_mut.get(name) != _changed_lines(x["diff"]):
+                fate = ("the function was changed since the initial run, so this mutation no longer exists as such "
+                        "(its function's mutants were regenerated and run again in the final run)")
             else:
                 fate = f"killed by `tests/test_{m}_mutants.py`"
             lines += [f"- `{name.split('.')[-1]}`: {fate}", "", "  ```diff",
                       *("  " + ln for ln in _changed_lines(x["diff"]).splitlines()), "  ```", ""]
+        if fin and ini is not fin:
+            seen = {x["name"] for x in ini["survivors"]} if ini else set()
+            extra = [x for x in fin["survivors"] if x["name"] not in seen]
+            if extra:
+                lines += [f"Not killed in the final run, and not among the survivors above ({len(extra)}):", ""]
+                for x in extra:
+                    name = x["name"]
+                    fate = (f"**equivalent**: {equivalent[name]}" if name in equivalent and x["status"] != "timeout"
+                            else f"**{x['status'].upper()}** (not shown equivalent)")
+                    lines += [f"- `{name.split('.')[-1]}`: {fate}", "", "  ```diff",
+                              *("  " + ln for ln in _changed_lines(x["diff"]).splitlines()), "  ```", ""]
     notes = Path(__file__).resolve().parent / "notes.md"
     if notes.exists():
         lines += ["", notes.read_text().strip()]
@@ -209,22 +337,38 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--modules", nargs="*", default=["filtering", "advantages", "losses", "mi"], choices=MODULES)
     ap.add_argument("--label", default="final", choices=("initial", "final"),
                     help="initial: before the mutation-killing tests existed; final: with them (default)")
-    ap.add_argument("--check", action="store_true", help="exit 1 if a survivor is not listed as equivalent")
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 if a mutant survived and is not listed as equivalent, or was not run")
     ap.add_argument("--report", metavar="PATH", help="write the Markdown report (e.g. docs/theory_report/mutation.md)")
     ap.add_argument("--collect", action="store_true",
                     help="do not run mutmut: collect the (possibly partial) results already in the workspaces")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the verdicts already in the workspaces (unchanged functions) and re-run the rest")
+    ap.add_argument("--rerun-only", action="store_true",
+                    help="with --resume: only re-run the mutants that were not killed, not those without a verdict")
+    ap.add_argument("--timeout-multiplier", type=float, default=TIMEOUT_MULTIPLIER,
+                    help=f"mutmut's timeout_multiplier (default {TIMEOUT_MULTIPLIER}; mutmut's own is 15)")
     args = ap.parse_args(argv)
     out_file = RESULTS_FILE
     results: dict[str, dict[str, object]] = json.loads(out_file.read_text()) if out_file.exists() else {}
     equivalent = json.loads(EQUIVALENT_FILE.read_text()) if EQUIVALENT_FILE.exists() else {}
     bad = []
     for module in args.modules:
-        r = collect(module) if args.collect else run_module(module)
+        prev = results.get(args.label, {}).get(module, {})
+        r = (collect(module) if args.collect
+             else run_module(module, args.resume, args.timeout_multiplier, args.rerun_only))
+        if args.collect:  # keep what only a run knows (its time and settings)
+            r.update({k: prev[k] for k in ("run_s", "run_s_total", "resumed", "timeout_multiplier") if k in prev})
+        elif args.resume and "run_s" in prev:  # the time of every run that built these verdicts
+            r["run_s_total"] = round(prev.get("run_s_total", prev["run_s"]) + r["run_s"], 1)
         results.setdefault(args.label, {})[module] = r
         out_file.parent.mkdir(parents=True, exist_ok=True)
         out_file.write_text(json.dumps(results, indent=2) + "\n")
         unexplained = [s["name"] for s in r["survivors"] if s["name"] not in equivalent]
         bad += unexplained
+        if r["not_checked"]:  # an unfinished run proves nothing about the mutants it did not reach
+            bad.append(f"{module}: {len(r['not_checked'])} mutants not run")
+            print(f"{module}: {len(r['not_checked'])} of {r['total']} mutants not run yet (unfinished run)")
         print(f"{module}: {r['killed']}/{r['total']} killed ({r['score']:.1%}); counts {r['counts']}; "
               f"{len(r['survivors'])} not killed, {len(unexplained)} not shown equivalent", flush=True)
         for s in r["survivors"]:
@@ -234,6 +378,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         Path(args.report).write_text(report_md(results, equivalent))
         print(f"report written to {args.report}")
+    if args.check and bad:
+        print(f"check failed: {len(bad)} mutant(s) neither killed nor shown equivalent, or not run")
     return 1 if args.check and bad else 0
 
 
