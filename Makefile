@@ -1,7 +1,12 @@
 # The two commands of the README: `make demo` and `make test` (the linter, then the test suite).
 # Both create .venv if needed, install torch==2.13.0 first (the CPU build lies on this
-# machine's disk; any other spec would pull a multi-GB CUDA build), then the project.
+# machine's disk; any other spec would pull a multi-GB CUDA build), then the project with the
+# extras the suite needs (train: the RL core; dev, trl, ray).
+# Elsewhere choose the torch build by its index (README, Install), e.g.
+#   make test TORCH_INDEX=https://download.pytorch.org/whl/cpu
 PYTHON ?= python3
+TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -13,9 +18,9 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-$(STAMP): $(PY) pyproject.toml
-	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e ".[dev,trl,ray]"
+$(STAMP): $(PY) pyproject.toml setup.py
+	$(PY) -m pip install --quiet $(TORCH) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(PY) -m pip install --quiet -e ".[train,dev,trl,ray]"
 	touch $(STAMP)
 
 demo: $(STAMP)

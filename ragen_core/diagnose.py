@@ -12,7 +12,12 @@ Output:
    and the regime of section 1.
 
 Malformed lines are reported with their line numbers on stderr (never silently skipped); the valid lines are
-still analysed and the exit status is 1. Exit status 2: the file cannot be read or nothing can be analysed.
+still analysed and the exit status is 1. Exit status 2: the file cannot be read, nothing can be analysed, or
+``--model`` is not a local model folder (or its packages are not installed).
+
+The pre-check needs only numpy (the base install, no torch): :func:`rv_report` computes the trainer's statistics
+(``ragen_core.filtering.rv_statistics``) and its top-p rule (``select_groups(strategy="top_p")``) in numpy, and
+the tests check both against the torch versions. ``--model`` needs the ``train`` extra (torch, transformers).
 """
 
 from __future__ import annotations
@@ -27,9 +32,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
-import torch
-
-from ragen_core.filtering import rv_statistics, select_groups
 
 __all__ = [
     "Rollout",
@@ -159,10 +161,10 @@ def rv_report(
                       nan_groups=0, top_p={"keep_rate": keep_rate, "score": score, "kept_groups": 0,
                                            "kept_fraction": 0.0, "empty": True})
         return report
-    v = torch.tensor([variances[i] for i in usable], dtype=torch.float64)
-    stats = rv_statistics(v)
-    scores = v.sqrt() if score == "std" else v
-    result = select_groups(scores, strategy="top_p", value=keep_rate, variances=v)
+    v = np.asarray([variances[i] for i in usable], dtype=np.float64)
+    stats = rv_statistics_np(v)
+    scores = np.sqrt(v) if score == "std" else v
+    kept = top_p_kept(scores, keep_rate)
     report.update(
         rv_mean=stats["rv_mean"],
         rv_std=stats["rv_std"],
@@ -172,13 +174,52 @@ def rv_report(
         top_p={
             "keep_rate": keep_rate,
             "score": score,
-            "kept_groups": result.n_kept,
-            "kept_fraction": result.n_kept / len(usable),
-            "empty": result.empty,
-            "kept": [str(names[usable[i]]) for i in result.kept.tolist()],
+            "kept_groups": len(kept),
+            "kept_fraction": len(kept) / len(usable),
+            "empty": not kept,
+            "kept": [str(names[usable[i]]) for i in kept],
         },
     )
     return report
+
+
+#: Variances at or below this count as zero (ragen_core.filtering.ZERO_TOL; a copy, to keep this module torch-free).
+ZERO_TOL = 1e-10
+
+
+def rv_statistics_np(variances: np.ndarray) -> dict[str, float]:
+    """``ragen_core.filtering.rv_statistics`` in numpy: over the non-NaN groups of ``variances [P]``,
+    ``rv_mean``, ``rv_std`` (population, ddof 0), ``rv_heterogeneity = rv_std / rv_mean`` (NaN when the mean is
+    0 or no group is left), ``zero_fraction`` (share with variance <= ZERO_TOL), ``n_groups``, ``n_nan``."""
+    v = np.asarray(variances, dtype=np.float64).reshape(-1)
+    nan = np.isnan(v)
+    n = int(v.size - nan.sum())
+    out = {"n_groups": float(v.size), "n_nan": float(nan.sum())}
+    if n == 0:
+        out.update(rv_mean=math.nan, rv_std=math.nan, rv_heterogeneity=math.nan, zero_fraction=math.nan)
+        return out
+    vv = v[~nan]
+    mean, std = float(vv.mean()), float(vv.std())
+    out.update(rv_mean=mean, rv_std=std, rv_heterogeneity=std / mean if mean > 0 else math.nan,
+               zero_fraction=int((vv <= ZERO_TOL).sum()) / n)
+    return out
+
+
+def top_p_kept(scores: np.ndarray, keep_rate: float) -> list[int]:
+    """The groups top-p keeps (``select_groups(strategy="top_p", include_zero=True, order="largest", eps=0)``):
+    rank the non-NaN scores ``[P]`` by a stable descending sort (ties: lower index first) and keep the smallest
+    prefix k >= 1 with ``sum_{j<=k} s_(j) >= keep_rate * sum_i s_i``; nothing when that sum is 0. Indices in
+    ranked order."""
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    cand = [i for i in np.argsort(-np.where(np.isnan(s), -np.inf, s), kind="stable") if not np.isnan(s[i])]
+    if not cand:
+        return []
+    cum = np.cumsum(s[cand])
+    total = float(cum[-1])
+    if not total > 0.0:
+        return []
+    k = min(max(int((cum < keep_rate * total).sum()) + 1, 1), len(cand))
+    return [int(i) for i in cand[:k]]
 
 
 def format_histogram(values: Sequence[float], bins: int = 10, width: int = 40) -> str:
@@ -327,6 +368,10 @@ def _fmt(x: float) -> str:
     return "nan" if isinstance(x, float) and math.isnan(x) else f"{x:.4f}"
 
 
+def _pct(x: float) -> str:
+    return "n/a" if math.isnan(x) else f"{x * 100:.1f} %"
+
+
 def _verdict(ratio: float) -> str:
     if math.isnan(ratio):
         return "undefined (no reward variance in this batch: every group would be dropped)"
@@ -351,10 +396,16 @@ def _print_text(report: dict[str, Any], bins: int, mi: dict[str, Any] | None, ou
     w(f"  std of per-group variance       {_fmt(report['rv_std'])}\n")
     w(f"  RV heterogeneity (std/mean)     {_fmt(report['rv_heterogeneity'])}  "
       f"-> {_verdict(report['rv_heterogeneity'])}\n")
-    w(f"  zero-variance groups            {report['zero_fraction'] * 100:.1f} %\n")
+    # Both shares name their denominators: the zero share is over the groups with a variance (NaN groups have
+    # none), the kept share over every group with enough rollouts (NaN groups included: they are never kept).
+    n_usable = len(report["variances"])
+    n_finite = n_usable - report["nan_groups"]
+    zf = report["zero_fraction"]
+    zero_count = 0 if math.isnan(zf) else round(zf * n_finite)
+    w(f"  zero-variance groups            {zero_count} of {n_finite} with a variance ({_pct(zf)})\n")
     tp = report["top_p"]
-    w(f"  top_p rho={tp['keep_rate']} ({tp['score']}) keeps  {tp['kept_groups']} group(s)"
-      f" ({tp['kept_fraction'] * 100:.1f} %){'  [empty: the update would be skipped]' if tp['empty'] else ''}\n")
+    w(f"  top_p rho={tp['keep_rate']} ({tp['score']}) keeps  {tp['kept_groups']} of {n_usable} group(s)"
+      f" ({_pct(tp['kept_fraction'])}){'  [empty: the update would be skipped]' if tp['empty'] else ''}\n")
     w("\nHistogram of per-group reward variance\n")
     w(format_histogram(list(report["variances"].values()), bins=bins) + "\n")
     if mi is not None:
@@ -416,6 +467,17 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     report = rv_report(groups, keep_rate=args.keep_rate, score=args.score, ddof=args.ddof)
     mi = None
     if args.model is not None:
+        from ragen_core.cli import extra_hint, missing_train_modules
+
+        missing = missing_train_modules(("torch", "transformers", "tokenizers"))
+        if missing:
+            err.write(extra_hint("diagnose --model", missing) + "\n")
+            return 2
+        if not Path(args.model).expanduser().is_dir():
+            # A hub id would be fetched over the network (and retried for a minute offline): local folders only.
+            err.write(f"error: --model must be a local folder holding a transformers causal LM and its tokenizer; "
+                      f"{args.model!r} is not a folder\n")
+            return 2
         try:
             mi = mi_report(groups, args.model, args.batch_tokens, max_groups=args.max_groups, device=args.device)
         except (ValueError, OSError) as exc:

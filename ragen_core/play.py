@@ -1,14 +1,18 @@
 """`ragen play ID`: play any text env of the suite in the terminal.
 
 Type an action (`Up`, `Up || Left`) or a full response (`<think>..</think><answer>..</answer>`);
-the game shows the rendered state, the reward and the info. `q` quits, `r` starts a new episode,
-`?` shows the instructions again. A bare action is wrapped into the response format for you, so the
-format penalty only applies to responses you type in full. Where Python has `readline` (not on Windows),
-the prompt has line editing (arrow keys, Ctrl-A/E) and history (up arrow) of the session's lines.
+the game shows the rendered state, the reward and the info. `q` quits, `r` restarts the same level (same
+seed), `?` shows the instructions again; an empty line or a stray arrow key costs no turn. A bare action is
+wrapped into the response format for you, so the format penalty only applies to responses you type in full.
+Where Python has `readline` (not on Windows), the prompt has line editing (arrow keys, Ctrl-A/E) and history
+(up arrow) of the session's lines. Bad env kwargs (`bogus=1`, `num_boxes=abc`) are one `config error:` line and
+exit status 2.
 """
 
 from __future__ import annotations
 
+import random
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -18,6 +22,9 @@ import gymnasium as gym
 import ragen_envs  # noqa: F401  (registers the ids)
 
 _HIDDEN_INFO = {"instructions"}
+#: Terminal escape sequences (arrow keys without line editing: ``^[[A``), which are never actions.
+_ESCAPES = re.compile(r"(\x1b\[?[0-9;]*[A-Za-z~]?|\^\[\[?[0-9;]*[A-Za-z~]?)")
+BANNER = "commands: q quits, r restarts this level, ? shows the rules; type an action (e.g. Up || Left) or a response"
 
 
 def wrap_response(line: str) -> str:
@@ -66,31 +73,53 @@ def play(
         enable_line_editing()
         read_line = input
     try:
-        env = gym.make(env_id, **(kwargs or {}))
+        gym.spec(env_id)
     except gym.error.Error as exc:
-        print(f"cannot make {env_id!r}: {exc}. Run `ragen envs` for the list of ids.", file=out)
+        print(f"config error: cannot make {env_id!r}: {exc}. Run `ragen envs` for the list of ids.", file=out)
         return 2
-    episode_seed = seed
+    try:
+        env = gym.make(env_id, **(kwargs or {}))
+    except (gym.error.Error, TypeError, ValueError) as exc:
+        why = str(exc).split(" was raised from the environment creator")[0]
+        print(f"config error: {env_id} with {kwargs or {}}: {why}", file=out)
+        return 2
+    # Every episode has a known seed, so that `r` can restart the same level.
+    episode_seed = random.randrange(2**31) if seed is None else int(seed)
+    restart = False
     try:
         while True:
+            if restart:
+                episode_seed -= 1
             obs, info = env.reset(seed=episode_seed)
-            episode_seed = None if episode_seed is None else episode_seed + 1
+            print(f"{env_id}, seed {episode_seed}" + (" (restarted)" if restart else ""), file=out)
+            episode_seed += 1
+            restart = False
             print(info["instructions"], file=out)
             print("-" * 60, file=out)
+            print(BANNER, file=out)
             _show_observation(obs, out)
             total = 0.0
+            instructions = info.get("instructions", "")
             while True:
                 try:
-                    line = read_line("> ").strip()
+                    raw = read_line("> ")
                 except EOFError:
                     print(file=out)
                     return 0
+                line = _ESCAPES.sub("", raw).strip()
+                if not line:
+                    # An empty line or a bare arrow key is not an answer: it costs no turn.
+                    if raw.strip():
+                        print("(arrow keys are not actions: type Up, Down, Left or Right)", file=out)
+                    continue
                 if line.lower() in {"q", "quit", "exit"}:
                     return 0
                 if line == "?":
-                    print(info.get("instructions", env.unwrapped.instructions()), file=out)
+                    print(instructions or env.unwrapped.instructions(), file=out)
+                    print(BANNER, file=out)
                     continue
                 if line.lower() == "r":
+                    restart = True
                     break
                 obs, reward, terminated, truncated, info = env.step(wrap_response(line))
                 total += reward

@@ -1,0 +1,171 @@
+"""What an installed user meets first: the shipped presets (`ragen configs`, `ragen train NAME`), `ragen --version`,
+the one-line hint when the `train` extra is missing, the torch-free modules, and the numpy reward-variance
+pre-check of `ragen diagnose` against the trainer's torch implementation."""
+
+from __future__ import annotations
+
+import importlib
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragen_core import cli, presets
+from ragen_core.diagnose import main as diagnose_main
+from ragen_core.diagnose import rv_statistics_np, top_p_kept
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = sorted((ROOT / "configs").glob("*.toml"))
+
+
+# ------------------------------------------------------------------------------------------- presets
+def test_configs_lists_every_shipped_config_with_its_first_comment_line(capsys):
+    assert cli.main(["configs"]) == 0
+    out = capsys.readouterr().out
+    assert CONFIGS, "the checkout ships configs/*.toml"
+    for path in CONFIGS:
+        first = next(line for line in path.read_text().splitlines() if line.strip())
+        assert first.startswith("#")
+        line = next(x for x in out.splitlines() if x.split() and x.split()[0] == path.stem)
+        assert first.lstrip("#").strip() in line
+    assert f"{len(CONFIGS)} presets" in out
+
+
+def test_configs_name_prints_the_preset_and_rejects_unknown_names(capsys):
+    assert cli.main(["configs", "bandit_tiny"]) == 0
+    assert capsys.readouterr().out == (ROOT / "configs" / "bandit_tiny.toml").read_text()
+    assert cli.main(["configs", "no_such_preset"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("config error:") and "bandit_tiny" in err and err.count("\n") == 1
+
+
+def test_resolve_config_bare_names_files_and_configs_paths_outside_a_checkout(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no configs/ here: as an installed user outside a checkout
+    path, note = presets.resolve_config("bandit_tiny")
+    assert path == presets.presets_dir() / "bandit_tiny.toml" and note == ""
+    path, note = presets.resolve_config("configs/sokoban_tiny.toml")
+    assert path.name == "sokoban_tiny.toml" and path.is_file() and "shipped preset sokoban_tiny" in note
+    own = tmp_path / "mine.toml"
+    own.write_text("[run]\nsteps = 1\n")
+    assert presets.resolve_config(str(own)) == (own, "")
+    (tmp_path / "bandit_tiny").write_text("[run]\nsteps = 3\n")  # an existing file wins over a preset name
+    assert presets.resolve_config("bandit_tiny") == (Path("bandit_tiny"), "")
+    for bad in ("nope", "configs/nope.toml", "elsewhere/bandit_tiny.toml", "../bandit_tiny"):
+        with pytest.raises(ValueError, match="sokoban_tiny"):
+            presets.resolve_config(bad)
+
+
+def test_the_wheels_package_data_folder_is_preferred_to_the_checkout(tmp_path, monkeypatch):
+    packaged = tmp_path / "_configs"
+    packaged.mkdir()
+    (packaged / "only_here.toml").write_text("# shipped in the wheel\n[run]\nsteps = 1\n")
+    monkeypatch.setattr(presets, "PACKAGED", packaged)
+    assert presets.presets_dir() == packaged
+    assert presets.list_presets() == [("only_here", packaged / "only_here.toml", "shipped in the wheel")]
+    monkeypatch.setattr(presets, "PACKAGED", tmp_path / "missing")
+    monkeypatch.setattr(presets, "CHECKOUT", tmp_path / "missing_too")
+    assert presets.presets_dir() is None and presets.list_presets() == []
+
+
+def test_reproduce_gets_the_shipped_configs_only_outside_a_checkout(monkeypatch):
+    assert cli._reproduce_args(["--quick"]) == ["--quick"]  # a checkout: its own default
+    monkeypatch.setattr(cli, "checkout_root", lambda: None)
+    assert cli._reproduce_args(["--quick"]) == ["--quick", "--configs-dir", str(presets.presets_dir())]
+    assert cli._reproduce_args(["--configs-dir", "x"]) == ["--configs-dir", "x"]
+    assert cli._reproduce_args(["--configs-dir=x"]) == ["--configs-dir=x"]
+
+
+# ------------------------------------------------------------------------------------------- version, extras
+def test_version_flag(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"ragen2 {importlib.metadata.version('ragen2')}"
+
+
+@pytest.mark.parametrize("command", ["train", "reproduce", "verify", "bench"])
+def test_commands_that_need_the_train_extra_say_so_in_one_line(command, capsys, monkeypatch):
+    monkeypatch.setattr(cli, "missing_train_modules", lambda modules=cli.TRAIN_EXTRA_MODULES: ["torch"])
+    monkeypatch.setattr(importlib, "import_module", lambda name: pytest.fail(f"imported {name}"))
+    assert cli.main([command, "bandit_tiny"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pip install 'ragen2[train]'" in err and "torch" in err
+
+
+def test_a_missing_module_found_late_is_the_same_one_line(capsys, monkeypatch):
+    def broken(name):
+        raise ModuleNotFoundError("No module named 'matplotlib'", name="matplotlib")
+
+    monkeypatch.setattr(importlib, "import_module", broken)
+    assert cli.main(["train", "bandit_tiny"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "ragen2[train]" in err and "matplotlib" in err
+
+
+def test_diagnose_model_needs_a_local_folder_and_the_extra(tmp_path, capsys, monkeypatch):
+    sample = ROOT / "examples" / "rollouts_sample.jsonl"
+    for bad in ("tiny", str(tmp_path / "nonexistent")):
+        assert diagnose_main([str(sample), "--model", bad]) == 2
+        err = capsys.readouterr().err
+        assert "local folder" in err and err.count("\n") == 1
+    monkeypatch.setattr(cli, "missing_train_modules", lambda modules=cli.TRAIN_EXTRA_MODULES: ["torch"])
+    assert diagnose_main([str(sample), "--model", str(tmp_path)]) == 2
+    assert "ragen2[train]" in capsys.readouterr().err
+
+
+def test_play_bad_kwargs_are_one_config_error_line(capsys):
+    for args in (["play", "ragen/Sokoban-v0", "bogus=1"], ["play", "ragen/Sokoban-v0", "num_boxes=abc"],
+                 ["play", "ragen/Nope-v0"], ["play", "ragen/Sokoban-v0", "num_boxes"]):
+        assert cli.main(args) == 2, args
+        cap = capsys.readouterr()
+        text = cap.out + cap.err
+        assert text.startswith("config error:") and text.count("\n") == 1 and "Traceback" not in text, args
+
+
+def test_torch_free_modules_import_no_torch():
+    """The base install's modules: the envs, the CLI, play, presets and diagnose load no torch, transformers,
+    rich or matplotlib (a fresh interpreter, so nothing is preloaded)."""
+    code = ("import sys, ragen_envs, ragen_core.cli, ragen_core.presets, ragen_core.play, ragen_core.diagnose, "
+            "ragen_core.env_demo\n"
+            "print(sorted(m for m in ('torch', 'transformers', 'rich', 'matplotlib', 'tokenizers') "
+            "if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+# ------------------------------------------------------------------------------------------- numpy pre-check
+def _variance_cases(rng: np.random.Generator, n: int):
+    """Random per-group variance vectors with the hard cases: ties, zeros, NaN, all-zero, one group."""
+    yield np.array([0.0])
+    yield np.array([0.0, 0.0, 0.0])
+    yield np.array([math.nan, 0.25])
+    yield np.array([0.25, 0.25, 0.25, 0.0])
+    for _ in range(n):
+        p = int(rng.integers(1, 20))
+        v = rng.choice([0.0, 0.0, 0.25, 0.1875, 1.0, rng.random(), rng.random() * 1e-11], size=p)
+        if rng.random() < 0.3:
+            v[rng.integers(0, p)] = math.nan
+        yield v.astype(np.float64)
+
+
+def test_numpy_precheck_equals_the_trainers_torch_rule():
+    torch = pytest.importorskip("torch")
+    from ragen_core.filtering import rv_statistics, select_groups
+
+    rng = np.random.default_rng(0)
+    n = 0
+    for v in _variance_cases(rng, 300):
+        ref = rv_statistics(torch.tensor(v))
+        got = rv_statistics_np(v)
+        for k in ("rv_mean", "rv_std", "rv_heterogeneity", "zero_fraction", "n_groups", "n_nan"):
+            assert got[k] == pytest.approx(ref[k], rel=1e-12, abs=1e-15, nan_ok=True), (k, v)
+        for rho in (0.1, 0.5, 0.9, 1.0):
+            for scores in (v, np.sqrt(v)):
+                kept = select_groups(torch.tensor(scores), strategy="top_p", value=rho).kept.tolist()
+                assert top_p_kept(scores, rho) == kept, (scores, rho)
+                n += 1
+    assert n > 2000
