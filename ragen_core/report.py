@@ -248,6 +248,14 @@ def _probe_summary(history: list[dict[str, Any]]) -> list[str]:
             ("probe/token_entropy", "token entropy (nats)", "", ""),
             ("probe/cond_entropy_est", "H(Z\\|X) est. (nats/token)", "", "")):
         out.append(f"| {label} | {_fmt(first.get(key))} | {_fmt(last.get(key))} | {chance} | {ceiling} |")
+    corr = [float(r["probe/pmi_return_corr"]) for r in rows if isinstance(r.get("probe/pmi_return_corr"), (int, float))]
+    if corr:  # which way the task gradient pushed input dependence (ragen_core.probe.pmi_return_association)
+        mean = sum(corr) / len(corr)
+        way = ("the traces that depend more on their input earned more: the task gradient raised the MI" if mean > 0
+               else "the traces that depend less on their input earned more: the task gradient favoured a template"
+               if mean < 0 else "no within-prompt association")
+        out += ["", f"**Task-gradient direction**: within-prompt correlation between a trace's return and its "
+                f"pointwise MI, mean over {len(corr)} probe measurements: {mean:+.3f} ({way})."]
     verdict = collapse_from_history(history)
     if verdict is not None:
         out += ["", "**Collapse check** (the retrieval margin down >= 50% from its peak with both entropies within "

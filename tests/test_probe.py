@@ -163,6 +163,9 @@ def test_probe_logs_at_step_0_and_every_k_with_chance_and_ceiling_and_leaves_tra
     assert train_on == train_off
     summary = (tmp_path / "on" / "summary.md").read_text()
     assert "Held-out MI probe (6 prompts x 2 samples" in summary and "Collapse check" in summary
+    assert -1.0 <= first["probe/pmi_return_corr"] <= 1.0
+    mean_corr = sum(r["probe/pmi_return_corr"] for r in probe_rows) / len(probe_rows)
+    assert f"mean over 2 probe measurements: {mean_corr:+.3f}" in summary
     assert (tmp_path / "on" / "probe.png").is_file()
 
 
