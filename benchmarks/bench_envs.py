@@ -174,6 +174,72 @@ def bench_other_envs(seconds: float) -> dict[str, dict]:
     return out
 
 
+def bench_sudoku_2048(seconds: float) -> dict[str, dict]:
+    """ragen/Sudoku-v0 and ragen/2048-v0: levels/s (every Sudoku puzzle re-checked unique by the exact solver)
+    and text steps/s (only `env.step` timed: Sudoku placing the oracle's placements, 2048 the oracle's moves,
+    so every step is a valid move); the 2048 oracle's success rate at 4x4 / 2048 over the games it finishes."""
+    try:
+        from ragen_envs.game2048 import Game2048Env
+        from ragen_envs.sudoku import SudokuEnv, count_solutions
+    except Exception as exc:  # pragma: no cover - reported, not fatal
+        return {"ragen/Sudoku-v0": {"skipped": f"{type(exc).__name__}: {exc}"}}
+    out: dict[str, dict] = {}
+    for label, kwargs in (("4x4, 10 givens", {}), ("9x9, 30 givens", {"size": 9, "givens": 30})):
+        env = SudokuEnv(**kwargs)
+        seed = [0]
+
+        def generate(env=env, seed=seed) -> int:
+            env.reset(seed=seed[0])
+            seed[0] += 1
+            if count_solutions(env.puzzle, env.n) != 1:
+                raise AssertionError(f"Sudoku seed {seed[0] - 1} is not unique")
+            return 1
+
+        rate, n = timed(generate, seconds)
+        out[f"ragen/Sudoku-v0 {label} generation"] = {"rate": rate, "items": n,
+                                                      "notes": "unique solution re-checked by the exact solver"}
+
+    def step_rate(env, answers) -> tuple[float, int]:
+        """Steps/s of env.step alone; `answers()` gives the next response (its time is not counted)."""
+        steps, busy, seed = 0, 0.0, 0
+        env.reset(seed=seed)
+        start = time.perf_counter()
+        while time.perf_counter() - start < seconds or steps < 3:
+            response = answers()
+            t0 = time.perf_counter()
+            _, _, term, trunc, _ = env.step(response)
+            busy += time.perf_counter() - t0
+            steps += 1
+            if term or trunc:
+                seed += 1
+                env.reset(seed=seed)
+        return steps / busy, steps
+
+    def respond(actions) -> str:
+        return "<think>t</think><answer>" + " || ".join(actions) + "</answer>"
+
+    sudoku = SudokuEnv()
+    rate, n = step_rate(sudoku, lambda: respond(sudoku.oracle_step()[1]))
+    out["ragen/Sudoku-v0"] = {"rate": rate, "items": n, "notes": "4x4; 2 oracle placements per answer"}
+    game = Game2048Env()
+    rate, n = step_rate(game, lambda: respond(game.oracle_step()[1]))
+    wins = games = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < 3 * seconds or games == 0:
+        _, info = game.reset(seed=1000 + games)
+        done = False
+        while not done:
+            _, _, term, trunc, info = game.step(respond(game.oracle_step()[1]))
+            done = term or trunc
+        games += 1
+        wins += bool(info["success"])
+    out["ragen/2048-v0"] = {
+        "rate": rate, "items": n, "oracle_wins": wins, "oracle_games": games,
+        "notes": f"4x4; oracle moves; the expectimax oracle (depth 2) reached 2048 in {wins} of {games} games",
+    }
+    return out
+
+
 # ----------------------------------------------------------------------------- gym-sokoban
 # Run by the side venv's python; it measures with the same `timed` as ours (its source is pasted in below).
 PEER_SCRIPT = r"""
@@ -398,6 +464,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"round {i + 1}/{rounds} ...", flush=True)
         ours_runs.append(bench_ours(seconds))
         other_runs.append(bench_other_envs(seconds))
+        other_runs[-1].update(bench_sudoku_2048(seconds))
         if not args.no_peer and (i == 0 or peer_runs[-1] is not None):
             peer_runs.append(bench_peer(seconds, cpu))
     ours, others, peer = merge_best(ours_runs), merge_best(other_runs), merge_best(peer_runs)
