@@ -1,4 +1,8 @@
-"""The small-scale trainer: `ragen train CONFIG [key=value ...] [--resume RUN_DIR]`.
+"""The small-scale trainer: `ragen train CONFIG|PRESET [key=value ...]`, `ragen train --resume RUN_DIR [key=value]`.
+
+CONFIG is a TOML file, PRESET the name of a shipped config (`ragen configs`). Before anything starts the config is
+checked (:func:`preflight`); a resume may change only :data:`ragen_core.config.RESUME_KEYS` (logged in the run's
+``resume_log.jsonl``); Ctrl-C stops with the command that resumes (:func:`run`).
 
 One training step, top to bottom (:meth:`Trainer.train_step`, CleanRL style; every piece of math is a pure
 function of `ragen_core`):
@@ -43,8 +47,8 @@ import torch
 from ragen_core import losses
 from ragen_core.advantages import TRAJ_MEAN, aggregate_loss, trajectory_token_weights
 from ragen_core.algorithms import compute_advantages, get_algorithm, traj_token_view
-from ragen_core.checkpoint import RNGStreams, TrainState, load_checkpoint, save_checkpoint
-from ragen_core.config import ConfigError, TrainConfig, dump_toml, load_config
+from ragen_core.checkpoint import LATEST, RNGStreams, TrainState, load_checkpoint, save_checkpoint
+from ragen_core.config import RESUME_KEYS, ConfigError, TrainConfig, dump_toml, load_config, resume_changes
 from ragen_core.filtering import compact, filter_groups, reward_variance, rv_statistics
 from ragen_core.policy import load_policy
 from ragen_core.report import VAL_OUTCOMES, RunLog, write_plots, write_summary
@@ -256,6 +260,9 @@ class Trainer:
             self.probe = build_probe(cfg.env.id, cfg.env.kwargs, cfg.mi.probe_prompts, cfg.mi.probe_group_size,
                                      cfg.mi.probe_seed, self.settings, cfg.env.per_rollout_option)
         self.log = RunLog(self.run_dir, tensorboard=cfg.run.tensorboard, on_step=on_step)
+        self.resumed = resume
+        #: The step of the last checkpoint written by this process (None before the first).
+        self.saved_step: int | None = None
         if resume:
             self.load_checkpoint()
         elif cfg.algo.kl_coef > 0:
@@ -651,9 +658,20 @@ class Trainer:
         return {"val/success": s["rollout/success"], "val/return": s["rollout/return"],
                 "val/format_valid": s["rollout/format_valid"], "val/response_length": s["rollout/response_length"]}
 
-    def _timed_evaluate(self) -> dict[str, float]:
+    def _timed_evaluate(self, progress_label: str = "") -> dict[str, float]:
+        """:meth:`evaluate` with its time; `progress_label` shows a bar over its turns (with `run.progress`)."""
         t = time.perf_counter()
-        m = self.evaluate()
+        policy = self.policy
+        bar = None
+        if progress_label and self.cfg.run.progress:
+            bar = _progress(self.cfg.rollout.max_turns, 0, True, desc=progress_label, unit="turn")
+            self.policy = _TurnProgress(policy, bar)
+        try:
+            m = self.evaluate()
+        finally:
+            self.policy = policy
+            if bar is not None:
+                bar.close()
         m["perf/eval_s"] = time.perf_counter() - t
         return m
 
@@ -663,7 +681,7 @@ class Trainer:
         return n > 0 and self.state.empty_streak >= n
 
     def _start(self) -> None:
-        """A fresh run: config and empty logs, warm start, the "before" validation, checkpoint at step 0."""
+        """A fresh run: config and empty logs, warm start, a checkpoint, then the step-0 measurements."""
         cfg = self.cfg
         (self.run_dir / "config.toml").write_text(dump_toml(cfg))
         self.log.start()
@@ -676,18 +694,33 @@ class Trainer:
                 self._make_reference()  # the reference is the warm-started model
             if self.critic is not None:
                 self._build_critic()  # the critic starts from the warm-started backbone too
-        if cfg.eval.at_start and cfg.eval.every:
-            self.log.log({"step": 0, **self._timed_evaluate()})
-        if self.probe is not None:  # the probe's "before": where RL starts from
-            self.log.log({"step": 0, **self.probe_diagnostics(0)})
+        # Checkpoint right after the warm start: a run stopped from here on resumes without training it again.
+        self.save_checkpoint()
+        self._step0_measurements()
+
+    def _step0_measurements(self) -> None:
+        """The "before" validation and probe at step 0 that the run has not logged yet, then a checkpoint.
+
+        Validation and probe draw from their own generators (seeded by run.seed and the step), so running them
+        after a resume from the post-warm-start checkpoint gives the numbers an uninterrupted run gives.
+        """
+        cfg = self.cfg
+        logged = {k for rec in self.log.history if rec.get("step") == 0 for k in rec}
+        if cfg.eval.at_start and cfg.eval.every and "val/success" not in logged:
+            self.log.log({"step": 0, **self._timed_evaluate(progress_label="validation at step 0")})
+        if self.probe is not None and not any(k.startswith("probe/") for k in logged):
+            self.log.log({"step": 0, **self.probe_diagnostics(0)})  # the probe's "before": where RL starts from
         self.save_checkpoint()
 
     def fit(self) -> list[dict[str, Any]]:
         """Warm start (if configured, fresh runs only), the training loop, plots and summary."""
         cfg = self.cfg
         t_start = time.perf_counter()  # run.max_minutes counts from here (warm start included)
-        if self.state.step == 0 and not self.log.history:
-            self._start()
+        if self.state.step == 0:
+            if self.resumed:  # from the checkpoint after the warm start: what step 0 still lacks
+                self._step0_measurements()
+            else:
+                self._start()
         bar = _progress(cfg.run.steps, self.state.step, cfg.run.progress)
         stopped = ""
         try:
@@ -714,8 +747,9 @@ class Trainer:
                 bar.close()
         history = self.log.history
         last = history[-1] if history else {}
-        if stopped and cfg.eval.every and "val/success" not in last:
-            # Always end with a validation number (the "after" of the run).
+        if cfg.eval.every and "val/success" not in last:
+            # Always end with a validation of the last step (the "after" of the run), also when run.steps is not
+            # a multiple of eval.every.
             self.log.log({"step": self.state.step, **self._timed_evaluate()})
         if not cfg.run.save_every or self.state.step % max(cfg.run.save_every, 1):
             self.save_checkpoint()
@@ -754,29 +788,53 @@ class Trainer:
 
     def save_checkpoint(self) -> Path:
         """Write `checkpoints/latest.pt` atomically (and a numbered copy every `run.keep_every` steps)."""
-        return save_checkpoint(self.run_dir, self.state_dict(), self.state.step, self.cfg.run.keep_every)
+        path = save_checkpoint(self.run_dir, self.state_dict(), self.state.step, self.cfg.run.keep_every)
+        self.saved_step = self.state.step
+        return path
 
     def load_checkpoint(self) -> None:
         """Restore the latest checkpoint; the metrics logged after it belong to the lost step and are dropped."""
         self.load_state_dict(load_checkpoint(self.run_dir))
+        self.saved_step = self.state.step
         self.log.rewind(self.state.step)
 
 
-def _progress(total: int, done: int, enabled: bool):
+def _progress(total: int, done: int, enabled: bool, desc: str = "train", unit: str = "step"):
     if not enabled:
         return None
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, initial=done, desc="train", unit="step", dynamic_ncols=True, leave=False)
+    return tqdm(total=total, initial=done, desc=desc, unit=unit, dynamic_ncols=True, leave=False)
+
+
+class _TurnProgress:
+    """A policy that advances a progress bar after each `generate` call: a batched rollout generates once per
+    turn for all its episodes, so the bar counts turns (its total is `rollout.max_turns`, an upper bound: a
+    rollout whose episodes all end early closes it sooner). Everything else is the wrapped policy's."""
+
+    def __init__(self, policy: Any, bar: Any):
+        self._policy = policy
+        self._bar = bar
+
+    def generate(self, *args: Any, **kwargs: Any) -> Any:
+        out = self._policy.generate(*args, **kwargs)
+        self._bar.update(1)
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._policy, name)
 
 
 # ---------------------------------------------------------------------------------------------- CLI
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """`ragen train` arguments: CONFIG [key=value ...] [--resume RUN_DIR] [--run-dir DIR]."""
-    parser.add_argument("config", nargs="?", default=None, help="TOML config file (optional with --resume)")
+    parser.add_argument("config", nargs="?", default=None,
+                        help="TOML config file, or the name of a shipped preset (`ragen configs`); "
+                             "optional with --resume")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides, e.g. algo.lr=1e-6")
     parser.add_argument("--resume", metavar="RUN_DIR", default=None,
-                        help="continue the run in RUN_DIR from its latest checkpoint (its config.toml is used)")
+                        help="continue the run in RUN_DIR from its latest checkpoint (its config.toml is used; "
+                             "key=value may change only: " + ", ".join(RESUME_KEYS) + ")")
     parser.add_argument("--run-dir", default=None, help="exact run folder (default: run.out_dir/run.name[-N])")
     return parser
 
@@ -791,33 +849,139 @@ def _new_run_dir(cfg: TrainConfig) -> Path:
     return Path(f"{base}-{i}")
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run `ragen train` from parsed arguments; returns an exit code."""
+#: Every resume of a run, one JSON line each: when, from which step, and the config keys it changed.
+RESUME_LOG = "resume_log.jsonl"
+
+
+def preflight(cfg: TrainConfig) -> None:
+    """Check what the config names before anything starts (no run folder yet): the env id and its kwargs (one env
+    is made and closed) and the model path. Raises ConfigError naming the key."""
+    import gymnasium as gym
+
+    import ragen_envs  # noqa: F401  (registers the ids)
+
+    try:
+        gym.spec(cfg.env.id)
+    except gym.error.Error as e:
+        raise ConfigError(f"env.id: {e} (`ragen envs` lists the ids)") from None
+    try:
+        env = gym.make(cfg.env.id, **cfg.env.kwargs)
+    except (TypeError, ValueError, gym.error.Error) as e:
+        why = str(e).split(" was raised from the environment creator")[0]  # gymnasium repeats the kwargs after it
+        raise ConfigError(f"env.kwargs {cfg.env.kwargs!r} for {cfg.env.id}: {why}") from None
+    env.close()
+    if cfg.model.path not in ("tiny", "tiny-vision"):
+        if not Path(cfg.model.path).expanduser().is_dir():
+            raise ConfigError(f"model.path {cfg.model.path!r} is not a folder: give a local transformers model "
+                              "folder (weights, config and tokenizer), or tiny for the offline tiny model")
+
+
+def _nothing_to_resume(run_dir: Path) -> str:
+    return (f"nothing to resume in {run_dir}: it has no checkpoint ({LATEST}), so it stopped before its warm start "
+            f"finished. Start it again from its config: ragen train {run_dir / 'config.toml'} --run-dir {run_dir}")
+
+
+def _record_resume(run_dir: Path, step: int, changes: dict[str, tuple[Any, Any]]) -> None:
+    import json
+    from datetime import datetime, timezone
+
+    rec = {"time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "step": step,
+           "changes": {k: {"from": a, "to": b} for k, (a, b) in changes.items()}}
+    with open(run_dir / RESUME_LOG, "a", encoding="utf-8") as f:
+        f.write(json.dumps(rec) + "\n")
+
+
+def _prepare(args: argparse.Namespace) -> tuple[TrainConfig, Path, dict[str, tuple[Any, Any]]]:
+    """The config, the run folder and (resume) the accepted changes; ConfigError or ValueError when unusable."""
     config, overrides = args.config, list(args.overrides)
     if config is not None and "=" in config:  # `ragen train --resume DIR key=value`: no CONFIG given
         overrides.insert(0, config)
         config = None
+    if args.resume:
+        if config is not None:
+            raise ConfigError(f"--resume uses the run's own config.toml: drop {config!r} (only key=value overrides "
+                              f"of {', '.join(RESUME_KEYS)} are allowed)")
+        run_dir = Path(args.resume)
+        cfg_path = run_dir / "config.toml"
+        if not cfg_path.is_file():
+            raise ConfigError(f"--resume {run_dir}: {cfg_path} does not exist (is {run_dir} a run folder?)")
+        if not (run_dir / LATEST).is_file():
+            raise _NothingToResume(_nothing_to_resume(run_dir))
+        saved = load_config(cfg_path)
+        cfg = load_config(cfg_path, overrides)
+        changes = resume_changes(saved, cfg)
+        preflight(cfg)
+        return cfg, run_dir, changes
+    if config is None:
+        raise ConfigError("a CONFIG file or preset name is required (`ragen configs` lists the presets), "
+                          "or --resume RUN_DIR")
+    from ragen_core.presets import resolve_config
+
     try:
-        if args.resume:
-            run_dir = Path(args.resume)
-            cfg_path = run_dir / "config.toml"
-            if not cfg_path.is_file():
-                print(f"error: {cfg_path} does not exist (is {run_dir} a run folder?)", file=sys.stderr)
-                return 2
-            cfg = load_config(cfg_path, overrides)
-        else:
-            if config is None:
-                print("error: a CONFIG file is required (or --resume RUN_DIR)", file=sys.stderr)
-                return 2
-            cfg = load_config(config, overrides)
-            run_dir = Path(args.run_dir) if args.run_dir else _new_run_dir(cfg)
+        path, note = resolve_config(config)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if note:
+        print(note, file=sys.stderr)
+    cfg = load_config(path, overrides)
+    preflight(cfg)
+    run_dir = Path(args.run_dir) if args.run_dir else _new_run_dir(cfg)
+    return cfg, run_dir, {}
+
+
+class _NothingToResume(Exception):
+    """`--resume` on a run folder without a checkpoint (the message says how to restart it)."""
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run `ragen train` from parsed arguments; returns an exit code (2: config error, 130: interrupted).
+
+    Everything the config names is checked before the run folder is made (:func:`preflight`); a start that fails
+    before the first checkpoint removes the folder it made. Ctrl-C stops with one line saying how to resume.
+    """
+    try:
+        cfg, run_dir, changes = _prepare(args)
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
-    trainer = Trainer(cfg, run_dir, resume=bool(args.resume))
-    if args.resume:
-        (run_dir / "config.toml").write_text(dump_toml(cfg))
-    trainer.fit()
+    except _NothingToResume as e:
+        print(str(e), file=sys.stderr)
+        return 2
+    created = not run_dir.exists()
+    trainer: Trainer | None = None
+    try:
+        trainer = Trainer(cfg, run_dir, resume=bool(args.resume))
+        if args.resume:
+            if changes:
+                print("resume: " + ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changes.items()),
+                      file=sys.stderr)
+            _record_resume(run_dir, trainer.state.step, changes)
+            (run_dir / "config.toml").write_text(dump_toml(cfg))
+        trainer.fit()
+    except KeyboardInterrupt:
+        saved = trainer.saved_step if trainer is not None else None
+        if saved is None:
+            if created and run_dir.exists():
+                import shutil
+
+                shutil.rmtree(run_dir, ignore_errors=True)
+                where = f"removed {run_dir}"
+            else:
+                where = f"restart with: ragen train {run_dir / 'config.toml'} --run-dir {run_dir}"
+            print(f"\ninterrupted before the first checkpoint (warm start): nothing to resume; {where}",
+                  file=sys.stderr)
+        else:
+            at = trainer.state.step if trainer is not None else saved
+            print(f"\ninterrupted at step {at} of {cfg.run.steps} (last checkpoint: step {saved}); resume with "
+                  f"`ragen train --resume {run_dir}`", file=sys.stderr)
+        return 130
+    except BaseException:
+        # A start that failed before its first checkpoint leaves no folder behind (it has nothing to resume).
+        if created and run_dir.exists() and (trainer is None or trainer.saved_step is None):
+            import shutil
+
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     print(f"run folder: {run_dir}")
     print((run_dir / "summary.md").read_text())
     return 0
