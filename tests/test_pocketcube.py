@@ -171,6 +171,8 @@ def test_encode_decode_round_trip_and_lehmer_rank():
     rng = np.random.default_rng(1)
     idx = rng.integers(0, C.N_STATES, 2000)
     assert np.array_equal(C.encode(C.decode(idx)), idx)
+    turned = C.decode(idx[:300])[np.arange(300)[:, None], C.ROTATION_GATHERS[rng.integers(0, 24, 300)]]
+    assert [C.encode_one(s) for s in turned] == idx[:300].tolist()  # the one-state path, any orientation
     perms = np.array(list(itertools.permutations(range(7))))  # lexicographic order = rank order
     assert np.array_equal(C.perm_rank(perms), np.arange(factorial(7)))
     assert np.array_equal(C.perm_unrank(np.arange(factorial(7))), perms)
@@ -196,6 +198,8 @@ def test_bad_sticker_arrays_are_refused():
     bad[[3, 4]] = bad[[4, 3]]  # one corner's stickers swapped: a mirror-image corner, no such cubie
     with pytest.raises(ValueError, match="not a pocket-cube state"):
         C.encode(bad)
+    with pytest.raises(ValueError, match="not a pocket-cube state"):
+        C.encode_one(bad)
     with pytest.raises(ValueError, match="table indices"):
         C.decode([C.N_STATES])
 

@@ -202,23 +202,86 @@ def twist_digits(index: np.ndarray) -> np.ndarray:
     return np.concatenate([digits, (-digits.sum(axis=1, keepdims=True)) % 3], axis=1)
 
 
+def _rotation_homing_dbl() -> np.ndarray:
+    """[8, 3] rotation index that brings the DBL cubie home (yellow down) from slot s with its yellow sticker at
+    position k of that slot's stickers; -1 where no rotation does (such a sticker layout is not a cube)."""
+    out = np.full((8, 3), -1, np.int64)
+    for r, g in enumerate(ROTATION_GATHERS):
+        # The rotation sends each sticker i to the slot g^-1(i); find where it sends the DBL cubie's stickers.
+        inverse = np.argsort(g)
+        for s in range(8):
+            for k in range(3):
+                if (inverse[CORNER_FACELETS[s][(k + np.arange(3)) % 3]] == CORNER_FACELETS[7]).all():
+                    out[s, k] = r
+    assert (out >= 0).all() and len(set(out.ravel().tolist())) == 24
+    return out
+
+
+_HOME_DBL = _rotation_homing_dbl()
+_DBL_MASK = int(sum(1 << int(c) for c in CUBIE_COLORS[7]))
+
+
 def canonicalize(states: np.ndarray) -> np.ndarray:
     """The same cube(s) turned as a whole so that the DBL cubie is home with yellow down: [N, 24] -> [N, 24].
 
-    Exactly one of the 24 rotations does it; two states differ by a rotation iff their canonical forms agree.
+    Exactly one of the 24 rotations does it (`_HOME_DBL`, looked up from where the DBL cubie is and how it is
+    twisted); two states differ by a rotation iff their canonical forms agree.
     """
     states = np.atleast_2d(np.asarray(states))
-    rotated = states[:, ROTATION_GATHERS]  # [N, 24 rotations, 24]
-    home = (rotated[:, :, CORNER_FACELETS[7]] == CUBIE_COLORS[7]).all(axis=2)
-    if (home.sum(axis=1) != 1).any():
-        raise ValueError("not a pocket-cube state: its DBL cubie cannot be turned home")
-    return rotated[np.arange(len(states)), np.argmax(home, axis=1)]
+    cols = states[:, CORNER_FACELETS].astype(np.int64)  # [N, 8, 3]
+    masks = (1 << cols).sum(axis=2)
+    is_dbl = masks == _DBL_MASK
+    if (is_dbl.sum(axis=1) != 1).any():
+        raise ValueError("not a pocket-cube state: it needs exactly one yellow-blue-orange corner")
+    rows = np.arange(len(states))
+    slot = np.argmax(is_dbl, axis=1)
+    twist = np.argmax(cols[rows, slot] == FACES.index("D"), axis=1)
+    return states[rows[:, None], ROTATION_GATHERS[_HOME_DBL[slot, twist]]]
 
 
 def encode(states: np.ndarray) -> np.ndarray:
     """Table index [N] of state(s) [N, 24] (any orientation of the whole cube; solved -> 0)."""
     cubies, twists = corners(canonicalize(states))
     return perm_rank(cubies[:, :7]) * N_TWIST + twists[:, :6] @ _POW3
+
+
+# Plain-Python tables of `encode_one` (one state: list operations beat a dozen small numpy calls).
+_CF = [[int(i) for i in row] for row in CORNER_FACELETS]
+_ROT = [[int(i) for i in g] for g in ROTATION_GATHERS]
+_HOME = [[int(r) for r in row] for row in _HOME_DBL]
+_CUBIE_TWIST = {}  # colour triple of a slot, in sticker order -> (cubie, twist)
+for _cubie, _colors in enumerate(CUBIE_COLORS.tolist()):
+    for _twist in range(3):
+        _CUBIE_TWIST[tuple(_colors[(k - _twist) % 3] for k in range(3))] = (_cubie, _twist)
+_YELLOW = FACES.index("D")
+_DBL_SET = frozenset(CUBIE_COLORS[7].tolist())
+_FACT = [int(f) for f in _FACT7]
+
+
+def encode_one(state) -> int:
+    """`encode` of one state (a sequence of 24 colour ids), in plain Python: the same index, about 5x faster."""
+    s = [int(c) for c in state]
+    rotation = None
+    for slot, (a, b, c) in enumerate(_CF):
+        if {s[a], s[b], s[c]} == _DBL_SET:
+            rotation = _HOME[slot][(s[a], s[b], s[c]).index(_YELLOW)]
+            break
+    if rotation is None:
+        raise ValueError("not a pocket-cube state: it needs exactly one yellow-blue-orange corner")
+    s = [s[i] for i in _ROT[rotation]]
+    cubies, index = [], 0
+    for slot in range(7):
+        a, b, c = _CF[slot]
+        found = _CUBIE_TWIST.get((s[a], s[b], s[c]))
+        if found is None:
+            raise ValueError("not a pocket-cube state: some corner has no matching cubie")
+        cubies.append(found[0])
+        if slot < 6:
+            index = index * 3 + found[1]
+    rank = 0
+    for i in range(7):
+        rank += sum(1 for j in range(i + 1, 7) if cubies[j] < cubies[i]) * _FACT[i]
+    return rank * N_TWIST + index
 
 
 def decode(index: np.ndarray) -> np.ndarray:

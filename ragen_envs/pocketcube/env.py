@@ -55,20 +55,31 @@ def _pixel_codes() -> np.ndarray:
     return codes
 
 
-def net_text(state: np.ndarray) -> str:
-    """The net of a state: face labels above each face, two rows of colour letters per face (see the env)."""
-    letters = [C.COLOR_LETTERS[int(c)] for c in state]
+@cache
+def _net_template() -> tuple[str, np.ndarray]:
+    """(format string with one {} per sticker, the sticker index of each {} in order) of `net_text`."""
+    order: list[int] = []
 
     def row(face: str, r: int) -> str:
-        return f"{letters[_sticker(face, r, 0)]} {letters[_sticker(face, r, 1)]}"
+        order.extend((_sticker(face, r, 0), _sticker(face, r, 1)))
+        return "{} {}"
 
     pad = " " * _COL_WIDTH
     lines = [pad + "Up", pad + row("U", 0), pad + row("U", 1)]
     lines.append("".join(f"{C.FACE_WORDS[f]:<{_COL_WIDTH}}" for f in "LFRB").rstrip())
-    for r in range(2):
-        lines.append("".join(f"{row(f, r):<{_COL_WIDTH}}" for f in "LFRB").rstrip())
+    for r in range(2):  # "{} {}" stands for 3 characters ("W W"): pad each face to the column width
+        lines.append("".join(row(f, r) + " " * (_COL_WIDTH - 3) for f in "LFRB").rstrip())
     lines += [pad + "Down", pad + row("D", 0), pad + row("D", 1)]
-    return "\n".join(lines)
+    return "\n".join(lines), np.array(order)
+
+
+_LETTERS = np.array(list(C.COLOR_LETTERS))
+
+
+def net_text(state: np.ndarray) -> str:
+    """The net of a state: face labels above each face, two rows of colour letters per face (see the env)."""
+    template, order = _net_template()
+    return template.format(*_LETTERS[np.asarray(state)[order]].tolist())
 
 
 def faces_text(state: np.ndarray) -> str:
@@ -262,32 +273,42 @@ class PocketCubeEnv(TextAgentEnv):
         )
         self.state = C.SOLVED.copy()
         self.scramble: list[str] = []
-        self._distance = 0
+        self._distance: int | None = 0
+        self._dist_table: np.ndarray | None = None
         self._before: np.ndarray | None = None
         self._random_state_pool: np.ndarray | None = None
 
     # ------------------------------------------------------------------ table and oracle
     def _table(self) -> np.ndarray:
-        return distance_table(self.cache_dir)
+        if self._dist_table is None:  # loaded on first use (gym.make stays cheap), then kept
+            self._dist_table = distance_table(self.cache_dir)
+        return self._dist_table
 
     def _distances_of(self, states: np.ndarray) -> np.ndarray:
+        if states.ndim == 1:
+            return np.array([self._table()[C.encode_one(states)]], np.int64)
         return self._table()[C.encode(states)].astype(np.int64)
 
     @property
     def distance(self) -> int:
         """The exact optimal number of face turns that solve the current state (0 when solved)."""
+        if self._distance is None:  # a turn invalidates it; looked up once per observation, not per action
+            self._distance = int(self._distances_of(self.state)[0])
         return self._distance
 
     def optimal_solution(self) -> list[str]:
         """A shortest solution from the current state: each move goes one closer in the table (first such move
         in the action order, hence only U, R, F turns). Its length is `distance`."""
-        state, d, out = self.state, self._distance, []
+        table, state, d, out = self._table(), self.state, self.distance, []
         while d > 0:
-            after = state[C.MOVE_GATHERS]  # [18, 24]: the state after each move
-            dists = self._distances_of(after)
-            m = int(np.flatnonzero(dists == d - 1)[0])  # exists: the table is exact (check_distances)
-            out.append(C.MOVE_NAMES[m])
-            state, d = after[m], d - 1
+            # A move one closer exists (the table is exact: check_distances); the first is among U, R, F, which
+            # alone reach every state, so the loop tries at most 9 moves.
+            for name, gather in zip(C.MOVE_NAMES, C.MOVE_GATHERS):
+                after = state[gather]
+                if table[C.encode_one(after)] == d - 1:
+                    out.append(name)
+                    break
+            state, d = after, d - 1
         return out
 
     def oracle_step(self) -> tuple[str, list[str]]:
@@ -336,39 +357,39 @@ class PocketCubeEnv(TextAgentEnv):
     def _reset_task(self, options: dict[str, Any]) -> dict[str, Any]:
         if options.get("scramble") is not None:
             moves = parse_scramble(options["scramble"])
-            state = C.apply_moves(C.SOLVED, moves)
+            self.state, self._distance = C.apply_moves(C.SOLVED, moves).astype(np.uint8), None
         else:
             lo, hi = self.distance_range
             for _ in range(self.MAX_DRAWS):
                 state, moves = self._draw_level()
                 d = int(self._distances_of(state)[0])
                 if lo <= d <= hi:
+                    self.state, self._distance = np.array(state, np.uint8), d
                     break
             else:
                 raise RuntimeError(
                     f"no level at distance {self.distance_range} in {self.MAX_DRAWS} scrambles of "
                     f"{self.scramble_range} turns; use scramble_depth=None for far states"
                 )
-        self.state = np.array(state, np.uint8)
         self.scramble = list(moves)
-        self._distance = int(self._distances_of(self.state)[0])
-        return {"distance": self._distance, "scramble": list(moves), "scramble_depth": len(moves)}
+        return {"distance": self.distance, "scramble": list(moves), "scramble_depth": len(moves)}
 
     def _begin_step(self) -> None:
         self._before = self.state
 
     def _execute(self, action: str) -> tuple[float, bool]:
         self.state = self.state[C.MOVE_GATHERS[C.MOVE_INDEX[action]]]
-        self._distance = int(self._distances_of(self.state)[0])
-        solved = self._distance == 0
+        self._distance = None
+        solved = self._is_success()
         return (1.0 if solved else 0.0), solved
 
     def _step_info(self, info: dict[str, Any]) -> dict[str, Any]:
         changed = self._before is not None and not np.array_equal(self._before, self.state)
-        return {"distance": self._distance, "action_is_effective": bool(changed)}
+        return {"distance": self.distance, "action_is_effective": bool(changed)}
 
     def _is_success(self) -> bool:
-        return bool(C.is_solved(self.state)[0])
+        faces = self.state.reshape(6, 4)
+        return bool((faces == faces[:, :1]).all())  # C.is_solved for one state, without the batch reshaping
 
     # ------------------------------------------------------------------ text and pixels
     def _answer_example(self) -> str:
