@@ -12,8 +12,10 @@ Measures (each a time-boxed loop; rates are items per wall-clock second on one p
 - Sokoban text step/s: our `step` of a full tagged response (parse + dynamics + text
   observation) against gym-sokoban's `step`, which renders an RGB frame every step.
 - Sokoban `render()` rgb_array frames/s, both.
-- Text step/s of ragen/FrozenLake-v0 and ragen/Bandit-v0 when they import (Bandit is single-turn:
-  each step is followed by a reset, counted in the rate).
+- Text step/s of ragen/FrozenLake-v0, ragen/Bandit-v0 and ragen/PocketCube-v0 when they import (Bandit is
+  single-turn: each step is followed by a reset, counted in the rate).
+- ragen/PocketCube-v0 levels/s, each level's exact distance verified by the oracle (`bench_pocketcube`), with the
+  distance table's size, build time (from its cache metadata) and load time.
 
 gym-sokoban is installed by this script into its own venv at `benchmarks/.peer-venv` (gym==0.26.2,
 gym-sokoban==0.0.6, setuptools<70 for `pkg_resources`, numpy<2 for `np.bool8`); if that fails the
@@ -131,13 +133,14 @@ def bench_ours(seconds: float) -> dict[str, dict]:
 
 
 def bench_other_envs(seconds: float) -> dict[str, dict]:
-    """Text steps/s of ragen/FrozenLake-v0 and ragen/Bandit-v0 (skipped when they do not import)."""
+    """Text steps/s of ragen/FrozenLake-v0, ragen/Bandit-v0 and ragen/PocketCube-v0 (skipped when they do not
+    import)."""
     import gymnasium as gym
 
     import ragen_envs  # noqa: F401  (registers the ids)
 
     out: dict[str, dict] = {}
-    for env_id in ("ragen/FrozenLake-v0", "ragen/Bandit-v0"):
+    for env_id in ("ragen/FrozenLake-v0", "ragen/Bandit-v0", "ragen/PocketCube-v0"):
         try:
             env = gym.make(env_id).unwrapped
             env.reset(seed=0)
@@ -172,6 +175,42 @@ def bench_other_envs(seconds: float) -> dict[str, dict]:
         rate, n = timed(steps, seconds)
         out[env_id] = {"rate": rate, "items": n}
     return out
+
+
+def bench_pocketcube(seconds: float) -> dict[str, dict]:
+    """ragen/PocketCube-v0 levels/s at the default scramble depth (5), each verified: the table's optimal solution
+    has the reported length and solves the level on the sticker model. Also the table's load time (disk cache)."""
+    try:
+        from ragen_envs.pocketcube import PocketCubeEnv, apply_moves, is_solved, table_metadata
+        from ragen_envs.pocketcube.table import _LOADED, distance_table
+
+        start = time.perf_counter()
+        _LOADED.clear()
+        distance_table()  # built here when the cache is empty
+        load_s = time.perf_counter() - start
+    except Exception as exc:  # pragma: no cover - reported, not fatal
+        return {"ragen/PocketCube-v0 generation": {"skipped": f"{type(exc).__name__}: {exc}"}}
+    env = PocketCubeEnv()
+    seed = [0]
+
+    def generate(verify: bool) -> int:
+        _, info = env.reset(seed=seed[0])
+        seed[0] += 1
+        if verify:
+            plan = env.optimal_solution()
+            if len(plan) != info["distance"] or not is_solved(apply_moves(env.state, plan))[0]:
+                raise AssertionError(f"oracle disagrees with the table at seed {seed[0] - 1}")
+        return 1
+
+    rate_gen, _ = timed(lambda: generate(False), seconds)
+    rate, n = timed(lambda: generate(True), seconds)
+    meta = table_metadata()
+    out = {"rate": rate, "items": n, "generation_only_rate": rate_gen, "table_load_s": load_s,
+           "table_build_s": meta.get("build_seconds"), "table_bytes": meta.get("bytes")}
+    out["notes"] = (f"scramble depth 5, exact distance per level, oracle-verified ({fmt_rate(rate_gen)}/s without); "
+                    f"table {(meta.get('bytes') or 0) / 2**20:.1f} MiB, built in {meta.get('build_seconds')} s "
+                    f"once, loaded in {load_s:.2f} s")
+    return {"ragen/PocketCube-v0 generation": out}
 
 
 def bench_sudoku_2048(seconds: float) -> dict[str, dict]:
@@ -383,13 +422,14 @@ def build_rows(ours: dict, others: dict, peer: dict | None) -> list[dict]:
             }
         )
     for env_id, res in others.items():
+        generation = env_id.endswith(" generation")  # a levels/s row (bench_pocketcube), not a step rate
         rows.append(
             {
-                "benchmark": f"{env_id} text step",
-                "unit": "steps/s",
+                "benchmark": env_id if generation else f"{env_id} text step",
+                "unit": "levels/s" if generation else "steps/s",
                 "ours": res.get("rate"),
                 "peer": None,
-                "notes": res.get("skipped", "resets counted" if "Bandit" in env_id else ""),
+                "notes": res.get("skipped", res.get("notes", "resets counted" if "Bandit" in env_id else "")),
             }
         )
     for row in rows:
@@ -463,7 +503,7 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(rounds):
         print(f"round {i + 1}/{rounds} ...", flush=True)
         ours_runs.append(bench_ours(seconds))
-        other_runs.append(bench_other_envs(seconds))
+        other_runs.append({**bench_other_envs(seconds), **bench_pocketcube(seconds)})
         other_runs[-1].update(bench_sudoku_2048(seconds))
         if not args.no_peer and (i == 0 or peer_runs[-1] is not None):
             peer_runs.append(bench_peer(seconds, cpu))
