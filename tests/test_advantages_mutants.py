@@ -233,19 +233,24 @@ def test_grpo_constant_groups_of_non_dyadic_rewards_get_exactly_zero(dtype: torc
     # Regression: at eps = 0 a group of equal rewards such as 0.1 (not exactly representable) got A = +-0.82 to
     # +-0.93 for every rollout: the rounded mean leaves centred ~1e-17 and the std ~1e-17, whose ratio is O(1).
     # Reference: the docstring's rule, by a loop (a group whose rewards are all equal gets 0), and the loop formula
-    # (R - mean) / (std + eps) for the group with spread, in float64.
-    rows = [[v] * g for v in (0.1, 0.3, 0.7, 1 / 3) for g in (3, 6, 7)] + [[0.1, 0.2, 0.7] + [0.3] * 4]
-    for row in rows:
-        r = torch.tensor([row], dtype=dtype)
-        a = grpo(r, eps=eps)
-        if all(x == row[0] for x in row):
-            assert a.tolist() == [[0.0] * len(row)], (row, dtype)
+    # (R - mean) / (std + eps) for the groups with spread, in float64. Each group alone (the rounding of a one-row
+    # mean), then all together: a batch mixes both kinds of group, so the zero-variance test is made per group.
+    for g in (3, 6, 7):
+        rows = [[v] * g for v in (0.1, 0.3, 0.7, 1 / 3)] + [[0.1, 0.2, 0.7] + [0.3] * (g - 3)]
+        for r in [torch.tensor([row], dtype=dtype) for row in rows] + [torch.tensor(rows, dtype=dtype)]:
+            _check_grpo_rows(r, grpo(r, eps=eps), eps)
+
+
+def _check_grpo_rows(r: torch.Tensor, a: torch.Tensor, eps: float) -> None:
+    g = r.shape[1]
+    for i, xs in enumerate(r.double().tolist()):
+        if all(x == xs[0] for x in xs):
+            assert a[i].tolist() == [0.0] * g, (xs, r.dtype)
         else:
-            xs = r[0].double().tolist()
-            mean = sum(xs) / len(xs)
-            sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
+            mean = sum(xs) / g
+            sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (g - 1))
             want = [(x - mean) / (sd + eps) for x in xs]
-            assert a[0].double().tolist() == pytest.approx(want, rel=1e-5), (row, dtype)
+            assert a[i].double().tolist() == pytest.approx(want, rel=1e-5), (xs, r.dtype)
 
 
 def test_grpo_at_eps_zero_is_finite_when_the_std_underflows() -> None:
