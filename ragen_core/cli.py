@@ -134,13 +134,24 @@ def _run_delegated(name: str, rest: Sequence[str]) -> int:
             return 2
         if str(root) not in sys.path:
             sys.path.insert(0, str(root))
+    argv0 = sys.argv[0] if sys.argv else ""
     try:
-        return int(importlib.import_module(DELEGATED[name][0]).main(list(rest)) or 0)
+        module = importlib.import_module(DELEGATED[name][0])
+        if name == "verify" and any(a in ("-h", "--help") for a in rest):
+            # theory_checks names itself `python -m theory_checks`; under `ragen` its usage says `ragen verify`.
+            print(module.build_parser(prog="ragen verify").format_help(), end="")
+            return 0
+        if sys.argv:  # parsers that take their name from argv[0] (the benchmarks') print `ragen bench`
+            sys.argv[0] = f"ragen {name}"
+        return int(module.main(list(rest)) or 0)
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.split(".")[0] in TRAIN_EXTRA_MODULES:
             print(extra_hint(name, [exc.name.split(".")[0]]), file=sys.stderr)
             return 2
         raise
+    finally:
+        if sys.argv:
+            sys.argv[0] = argv0
 
 
 def _parse_kwargs(pairs: Sequence[str]) -> dict[str, object]:

@@ -4,6 +4,7 @@ pre-check of `ragen diagnose` against the trainer's torch implementation."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 import subprocess
@@ -169,3 +170,13 @@ def test_numpy_precheck_equals_the_trainers_torch_rule():
                 assert top_p_kept(scores, rho) == kept, (scores, rho)
                 n += 1
     assert n > 2000
+
+
+@pytest.mark.parametrize("command", ["verify", "bench"])
+def test_delegated_help_names_the_ragen_command(command, capsys):
+    # argparse's --help exits (the benchmarks' parser); ragen verify prints theory_checks' help and returns 0.
+    with pytest.raises(SystemExit) if command == "bench" else contextlib.nullcontext():
+        assert cli.main([command, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: ragen {command}"), out[:200]
+    assert sys.argv[0] != f"ragen {command}"  # restored
