@@ -145,7 +145,9 @@ def collect(module: str) -> dict[str, object]:
     ws = WORK / module
     meta = json.loads((ws / "mutants" / "ragen_core" / f"{module}.py.meta").read_text())["exit_code_by_key"]
     src = (ws / "mutants" / "ragen_core" / f"{module}.py").read_text()
-    funcs = {n.name: ast.get_source_segment(src, n) for n in ast.walk(ast.parse(src)) if isinstance(n, ast.FunctionDef)}
+    lines = src.splitlines()  # (ast.get_source_segment re-splits the whole file per call: minutes on 1000s of defs)
+    funcs = {n.name: "\n".join(lines[n.lineno - 1:n.end_lineno]) for n in ast.walk(ast.parse(src))
+             if isinstance(n, ast.FunctionDef)}
     counts: dict[str, int] = {}
     survivors = []
     not_checked = []
@@ -355,6 +357,10 @@ def main(argv: list[str] | None = None) -> int:
     bad = []
     for module in args.modules:
         prev = results.get(args.label, {}).get(module, {})
+        if args.collect and not (WORK / module / "mutants" / "ragen_core" / f"{module}.py.meta").exists():
+            print(f"{module}: no workspace with mutmut results (not run)")
+            bad.append(f"{module}: not run")
+            continue
         r = (collect(module) if args.collect
              else run_module(module, args.resume, args.timeout_multiplier, args.rerun_only))
         if args.collect:  # keep what only a run knows (its time and settings)
