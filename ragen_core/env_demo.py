@@ -30,6 +30,8 @@ def _response(answer: str) -> str:
 def oracle_answer(env: gym.Env) -> str:
     """The answer text the env's own solver/oracle would give now."""
     base = env.unwrapped
+    if hasattr(base, "oracle_step"):  # the generic hook (reasoning, actions of this turn)
+        return " || ".join(base.oracle_step()[1])
     if hasattr(base, "oracle_actions"):
         actions = list(base.oracle_actions() or [])
         return " || ".join(actions[: base.max_actions_per_turn]) if actions else base.ACTIONS[0]
