@@ -62,6 +62,11 @@ def fit_observation(text: str) -> str:
 class UnicodeText(spaces.Text):
     """`spaces.Text` whose vector-env shared-memory read is live (see the module docstring)."""
 
+    def __repr__(self) -> str:
+        # Text's own repr prints the whole charset: 63,000+ characters for the Basic Multilingual Plane.
+        return (f"UnicodeText({self.min_length}, {self.max_length}, charset=<{len(self.character_set)} code points, "
+                f"U+{ord(min(self.character_set)):04X}..U+{ord(max(self.character_set)):04X}>)")
+
 
 class SharedTextView(Sequence):
     """The `n` strings stored in a Text shared-memory buffer, decoded on every access.
