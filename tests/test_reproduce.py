@@ -344,4 +344,9 @@ def test_cli_report_only_lists_missing_runs_and_errors(tmp_path, configs_dir, ca
     assert reproduce_main(["--out", str(out), "--configs-dir", str(tmp_path)]) == 2
     assert "--configs-dir" in capsys.readouterr().err
     empty = ["--out", str(tmp_path / "empty"), "--configs-dir", str(configs_dir), "--report-only", "--no-progress"]
+    capsys.readouterr()
     assert reproduce_main(empty) == 1
+    err = capsys.readouterr().err
+    full = build_study(list(range(5)), False, configs_dir, tmp_path / "empty" / "warm_cache")
+    assert f"{len(full)} of {len(full)} runs missing" in err and full[0].name in err  # it lists what is missing
+    assert not (tmp_path / "empty").exists()  # and creates no folder

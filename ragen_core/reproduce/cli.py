@@ -61,7 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ragen reproduce: {e}", file=sys.stderr)
         return 2
     runs_dir = out / "runs"
-    runs_dir.mkdir(parents=True, exist_ok=True)
+    if not args.report_only:  # reporting reads what exists and creates nothing
+        runs_dir.mkdir(parents=True, exist_ok=True)
     print(f"study: {len(specs)} runs ({'quick' if args.quick else 'full'}, seeds 0..{n_seeds - 1}) in {runs_dir}",
           file=sys.stderr)
     failed = ""
