@@ -39,6 +39,7 @@ which masks dropped groups in the loss:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +70,7 @@ from accelerate.utils import gather_object  # noqa: E402  (after the version che
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 __all__ = [
+    "append_finite",
     "RagenGRPOConfig",
     "RagenGRPOTrainer",
     "RagenEnvironment",
@@ -85,6 +87,20 @@ _HOOKS = ("_calculate_rewards", "_generate_and_score_completions", "compute_loss
 _missing = [h for h in _HOOKS[:3] if not callable(getattr(GRPOTrainer, h, None))]
 if _missing:  # pragma: no cover - only with an untested TRL forced through RAGEN2_ALLOW_UNTESTED_TRL
     raise ImportError(f"this TRL's GRPOTrainer lacks the hooks {_missing}; use trl=={TESTED_TRL_VERSION}")
+
+
+def append_finite(store: Any, metrics: dict[str, float]) -> None:
+    """Append each metric to TRL's per-key lists, leaving out undefined (NaN / inf) values.
+
+    A statistic can be undefined for a batch (``filter/rv_heterogeneity`` when no group has reward variance:
+    Std(RV) / Mean(RV) with Mean(RV) = 0). TRL averages each list at logging time and prints NaN as ``None``, so an
+    undefined value is omitted for that step instead; a key with no defined value in a logging window is not
+    logged at all.
+    """
+    for key, value in metrics.items():
+        value = float(value)
+        if math.isfinite(value):
+            store[key].append(value)
 
 
 @dataclass
@@ -227,8 +243,7 @@ class RagenGRPOTrainer(GRPOTrainer):
                                                                                   device=loss_mask.device)).sum())
         metrics["filter/placeholder_rows"] = float(n_pad)
         metrics["filter/kept_tokens"] = float(filtered["num_items_in_batch"])
-        for key, value in metrics.items():
-            self._metrics["train"][key].append(float(value))
+        append_finite(self._metrics["train"], metrics)
         return filtered
 
     # -------------------------------------------------------------------------------------- MI proxies
@@ -253,5 +268,4 @@ class RagenGRPOTrainer(GRPOTrainer):
         stats = mi_proxies(scores, lengths, prompt_ids=[tuple(x) for x in group_prompts], eps=self.args.mi_eps)
         metrics = flatten_proxies(stats, prefix="collapse/")
         metrics["collapse/mi_zscore_ema"] = self._mi_ema.update(stats)
-        for key, value in metrics.items():
-            self._metrics["train"][key].append(float(value))
+        append_finite(self._metrics["train"], metrics)
