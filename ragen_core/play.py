@@ -62,13 +62,15 @@ def play(
     seed: int | None = None,
     kwargs: dict[str, Any] | None = None,
     read_line: Callable[[str], str] | None = None,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
 ) -> int:
     """Interactive loop; returns a process exit status (0, or 2 for an unknown id).
 
     `read_line(prompt)` reads one typed line (raises EOFError at the end); None means `input`, with line
-    editing where available (`enable_line_editing`).
+    editing where available (`enable_line_editing`). `out`: where to print (None: the current ``sys.stdout``,
+    looked up at call time so that a redirected or captured stdout is honoured).
     """
+    out = sys.stdout if out is None else out
     if read_line is None:
         enable_line_editing()
         read_line = input
