@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -209,7 +210,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ValueError as exc:
             print(f"config error: {exc}", file=sys.stderr)
             return 2
-    return int(args.handler(args) or 0)
+    try:
+        return int(args.handler(args) or 0)
+    except BrokenPipeError:  # the reader closed the pipe (`ragen configs | head`): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes at exit
+        return 0
 
 
 if __name__ == "__main__":

@@ -180,3 +180,24 @@ def test_delegated_help_names_the_ragen_command(command, capsys):
     out = capsys.readouterr().out
     assert out.startswith(f"usage: ragen {command}"), out[:200]
     assert sys.argv[0] != f"ragen {command}"  # restored
+
+
+def test_a_closed_pipe_ends_the_listing_quietly(tmp_path, monkeypatch):
+    """`ragen configs | head -1`: the reader closes the pipe early; the command ends with status 0, no traceback."""
+
+    class ClosedPipe:
+        def __init__(self, fd: int):
+            self._fd = fd
+
+        def write(self, text: str) -> int:
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self) -> None:
+            pass
+
+        def fileno(self) -> int:
+            return self._fd
+
+    with open(tmp_path / "stdout", "w") as target:
+        monkeypatch.setattr(sys, "stdout", ClosedPipe(target.fileno()))
+        assert cli.main(["configs"]) == 0
