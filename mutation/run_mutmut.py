@@ -39,7 +39,8 @@ RESULTS_FILE = Path(__file__).resolve().parent / "results.json"
 #: module -> the fast test files that exercise it (its unit tests, the mutation-killing tests, and the
 #: reference rules of theory_checks that compare against it)
 MODULES: dict[str, list[str]] = {
-    "filtering": ["tests/test_filtering.py", "tests/test_filtering_mutants.py"],
+    "filtering": ["tests/test_filtering.py", "tests/test_filtering_mutants.py",
+                  "tests/test_filtering_select_mutants.py"],
     "advantages": ["tests/test_advantages.py", "tests/test_losses.py", "tests/test_advantages_mutants.py"],
     "losses": ["tests/test_losses.py", "tests/test_losses_mutants.py"],
     "mi": ["tests/test_mi.py", "tests/test_mi_ties.py", "tests/test_cross_score.py", "tests/test_mi_mutants.py"],
