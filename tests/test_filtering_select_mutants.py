@@ -84,3 +84,10 @@ def test_ties_go_to_the_lower_index_on_large_batches(order: str) -> None:
     low = select_groups(mixed, "top_k_abs", 20, order="smallest").kept.tolist()
     assert low == list(range(30, 50))
 
+
+
+def test_min_p_keeps_groups_exactly_at_the_threshold() -> None:
+    # s_i >= p * max: a score equal to the threshold is kept (2 * 0.5 = 1 and 2 * 1.0 = 2 are exact)
+    assert select_groups(torch.tensor([2.0, 1.0, 0.5]), "min_p", 0.5).kept.tolist() == [0, 1]
+    assert select_groups(torch.tensor([2.0, 2.0, 1.0]), "min_p", 1.0).kept.tolist() == [0, 1]
+    assert select_groups(torch.tensor([2.0, 1.0, 0.5]), "min_p", 0.5, order="smallest").kept.tolist() == [1, 2]
