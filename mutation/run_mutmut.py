@@ -1,9 +1,11 @@
 """Mutation testing of the RL core's math with mutmut (``make mutation``).
 
-For each module in :data:`MODULES` a workspace ``build/mutation/<module>/`` is laid out with a copy of
-``ragen_core``, the module's fast test files (plus ``tests/conftest.py``) and a ``setup.cfg`` whose
-``[mutmut]`` section mutates only that module and selects only those tests. ``mutmut run`` then generates
-every mutant of the module's functions (mutmut 3 mutates function bodies, not module-level constants),
+For each module in :data:`MODULES` (the RL core's four math modules, and ``theory_reference``: the reference
+rules of theory_checks, ``theory_checks/reference.py``) a workspace ``build/mutation/<module>/`` is laid out
+with a copy of ``ragen_core`` and ``theory_checks``, the module's fast test files (plus ``tests/conftest.py``)
+and a ``setup.cfg`` whose ``[mutmut]`` section mutates only that module and selects only those tests.
+``mutmut run`` then generates every mutant of the module's functions (mutmut 3 mutates function bodies, not
+module-level constants),
 runs the tests that cover each mutated function, and records killed / survived / timeout / no tests.
 
 Results go to ``mutation/results.json`` (counts and every surviving mutant with its diff, per run label:
@@ -44,11 +46,18 @@ MODULES: dict[str, list[str]] = {
     "advantages": ["tests/test_advantages.py", "tests/test_losses.py", "tests/test_advantages_mutants.py"],
     "losses": ["tests/test_losses.py", "tests/test_losses_mutants.py"],
     "mi": ["tests/test_mi.py", "tests/test_mi_ties.py", "tests/test_cross_score.py", "tests/test_mi_mutants.py"],
+    "theory_reference": ["tests/test_theory_reference.py"],
 }
 
+#: module -> the file mutmut mutates (package/name.py)
+SOURCES: dict[str, str] = {m: f"ragen_core/{m}.py" for m in MODULES if m != "theory_reference"}
+SOURCES["theory_reference"] = "theory_checks/reference.py"
+#: the packages copied into every workspace (theory_checks' reference tests import the core)
+PACKAGES = ("ragen_core", "theory_checks")
+
 SETUP_CFG = """[mutmut]
-source_paths = ragen_core
-only_mutate = ragen_core/{module}.py
+source_paths = {package}
+only_mutate = {source}
 pytest_add_cli_args =
     -p
     no:cacheprovider
@@ -112,15 +121,16 @@ def _layout(module: str, resume: bool = False, timeout_multiplier: float = TIMEO
     if resume:
         _keep_kills_when_tests_were_added(ws, tests)
     (ws / "tests").mkdir(parents=True, exist_ok=True)
-    if (ws / "ragen_core").exists():
-        shutil.rmtree(ws / "ragen_core")
-    shutil.copytree(ROOT / "ragen_core", ws / "ragen_core", ignore=shutil.ignore_patterns("__pycache__"))
+    for package in PACKAGES:
+        if (ws / package).exists():
+            shutil.rmtree(ws / package)
+        shutil.copytree(ROOT / package, ws / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy2(ROOT / "pyproject.toml", ws / "pyproject.toml")  # pytest markers and warning filters
     shutil.copy2(ROOT / "tests" / "conftest.py", ws / "tests" / "conftest.py")
     for t in tests:
         shutil.copy2(ROOT / t, ws / t)
-    cfg = SETUP_CFG.format(module=module, tests="\n".join(f"    {t}" for t in tests),
-                           timeout_multiplier=timeout_multiplier)
+    cfg = SETUP_CFG.format(package=SOURCES[module].split("/")[0], source=SOURCES[module],
+                           tests="\n".join(f"    {t}" for t in tests), timeout_multiplier=timeout_multiplier)
     if not (ws / "setup.cfg").exists() or (ws / "setup.cfg").read_text() != cfg:
         (ws / "setup.cfg").write_text(cfg)
     return ws
@@ -144,8 +154,8 @@ def collect(module: str) -> dict[str, object]:
     import re
 
     ws = WORK / module
-    meta = json.loads((ws / "mutants" / "ragen_core" / f"{module}.py.meta").read_text())["exit_code_by_key"]
-    src = (ws / "mutants" / "ragen_core" / f"{module}.py").read_text()
+    meta = json.loads((ws / "mutants" / f"{SOURCES[module]}.meta").read_text())["exit_code_by_key"]
+    src = (ws / "mutants" / SOURCES[module]).read_text()
     lines = src.splitlines()  # (ast.get_source_segment re-splits the whole file per call: minutes on 1000s of defs)
     funcs = {n.name: "\n".join(lines[n.lineno - 1:n.end_lineno]) for n in ast.walk(ast.parse(src))
              if isinstance(n, ast.FunctionDef)}
@@ -182,7 +192,7 @@ def run_module(module: str, resume: bool = False, timeout_multiplier: float = TI
     unless ``rerun_only``, every mutant without a verdict (new, from a changed function, or never reached).
     """
     ws = _layout(module, resume=resume, timeout_multiplier=timeout_multiplier)
-    meta = ws / "mutants" / "ragen_core" / f"{module}.py.meta"
+    meta = ws / "mutants" / f"{SOURCES[module]}.meta"
     t0 = time.monotonic()
 
     def log(title: str, run: subprocess.CompletedProcess[str]) -> None:
@@ -337,7 +347,7 @@ def report_md(results: dict[str, dict[str, object]], equivalent: dict[str, str])
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--modules", nargs="*", default=["filtering", "advantages", "losses", "mi"], choices=MODULES)
+    ap.add_argument("--modules", nargs="*", default=list(MODULES), choices=MODULES)
     ap.add_argument("--label", default="final", choices=("initial", "final"),
                     help="initial: before the mutation-killing tests existed; final: with them (default)")
     ap.add_argument("--check", action="store_true",
@@ -358,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     bad = []
     for module in args.modules:
         prev = results.get(args.label, {}).get(module, {})
-        if args.collect and not (WORK / module / "mutants" / "ragen_core" / f"{module}.py.meta").exists():
+        if args.collect and not (WORK / module / "mutants" / f"{SOURCES[module]}.meta").exists():
             print(f"{module}: no workspace with mutmut results (not run)")
             bad.append(f"{module}: not run")
             continue

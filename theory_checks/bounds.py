@@ -58,6 +58,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .reference import top_p_by_score
 from .testbed import (
     SoftmaxTestbed,
     channel_cond_entropy,
@@ -831,21 +832,6 @@ def t7_paper_prompt(rv: float, sigma: float) -> SoftmaxTestbed:
         raise ValueError(f"need 0 < rv - sigma^2 <= 1/4, got {q}")
     p = 0.5 * (1.0 - math.sqrt(1.0 - 4.0 * q))
     return SoftmaxTestbed.two_action(p, sigma)
-
-
-def top_p_by_score(scores: np.ndarray, rho: float) -> list[int]:
-    """The paper's top-p rule by a plain loop: sort descending (ties by lower index), keep the smallest
-    prefix whose sum reaches rho * total (independent of ``ragen_core.filtering``)."""
-    order = sorted(range(len(scores)), key=lambda i: (-float(scores[i]), i))
-    total = float(np.sum(scores))
-    kept: list[int] = []
-    acc = 0.0
-    for i in order:
-        kept.append(i)
-        acc += float(scores[i])
-        if acc >= rho * total:
-            break
-    return kept
 
 
 def _core_top_p_count(scores: np.ndarray, rho: float) -> int | None:

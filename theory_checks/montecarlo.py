@@ -59,6 +59,9 @@ from typing import Any
 import numpy as np
 
 from .bounds import Check, bayes_accuracy, bound, expected_seq_proxy, identity
+from .reference import retrieval_hits as _retrieval_hits
+from .reference import seq_proxy_terms, token_proxy_terms
+from .reference import topk_by_variance as _topk_by_variance
 from .testbed import SoftmaxTestbed, channel_mutual_information, softmax
 
 DELTA = 1e-3
@@ -476,20 +479,6 @@ def mc_t6(rng: np.random.Generator, budget: MCBudget, n: int, plot: dict[str, An
 
 
 # ------------------------------------------------------------------------------------------- T7
-def _topk_by_variance(R: np.ndarray, k: int, ties: str = "lower") -> np.ndarray:
-    """Mask [n, P] of the k groups with the largest sample variance (ddof = 1), ties by lower index (``ties =
-    "higher"``: by higher index, a wrong rule used as a mutant); nothing when every variance is 0 (the
-    documented empty step of ``ragen_core.filtering``)."""
-    V = np.var(R, axis=2, ddof=1)
-    if ties == "higher":
-        return _topk_by_variance(R[:, ::-1], k)[:, ::-1]
-    order = np.argsort(-V, axis=1, kind="stable")[:, :k]
-    mask = np.zeros(V.shape, dtype=bool)
-    np.put_along_axis(mask, order, True, axis=1)
-    mask[np.all(V == 0, axis=1)] = False
-    return mask
-
-
 def mc_t7(rng: np.random.Generator, budget: MCBudget, n: int, core: dict[str, str]) -> list[Check]:
     """T7: the identity for a fixed subset, and its failure when the subset is chosen from the same rollouts."""
     checks: list[Check] = []
@@ -550,47 +539,6 @@ def mc_t7(rng: np.random.Generator, budget: MCBudget, n: int, core: dict[str, st
 
 
 # ------------------------------------------------------------------------------------------- MI proxies
-def seq_proxy_terms(L: np.ndarray) -> np.ndarray:
-    """Per-trace sequence-level proxy terms, ``[P, G]`` (numpy, independent of ragen_core.mi):
-
-        t[i, k] = L[i, k, i] - log( (1/P) sum_j exp L[i, k, j] )       (MI-Seq-Est = mean t)
-    """
-    P = L.shape[0]
-    mx = L.max(axis=2, keepdims=True)
-    lse = np.log(np.sum(np.exp(L - mx), axis=2)) + mx[..., 0] - math.log(P)
-    return np.einsum("iki->ik", L) - lse
-
-
-def token_proxy_terms(L: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-token matched and marginal terms of the paper's Eq. 1 by a plain loop (independent of ragen_core.mi):
-    matched[i,k] = L[i,k,i] / n, marginal[i,k] = log((1/P) sum_j exp L[i,k,j]) / n, n = lengths[i,k]."""
-    P, G, _ = L.shape
-    matched = np.empty((P, G))
-    marginal = np.empty((P, G))
-    for i in range(P):
-        for k in range(G):
-            row = L[i, k]
-            top = float(row.max())
-            lse = top + math.log(sum(math.exp(float(v) - top) for v in row) / P)
-            matched[i, k] = float(row[i]) / float(lengths[i, k])
-            marginal[i, k] = lse / float(lengths[i, k])
-    return matched, marginal
-
-
-def _retrieval_hits(L: np.ndarray, ties: str = "shared") -> np.ndarray:
-    """hit[i, k] = 1[argmax_j L[i, k, j] == i], distinct prompts.  A tie for the top score is shared
-    (``ragen_core.mi``'s rule: the expected hit under a uniformly random tie-break, 1 / (number tied) when
-    prompt i is among them); ``ties="lower"`` / ``"higher"``: the lowest / highest tied index wins (wrong
-    rules, used as mutants)."""
-    P = L.shape[0]
-    own = np.arange(P)[:, None]
-    if ties == "shared":
-        top = L == L.max(axis=2, keepdims=True)
-        return np.take_along_axis(top, own[:, :, None].repeat(L.shape[1], 1), axis=2)[..., 0] / top.sum(axis=2)
-    win = np.argmax(L, axis=2) if ties == "lower" else P - 1 - np.argmax(L[:, :, ::-1], axis=2)
-    return (win == own).astype(float)
-
-
 def _transposed_hits(L: np.ndarray) -> np.ndarray:
     """A wrong retrieval (prompt and trace indices swapped): hit[i, k] = 1[argmax_j L[j, k, i] == i]."""
     return (np.argmax(L.transpose(2, 1, 0), axis=2) == np.arange(L.shape[0])[:, None]).astype(float)
