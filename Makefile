@@ -36,8 +36,9 @@ bench: $(STAMP)
 verify: $(STAMP)
 	$(PY) -m theory_checks
 
-# Mutation testing of the RL core's math and theory_checks' reference rules (mutmut, minutes per module on one core): the score and every surviving
-# mutant go to docs/theory_report/mutation.md; exit 1 when a survivor is neither killed nor shown equivalent.
+# Mutation testing of the RL core's math and theory_checks' reference rules (mutmut, minutes per module on one
+# core): the score and every surviving mutant go to docs/theory_report/mutation.md; exit 1 when a survivor is
+# neither killed nor shown equivalent.
 mutation: $(STAMP)
 	nice -n 15 $(PY) mutation/run_mutmut.py --resume --check \
 		--report docs/theory_report/mutation.md
