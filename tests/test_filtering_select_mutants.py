@@ -91,3 +91,26 @@ def test_min_p_keeps_groups_exactly_at_the_threshold() -> None:
     assert select_groups(torch.tensor([2.0, 1.0, 0.5]), "min_p", 0.5).kept.tolist() == [0, 1]
     assert select_groups(torch.tensor([2.0, 2.0, 1.0]), "min_p", 1.0).kept.tolist() == [0, 1]
     assert select_groups(torch.tensor([2.0, 1.0, 0.5]), "min_p", 0.5, order="smallest").kept.tolist() == [1, 2]
+
+
+def test_random_drop_in_the_smallest_order_keeps_top_p_largest_count_among_candidates() -> None:
+    # top-p (rho 0.9, largest first) keeps 3 of [4, 3, 2, 1] (4 + 3 + 2 = 9 >= 9); summed from the smallest it
+    # would take all 4. The random arm keeps that count, drawn among the candidates only (never the NaN group,
+    # never the zero group when include_zero=False).
+    scores = torch.tensor([math.nan, 4.0, 0.0, 3.0, 2.0, 1.0], dtype=torch.float64)
+    for seed in range(20):
+        for order in ("largest", "smallest"):
+            g = torch.Generator().manual_seed(seed)
+            out = select_groups(scores, "random", 0.9, include_zero=False, order=order, generator=g)
+            assert out.n_kept == 3, (seed, order)
+            assert set(out.kept.tolist()) <= {1, 3, 4, 5}
+            assert out.kept.tolist() == sorted(out.kept.tolist(), key=lambda i: -float(scores[i]))
+
+
+def test_select_groups_reports_the_batch_statistics_of_the_scores() -> None:
+    out = select_groups(torch.tensor([0.0, 1.0, 3.0]), "top_p", 0.9)
+    mean = 4.0 / 3.0
+    std = math.sqrt(((0 - mean) ** 2 + (1 - mean) ** 2 + (3 - mean) ** 2) / 3)  # population std over the groups
+    assert out.rv_mean == pytest.approx(mean, rel=1e-12)
+    assert out.rv_std == pytest.approx(std, rel=1e-12)
+    assert out.zero_fraction == pytest.approx(1 / 3, rel=1e-12)
