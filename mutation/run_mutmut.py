@@ -378,9 +378,13 @@ def main(argv: list[str] | None = None) -> int:
             r.update({k: prev[k] for k in ("run_s", "run_s_total", "resumed", "timeout_multiplier") if k in prev})
         elif args.resume and "run_s" in prev:  # the time of every run that built these verdicts
             r["run_s_total"] = round(prev.get("run_s_total", prev["run_s"]) + r["run_s"], 1)
+        # re-read before writing: another driver process may have recorded another module meanwhile
+        results = json.loads(out_file.read_text()) if out_file.exists() else {}
         results.setdefault(args.label, {})[module] = r
         out_file.parent.mkdir(parents=True, exist_ok=True)
-        out_file.write_text(json.dumps(results, indent=2) + "\n")
+        tmp = out_file.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(results, indent=2) + "\n")
+        tmp.replace(out_file)
         unexplained = [s["name"] for s in r["survivors"] if s["name"] not in equivalent]
         bad += unexplained
         if r["not_checked"]:  # an unfinished run proves nothing about the mutants it did not reach
