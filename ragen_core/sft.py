@@ -6,7 +6,10 @@ responses written by a script instead of the model:
 - ``policy="oracle"``: the env's oracle (Sokoban: the solver's optimal remaining moves, ``oracle_actions()``;
   FrozenLake: ``oracle_action()``; Bandit: ``oracle_arm()``);
 - ``policy="random"``: uniformly random valid actions (teaches the format, not the task: used by learning tests
-  so that RL, not the warm start, has to find the better answer).
+  so that RL, not the warm start, has to find the better answer): drawn from the env's ``ACTIONS`` list, or,
+  for an env without a fixed list (Sudoku's placements), from its ``random_action(rng) -> str`` hook, which
+  returns one random action the env accepts in its own text form. Noisy demonstrators
+  (``noise_action="random"``) draw their replacement answers the same way.
 
 Each response is ``<think> reasoning </think> <answer> actions </answer>`` where the reasoning refers to the actual
 state (player / box / target coordinates and the chosen direction for Sokoban, the player and goal for FrozenLake,
@@ -249,8 +252,16 @@ def _noise_answer(u: Any, kind: str, rng: np.random.Generator) -> str:
     """What a noisy demonstrator answers instead of the oracle (see :func:`oracle_response`)."""
     if hasattr(u, "nums") and hasattr(u, "oracle_answer"):  # Countdown: the lazy sum, or a random expression
         return _countdown_guess(u.nums, None if kind == "first" else rng)
+    if kind == "random" and _uses_random_hook(u):
+        return str(u.random_action(rng))
     vocab = _action_vocabulary(u)
     return vocab[0] if kind == "first" else str(vocab[int(rng.integers(len(vocab)))])
+
+
+def _uses_random_hook(u: Any) -> bool:
+    """True when random actions come from the env's ``random_action(rng)`` hook: the env has one and no fixed
+    action list (``ACTIONS``). Envs with a list keep drawing from it, so their warm starts replay exactly."""
+    return not getattr(u, "ACTIONS", ()) and callable(getattr(u, "random_action", None))
 
 
 def _action_vocabulary(u: Any) -> list[str]:
@@ -259,7 +270,11 @@ def _action_vocabulary(u: Any) -> list[str]:
         return list(u.arm_names)
     actions = list(getattr(u, "ACTIONS", ()))
     if not actions:
-        raise ValueError(f"{type(u).__name__} has no action vocabulary (ACTIONS) to draw actions from")
+        if callable(getattr(u, "random_action", None)):  # only the "first" habit needs a list here
+            raise ValueError(f"{type(u).__name__} has no fixed action list (ACTIONS), hence no first action for "
+                             "noise_action='first'; use noise_action='random' (its random_action hook)")
+        raise ValueError(f"{type(u).__name__} has no action vocabulary (ACTIONS) and no random_action(rng) hook "
+                         "to draw actions from")
     return actions
 
 
@@ -330,9 +345,13 @@ def random_response(env: Any, rng: np.random.Generator) -> str:
     if hasattr(u, "oracle_arm"):
         arm = u.arm_names[int(rng.integers(2))]
         return _format(_bandit_reasoning(u, arm), [arm])
+    if _uses_random_hook(u):
+        a = str(u.random_action(rng))
+        return _format(f"I try {a}.", [a])
     actions = list(getattr(u, "ACTIONS", ()))
     if not actions:
-        raise ValueError(f"{type(u).__name__} has no action vocabulary (ACTIONS) to draw random actions from")
+        raise ValueError(f"{type(u).__name__} has no action vocabulary (ACTIONS) and no random_action(rng) hook "
+                         "to draw random actions from")
     a = actions[int(rng.integers(len(actions)))]
     if hasattr(u, "oracle_actions"):
         return _format(_sokoban_reasoning(u, [a]), [a])

@@ -344,3 +344,65 @@ def test_several_templates_are_drawn_uniformly_and_one_template_draws_nothing():
     assert oracle_response(env, "plan", rng=a, dependence=0.5, template=pool[0]) == oracle_response(
         env, "plan", rng=b, dependence=0.5, template=[pool[0]])
     assert a.random() == b.random()
+
+
+def _sudoku_open_choices(board: list[int], n: int = 4) -> dict[int, list[int]]:
+    """Empty cells of a Sudoku board with the digits their row, column and box lack (plain loops)."""
+    b = int(n**0.5)
+    out = {}
+    for i, v in enumerate(board):
+        if v:
+            continue
+        r, c = divmod(i, n)
+        seen = {board[r * n + k] for k in range(n)} | {board[k * n + c] for k in range(n)}
+        seen |= {board[(r - r % b + x) * n + c - c % b + y] for x in range(b) for y in range(b)}
+        digits = [d for d in range(1, n + 1) if d not in seen]
+        if digits:
+            out[i] = digits
+    return out
+
+
+@pytest.mark.parametrize("noise", [0.3, 0.8])
+def test_sudoku_noisy_demonstrator_replaces_answers_at_the_asked_rate(noise):
+    """Sudoku has no ACTIONS list: noisy answers come from its random_action hook, a random placement the rules
+    allow. The answer differs from the oracle's when the noise fires (probability `noise`) and the random
+    placement is not the oracle's (probability 1 - 1 / (open cells x digits of the oracle's cell), computed
+    here from the board); the count of differing answers is checked against that binomial mean."""
+    from ragen_core.sft import _oracle_parts
+
+    env = gym.make("ragen/Sudoku-v0", size=4, difficulty="hard", max_actions_per_turn=1)
+    rng = np.random.default_rng(11)
+    levels, differ, mean, var, answers = 300, 0, 0.0, 0.0, set()
+    for seed in range(levels):
+        env.reset(seed=seed)
+        u = env.unwrapped
+        reasoning, acts = _oracle_parts(env, "full")
+        text = oracle_response(env, noise=noise, noise_action="random", rng=rng)
+        assert text.startswith(f"<think> {reasoning} </think>")  # the reasoning stays the oracle's
+        answer = text.split("<answer>")[1].split("</answer>")[0].strip()
+        choices = _sudoku_open_choices(list(u.board))
+        cell = int(acts[0][1]) * 4 + int(acts[0][3]) - 5  # "R<r>C<c>=<d>", 4x4: one digit each
+        p = noise * (1 - 1 / (len(choices) * len(choices[cell])))
+        mean, var = mean + p, var + p * (1 - p)
+        differ += answer != acts[0]
+        answers.add(answer)
+        _, _, _, _, info = env.step(text)  # every answer, noisy or not, is a placement the env accepts
+        assert info["action_is_valid"] and not info["refused"], text
+    assert abs(differ - mean) < 4 * var**0.5, (differ, mean, var**0.5)
+    assert len(answers) > 30  # spread over many placements, not one habit
+
+
+def test_sudoku_random_policy_and_noisy_warm_start_run(policy):
+    env = gym.make("ragen/Sudoku-v0", size=4)
+    rng = np.random.default_rng(0)
+    for seed in range(20):
+        env.reset(seed=seed)
+        _, _, _, _, info = env.step(random_response(env, rng))
+        assert info["format_error"] is None and info["action_is_valid"] and not info["refused"]
+    base = ["env.id=ragen/Sudoku-v0", "warm_start.sft_episodes=4", "warm_start.epochs=1", "rollout.max_turns=1"]
+    for extra in (["warm_start.policy=random"], ["warm_start.action_noise=0.5", "warm_start.noise_action=random"]):
+        stats = warm_start(policy, load_config(None, base + extra))
+        assert stats["sft/episodes"] == 4 and stats["sft/tokens"] > 0, extra
+    # A habit needs a fixed first action, which Sudoku has not: a clear error naming the alternative.
+    with pytest.raises(ValueError, match="noise_action='random'"):
+        oracle_response(env, noise=1.0, noise_action="first", rng=rng)

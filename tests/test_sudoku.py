@@ -269,3 +269,71 @@ def test_text_observation_and_registration():
     env9 = gym.make("ragen/Sudoku-v0", size=9, givens=40)
     obs9, _ = env9.reset(seed=0)
     assert obs9.splitlines()[0].split()[:4] == ["C1", "C2", "C3", "|"] and obs9.count("R9") == 1
+
+
+def _plain_candidates(board: list[int], n: int, i: int) -> list[int]:
+    """Digits cell i may take: those absent from its row, column and box (plain loops, not the solver's peers)."""
+    b = int(n**0.5)
+    r, c = divmod(i, n)
+    seen = {board[r * n + k] for k in range(n)} | {board[k * n + c] for k in range(n)}
+    br, bc = r - r % b, c - c % b
+    seen |= {board[(br + x) * n + bc + y] for x in range(b) for y in range(b)}
+    return [d for d in range(1, n + 1) if d not in seen]
+
+
+def _accepted(env: SudokuEnv, action: str) -> bool:
+    """Whether `action` is accepted on env's current board (stepped on a twin with the same puzzle and board, so
+    env is untouched; a deepcopy of the env takes seconds)."""
+    twin = SudokuEnv(size=env.n)
+    twin.reset(options={"puzzle": env._rows(env.puzzle)})
+    twin.board = list(env.board)
+    _, _, _, _, info = twin.step(_respond(action))
+    return bool(info["action_is_valid"]) and not info["refused"] and info["actions_executed"] == [action]
+
+
+def test_random_action_is_uniform_over_open_cells_then_their_candidates():
+    env = _fresh(seed=7, difficulty="hard")  # 10 empty cells, most with several candidates
+    open_cells = {i: _plain_candidates(env.board, 4, i) for i, v in enumerate(env.board) if v == 0}
+    open_cells = {i: c for i, c in open_cells.items() if c}
+    expected = {_name(env, i, d): 1 / (len(open_cells) * len(c)) for i, c in open_cells.items() for d in c}
+    assert len(expected) > len(open_cells)  # some cell has a choice of digits, so the two stages are tested
+    rng, draws = np.random.default_rng(0), 8000
+    counts: dict[str, int] = {}
+    for _ in range(draws):
+        a = env.random_action(rng)
+        counts[a] = counts.get(a, 0) + 1
+    assert set(counts) == set(expected)
+    for a, p in expected.items():  # each count within 5 binomial standard deviations of draws * p
+        assert abs(counts[a] - draws * p) < 5 * (draws * p * (1 - p)) ** 0.5, (a, counts[a], draws * p)
+    assert all(_accepted(env, a) for a in expected)
+    with pytest.raises(RuntimeError, match="reset"):
+        SudokuEnv().random_action(rng)
+
+
+def test_random_action_erases_an_own_digit_when_no_empty_cell_can_take_one():
+    # A full board (the solution) and a blocked one (own, rule-abiding digits that leave an empty cell with no
+    # candidate): the random action erases one of the player's digits, uniformly, and the env accepts it.
+    env = _fresh(seed=1, difficulty="hard")
+    rng = np.random.default_rng(3)
+    blocked = None
+    for seed in range(200):  # random rule-abiding fills until one gets stuck with empty cells left
+        board, fill = list(env.puzzle), np.random.default_rng(seed)
+        while True:
+            spots = [(i, c) for i, v in enumerate(board) if v == 0 for c in [_plain_candidates(board, 4, i)] if c]
+            if not spots:
+                break
+            i, c = spots[int(fill.integers(len(spots)))]
+            board[i] = c[int(fill.integers(len(c)))]
+        if 0 in board:
+            blocked = board
+            break
+    assert blocked is not None
+    for board in (list(env._solution), blocked):
+        env.board = list(board)
+        own = [i for i in range(16) if not env._given[i] and board[i]]
+        counts = {_name(env, i, 0): 0 for i in own}
+        for _ in range(100 * len(own)):
+            a = env.random_action(rng)
+            counts[a] += 1  # KeyError if it is anything but erasing an own digit
+        assert min(counts.values()) > 50  # each of the len(own) erasures near 100 draws (p = 1/len(own))
+        assert all(_accepted(env, a) for a in counts)

@@ -122,7 +122,9 @@ class SudokuEnv(TextAgentEnv):
 
     Oracles: `solution` (the unique solution, rows), `oracle_actions()` (placements that solve the board
     from the current state, wrong digits corrected first), `oracle_step()` (this turn's placements and a
-    short reasoning: the digits the cell sees, or the unit where the digit has one place).
+    short reasoning: the digits the cell sees, or the unit where the digit has one place). `random_action(rng)`
+    draws a random placement the rules allow (Sudoku has no fixed `ACTIONS` list; warm starts use it for random
+    and noisy demonstrations).
 
     ## Arguments
     ```python
@@ -397,6 +399,32 @@ class SudokuEnv(TextAgentEnv):
                     k = spots[0]
                     return k, d, f"{d} fits only {self._cell(k)} in its {kind}."
         return i, self._solution[i], f"{self._cell(i)} is {self._solution[i]}."
+
+    def random_action(self, rng: np.random.Generator) -> str:
+        """A uniformly random placement that the env accepts on the current board (the random-action hook).
+
+        Sudoku has no fixed list of actions (`ACTIONS`); this is its "random valid action", the analogue of a
+        random direction in the grid games: an empty cell drawn uniformly among those with at least one digit
+        that its row, column and box do not hold yet, then one of those digits uniformly, e.g. `R2C3=4`. It
+        follows the rules but not the solution, so it is often wrong (right by chance when the cell has one
+        candidate). When no empty cell has a candidate (earlier wrong digits block every one), it erases one
+        of your own digits, drawn uniformly (`R2C3=0`), which is always accepted. Draws come only from `rng`.
+        """
+        if not self.board:
+            raise RuntimeError("call reset() before asking for a random action")
+        n = self.n
+        open_cells = []
+        for i in range(n * n):
+            cands = candidates(self.board, n, i) if self.board[i] == 0 else []
+            if cands:
+                open_cells.append((i, cands))
+        if open_cells:
+            i, cands = open_cells[int(rng.integers(len(open_cells)))]
+            return f"{self._cell(i)}={cands[int(rng.integers(len(cands)))]}"
+        own = [i for i in range(n * n) if not self._given[i] and self.board[i] != 0]
+        # Not empty: with no open cell the board has empty cells only if own digits block them, or none at all
+        # (the grid is full and has at least one non-given cell, since a puzzle has fewer givens than cells).
+        return f"{self._cell(own[int(rng.integers(len(own)))])}=0"
 
     def oracle_actions(self) -> list[str]:
         """Placements (`R<row>C<col>=<digit>`) that solve the grid from the current state, in order."""
