@@ -10,6 +10,7 @@ more than committing to the least-paid other move does, and none changes the boa
 from __future__ import annotations
 
 import numpy as np
+from hedge_templates import with_hedges
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,24 +21,7 @@ EXAMPLES = 150
 TARGET = 256
 SIZE = 4
 
-HOSTILE = (
-    "not {m}",
-    "no {m}",
-    "don't {m}",
-    "{m} is wrong",
-    "maybe {m}",
-    "{m}?",
-    "{m} or {o}",
-    "{o} or {m}",
-    "either {m} or {o}",
-    "{m}, {o}",
-    "{m} {o}",
-    "{m}/{o}",
-    "{m} | {o}",
-    "{m} and {o}",
-    "{m} (not {o})",
-    "{m}{m}",
-    "{m}-{o}",
+HOSTILE = with_hedges(
     "move {m}",
     "{m}!",
     "swipe {m}",

@@ -14,6 +14,7 @@ face one colour, and every executed turn is a piece of the answer naming that tu
 from __future__ import annotations
 
 import numpy as np
+from hedge_templates import with_hedges
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,27 +25,9 @@ from ragen_envs.pocketcube.env import PocketCubeEnv
 EXAMPLES = 200
 
 #: {m}: the solving turn, {o}: a turn that does not solve.
-HOSTILE = (
-    "not {m}",
-    "no {m}",
-    "don't {m}",
-    "{m} is wrong",
-    "maybe {m}",
-    "{m}?",
-    "{m} or {o}",
-    "{o} or {m}",
-    "either {m} or {o}",
-    "{m}, {o}",
-    "{m} {o}",
-    "{o} {m}",
-    "{m}/{o}",
-    "{m} | {o}",
-    "{m} and {o}",
-    "{m} (not {o})",
+HOSTILE = with_hedges(
     "({m})",
     "[{m}]",
-    "{m}{m}",
-    "{m}-{o}",
     "{m} {m}",
     "turn {m}",
     "{m}.",

@@ -14,6 +14,7 @@ import functools
 import re
 
 import numpy as np
+from hedge_templates import with_hedges
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,22 +24,7 @@ from ragen_envs.sudoku import SudokuEnv
 EXAMPLES = 150
 
 #: {m}: the winning placement, {o}: another placement, {d}: a wrong digit, {cell}: the winning cell (R2C3).
-HOSTILE = (
-    "not {m}",
-    "no {m}",
-    "{m} is wrong",
-    "maybe {m}",
-    "{m}?",
-    "{m} or {o}",
-    "{o} or {m}",
-    "either {m} or {o}",
-    "{m}, {o}",
-    "{m} {o}",
-    "{m}/{o}",
-    "{m} | {o}",
-    "{m} and {o}",
-    "{m} (not {o})",
-    "{m}{m}",
+HOSTILE = with_hedges(
     "{cell}={v}{d}",
     "{cell}={v},{d}",
     "{cell}={v}/{d}",
