@@ -45,7 +45,8 @@ MODULES: dict[str, list[str]] = {
                   "tests/test_filtering_select_mutants.py"],
     "advantages": ["tests/test_advantages.py", "tests/test_losses.py", "tests/test_advantages_mutants.py"],
     "losses": ["tests/test_losses.py", "tests/test_losses_mutants.py", "tests/test_losses_boundary_mutants.py"],
-    "mi": ["tests/test_mi.py", "tests/test_mi_ties.py", "tests/test_cross_score.py", "tests/test_mi_mutants.py"],
+    "mi": ["tests/test_mi.py", "tests/test_mi_ties.py", "tests/test_cross_score.py", "tests/test_mi_mutants.py",
+           "tests/test_mi_cache_mutants.py"],
     "theory_reference": ["tests/test_theory_reference.py", "tests/test_theory_reference_mutants.py"],
 }
 

@@ -1,0 +1,114 @@
+"""Tests that kill the mutants of ragen_core/mi.py's cache and reference paths that the first full mutmut run
+left alive (see docs/theory_report/mutation.md): how ``_expand_cache`` treats every kind of KV-cache layer
+(plain layers expanded as stride-0 views; other layers, layers without tensors and legacy caches without
+``layers`` through their own methods), text inputs of the naive reference, and that the reference moves its
+inputs to the model's device (checked on the ``meta`` device, which needs no accelerator)."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+
+from ragen_core.mi import _expand_cache, cross_score_naive
+
+transformers = pytest.importorskip("transformers")
+
+
+class _Layer:
+    """A stand-in cache layer that records ``batch_repeat_interleave`` calls."""
+
+    def __init__(self, keys=None, values=None) -> None:
+        if keys is not None:
+            self.keys, self.values = keys, values
+        self.calls: list[int] = []
+
+    def batch_repeat_interleave(self, batch: int) -> None:
+        # rebinds the attribute, as transformers' layers rebind keys / values (the copy shares the old list)
+        self.calls = [*self.calls, batch]
+
+
+class DynamicLayer(_Layer):  # the name is what marks a plain full-attention layer
+    pass
+
+
+def _kv() -> torch.Tensor:
+    return torch.arange(2 * 1 * 3 * 4, dtype=torch.float32).reshape(1, 2, 3, 4)
+
+
+def test_plain_layers_are_expanded_as_views_and_the_prompt_cache_is_untouched() -> None:
+    layer = DynamicLayer(_kv(), _kv() + 1)
+    cache = types.SimpleNamespace(layers=[layer])
+    out = _expand_cache(cache, 3)
+    (new,) = out.layers
+    assert new.keys.shape == (3, 2, 3, 4) and new.keys.stride(0) == 0 and new.calls == []
+    assert torch.equal(new.values[2], _kv()[0] + 1)
+    assert layer.keys.shape == (1, 2, 3, 4) and cache.layers[0] is layer
+
+
+@pytest.mark.parametrize("layer", [
+    _Layer(_kv(), _kv()),      # another layer type (e.g. sliding window) with 4-D tensors
+    _Layer(),                  # a layer type without keys / values attributes
+    DynamicLayer(None, None),  # a plain layer that holds no tensors yet
+], ids=["other-type", "no-attributes", "plain-empty"])
+def test_other_layers_use_their_own_batch_repeat(layer: _Layer) -> None:
+    out = _expand_cache(types.SimpleNamespace(layers=[layer]), 3)
+    assert out.layers[0].calls == [3]
+    assert layer.calls == []  # the copy was repeated, not the prompt cache's layer
+
+
+def test_a_cache_without_layers_expands_its_key_and_value_lists() -> None:
+    legacy = types.SimpleNamespace(key_cache=[_kv()], value_cache=[_kv() + 1])
+    out = _expand_cache(legacy, 2)
+    assert out.key_cache[0].shape == (2, 2, 3, 4) and torch.equal(out.value_cache[0][1], _kv()[0] + 1)
+    assert legacy.key_cache[0].shape == (1, 2, 3, 4)
+
+
+def _tiny() -> torch.nn.Module:
+    cfg = transformers.Qwen2Config(vocab_size=61, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        return transformers.Qwen2ForCausalLM(cfg).eval()
+
+
+class _CharTokenizer:
+    def __call__(self, text: str, add_special_tokens: bool = True) -> dict:
+        return {"input_ids": [ord(c) % 61 for c in text]}
+
+
+@pytest.mark.parametrize("batch_tokens", [None, 64])
+def test_naive_reference_tokenises_text_with_the_tokenizer(batch_tokens: int | None) -> None:
+    model, tok = _tiny(), _CharTokenizer()
+    prompts, responses = ["ab", "xyz"], [["c", "de"], ["f", "gh"]]
+    ids_p = [tok(p)["input_ids"] for p in prompts]
+    ids_r = [[tok(r)["input_ids"] for r in row] for row in responses]
+    text = cross_score_naive(model, prompts, responses, batch_tokens, tokenizer=tok)
+    ids = cross_score_naive(model, ids_p, ids_r, batch_tokens)
+    assert torch.equal(text, ids)
+
+
+class _DeviceProbe(torch.nn.Module):
+    """A model whose parameters live on ``meta``; it records the device of every input it is given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1, device="meta"))
+        self.devices: list[torch.device] = []
+
+    def forward(self, input_ids, attention_mask=None, use_cache=None):
+        self.devices.append(input_ids.device)
+        if attention_mask is not None:
+            self.devices.append(attention_mask.device)
+        return types.SimpleNamespace(logits=torch.zeros(*input_ids.shape, 7, device=input_ids.device))
+
+
+@pytest.mark.parametrize("batch_tokens", [None, 64])
+def test_naive_reference_moves_its_inputs_to_the_model_device(batch_tokens: int | None) -> None:
+    model = _DeviceProbe()
+    try:
+        cross_score_naive(model, [[1, 2]], [[[3], [4, 5]]], batch_tokens)
+    except (RuntimeError, NotImplementedError):
+        pass  # reading a number out of a meta tensor fails after the forward calls; they are what is checked
+    assert model.devices and all(d.type == "meta" for d in model.devices)
