@@ -11,7 +11,7 @@ import types
 import pytest
 import torch
 
-from ragen_core.mi import _expand_cache, cross_score_naive
+from ragen_core.mi import _expand_cache, cross_score, cross_score_naive
 
 transformers = pytest.importorskip("transformers")
 
@@ -65,6 +65,30 @@ def test_a_cache_without_layers_expands_its_key_and_value_lists() -> None:
     assert legacy.key_cache[0].shape == (1, 2, 3, 4)
 
 
+def test_an_unknown_layer_type_is_a_clear_error() -> None:
+    class SlidingLayer:
+        pass
+
+    with pytest.raises(ValueError, match=r"^cannot expand a KV cache layer of type SlidingLayer$"):
+        _expand_cache(types.SimpleNamespace(layers=[SlidingLayer()]), 2)
+
+
+class _OpaqueCache:
+    """A cache with neither ``layers`` nor ``key_cache``: only its own in-place ``batch_repeat_interleave``."""
+
+    def __init__(self) -> None:
+        self.rows = [1]
+
+    def batch_repeat_interleave(self, batch: int) -> None:
+        self.rows[:] = self.rows * batch  # in place: a shallow copy would change the prompt cache too
+
+
+def test_any_other_cache_is_deep_copied_then_repeated() -> None:
+    prompt_cache = _OpaqueCache()
+    out = _expand_cache(prompt_cache, 3)
+    assert out.rows == [1, 1, 1] and prompt_cache.rows == [1]
+
+
 def _tiny() -> torch.nn.Module:
     cfg = transformers.Qwen2Config(vocab_size=61, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
                                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
@@ -97,7 +121,7 @@ class _DeviceProbe(torch.nn.Module):
         self.w = torch.nn.Parameter(torch.zeros(1, device="meta"))
         self.devices: list[torch.device] = []
 
-    def forward(self, input_ids, attention_mask=None, use_cache=None):
+    def forward(self, input_ids, attention_mask=None, position_ids=None, use_cache=None, past_key_values=None):
         self.devices.append(input_ids.device)
         if attention_mask is not None:
             self.devices.append(attention_mask.device)
@@ -111,4 +135,13 @@ def test_naive_reference_moves_its_inputs_to_the_model_device(batch_tokens: int 
         cross_score_naive(model, [[1, 2]], [[[3], [4, 5]]], batch_tokens)
     except (RuntimeError, NotImplementedError):
         pass  # reading a number out of a meta tensor fails after the forward calls; they are what is checked
+    assert model.devices and all(d.type == "meta" for d in model.devices)
+
+
+def test_cache_reuse_path_moves_its_inputs_to_the_model_device() -> None:
+    model = _DeviceProbe()
+    try:
+        cross_score(model, [[1, 2]], [[[3], [4, 5]]], 64)
+    except (RuntimeError, NotImplementedError, ValueError):
+        pass  # the stand-in returns no KV cache; the prompt's forward call before that is what is checked
     assert model.devices and all(d.type == "meta" for d in model.devices)
