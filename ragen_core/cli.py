@@ -138,10 +138,15 @@ def _run_delegated(name: str, rest: Sequence[str]) -> int:
     argv0 = sys.argv[0] if sys.argv else ""
     try:
         module = importlib.import_module(DELEGATED[name][0])
-        if name == "verify" and any(a in ("-h", "--help") for a in rest):
-            # theory_checks names itself `python -m theory_checks`; under `ragen` its usage says `ragen verify`.
-            print(module.build_parser(prog="ragen verify").format_help(), end="")
-            return 0
+        if name == "verify":
+            # theory_checks names itself `python -m theory_checks`; under `ragen` its help and its parse errors
+            # name the command the user typed, so the arguments are checked first by a parser called
+            # `ragen verify` (a bad argument exits 2 with that usage line, before any check runs).
+            parser = module.build_parser(prog="ragen verify")
+            if any(a in ("-h", "--help") for a in rest):
+                print(parser.format_help(), end="")
+                return 0
+            parser.parse_args(list(rest))
         if sys.argv:  # parsers that take their name from argv[0] (the benchmarks') print `ragen bench`
             sys.argv[0] = f"ragen {name}"
         return int(module.main(list(rest)) or 0)

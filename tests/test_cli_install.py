@@ -182,6 +182,20 @@ def test_delegated_help_names_the_ragen_command(command, capsys):
     assert sys.argv[0] != f"ragen {command}"  # restored
 
 
+@pytest.mark.parametrize("command", ["verify", "bench"])
+def test_delegated_parse_error_names_the_ragen_command(command, capsys):
+    # A bad argument stops before anything runs, with the usage line of the command the user typed
+    # (theory_checks' own parser calls itself `python -m theory_checks`).
+    with pytest.raises(SystemExit) as stop:
+        cli.main([command, "--no-such-flag"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"usage: ragen {command} "), err[:200]
+    assert f"ragen {command}: error: unrecognized arguments: --no-such-flag" in err
+    assert "theory_checks" not in err
+    assert sys.argv[0] != f"ragen {command}"  # restored
+
+
 def test_a_closed_pipe_ends_the_listing_quietly(tmp_path, monkeypatch):
     """`ragen configs | head -1`: the reader closes the pipe early; the command ends with status 0, no traceback."""
 
