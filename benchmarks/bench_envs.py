@@ -16,6 +16,12 @@ Measures (each a time-boxed loop; rates are items per wall-clock second on one p
   single-turn: each step is followed by a reset, counted in the rate).
 - ragen/PocketCube-v0 levels/s, each level's exact distance verified by the oracle (`bench_pocketcube`), with the
   distance table's size, build time (from its cache metadata) and load time.
+- ragen/Sudoku-v0 levels/s at 4x4 and 9x9 (each puzzle re-checked unique by the exact solver), ragen/2048-v0
+  levels/s (a reset), and the text step/s of both with the oracle's answers (`bench_sudoku_2048`).
+
+The machine is shared: the 1-minute load average at the start and at the end of the run is recorded (the
+"machine" of the JSON and the table's footnote), since other jobs on the other cores still share caches and
+memory bandwidth, and the best-of-rounds rates are the least contended ones.
 
 gym-sokoban is installed by this script into its own venv at `benchmarks/.peer-venv` (gym==0.26.2,
 gym-sokoban==0.0.6, setuptools<70 for `pkg_resources`, numpy<2 for `np.bool8`); if that fails the
@@ -261,6 +267,16 @@ def bench_sudoku_2048(seconds: float) -> dict[str, dict]:
     rate, n = step_rate(sudoku, lambda: respond(sudoku.oracle_step()[1]))
     out["ragen/Sudoku-v0"] = {"rate": rate, "items": n, "notes": "4x4; 2 oracle placements per answer"}
     game = Game2048Env()
+    seed = [0]
+
+    def new_game(game=game, seed=seed) -> int:
+        game.reset(seed=seed[0])
+        seed[0] += 1
+        return 1
+
+    rate, n = timed(new_game, seconds)
+    out["ragen/2048-v0 4x4 generation"] = {"rate": rate, "items": n,
+                                           "notes": "a reset: the empty board and two random tiles"}
     rate, n = step_rate(game, lambda: respond(game.oracle_step()[1]))
     wins = games = 0
     start = time.perf_counter()
@@ -437,7 +453,7 @@ def build_rows(ours: dict, others: dict, peer: dict | None) -> list[dict]:
     return rows
 
 
-def markdown(rows: list[dict], mode: str, seconds: float, rounds: int) -> str:
+def markdown(rows: list[dict], mode: str, seconds: float, rounds: int, load: tuple[float, float] | None = None) -> str:
     lines = [
         "| Benchmark | Unit | ragen_envs | gym-sokoban 0.0.6 | Ratio | Notes |",
         "| --- | --- | ---: | ---: | ---: | --- |",
@@ -453,9 +469,11 @@ def markdown(rows: list[dict], mode: str, seconds: float, rounds: int) -> str:
             f"{r['notes']} |"
         )
     lines.append("")
+    shared = (f" (1-minute load average {load[0]:.1f} at the start, {load[1]:.1f} at the end: other jobs were "
+              "running)" if load is not None else "")
     lines.append(
-        f"One pinned core, {mode} mode: best of {rounds} alternating round(s) of {seconds:g} s per measurement; "
-        "`python -m benchmarks.bench_envs`."
+        f"One pinned core{shared}, {mode} mode: best of {rounds} alternating round(s) of {seconds:g} s per "
+        "measurement; `python -m benchmarks.bench_envs`."
     )
     return "\n".join(lines)
 
@@ -484,6 +502,14 @@ def merge_best(runs: list[dict | None]) -> dict | None:
     return best
 
 
+def _load_average() -> float | None:
+    """The 1-minute load average (None where the platform has none)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -499,6 +525,7 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.machine import describe_machine
     from benchmarks.readme_tables import write_result
 
+    load_start = _load_average()
     ours_runs, other_runs, peer_runs = [], [], []
     for i in range(rounds):
         print(f"round {i + 1}/{rounds} ...", flush=True)
@@ -509,9 +536,12 @@ def main(argv: list[str] | None = None) -> int:
             peer_runs.append(bench_peer(seconds, cpu))
     ours, others, peer = merge_best(ours_runs), merge_best(other_runs), merge_best(peer_runs)
     rows = build_rows(ours, others, peer)
-    table = markdown(rows, mode, seconds, rounds)
+    load_end = _load_average()
+    load = (load_start, load_end) if load_start is not None and load_end is not None else None
+    table = markdown(rows, mode, seconds, rounds, load)
     machine = describe_machine()
     machine["pinned_cpu"] = cpu
+    machine["load_average_1min"] = {"start": load_start, "end": load_end}
     result = {
         "benchmark": "envs",
         "mode": mode,
