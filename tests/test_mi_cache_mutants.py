@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import types
 
+import numpy as np
 import pytest
 import torch
 
@@ -114,18 +115,27 @@ def test_naive_reference_tokenises_text_with_the_tokenizer(batch_tokens: int | N
 
 
 class _DeviceProbe(torch.nn.Module):
-    """A model whose parameters live on ``meta``; it records the device of every input it is given."""
+    """A model whose parameters live on ``meta``; it records the device (and the dtype of the attention mask) of
+    every input it is given, and returns a stand-in KV cache so that the cache-reuse path reaches its second
+    forward call."""
 
     def __init__(self) -> None:
         super().__init__()
         self.w = torch.nn.Parameter(torch.zeros(1, device="meta"))
         self.devices: list[torch.device] = []
+        self.mask_dtypes: list[torch.dtype] = []
+        self.calls = 0
 
     def forward(self, input_ids, attention_mask=None, position_ids=None, use_cache=None, past_key_values=None):
+        self.calls += 1
         self.devices.append(input_ids.device)
+        for t in (attention_mask, position_ids):
+            if t is not None:
+                self.devices.append(t.device)
         if attention_mask is not None:
-            self.devices.append(attention_mask.device)
-        return types.SimpleNamespace(logits=torch.zeros(*input_ids.shape, 7, device=input_ids.device))
+            self.mask_dtypes.append(attention_mask.dtype)
+        logits = torch.zeros(*input_ids.shape, 7, device=input_ids.device)
+        return types.SimpleNamespace(logits=logits, past_key_values=_OpaqueCache())
 
 
 @pytest.mark.parametrize("batch_tokens", [None, 64])
@@ -142,6 +152,26 @@ def test_cache_reuse_path_moves_its_inputs_to_the_model_device() -> None:
     model = _DeviceProbe()
     try:
         cross_score(model, [[1, 2]], [[[3], [4, 5]]], 64)
-    except (RuntimeError, NotImplementedError, ValueError):
-        pass  # the stand-in returns no KV cache; the prompt's forward call before that is what is checked
-    assert model.devices and all(d.type == "meta" for d in model.devices)
+    except (RuntimeError, NotImplementedError):
+        pass  # reading a number out of a meta tensor fails after the forward calls; they are what is checked
+    assert model.calls == 2  # the prompt, then one chunk of traces on the expanded cache
+    assert all(d.type == "meta" for d in model.devices) and len(model.devices) == 4
+    assert model.mask_dtypes == [torch.long]  # a 0/1 integer mask over prompt + trace, like a tokenizer's
+
+
+def test_cache_reuse_asks_for_the_cache_even_when_the_model_config_disables_it() -> None:
+    model = _tiny()
+    model.config.use_cache = False
+    prompts, responses = [[1, 2, 3], [4, 5]], [[[6, 7], [8]], [[9], [10, 11, 12]]]
+    fast = cross_score(model, prompts, responses, 64)
+    ref = cross_score_naive(model, prompts, responses)
+    torch.testing.assert_close(fast, ref, rtol=0, atol=1e-4)
+
+
+def test_integer_ids_of_any_width_score_the_same() -> None:
+    model = _tiny()
+    prompts = [np.array([1, 2, 3], dtype=np.int32), torch.tensor([4, 5], dtype=torch.int16)]
+    responses = [[np.array([6, 7], dtype=np.int32), [8]], [[9], torch.tensor([10, 11, 12], dtype=torch.int32)]]
+    as_long = [[1, 2, 3], [4, 5]], [[[6, 7], [8]], [[9], [10, 11, 12]]]
+    for fn in (lambda *a: cross_score(*a, 64), cross_score_naive):
+        assert torch.equal(fn(model, prompts, responses), fn(model, *as_long))
