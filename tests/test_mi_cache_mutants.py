@@ -175,3 +175,14 @@ def test_integer_ids_of_any_width_score_the_same() -> None:
     as_long = [[1, 2, 3], [4, 5]], [[[6, 7], [8]], [[9], [10, 11, 12]]]
     for fn in (lambda *a: cross_score(*a, 64), cross_score_naive):
         assert torch.equal(fn(model, prompts, responses), fn(model, *as_long))
+
+
+def test_traces_are_batched_longest_first() -> None:
+    # one prompt of 1 token, traces of 4, 3, 1, 1, 1 tokens, a budget of 8 tokens per call (rows x (1 + width)):
+    # longest first the chunks are [4], [3, 1], [1, 1] (widths 4, 3, 1: 4 + 6 + 2 = 12 padded positions);
+    # shortest first they would be [1, 1, 1], [3], [4] (3 + 3 + 4 = 10)
+    model = _tiny()
+    stats: dict[str, float] = {}
+    cross_score(model, [[1]], [[[2, 3, 4, 5], [6, 7, 8], [9], [10], [11]]], 8, stats=stats)
+    assert stats["forward_calls"] == 1 + 3
+    assert stats["padded_positions"] == 1 + 12
