@@ -1,11 +1,13 @@
 """Tests that kill the mutants of ragen_core/mi.py's cache and reference paths that the first full mutmut run
-left alive (see docs/theory_report/mutation.md): how ``_expand_cache`` treats every kind of KV-cache layer
+left alive (see docs/theory_report/mutation.md): the invalid-scores check of a trace impossible under every
+prompt, how ``_expand_cache`` treats every kind of KV-cache layer
 (plain layers expanded as stride-0 views; other layers, layers without tensors and legacy caches without
 ``layers`` through their own methods), text inputs of the naive reference, and that the reference moves its
 inputs to the model's device (checked on the ``meta`` device, which needs no accelerator)."""
 
 from __future__ import annotations
 
+import math
 import types
 
 import numpy as np
@@ -186,3 +188,15 @@ def test_traces_are_batched_longest_first() -> None:
     cross_score(model, [[1]], [[[2, 3, 4, 5], [6, 7, 8], [9], [10], [11]]], 8, stats=stats)
     assert stats["forward_calls"] == 1 + 3
     assert stats["padded_positions"] == 1 + 12
+
+
+def test_a_trace_impossible_under_every_prompt_is_reported_as_such() -> None:
+    # one row of -inf (trace 1 of prompt 0) among finite rows: named by the invalid-scores check, not by the later
+    # own-prompt check; a -inf under another prompt alone is valid
+    from ragen_core.mi import mi_proxies
+
+    L = torch.zeros(2, 2, 2, dtype=torch.float64)
+    L[0, 1] = -math.inf
+    L[1, 0, 0] = -math.inf
+    with pytest.raises(ValueError, match=r"^L has NaN, \+inf or all -inf scores in 1 row\(s\) \(i, k\) = \(0, 1\) "):
+        mi_proxies(L, torch.ones(2, 2))
