@@ -53,6 +53,8 @@ from ragen_core.integrations.trl_env import (
     seed_dataset,
     single_turn_dataset,
     stop_at,
+    tool_chat_template,
+    use_tool_chat_template,
 )
 from ragen_core.integrations.trl_rows import (
     batch_level_advantages,
@@ -78,6 +80,8 @@ __all__ = [
     "seed_dataset",
     "single_turn_dataset",
     "stop_at",
+    "tool_chat_template",
+    "use_tool_chat_template",
     "EnvReward",
     "TESTED_TRL_VERSION",
 ]

@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = ["RagenEnvironment", "ragen_environment_factory", "seed_dataset", "TOOL_HINT", "EnvReward",
-           "single_turn_dataset", "stop_at"]
+           "single_turn_dataset", "stop_at", "tool_chat_template", "use_tool_chat_template"]
 
 #: Appended to the first observation: how to play through the tool.
 TOOL_HINT = (
@@ -291,3 +291,39 @@ def stop_at(model: Any, tokenizer: Any, stops: Any = ("</answer>",)) -> list[int
     eos = list(dict.fromkeys([*current, tokenizer.eos_token_id, *ids]))
     model.generation_config.eos_token_id = eos
     return eos
+
+
+def tool_chat_template(name: str = "qwen2_5") -> str:
+    """The text of one of the chat templates TRL ships (``trl/chat_templates/<name>.jinja``).
+
+    ``"qwen2_5"`` (default) is Qwen2.5-Instruct's template: it renders the tools' JSON schemas in the system
+    message, an assistant tool call as ``<tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>`` and a tool
+    result as a ``<tool_response>`` block, and TRL knows how to parse its tool calls (``add_response_schema``).
+    """
+    import os
+
+    import trl
+
+    if not isinstance(name, str) or not name or "/" in name or "\\" in name or name.startswith("."):
+        raise ValueError(f"template name must be a plain file name such as 'qwen2_5'; got {name!r}")
+    folder = os.path.join(os.path.dirname(trl.__file__), "chat_templates")
+    path = os.path.join(folder, f"{name}.jinja")
+    if not os.path.isfile(path):
+        names = sorted(f[: -len(".jinja")] for f in os.listdir(folder) if f.endswith(".jinja"))
+        raise ValueError(f"TRL {trl.__version__} ships no chat template {name!r}; it has: {', '.join(names)}")
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def use_tool_chat_template(tokenizer: Any, name: str = "qwen2_5") -> Any:
+    """Give `tokenizer` a tool-calling chat template (:func:`tool_chat_template`); returns the tokenizer.
+
+    ``GRPOTrainer(environment_factory=...)`` refuses a tokenizer whose chat template cannot render tool calls
+    ("The provided chat template does not support tool calling"), which the tiny model's (and many base
+    models') is. Qwen2.5/Qwen3 instruct tokenizers need no swap. The template's special markers must be the
+    tokenizer's: Qwen2.5's uses ``<|im_start|>`` / ``<|im_end|>`` (the tiny model's EOS), so it fits the tiny
+    model and Qwen-family tokenizers. Call before building the trainer; a model warm-started under another
+    template has never seen this layout (``ragen_core.warm.warm_start_tools`` trains under this one).
+    """
+    tokenizer.chat_template = tool_chat_template(name)
+    return tokenizer
