@@ -10,10 +10,10 @@ What it shows, end to end, with the project's tiny offline model (no download, C
    ``use_tool_chat_template`` gives the tokenizer TRL's Qwen2.5 template (Qwen2.5/Qwen3 instruct models need no
    swap).
 2. ``ragen_core.warm.warm_start_tools``: the tiny model taught to play through the ``act`` tool, on episodes
-   laid out token for token as TRL's tool loop lays them out: the oracle's reasoning in the message, its move in
-   an ``act`` call (here half of the moves replaced by the demonstrator's habit, "Left"), the env's reply as the
-   tool result, a closing message once the episode is over. Untrained, the model calls no tool, every rollout
-   gets the format penalty and every step is empty (``filter/empty`` 1).
+   laid out token for token as TRL's tool loop lays them out: the oracle's move in an ``act`` call (here half of
+   the moves replaced by the demonstrator's habit, "Left"; ``--reasoning`` adds the oracle's reasoning before
+   each call), the env's reply as the tool result, a closing message once the episode is over. Untrained, the
+   model calls no tool, every rollout gets the format penalty and every step is empty (``filter/empty`` 1).
 3. ``ragen_environment_factory`` + ``seed_dataset``: one ``RagenEnvironment`` per rollout, seeded by its row,
    so the G rollouts of a group play the same map; ``act(answer)`` is one env turn; the reward is the episode
    return.
@@ -52,10 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="moves per episode = act calls per rollout (max_tool_calling_iterations; default 4)")
     p.add_argument("--warm-episodes", type=int, default=200, help="tool-calling demonstrations (default 200)")
     p.add_argument("--warm-epochs", type=int, default=2, help="warm-start epochs (default 2)")
-    p.add_argument("--warm-lr", type=float, default=2e-3, help="warm-start learning rate (default 2e-3)")
-    p.add_argument("--warm-batch", type=int, default=4, help="warm-start batch size (default 4)")
-    p.add_argument("--no-reasoning", action="store_true",
-                   help="demonstrate the act call alone, without the oracle's reasoning before it (fewer tokens)")
+    p.add_argument("--warm-lr", type=float, default=5e-3, help="warm-start learning rate (default 5e-3)")
+    p.add_argument("--warm-batch", type=int, default=2, help="warm-start batch size (default 2)")
+    p.add_argument("--reasoning", action="store_true",
+                   help="demonstrate the oracle's reasoning before each act call (default: the call alone; with "
+                        "reasoning the tiny model's sampled turns rarely end in a valid call after a short warm "
+                        "start)")
     p.add_argument("--noise", type=float, default=0.5,
                    help="share of demonstrated moves replaced by the habit 'Left' (default 0.5)")
     p.add_argument("--eval-episodes", type=int, default=32, help="held-out maps played before/after (32)")
@@ -109,7 +111,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     model, tokenizer = ws = warm_start_tools(ENV_ID, env_kwargs, episodes=args.warm_episodes,
                                              epochs=args.warm_epochs, lr=args.warm_lr, batch_size=args.warm_batch,
                                              noise=args.noise, noise_action="first", max_calls=args.max_actions,
-                                             include_instructions=False, reasoning=not args.no_reasoning)
+                                             include_instructions=False, reasoning=args.reasoning)
     say(f"  done in {time.perf_counter() - t0:.0f} s: SFT loss {ws.metrics['sft/loss_first']:.3f} -> "
         f"{ws.metrics['sft/loss_last']:.3f}; the demonstrator solved {ws.metrics['sft/script_success']:.0%}")
 

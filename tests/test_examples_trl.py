@@ -75,7 +75,7 @@ def test_frozenlake_tools_example_plays_through_tool_calls(tmp_path, capsys):
     steps = 2
     result = _example("trl_frozenlake_tools").main([
         "--steps", str(steps), "--prompts", "2", "--generations", "4", "--size", "2", "--max-actions", "2",
-        "--warm-episodes", "80", "--warm-epochs", "2", "--warm-batch", "2", "--warm-lr", "5e-3", "--no-reasoning",
+        "--warm-episodes", "80", "--warm-epochs", "2", "--warm-batch", "2", "--warm-lr", "5e-3",
         "--eval-episodes", "8", "--output-dir", str(tmp_path), "--threads", "1", "--quiet"])
     _check_trained(result, steps)
     # The warm-started model calls the tool in TRL's rollouts and in greedy play (untrained: never).
