@@ -1,6 +1,6 @@
 """TRL's GRPOTrainer on Countdown, single-turn, with this project's reward-variance filter and env reward.
 
-    python examples/trl_countdown.py                       # about 3 minutes of CPU (the warm start is most of it)
+    python examples/trl_countdown.py                       # about 2 minutes of CPU (the warm start is most of it)
     python examples/trl_countdown.py --steps 40 --warm-episodes 4000 --warm-epochs 3   # the config's warm start
 
 What it shows, end to end, with the project's tiny offline model (no download, CPU):
@@ -18,8 +18,11 @@ What it shows, end to end, with the project's tiny offline model (no download, C
 5. Greedy validation on held-out seeds before and after (``ragen_core.train.validation_rollout``, the
    function ``ragen train`` validates with), and the per-step reward and filter logs.
 
-The defaults are sized for a 2-core CPU; more steps and a fuller warm start learn more (``ragen train
-configs/countdown_tiny.toml``: 80 steps). ``--cache-dir`` keeps the warm-started weights for the next run.
+The defaults are sized for a 2-core CPU and show the mechanics, not learning. Measured with the defaults (one
+torch thread, 101 s of CPU): 12 of 12 steps trained on a non-empty filtered batch (2-7 of 8 groups kept), greedy
+success 7.8% -> 4.7% on 64 held-out problems, sampled reward -0.039 -> 0.005 (first / last 4 steps). ``ragen
+train configs/countdown_tiny.toml`` (4000 demonstrations x 3 epochs, 80 steps) is the setting that learns.
+``--cache-dir`` keeps the warm-started weights for the next run.
 """
 
 from __future__ import annotations

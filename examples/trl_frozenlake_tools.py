@@ -23,8 +23,10 @@ What it shows, end to end, with the project's tiny offline model (no download, C
 5. Greedy play on held-out maps before and after (``ragen_core.warm.play_tool_episodes``, the same layout), and
    the per-step reward and filter logs.
 
-The defaults (3x3 maps, at most 4 moves, one per call) are sized for a 2-core CPU; they show the mechanics and a
-first effect, not a trained agent.
+The defaults (3x3 maps, at most 4 moves, one per call) are sized for a 2-core CPU and show the mechanics, not a
+trained agent. Measured with the defaults (one torch thread, 178 s of CPU): 9 of 10 steps trained on a non-empty
+filtered batch, 2.5-3.75 act calls per rollout; greedy success 3.1% before and after on 32 held-out maps (the
+greedy answer is the habit), sampled reward 0.248 -> 0.119 (first / last 3 steps): no learning in 10 steps.
 """
 
 from __future__ import annotations
