@@ -89,6 +89,10 @@ class RunConfig:
     steps: int = 200
     #: "auto" (cuda if available), "cpu" or "cuda".
     device: str = "auto"
+    #: torch CPU threads for this process (torch.set_num_threads); 0 = torch's default (one per core). A model as
+    #: small as "tiny" runs fastest on 1 thread, and on a machine whose cores other jobs share, more threads than
+    #: free cores make every step many times slower.
+    threads: int = 0
     #: Checkpoint every this many steps (1 = killing the process loses at most the current step).
     save_every: int = 1
     #: Also keep a numbered copy of the checkpoint every this many steps (0 = only the latest).
@@ -315,6 +319,7 @@ class TrainConfig:
         _int("run.steps", self.run.steps, 0)
         _check(self.run.device in ("auto", "cpu", "cuda") or self.run.device.startswith("cuda:"),
                "run.device", "must be auto, cpu, cuda or cuda:N")
+        _int("run.threads", self.run.threads, 0, "0 = torch's default")
         _int("run.save_every", self.run.save_every, 0, "0 = only at the end")
         _check(self.model.dtype in ("float32", "bfloat16"), "model.dtype", "must be float32 or bfloat16")
         _int("rollout.groups", self.rollout.groups, 1)
@@ -412,6 +417,7 @@ RESUME_KEYS: dict[str, str] = {
     "run.keep_every": "numbered checkpoint copies",
     "run.tensorboard": "the TensorBoard mirror of the metrics",
     "run.device": "where it computes (cpu, cuda)",
+    "run.threads": "torch CPU threads (speed only)",
     "eval.every": "validation cadence",
     "mi.every": "MI diagnostics cadence (measurement only)",
     "mi.batch_tokens": "token budget of a cross-scoring pass (speed/memory only)",

@@ -222,6 +222,8 @@ class Trainer:
         self.loss_agg_mode = self.algo.resolve_loss_agg_mode(cfg.algo.loss_agg_mode)
         self.run_dir = Path(run_dir)
         (self.run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+        if cfg.run.threads:
+            torch.set_num_threads(cfg.run.threads)
         self.device = resolve_device(cfg.run.device)
         _check_seed_ranges(cfg)
         # Models: the policy (and its optimiser), a critic if the algorithm has one, a frozen reference if KL is on.

@@ -251,6 +251,18 @@ def test_study_errors(tmp_path, configs_dir):
         study_seeds(0, quick=True)
 
 
+def test_first_seed_shifts_the_range_and_never_reaches_the_tuning_seeds():
+    assert study_seeds(5, quick=False, first=20) == [20, 21, 22, 23, 24]
+    assert study_seeds(None, quick=True, first=7) == [7]
+    assert study_seeds(3, quick=False, first=200) == [200, 201, 202]  # above the tuning range is fine
+    assert study_seeds(5, quick=False, first=95) == [95, 96, 97, 98, 99]
+    for n, first in ((5, 96), (1, 100), (3, 150), (1, 199), (300, 0)):
+        with pytest.raises(ValueError, match="tuning seeds"):
+            study_seeds(n, quick=False, first=first)
+    with pytest.raises(ValueError, match="--first-seed"):
+        study_seeds(5, quick=False, first=-1)
+
+
 def _fake_execute(spec, runs_dir):
     """Stands in for a training run: writes a synthetic run and its done.json like execute_run."""
     d = Path(runs_dir) / spec.name
@@ -350,3 +362,18 @@ def test_cli_report_only_lists_missing_runs_and_errors(tmp_path, configs_dir, ca
     full = build_study(list(range(5)), False, configs_dir, tmp_path / "empty" / "warm_cache")
     assert f"{len(full)} of {len(full)} runs missing" in err and full[0].name in err  # it lists what is missing
     assert not (tmp_path / "empty").exists()  # and creates no folder
+
+
+def test_cli_first_seed_reports_the_shifted_runs(tmp_path, configs_dir, capsys):
+    out = tmp_path / "study"
+    specs = build_study([20], True, configs_dir, out / "warm_cache")
+    for spec in specs:
+        _fake_execute(spec, out / "runs")
+    argv = ["--quick", "--first-seed", "20", "--out", str(out), "--configs-dir", str(configs_dir), "--no-progress"]
+    assert reproduce_main([*argv, "--report-only"]) == 0
+    assert "seeds 20..20" in capsys.readouterr().err
+    results = json.loads((out / "reproduction" / "results.json").read_text())
+    assert results["header"]["seeds"] == [20] and "--first-seed 20" in results["header"]["command"]
+    assert results["header"]["n_missing"] == 0
+    assert reproduce_main([*argv[:2], "120", *argv[3:], "--report-only"]) == 2  # 120 is a tuning seed
+    assert "tuning seeds" in capsys.readouterr().err

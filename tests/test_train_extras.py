@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from ragen_core import train
 
 
@@ -77,3 +79,25 @@ def test_format_penalty_cheaper_than_a_wasted_turn_is_flagged(make_tiny_policy, 
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         Trainer(load_config(None, [*base, "env.kwargs.max_actions_per_turn=1"]), tmp_path / "b", policy=policy)
+
+
+def test_run_threads_sets_torch_threads_and_rejects_negatives(make_tiny_policy, tmp_path):
+    import torch
+
+    from ragen_core.config import ConfigError, load_config
+    from ragen_core.train import Trainer
+
+    base = ["env.id=ragen/Sokoban-v0", "env.kwargs.max_actions_per_turn=1", "rollout.groups=1",
+            "rollout.group_size=2", "eval.episodes=1", "run.device=cpu", "run.progress=false"]
+    before = torch.get_num_threads()
+    policy = make_tiny_policy("Player Boxes Targets")
+    try:
+        torch.set_num_threads(2)
+        Trainer(load_config(None, base), tmp_path / "default", policy=policy)
+        assert torch.get_num_threads() == 2  # 0, the default, leaves torch's setting alone
+        Trainer(load_config(None, [*base, "run.threads=1"]), tmp_path / "one", policy=policy)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    with pytest.raises(ConfigError, match="run.threads"):
+        load_config(None, [*base, "run.threads=-1"])

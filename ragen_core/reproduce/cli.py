@@ -28,8 +28,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true",
                    help="a smoke test: one seed, a third of the steps, under 30 minutes on 2 cores (no intervals)")
     p.add_argument("--seeds", type=int, default=None,
-                   help=f"number of training seeds, 0..N-1 (default {DEFAULT_SEEDS}; --quick 1); the tuning seeds "
-                        "100-199 are never used, so N <= 100")
+                   help=f"number of training seeds, S..S+N-1 (default {DEFAULT_SEEDS}; --quick 1); the tuning seeds "
+                        "100-199 are never used")
+    p.add_argument("--first-seed", type=int, default=0,
+                   help="S, the first training seed (default 0): a study on seeds that an earlier config's study "
+                        "did not see")
     p.add_argument("--out", default=None, help="run folders and the warm-start cache (default runs/reproduce[-quick])")
     p.add_argument("--workers", type=int, default=2, help="local runs at a time, one core each (default 2)")
     p.add_argument("--ray", metavar="ADDRESS", default=None,
@@ -47,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        seeds = study_seeds(args.seeds, args.quick)
+        seeds = study_seeds(args.seeds, args.quick, args.first_seed)
     except ValueError as e:
         print(f"ragen reproduce: {e}", file=sys.stderr)
         return 2
@@ -63,8 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs_dir = out / "runs"
     if not args.report_only:  # reporting reads what exists and creates nothing
         runs_dir.mkdir(parents=True, exist_ok=True)
-    print(f"study: {len(specs)} runs ({'quick' if args.quick else 'full'}, seeds 0..{n_seeds - 1}) in {runs_dir}",
-          file=sys.stderr)
+    mode = "quick" if args.quick else "full"
+    print(f"study: {len(specs)} runs ({mode}, seeds {seeds[0]}..{seeds[-1]}) in {runs_dir}", file=sys.stderr)
     failed = ""
     if not args.report_only:
         try:
@@ -84,6 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     command = "ragen reproduce" + (" --quick" if args.quick else "") + (
         f" --seeds {n_seeds}" if n_seeds != (1 if args.quick else DEFAULT_SEEDS) else "") + (
+        f" --first-seed {args.first_seed}" if args.first_seed else "") + (
         f" --envs {args.envs}" if args.envs else "") + (
         f" --report-dir {args.report_dir}" if args.report_dir else "")
     header = {

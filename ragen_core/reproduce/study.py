@@ -24,9 +24,9 @@ variant) and a training seed. Two kinds of base config, each used for the findin
   4. the RV quartile ablation: ``rv_top_quartile`` / ``rv_bottom_quartile`` (2 of 8 groups, the highest- or the
      lowest-variance ones) on Sokoban, compared at equal steps.
 
-Seeds: ``full`` runs training seeds 0..N-1 with N = 5 by default (``--seeds N``). Seeds 100-199 are the tuning
-seeds, on which the collapse-prone configs were piloted and tuned; the study never uses them (N is capped at
-100), so its verdicts are on seeds that no choice of the configs saw. ``quick`` is one seed at a third of the
+Seeds: ``full`` runs training seeds S..S+N-1 with S = 0 and N = 5 by default (``--first-seed S``, ``--seeds N``).
+Seeds 100-199 are the tuning seeds, on which the collapse-prone configs were piloted and tuned; the study never
+uses them, so its verdicts are on seeds that no choice of the configs saw. ``quick`` is one seed at a third of the
 steps: a smoke test of the whole pipeline (under 30 minutes on 2 cores), too small for intervals.
 All runs of one (env, seed) share their warm start through ``warm_start.cache_dir``.
 """
@@ -107,19 +107,24 @@ class RunSpec:
         return f"{self.env}-{self.arm}-s{self.seed}"
 
 
-def study_seeds(n: int | None, quick: bool) -> list[int]:
-    """Training seeds 0..n-1 (default: 1 for quick, :data:`DEFAULT_SEEDS` for full), never a tuning seed.
+def study_seeds(n: int | None, quick: bool, first: int = 0) -> list[int]:
+    """Training seeds first..first+n-1 (n default: 1 for quick, :data:`DEFAULT_SEEDS` for full), never a tuning
+    seed.
 
     Raises:
-        ValueError: n < 1, or n large enough to reach the tuning seeds 100-199.
+        ValueError: n < 1, first < 0, or a range that reaches the tuning seeds 100-199.
     """
     n = (1 if quick else DEFAULT_SEEDS) if n is None else n
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"--seeds must be an integer >= 1; got {n!r}")
-    if n > TUNING_SEEDS.start:
-        raise ValueError(f"--seeds {n} would reach the tuning seeds {TUNING_SEEDS.start}-{TUNING_SEEDS.stop - 1}, "
-                         f"which the study never uses; at most {TUNING_SEEDS.start}")
-    return list(range(n))
+    if isinstance(first, bool) or not isinstance(first, int) or first < 0:
+        raise ValueError(f"--first-seed must be an integer >= 0; got {first!r}")
+    seeds = list(range(first, first + n))
+    if seeds[0] < TUNING_SEEDS.stop and seeds[-1] >= TUNING_SEEDS.start:
+        raise ValueError(f"seeds {seeds[0]}-{seeds[-1]} would reach the tuning seeds {TUNING_SEEDS.start}-"
+                         f"{TUNING_SEEDS.stop - 1}, which the study never uses; choose --first-seed and --seeds so "
+                         f"that the range ends below {TUNING_SEEDS.start} or starts at {TUNING_SEEDS.stop} or above")
+    return seeds
 
 
 def find_configs_dir(explicit: str | Path | None = None, envs: tuple[str, ...] | None = None) -> Path:
