@@ -40,10 +40,25 @@ __all__ = [
     "config_errors",
     "traj_token_view",
     "compute_advantages",
+    "token_loss_mode",
 ]
 
 #: `algo.loss_agg_mode = "auto"`: the algorithm's own aggregation (its entry's `loss_agg_mode`).
 AUTO = "auto"
+
+
+def token_loss_mode(loss_agg_mode: str) -> tuple[str, bool]:
+    """The mode :func:`ragen_core.losses.ppo_policy_loss` aggregates with, and whether the advantages are first
+    multiplied by :func:`ragen_core.advantages.trajectory_token_weights`.
+
+    ``traj-mean-token-mean`` (each trajectory counts equally, whatever its token count) is not an aggregation of
+    its own: it is ``token-mean`` over trajectory-weighted advantages, which for a positive weight is exactly a
+    reweighting of each token's clipped loss (see ``trajectory_token_weights``). Every other mode passes through
+    unweighted.
+    """
+    if loss_agg_mode == adv_lib.TRAJ_MEAN:
+        return "token-mean", True
+    return loss_agg_mode, False
 
 
 def _grpo_or_centred(returns_pg: torch.Tensor) -> torch.Tensor:

@@ -347,3 +347,67 @@ def test_trajectory_mean_aggregation_removes_the_net_push(model_dir, tmp_path):
     assert row["loss/updates"] >= 1
     with pytest.raises(ConfigError, match="algo.loss_agg_mode"):
         make_cfg("algo.name=dr_grpo", "algo.loss_agg_mode=traj-mean-token-mean")
+
+
+#: The update's numbers on fixed seeds, recorded on the code before `Trainer.update` was split into parts (a
+#: refactor must leave them unchanged): per variant, the sum over both steps of every loss/* metric, rounded to 9
+#: significant digits, and the sum of the final policy weights. Produced by `_update_fingerprint` below on one
+#: torch thread.
+UPDATE_VARIANTS = {
+    "ppo": ("algo.name=ppo", "algo.epochs=2"),
+    "grpo_kl_early_stop": ("algo.name=grpo", "algo.kl_coef=0.05", "algo.target_kl=0.0001", "algo.epochs=2"),
+    "dr_grpo": ("algo.name=dr_grpo",),
+    "grpo_traj_mean": ("algo.name=grpo", 'algo.loss_agg_mode="traj-mean-token-mean"', "algo.entropy_coef=0.01"),
+}
+
+
+def _update_fingerprint(model_dir, run_dir, overrides) -> dict[str, str]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        trainer, history = train(model_dir, run_dir, "run.seed=5", "filter.enabled=false", *overrides)
+    finally:
+        torch.set_num_threads(before)
+    sums: dict[str, float] = {}
+    for row in history:
+        for k, v in row.items():
+            if k.startswith("loss/") and v is not None:
+                sums[k] = sums.get(k, 0.0) + float(v)
+    sums["weights"] = float(sum(p.detach().double().sum() for p in trainer.model.parameters()))
+    return {k: f"{v:.9g}" for k, v in sorted(sums.items())}
+
+
+UPDATE_FINGERPRINTS: dict[str, dict[str, str]] = {
+    "ppo": {
+        "loss/advantage_mean": "-1.32784659e-07", "loss/advantage_std": "2.00000012",
+        "loss/approx_kl": "0.00304284718", "loss/clip_fraction": "0", "loss/critic_grad_norm": "3.86124694",
+        "loss/dual_clip_fraction": "0", "loss/entropy": "12.3666755", "loss/grad_norm": "1.98965693",
+        "loss/kl_early_stop": "0", "loss/lr": "0.002", "loss/policy": "-0.0346247955", "loss/total": "-0.0469914835",
+        "loss/updates": "8", "loss/value": "1.9711572", "loss/value_clip_fraction": "0", "weights": "170.983193",
+    },
+    "grpo_kl_early_stop": {
+        "loss/advantage_mean": "0.0150375691", "loss/advantage_std": "1.59650791", "loss/approx_kl": "0.00332074099",
+        "loss/clip_fraction": "0", "loss/dual_clip_fraction": "0", "loss/entropy": "12.3668596",
+        "loss/grad_norm": "1.45430642", "loss/kl": "0.00108415874", "loss/kl_early_stop": "2", "loss/lr": "0.002",
+        "loss/policy": "-0.0311738079", "loss/total": "-0.0434864735", "loss/updates": "4", "weights": "167.13445",
+    },
+    "dr_grpo": {
+        "loss/advantage_mean": "-0.0206766911", "loss/advantage_std": "1.20451817",
+        "loss/approx_kl": "5.93607353e-05", "loss/clip_fraction": "0", "loss/dual_clip_fraction": "0",
+        "loss/entropy": "12.3668857", "loss/grad_norm": "1.18044491", "loss/kl_early_stop": "0", "loss/lr": "0.002",
+        "loss/policy": "0.0197940518", "loss/total": "0.00742716591", "loss/updates": "4", "weights": "167.584002",
+    },
+    "grpo_traj_mean": {
+        "loss/advantage_mean": "-0.0348375506", "loss/advantage_std": "1.7401886", "loss/approx_kl": "2.85491454e-05",
+        "loss/clip_fraction": "0", "loss/dual_clip_fraction": "0", "loss/entropy": "12.3668776",
+        "loss/grad_norm": "1.75867447", "loss/kl_early_stop": "0", "loss/lr": "0.002", "loss/policy": "-0.0211960475",
+        "loss/total": "-0.144864817", "loss/updates": "4", "loss/weighted_advantage_mean": "-1.24487576e-09",
+        "weights": "167.548453",
+    },
+}
+
+
+@pytest.mark.parametrize("variant", list(UPDATE_VARIANTS))
+def test_update_numbers_are_pinned(model_dir, tmp_path, variant):
+    got = _update_fingerprint(model_dir, tmp_path, UPDATE_VARIANTS[variant])
+    assert got == UPDATE_FINGERPRINTS[variant]
