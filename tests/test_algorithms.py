@@ -1,3 +1,4 @@
+"""The algorithm table's helpers."""
 
 
 def test_token_loss_mode_rewrites_only_the_trajectory_mean():
