@@ -121,11 +121,18 @@ def group_rollouts(rollouts: Sequence[Rollout]) -> dict[int | str, list[Rollout]
 
 
 def _group_variance(rewards: Sequence[float], ddof: int) -> float:
+    """``1/(n - ddof) sum_k (r_k - mean)^2`` (NaN with fewer than ddof + 1 rewards or any NaN reward).
+
+    Summed in ascending order, as :func:`ragen_core.filtering.reward_variance` does: the variance is then a
+    function of the group's multiset of rewards, bit for bit, so that equal groups listed in another rollout order
+    tie exactly and top-p's stable tie-break (lower index first) decides between them, not rounding.
+    """
     n = len(rewards)
-    if n - ddof < 1:
+    if n - ddof < 1 or any(math.isnan(x) for x in rewards):
         return math.nan
-    mean = sum(rewards) / n
-    return sum((x - mean) ** 2 for x in rewards) / (n - ddof)
+    r = sorted(float(x) for x in rewards)
+    mean = sum(r) / n
+    return sum((x - mean) ** 2 for x in r) / (n - ddof)
 
 
 def rv_report(

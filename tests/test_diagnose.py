@@ -190,3 +190,37 @@ def test_model_needs_prompt_and_response(model_dir, tmp_path):
     diagnose.write_rollouts([{"group": g, "reward": float(k)} for g in range(2) for k in range(2)], path)
     rc, _, err = run_cli([str(path), "--model", str(model_dir)])
     assert rc == 2 and "'prompt' and 'response'" in err
+
+
+def test_group_variance_ignores_rollout_order_so_ties_break_by_group_index():
+    """Equal groups listed in another order must tie exactly (the filter's rule), whatever the rounding."""
+    import random
+
+    rng = random.Random(7)
+    order_sensitive = 0
+    for _ in range(3000):
+        rewards = [rng.random() * rng.choice((1, 3, 10)) for _ in range(rng.randint(3, 9))]
+        shuffled = rewards[:]
+        rng.shuffle(shuffled)
+        plain = [statistics.fmean(rewards), statistics.fmean(shuffled)]
+        # The order-dependent sum the old code used: differs in the last bits on a good share of these groups.
+        unsorted = [sum((x - m) ** 2 for x in r) for r, m in zip((rewards, shuffled), plain)]
+        order_sensitive += unsorted[0] != unsorted[1]
+        assert diagnose._group_variance(rewards, 1) == diagnose._group_variance(shuffled, 1)
+        assert diagnose._group_variance(rewards, 1) == pytest.approx(statistics.variance(rewards), rel=1e-12)
+    assert order_sensitive > 300  # the test's groups do exercise rounding
+    assert math.isnan(diagnose._group_variance([0.0, math.nan, 1.0], 1))
+    assert math.isnan(diagnose._group_variance([1.0], 1))
+    # Two groups with the same rewards in another order: top-p keeps the first listed, as select_groups does.
+    a, b = [0.1, 0.7, 0.2, 0.95], [0.95, 0.2, 0.1, 0.7]
+    rollouts = [diagnose.Rollout(line=0, group=g, reward=x) for g, rs in (("a", a), ("b", b), ("c", [0.0] * 4))
+                for x in rs]
+    report = diagnose.rv_report(diagnose.group_rollouts(rollouts), keep_rate=0.5)
+    assert report["variances"]["a"] == report["variances"]["b"]
+    assert report["top_p"]["kept"] == ["a"]
+    from ragen_core.filtering import reward_variance, select_groups
+
+    v = reward_variance(torch.tensor([a, b, [0.0] * 4], dtype=torch.float64))
+    assert v[0] == v[1]
+    kept = select_groups(v, strategy="top_p", value=0.5, include_zero=True, order="largest", eps=0.0).kept
+    assert [int(i) for i in kept] == [0]
