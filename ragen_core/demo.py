@@ -136,8 +136,8 @@ def _task_words(cfg: Any) -> str:
 def paired_gain(run_dir: Path) -> tuple[int, int, float, float, float] | None:
     """(n episodes, last step, gain, CI low, CI high) of validation success: the last validation against the one
     after the warm start (step 0), paired episode by episode (ragen_core.stats.paired_ci); None without both."""
+    from ragen_core.report import VAL_OUTCOMES
     from ragen_core.stats import paired_ci
-    from ragen_core.train import VAL_OUTCOMES
 
     path = Path(run_dir) / VAL_OUTCOMES
     if not path.is_file():
@@ -168,13 +168,13 @@ def main(argv: list[str] | None = None) -> int:
     hf_logging.disable_progress_bar()
     from ragen_core.config import load_config
     from ragen_core.policy import HFPolicy, default_tiny_model_dir
-    from ragen_core.train import Trainer, _new_run_dir
+    from ragen_core.train import Trainer, new_run_dir
 
     t = time.perf_counter()
     model_dir = default_tiny_model_dir()
     cfg = load_config(None, [*DEMO_OVERRIDES, f'run.out_dir="{args.out}"', f'model.path="{model_dir}"',
                              *args.overrides])
-    run_dir = _new_run_dir(cfg)
+    run_dir = new_run_dir(cfg)
     print("RAGEN-2 demo: tiny offline model -> Sokoban warm start (a noisy demonstrator) -> GRPO + top-p filtering "
           f"(rho = {cfg.filter.value}) on CPU")
     policy = HFPolicy.from_pretrained(model_dir)

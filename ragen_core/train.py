@@ -46,24 +46,21 @@ import torch
 
 from ragen_core import losses
 from ragen_core.advantages import TRAJ_MEAN, aggregate_loss, trajectory_token_weights
-from ragen_core.algorithms import compute_advantages, get_algorithm, token_loss_mode, traj_token_view
+from ragen_core.algorithms import compute_advantages, get_algorithm, token_loss_mode
 from ragen_core.checkpoint import LATEST, RNGStreams, TrainState, load_checkpoint, save_checkpoint
 from ragen_core.config import RESUME_KEYS, ConfigError, TrainConfig, dump_toml, load_config, resume_changes
 from ragen_core.filtering import compact, filter_groups, reward_variance, rv_statistics
 from ragen_core.policy import load_policy
-from ragen_core.report import VAL_OUTCOMES, RunLog, write_plots, write_summary
+from ragen_core.report import RunLog, write_plots, write_summary
 from ragen_core.rollout import RolloutBatch, RolloutSettings, build_batch, make_envs, pad_token_id, rollout
 
 __all__ = [
     "Trainer",
     "ValueModel",
-    "VAL_OUTCOMES",
-    "load_policy",
-    "traj_token_view",
-    "compute_advantages",
+    "resolve_device",
     "select_groups_rows",
-    "write_plots",
-    "write_summary",
+    "validation_rollout",
+    "new_run_dir",
     "add_arguments",
     "run",
     "main",
@@ -871,7 +868,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return parser
 
 
-def _new_run_dir(cfg: TrainConfig) -> Path:
+def new_run_dir(cfg: TrainConfig) -> Path:
     base = Path(cfg.run.out_dir) / cfg.run.name
     if not base.exists():
         return base
@@ -957,7 +954,7 @@ def _prepare(args: argparse.Namespace) -> tuple[TrainConfig, Path, dict[str, tup
         print(note, file=sys.stderr)
     cfg = load_config(path, overrides)
     preflight(cfg)
-    run_dir = Path(args.run_dir) if args.run_dir else _new_run_dir(cfg)
+    run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(cfg)
     return cfg, run_dir, {}
 
 

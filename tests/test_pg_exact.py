@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from ragen_core import losses
-from ragen_core.train import compute_advantages
+from ragen_core.algorithms import compute_advantages
 
 VOCAB = 3
 STOP = 2  # token 2 ends the sequence after the first position (variable lengths)
