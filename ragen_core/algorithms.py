@@ -209,7 +209,7 @@ def compute_advantages(
     algo: str | Algorithm,
     rows: dict[str, torch.Tensor],
     returns_pg: torch.Tensor,
-    group_size: int | None = None,
+    *,
     values: torch.Tensor | None = None,
     gamma: float = 1.0,
     lam: float = 1.0,
@@ -223,8 +223,8 @@ def compute_advantages(
     - otherwise the entry's ``group_advantage(returns_pg)`` of the trajectory, on every generated token.
 
     ``returns_pg`` ``[P, G]`` are the episode returns of the *whole* batch (group statistics need all G
-    rollouts of a group; filtering drops whole groups, so the kept groups' statistics are unchanged).
-    ``group_size`` is accepted for compatibility (it is ``returns_pg.shape[1]``).
+    rollouts of a group; filtering drops whole groups, so the kept groups' statistics are unchanged); the group
+    size G is ``returns_pg.shape[1]``.
     """
     spec = algo if isinstance(algo, Algorithm) else get_algorithm(algo)
     if spec.critic:

@@ -101,7 +101,7 @@ def estimated_gradient(algo: str, mode: str) -> torch.Tensor:
     returns_pg = torch.tensor([[reward(s) for s in batch]], dtype=torch.float32)  # one group of N
     rows = {"loss_mask": mask, "row_traj": torch.arange(N), "token_rewards": token_rewards}
     values = torch.zeros(N, T) if algo == "ppo" else None
-    adv, _ = compute_advantages(algo, rows, returns_pg, N, values=values)
+    adv, _ = compute_advantages(algo, rows, returns_pg, values=values)
     loss, stats = losses.ppo_policy_loss(logp, logp.detach(), adv.double(), mask, loss_agg_mode=mode,
                                          norm_constant=float(T))
     assert stats["clipfrac"] == 0.0 and stats["approx_kl"] == 0.0  # ratio exactly 1

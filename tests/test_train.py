@@ -181,7 +181,7 @@ def test_gae_advantages_over_multi_row_trajectories():
     rewards[2, 3] = 1.0
     values = torch.tensor([[0, 0.1, 0.2, 0], [0, 0, 0.3, 0.4], [0, 0.5, 0.6, 0.7]])
     rows = {"loss_mask": loss_mask, "token_rewards": rewards, "row_traj": torch.tensor([0, 0, 1])}
-    adv, ret = compute_advantages("ppo", rows, torch.zeros(1, 2), 2, values=values, gamma=0.9, lam=0.8)
+    adv, ret = compute_advantages("ppo", rows, torch.zeros(1, 2), values=values, gamma=0.9, lam=0.8)
     # Reference: plain GAE loop over each trajectory's generated tokens in order ...
     raw: dict[tuple[int, int], float] = {}
     for traj_rows in ([0, 1], [2]):
@@ -216,11 +216,11 @@ def test_group_advantages_broadcast_to_rows():
     rows = {"loss_mask": torch.tensor([[0, 1], [1, 1], [0, 1], [1, 0]]), "row_traj": torch.tensor([0, 1, 2, 3]),
             "token_rewards": torch.zeros(4, 2)}
     returns = torch.tensor([[1.0, 0.0], [2.0, 2.0]])
-    adv, _ = compute_advantages("grpo", rows, returns, 2)
+    adv, _ = compute_advantages("grpo", rows, returns)
     s = torch.tensor([1.0, 0.0]).std()
     assert adv[0, 1] == pytest.approx(0.5 / (s + 1e-6)) and adv[1, 0] == pytest.approx(-0.5 / (s + 1e-6))
     assert (adv[2:] == 0).all()  # zero-variance group
-    adv, _ = compute_advantages("dr_grpo", rows, returns, 2)
+    adv, _ = compute_advantages("dr_grpo", rows, returns)
     assert adv[0, 1] == pytest.approx(0.5) and adv[0, 0] == 0
 
 
@@ -290,7 +290,7 @@ def test_rloo_trains_with_leave_one_out_advantages(model_dir, tmp_path):
     # The advantage is the table entry's: R - mean of the other G - 1 returns, on every generated token.
     rows = {"loss_mask": torch.tensor([[1, 1], [0, 1], [1, 0], [1, 1]]), "row_traj": torch.arange(4),
             "token_rewards": torch.zeros(4, 2)}
-    adv, ret = compute_advantages("rloo", rows, torch.tensor([[1.0, 0.0, 0.0, 1.0]]), 4)
+    adv, ret = compute_advantages("rloo", rows, torch.tensor([[1.0, 0.0, 0.0, 1.0]]))
     assert ret is None
     assert adv[:, 0].tolist() == pytest.approx([2 / 3, 0.0, -2 / 3, 2 / 3])
 
