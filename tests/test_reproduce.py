@@ -214,7 +214,9 @@ def test_full_and_quick_studies(tmp_path, configs_dir):
     assert len(quick) == 13 and {s.seed for s in quick} == {0}
     for spec in quick:
         base = load_config(spec.config, [])
-        assert load_config(spec.config, list(spec.overrides)).run.steps == max(base.run.steps // 3, 1)
+        quick_cfg = load_config(spec.config, list(spec.overrides))
+        assert quick_cfg.run.steps == max(base.run.steps // 3, 1)
+        assert quick_cfg.warm_start.sft_episodes == max(base.warm_start.sft_episodes // 3, 1)
     assert len(build_study(study_seeds(7, quick=False), False, configs_dir, tmp_path)) == 7 * 13
 
 

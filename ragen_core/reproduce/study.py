@@ -27,7 +27,8 @@ variant) and a training seed. Two kinds of base config, each used for the findin
 Seeds: ``full`` runs training seeds S..S+N-1 with S = 0 and N = 5 by default (``--first-seed S``, ``--seeds N``).
 Seeds 100-199 are the tuning seeds, on which the collapse-prone configs were piloted and tuned; the study never
 uses them, so its verdicts are on seeds that no choice of the configs saw. ``quick`` is one seed at a third of the
-steps: a smoke test of the whole pipeline (under 30 minutes on 2 cores), too small for intervals.
+steps and a third of the warm-start demonstrations: a smoke test of the whole pipeline (under 30 minutes on 2
+cores), too small for intervals.
 All runs of one (env, seed) share their warm start through ``warm_start.cache_dir``.
 """
 
@@ -186,8 +187,14 @@ def build_study(seeds: list[int], quick: bool, configs_dir: Path, cache_dir: Pat
 
 
 def _quick_overrides(config: Path) -> list[str]:
-    """A third of the steps (the warm start unchanged: the RL phase is what the quick study shortens)."""
+    """A third of the RL steps and a third of the warm start's demonstrations (at least one of each).
+
+    The quick study is a smoke test of the pipeline (under 30 minutes on 2 cores), not a measurement: its runs
+    need not reach the regimes the full configs are tuned for, so the warm start shrinks with the RL phase (the
+    collapse configs' warm starts are most of their cost).
+    """
     from ragen_core.config import load_config
 
     cfg = load_config(config, [])
-    return [f"run.steps={max(cfg.run.steps // 3, 1)}"]
+    return [f"run.steps={max(cfg.run.steps // 3, 1)}",
+            f"warm_start.sft_episodes={max(cfg.warm_start.sft_episodes // 3, 1) if cfg.warm_start.sft_episodes else 0}"]
