@@ -3,8 +3,10 @@
 Scripted episodes are played through the same rollout code as RL (same prompt layout, same context mode), with
 responses written by a script instead of the model:
 
-- ``policy="oracle"``: the env's oracle (Sokoban: the solver's optimal remaining moves, ``oracle_actions()``;
-  FrozenLake: ``oracle_action()``; Bandit: ``oracle_arm()``);
+- ``policy="oracle"``: the env's oracle (its ``oracle()`` answer: Sokoban's solver plan, FrozenLake's best move,
+  the bandit's better arm, a Countdown solution), with the reasoning of the env's demonstrator: the env's own
+  ``oracle_step()`` hook (PocketCube, 2048, Sudoku), else its entry in
+  :data:`ragen_core.demonstrators.DEMONSTRATORS` (Sokoban, FrozenLake, Bandit, Countdown);
 - ``policy="random"``: uniformly random valid actions (teaches the format, not the task: used by learning tests
   so that RL, not the warm start, has to find the better answer): drawn from the env's ``ACTIONS`` list, or,
   for an env without a fixed list (Sudoku's placements), from its ``random_action(rng) -> str`` hook, which
@@ -13,7 +15,8 @@ responses written by a script instead of the model:
 
 Each response is ``<think> reasoning </think> <answer> actions </answer>`` where the reasoning refers to the actual
 state (player / box / target coordinates and the chosen direction for Sokoban, the player and goal for FrozenLake,
-the two arm names for the bandit), so that the reasoning depends on the input (high I(X;Z), docs/science.md section 1).
+the two arm names for the bandit, the arithmetic for Countdown), so that the reasoning depends on the input (high
+I(X;Z), docs/science.md section 1).
 The model is then fine-tuned with the mean negative log-likelihood of the generated tokens (the same loss mask as
 RL: prompt and observation tokens are not trained on).
 """
@@ -27,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ragen_core.demonstrators import demonstrator_for, find_demonstrator
 from ragen_core.rollout import Responder, RolloutBatch, RolloutSettings, make_envs, rollout
 
 __all__ = [
@@ -38,161 +42,6 @@ __all__ = [
     "sft_train",
     "warm_start",
 ]
-
-_DIRECTION_WORDS = {"Up": "up", "Down": "down", "Left": "left", "Right": "right"}
-
-
-def _coords(cells: Any) -> str:
-    cells = sorted(tuple(int(x) for x in c) for c in cells)
-    return ", ".join(f"({r}, {c})" for r, c in cells)
-
-
-def _sokoban_state(u: Any) -> tuple[Any, Any, Any] | None:
-    """(player, boxes, targets) from a Sokoban env, trying the attribute names the env may use."""
-    if all(hasattr(u, a) for a in ("player_position", "box_positions", "target_positions")):
-        return u.player_position, u.box_positions, u.target_positions
-    level = getattr(u, "level", None)
-    for obj in (u, level):
-        if obj is None:
-            continue
-        player = getattr(obj, "player", None)
-        if player is None:
-            player = getattr(obj, "player_position", None)
-        boxes = getattr(obj, "boxes", None)
-        targets = getattr(obj, "targets", None)
-        if player is not None and boxes is not None and targets is not None:
-            return player, boxes, targets
-    return None
-
-
-def _move(cell: tuple[int, int], action: str) -> tuple[int, int]:
-    dr, dc = {"Up": (-1, 0), "Down": (1, 0), "Left": (0, -1), "Right": (0, 1)}[action]
-    return cell[0] + dr, cell[1] + dc
-
-
-def _sokoban_reasoning(u: Any, actions: Sequence[str]) -> str:
-    state = _sokoban_state(u)
-    if state is None:
-        return f"I follow the plan and move {' then '.join(_DIRECTION_WORDS.get(a, a) for a in actions)}."
-    player, boxes, targets = state
-    player = tuple(int(x) for x in player)
-    boxes_set = {tuple(int(x) for x in b) for b in boxes}
-    left = sorted(boxes_set - {tuple(int(x) for x in t) for t in targets})
-    parts = [f"I am at {_coords([player])}.",
-             f"Box at {_coords(left or boxes_set)}, target at {_coords(targets)}."]
-    if actions:
-        nxt = _move(player, actions[0])
-        if nxt in boxes_set:
-            parts.append(
-                f"Moving {_DIRECTION_WORDS[actions[0]]} pushes the box to {_coords([_move(nxt, actions[0])])}."
-            )
-        else:
-            parts.append(f"I move {_DIRECTION_WORDS[actions[0]]} to {_coords([nxt])}.")
-        if len(actions) > 1:
-            parts.append(f"Then {_DIRECTION_WORDS.get(actions[1], actions[1])}.")
-    return " ".join(parts)
-
-
-def _first_push(
-    player: tuple[int, int], boxes: set[tuple[int, int]], plan: Sequence[str]
-) -> tuple[str, tuple[int, int]] | None:
-    """(direction, cell the player pushes from) of the first push of `plan`, or None if it has no push."""
-    for a in plan:
-        nxt = _move(player, a)
-        if nxt in boxes:
-            return a, player
-        player = nxt
-    return None
-
-
-def _sokoban_plan_reasoning(u: Any, plan: Sequence[str], actions: Sequence[str], name_walk: bool = True) -> str:
-    """Short reasoning (``warm_start.reasoning="plan"``): the pieces, the solver's first push, the next move.
-
-    E.g. ``Player (2, 2), box (1, 2), target (1, 4). Push Right from (1, 1). Go Left.`` ("Push now." when the
-    next move is that push). Every cell is read off the current state; the push is the first push of the
-    solver's shortest plan, so the text is a true (if abridged) account of why the answer is what it is.
-    """
-    state = _sokoban_state(u)
-    if state is None:
-        return f"Go {actions[0]}." if actions else "No move."
-    player, boxes, targets = state
-    player = tuple(int(x) for x in player)
-    boxes_set = {tuple(int(x) for x in b) for b in boxes}
-    targets_set = {tuple(int(x) for x in t) for t in targets}
-    left = sorted(boxes_set - targets_set) or sorted(boxes_set)
-    free = sorted(targets_set - boxes_set) or sorted(targets_set)
-    s = (f"Player {_coords([player])}, box{'es' if len(left) > 1 else ''} {_coords(left)}, "
-         f"target{'s' if len(free) > 1 else ''} {_coords(free)}.")
-    push = _first_push(player, boxes_set, plan)
-    if push is not None:
-        s += f" Push {push[0]} from {_coords([push[1]])}."
-    if actions:
-        if _move(player, actions[0]) in boxes_set:
-            s += " Push now."
-        elif name_walk:
-            s += f" Go {actions[0]}."
-    return s
-
-
-def _frozenlake_reasoning(u: Any, action: str) -> str:
-    pos = tuple(int(x) for x in u.player_position)
-    goal = [(r, c) for r, row in enumerate(u.desc) for c, ch in enumerate(row) if ch == "G"]
-    return (f"I am at {_coords([pos])} and the goal is at {_coords(goal)}. "
-            f"Moving {_DIRECTION_WORDS.get(action, action)} goes to {_coords([_move(pos, action)])} "
-            "and avoids the holes.")
-
-
-def _bandit_reasoning(u: Any, arm: str) -> str:
-    """Both arms, in the order shown, each with the kind its name suggests; the pick comes after, in the answer.
-
-    E.g. ``Janitor sounds steady, Trader sounds risky.`` The reasoning reads the whole input before the choice, so
-    the choice (the answer token) can depend on it: what RL has to learn after a random-arm warm start.
-    """
-    kinds = ["steady" if name == u.low_arm else "risky" for name in u.arm_names]
-    return f"{u.arm_names[0]} sounds {kinds[0]}, {u.arm_names[1]} sounds {kinds[1]}."
-
-
-def _countdown_steps(expression: str) -> str:
-    """The arithmetic of an expression, innermost operation first: ``(2 * 5) - 1`` -> ``2 * 5 = 10, 10 - 1 = 9.``
-
-    Values are exact fractions (``8 / 3`` is written ``8/3``), as the env evaluates them.
-    """
-    import ast
-    from fractions import Fraction
-
-    ops = {ast.Add: ("+", lambda a, b: a + b), ast.Sub: ("-", lambda a, b: a - b),
-           ast.Mult: ("*", lambda a, b: a * b), ast.Div: ("/", lambda a, b: a / b)}
-    steps: list[str] = []
-
-    def show(v: Fraction) -> str:
-        return str(v.numerator) if v.denominator == 1 else f"{v.numerator}/{v.denominator}"
-
-    def walk(node: ast.AST) -> Fraction:
-        if isinstance(node, ast.Constant) and isinstance(node.value, int):
-            return Fraction(node.value)
-        if isinstance(node, ast.BinOp) and type(node.op) in ops:
-            a, b = walk(node.left), walk(node.right)
-            sym, fn = ops[type(node.op)]
-            v = fn(a, b)
-            steps.append(f"{show(a)} {sym} {show(b)} = {show(v)}")
-            return v
-        raise ValueError(f"not an arithmetic expression over integers: {expression!r}")
-
-    walk(ast.parse(expression, mode="eval").body)
-    return ", ".join(steps) + "."
-
-
-def _countdown_guess(nums: Sequence[int], rng: np.random.Generator | None) -> str:
-    """A lazy answer over the numbers: their sum in the order shown (rng None), or a random expression."""
-    if rng is None:
-        return " + ".join(str(n) for n in nums)
-    order = [str(nums[int(i)]) for i in rng.permutation(len(nums))]
-    expr = order[0]
-    for x in order[1:]:
-        op = "+-*/"[int(rng.integers(4))]
-        expr = f"({expr}) {op} {x}" if rng.random() < 0.5 else f"{x} {op} ({expr})"
-    return expr
-
 
 def _format(reasoning: str, actions: Sequence[str]) -> str:
     return f"<think> {reasoning} </think> <answer> {' || '.join(actions)} </answer>"
@@ -214,44 +63,32 @@ FILLER_WORDS = ("so", "then", "now", "well", "ok", "first", "here", "next")
 
 
 def _oracle_parts(env: Any, reasoning: str) -> tuple[str, list[str]]:
-    """(reasoning text, the oracle's action(s) for this turn) for an env that has an oracle.
+    """(reasoning text, the oracle's action(s) for this turn) for an env that has a demonstrator.
 
     An env that defines ``oracle_step() -> (reasoning, [actions])`` on its unwrapped object writes its own
-    demonstration (the hook new envs use); the older envs are recognised by their oracle methods below."""
+    demonstration (the hook new envs use); the others have an entry in
+    :data:`ragen_core.demonstrators.DEMONSTRATORS` (a ValueError naming the env when they have neither)."""
     if reasoning not in REASONING_STYLES:
         raise ValueError(f"reasoning must be one of {REASONING_STYLES}; got {reasoning!r}")
     u = getattr(env, "unwrapped", env)
-    per_turn = int(getattr(u, "max_actions_per_turn", 1) or 1)
-    left = getattr(u, "_actions_left", None)
-    if left is not None:
-        per_turn = max(1, min(per_turn, int(left)))
     if hasattr(u, "oracle_step"):  # the generic hook: the env writes its own state-derived reasoning
         text, acts = u.oracle_step()
         return str(text), [str(a) for a in acts]
-    if hasattr(u, "oracle_actions"):
-        plan = list(u.oracle_actions() or [])
-        acts = plan[:per_turn] or [u.ACTIONS[0]]
-        if reasoning == "plan":
-            return _sokoban_plan_reasoning(u, plan, acts), acts
-        return _sokoban_reasoning(u, acts), acts
-    if hasattr(u, "oracle_action"):
-        a = u.oracle_action()
-        return _frozenlake_reasoning(u, a), [a]
-    if hasattr(u, "oracle_arm"):
-        arm = u.oracle_arm()
-        return _bandit_reasoning(u, arm), [arm]
-    if hasattr(u, "oracle_answer"):
-        expr = u.oracle_answer()
-        return _countdown_steps(expr), [expr]
-    raise ValueError(f"{type(u).__name__} has no oracle (oracle_step / oracle_actions / oracle_action / "
-                     "oracle_arm / oracle_answer); "
-                     "use warm_start.policy='random'")
+    # At most max_actions_per_turn actions, and no more than the budget has left.
+    per_turn = int(getattr(u, "max_actions_per_turn", 1) or 1)
+    left = getattr(u, "actions_left", None)
+    if left is not None:
+        per_turn = max(1, min(per_turn, int(left)))
+    return demonstrator_for(u).oracle_turn(u, reasoning, per_turn)
 
 
 def _noise_answer(u: Any, kind: str, rng: np.random.Generator) -> str:
-    """What a noisy demonstrator answers instead of the oracle (see :func:`oracle_response`)."""
-    if hasattr(u, "nums") and hasattr(u, "oracle_answer"):  # Countdown: the lazy sum, or a random expression
-        return _countdown_guess(u.nums, None if kind == "first" else rng)
+    """What a noisy demonstrator answers instead of the oracle (see :func:`oracle_response`): the env's own
+    noise answer when its demonstrator has one (Countdown), else a draw from the random-action hook (``"random"``
+    on an env without ``ACTIONS``), else the first or a random answer of the env's vocabulary."""
+    found = find_demonstrator(u)
+    if found is not None and found.noise_answer is not None:
+        return found.noise_answer(u, kind, rng)
     if kind == "random" and _uses_random_hook(u):
         return str(u.random_action(rng))
     vocab = _action_vocabulary(u)
@@ -265,9 +102,11 @@ def _uses_random_hook(u: Any) -> bool:
 
 
 def _action_vocabulary(u: Any) -> list[str]:
-    """The answers an env accepts, in the order it shows or lists them (bandit: the arms as shown)."""
-    if hasattr(u, "oracle_arm"):
-        return list(u.arm_names)
+    """The answers an env accepts, in the order it shows or lists them (its demonstrator's vocabulary, e.g. the
+    bandit's arms as shown; else ``ACTIONS``)."""
+    found = find_demonstrator(u)
+    if found is not None and found.vocabulary is not None:
+        return found.vocabulary(u)
     actions = list(getattr(u, "ACTIONS", ()))
     if not actions:
         if callable(getattr(u, "random_action", None)):  # only the "first" habit needs a list here
@@ -285,8 +124,9 @@ def oracle_response(env: Any, reasoning: str = "full", noise: float = 0.0, noise
     """A response with the oracle's reasoning about the current state and, usually, the oracle's action(s).
 
     `reasoning` (Sokoban only; other envs have one style): ``"full"`` sentences naming the player, box and
-    target cells and the move(s); ``"plan"`` the short form of `_sokoban_plan_reasoning` (fewer tokens, and
-    it names the push the solver's plan leads to, which a tiny model learns more easily).
+    target cells and the move(s); ``"plan"`` the short form of Sokoban's demonstrator
+    (:mod:`ragen_core.demonstrators`: fewer tokens, and it names the push the solver's plan leads to, which a
+    tiny model learns more easily).
 
     A noisy demonstrator (``noise`` > 0, ``warm_start.action_noise``): with probability `noise` the answer is
     replaced, while the reasoning stays the oracle's, by ``noise_action``: ``"random"`` (a uniformly random valid
@@ -340,11 +180,13 @@ def oracle_response(env: Any, reasoning: str = "full", noise: float = 0.0, noise
 
 
 def random_response(env: Any, rng: np.random.Generator) -> str:
-    """A well-formed response with a uniformly random valid action (reasoning about the state, as the oracle's)."""
+    """A well-formed response with a uniformly random valid action: reasoning about the state as the oracle's
+    where the env's demonstrator writes it (Sokoban, FrozenLake, Bandit), else ``I try <action>.``; the action
+    drawn from ``ACTIONS``, or from the ``random_action(rng)`` hook of an env without that list."""
     u = getattr(env, "unwrapped", env)
-    if hasattr(u, "oracle_arm"):
-        arm = u.arm_names[int(rng.integers(2))]
-        return _format(_bandit_reasoning(u, arm), [arm])
+    found = find_demonstrator(u)
+    if found is not None and found.random_turn is not None:
+        return _format(*found.random_turn(u, rng))
     if _uses_random_hook(u):
         a = str(u.random_action(rng))
         return _format(f"I try {a}.", [a])
@@ -353,10 +195,6 @@ def random_response(env: Any, rng: np.random.Generator) -> str:
         raise ValueError(f"{type(u).__name__} has no action vocabulary (ACTIONS) and no random_action(rng) hook "
                          "to draw random actions from")
     a = actions[int(rng.integers(len(actions)))]
-    if hasattr(u, "oracle_actions"):
-        return _format(_sokoban_reasoning(u, [a]), [a])
-    if hasattr(u, "player_position") and hasattr(u, "desc"):
-        return _format(_frozenlake_reasoning(u, a), [a])
     return _format(f"I try {a}.", [a])
 
 
@@ -404,8 +242,9 @@ def sft_train(policy: Any, batch: RolloutBatch, *, epochs: int = 2, lr: float = 
     the first 5% of the optimiser steps and decays it linearly to 0 at the last one (what the demo uses: a
     tiny model trained for a few hundred steps ends better fitted than with a constant rate).
 
-    Returns ``sft/loss_first``, ``sft/loss_last`` (mean of the first / last epoch) and ``sft/token_accuracy``
-    proxy ``sft/mean_token_prob`` of the last epoch.
+    Returns ``sft/loss_first``, ``sft/loss_last`` (the mean over the first / last epoch's optimiser steps of the
+    step's loss) and ``sft/mean_token_prob``: the mean over the last epoch's steps of the step's token-mean
+    probability of the generated tokens, sum_t m_t exp(log p_t) / sum_t m_t (taken before the step's update).
     """
     if schedule not in ("linear", "constant"):
         raise ValueError(f"schedule must be 'linear' or 'constant'; got {schedule!r}")

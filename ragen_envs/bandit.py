@@ -183,10 +183,14 @@ class BanditEnv(TextAgentEnv):
         high = self.high_prob * self.high_reward + (1.0 - self.high_prob) * self.high_miss_reward
         return {self.low_arm: self.low_reward, self.high_arm: high}
 
-    def oracle_arm(self) -> str:
-        """The arm with the higher expected payoff (the low arm on a tie: same mean, no variance)."""
+    def oracle(self) -> list[str]:
+        """[the arm with the higher expected payoff] (the low arm on a tie: same mean, no variance)."""
         means = self.expected_payoffs
-        return self.high_arm if means[self.high_arm] > means[self.low_arm] else self.low_arm
+        return [self.high_arm if means[self.high_arm] > means[self.low_arm] else self.low_arm]
+
+    def oracle_arm(self) -> str:
+        """The oracle's arm: `oracle()[0]`."""
+        return self.oracle()[0]
 
     def _reset_task(self, options: dict[str, Any]) -> dict[str, Any]:
         rng = self.np_random

@@ -34,6 +34,17 @@ and optionally:
                                           (e.g. a turn counter)
     _render_rgb(), _image_space()         the picture (required for vision variants)
 
+An env that knows how to solve its task from the current state says so through one public method,
+
+    oracle() -> list[str] | None          the oracle's answers from here, in order, each in the
+                                          env's own action text (what goes inside `<answer>`)
+
+the whole plan where the env is deterministic and the plan is known (Sokoban, Sudoku, PocketCube),
+else the next answer alone, `[answer]` (FrozenLake, Bandit, 2048, Countdown, MetaMathQA, SearchQA,
+WebShop, Code); `[]` when nothing is left to do (solved, no legal move) and None when the oracle has
+no answer (no solution found, no reference). The older names (`oracle_actions`, `oracle_action`,
+`oracle_arm`, `oracle_answer`) stay as aliases in their old return forms.
+
 A subclass never overrides `step()`, `reset()` or `_observation()`. Two limits end an episode:
 
 - `max_turns` (and the action budget `max_actions`) *truncate*: a time limit put on a task that
@@ -131,6 +142,11 @@ class TextAgentEnv(gym.Env):
         self._terminated = False
         self._truncated = False
         self._last_text = ""
+
+    @property
+    def actions_left(self) -> int | None:
+        """Actions the episode's budget still allows (`info["actions_left"]`); None when there is no budget."""
+        return self._actions_left
 
     # ------------------------------------------------------------------ hooks for subclasses
     def _reset_task(self, options: dict[str, Any]) -> dict[str, Any]:

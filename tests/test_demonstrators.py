@@ -245,6 +245,95 @@ def test_the_pins_see_the_knobs():
     assert oracle_response(env) in _play("bandit", SETTINGS["full"])  # the responder writes oracle_response's text
 
 
+# ---------------------------------------------------------------------------------------------- the oracle API
+#: The older oracle names and how they read `oracle()` (first answer, whole list).
+_ALIASES = {"oracle_actions": "list", "oracle_action": "first", "oracle_arm": "first", "oracle_answer": "first"}
+
+
+@pytest.mark.parametrize("name", sorted(ENVS))
+def test_oracle_is_the_one_method_and_the_old_names_agree(name):
+    """Every pinned env answers `oracle() -> list[str] | None` (strings in the env's action text), along an
+    episode played by the oracle, and its older oracle names return the same answer in their old forms."""
+    env_id, kwargs, seeds, turns = ENVS[name]
+    env = make_envs(env_id, 1, kwargs)[0]
+    u = env.unwrapped
+    checked = 0
+    for seed in seeds[:2]:
+        env.reset(seed=seed)
+        for _ in range(turns):
+            answer = u.oracle()
+            assert answer is None or (isinstance(answer, list) and all(isinstance(a, str) for a in answer))
+            for old, form in _ALIASES.items():
+                if hasattr(u, old):
+                    got = getattr(u, old)()
+                    assert got == (answer if form == "list" else (answer[0] if answer else None)), old
+                    checked += 1
+            assert u.actions_left == env.unwrapped._actions_left
+            if not answer:
+                break
+            *_, term, trunc, info = env.step(oracle_response(env))
+            assert info["actions_left"] == u.actions_left
+            if term or trunc:
+                break
+    assert checked or name in ("pocketcube",)  # PocketCube has no older name (optimal_solution)
+    with pytest.raises(AttributeError):
+        u.actions_left = 3  # read-only
+
+
+def test_every_env_with_an_oracle_defines_oracle():
+    """Read from the sources (importing every env is slow): each env class of ragen_envs that has an older
+    oracle method or the oracle_step hook also defines `oracle`."""
+    import ast
+    import pathlib
+
+    import ragen_envs
+
+    root = pathlib.Path(ragen_envs.__file__).parent
+    older = {"oracle_actions", "oracle_action", "oracle_arm", "oracle_answer", "oracle_step"}
+    seen = {}
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                methods = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
+                methods |= {t.id for n in node.body if isinstance(n, ast.Assign) for t in n.targets
+                            if isinstance(t, ast.Name)}
+                if methods & older:
+                    seen[node.name] = "oracle" in methods
+    assert set(seen) >= {"SokobanEnv", "FrozenLakeEnv", "BanditEnv", "CountdownEnv", "MathEnv", "SearchQAEnv",
+                         "WebShopEnv", "CodeEnv", "SudokuEnv", "Game2048Env", "PocketCubeEnv"}
+    assert all(seen.values()), [k for k, v in seen.items() if not v]
+
+
+def test_demonstrators_are_looked_up_by_env_class():
+    """The table is keyed by the env class (subclasses share it); an env with neither oracle_step() nor an
+    entry gets a ValueError that names it."""
+    from ragen_core.demonstrators import DEMONSTRATORS, demonstrator_for, find_demonstrator
+    from ragen_envs.game2048.env import Game2048Env
+    from ragen_envs.sokoban.env import SokobanEnv
+
+    class MySokoban(SokobanEnv):
+        pass
+
+    env = MySokoban(max_solution_len=2)
+    env.reset(seed=3)
+    assert find_demonstrator(env) is DEMONSTRATORS[SokobanEnv]
+    base = SokobanEnv(max_solution_len=2)
+    base.reset(seed=3)
+    assert oracle_response(env) == oracle_response(base) and "I am at" in oracle_response(env)
+    assert find_demonstrator(Game2048Env()) is None  # writes its own reasoning (oracle_step)
+
+    class NoDemo:
+        ACTIONS = ("A", "B")
+
+        def oracle(self):
+            return ["A"]
+
+    with pytest.raises(ValueError, match="NoDemo has no demonstrator"):
+        demonstrator_for(NoDemo())
+    with pytest.raises(ValueError, match="NoDemo has no demonstrator"):
+        oracle_response(NoDemo())
+
+
 if __name__ == "__main__":  # prints the tables above, to record them after an intended change
     import pprint
 

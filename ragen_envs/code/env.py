@@ -443,9 +443,16 @@ class CodeEnv(TextAgentEnv):
             raise RuntimeError("call reset() before asking for the reference solution")
         return self.task.reference
 
-    def oracle_answer(self) -> str | None:
-        """A well-formed response holding the reference solution, ready for `step()` (None if unknown)."""
+    def oracle(self) -> list[str] | None:
+        """[the reference solution in a ```python fenced block], the answer of an oracle (None if unknown)."""
         ref = self.reference_solution()
         if ref is None:
             return None
-        return f"<think>reference solution</think>\n<answer>\n```python\n{ref.rstrip()}\n```\n</answer>"
+        return [f"```python\n{ref.rstrip()}\n```"]
+
+    def oracle_answer(self) -> str | None:
+        """A well-formed response holding `oracle()`'s answer, ready for `step()` (None if unknown)."""
+        answer = self.oracle()
+        if answer is None:
+            return None
+        return f"<think>reference solution</think>\n<answer>\n{answer[0]}\n</answer>"

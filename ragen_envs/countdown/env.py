@@ -223,10 +223,16 @@ class CountdownEnv(TextAgentEnv):
         return extra
 
     # ------------------------------------------------------------------ extras
-    def oracle_answer(self) -> str:
-        """A correct expression for the current instance (from the generator, or solved on demand)."""
+    def oracle(self) -> list[str] | None:
+        """[a correct expression] for the current instance (from the generator, or solved on demand); None
+        when the instance has no solution."""
         if self._solution is None:
             self._solution = CountdownSolver(self.nums).solve(self.target)
-            if self._solution is None:
-                raise ValueError(f"the instance target={self.target}, nums={self.nums} has no solution")
-        return self._solution
+        return None if self._solution is None else [self._solution]
+
+    def oracle_answer(self) -> str:
+        """The oracle's expression, `oracle()[0]`; a ValueError when the instance has no solution."""
+        answer = self.oracle()
+        if answer is None:
+            raise ValueError(f"the instance target={self.target}, nums={self.nums} has no solution")
+        return answer[0]

@@ -463,7 +463,11 @@ class FrozenLakeEnv(TextAgentEnv):
         return float(goal_values(self._matrix(), goal, hole, horizon)[state])
 
     def oracle_action(self) -> str:
-        """The action name that maximises the probability of reaching the goal in the remaining budget.
+        """The oracle's next action: `oracle()[0]`."""
+        return self.oracle()[0]
+
+    def oracle(self) -> list[str]:
+        """[the action name] that maximises the probability of reaching the goal in the remaining budget.
 
         Q(s, a) = sum_s' P(s' | s, a) V_{h-1}(s') with h the actions left (unbounded without a budget);
         among actions within 1e-9 of the best, the one with the highest discounted (0.9) value wins,
@@ -478,4 +482,4 @@ class FrozenLakeEnv(TextAgentEnv):
         q = T[self.s] @ goal_values(T, goal, hole, horizon)
         q_soon = T[self.s] @ goal_values(T, goal, hole, horizon, discount=_TIE_BREAK_DISCOUNT)
         candidates = np.flatnonzero(q >= q.max() - _TIE_TOL)
-        return ACTION_NAMES[int(candidates[np.argmax(q_soon[candidates])])]
+        return [ACTION_NAMES[int(candidates[np.argmax(q_soon[candidates])])]]

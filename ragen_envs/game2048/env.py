@@ -258,11 +258,17 @@ class Game2048Env(TextAgentEnv):
         )
 
     # ------------------------------------------------------------------ oracle
-    def oracle_action(self) -> str | None:
-        """The expectimax move (`oracle_depth` deep) from the current board; None when no move is legal."""
+    def oracle(self) -> list[str]:
+        """[the expectimax move] (`oracle_depth` deep) from the current board; `[]` when no move is legal."""
         if not self._ready:
             raise RuntimeError("call reset() before asking the oracle")
-        return best_move(self.board, self.oracle_depth)
+        action = best_move(self.board, self.oracle_depth)
+        return [] if action is None else [action]
+
+    def oracle_action(self) -> str | None:
+        """The oracle's move, `oracle()[0]`; None when no move is legal."""
+        moves = self.oracle()
+        return moves[0] if moves else None
 
     def oracle_step(self) -> tuple[str, list[str]]:
         """(reasoning, [the oracle's move]): one move per turn (the next board depends on the new tile), with

@@ -224,9 +224,13 @@ class MathEnv(TextAgentEnv):
         }
 
     # ------------------------------------------------------------------ extras
+    def oracle(self) -> list[str]:
+        """[the gold answer of the current problem] (the text after "The answer is:")."""
+        return [self.gold]
+
     def oracle_answer(self) -> str:
-        """The gold answer of the current problem (the text after "The answer is:")."""
-        return self.gold
+        """The gold answer: `oracle()[0]`."""
+        return self.oracle()[0]
 
 
 __all__ = ["ANSWER_MARKER", "METAMATHQA_SCHEMA", "MathEnv"]

@@ -311,6 +311,10 @@ class PocketCubeEnv(TextAgentEnv):
             state, d = after, d - 1
         return out
 
+    def oracle(self) -> list[str]:
+        """The oracle's moves: `optimal_solution()` (`[]` when solved)."""
+        return self.optimal_solution()
+
     def oracle_step(self) -> tuple[str, list[str]]:
         """(reasoning, the oracle's moves for this turn): the first moves of `optimal_solution()`, as many as a
         turn and the budget allow. The reasoning names the distance and the whole shortest solution."""

@@ -515,7 +515,11 @@ class SearchQAEnv(TextAgentEnv):
 
     # ------------------------------------------------------------------ oracle
     def oracle_answer(self) -> str:
-        """The next answer of an oracle policy (the action, e.g. `search[Zentrix Labs]`, to put in
+        """The oracle's next action: `oracle()[0]`."""
+        return self.oracle()[0]
+
+    def oracle(self) -> list[str]:
+        """[the next answer of an oracle policy] (the action, e.g. `search[Zentrix Labs]`, to put in
         `<answer>...</answer>`, as `ragen_core.env_demo` does): search each supporting entity, then finish.
 
         Generated questions: the oracle searches the names of the entities whose passages hold the
@@ -529,4 +533,4 @@ class SearchQAEnv(TextAgentEnv):
         else:
             # Brackets cannot appear inside the action; parentheses normalise the same (punctuation).
             action = f"finish[{_unbracket(self.golds[0])}]"
-        return action
+        return [action]

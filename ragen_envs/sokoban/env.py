@@ -268,10 +268,12 @@ class SokobanEnv(TextAgentEnv):
         """The current state in XSB (`reset(options={"level": env.to_xsb()})` restores it)."""
         return self.current_level().to_xsb()
 
-    def oracle_actions(self, max_states: int = DEFAULT_MAX_STATES) -> list[str] | None:
+    def oracle(self, max_states: int = DEFAULT_MAX_STATES) -> list[str] | None:
         """A shortest action list solving the current state (`[]` if solved), or None if unsolvable
         (or not solved within `max_states` search states)."""
         return solve(self.current_level(), max_states=max_states)
+
+    oracle_actions = oracle  # the older name
 
     @property
     def player_position(self) -> tuple[int, int]:

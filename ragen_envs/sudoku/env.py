@@ -426,9 +426,11 @@ class SudokuEnv(TextAgentEnv):
         # (the grid is full and has at least one non-given cell, since a puzzle has fewer givens than cells).
         return f"{self._cell(own[int(rng.integers(len(own)))])}=0"
 
-    def oracle_actions(self) -> list[str]:
+    def oracle(self) -> list[str]:
         """Placements (`R<row>C<col>=<digit>`) that solve the grid from the current state, in order."""
         return [a for a, _ in self._plan()]
+
+    oracle_actions = oracle  # the older name
 
     def oracle_step(self) -> tuple[str, list[str]]:
         """(reasoning, placements) for this turn: the oracle's next `max_actions_per_turn` placements (fewer when

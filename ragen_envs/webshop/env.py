@@ -350,7 +350,11 @@ class WebShopEnv(TextAgentEnv):
         return self._plan
 
     def oracle_answer(self) -> str:
-        """The next answer of an oracle policy (the action, e.g. `click[Buy Now]`, to put in
+        """The oracle's next action: `oracle()[0]`."""
+        return self.oracle()[0]
+
+    def oracle(self) -> list[str]:
+        """[the next answer of an oracle policy] (the action, e.g. `click[Buy Now]`, to put in
         `<answer>...</answer>`, as `ragen_core.env_demo` does): search the goal keywords, open the
         planned product (paging as needed), select its options, Buy Now. Works from any page."""
         plan = self.oracle_plan()
@@ -379,4 +383,4 @@ class WebShopEnv(TextAgentEnv):
                 action = f"click[{missing[0][0]}: {missing[0][1]}]" if missing else f"click[{pages.BUY}]"
         else:
             action = f"click[{pages.BUY}]"
-        return action
+        return [action]
