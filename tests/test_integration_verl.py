@@ -419,7 +419,7 @@ def test_mask_mode_estimator_and_remove_mode_guard():
     data = DataProto.from_single_dict({"token_level_rewards": rewards, "response_mask": mask, "uid": uids})
     kept = data.select_idxs(res.rows)
     assert len(kept) == res.rows.numel() and set(kept.non_tensor_batch["uid"].tolist()) == set(kept_uids(res))
-    vglue._STATE["removed"] = False
+    # no trainer mode told the estimator that it removed the dropped groups
     with pytest.raises(RuntimeError, match="ragen_snr_sync"):
         vglue.ragen_snr_advantage(rewards, mask, uids, config=OmegaConf.create({}))
 
@@ -447,6 +447,7 @@ def test_trainer_removes_dropped_groups_before_balancing(monkeypatch):
     from transfer_queue import KVBatchMeta
 
     vglue.register()
+    from verl.trainer.ppo import core_algos
     from verl.trainer.ppo.v1 import PPOTrainerSync
 
     from ragen_core.integrations import verl_trainer
@@ -472,7 +473,8 @@ def test_trainer_removes_dropped_groups_before_balancing(monkeypatch):
     assert out.keys == [keys[i] for i in res.rows.tolist()]
     assert out.tags == [{"i": i} for i in res.rows.tolist()]
     assert sorted(fake.cleared) == sorted(set(keys) - set(out.keys))
-    assert metrics["ragen_filter/rows_kept"] == res.rows.numel() and vglue._STATE["removed"]
+    handoff = core_algos.get_adv_estimator_fn(vglue.ADV_ESTIMATOR_NAME).handoff
+    assert metrics["ragen_filter/rows_kept"] == res.rows.numel() and handoff.removed and handoff.step == 1
     assert trainer._update_actor(out, metrics) == "updated"
     # an all-zero batch keeps its rows and skips the updates
     for k in rows:

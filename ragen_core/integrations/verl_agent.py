@@ -1,7 +1,8 @@
 """verl agent loop ``ragen_env_agent``: one ``ragen/`` episode per dataset row (needs verl 0.9).
 
-Importing this module imports verl (after ``check_verl_version``). verl instantiates the class by its dotted path
-from the agent-loop config file (``_target_: ragen_core.integrations.verl_agent.RagenEnvAgentLoop``).
+Importing this module imports verl (after ``verl_version.check_verl_version``); ``verl.register`` imports this
+module, which never imports it back. verl instantiates the class by its dotted path from the agent-loop config
+file (``_target_: ragen_core.integrations.verl_agent.RagenEnvAgentLoop``).
 
 Token layout (verl's continuous-token builder renders the chat template): the prompt is the system message and
 the first user turn; the response is every later token, assistant tokens with ``response_mask`` 1 and the env's
@@ -17,7 +18,7 @@ import time
 from typing import Any
 from uuid import uuid4
 
-from ragen_core.integrations.verl import AGENT_LOOP_NAME, check_verl_version
+from ragen_core.integrations.verl_version import check_verl_version
 
 check_verl_version()
 
@@ -28,6 +29,7 @@ from verl.experimental.agent_loop.agent_loop import (  # noqa: E402
     register,
 )
 
+from ragen_core.integrations.verl_core import AGENT_LOOP_NAME  # noqa: E402
 from ragen_core.integrations.verl_env import episode_from_extra_info  # noqa: E402
 
 __all__ = ["RagenEnvAgentLoop", "register_agent_loop"]

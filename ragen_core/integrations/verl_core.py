@@ -2,7 +2,9 @@
 
 Nothing here imports verl: every function takes plain torch tensors and numpy arrays shaped as verl's
 ``DataProto`` holds them, so it is tested on CPU without verl and reused by the thin glue in
-``ragen_core.integrations.verl``.
+``ragen_core.integrations.verl``. It also holds what the glue modules share (the names they register under,
+:func:`filter_spec_from_algorithm`, the per-step generator of the random strategy and :class:`StepHandoff`), so
+that ``verl`` (``register``) imports ``verl_trainer`` and ``verl_agent`` and neither imports it back.
 
 A verl batch is row-major, not group-major: B rows, each with
 
@@ -52,6 +54,12 @@ __all__ = [
     "select_rows",
     "group_advantages",
     "masked_group_advantages",
+    "ADV_ESTIMATOR_NAME",
+    "TRAINER_MODE",
+    "AGENT_LOOP_NAME",
+    "filter_spec_from_algorithm",
+    "random_generator",
+    "StepHandoff",
 ]
 
 #: ``"remove"``: dropped groups leave the batch (the point of the method); ``"mask"``: their advantages are 0
@@ -426,3 +434,78 @@ def masked_group_advantages(
         rows = res.rows.to(m.device)
         out[rows] = group_advantages(r[rows], m[rows], ids[res.rows.numpy()], spec.estimator, spec.norm_eps)
     return out, res
+
+
+# ------------------------------------------------------------------------------------------------ shared by the glue
+#: The names under which ``ragen_core.integrations.verl.register`` adds the adapter to verl's three registries.
+ADV_ESTIMATOR_NAME = "ragen_snr"
+TRAINER_MODE = "ragen_snr_sync"
+AGENT_LOOP_NAME = "ragen_env_agent"
+# Stride of FilterSpec.seed in the per-step seed: (seed, step) pairs with 0 <= step < 1_000_003 never collide.
+_SEED_STRIDE = 1_000_003
+
+
+def _to_container(cfg: Any) -> Any:
+    try:
+        from omegaconf import DictConfig, OmegaConf
+    except ImportError:  # pragma: no cover - omegaconf comes with verl
+        return cfg
+    return OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
+
+
+def filter_spec_from_algorithm(algorithm: Any) -> FilterSpec:
+    """:class:`FilterSpec` from verl's ``config.algorithm`` (its ``ragen_filter`` section; defaults if absent)."""
+    section = None
+    if algorithm is not None:
+        getter = getattr(algorithm, "get", None)
+        section = getter("ragen_filter", None) if callable(getter) else getattr(algorithm, "ragen_filter", None)
+    return FilterSpec.from_config(_to_container(section))
+
+
+def random_generator(spec: FilterSpec, step: int) -> torch.Generator | None:
+    """The generator of ``strategy="random"`` at training step ``step``; None for every other strategy.
+
+    A fresh ``torch.Generator`` seeded ``spec.seed * 1_000_003 + step`` (the global torch RNG is never touched).
+    The random strategy is a control arm: each step it drops as many groups as top-p would, drawn uniformly at
+    random and independently of the other steps. Seeding from (seed, step) gives every step its own draw, and the
+    same draw again for the same spec and step (a run resumed at step s draws what the uninterrupted run drew).
+    """
+    if spec.strategy != "random":
+        return None
+    return torch.Generator().manual_seed(spec.seed * _SEED_STRIDE + int(step))
+
+
+@dataclass
+class StepHandoff:
+    """What the trainer mode ``ragen_snr_sync`` tells the estimator ``ragen_snr`` about the step at hand.
+
+    verl runs both in one process (its TaskRunner) and calls the estimator once per training step, after the
+    trainer's ``_balance_batch``. One object per process: ``verl.register`` creates it inside the estimator it
+    registers, and the trainer reaches it through verl's estimator registry. The trainer writes, the estimator
+    reads and clears.
+
+    Attributes:
+        removed: the trainer removed this step's dropped groups (``mode: remove``), so the estimator must not
+            filter again; an enabled ``mode: remove`` estimator call without it is a configuration error.
+        step: the trainer's global step for the estimator's next call (None: no trainer mode ran this step).
+        calls: the estimator calls so far in this process, one per step.
+    """
+
+    removed: bool = False
+    step: int | None = None
+    calls: int = 0
+
+    def begin_step(self, step: int) -> None:
+        """Trainer side, at the start of a step: nothing removed yet, the estimator's step is ``step``."""
+        self.removed = False
+        self.step = int(step)
+
+    def next_step(self) -> int:
+        """Estimator side, once per call: the step that seeds :func:`random_generator`.
+
+        The trainer's global step when it handed one over for this call, else the number of calls so far
+        (1, 2, ...; it restarts at 1 when a process restarts, e.g. on a resumed run under another trainer).
+        """
+        self.calls += 1
+        step, self.step = self.step, None
+        return self.calls if step is None else step

@@ -1,6 +1,7 @@
 """verl trainer mode ``ragen_snr_sync``: physical removal of low-signal groups and MI metrics (needs verl 0.9).
 
-Importing this module imports verl (after ``check_verl_version``); see ``ragen_core.integrations.verl``.
+Importing this module imports verl (after ``verl_version.check_verl_version``); see
+``ragen_core.integrations.verl``, whose ``register`` imports this module (this module never imports it back).
 
 One step of verl's v1 trainer (``PPOTrainer._step_once``): sample from the replay buffer -> reward -> balance
 over data-parallel ranks -> old log-probs -> ref log-probs -> values -> advantages -> critic update -> actor
@@ -17,20 +18,34 @@ from typing import Any
 import numpy as np
 import torch
 
-from ragen_core.integrations.verl import _STATE, TRAINER_MODE, check_verl_version, filter_spec_from_algorithm
+from ragen_core.integrations.verl_version import check_verl_version
 
 check_verl_version()
 
 import transfer_queue as tq  # noqa: E402  (after the version check, for a clear error first)
+from verl.trainer.ppo import core_algos  # noqa: E402
 from verl.trainer.ppo.v1 import PPOTrainerSync, register_trainer  # noqa: E402
 from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY  # noqa: E402
 
-from ragen_core.integrations.verl_core import filter_rows  # noqa: E402
+from ragen_core.integrations.verl_core import (  # noqa: E402
+    ADV_ESTIMATOR_NAME,
+    TRAINER_MODE,
+    StepHandoff,
+    filter_rows,
+    filter_spec_from_algorithm,
+    random_generator,
+)
 from ragen_core.integrations.verl_mi import mi_metrics  # noqa: E402
 
 __all__ = ["RagenSNRTrainer", "register_trainer_mode"]
 
 logger = logging.getLogger(__name__)
+
+
+def _estimator_handoff() -> StepHandoff | None:
+    """The ``StepHandoff`` of the ``ragen_snr`` estimator registered in this process (None if there is none)."""
+    handoff = getattr(core_algos.ADV_ESTIMATOR_REGISTRY.get(ADV_ESTIMATOR_NAME), "handoff", None)
+    return handoff if isinstance(handoff, StepHandoff) else None
 
 
 def _lengths_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
@@ -52,7 +67,11 @@ class RagenSNRTrainer(PPOTrainerSync):
     def _balance_batch(self, batch, metrics, logging_prefix="global_seqlen", keep_minibatch=False):
         spec = filter_spec_from_algorithm(self.config.algorithm)
         self._ragen_skip_update = False
-        _STATE["removed"] = False
+        # The ragen_snr estimator of this process (if registered) seeds strategy random with this step, and learns
+        # below whether this step's dropped groups were removed.
+        handoff = _estimator_handoff()
+        if handoff is not None:
+            handoff.begin_step(self.global_steps)
         fields = ["uid", "rm_scores", "response_mask"]
         mi_cfg = self.config.algorithm.get("ragen_mi", None) or {}
         every = int(mi_cfg.get("every", 0) or 0)
@@ -65,13 +84,11 @@ class RagenSNRTrainer(PPOTrainerSync):
         resp_mask = data["response_mask"].to_padded_tensor(padding=0)
         if want_mi:
             metrics.update(self._ragen_mi(data, resp_mask, uids, mi_cfg))
-        gen = None
-        if spec.strategy == "random":
-            gen = torch.Generator().manual_seed(spec.seed * 1_000_003 + int(self.global_steps))
-        res = filter_rows(rewards, resp_mask, uids, spec, gen)
+        res = filter_rows(rewards, resp_mask, uids, spec, random_generator(spec, self.global_steps))
         metrics.update(res.metrics())
         if spec.mode == "remove" and spec.enable:
-            _STATE["removed"] = True
+            if handoff is not None:
+                handoff.removed = True
             if res.empty:
                 # Nothing carries signal: keep the batch for the bookkeeping stages, skip both updates.
                 self._ragen_skip_update = True
