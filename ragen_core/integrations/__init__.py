@@ -12,8 +12,8 @@ other trainer installed:
   agent loop ``ragen_env_agent``, registered into verl by ``register()``; their tensor logic lives in
   ``verl_core`` / ``verl_mi`` / ``verl_env``, which import no verl and are tested on CPU.
 
-See docs/scale_out.md. Each adapter checks the installed version of its trainer before using it and refuses
-versions it was not tested with, naming the supported range.
+See docs/scale_out.md. Each adapter checks the installed version of its trainer before using it
+(``trl_version`` / ``verl_version``) and refuses versions it was not tested with, naming the supported range.
 """
 
 __all__: list[str] = []
