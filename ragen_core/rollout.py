@@ -7,9 +7,11 @@ One call of :func:`rollout` plays ``P * G`` episodes in lock-step (docs/protocol
 - every turn, the prompts of all unfinished episodes are generated in one batched ``policy.generate`` call and
   the responses are sent to the envs (stepped one after another: the envs are cheap, generation is not);
   an episode stops when the env terminates or truncates, or after ``max_turns`` turns;
-- prompt layout: system message = the env's ``info["instructions"]``; each user turn holds
-  ``Reward: r`` (the previous turn's reward, from turn 2 on), ``Turn k:``, ``State:`` + observation,
-  ``You have N actions left.`` and the format reminder with the length limit.
+- each episode is a :class:`ragen_core.episode.ChatEpisode` (the env as a chat, shared with the verl and TRL
+  adapters): system message = the env's ``info["instructions"]``; each user turn holds ``Reward: r`` (the
+  previous turn's reward, from turn 2 on), ``Turn k:``, ``State:`` + observation, ``You have N actions left.``
+  and the format reminder with the length limit; every response goes through ``safe_step``. This module adds
+  the tokens: prompts, generation, and the training batch.
 
 Context modes and the rows of the batch:
 
@@ -30,14 +32,14 @@ span Z (the response tokens through ``</think>``, or the whole response when it 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 import torch
 
 from ragen_core.config import parse_context
-from ragen_envs.protocol import RESPONSE_FORMAT
+from ragen_core.episode import ChatEpisode, EpisodeStart, safe_step, user_turn_text
 
 __all__ = [
     "RolloutSettings",
@@ -51,6 +53,7 @@ __all__ = [
     "turn_bridge",
     "reasoning_prefix_length",
     "make_envs",
+    "chat_episode",
     "EpisodeStart",
     "reset_episode",
     "safe_step",
@@ -60,6 +63,13 @@ __all__ = [
 Responder = Callable[[Sequence[Any], Sequence[int]], Sequence[str]]
 
 _SENTINELS = ("A", "B")
+
+#: RolloutSettings fields with no ``[rollout]`` config key: ``greedy`` (validation overrides it from
+#: ``eval.greedy``) and ``stop`` (the stop strings; config runs use the default ``("</answer>",)``).
+SETTINGS_NOT_IN_CONFIG = ("greedy", "stop")
+#: ``[rollout]`` config keys that RolloutSettings does not carry: the batch sizes, which are arguments of
+#: :func:`rollout` (``len(seeds)`` groups of ``group_size``).
+CONFIG_NOT_IN_SETTINGS = ("groups", "group_size")
 
 
 @dataclass
@@ -82,9 +92,12 @@ class RolloutSettings:
 
     @classmethod
     def from_config(cls, rollout_cfg: Any, **overrides: Any) -> RolloutSettings:
-        """Settings from a ``[rollout]`` config section (``ragen_core.config.RolloutConfig``) plus overrides."""
-        names = ("max_turns", "context", "max_new_tokens", "temperature", "top_p", "reward_placement",
-                 "length_limit", "system_prompt")
+        """Settings from a ``[rollout]`` config section (``ragen_core.config.RolloutConfig``) plus overrides.
+
+        Every field is read from the section under its own name, except :data:`SETTINGS_NOT_IN_CONFIG` (per-call
+        options the config has no key for; their defaults apply unless overridden).
+        """
+        names = [f.name for f in fields(cls) if f.name not in SETTINGS_NOT_IN_CONFIG]
         return cls(**{**{k: getattr(rollout_cfg, k) for k in names}, **overrides})
 
     def __post_init__(self) -> None:
@@ -248,36 +261,6 @@ class RolloutBatch:
 
 
 # ---------------------------------------------------------------------------------------------- prompt layout
-def user_turn_text(
-    turn: int,
-    observation: str,
-    actions_left: int | None,
-    prev_reward: float | None,
-    length_limit: int,
-    response_format: str = RESPONSE_FORMAT,
-) -> str:
-    """The user message of turn `turn` (1-based) in RAGEN's layout (docs/protocol.md)."""
-    lines = []
-    if prev_reward is not None:
-        lines.append(f"Reward: {prev_reward:g}")
-    lines.append(f"Turn {turn}:")
-    lines.append(f"State:\n{observation}")
-    if actions_left is not None:
-        lines.append(f"You have {actions_left} actions left.")
-    lines.append(f"Always output: {response_format} with no extra text. Strictly follow this format. "
-                 f"Max response length: {length_limit} tokens.")
-    return "\n".join(lines)
-
-
-def _response_format(env: Any) -> str:
-    fmt = getattr(getattr(env, "unwrapped", env), "action_format", "tagged")
-    if fmt == "answer":
-        return "<answer> [your answer] </answer>"
-    if fmt == "plain":
-        return "[your answer]"
-    return RESPONSE_FORMAT
-
-
 def turn_bridge(policy: Any, user_message: dict[str, str]) -> list[int]:
     """Template tokens between the end of an assistant response and the start of the next response.
 
@@ -324,32 +307,13 @@ def make_envs(env_id: str, n: int, kwargs: dict[str, Any] | None = None) -> list
     return [gym.make(env_id, **dict(kwargs or {})) for _ in range(n)]
 
 
-def _system_messages(system: str) -> list[dict[str, str]]:
-    """The conversation's opening: one system message, or none when the system prompt is off (empty)."""
-    return [{"role": "system", "content": system}] if system else []
-
-
-@dataclass
-class EpisodeStart:
-    """The opening of one episode: what :func:`rollout` sends as the first prompt (docs/protocol.md).
-
-    Attributes:
-        system: the system message text ("" when the system prompt is off).
-        user: the first user message ``{"role": "user", "content": ...}`` (:func:`user_turn_text` of turn 1).
-        images: the first observation's image (vision envs with a vision policy), else empty.
-        actions_left: the env's action budget (None when it has none).
-        response_format: the format reminder of the env's ``action_format``.
-    """
-
-    system: str
-    user: dict[str, str]
-    images: list[np.ndarray]
-    actions_left: int | None
-    response_format: str
-
-    def messages(self) -> list[dict[str, str]]:
-        """The first prompt as chat messages: [system,] user."""
-        return [*_system_messages(self.system), self.user]
+def chat_episode(env: Any, settings: RolloutSettings | None = None, *,
+                 image_token: str | None = None) -> ChatEpisode:
+    """A :class:`ragen_core.episode.ChatEpisode` of `env` laid out as `settings` say (length limit stated in the
+    reminder, system prompt, ``max_turns``)."""
+    s = settings or RolloutSettings()
+    return ChatEpisode(env, length_limit=s.length_limit or s.max_new_tokens, system_prompt=s.system_prompt,
+                       max_turns=s.max_turns, image_token=image_token)
 
 
 def reset_episode(env: Any, seed: int, settings: RolloutSettings | None = None, *,
@@ -359,46 +323,7 @@ def reset_episode(env: Any, seed: int, settings: RolloutSettings | None = None, 
     Other engines (the TRL adapter's single-turn dataset) call this so that their prompts are token for token the
     ones this package's trainer sends.
     """
-    s = settings or RolloutSettings()
-    obs, info = env.reset(seed=int(seed), options=options)
-    text, image = _obs_text(obs, image_token)
-    actions_left = info.get("actions_left")
-    fmt = _response_format(env)
-    limit = s.length_limit or s.max_new_tokens
-    return EpisodeStart(
-        system=str(info.get("instructions", "")) if s.system_prompt else "",
-        user={"role": "user", "content": user_turn_text(1, text, actions_left, None, limit, fmt)},
-        images=[image] if image is not None else [],
-        actions_left=actions_left,
-        response_format=fmt,
-    )
-
-
-def safe_step(env: Any, text: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-    """``env.step(text)``, except that an exception ends the episode instead of the rollout.
-
-    Envs must not raise on model text; one that does anyway (a bug, or a hostile answer that found one) must not
-    stop a training run. The turn gets the env's format penalty as its reward, ``info["env_error"]`` names the
-    exception, the episode terminates, and ``rollout/env_errors`` counts it. The env is reset by the next rollout.
-    """
-    try:
-        return env.step(text)
-    except Exception as exc:  # any env bug is contained here, by design
-        penalty = float(getattr(getattr(env, "unwrapped", env), "format_penalty_value", -0.1))
-        info = {"env_error": f"{type(exc).__name__}: {exc}"[:500], "format_penalty": penalty,
-                "format_error": "env_error", "success": False, "action_is_valid": False}
-        return "", penalty, True, False, info
-
-
-def _obs_text(obs: Any, image_token: str | None) -> tuple[str, np.ndarray | None]:
-    """Text of an observation and its image; the image is placed in the text with the policy's image
-    placeholder (vision policies), or dropped for text-only policies."""
-    if isinstance(obs, dict):
-        text, image = str(obs.get("text", "")), obs.get("image")
-        if image is None or image_token is None:
-            return text, None
-        return f"{image_token}\n{text}", image
-    return str(obs), None
+    return chat_episode(env, settings, image_token=image_token).reset(seed, options)
 
 
 # ---------------------------------------------------------------------------------------------- the rollout
@@ -424,7 +349,8 @@ def rollout(
         settings: turns, context mode, sampling (defaults: 5 turns, full context, temperature 1).
         generator: torch generator of the sampler (reproducible rollouts).
         responder: scripted responses instead of the policy's (warm start, tests); see :data:`Responder`.
-        reset_options: optional per-episode `options` for `env.reset` (length P * G).
+        reset_options: optional per-episode `options` for `env.reset` (length P * G;
+            ``ragen_core.episode.per_rollout_options`` builds them from ``env.per_rollout_option``).
 
     Returns:
         :class:`RolloutBatch`.
@@ -437,112 +363,81 @@ def rollout(
         raise ValueError(f"need at least one group and group_size >= 1; got {p} groups of {g}")
     if len(envs) < n:
         raise ValueError(f"need {n} envs for {p} groups x {g} rollouts; got {len(envs)}")
-    limit = s.length_limit or s.max_new_tokens
-    tok = policy.tokenizer
     image_token = getattr(policy, "image_token", None)
 
     trajs = [Trajectory(group=i // g, index_in_group=i % g, seed=int(seeds[i // g])) for i in range(n)]
-    # Per episode: system message, (user text, assistant text) history, the running full-context ids.
-    system: list[str] = [""] * n
-    pending_user: list[dict[str, str]] = [{}] * n
-    pending_images: list[list[np.ndarray]] = [[] for _ in range(n)]
-    history: list[list[tuple[dict[str, str], str, list[np.ndarray]]]] = [[] for _ in range(n)]
-    running: list[list[int]] = [[] for _ in range(n)]
-    running_images: list[list[np.ndarray]] = [[] for _ in range(n)]
-    actions_left: list[int | None] = [None] * n
-    fmt: list[str] = [RESPONSE_FORMAT] * n
-    active = [True] * n
+    episodes = [chat_episode(envs[i], s, image_token=image_token) for i in range(n)]
+    for i, ep in enumerate(episodes):
+        ep.reset(int(seeds[i // g]), reset_options[i] if reset_options is not None else None)
 
-    for i in range(n):
-        opts = reset_options[i] if reset_options is not None else None
-        start = reset_episode(envs[i], int(seeds[i // g]), s, options=opts, image_token=image_token)
-        system[i], pending_user[i], pending_images[i] = start.system, start.user, start.images
-        actions_left[i], fmt[i] = start.actions_left, start.response_format
-        trajs[i].messages = _system_messages(system[i])
-
-    for turn in range(1, s.max_turns + 1):
-        idx = [i for i in range(n) if active[i]]
+    for _ in range(s.max_turns):  # every episode ends within max_turns (ChatEpisode counts them)
+        idx = [i for i in range(n) if not episodes[i].done]
         if not idx:
             break
-        prompts: list[list[int]] = []
-        images: list[list[np.ndarray]] = []
-        for i in idx:
-            if window is None:
-                if turn == 1:
-                    ids = list(policy.encode_chat([*_system_messages(system[i]), pending_user[i]],
-                                                  add_generation_prompt=True))
-                else:
-                    ids = running[i] + turn_bridge(policy, pending_user[i])
-                running[i] = ids
-                running_images[i] = running_images[i] + pending_images[i]
-                imgs = list(running_images[i])
-            else:
-                kept = history[i][len(history[i]) - window :] if window > 0 else []
-                msgs = _system_messages(system[i])
-                imgs = []
-                for user, assistant, user_imgs in kept:
-                    msgs += [user, {"role": "assistant", "content": assistant}]
-                    imgs += user_imgs
-                msgs.append(pending_user[i])
-                imgs += pending_images[i]
-                ids = list(policy.encode_chat(msgs, add_generation_prompt=True))
-            prompts.append(ids)
-            images.append(imgs)
-
-        if responder is not None:
-            texts = list(responder([envs[i] for i in idx], idx))
-            gens = []
-            for text in texts:
-                rid = list(tok(text, add_special_tokens=False)["input_ids"])
-                gens.append((text, rid, [0.0] * len(rid), "stop"))
-        else:
-            has_images = any(len(im) for im in images)
-            out = policy.generate(
-                prompts,
-                max_new_tokens=s.max_new_tokens,
-                temperature=s.temperature,
-                top_p=s.top_p,
-                stop=s.stop,
-                generator=generator,
-                images=images if has_images else None,
-                greedy=s.greedy,
-            )
-            gens = [(o.text, list(o.response_ids), list(o.response_logprobs), o.finish_reason) for o in out]
-
-        for j, i in enumerate(idx):
-            text, rid, rlp, finish = gens[j]
-            obs, reward, terminated, truncated, info = safe_step(envs[i], text)
-            next_text, image = _obs_text(obs, image_token)
-            penalty = float(info.get("format_penalty", 0.0) or 0.0)
+        prompts = [_next_prompt(policy, episodes[i], trajs[i], window) for i in idx]
+        gens = _respond(policy, s, [envs[i] for i in idx], idx, [ids for ids, _ in prompts], [im for _, im in prompts],
+                        generator, responder)
+        for (ids, images), i, (text, rid, rlp, finish) in zip(prompts, idx, gens, strict=True):
+            step = episodes[i].step(text)
             trajs[i].turns.append(Turn(
-                prompt_ids=prompts[j],
+                prompt_ids=ids,
                 response_ids=rid,
                 response_logprobs=rlp,
                 response_text=text,
-                reasoning_len=reasoning_prefix_length(tok, rid),
-                reward=float(reward),
-                format_valid=penalty == 0.0 and info.get("format_error") is None,
-                action_valid=bool(info.get("action_is_valid", False)),
+                reasoning_len=reasoning_prefix_length(policy.tokenizer, rid),
+                reward=step.reward,
+                format_valid=step.format_valid,
+                action_valid=step.action_valid,
                 finish_reason=finish,
-                images=images[j],
-                env_error=info.get("env_error"),
+                images=images,
+                env_error=step.env_error,
             ))
-            trajs[i].messages += [pending_user[i], {"role": "assistant", "content": text}]
-            trajs[i].success = bool(info.get("success", False))
-            trajs[i].terminated = bool(terminated)
-            trajs[i].truncated = bool(truncated)
-            if window is None:
-                running[i] = running[i] + rid
-            history[i].append((pending_user[i], text, pending_images[i]))
-            actions_left[i] = info.get("actions_left", actions_left[i])
-            if terminated or truncated:
-                active[i] = False
-                continue
-            pending_user[i] = {"role": "user", "content": user_turn_text(
-                turn + 1, next_text, actions_left[i], float(reward), limit, fmt[i])}
-            pending_images[i] = [image] if image is not None else []
 
-    return build_batch(trajs, p, g, s, pad_id=pad_token_id(tok), full_context=window is None, max_turns=s.max_turns)
+    for traj, ep in zip(trajs, episodes):
+        traj.messages = ep.messages
+        traj.success, traj.terminated, traj.truncated = ep.success, ep.terminated, ep.truncated
+    return build_batch(trajs, p, g, s, pad_id=pad_token_id(policy.tokenizer), full_context=window is None,
+                       max_turns=s.max_turns)
+
+
+def _next_prompt(policy: Any, ep: ChatEpisode, traj: Trajectory,
+                 window: int | None) -> tuple[list[int], list[np.ndarray]]:
+    """Token ids and images of `ep`'s next prompt (module docstring: context modes).
+
+    Full context (``window=None``): turn 1 renders [system,] user; turn k extends turn k-1's prompt + response by
+    the template bridge to the pending user turn, and the images accumulate. Otherwise the prompt is re-rendered
+    from the last `window` turns' text.
+    """
+    if window is None and traj.turns:
+        last = traj.turns[-1]
+        ids = list(last.prompt_ids) + list(last.response_ids) + turn_bridge(policy, ep.user)
+        return ids, list(last.images) + ep.user_images
+    msgs, images = ep.prompt_messages(window or 0)
+    return list(policy.encode_chat(msgs, add_generation_prompt=True)), images
+
+
+def _respond(policy: Any, s: RolloutSettings, envs: Sequence[Any], idx: Sequence[int], prompts: list[list[int]],
+             images: list[list[np.ndarray]], generator: torch.Generator | None,
+             responder: Responder | None) -> list[tuple[str, list[int], list[float], str]]:
+    """One (text, response ids, sampling log-probs, finish reason) per prompt: the responder's texts (log-probs 0,
+    finish "stop") or one batched ``policy.generate`` call."""
+    if responder is not None:
+        out = []
+        for text in responder(envs, idx):
+            rid = list(policy.tokenizer(text, add_special_tokens=False)["input_ids"])
+            out.append((text, rid, [0.0] * len(rid), "stop"))
+        return out
+    gens = policy.generate(
+        prompts,
+        max_new_tokens=s.max_new_tokens,
+        temperature=s.temperature,
+        top_p=s.top_p,
+        stop=s.stop,
+        generator=generator,
+        images=images if any(len(im) for im in images) else None,
+        greedy=s.greedy,
+    )
+    return [(o.text, list(o.response_ids), list(o.response_logprobs), o.finish_reason) for o in gens]
 
 
 def pad_token_id(tokenizer: Any) -> int:

@@ -267,3 +267,24 @@ def test_system_prompt_can_be_left_out_and_capped_responses_are_counted(policy):
     assert any(full_length)
     assert gen.summary()["rollout/response_capped"] == pytest.approx(sum(full_length) / len(full_length))
     assert with_sys.summary()["rollout/response_capped"] == 0.0
+
+
+def test_settings_carry_every_rollout_config_field():
+    """RolloutSettings.from_config reads every [rollout] key by name; a config key it does not carry, or a setting
+    the config lacks, must be listed as such (a new field on one side fails here until it is placed)."""
+    from dataclasses import fields, replace
+
+    from ragen_core.config import RolloutConfig
+    from ragen_core.rollout import CONFIG_NOT_IN_SETTINGS, SETTINGS_NOT_IN_CONFIG
+
+    cfg_names = {f.name for f in fields(RolloutConfig)}
+    set_names = {f.name for f in fields(RolloutSettings)}
+    assert cfg_names - set_names == set(CONFIG_NOT_IN_SETTINGS)
+    assert set_names - cfg_names == set(SETTINGS_NOT_IN_CONFIG)
+    cfg = replace(RolloutConfig(), max_turns=3, context="window:2", max_new_tokens=17, temperature=0.5, top_p=0.9,
+                  reward_placement="per_turn", length_limit=40, system_prompt=False)
+    s = RolloutSettings.from_config(cfg, greedy=True)
+    for name in cfg_names & set_names:
+        assert getattr(s, name) == getattr(cfg, name) != getattr(RolloutSettings(), name), name
+    assert s.greedy and s.stop == RolloutSettings().stop
+    assert RolloutSettings.from_config(cfg, max_turns=9).max_turns == 9  # overrides win

@@ -16,8 +16,10 @@ column (the G rollouts of a group share their row, hence their seed and initial 
 single tool ``act(answer)`` is one env turn, ``get_reward`` the episode return. The model's reasoning lives in
 its message and the tool call carries the answer, so the env is built with ``action_format="answer"`` (the
 ``<think>`` block is optional) unless ``env_kwargs`` says otherwise; an ``answer`` without ``<answer>`` tags is
-wrapped in them, so ``act("Up || Left")`` is the turn ``<answer>Up || Left</answer>``. Parsing, the format
-penalty and the action budget are the env's own (``ragen_envs.protocol``).
+wrapped in them, so ``act("Up || Left")`` is the turn ``<answer>Up || Left</answer>``. Each rollout is the
+trainer's own episode (``ragen_core.episode.ChatEpisode``, without the format reminder): parsing, the format
+penalty and the action budget are the env's own (``ragen_envs.protocol``), and an env that raises on an answer
+ends the episode with its format penalty (``safe_step``) instead of stopping the trainer.
 
 Single-turn episodes need no tool calling: :func:`single_turn_dataset` writes each seed's first prompt exactly as
 this package's trainer renders it (``ragen_core.rollout.reset_episode``) and :class:`EnvReward` is a plain TRL
@@ -30,6 +32,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from ragen_core.episode import ChatEpisode, rollout_option, safe_step
 
 __all__ = ["RagenEnvironment", "ragen_environment_factory", "seed_dataset", "TOOL_HINT", "EnvReward",
            "single_turn_dataset", "stop_at", "tool_chat_template", "use_tool_chat_template"]
@@ -73,10 +77,9 @@ class RagenEnvironment:
             raise ValueError(f"{env_id} is a vision variant; the TRL adapter passes text observations only")
         self._seed_key = seed_key
         self._include_instructions = bool(include_instructions)
-        self._return = 0.0
-        self._turns = 0
-        self._done = False
-        self._success = False
+        # The same chat episode as the trainer's rollout, without the format reminder (the tool call carries the
+        # answer) and without a turn limit (TRL's max_tool_calling_iterations bounds the turns).
+        self._episode = ChatEpisode(self._env, length_limit=0, system_prompt=False, reminder=False)
 
     # ------------------------------------------------------------------------------------------ TRL hooks
     def reset(self, **row: Any) -> str:
@@ -87,12 +90,12 @@ class RagenEnvironment:
                 f"each dataset row needs a non-negative integer {self._seed_key!r} column (the episode seed, shared "
                 f"by the G rollouts of a group); got {seed!r}. Build one with seed_dataset(n)."
             )
-        obs, info = self._env.reset(seed=seed)
-        if not isinstance(obs, str):
-            raise ValueError(f"{self._env_id} returned a {type(obs).__name__} observation; text envs only")
-        self._return, self._turns, self._done, self._success = 0.0, 0, False, False
-        parts = [info["instructions"]] if self._include_instructions else []
-        parts.append(self._turn_text(obs, info.get("actions_left")))
+        start = self._episode.reset(seed)
+        if not isinstance(self._episode.observation, str):
+            raise ValueError(f"{self._env_id} returned a {type(self._episode.observation).__name__} observation; "
+                             "text envs only")
+        parts = [self._episode.instructions] if self._include_instructions else []
+        parts.append(start.user["content"])
         parts.append(TOOL_HINT)
         return "\n\n".join(parts)
 
@@ -105,35 +108,35 @@ class RagenEnvironment:
         Returns:
             The reward of this turn and the next state, or a notice that the episode is over.
         """
-        if self._done:
+        if self._episode.done or self._episode.user is None:
             return "The episode is over; nothing was done."
         text = str(answer)
         if not _ANSWER_TAG.search(text):
             text = f"<answer>{text}</answer>"
-        obs, reward, terminated, truncated, info = self._env.step(text)
-        self._turns += 1
-        self._return += float(reward)
-        self._done = bool(terminated or truncated)
-        self._success = bool(info.get("success", False))
-        lines = [f"Reward: {float(reward):g}"]
-        if self._done:
-            lines.append(f"The episode is over (success: {self._success}).")
-        else:
-            lines.append(self._turn_text(obs, info.get("actions_left")))
-        return "\n".join(lines)
+        step = self._episode.step(text)  # safe_step: an env that raises ends the episode with the format penalty
+        if step.user is not None:
+            return step.user["content"]  # "Reward: r", then the next turn
+        return f"Reward: {step.reward:g}\nThe episode is over (success: {self._episode.success})."
 
     def get_reward(self) -> float:
         """Episode return; a rollout that never called ``act`` gets the env's format penalty (no valid answer)."""
-        if self._turns == 0:
+        if self._episode.turn == 0:
             return float(getattr(self._env, "format_penalty_value", 0.0))
-        return self._return
+        return self._episode.total_reward
 
-    # ------------------------------------------------------------------------------------------ helpers
-    def _turn_text(self, obs: str, actions_left: int | None) -> str:
-        lines = [f"Turn {self._turns + 1}:", f"State:\n{obs}"]
-        if actions_left is not None:
-            lines.append(f"You have {actions_left} actions left.")
-        return "\n".join(lines)
+    # ------------------------------------------------------------------------------------------ episode state
+    # Private (TRL would expose public members as tools); the tool-calling warm start (ragen_core.warm) reads them.
+    @property
+    def _done(self) -> bool:
+        return self._episode.done
+
+    @property
+    def _success(self) -> bool:
+        return self._episode.success
+
+    @property
+    def _turns(self) -> int:
+        return self._episode.turn
 
 
 def ragen_environment_factory(env_id: str, **options: Any) -> Callable[[], RagenEnvironment]:
@@ -207,7 +210,7 @@ class EnvReward:
     ``reward(prompts, completions, **columns) -> list[float]``: the env is reset with the row's ``seed_key``
     column and stepped once with the completion text; the reward is that step's (for a single-turn episode, the
     episode return), with the env's format penalty for malformed answers and when the env raises
-    (``ragen_core.rollout.safe_step``). ``last_success`` holds each row's ``info["success"]`` of the last call.
+    (``ragen_core.episode.safe_step``). ``last_success`` holds each row's ``info["success"]`` of the last call.
 
     Args:
         env_id, env_kwargs: the env, as for ``gym.make``.
@@ -235,8 +238,6 @@ class EnvReward:
         self.last_success: list[bool] = []
 
     def __call__(self, prompts: list[Any], completions: list[Any], **columns: Any) -> list[float]:
-        from ragen_core.rollout import safe_step
-
         seeds = columns.get(self._seed_key)
         if seeds is None or len(seeds) != len(completions):
             raise ValueError(f"every row needs a {self._seed_key!r} column (single_turn_dataset writes one)")
@@ -246,8 +247,7 @@ class EnvReward:
             seed = int(seed)
             k = counts.get(seed, 0)
             counts[seed] = k + 1
-            options = {self._option: seed * self._group_size + k} if self._option else None
-            self._env.reset(seed=seed, options=options)
+            self._env.reset(seed=seed, options=rollout_option(self._option or "", seed, k, self._group_size or 1))
             _, reward, _, _, info = safe_step(self._env, _completion_text(completion))
             rewards.append(float(reward))
             success.append(bool(info.get("success", False)))

@@ -1,10 +1,12 @@
 """One ``ragen/`` env episode as a chat, the text side of the verl agent loop (docs/protocol.md), without verl.
 
-:class:`EnvEpisode` holds a Gymnasium env and the conversation that RAGEN's rollout builds
-(``ragen_core.rollout``): the system message is the env's ``info["instructions"]``, each user turn is
-``ragen_core.rollout.user_turn_text`` (previous reward, turn number, state, actions left, format reminder), each
-assistant message is the raw model response, which the env parses itself. The episode return is the sum of the
-per-turn rewards; the agent loop reports it as verl's ``reward_score`` (placed on the last response token,
+:class:`EnvEpisode` holds a Gymnasium env and the conversation that RAGEN's rollout builds: it is a
+``ragen_core.episode.ChatEpisode``, the same one ``ragen_core.rollout`` plays. The system message is the env's
+``info["instructions"]``, each user turn is ``ragen_core.episode.user_turn_text`` (previous reward, turn number,
+state, actions left, format reminder), each assistant message is the raw model response, which the env parses
+itself (through ``safe_step``: a malformed answer costs the env's format penalty; an env that raises ends the
+episode with that penalty instead of the agent loop). The episode return is the sum of the per-turn rewards; the
+agent loop reports it as verl's ``reward_score`` (placed on the last response token,
 ``reward_placement = "last_token"``).
 
 A dataset row for verl names the episode in ``extra_info``: ``{"env_id": "ragen/Sokoban-v0", "seed": 10000,
@@ -19,7 +21,7 @@ from typing import Any
 import gymnasium as gym
 
 import ragen_envs  # noqa: F401  (registers the ragen/ ids)
-from ragen_core.rollout import user_turn_text
+from ragen_core.episode import ChatEpisode
 
 __all__ = ["EnvEpisode", "episode_from_extra_info"]
 
@@ -36,6 +38,8 @@ class EnvEpisode:
         max_turns: most assistant turns (the env may end the episode earlier).
         length_limit: the "Max response length" told to the model, in tokens.
         system_prompt: send ``info["instructions"]`` as a system message.
+
+    ``turn``, ``total_reward``, ``turn_rewards``, ``done`` and ``success`` are the episode's so far.
     """
 
     def __init__(self, env_id: str, seed: int, env_kwargs: Mapping[str, Any] | None = None, max_turns: int = 5,
@@ -48,50 +52,41 @@ class EnvEpisode:
         self.env = gym.make(env_id, **dict(env_kwargs or {}))
         self.seed, self.max_turns, self.length_limit = seed, max_turns, length_limit
         self.system_prompt = bool(system_prompt)
-        self.turn = 0
-        self.total_reward = 0.0
-        self.turn_rewards: list[float] = []
-        self.done = False
-        self.success = False
-        self._actions_left: int | None = None
-        self._fmt = "<think> [your thoughts] </think> <answer> [your answer] </answer>"
+        self.chat = ChatEpisode(self.env, length_limit=length_limit, system_prompt=self.system_prompt,
+                                max_turns=max_turns)
+
+    @property
+    def turn(self) -> int:
+        return self.chat.turn
+
+    @property
+    def total_reward(self) -> float:
+        return self.chat.total_reward
+
+    @property
+    def turn_rewards(self) -> list[float]:
+        return self.chat.rewards
+
+    @property
+    def done(self) -> bool:
+        return self.chat.done
+
+    @property
+    def success(self) -> bool:
+        return self.chat.success
 
     def start(self) -> list[dict[str, str]]:
         """Reset the env; return the opening messages (system, if asked, and the first user turn)."""
-        obs, info = self.env.reset(seed=self.seed)
-        self._actions_left = info.get("actions_left")
-        fmt = getattr(self.env.unwrapped, "action_format", "tagged")
-        if fmt == "answer":
-            self._fmt = "<answer> [your answer] </answer>"
-        elif fmt == "plain":
-            self._fmt = "[your answer]"
-        msgs = [{"role": "system", "content": str(info.get("instructions", ""))}] if self.system_prompt else []
-        msgs.append({"role": "user", "content": user_turn_text(1, _text(obs), self._actions_left, None,
-                                                                self.length_limit, self._fmt)})
-        return msgs
+        return self.chat.reset(self.seed).messages()
 
     def step(self, response: str) -> dict[str, str] | None:
         """Play one assistant response; return the next user message, or None when the episode is over."""
         if self.done:
             raise RuntimeError("the episode is over; start a new EnvEpisode")
-        obs, reward, terminated, truncated, info = self.env.step(response)
-        self.turn += 1
-        self.turn_rewards.append(float(reward))
-        self.total_reward += float(reward)
-        self.success = bool(info.get("success", False))
-        self._actions_left = info.get("actions_left", self._actions_left)
-        if terminated or truncated or self.turn >= self.max_turns:
-            self.done = True
+        user = self.chat.step(response).user
+        if user is None:
             self.env.close()
-            return None
-        return {"role": "user", "content": user_turn_text(self.turn + 1, _text(obs), self._actions_left,
-                                                           float(reward), self.length_limit, self._fmt)}
-
-
-def _text(obs: Any) -> str:
-    # Vision variants observe {"text", "image"}; the agent loop is text-only.
-    return str(obs["text"]) if isinstance(obs, dict) else str(obs)
-
+        return user
 
 def episode_from_extra_info(extra_info: Mapping[str, Any] | None) -> EnvEpisode:
     """Build an :class:`EnvEpisode` from a dataset row's ``extra_info`` (module docstring); unknown keys are

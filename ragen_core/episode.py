@@ -1,0 +1,300 @@
+"""One env episode as a chat: the prompt layout, the env step and the per-episode bookkeeping (docs/protocol.md).
+
+Every engine that plays a ``ragen/`` env against a language model does the same thing: reset the env with the
+group's seed, show the model RAGEN's user turn, hand its raw response to the env (which parses it itself), and
+turn the env's answer into the next user turn. :class:`ChatEpisode` is that loop for one episode, text only;
+the engines add their own tokens around it:
+
+- ``ragen_core.rollout.rollout`` plays ``P * G`` episodes in lock-step and lays their tokens out for training;
+- ``ragen_core.integrations.verl_env.EnvEpisode`` is the text side of the verl agent loop;
+- ``ragen_core.integrations.trl_env.RagenEnvironment`` is TRL's environment interface (one tool call per turn).
+
+The chat (``messages``): an optional system message (the env's ``info["instructions"]``), then for each turn
+the user message of :func:`user_turn_text` and the model's response as the assistant message. A user turn holds
+``Reward: r`` (the previous turn's reward, from turn 2 on), ``Turn k:``, ``State:`` + the observation,
+``You have N actions left.`` (envs with an action budget) and the format reminder with the length limit.
+
+Every step goes through :func:`safe_step`: a malformed answer costs the env's own format penalty (the env's
+parser decides), and an env that raises on model text ends the episode with that penalty instead of crashing
+the engine. :func:`per_rollout_options` is the one formula for per-rollout reset options (the Bandit's
+``payoff_seed``: rollouts that share a seed still draw independent payoffs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ragen_envs.protocol import RESPONSE_FORMAT
+
+__all__ = [
+    "ChatEpisode",
+    "EpisodeStart",
+    "EpisodeStep",
+    "user_turn_text",
+    "response_format",
+    "observation_text",
+    "system_messages",
+    "safe_step",
+    "rollout_option",
+    "per_rollout_options",
+]
+
+
+# ---------------------------------------------------------------------------------------------- prompt layout
+def user_turn_text(
+    turn: int,
+    observation: str,
+    actions_left: int | None,
+    prev_reward: float | None,
+    length_limit: int,
+    response_format: str | None = RESPONSE_FORMAT,
+) -> str:
+    """The user message of turn `turn` (1-based) in RAGEN's layout (docs/protocol.md).
+
+    ``prev_reward=None`` omits the ``Reward:`` line (turn 1), ``actions_left=None`` the action budget, and
+    ``response_format=None`` the format reminder (the TRL tool adapter, whose tool call carries the answer).
+    """
+    lines = []
+    if prev_reward is not None:
+        lines.append(f"Reward: {prev_reward:g}")
+    lines.append(f"Turn {turn}:")
+    lines.append(f"State:\n{observation}")
+    if actions_left is not None:
+        lines.append(f"You have {actions_left} actions left.")
+    if response_format is not None:
+        lines.append(f"Always output: {response_format} with no extra text. Strictly follow this format. "
+                     f"Max response length: {length_limit} tokens.")
+    return "\n".join(lines)
+
+
+def response_format(env: Any) -> str:
+    """The format reminder for the env's ``action_format`` ("tagged", the default; "answer"; "plain")."""
+    fmt = getattr(getattr(env, "unwrapped", env), "action_format", "tagged")
+    if fmt == "answer":
+        return "<answer> [your answer] </answer>"
+    if fmt == "plain":
+        return "[your answer]"
+    return RESPONSE_FORMAT
+
+
+def observation_text(obs: Any, image_token: str | None) -> tuple[str, np.ndarray | None]:
+    """Text of an observation and its image; the image is placed in the text with the policy's image
+    placeholder (vision policies), or dropped for text-only policies (``image_token=None``)."""
+    if isinstance(obs, dict):
+        text, image = str(obs.get("text", "")), obs.get("image")
+        if image is None or image_token is None:
+            return text, None
+        return f"{image_token}\n{text}", image
+    return str(obs), None
+
+
+def system_messages(system: str) -> list[dict[str, str]]:
+    """The conversation's opening: one system message, or none when the system prompt is off (empty)."""
+    return [{"role": "system", "content": system}] if system else []
+
+
+def safe_step(env: Any, text: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    """``env.step(text)``, except that an exception ends the episode instead of the rollout.
+
+    Envs must not raise on model text; one that does anyway (a bug, or a hostile answer that found one) must not
+    stop a training run. The turn gets the env's format penalty as its reward, ``info["env_error"]`` names the
+    exception, the episode terminates, and ``rollout/env_errors`` counts it. The env is reset by the next rollout.
+    """
+    try:
+        return env.step(text)
+    except Exception as exc:  # any env bug is contained here, by design
+        penalty = float(getattr(getattr(env, "unwrapped", env), "format_penalty_value", -0.1))
+        info = {"env_error": f"{type(exc).__name__}: {exc}"[:500], "format_penalty": penalty,
+                "format_error": "env_error", "success": False, "action_is_valid": False}
+        return "", penalty, True, False, info
+
+
+# ---------------------------------------------------------------------------------------------- reset options
+def rollout_option(option: str, seed: int, k: int, group_size: int) -> dict[str, int] | None:
+    """Reset options of rollout `k` of the group with seed `seed`: ``{option: seed * G + k}``; None without option.
+
+    The G rollouts of a group share the reset seed (same initial state); a per-rollout option (``env.
+    per_rollout_option``, e.g. the Bandit's ``payoff_seed``) gives each its own integer, distinct across groups
+    and rollouts while ``0 <= k < G``. Validation and warm-start rollouts use ``G = 1``: the option is the seed.
+    """
+    if not option:
+        return None
+    return {option: int(seed) * int(group_size) + int(k)}
+
+
+def per_rollout_options(option: str, seeds: Sequence[int], group_size: int) -> list[dict[str, int]] | None:
+    """:func:`rollout_option` for ``P`` groups x ``G`` rollouts, group-major (rollout ``i * G + k``, the order of
+    ``ragen_core.rollout.rollout``'s envs): a list of ``P * G`` dicts, or None without option."""
+    if not option:
+        return None
+    return [rollout_option(option, s, k, group_size) for s in seeds for k in range(int(group_size))]
+
+
+# ---------------------------------------------------------------------------------------------- the episode
+@dataclass
+class EpisodeStart:
+    """The opening of one episode: what :func:`ragen_core.rollout.rollout` sends as the first prompt.
+
+    Attributes:
+        system: the system message text ("" when the system prompt is off).
+        user: the first user message ``{"role": "user", "content": ...}`` (:func:`user_turn_text` of turn 1).
+        images: the first observation's image (vision envs with a vision policy), else empty.
+        actions_left: the env's action budget (None when it has none).
+        response_format: the format reminder of the env's ``action_format``.
+    """
+
+    system: str
+    user: dict[str, str]
+    images: list[np.ndarray]
+    actions_left: int | None
+    response_format: str
+
+    def messages(self) -> list[dict[str, str]]:
+        """The first prompt as chat messages: [system,] user."""
+        return [*system_messages(self.system), self.user]
+
+
+@dataclass
+class EpisodeStep:
+    """What one :meth:`ChatEpisode.step` returned: the env's outcome and the next user message.
+
+    ``user`` is None when the episode is over (terminated, truncated, or ``max_turns`` played).
+    """
+
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any]
+    user: dict[str, str] | None
+
+    @property
+    def format_valid(self) -> bool:
+        """The env charged no format penalty and reported no format error."""
+        penalty = float(self.info.get("format_penalty", 0.0) or 0.0)
+        return penalty == 0.0 and self.info.get("format_error") is None
+
+    @property
+    def action_valid(self) -> bool:
+        return bool(self.info.get("action_is_valid", False))
+
+    @property
+    def env_error(self) -> str | None:
+        """The exception ``env.step`` raised on this response ("TypeName: message"), None when it returned."""
+        return self.info.get("env_error")
+
+
+class ChatEpisode:
+    """One env episode played as a chat (module docstring): :meth:`reset`, then :meth:`step` per response.
+
+    Args:
+        env: a gymnasium env of this package (or anything with ``reset(seed, options)`` / ``step(text)``).
+        length_limit: the "Max response length" stated in the format reminder, in tokens.
+        system_prompt: send the env's instructions as the system message (False: the first user turn opens).
+        max_turns: most assistant turns (None: until the env ends the episode).
+        image_token: the policy's image placeholder (vision policies); None drops images.
+        reminder: end each user turn with the format reminder (False: the TRL tool adapter).
+
+    State after :meth:`reset` (updated by every :meth:`step`):
+        ``system``, ``instructions``: the system message text ("" when off) and the env's instructions;
+        ``user``, ``user_images``: the pending user message (None once the episode is over) and its images;
+        ``history``: ``(user message, response, user images)`` per played turn;
+        ``messages``: the chat so far ([system,] user, assistant, user, assistant, ...; no pending user);
+        ``rewards``, ``total_reward``, ``turn``: per-turn rewards, their running sum, turns played;
+        ``done``, ``success``, ``terminated``, ``truncated``: the outcome of the last step.
+    """
+
+    def __init__(self, env: Any, *, length_limit: int, system_prompt: bool = True, max_turns: int | None = None,
+                 image_token: str | None = None, reminder: bool = True) -> None:
+        self.env = env
+        self.length_limit = int(length_limit)
+        self.system_prompt = bool(system_prompt)
+        self.max_turns = max_turns
+        self.image_token = image_token
+        self.reminder = bool(reminder)
+        self._clear()
+
+    def _clear(self) -> None:
+        self.system = ""
+        self.instructions = ""
+        self.observation: Any = None
+        self.user: dict[str, str] | None = None
+        self.user_images: list[np.ndarray] = []
+        self.history: list[tuple[dict[str, str], str, list[np.ndarray]]] = []
+        self.messages: list[dict[str, str]] = []
+        self.rewards: list[float] = []
+        self.total_reward = 0.0
+        self.actions_left: int | None = None
+        self.response_format = RESPONSE_FORMAT
+        self.done = False
+        self.success = False
+        self.terminated = False
+        self.truncated = False
+
+    @property
+    def turn(self) -> int:
+        """Assistant turns played so far."""
+        return len(self.rewards)
+
+    def _user(self, turn: int, text: str, prev_reward: float | None) -> dict[str, str]:
+        fmt = self.response_format if self.reminder else None
+        return {"role": "user",
+                "content": user_turn_text(turn, text, self.actions_left, prev_reward, self.length_limit, fmt)}
+
+    def reset(self, seed: int, options: dict[str, Any] | None = None) -> EpisodeStart:
+        """Reset the env with `seed` (and reset `options`); returns the opening (system message, first user turn)."""
+        self._clear()
+        obs, info = self.env.reset(seed=int(seed), options=options)
+        self.observation = obs
+        text, image = observation_text(obs, self.image_token)
+        self.actions_left = info.get("actions_left")
+        self.response_format = response_format(self.env)
+        self.instructions = str(info.get("instructions", ""))
+        self.system = self.instructions if self.system_prompt else ""
+        self.user = self._user(1, text, None)
+        self.user_images = [image] if image is not None else []
+        self.messages = system_messages(self.system)
+        return EpisodeStart(system=self.system, user=self.user, images=list(self.user_images),
+                            actions_left=self.actions_left, response_format=self.response_format)
+
+    def prompt_messages(self, window: int) -> tuple[list[dict[str, str]], list[np.ndarray]]:
+        """The next prompt re-rendered from text: [system,] the last `window` (user, assistant) pairs (0: none) and
+        the pending user turn, with the images of those user turns in order."""
+        if self.user is None:
+            raise RuntimeError("the episode is over; it has no next prompt")
+        kept = self.history[len(self.history) - window :] if window > 0 else []
+        msgs = system_messages(self.system)
+        images: list[np.ndarray] = []
+        for user, assistant, user_images in kept:
+            msgs += [user, {"role": "assistant", "content": assistant}]
+            images += user_images
+        msgs.append(self.user)
+        images += self.user_images
+        return msgs, images
+
+    def step(self, response: str) -> EpisodeStep:
+        """Play one model response (raw text, parsed by the env) through :func:`safe_step`."""
+        if self.done or self.user is None:
+            raise RuntimeError("the episode is over; reset it (or start a new one)")
+        obs, reward, terminated, truncated, info = safe_step(self.env, response)
+        reward = float(reward)
+        self.observation = obs
+        text, image = observation_text(obs, self.image_token)
+        self.rewards.append(reward)
+        self.total_reward += reward
+        self.history.append((self.user, response, self.user_images))
+        self.messages += [self.user, {"role": "assistant", "content": response}]
+        self.success = bool(info.get("success", False))
+        self.terminated, self.truncated = bool(terminated), bool(truncated)
+        self.actions_left = info.get("actions_left", self.actions_left)
+        self.done = bool(terminated or truncated) or (self.max_turns is not None and self.turn >= self.max_turns)
+        if self.done:
+            self.user, self.user_images = None, []
+        else:
+            self.user = self._user(self.turn + 1, text, reward)
+            self.user_images = [image] if image is not None else []
+        return EpisodeStep(reward=reward, terminated=self.terminated, truncated=self.truncated, info=info,
+                           user=self.user)
