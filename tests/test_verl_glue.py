@@ -356,8 +356,14 @@ def test_verl_version_module_mirrors_trl_version(monkeypatch):
         with pytest.raises(verl_version.UnsupportedVerlVersionError,
                            match=r"verl>=0\.9\.1,<0\.10\.0 \(tested: 0\.9\.1\).*found verl .*try it anyway"):
             check(bad)
-    for version in ("1.16.0", "0.9.1", "1.17.0.dev0", "2", "1.x.3", "10.2.3.4"):
-        assert verl_version._release(version) == trl_version._release(version)
+    from ragen_core.integrations.versions import format_release, release
+
+    expected = {"1.16.0": (1, 16, 0), "0.9.1": (0, 9, 1), "1.17.0.dev0": (1, 17, 0), "2": (2, 0, 0),
+                "1.x.3": (1, 0, 0), "10.2.3.4": (10, 2, 3), "1.0.0rc1": (1, 0, 0)}
+    for version, parts in expected.items():
+        assert release(version) == parts
+        assert format_release(parts) == ".".join(map(str, parts))
+    assert verl_version._release is release and trl_version._release is release  # one parser for both checks
     monkeypatch.setenv("RAGEN2_ALLOW_UNTESTED_VERL", "1")
     with pytest.warns(UserWarning, match="RAGEN2_ALLOW_UNTESTED_VERL=1: trying anyway"):
         assert check("0.10.0") == "0.10.0"

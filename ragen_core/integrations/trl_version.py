@@ -12,6 +12,9 @@ import os
 import warnings
 from importlib import metadata
 
+from ragen_core.integrations.versions import format_release as _fmt
+from ragen_core.integrations.versions import release as _release
+
 __all__ = ["TESTED_TRL_VERSION", "SUPPORTED_TRL_RANGE", "check_trl_version", "UnsupportedTRLVersionError"]
 
 #: The exact version the test suite ran against (the ``trl`` extra of pyproject.toml pins it).
@@ -23,27 +26,6 @@ _OVERRIDE_ENV = "RAGEN2_ALLOW_UNTESTED_TRL"
 
 class UnsupportedTRLVersionError(ImportError):
     """TRL is missing, or its version is outside ``SUPPORTED_TRL_RANGE``."""
-
-
-def _release(version: str) -> tuple[int, ...]:
-    """``"1.16.0"`` -> ``(1, 16, 0)``; pre/post/dev suffixes are ignored (``"1.17.0.dev0"`` -> ``(1, 17, 0)``)."""
-    parts: list[int] = []
-    for piece in version.split(".")[:3]:
-        digits = ""
-        for ch in piece:
-            if not ch.isdigit():
-                break
-            digits += ch
-        if not digits:
-            break
-        parts.append(int(digits))
-    while len(parts) < 3:
-        parts.append(0)
-    return tuple(parts)
-
-
-def _fmt(v: tuple[int, ...]) -> str:
-    return ".".join(str(x) for x in v)
 
 
 def check_trl_version(version: str | None = None) -> str:

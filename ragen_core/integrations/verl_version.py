@@ -13,6 +13,9 @@ import os
 import warnings
 from importlib import metadata
 
+from ragen_core.integrations.versions import format_release as _fmt
+from ragen_core.integrations.versions import release as _release
+
 __all__ = ["TESTED_VERL_VERSION", "SUPPORTED_VERL_RANGE", "check_verl_version", "UnsupportedVerlVersionError"]
 
 #: The exact version the test suite ran against (the ``verl`` extra of pyproject.toml pins it).
@@ -24,27 +27,6 @@ _OVERRIDE_ENV = "RAGEN2_ALLOW_UNTESTED_VERL"
 
 class UnsupportedVerlVersionError(ImportError):
     """verl is missing, or its version is outside ``SUPPORTED_VERL_RANGE``."""
-
-
-def _release(version: str) -> tuple[int, ...]:
-    """``"0.9.1"`` -> ``(0, 9, 1)``; pre/post/dev suffixes are ignored (``"1.0.0rc1"`` -> ``(1, 0, 0)``)."""
-    parts: list[int] = []
-    for piece in version.split(".")[:3]:
-        digits = ""
-        for ch in piece:
-            if not ch.isdigit():
-                break
-            digits += ch
-        if not digits:
-            break
-        parts.append(int(digits))
-    while len(parts) < 3:
-        parts.append(0)
-    return tuple(parts)
-
-
-def _fmt(v: tuple[int, ...]) -> str:
-    return ".".join(str(x) for x in v)
 
 
 def check_verl_version(version: str | None = None) -> str:
