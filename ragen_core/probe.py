@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 
+from ragen_core.episode import per_rollout_options, rollout_option
 from ragen_core.mi import cross_score, flatten_proxies, mi_proxies
 from ragen_core.rollout import RolloutBatch, RolloutSettings, make_envs, pad_token_id, rollout
 
@@ -77,7 +78,7 @@ def build_probe(env_id: str, env_kwargs: dict[str, Any], n_prompts: int, group_s
     seen: set[str] = set()
     seeds: list[int] = []
     for s in probe_seed_range(probe_seed, n_prompts):
-        opts = {per_rollout_option: s * group_size} if per_rollout_option else None
+        opts = rollout_option(per_rollout_option, s, 0, group_size)
         obs, _ = env.reset(seed=s, options=opts)
         key = obs if isinstance(obs, str) else repr(obs)
         if key in seen:
@@ -90,9 +91,7 @@ def build_probe(env_id: str, env_kwargs: dict[str, Any], n_prompts: int, group_s
         raise ValueError(f"only {len(seeds)} distinct levels among seeds {probe_seed}.."
                          f"{probe_seed + _CANDIDATES_PER_PROMPT * n_prompts - 1} of {env_id}; "
                          f"lower mi.probe_prompts (asked for {n_prompts})")
-    reset_options = None
-    if per_rollout_option:
-        reset_options = [{per_rollout_option: s * group_size + k} for s in seeds for k in range(group_size)]
+    reset_options = per_rollout_options(per_rollout_option, seeds, group_size)
     return ProbeSet(seeds=seeds, envs=make_envs(env_id, n_prompts * group_size, env_kwargs),
                     group_size=group_size, settings=replace(settings, max_turns=1, greedy=False),
                     reset_options=reset_options)

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from ragen_core.demonstrators import demonstrator_for, find_demonstrator
+from ragen_core.episode import per_rollout_options
 from ragen_core.rollout import Responder, RolloutBatch, RolloutSettings, make_envs, rollout
 
 __all__ = [
@@ -329,7 +330,7 @@ def warm_start(policy: Any, cfg: Any, device: torch.device | None = None) -> dic
                    leave=False)
     for s in range(0, len(seeds), chunk):
         part = seeds[s : s + chunk]
-        opts = [{cfg.env.per_rollout_option: x} for x in part] if cfg.env.per_rollout_option else None
+        opts = per_rollout_options(cfg.env.per_rollout_option, part, 1)
         responder = scripted_responder(ws.policy, rng, ws.reasoning, ws.action_noise, ws.noise_action,
                                        ws.reasoning_dependence, template, ws.template_answer, ws.filler_words)
         b = rollout(policy, envs, part, 1, settings, responder=responder,

@@ -49,6 +49,7 @@ from ragen_core.advantages import TRAJ_MEAN, aggregate_loss, trajectory_token_we
 from ragen_core.algorithms import compute_advantages, get_algorithm, token_loss_mode
 from ragen_core.checkpoint import LATEST, RNGStreams, TrainState, load_checkpoint, save_checkpoint
 from ragen_core.config import RESUME_KEYS, ConfigError, TrainConfig, dump_toml, load_config, resume_changes
+from ragen_core.episode import per_rollout_options
 from ragen_core.filtering import compact, filter_groups, reward_variance, rv_statistics
 from ragen_core.policy import load_policy
 from ragen_core.report import RunLog, write_plots, write_summary
@@ -156,7 +157,7 @@ def validation_rollout(policy: Any, envs: Sequence[Any], cfg: TrainConfig, setti
     seeds = validation_seeds(cfg)
     gen = torch.Generator(device="cpu").manual_seed(cfg.run.seed + 10_000 + step)
     policy.model.eval()
-    opts = [{cfg.env.per_rollout_option: s} for s in seeds] if cfg.env.per_rollout_option else None
+    opts = per_rollout_options(cfg.env.per_rollout_option, seeds, 1)
     return rollout(policy, envs, seeds, 1, settings, generator=gen, reset_options=opts)
 
 
@@ -389,11 +390,7 @@ class Trainer:
 
     def _reset_options(self, seeds: Sequence[int]) -> list[dict[str, Any]] | None:
         """Per-rollout reset options: `env.per_rollout_option` gets a distinct integer per rollout."""
-        name = self.cfg.env.per_rollout_option
-        if not name:
-            return None
-        g = self.cfg.rollout.group_size
-        return [{name: int(seeds[i // g]) * g + i % g} for i in range(len(seeds) * g)]
+        return per_rollout_options(self.cfg.env.per_rollout_option, seeds, self.cfg.rollout.group_size)
 
     def filter(self, batch: RolloutBatch):
         """SNR-aware filtering of one batch (None when disabled or G < 2)."""
