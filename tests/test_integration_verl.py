@@ -17,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from verl_fakes import FakeTQ
 
 from ragen_core.integrations import verl as vglue
 from ragen_core.integrations.verl_core import (
@@ -424,23 +425,6 @@ def test_mask_mode_estimator_and_remove_mode_guard():
         vglue.ragen_snr_advantage(rewards, mask, uids, config=OmegaConf.create({}))
 
 
-class _FakeTQ:
-    """Stand-in for the TransferQueue client calls the trainer makes (kv_batch_get, kv_clear)."""
-
-    def __init__(self, rows):
-        self.rows, self.cleared = rows, []
-
-    def kv_batch_get(self, keys, partition_id, select_fields):
-        def nested(name, dtype):
-            return torch.nested.as_nested_tensor([self.rows[k][name].to(dtype) for k in keys], layout=torch.jagged)
-
-        return {"uid": [self.rows[k]["uid"] for k in keys], "rm_scores": nested("rm_scores", torch.float32),
-                "response_mask": nested("response_mask", torch.int64)}
-
-    def kv_clear(self, keys, partition_id):
-        self.cleared += list(keys)
-
-
 @needs_verl
 def test_trainer_removes_dropped_groups_before_balancing(monkeypatch):
     from omegaconf import OmegaConf
@@ -459,7 +443,7 @@ def test_trainer_removes_dropped_groups_before_balancing(monkeypatch):
     for i, k in enumerate(keys):
         n = int(mask[i].sum())
         rows[k] = {"uid": uids[i], "rm_scores": rewards[i, :n], "response_mask": mask[i, :n]}
-    fake = _FakeTQ(rows)
+    fake = FakeTQ(rows)
     monkeypatch.setattr(verl_trainer, "tq", fake)
     monkeypatch.setattr(PPOTrainerSync, "_balance_batch", lambda self, batch, metrics, **kw: batch)
     monkeypatch.setattr(PPOTrainerSync, "_update_actor", lambda self, batch, metrics: "updated")

@@ -18,11 +18,11 @@ import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 import numpy as np
 import pytest
 import torch
+from verl_fakes import FakeTQ
 
 import ragen_core.integrations as integrations_pkg
 from ragen_core.integrations import trl_version, verl_version
@@ -141,23 +141,6 @@ def fake_verl(monkeypatch):
                 sys.modules[name] = module
             if attr is not None:
                 setattr(integrations_pkg, name.rsplit(".", 1)[1], attr)
-
-
-class FakeTQ:
-    """The TransferQueue calls of ``_balance_batch`` (kv_batch_get, kv_clear) over an in-memory row store."""
-
-    def __init__(self, rows: dict[str, dict[str, Any]]) -> None:
-        self.rows, self.cleared = rows, []
-
-    def kv_batch_get(self, keys, partition_id, select_fields):
-        def nested(name, dtype):
-            return torch.nested.as_nested_tensor([self.rows[k][name].to(dtype) for k in keys], layout=torch.jagged)
-
-        return {"uid": [self.rows[k]["uid"] for k in keys], "rm_scores": nested("rm_scores", torch.float32),
-                "response_mask": nested("response_mask", torch.int64)}
-
-    def kv_clear(self, keys, partition_id):
-        self.cleared += list(keys)
 
 
 def make_batch(seed: int, p: int = 8, g: int = 4, t: int = 6):
