@@ -35,13 +35,10 @@ from ragen_envs.code import (
     run_function,
     run_program,
     sandbox,
-    sandbox_boot,
-    sandbox_cgroup,
     sandbox_isolation,
-    sandbox_rootfs,
-    sandbox_seccomp,
     values_match,
 )
+from ragen_envs.code.sandbox import cgroup, inside, rootfs, seccomp
 
 pytestmark = pytest.mark.xdist_group("sandbox")
 
@@ -296,8 +293,8 @@ def hostile_setup(tmp_path, monkeypatch):
     public_file = public_dir / "public.txt"
     public_file.write_text(public_marker)
     os.chmod(public_file, 0o644)
-    project_file = Path(ragen_envs.__file__).resolve().parents[1] / "ragen_envs" / "code" / "sandbox.py"
-    git_config = project_file.parents[2] / ".git" / "config"
+    project_file = Path(ragen_envs.__file__).resolve().parents[1] / "ragen_envs" / "code" / "sandbox" / "__init__.py"
+    git_config = project_file.parents[3] / ".git" / "config"
     outside = tmp_path / "outside"
     outside.mkdir()
     os.chmod(outside, 0o777)  # world-writable on purpose: only the sandbox may stop the write
@@ -396,7 +393,7 @@ def _leftovers(run_id: str) -> list[str]:
     tmp = tempfile.gettempdir()
     left += [f"temp dir {n}" for n in os.listdir(tmp) if n.startswith(run_id)]
     setup = sandbox._ensure()[1]["cgroups"]
-    left += [f"cgroup {p}" for p in sandbox_cgroup.stale_run_cgroups(setup) if run_id in p]
+    left += [f"cgroup {p}" for p in cgroup.stale_run_cgroups(setup) if run_id in p]
     return left
 
 
@@ -505,8 +502,8 @@ def _needs_namespaces():
 
 
 def _needs_seccomp():
-    if sandbox_seccomp.seccomp_program()[0] is None:
-        pytest.skip(f"no seccomp layer here: {sandbox_seccomp.seccomp_program()[1]}")
+    if seccomp.seccomp_program()[0] is None:
+        pytest.skip(f"no seccomp layer here: {seccomp.seccomp_program()[1]}")
 
 
 def _needs_cgroups():
@@ -644,17 +641,17 @@ def test_cgroup_per_run_is_created_limited_and_removed():
     # (the run id and the caller's pid).
     cgroup_lines = [line for line in res.stdout.splitlines() if line.count(":") >= 2 and line[0].isdigit()]
     assert cgroup_lines and all(line.endswith(":/") for line in cgroup_lines), res.stdout
-    assert not [p for p in sandbox_cgroup.stale_run_cgroups(setup) if res.run_id in p]
+    assert not [p for p in cgroup.stale_run_cgroups(setup) if res.run_id in p]
 
 
 def test_forced_cgroup_mechanism_is_checked(monkeypatch):
     with pytest.raises(ValueError, match="RAGEN_SANDBOX_CGROUP"):
-        sandbox_cgroup.probe_cgroups("v3")
-    setup = sandbox_cgroup.probe_cgroups()
+        cgroup.probe_cgroups("v3")
+    setup = cgroup.probe_cgroups()
     other = [m for m in ("v2", "v1") if m != setup.mechanism]
     for mechanism in other:
         try:
-            forced = sandbox_cgroup.probe_cgroups(mechanism)
+            forced = cgroup.probe_cgroups(mechanism)
         except RuntimeError as exc:
             assert mechanism in str(exc)
         else:
@@ -690,7 +687,7 @@ def test_the_program_sees_nothing_of_the_host_file_system(tmp_path):
     assert exists == "False False"
     assert set(eval(top)) <= {"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "root", "sbin",
                               "tmp", "usr", "opt", "home", "nix"}
-    facts = sandbox_rootfs.interpreter_facts(sandbox_isolation().python)
+    facts = rootfs.interpreter_facts(sandbox_isolation().python)
     stdlib = [p for p in facts["path"] if os.path.isdir(p)]
     allowed = ("/etc/ld.so.cache", "/usr/lib/locale/", "/tmp/ragen-sbx-")
     for path in json.loads(files):
@@ -822,7 +819,7 @@ def test_fsync_of_a_host_file_does_not_flush_the_host_disk():
     project's VM): a run could keep the host's disk flushing. fsync is a no-op in the sandbox."""
     _needs_seccomp()
     _needs_namespaces()
-    facts = sandbox_rootfs.interpreter_facts(sandbox_isolation().python)
+    facts = rootfs.interpreter_facts(sandbox_isolation().python)
     target = next(os.path.join(p, "os.py") for p in facts["path"] if os.path.isfile(os.path.join(p, "os.py")))
     before = _disk_flushes(target)
     if before is None:
@@ -875,7 +872,7 @@ def test_a_run_leaves_the_host_page_cache_as_it_found_it():
     _needs_cgroups()
     if os.geteuid() != 0:
         pytest.skip("mincore reports another process's page cache only to the file's owner")
-    facts = sandbox_rootfs.interpreter_facts(sandbox_isolation().python)
+    facts = rootfs.interpreter_facts(sandbox_isolation().python)
     stdlib = next(p for p in facts["path"] if os.path.isfile(os.path.join(p, "pydoc_data", "topics.py")))
     target = os.path.join(stdlib, "pydoc_data", "topics.py")  # large, and nothing imports it
     fd = os.open(target, os.O_RDONLY)
@@ -906,12 +903,12 @@ def test_syscalls_unknown_to_libseccomp_are_denied_by_number():
 
     if os.uname().machine not in ("x86_64", "aarch64"):
         pytest.skip("the generic numbers are checked on x86_64 and aarch64")
-    assert sandbox_seccomp._syscall_number(OldLibseccomp, "read") == 0
-    assert sandbox_seccomp._syscall_number(OldLibseccomp, "open_tree_attr") == 467
-    assert sandbox_seccomp._syscall_number(OldLibseccomp, "cachestat") == 451
-    assert sandbox_seccomp._syscall_number(OldLibseccomp, "no_such_call") is None
-    assert set(sandbox_seccomp.GENERIC_NUMBERS) <= set(sandbox_seccomp.DENIED_SYSCALLS)
-    assert max(sandbox_seccomp.GENERIC_NUMBERS.values()) <= sandbox_seccomp.REVIEWED_UP_TO
+    assert seccomp._syscall_number(OldLibseccomp, "read") == 0
+    assert seccomp._syscall_number(OldLibseccomp, "open_tree_attr") == 467
+    assert seccomp._syscall_number(OldLibseccomp, "cachestat") == 451
+    assert seccomp._syscall_number(OldLibseccomp, "no_such_call") is None
+    assert set(seccomp.GENERIC_NUMBERS) <= set(seccomp.DENIED_SYSCALLS)
+    assert max(seccomp.GENERIC_NUMBERS.values()) <= seccomp.REVIEWED_UP_TO
 
 
 class _FailingLibc:
@@ -936,18 +933,18 @@ class _FailingLibc:
 def test_a_failed_no_new_privs_is_a_setup_error(monkeypatch):
     """Issue 11.6: a failed prctl(PR_SET_NO_NEW_PRIVS) used to be ignored."""
     lib = _FailingLibc()
-    monkeypatch.setattr(sandbox_boot, "libc", lambda: lib)
-    with pytest.raises(sandbox_boot.SetupError, match="PR_SET_NO_NEW_PRIVS"):
-        sandbox_boot.set_no_new_privs()
-    assert lib.calls == [(sandbox_boot.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)]
-    with pytest.raises(sandbox_boot.SetupError, match="seccomp"):
-        sandbox_boot.load_seccomp(b"\0" * 16, lib)
-    with pytest.raises(sandbox_boot.SetupError, match="malformed"):
-        sandbox_boot.load_seccomp(b"\0" * 12, lib)
+    monkeypatch.setattr(inside, "libc", lambda: lib)
+    with pytest.raises(inside.SetupError, match="PR_SET_NO_NEW_PRIVS"):
+        inside.set_no_new_privs()
+    assert lib.calls == [(inside.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)]
+    with pytest.raises(inside.SetupError, match="seccomp"):
+        inside.load_seccomp(b"\0" * 16, lib)
+    with pytest.raises(inside.SetupError, match="malformed"):
+        inside.load_seccomp(b"\0" * 12, lib)
 
 
 def _program_process_report(tmp_path, **values) -> tuple[int, dict]:
-    """Run `sandbox_boot.run_program` in a forked child, as the program process; (exit status, report)."""
+    """Run `inside.run_program` in a forked child, as the program process; (exit status, report)."""
     import resource
 
     marker = tmp_path / "ran"
@@ -966,8 +963,8 @@ def _program_process_report(tmp_path, **values) -> tuple[int, dict]:
     pid = os.fork()
     if pid == 0:  # the program process, as the supervisor forks it
         try:
-            sandbox_boot.run_program(
-                cfg, f"open({str(marker)!r}, 'w')", str(tmp_path / "s.py"), sandbox_boot.Status(write_fd)
+            inside.run_program(
+                cfg, f"open({str(marker)!r}, 'w')", str(tmp_path / "s.py"), inside.Status(write_fd)
             )
         finally:
             os._exit(99)
@@ -981,16 +978,16 @@ def _program_process_report(tmp_path, **values) -> tuple[int, dict]:
 
 def test_the_program_process_reports_a_setup_failure_and_runs_nothing(monkeypatch, tmp_path):
     """The program process turns a failed hardening step into {"setup_error"} + EXIT_SETUP: no code runs."""
-    monkeypatch.setattr(sandbox_boot, "libc", lambda: _FailingLibc())
+    monkeypatch.setattr(inside, "libc", lambda: _FailingLibc())
     code, report = _program_process_report(tmp_path)
-    assert code == sandbox_boot.EXIT_SETUP and "PR_SET_NO_NEW_PRIVS" in report["setup_error"]
+    assert code == inside.EXIT_SETUP and "PR_SET_NO_NEW_PRIVS" in report["setup_error"]
 
 
 def test_the_program_process_refuses_to_run_outside_the_runs_root(tmp_path):
     """The program process checks that the root it ended up in is the one the supervisor built."""
     here = os.stat("/")
     code, report = _program_process_report(tmp_path, root=["pivot", here.st_dev, here.st_ino + 1])
-    assert code == sandbox_boot.EXIT_SETUP and "root file system" in report["setup_error"]
+    assert code == inside.EXIT_SETUP and "root file system" in report["setup_error"]
 
 
 @pytest.mark.parametrize("pivot", [True, False], ids=["pivot_root", "chroot fallback"])
@@ -1011,27 +1008,27 @@ def test_the_program_process_joins_the_root_built_after_it_was_forked(tmp_path, 
                 os.write(write_fd, b'"no mount namespace"')
                 os._exit(0)
             os.chdir(tmp_path)  # as the caller starts the bootstrap: in the run's host directory
-            os.mkdir(sandbox_boot.ROOT_DIR_NAME)
+            os.mkdir(inside.ROOT_DIR_NAME)
             go_r, go_w = os.pipe()
             child = os.fork()
             if child == 0:  # the program process
                 os.close(go_w)
                 how = os.read(go_r, 100).decode()
                 try:
-                    sandbox_boot.join_root(how)
+                    inside.join_root(how)
                     seen = [how, os.getcwd(), sorted(os.listdir("/")), os.path.exists(str(tmp_path))]
                 except BaseException as e:
                     seen = repr(e)
                 os.write(write_fd, json.dumps(seen).encode())
                 os._exit(0)
             os.close(go_r)
-            new_root = os.path.join(os.getcwd(), sandbox_boot.ROOT_DIR_NAME)
-            sandbox_boot.mount(None, "/", None, sandbox_boot.MS_REC | sandbox_boot.MS_PRIVATE)
-            sandbox_boot.mount("tmpfs", new_root, "tmpfs", 0, "size=64k")
+            new_root = os.path.join(os.getcwd(), inside.ROOT_DIR_NAME)
+            inside.mount(None, "/", None, inside.MS_REC | inside.MS_PRIVATE)
+            inside.mount("tmpfs", new_root, "tmpfs", 0, "size=64k")
             open(os.path.join(new_root, "inside"), "w").close()
             if not pivot:
-                sandbox_boot.SYS_PIVOT_ROOT.clear()  # (this forked child's copy): pivot_root "fails"
-            how = sandbox_boot.switch_root(new_root, [])
+                inside.SYS_PIVOT_ROOT.clear()  # (this forked child's copy): pivot_root "fails"
+            how = inside.switch_root(new_root, [])
             os.write(go_w, how.encode())
             os.waitpid(child, 0)
         finally:
@@ -1070,14 +1067,14 @@ def test_the_program_process_runs_nothing_when_the_supervisor_hands_nothing_over
     if pid == 0:
         try:
             os.close(write_fd)
-            sandbox_boot.program_process(read_fd, memfd, sandbox_boot.Status(-1))
+            inside.program_process(read_fd, memfd, inside.Status(-1))
         finally:
             os._exit(99)
     os.close(read_fd)
     os.close(write_fd)
     _, status = os.waitpid(pid, 0)
     os.close(memfd)
-    assert os.WEXITSTATUS(status) == sandbox_boot.EXIT_SETUP
+    assert os.WEXITSTATUS(status) == inside.EXIT_SETUP
 
 
 def test_caller_death_ends_the_run():
@@ -1091,16 +1088,17 @@ def test_caller_death_ends_the_run():
         "limits={'wall_seconds': 600, 'cpu_seconds': 600})\n"
     )
     root = str(Path(ragen_envs.__file__).resolve().parents[1])
+    launch = sandbox._LAUNCH.encode()  # the run's processes are the ones with it on their command line
     caller = subprocess.Popen([sys.executable, "-c", code, root], stdout=subprocess.PIPE)
     try:
         assert caller.stdout.readline() == b"probed\n"  # the probe's own runs are over
         deadline, run_pids = time.monotonic() + 60, []
         while time.monotonic() < deadline and not run_pids:
             time.sleep(0.2)
-            run_pids = [p for p in _descendants(caller.pid) if b"sandbox_launch" in _cmdline(p)]
+            run_pids = [p for p in _descendants(caller.pid) if launch in _cmdline(p).split(b"\0")]
         assert run_pids, "the run did not start"
         argv = _cmdline(run_pids[0]).split(b"\0")
-        run_id = argv[next(i for i, a in enumerate(argv) if a.endswith(b"sandbox_launch.py")) + 1].decode()
+        run_id = argv[argv.index(launch) + 1].decode()
         time.sleep(0.5)
         assert _surviving(run_id)
         caller.kill()
@@ -1143,14 +1141,14 @@ def test_drop_capabilities_leaves_none(tmp_path):
     pid = os.fork()
     if pid == 0:
         try:
-            lib = sandbox_boot.libc()
+            lib = inside.libc()
             import ctypes
 
             if ctypes.CDLL(None, use_errno=True).unshare(0x10000000) != 0:  # a user namespace: all caps in it
                 os.write(write_fd, b"no userns")
             else:
                 before = [ln for ln in Path("/proc/self/status").read_text().splitlines() if ln.startswith("CapEff")]
-                sandbox_boot.drop_capabilities(lib)
+                inside.drop_capabilities(lib)
                 after = [ln for ln in Path("/proc/self/status").read_text().splitlines() if ln.startswith("Cap")]
                 os.write(write_fd, json.dumps([before, after]).encode())
         finally:
@@ -1223,11 +1221,11 @@ def test_cgroup_v2_files_are_written_and_read(tmp_path, monkeypatch):
     base.mkdir()
     (base / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
     (base / "cgroup.subtree_control").write_text("memory pids\n")
-    monkeypatch.setattr(sandbox_cgroup, "_own_paths", lambda: {"": "/cg"})
-    monkeypatch.setattr(sandbox_cgroup, "_mounts", lambda: [(str(tmp_path), "cgroup2", set())])
-    setup = sandbox_cgroup.probe_cgroups("v2")
+    monkeypatch.setattr(cgroup, "_own_paths", lambda: {"": "/cg"})
+    monkeypatch.setattr(cgroup, "_mounts", lambda: [(str(tmp_path), "cgroup2", set())])
+    setup = cgroup.probe_cgroups("v2")
     assert setup.mechanism == "v2" and setup.bases == {"": str(base)}
-    run = sandbox_cgroup.RunCgroup(setup, "ragen-sbx-x.1", 256 * 2**20, 9)
+    run = cgroup.RunCgroup(setup, "ragen-sbx-x.1", 256 * 2**20, 9)
     d = base / "ragen-sbx-x.1"
     assert (d / "memory.max").read_text() == str(256 * 2**20) and (d / "pids.max").read_text() == "9"
     (d / "cpu.stat").write_text("usage_usec 1500000\nuser_usec 1000000\n")
@@ -1248,11 +1246,16 @@ def test_cgroup_v2_files_are_written_and_read(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------------------------------ the bootstrap, unit by unit
 def test_bootstrap_is_a_standard_library_module_run_by_path():
-    launch = Path(sandbox_boot.__file__).with_name("sandbox_launch.py")
-    assert launch.is_file() and sandbox._LAUNCH == str(launch.resolve())
+    package = Path(sandbox.__file__).resolve().parent
+    launch = package / "launch.py"
+    assert Path(inside.__file__).resolve() == package / "inside.py"
+    assert launch.is_file() and sandbox._LAUNCH == str(launch)
+    # launch.py puts this directory first on sys.path while it imports `inside`: no module here may
+    # shadow a standard-library module that import (or the interpreter's start-up) would load.
+    assert not {p.stem for p in package.glob("*.py")} & set(sys.stdlib_module_names)
     import ast
 
-    for path in (Path(sandbox_boot.__file__), launch):
+    for path in (Path(inside.__file__), launch):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             names = []
@@ -1261,12 +1264,12 @@ def test_bootstrap_is_a_standard_library_module_run_by_path():
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module != "__future__":
                 names = [node.module]
             for name in names:
-                assert name.split(".")[0] in sys.stdlib_module_names or name == "sandbox_boot", (path.name, name)
+                assert name.split(".")[0] in sys.stdlib_module_names or name == "inside", (path.name, name)
 
 
 def test_status_encoder_matches_json():
     for obj in ({"exit": 0, "cpu": 0.25, "notes": ["a\"b\\c\n\t\x01\ud800é"], "x": None, "y": True}, [], "s"):
-        assert json.loads(sandbox_boot.to_json(obj)) == json.loads(json.dumps(obj))
+        assert json.loads(inside.to_json(obj)) == json.loads(json.dumps(obj))
 
 
 def test_read_config_and_wait_for_go(tmp_path):
@@ -1274,19 +1277,19 @@ def test_read_config_and_wait_for_go(tmp_path):
 
     fd = os.memfd_create("cfg", 0)
     os.write(fd, marshal.dumps({"a": [1, "b"], "c": None}))
-    assert sandbox_boot.read_config(fd) == {"a": [1, "b"], "c": None}
+    assert inside.read_config(fd) == {"a": [1, "b"], "c": None}
     r, w = os.pipe()
     os.write(w, b"g")
-    sandbox_boot.wait_for_go(r)
+    inside.wait_for_go(r)
     r, w = os.pipe()
     os.close(w)
-    with pytest.raises(sandbox_boot.SetupError, match="cgroup"):
-        sandbox_boot.wait_for_go(r)
+    with pytest.raises(inside.SetupError, match="cgroup"):
+        inside.wait_for_go(r)
 
 
 def test_root_plan_holds_only_the_interpreter_and_its_standard_library():
     python = sandbox_isolation().python
-    plan = sandbox_rootfs.root_plan(python)
+    plan = rootfs.root_plan(python)
     kinds = {row[0] for row in plan}
     assert kinds <= {"dir", "symlink", "file", "tree", "dev", "empty", "tmpfs", "proc"}
     binds = [row[1] for row in plan if row[0] in ("file", "tree")]
@@ -1305,7 +1308,7 @@ def test_root_plan_holds_only_the_interpreter_and_its_standard_library():
 
 
 def test_seccomp_policy_compiles():
-    program, description = sandbox_seccomp.seccomp_program()
+    program, description = seccomp.seccomp_program()
     if program is None:
         pytest.skip(description)
     assert len(program) % 8 == 0 and len(program) > 80

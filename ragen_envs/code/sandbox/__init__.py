@@ -4,16 +4,21 @@ Model-written code never runs in the calling process. Every call of `run_program
 programs) or `run_function` (call one function with JSON arguments) starts a fresh process tree:
 
     env process ──Popen(new session, env={})──▶ unshare --mount --net --pid --ipc --uts --cgroup
-        python -I -S sandbox_launch.py RUN_ID CONFIG_FD GO_FD STATUS_FD MODE  (configuration in a memfd)
+        python -I -S sandbox/launch.py RUN_ID CONFIG_FD GO_FD STATUS_FD MODE  (configuration in a memfd)
         waiter: moved into the run's cgroups by the caller while it starts, then forks and waits
           └─ supervisor = PID 1: forks the program process, then reads the configuration, pivots
              into a minimal root, hands the program process its own values only, reaps, reports
                └─ program process: rlimits, fresh uid/gid, no_new_privs, seccomp filter, the model's code
 
-The inside (`sandbox_boot.py`, started by the tiny `sandbox_launch.py` run by path) is a plain
-module, linted and unit-tested like the rest; this module spawns it (`_spawn`), feeds stdin and
+The inside (`inside.py`, started by the tiny `launch.py` run by path) is a plain module, linted
+and unit-tested like the rest; this module (the caller side) spawns it (`_spawn`), feeds stdin and
 reads the bounded outputs while watching the limits (`_pump`), tears the run down (`_reap`) and
 turns what it saw into a verdict (`_judge`).
+
+The package: this module (the caller API: `run_program`, `run_function`, `sandbox_isolation`, ...),
+`inside` (the standard-library-only bootstrap run in the sandbox), `launch` (the script run by
+path that imports it), `rootfs` (the minimal root's plan), `seccomp` (the filter), `cgroup`
+(whole-run limits).
 Threat model, layer by layer, what was tried against each and what is out of scope:
 `docs/security.md`.
 
@@ -22,8 +27,8 @@ layer                  what it enforces ("namespaces" mode: root + util-linux `u
 =====================  ==========================================================================
 process                separate process tree in its own session; the env never `exec`s model text
 environment            empty (`env={}`); `-I -S`: no PYTHON* variables, no site-packages
-file system            a minimal root (`sandbox_rootfs`): the interpreter, its shared libraries and
-                       its standard library read-only; a private tmpfs working dir, /tmp, /dev/shm
+file system            a minimal root (`rootfs`): the interpreter, its shared libraries and its
+                       standard library read-only; a private tmpfs working dir, /tmp, /dev/shm
                        (`disk_bytes` each); a /proc of the run's PID namespace that hides other
                        users' processes. Nothing else of the host exists inside.
 network                an empty network namespace (only a downed loopback)
@@ -37,7 +42,7 @@ privileges             a fresh unprivileged uid/gid per run (in [1000000, 200000
 configuration          the program process is forked before the supervisor reads the run's
                        configuration and receives only its own values: the hidden paths, host
                        directories and root plan were never in its memory
-system calls           a seccomp filter (`sandbox_seccomp`, built by libseccomp): no new namespaces
+system calls           a seccomp filter (`seccomp`, built by libseccomp): no new namespaces
                        (user namespaces included), mounts, ptrace, bpf, io_uring, AIO, keyrings,
                        modify_ldt, landlock, inotify, ..., nothing that evicts, probes or flushes
                        the host's page cache (fadvise, mincore, cachestat, RWF_NOWAIT, sync, syncfs;
@@ -45,7 +50,7 @@ system calls           a seccomp filter (`sandbox_seccomp`, built by libseccomp)
                        sockets but unix/inet/inet6
                        (AF_VSOCK is refused); a failure to load it is a "sandbox error"
 per-process limits     RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE, RLIMIT_NPROC, RLIMIT_NOFILE, no core files
-whole-run limits       a cgroup per run (`sandbox_cgroup`: v2, else v1): memory (no swap), process
+whole-run limits       a cgroup per run (`cgroup`: v2, else v1): memory (no swap), process
                        count, and the summed CPU time of all processes (read every 50 ms); the page
                        cache charged to it is reclaimed before it is removed; where no cgroup can be
                        written, the caller samples the process tree and kills it past a limit
@@ -90,8 +95,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragen_envs.code import sandbox_boot
-from ragen_envs.code.sandbox_cgroup import (
+from ragen_envs.code.sandbox import inside
+from ragen_envs.code.sandbox.cgroup import (
     WATCH_INTERVAL_S,
     CgroupSetup,
     RunCgroup,
@@ -99,8 +104,8 @@ from ragen_envs.code.sandbox_cgroup import (
     probe_cgroups,
     stale_run_cgroups,
 )
-from ragen_envs.code.sandbox_rootfs import interpreter_facts, root_plan
-from ragen_envs.code.sandbox_seccomp import seccomp_program
+from ragen_envs.code.sandbox.rootfs import interpreter_facts, root_plan
+from ragen_envs.code.sandbox.seccomp import seccomp_program
 from ragen_envs.data import strict_json
 from ragen_envs.validation import require_int
 
@@ -122,7 +127,8 @@ VERDICTS = ("ok", "runtime error", "time limit", "memory limit", "output limit",
 #: Deepest nesting of lists/dicts accepted in a function's return value.
 MAX_RESULT_DEPTH = strict_json.MAX_DEPTH
 
-_LAUNCH = str(Path(sandbox_boot.__file__).resolve().with_name("sandbox_launch.py"))
+# Run by path (`-I -S`: the package is not importable there); it sits next to `inside.py`, which it imports.
+_LAUNCH = str(Path(inside.__file__).resolve().with_name("launch.py"))
 _UID_RANGE = (1_000_000, 2_000_000)
 _READ_CHUNK = 65_536
 # After the program process exits, how long the pipes may stay open (daemons in guard mode).
@@ -331,9 +337,9 @@ def _spawn(
         go_r, go_w = os.pipe()
         fds += [status_w, go_r]
         if cfg["namespaces"]:
-            os.mkdir(os.path.join(run.workdir, sandbox_boot.ROOT_DIR_NAME), 0o700)  # the run's root goes here
+            os.mkdir(os.path.join(run.workdir, inside.ROOT_DIR_NAME), 0o700)  # the run's root goes here
         # Read by the supervisor only: the program process is forked before it is read and receives just
-        # its own values (`sandbox_boot.program_values`), never the hidden paths or host directories.
+        # its own values (`inside.program_values`), never the hidden paths or host directories.
         config = {
             "run_id": run_id,
             # Inside the minimal root the working dir is /tmp/<run id>: no host path is shown.
@@ -590,9 +596,9 @@ def _judge(run: _Run, status: dict[str, Any], wall: float) -> RunResult:
             verdict, detail = "output limit", f"file size exceeded {limits.file_bytes} bytes (SIGXFSZ)"
         else:
             verdict, detail = "runtime error", f"killed by {name}"
-    elif exit_code == sandbox_boot.EXIT_MEMORY:
+    elif exit_code == inside.EXIT_MEMORY:
         verdict, detail = "memory limit", f"MemoryError under the {limits.memory_bytes} byte address-space limit"
-    elif exit_code == sandbox_boot.EXIT_SETUP:
+    elif exit_code == inside.EXIT_SETUP:
         verdict, detail = "sandbox error", "sandbox setup failed in the program process"
     elif exit_code != 0:
         verdict = "runtime error"

@@ -2,7 +2,7 @@
 
 The filter is built once per process, in the caller, by libseccomp (the kernel maintainers' library
 for exactly this job: it handles architectures, the x32 ABI and argument comparisons), and exported
-as a raw BPF program. The sandbox bootstrap (`sandbox_boot.load_seccomp`) installs those bytes with
+as a raw BPF program. The sandbox bootstrap (`inside.load_seccomp`) installs those bytes with
 `prctl(PR_SET_SECCOMP)` in the program process, after `PR_SET_NO_NEW_PRIVS` and before the model's
 code. `pyseccomp` is a ctypes binding to the system's `libseccomp.so.2`, which every Debian/Ubuntu
 system has (systemd and apt depend on it); no set-up step needs apt. Where the library is missing the

@@ -1,7 +1,7 @@
 """The minimal root file system of a sandbox run: what of the host the program may see.
 
 Computed once per process (for the sandbox interpreter) and executed by the bootstrap
-(`sandbox_boot.apply_root_plan`) on a fresh tmpfs, which then becomes `/` by `pivot_root`. The
+(`inside.apply_root_plan`) on a fresh tmpfs, which then becomes `/` by `pivot_root`. The
 program sees, read-only, exactly:
 
 - the interpreter binary and every shared library it maps after importing each extension module of

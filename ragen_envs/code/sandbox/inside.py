@@ -1,11 +1,12 @@
-"""The inside of the sandbox: `python -I -S sandbox_launch.py RUN_ID CONFIG_FD GO_FD STATUS_FD MODE`
+"""The inside of the sandbox: `python -I -S sandbox/launch.py RUN_ID CONFIG_FD GO_FD STATUS_FD MODE`
 runs `main` (MODE: "namespaces" or "guard").
 
 This module is the security-critical half of the sandbox. It runs in the sandbox interpreter
 (`-I -S`: no environment variables, no site-packages), so it may import only the standard library,
-and it must run on any Python >= 3.8. `sandbox_launch.py` (run by path) imports it through the
-import system, so its cached bytecode is used (compiling it on every run would cost more than the
-rest of the start-up). The tests import it as `ragen_envs.code.sandbox_boot` to check each step.
+and it must run on any Python >= 3.8. `launch.py` (run by path) imports it through the import
+system, as the top-level module `inside`, so its cached bytecode is used (compiling it on every run
+would cost more than the rest of the start-up). The caller and the tests import it as
+`ragen_envs.code.sandbox.inside` (the tests to check each step).
 
 The process tree it makes (namespace modes; `unshare` has already created the namespaces):
 
@@ -704,7 +705,7 @@ def program_values(cfg, root, path):
 
 
 def main(argv):
-    """`sandbox_launch.py RUN_ID CONFIG_FD GO_FD STATUS_FD MODE`, MODE "namespaces" or "guard"."""
+    """`launch.py RUN_ID CONFIG_FD GO_FD STATUS_FD MODE`, MODE "namespaces" or "guard"."""
     run_id, config_fd, go_fd, status_fd = argv[1], int(argv[2]), int(argv[3]), int(argv[4])
     namespaces = argv[5] == "namespaces"
     status = Status(status_fd)
