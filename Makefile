@@ -24,7 +24,7 @@ $(STAMP): $(PY) pyproject.toml setup.py
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m ragen_core.demo
+	$(PY) -m ragen_core.apps.demo
 
 # Lint first: it takes seconds and fails fast; the suite takes minutes.
 test: lint
@@ -43,8 +43,10 @@ mutation: $(STAMP)
 	nice -n 15 $(PY) mutation/run_mutmut.py --resume --check \
 		--report docs/theory_report/mutation.md
 
+# ruff, then the import contracts of pyproject.toml [tool.importlinter] (the layers of docs/architecture.md).
 lint: $(STAMP)
 	$(PY) -m ruff check $(LINT_PATHS)
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

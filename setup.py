@@ -1,5 +1,5 @@
 """Packaging beyond pyproject.toml: the checkout's `configs/` ships in the wheel as the package data folder
-`ragen_core/_configs/` (read by `ragen_core.presets`). The configs stay at `configs/` in the repository, where
+`ragen_core/_configs/` (read by `ragen_core.training.presets`). The configs stay at `configs/` in the repository, where
 the docs and the tests name them; this mapping is the only copy step, done by setuptools at build time.
 Everything else (metadata, dependencies, extras) is in pyproject.toml.
 """

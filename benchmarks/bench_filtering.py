@@ -4,7 +4,7 @@
 
 What is timed: one policy update step on a real rollout batch, i.e. filtering (when the variant filters),
 ``compact`` or masking, GRPO advantages, ``HFPolicy.forward_logprobs`` with entropy, the PPO clipped loss minus
-0.001 x entropy (``ragen_core.losses``, token-mean, the trainer's loss) and ``backward()``, over the whole batch in
+0.001 x entropy (``ragen_core.math.losses``, token-mean, the trainer's loss) and ``backward()``, over the whole batch in
 one pass. The optimizer step is not timed (its cost does not depend on the batch). Variants, all on the same
 batch, interleaved (one round = every variant once, the order rotated each round), after warm-up rounds:
 
@@ -12,7 +12,7 @@ batch, interleaved (one round = every variant once, the order rotated each round
 - ``top_p0.9_masked``: top-p 0.9 picks groups, dropped groups stay in the batch with their loss zeroed
   (what frameworks that only mask do): the forward and backward passes still run over every row;
 - ``top_p0.9_removed``, ``top_p0.5_removed``, ``top_p0.25_removed``, ``top_k0.9_removed``: dropped groups are
-  physically removed (``ragen_core.filtering.compact``) before the forward pass.
+  physically removed (``ragen_core.math.filtering.compact``) before the forward pass.
 
 One pass over the whole batch saves more than the removed tokens (efficiency above 1): a smaller batch also has a
 smaller activation footprint. Trainers (ours, TRL, verl) run fixed micro-batches instead, so the headline contrast
@@ -73,9 +73,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from benchmarks.machine import setup_torch, torch_result_header  # noqa: E402
-from ragen_core.advantages import aggregate_loss, grpo  # noqa: E402
-from ragen_core.filtering import FilterResult, compact, filter_groups, reward_variance, rv_statistics  # noqa: E402
-from ragen_core.losses import ppo_policy_loss  # noqa: E402
+from ragen_core.math.advantages import aggregate_loss, grpo  # noqa: E402
+from ragen_core.math.filtering import FilterResult, compact, filter_groups, reward_variance, rv_statistics  # noqa: E402
+from ragen_core.math.losses import ppo_policy_loss  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"

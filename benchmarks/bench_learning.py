@@ -48,9 +48,9 @@ def run_one(name: str, seed: int, variant: str, runs_dir: Path, extra: list[str]
         return json.loads(done.read_text())
     overrides = [f"run.seed={seed}", "run.progress=false", *VARIANTS[variant], *extra]
     if (run_dir / "checkpoints" / "latest.pt").is_file() and (run_dir / "config.toml").is_file():
-        cmd = [sys.executable, "-m", "ragen_core.train", "--resume", str(run_dir)]
+        cmd = [sys.executable, "-m", "ragen_core.training.trainer", "--resume", str(run_dir)]
     else:
-        cmd = [sys.executable, "-m", "ragen_core.train", str(ROOT / CONFIGS[name]), *overrides,
+        cmd = [sys.executable, "-m", "ragen_core.training.trainer", str(ROOT / CONFIGS[name]), *overrides,
                "--run-dir", str(run_dir)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -89,7 +89,7 @@ def curve_record(run_dir: Path, name: str, seed: int, variant: str) -> dict[str,
 
 def aggregate(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Per (config, variant): mean curve and min-max band over seeds, gain with its 95% t-interval."""
-    from ragen_core.stats import mean_ci
+    from ragen_core.math.stats import mean_ci
 
     out: dict[str, Any] = {}
     for name in CONFIGS:
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     jobs = [(n, s, v) for v in variants for n in names for s in seeds]
     extra: dict[str, list[str]] = {}
     if args.quick:
-        from ragen_core.config import load_config
+        from ragen_core.training.config import load_config
 
         for n in names:
             cfg = load_config(ROOT / CONFIGS[n])

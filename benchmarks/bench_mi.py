@@ -5,8 +5,9 @@ Run: ``python -m benchmarks.bench_mi`` (about a minute on 2 CPU cores) or ``pyth
 Scenario (the issue's): P = 8 prompts x G = 8 traces, prompts of 256 tokens, traces of 64 tokens, a tiny Qwen2
 model built from a config (random weights, fp32, CPU). Three ways to compute the same L[P, G, P]:
 
-- ``kv_reuse``: :func:`ragen_core.mi.cross_score`: each prompt encoded once, its KV cache reused for all P*G traces.
-- ``naive_batched``: :func:`ragen_core.mi.cross_score_naive` with the same token budget: prompt + trace
+- ``kv_reuse``: :func:`ragen_core.math.mi.cross_score`: each prompt encoded once, its KV cache reused for all P*G
+  traces.
+- ``naive_batched``: :func:`ragen_core.math.mi.cross_score_naive` with the same token budget: prompt + trace
   re-encoded for every pair, batched (the fair baseline).
 - ``naive_per_pair``: one forward call per pair (the official code's loop; skipped with ``--quick``).
 
@@ -37,8 +38,8 @@ import torch
 
 from benchmarks.machine import describe_machine, setup_torch
 from benchmarks.readme_tables import write_result
-from ragen_core.filtering import filter_groups, reward_variance
-from ragen_core.mi import DEFAULT_BATCH_TOKENS, cross_score, cross_score_naive
+from ragen_core.math.filtering import filter_groups, reward_variance
+from ragen_core.math.mi import DEFAULT_BATCH_TOKENS, cross_score, cross_score_naive
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -2,7 +2,7 @@
 
 No absolute goals: these numbers are recorded so that regressions show.
 
-- episodes/s: every registered env played by its own oracle (`ragen_core.env_demo.oracle_answer`),
+- episodes/s: every registered env played by its own oracle (`ragen_core.apps.env_demo.oracle_answer`),
   fresh seed per episode, so generation/verification of each item is included;
 - BM25: build an index over 10,000 generated passages and time `top_k` queries of entity names;
 - sandbox: `run_program` of a trivial correct program, end to end (namespaces, minimal root, uid drop,
@@ -28,7 +28,7 @@ def bench_episodes(seconds: float) -> list[dict]:
     import gymnasium as gym
 
     import ragen_envs
-    from ragen_core.env_demo import oracle_answer, run_episode
+    from ragen_core.apps.env_demo import oracle_answer, run_episode
 
     rows = []
     for env_id in ragen_envs.env_ids():

@@ -5,7 +5,7 @@
 For each (env, seed) one process (one torch thread) does, side by side:
 
 1. the config's warm start, once (``warm_start.cache_dir``: both engines start from the same weights);
-2. ``ragen_core.train.Trainer`` for ``run.steps`` steps ("ragen");
+2. ``ragen_core.training.trainer.Trainer`` for ``run.steps`` steps ("ragen");
 3. ``trl.GRPOTrainer`` through this package's adapter (``RagenGRPOTrainer`` with the same top-p filter,
    ``single_turn_dataset`` for the prompts, ``EnvReward`` for the env) for the same steps ("trl").
 
@@ -14,7 +14,8 @@ at temperature 1 that end at ``</answer>`` (``rollout.stop``; TRL through ``stop
 batch of P x G rows in micro-batches of ``algo.micro_batch_size`` rows,
 GRPO advantages, the clipped token-mean loss with the config's entropy bonus, no KL, AdamW with the same learning
 rate, schedule, epsilon and gradient clip. Both are validated by the same function
-(``ragen_core.train.validation_rollout``: greedy, the config's held-out seeds) every ``eval.every`` steps, so the
+(``ragen_core.training.trainer.validation_rollout``: greedy, the config's held-out seeds) every ``eval.every`` steps,
+so the
 step-0 numbers of the two engines must be equal (same weights, same greedy episodes) and the curves compare
 learning, not measurement.
 
@@ -68,7 +69,7 @@ ENGINES = ("ragen", "trl")
 # ------------------------------------------------------------------------------------------------ one pair
 def make_config(name: str, seed: int, quick: bool, cache_dir: Path, extra: list[str] | None = None) -> Any:
     """The cross-check config of env `name` for `seed` (see the module docstring)."""
-    from ragen_core.config import load_config
+    from ragen_core.training.config import load_config
 
     path, overrides = ENVS[name]
     return load_config(ROOT / path, [*overrides, *COMMON, *(QUICK if quick else []), *(extra or []),
@@ -76,8 +77,8 @@ def make_config(name: str, seed: int, quick: bool, cache_dir: Path, extra: list[
 
 
 def run_ragen(cfg: Any, run_dir: Path) -> dict[str, Any]:
-    """Train with ``ragen_core.train.Trainer``; the per-step record of the run."""
-    from ragen_core.train import Trainer
+    """Train with ``ragen_core.training.trainer.Trainer``; the per-step record of the run."""
+    from ragen_core.training.trainer import Trainer
 
     history = Trainer(cfg, run_dir).fit()
     steps = [h for h in history if h.get("step", 0) >= 1 and "perf/step_s" in h]
@@ -129,8 +130,8 @@ def run_trl(cfg: Any, run_dir: Path) -> dict[str, Any]:
     from ragen_core.integrations.trl import EnvReward, RagenGRPOTrainer, single_turn_dataset, stop_at
     from ragen_core.policy import load_policy
     from ragen_core.rollout import RolloutSettings, make_envs
-    from ragen_core.train import validation_rollout
-    from ragen_core.warm_cache import cached_warm_start
+    from ragen_core.training.trainer import validation_rollout
+    from ragen_core.training.warm_cache import cached_warm_start
 
     policy = load_policy(cfg.model.path, device=torch.device("cpu"), dtype=cfg.model.dtype)
     if cfg.warm_start.sft_episodes > 0:

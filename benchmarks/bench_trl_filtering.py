@@ -85,7 +85,7 @@ def sample_batch(trainer: Any, dataset: Any, g: int) -> dict[str, Any]:
 def variant_batches(trainer: Any, output: dict[str, Any], rewards: torch.Tensor) -> dict[str, Any]:
     """Per variant a zero-argument function giving the batch TRL splits into micro-batches (filtering is part of
     the timed step, as in training), and the loss tokens it keeps."""
-    from ragen_core.filtering import filter_groups
+    from ragen_core.math.filtering import filter_groups
 
     g = rewards.shape[1]
     trainer._rv_rewards_per_func = rewards.reshape(-1, 1)  # the adapter ranks groups on these

@@ -5,7 +5,7 @@
 
 What it shows, end to end, with the project's tiny offline model (no download, CPU):
 
-1. ``ragen_core.warm.warm_start("countdown_tiny")``: the tiny model, warm-started as ``ragen train
+1. ``ragen_core.integrations.warm.warm_start("countdown_tiny")``: the tiny model, warm-started as ``ragen train
    configs/countdown_tiny.toml`` starts it (demonstrations of a noisy demonstrator: the solver's arithmetic as
    reasoning, but 60% of the answers are its habit, the numbers added up). Without it every answer of the
    untrained model is malformed, every group has zero reward variance and every TRL step is empty
@@ -15,7 +15,7 @@ What it shows, end to end, with the project's tiny offline model (no download, C
    env's reward for the completion) as TRL's dataset and reward function.
 4. ``RagenGRPOTrainer`` with top-p filtering (rho = 0.9): TRL's loop; the adapter drops low-variance groups and
    logs ``filter/*``.
-5. Greedy validation on held-out seeds before and after (``ragen_core.train.validation_rollout``, the
+5. Greedy validation on held-out seeds before and after (``ragen_core.training.trainer.validation_rollout``, the
    function ``ragen train`` validates with), and the per-step reward and filter logs.
 
 The defaults are sized for a 2-core CPU and show the mechanics, not learning. Measured with the defaults (one
@@ -72,9 +72,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from transformers.trainer_callback import PrinterCallback
 
     from ragen_core.integrations.trl import EnvReward, RagenGRPOConfig, RagenGRPOTrainer, single_turn_dataset, stop_at
+    from ragen_core.integrations.warm import warm_start
     from ragen_core.rollout import RolloutSettings, make_envs
-    from ragen_core.train import validation_rollout
-    from ragen_core.warm import warm_start
+    from ragen_core.training.trainer import validation_rollout
 
     out = Path(args.output_dir)
     cache = out / "warm_cache" if args.cache_dir is None else args.cache_dir

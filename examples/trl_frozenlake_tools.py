@@ -9,7 +9,8 @@ What it shows, end to end, with the project's tiny offline model (no download, C
    calls; the tiny model's has none (TRL: "The provided chat template does not support tool calling"), so
    ``use_tool_chat_template`` gives the tokenizer TRL's Qwen2.5 template (Qwen2.5/Qwen3 instruct models need no
    swap).
-2. ``ragen_core.warm.warm_start_tools``: the tiny model taught to play through the ``act`` tool, on episodes
+2. ``ragen_core.integrations.warm.warm_start_tools``: the tiny model taught to play through the ``act`` tool, on
+episodes
    laid out token for token as TRL's tool loop lays them out: the oracle's move in an ``act`` call (here half of
    the moves replaced by the demonstrator's habit, "Left"; ``--reasoning`` adds the oracle's reasoning before
    each call), the env's reply as the tool result, a closing message once the episode is over. Untrained, the
@@ -20,7 +21,8 @@ What it shows, end to end, with the project's tiny offline model (no download, C
 4. ``RagenGRPOTrainer`` with top-p filtering (rho = 0.9): TRL runs the multi-turn loop (up to
    ``max_tool_calling_iterations`` calls, then one more generation), the tool results are in the completion but
    not trained on (TRL's ``tool_mask``), the adapter drops low-variance groups and logs ``filter/*``.
-5. Greedy play on held-out maps before and after (``ragen_core.warm.play_tool_episodes``, the same layout), and
+5. Greedy play on held-out maps before and after (``ragen_core.integrations.warm.play_tool_episodes``, the same
+layout), and
    the per-step reward and filter logs.
 
 The defaults (3x3 maps, at most 4 moves, one per call) are sized for a 2-core CPU and show the mechanics, not a
@@ -97,7 +99,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ragen_environment_factory,
         seed_dataset,
     )
-    from ragen_core.warm import play_tool_episodes, warm_start_tools
+    from ragen_core.integrations.warm import play_tool_episodes, warm_start_tools
 
     out = Path(args.output_dir)
     say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, flush=True))

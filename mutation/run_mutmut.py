@@ -51,7 +51,7 @@ MODULES: dict[str, list[str]] = {
 }
 
 #: module -> the file mutmut mutates (package/name.py)
-SOURCES: dict[str, str] = {m: f"ragen_core/{m}.py" for m in MODULES if m != "theory_reference"}
+SOURCES: dict[str, str] = {m: f"ragen_core/math/{m}.py" for m in MODULES if m != "theory_reference"}
 SOURCES["theory_reference"] = "theory_checks/reference.py"
 #: the packages copied into every workspace (theory_checks' reference tests import the core)
 PACKAGES = ("ragen_core", "theory_checks")

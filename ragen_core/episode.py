@@ -6,8 +6,8 @@ turn the env's answer into the next user turn. :class:`ChatEpisode` is that loop
 the engines add their own tokens around it:
 
 - ``ragen_core.rollout.rollout`` plays ``P * G`` episodes in lock-step and lays their tokens out for training;
-- ``ragen_core.integrations.verl_env.EnvEpisode`` is the text side of the verl agent loop;
-- ``ragen_core.integrations.trl_env.RagenEnvironment`` is TRL's environment interface (one tool call per turn).
+- ``ragen_core.integrations.verl.env.EnvEpisode`` is the text side of the verl agent loop;
+- ``ragen_core.integrations.trl.env.RagenEnvironment`` is TRL's environment interface (one tool call per turn).
 
 The chat (``messages``): an optional system message (the env's ``info["instructions"]``), then for each turn
 the user message of :func:`user_turn_text` and the model's response as the assistant message. A user turn holds

@@ -38,10 +38,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ragen_core.config import parse_context
 from ragen_core.episode import ChatEpisode, EpisodeStart, safe_step, user_turn_text
 
 __all__ = [
+    "parse_context",
     "RolloutSettings",
     "Turn",
     "Trajectory",
@@ -72,6 +72,25 @@ SETTINGS_NOT_IN_CONFIG = ("greedy", "stop")
 CONFIG_NOT_IN_SETTINGS = ("groups", "group_size")
 
 
+def parse_context(context: str) -> int | None:
+    """Context mode -> number of previous turns shown (None = full history, 0 = single turn).
+
+    Accepted: "full", "single_turn", "window:N" with N >= 1.
+    """
+    if context == "full":
+        return None
+    if context == "single_turn":
+        return 0
+    if context.startswith("window:"):
+        try:
+            n = int(context.split(":", 1)[1])
+        except ValueError:
+            n = -1
+        if n >= 1:
+            return n
+    raise ValueError(f"context must be 'full', 'single_turn' or 'window:N' with N >= 1; got {context!r}")
+
+
 @dataclass
 class RolloutSettings:
     """Per-call rollout options (the `[rollout]` config section minus the batch sizes)."""
@@ -92,7 +111,7 @@ class RolloutSettings:
 
     @classmethod
     def from_config(cls, rollout_cfg: Any, **overrides: Any) -> RolloutSettings:
-        """Settings from a ``[rollout]`` config section (``ragen_core.config.RolloutConfig``) plus overrides.
+        """Settings from a ``[rollout]`` config section (``ragen_core.training.config.RolloutConfig``) plus overrides.
 
         Every field is read from the section under its own name, except :data:`SETTINGS_NOT_IN_CONFIG` (per-call
         options the config has no key for; their defaults apply unless overridden).
@@ -200,7 +219,7 @@ class RolloutBatch:
         return self.returns.reshape(self.groups, self.group_size)
 
     def row_tensors(self) -> dict[str, torch.Tensor]:
-        """The ``[R, ...]`` tensors by name (what :func:`ragen_core.filtering.compact` operates on)."""
+        """The ``[R, ...]`` tensors by name (what :func:`ragen_core.math.filtering.compact` operates on)."""
         return {
             "input_ids": self.input_ids,
             "attention_mask": self.attention_mask,

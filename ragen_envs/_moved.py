@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Mapping
 from types import ModuleType
 
-__all__ = ["MovedModules", "install"]
+__all__ = ["MovedModules", "forward_to", "install"]
 
 
 class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -63,3 +63,22 @@ def install(moves: Mapping[str, str], removal: str = "the next release") -> Move
     finder = MovedModules(moves, removal)
     sys.meta_path.insert(0, finder)
     return finder
+
+
+def forward_to(package: str, module: str):
+    """A module-level ``__getattr__`` for `package` that serves every name from `module`, imported on first use.
+
+    A package whose public names live in one heavy module (``ragen_core.integrations.trl`` -> its ``grpo``,
+    which imports TRL) uses it so that importing the package, or a light sibling module, loads nothing heavy;
+    ``__all__`` too is the module's, so ``from package import *`` matches the module's own list.
+    """
+
+    def __getattr__(name: str):
+        if name.startswith("__") and name != "__all__":  # copy, pickle and doctest probe dunders: load nothing
+            raise AttributeError(name)
+        try:
+            return getattr(importlib.import_module(module), name)
+        except AttributeError:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
+
+    return __getattr__

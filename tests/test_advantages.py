@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragen_core.advantages import (
+from ragen_core.math.advantages import (
     LOSS_AGG_MODES,
     aggregate_loss,
     dr_grpo,

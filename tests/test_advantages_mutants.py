@@ -1,4 +1,4 @@
-"""Tests that kill the mutants of ragen_core/advantages.py that survived the unit tests (mutmut; see
+"""Tests that kill the mutants of ragen_core/math/advantages.py that survived the unit tests (mutmut; see
 docs/theory_report/mutation.md): default arguments, error messages, dtype and device handling, the
 ``dim`` path of masked_mean, masked_whiten's eps and shift_mean, and edge cases of the last-token placement,
 trajectory weights and loss aggregation.  References are plain loops, independent of the module."""
@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.fx.experimental._config as fx_config
 
-from ragen_core.advantages import (
+from ragen_core.math.advantages import (
     aggregate_loss,
     dr_grpo,
     expand_to_tokens,

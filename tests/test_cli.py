@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from ragen_core import cli
-from ragen_core import play as play_mod
-from ragen_core.play import play, wrap_response
+from ragen_core.apps import cli
+from ragen_core.apps import play as play_mod
+from ragen_core.apps.play import play, wrap_response
 from ragen_envs.registration import ENV_SPECS
 
 
@@ -30,7 +30,7 @@ def test_envs_lists_every_id_with_its_description(capsys):
 
 def test_console_script_entry_point_runs():
     proc = subprocess.run(
-        [sys.executable, "-c", "from ragen_core.cli import main; raise SystemExit(main(['envs']))"],
+        [sys.executable, "-c", "from ragen_core.apps.cli import main; raise SystemExit(main(['envs']))"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -109,7 +109,7 @@ def test_bench_runs_from_a_checkout_in_any_directory(tmp_path):
     """The console script has no checkout on sys.path; `ragen bench` finds the benchmarks next to ragen_core."""
     if cli.checkout_root() != ROOT:
         pytest.skip("ragen_core is imported from an installed copy, not from this checkout")
-    proc = _run_python("from ragen_core.cli import main; main(['bench', '--help'])", tmp_path)
+    proc = _run_python("from ragen_core.apps.cli import main; main(['bench', '--help'])", tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "--quick" in proc.stdout  # run_all's own parser
 
@@ -118,7 +118,7 @@ def test_bench_without_a_checkout_says_it_needs_one(tmp_path):
     """An installed wheel has ragen_core without benchmarks/ next to it: a clear message, status 2."""
     site = tmp_path / "site-packages"
     shutil.copytree(ROOT / "ragen_core", site / "ragen_core", ignore=shutil.ignore_patterns("__pycache__"))
-    proc = _run_python("import ragen_core.cli as c; print(c.__file__); raise SystemExit(c.main(['bench']))",
+    proc = _run_python("import ragen_core.apps.cli as c; print(c.__file__); raise SystemExit(c.main(['bench']))",
                        tmp_path, site)
     assert proc.stdout.startswith(str(site)), proc.stdout  # the copy, not the checkout
     assert proc.returncode == 2, proc.stderr

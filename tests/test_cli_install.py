@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragen_core import cli, presets
-from ragen_core.diagnose import main as diagnose_main
-from ragen_core.diagnose import rv_statistics_np, top_p_kept
+from ragen_core.apps import cli
+from ragen_core.apps.diagnose import main as diagnose_main
+from ragen_core.apps.diagnose import rv_statistics_np, top_p_kept
+from ragen_core.training import presets
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "configs").glob("*.toml"))
@@ -129,8 +130,8 @@ def test_play_bad_kwargs_are_one_config_error_line(capsys):
 def test_torch_free_modules_import_no_torch():
     """The base install's modules: the envs, the CLI, play, presets and diagnose load no torch, transformers,
     rich or matplotlib (a fresh interpreter, so nothing is preloaded)."""
-    code = ("import sys, ragen_envs, ragen_core.cli, ragen_core.presets, ragen_core.play, ragen_core.diagnose, "
-            "ragen_core.env_demo\n"
+    code = ("import sys, ragen_envs, ragen_core.apps.cli, ragen_core.training.presets, ragen_core.apps.play, "
+            "ragen_core.apps.diagnose, ragen_core.apps.env_demo\n"
             "print(sorted(m for m in ('torch', 'transformers', 'rich', 'matplotlib', 'tokenizers') "
             "if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
@@ -155,7 +156,7 @@ def _variance_cases(rng: np.random.Generator, n: int):
 
 def test_numpy_precheck_equals_the_trainers_torch_rule():
     torch = pytest.importorskip("torch")
-    from ragen_core.filtering import rv_statistics, select_groups
+    from ragen_core.math.filtering import rv_statistics, select_groups
 
     rng = np.random.default_rng(0)
     n = 0

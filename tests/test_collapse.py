@@ -1,4 +1,4 @@
-"""The template-collapse check (ragen_core.collapse) on synthetic curves whose answer is known by construction."""
+"""The template-collapse check (ragen_core.math.collapse) on synthetic curves whose answer is known by construction."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragen_core.collapse import collapse_from_history, detect_collapse
+from ragen_core.math.collapse import collapse_from_history, detect_collapse
 
 STEPS = [0, 5, 10, 15, 20, 25]
 FLAT = [1.0, 1.02, 0.98, 1.05, 0.97, 1.01]

@@ -7,7 +7,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from ragen_core.mi import cross_score, cross_score_naive, mi_proxies  # noqa: E402
+from ragen_core.math.mi import cross_score, cross_score_naive, mi_proxies  # noqa: E402
 
 VOCAB = 61
 TOL = 1e-4

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from ragen_core.config import config_to_dict, load_config
-from ragen_core.demo import DEMO_ONLY, DEMO_OVERRIDES, paired_gain
-from ragen_core.stats import paired_ci
+from ragen_core.apps.demo import DEMO_ONLY, DEMO_OVERRIDES, paired_gain
+from ragen_core.math.stats import paired_ci
+from ragen_core.training.config import config_to_dict, load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,14 +1,15 @@
 """The warm-start demonstrations are pinned: the same env, seeds and demonstrator knobs give the same texts.
 
-Each case plays a few short episodes per env through :func:`ragen_core.sft.scripted_responder` the way
-:func:`ragen_core.sft.warm_start` does (one responder with one generator for the whole batch, every env stepped
+Each case plays a few short episodes per env through :func:`ragen_core.training.sft.scripted_responder` the way
+:func:`ragen_core.training.sft.warm_start` does (one responder with one generator for the whole batch, every env stepped
 with the text written for it), for each demonstrator setting (reasoning style, action noise and its kind, partial
 input dependence with a paying template, filler words, the random policy), and compares the sha256 of all the
 texts with a hash recorded below. A setting the demonstrator refuses for an env (Sudoku has no first action,
 Countdown no action list for random answers) is pinned as the name of the error it raises.
 
 The hashes were computed on the code before the per-env demonstrators moved into a table
-(``ragen_core.demonstrators``) and the envs' oracles got one public ``oracle()`` method; that refactor changed no
+(``ragen_core.training.demonstrators``) and the envs' oracles got one public ``oracle()`` method; that refactor
+changed no
 text, and any later change to a demonstration has to update them on purpose.
 """
 
@@ -21,7 +22,7 @@ import numpy as np
 import pytest
 
 from ragen_core.rollout import make_envs
-from ragen_core.sft import oracle_response, scripted_responder, template_reasoning
+from ragen_core.training.sft import oracle_response, scripted_responder, template_reasoning
 
 #: (env id, env kwargs, seeds, turns per episode) of each pinned env.
 ENVS: dict[str, tuple[str, dict[str, Any], tuple[int, ...], int]] = {
@@ -307,7 +308,7 @@ def test_every_env_with_an_oracle_defines_oracle():
 def test_demonstrators_are_looked_up_by_env_class():
     """The table is keyed by the env class (subclasses share it); an env with neither oracle_step() nor an
     entry gets a ValueError that names it."""
-    from ragen_core.demonstrators import DEMONSTRATORS, demonstrator_for, find_demonstrator
+    from ragen_core.training.demonstrators import DEMONSTRATORS, demonstrator_for, find_demonstrator
     from ragen_envs.game2048.env import Game2048Env
     from ragen_envs.sokoban.env import SokobanEnv
 

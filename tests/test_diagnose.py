@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from ragen_core import diagnose
-from ragen_core.mi import cross_score_naive, mi_proxies
+from ragen_core.apps import diagnose
+from ragen_core.math.mi import cross_score_naive, mi_proxies
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "rollouts_sample.jsonl"
 
@@ -218,7 +218,7 @@ def test_group_variance_ignores_rollout_order_so_ties_break_by_group_index():
     report = diagnose.rv_report(diagnose.group_rollouts(rollouts), keep_rate=0.5)
     assert report["variances"]["a"] == report["variances"]["b"]
     assert report["top_p"]["kept"] == ["a"]
-    from ragen_core.filtering import reward_variance, select_groups
+    from ragen_core.math.filtering import reward_variance, select_groups
 
     v = reward_variance(torch.tensor([a, b, [0.0] * 4], dtype=torch.float64))
     assert v[0] == v[1]

@@ -196,7 +196,7 @@ def test_vision_rollouts_are_pinned(vision_policy, context):
 # ------------------------------------------------------------------------------------------- other engines
 @pytest.mark.parametrize("env_id", ["ragen/Sokoban-v0", "ragen/FrozenLake-v0"])
 def test_trl_environment_turn_texts_are_pinned(env_id):
-    from ragen_core.integrations.trl_env import RagenEnvironment
+    from ragen_core.integrations.trl.env import RagenEnvironment
 
     texts = []
     for seed, include in ((10000, True), (10001, False)):
@@ -211,7 +211,7 @@ def test_trl_environment_turn_texts_are_pinned(env_id):
 
 
 def test_trl_env_reward_is_pinned():
-    from ragen_core.integrations.trl_env import EnvReward
+    from ragen_core.integrations.trl.env import EnvReward
 
     reward = EnvReward("ragen/Bandit-v0", group_size=2, per_rollout_option="payoff_seed")
     completions = ["<answer> Trader </answer>", "<answer> Janitor </answer>", [{"role": "assistant",
@@ -222,7 +222,7 @@ def test_trl_env_reward_is_pinned():
 
 @pytest.mark.parametrize("env_id", ["ragen/Sokoban-v0", "ragen/FrozenLake-v0"])
 def test_verl_episode_messages_are_pinned(env_id):
-    from ragen_core.integrations.verl_env import EnvEpisode
+    from ragen_core.integrations.verl.env import EnvEpisode
 
     out = []
     for seed, system, max_turns in ((10003, True, 3), (10004, False, 6)):
@@ -303,7 +303,7 @@ def _raising(env):
 def test_verl_episode_gives_the_format_penalty_when_the_env_raises():
     """The verl episode steps through safe_step: an env that raises on an answer ends the episode with the env's
     format penalty instead of raising into the agent loop (it used to call env.step directly)."""
-    from ragen_core.integrations.verl_env import EnvEpisode
+    from ragen_core.integrations.verl.env import EnvEpisode
 
     ep = EnvEpisode("ragen/Sokoban-v0", 10003, max_turns=3)
     ep.start()
@@ -314,7 +314,7 @@ def test_verl_episode_gives_the_format_penalty_when_the_env_raises():
 
 
 def test_trl_act_gives_the_format_penalty_when_the_env_raises():
-    from ragen_core.integrations.trl_env import RagenEnvironment
+    from ragen_core.integrations.trl.env import RagenEnvironment
 
     env = RagenEnvironment("ragen/Sokoban-v0")
     env.reset(seed=10000)
@@ -345,8 +345,8 @@ def test_tool_warm_start_episodes_are_pinned(make_tiny_model, noise):
     """The tool-calling warm start plays RagenEnvironment until it reports the episode over (its ``_done``)."""
     from transformers import AutoTokenizer
 
-    from ragen_core.integrations.trl_env import RagenEnvironment, tool_chat_template
-    from ragen_core.warm import tool_episode_tokens
+    from ragen_core.integrations.trl.env import RagenEnvironment, tool_chat_template
+    from ragen_core.integrations.warm import tool_episode_tokens
 
     tok = AutoTokenizer.from_pretrained(make_tiny_model(CORPUS))
     template = tool_chat_template()

@@ -1,5 +1,5 @@
 """The TRL examples (examples/trl_countdown.py, examples/trl_frozenlake_tools.py) run for a few steps, and the
-pieces they rest on: the public warm starts (ragen_core.warm) and the tool-calling template swap.
+pieces they rest on: the public warm starts (ragen_core.integrations.warm) and the tool-calling template swap.
 
 The examples are run through their ``main(argv)`` with small arguments; each must warm-start the tiny model far
 enough that TRL trains on a non-empty filtered batch (an untrained model gives ``filter/empty`` 1 at every step,
@@ -87,7 +87,7 @@ def test_frozenlake_tools_example_plays_through_tool_calls(tmp_path, capsys):
 # ------------------------------------------------------------------------------------------------ the pieces
 @pytest.fixture(scope="module")
 def tool_tokenizer():
-    from ragen_core.integrations.trl_env import use_tool_chat_template
+    from ragen_core.integrations.trl.env import use_tool_chat_template
     from ragen_core.policy import load_policy
 
     return use_tool_chat_template(load_policy("tiny").tokenizer)
@@ -97,7 +97,7 @@ def test_use_tool_chat_template_gives_trl_a_tool_calling_template(tool_tokenizer
     import trl
     from trl.chat_template_utils import is_chat_template_prefix_preserving
 
-    from ragen_core.integrations.trl_env import tool_chat_template
+    from ragen_core.integrations.trl.env import tool_chat_template
 
     path = Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja"
     assert tool_tokenizer.chat_template == path.read_text(encoding="utf-8")
@@ -117,8 +117,8 @@ def test_tool_demonstrations_use_trls_layout(tool_tokenizer):
     from trl import GRPOTrainer
     from trl.chat_template_utils import add_response_schema, parse_response
 
-    from ragen_core.integrations.trl_env import RagenEnvironment
-    from ragen_core.warm import _tool_suffix_ids, tool_episode_tokens, tool_turn_ids
+    from ragen_core.integrations.trl.env import RagenEnvironment
+    from ragen_core.integrations.warm import _tool_suffix_ids, tool_episode_tokens, tool_turn_ids
 
     env = RagenEnvironment("ragen/FrozenLake-v0", FROZENLAKE, include_instructions=False)
     ids, mask, info = tool_episode_tokens(tool_tokenizer, env, 31)
@@ -159,14 +159,14 @@ def test_warm_start_is_public_and_lazy():
     import sys
 
     code = ("import sys, ragen_core; assert 'torch' not in sys.modules; f = ragen_core.warm_start; "
-            "import ragen_core.warm as w; assert f is w.warm_start; "
+            "import ragen_core.integrations.warm as w; assert f is w.warm_start; "
             "assert ragen_core.warm_start_tools is w.warm_start_tools")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=120)
 
 
 def test_warm_start_rejects_an_unknown_config():
-    from ragen_core.config import ConfigError
-    from ragen_core.warm import warm_start
+    from ragen_core.integrations.warm import warm_start
+    from ragen_core.training.config import ConfigError
 
     with pytest.raises(ConfigError, match="no such preset"):
         warm_start("no_such_preset")

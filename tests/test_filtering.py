@@ -11,7 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragen_core.filtering import compact, filter_groups, reward_variance, rv_statistics, select_groups
+from ragen_core.math.filtering import compact, filter_groups, reward_variance, rv_statistics, select_groups
 
 # --------------------------------------------------------------------------------------------------------------
 # Independent references (plain Python, no torch)

@@ -1,4 +1,4 @@
-"""Tests that kill the mutants of ragen_core/filtering.py that the unit tests left alive (mutmut; see
+"""Tests that kill the mutants of ragen_core/math/filtering.py that the unit tests left alive (mutmut; see
 docs/theory_report/mutation.md): input conversion and validation (with their messages), float64 accumulation,
 the keys and NaN values of the batch statistics, the top-p count's contract on an all-zero prefix, the
 defaults and pass-through of filter_groups, and compact's edge cases."""
@@ -11,7 +11,7 @@ import statistics
 import pytest
 import torch
 
-from ragen_core.filtering import _top_p_count, compact, filter_groups, reward_variance, rv_statistics
+from ragen_core.math.filtering import _top_p_count, compact, filter_groups, reward_variance, rv_statistics
 
 
 # ------------------------------------------------------------------------------------------------ inputs

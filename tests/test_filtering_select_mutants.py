@@ -1,5 +1,5 @@
 """Tests that kill the mutants of ``select_groups`` (and the batch statistics it reports) that the unit tests and
-tests/test_filtering_mutants.py left alive in the first full mutmut run over ragen_core/filtering.py (see
+tests/test_filtering_mutants.py left alive in the first full mutmut run over ragen_core/math/filtering.py (see
 docs/theory_report/mutation.md): its defaults, every validation message, integer scores, the ``ZERO_TOL``
 boundary, NaN exclusion with ``include_zero=False``, and the stable tie-break by lower index on batches large
 enough (P >= 33 here) that torch's unstable sort orders ties differently."""
@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from ragen_core.filtering import ZERO_TOL, rv_statistics, select_groups
+from ragen_core.math.filtering import ZERO_TOL, rv_statistics, select_groups
 
 
 def test_select_groups_defaults_are_top_p_at_0_9() -> None:

@@ -15,9 +15,9 @@ import torch
 if not os.environ.get("CI"):  # CI installs the trl extra (make test): there a missing TRL must fail, not skip
     pytest.importorskip("trl")
 
-from ragen_core.filtering import filter_groups, reward_variance  # noqa: E402
-from ragen_core.integrations.trl_rows import group_rewards, local_kept_rows, take_rows  # noqa: E402
-from ragen_core.integrations.trl_version import UnsupportedTRLVersionError, check_trl_version  # noqa: E402
+from ragen_core.integrations.trl.rows import group_rewards, local_kept_rows, take_rows  # noqa: E402
+from ragen_core.integrations.trl.version import UnsupportedTRLVersionError, check_trl_version  # noqa: E402
+from ragen_core.math.filtering import filter_groups, reward_variance  # noqa: E402
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -135,7 +135,7 @@ def test_filter_matches_pr7242_where_the_rules_agree():
 def test_environment_adapter_plays_a_seeded_episode():
     from transformers.utils import get_json_schema
 
-    from ragen_core.integrations.trl_env import RagenEnvironment, ragen_environment_factory, seed_dataset
+    from ragen_core.integrations.trl.env import RagenEnvironment, ragen_environment_factory, seed_dataset
 
     factory = ragen_environment_factory("ragen/Sokoban-v0")
     a, b = factory(), factory()

@@ -19,8 +19,8 @@ import pytest
 import torch
 from verl_fakes import FakeTQ
 
-from ragen_core.integrations import verl as vglue
-from ragen_core.integrations.verl_core import (
+from ragen_core.integrations.verl import adapter as vglue
+from ragen_core.integrations.verl.core import (
     FilterSpec,
     filter_rows,
     group_advantages,
@@ -29,8 +29,8 @@ from ragen_core.integrations.verl_core import (
     select_rows,
     sequence_rewards,
 )
-from ragen_core.integrations.verl_env import EnvEpisode, episode_from_extra_info
-from ragen_core.integrations.verl_mi import first_span, mi_inputs, mi_metrics
+from ragen_core.integrations.verl.env import EnvEpisode, episode_from_extra_info
+from ragen_core.integrations.verl.mi import first_span, mi_inputs, mi_metrics
 
 try:
     import verl  # noqa: F401
@@ -320,7 +320,7 @@ def test_first_span_and_mi_inputs():
 def test_mi_metrics_equal_the_naive_cross_scoring():
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from ragen_core.mi import cross_score_naive, flatten_proxies, mi_proxies
+    from ragen_core.math.mi import cross_score_naive, flatten_proxies, mi_proxies
 
     torch.manual_seed(0)
     model = LlamaForCausalLM(LlamaConfig(vocab_size=40, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
@@ -434,7 +434,7 @@ def test_trainer_removes_dropped_groups_before_balancing(monkeypatch):
     from verl.trainer.ppo import core_algos
     from verl.trainer.ppo.v1 import PPOTrainerSync
 
-    from ragen_core.integrations import verl_trainer
+    from ragen_core.integrations.verl import trainer as verl_trainer
 
     rng = random.Random(13)
     rewards, mask, uids, _ = verl_batch(rng, p=6, g=3, levels=(0.0, 1.0, 3.0))
@@ -472,7 +472,7 @@ def test_trainer_removes_dropped_groups_before_balancing(monkeypatch):
 @needs_verl
 def test_agent_loop_plays_the_env_through_a_stand_in_server():
     vglue.register()
-    from ragen_core.integrations.verl_agent import RagenEnvAgentLoop
+    from ragen_core.integrations.verl.agent import RagenEnvAgentLoop
 
     texts = ["<think>a</think><answer>Left</answer>", "<think>b</think><answer>Down</answer>", "oops"]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ragen_core.config import load_config
-from ragen_core.train import Trainer
+from ragen_core.training.config import load_config
+from ragen_core.training.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parent.parent
 

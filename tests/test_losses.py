@@ -10,9 +10,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragen_core.advantages import aggregate_loss
-from ragen_core.losses import kl_penalty, ppo_policy_loss, value_loss
-from ragen_core.metrics import token_entropy
+from ragen_core.math.advantages import aggregate_loss
+from ragen_core.math.losses import kl_penalty, ppo_policy_loss, value_loss
+from ragen_core.math.metrics import token_entropy
 
 # --------------------------------------------------------------------------------------------------------------
 # PPO policy loss
@@ -209,7 +209,7 @@ def test_value_loss_bad_arguments():
 def test_ppo_loss_with_dr_grpo_constant_normaliser_matches_a_plain_loop():
     import torch
 
-    from ragen_core.losses import ppo_policy_loss
+    from ragen_core.math.losses import ppo_policy_loss
 
     g = torch.Generator().manual_seed(3)
     lp, old, adv = (torch.randn(3, 5, generator=g) * 0.1 for _ in range(3))

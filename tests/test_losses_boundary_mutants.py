@@ -1,4 +1,4 @@
-"""Tests that kill the mutants of ragen_core/losses.py that the first full mutmut run left alive (see
+"""Tests that kill the mutants of ragen_core/math/losses.py that the first full mutmut run left alive (see
 docs/theory_report/mutation.md): every tensor argument is shape-checked (a mask or value tensor of another shape
 would broadcast silently), the policy loss's log-ratio clamp shows in its approx_kl statistic, the dual clip
 counts as active only where it changes the loss, and k3 stays finite for a token of probability zero."""
@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from ragen_core.losses import kl_penalty, ppo_policy_loss, value_loss
+from ragen_core.math.losses import kl_penalty, ppo_policy_loss, value_loss
 
 SHAPES = r"^shapes must match: "
 

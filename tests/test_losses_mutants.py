@@ -1,4 +1,4 @@
-"""Tests that kill the mutants of ragen_core/losses.py that the unit tests left alive (mutmut; see
+"""Tests that kill the mutants of ragen_core/math/losses.py that the unit tests left alive (mutmut; see
 docs/theory_report/mutation.md): the defaults, the validation boundaries and messages, the clamps, every
 statistic, and the pass-through of the aggregation mode.  The reference is a per-token loop in plain floats."""
 
@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from ragen_core.losses import kl_penalty, ppo_policy_loss, value_loss
+from ragen_core.math.losses import kl_penalty, ppo_policy_loss, value_loss
 
 
 def _ppo_token(lp, old, a, lo=0.2, hi=0.28, c=3.0):

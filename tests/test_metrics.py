@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragen_core.metrics import (
+from ragen_core.math.metrics import (
     REGIMES,
     classify_regime,
     masked_token_entropy,
@@ -18,7 +18,7 @@ from ragen_core.metrics import (
     rv_heterogeneity,
     token_entropy,
 )
-from ragen_core.mi import mi_proxies
+from ragen_core.math.mi import mi_proxies
 
 
 def ref_entropy(row: list[float]) -> float:

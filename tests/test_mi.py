@@ -11,7 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragen_core.mi import MIZScoreEMA, flatten_proxies, mi_proxies
+from ragen_core.math.mi import MIZScoreEMA, flatten_proxies, mi_proxies
 
 # --------------------------------------------------------------------------------------------------------------
 # Reference: plain Python over nested lists

@@ -1,4 +1,4 @@
-"""Tests that kill the mutants of ragen_core/mi.py's cache and reference paths that the first full mutmut run
+"""Tests that kill the mutants of ragen_core/math/mi.py's cache and reference paths that the first full mutmut run
 left alive (see docs/theory_report/mutation.md): the invalid-scores check of a trace impossible under every
 prompt, how ``_expand_cache`` treats every kind of KV-cache layer
 (plain layers expanded as stride-0 views; other layers, layers without tensors and legacy caches without
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from ragen_core.mi import _expand_cache, cross_score, cross_score_naive
+from ragen_core.math.mi import _expand_cache, cross_score, cross_score_naive
 
 transformers = pytest.importorskip("transformers")
 
@@ -193,7 +193,7 @@ def test_traces_are_batched_longest_first() -> None:
 def test_a_trace_impossible_under_every_prompt_is_reported_as_such() -> None:
     # one row of -inf (trace 1 of prompt 0) among finite rows: named by the invalid-scores check, not by the later
     # own-prompt check; a -inf under another prompt alone is valid
-    from ragen_core.mi import mi_proxies
+    from ragen_core.math.mi import mi_proxies
 
     L = torch.zeros(2, 2, 2, dtype=torch.float64)
     L[0, 1] = -math.inf

@@ -1,4 +1,4 @@
-"""Tests that pin the details of ragen_core/mi.py a code mutation could change without failing the unit tests
+"""Tests that pin the details of ragen_core/math/mi.py a code mutation could change without failing the unit tests
 (mutmut; see docs/theory_report/mutation.md): every error message in full, the boundaries of each argument
 check, defaults, the truncation of the lists of bad rows, the dtype of the proxies, the EMA state, the chance
 level of Recall@k, and the work counters and cache handling of the cross-scoring paths.
@@ -16,8 +16,8 @@ import types
 import pytest
 import torch
 
-from ragen_core import mi
-from ragen_core.mi import MIZScoreEMA, cross_score, cross_score_naive, flatten_proxies, mi_proxies, zscore
+from ragen_core.math import mi
+from ragen_core.math.mi import MIZScoreEMA, cross_score, cross_score_naive, flatten_proxies, mi_proxies, zscore
 
 # --------------------------------------------------------------------------------------------------------------
 # mi_proxies: validation messages and boundaries

@@ -1,8 +1,8 @@
-"""Retrieval accuracy under tied scores (``ragen_core.mi.mi_proxies``): a tie for the top score is shared,
+"""Retrieval accuracy under tied scores (``ragen_core.math.mi.mi_proxies``): a tie for the top score is shared,
 i.e. the value is the expected hit under a uniformly random tie-break, so neither a lower-index nor a
 higher-index tie-break rule passes.
 
-The reference here is independent of ragen_core.mi: it averages, over every priority order of the prompts
+The reference here is independent of ragen_core.math.mi: it averages, over every priority order of the prompts
 (all P! of them), the deterministic ranking "score descending, then priority", which is exactly a uniformly
 random tie-break.
 """
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from ragen_core.mi import mi_proxies
+from ragen_core.math.mi import mi_proxies
 
 
 def _reference(L: np.ndarray, same: np.ndarray, k: int) -> float:

@@ -20,8 +20,8 @@ import itertools
 import pytest
 import torch
 
-from ragen_core import losses
-from ragen_core.algorithms import compute_advantages
+from ragen_core.math import losses
+from ragen_core.training.algorithms import compute_advantages
 
 VOCAB = 3
 STOP = 2  # token 2 ends the sequence after the first position (variable lengths)

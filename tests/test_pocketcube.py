@@ -431,7 +431,7 @@ def test_vision_image_shows_the_text_net():
 
 
 def test_oracle_step_feeds_the_warm_start_demonstrator():
-    sft = pytest.importorskip("ragen_core.sft")
+    sft = pytest.importorskip("ragen_core.training.sft")
     env = gym.make("ragen/PocketCube-v0")
     env.reset(seed=11)
     text, acts = env.unwrapped.oracle_step()

@@ -1,4 +1,5 @@
-"""The held-out MI probe (ragen_core.probe): its estimator against an exact MI, its prompts, its place in training."""
+"""The held-out MI probe (ragen_core.training.probe): its estimator against an exact MI, its prompts, its place in
+training."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from ragen_core.config import ConfigError, load_config  # noqa: E402
-from ragen_core.mi import cross_score, mi_proxies  # noqa: E402
+from ragen_core.math.mi import cross_score, mi_proxies  # noqa: E402
 from ragen_core.policy import HFPolicy  # noqa: E402
-from ragen_core.probe import build_probe  # noqa: E402
 from ragen_core.rollout import RolloutSettings  # noqa: E402
-from ragen_core.train import Trainer  # noqa: E402
+from ragen_core.training.config import ConfigError, load_config  # noqa: E402
+from ragen_core.training.probe import build_probe  # noqa: E402
+from ragen_core.training.trainer import Trainer  # noqa: E402
 from ragen_envs.base import TextAgentEnv  # noqa: E402
 
 ENV_ID = "test/Levels-v0"
@@ -188,7 +189,7 @@ def test_probe_seeds_must_be_held_out(model_dir, tmp_path):
 
 
 def test_pmi_return_association_matches_a_plain_loop_and_reads_the_direction():
-    from ragen_core.probe import pmi_return_association
+    from ragen_core.training.probe import pmi_return_association
 
     g = torch.Generator().manual_seed(0)
     P, G = 5, 4

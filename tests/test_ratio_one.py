@@ -15,11 +15,11 @@ from typing import Any
 import gymnasium as gym
 import pytest
 
-from ragen_core import train as train_mod
-from ragen_core.algorithms import ALGORITHMS
-from ragen_core.config import load_config
 from ragen_core.policy import HFPolicy
-from ragen_core.train import Trainer
+from ragen_core.training import trainer as train_mod
+from ragen_core.training.algorithms import ALGORITHMS
+from ragen_core.training.config import load_config
+from ragen_core.training.trainer import Trainer
 from ragen_envs.base import TextAgentEnv
 
 ENV_ID = "test/Echo-v0"

@@ -12,11 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from ragen_core.config import load_config
-from ragen_core.reproduce.analysis import average_ranks, early_value, late_value, peak_success, spearman, spearman_ci
-from ragen_core.reproduce.cli import main as reproduce_main
-from ragen_core.reproduce.runner import execute_run, finished_records, read_run, run_local, run_ray
-from ragen_core.reproduce.study import (
+from ragen_core.apps.reproduce.analysis import (
+    average_ranks,
+    early_value,
+    late_value,
+    peak_success,
+    spearman,
+    spearman_ci,
+)
+from ragen_core.apps.reproduce.cli import main as reproduce_main
+from ragen_core.apps.reproduce.runner import execute_run, finished_records, read_run, run_local, run_ray
+from ragen_core.apps.reproduce.study import (
     ENVS,
     TUNING_SEEDS,
     RunSpec,
@@ -24,6 +30,7 @@ from ragen_core.reproduce.study import (
     find_configs_dir,
     study_seeds,
 )
+from ragen_core.training.config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ragen_core.reproduce.analysis import (
+from ragen_core.apps.reproduce.analysis import (
     CORRELATED,
     PAPER,
     analyse,
@@ -33,10 +33,10 @@ from ragen_core.reproduce.analysis import (
     tie_status,
     within_env_rho,
 )
-from ragen_core.reproduce.report import FIGURES, markdown, write_report
-from ragen_core.reproduce.runner import read_run
-from ragen_core.reproduce.study import ARMS, RunSpec
-from ragen_core.stats import min_detectable_effect, pairs_needed
+from ragen_core.apps.reproduce.report import FIGURES, markdown, write_report
+from ragen_core.apps.reproduce.runner import read_run
+from ragen_core.apps.reproduce.study import ARMS, RunSpec
+from ragen_core.math.stats import min_detectable_effect, pairs_needed
 
 
 # ------------------------------------------------------------------------------------------- synthetic runs

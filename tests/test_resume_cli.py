@@ -1,6 +1,6 @@
 """`ragen train` as a user runs it: resume overrides that keep the run's identity (and the log of them), Ctrl-C,
 the checkpoint after the warm start, runs with nothing to resume, failed starts, the last-step validation and
-the progress bars. Tiny runs of the real Bandit env through `ragen_core.train.main`."""
+the progress bars. Tiny runs of the real Bandit env through `ragen_core.training.trainer.main`."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from ragen_core import train as train_mod
-from ragen_core import warm_cache
-from ragen_core.config import ConfigError, load_config, resume_changes
-from ragen_core.train import LATEST, RESUME_LOG, Trainer, main
+from ragen_core.training import trainer as train_mod
+from ragen_core.training import warm_cache
+from ragen_core.training.config import ConfigError, load_config, resume_changes
+from ragen_core.training.trainer import LATEST, RESUME_LOG, Trainer, main
 
 
 @pytest.fixture(scope="module")

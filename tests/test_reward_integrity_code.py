@@ -342,7 +342,7 @@ def test_a_huge_int_for_a_float_test_is_a_wrong_answer(tmp_path, repair):
     assert reward == 0.0 and info["verdicts"] == ["wrong answer"] * 2 and not info["success"]
     assert env.observation_space.contains(obs)
     # The verl agent loop's episode calls env.step: it gets the verdict too.
-    from ragen_core.integrations.verl_env import EnvEpisode
+    from ragen_core.integrations.verl.env import EnvEpisode
 
     episode = EnvEpisode("ragen/Code-v0", seed=0, max_turns=1,
                          env_kwargs={"dataset": str(path), "limits": FAST, "multi_turn_repair": repair})

@@ -274,8 +274,8 @@ def test_settings_carry_every_rollout_config_field():
     the config lacks, must be listed as such (a new field on one side fails here until it is placed)."""
     from dataclasses import fields, replace
 
-    from ragen_core.config import RolloutConfig
     from ragen_core.rollout import CONFIG_NOT_IN_SETTINGS, SETTINGS_NOT_IN_CONFIG
+    from ragen_core.training.config import RolloutConfig
 
     cfg_names = {f.name for f in fields(RolloutConfig)}
     set_names = {f.name for f in fields(RolloutSettings)}

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import ragen_envs  # noqa: F401
-from ragen_core.config import load_config
 from ragen_core.rollout import RolloutSettings, make_envs
-from ragen_core.sft import collect_sft_batch, oracle_response, random_response, sft_train, warm_start
+from ragen_core.training.config import load_config
+from ragen_core.training.sft import collect_sft_batch, oracle_response, random_response, sft_train, warm_start
 from ragen_envs.protocol import parse_response, vocabulary_matcher
 
 
@@ -88,7 +88,7 @@ def test_warm_start_from_config(policy):
     stats = warm_start(policy, cfg)
     assert stats["sft/episodes"] == 4 and stats["sft/tokens"] > 0
     with pytest.raises(ValueError, match="oracle"):
-        from ragen_core.sft import scripted_responder
+        from ragen_core.training.sft import scripted_responder
 
         scripted_responder("expert")
 
@@ -144,7 +144,7 @@ def test_linear_schedule_warms_up_then_decays_to_near_zero(policy, monkeypatch):
 
 
 def test_noisy_demonstrator_keeps_the_oracle_reasoning_and_replaces_answers():
-    from ragen_core.sft import _oracle_parts
+    from ragen_core.training.sft import _oracle_parts
 
     env = gym.make("ragen/Sokoban-v0", max_solution_len=2, max_actions_per_turn=1, obs_format="coord")
     rng = np.random.default_rng(0)
@@ -204,7 +204,7 @@ def test_countdown_oracle_reasoning_is_true_arithmetic_and_the_habit_is_the_sum(
 
 
 def test_graded_reasoning_dependence_mixes_state_reasoning_with_one_fixed_template():
-    from ragen_core.sft import template_reasoning
+    from ragen_core.training.sft import template_reasoning
 
     kwargs = {"max_solution_len": 2, "max_actions_per_turn": 1, "obs_format": "coord"}
     template = template_reasoning("ragen/Sokoban-v0", kwargs, "plan", seed=776)
@@ -257,7 +257,7 @@ def test_an_env_with_oracle_step_writes_its_own_demonstration():
 def test_a_template_that_pays_keeps_the_noise_off_the_template_answers():
     """template_answer="oracle": after the template the answer is always the oracle's; after state-derived
     reasoning it is the habit with probability `noise` (counted against the binomial spread)."""
-    from ragen_core.sft import template_reasoning
+    from ragen_core.training.sft import template_reasoning
 
     kwargs = {"max_solution_len": 2, "max_actions_per_turn": 1, "obs_format": "coord"}
     template = template_reasoning("ragen/Sokoban-v0", kwargs, "plan", seed=776)
@@ -287,7 +287,7 @@ def test_a_template_that_pays_keeps_the_noise_off_the_template_answers():
 def test_filler_words_are_drawn_independently_of_the_state():
     """filler_words = k: every reasoning opens with k words of FILLER_WORDS, uniform (chi-square-free check:
     each word's count within 4 sd of n k / 8) and with the same distribution on every level."""
-    from ragen_core.sft import FILLER_WORDS
+    from ragen_core.training.sft import FILLER_WORDS
 
     env = gym.make("ragen/Sokoban-v0", max_solution_len=2, max_actions_per_turn=1, obs_format="coord")
     rng = np.random.default_rng(2)
@@ -312,7 +312,7 @@ def test_filler_words_are_drawn_independently_of_the_state():
 
 
 def test_warm_start_knobs_are_checked_by_the_config():
-    from ragen_core.config import ConfigError, TrainConfig
+    from ragen_core.training.config import ConfigError, TrainConfig
 
     cfg = TrainConfig()
     cfg.warm_start.template_answer = "habit"
@@ -325,7 +325,7 @@ def test_warm_start_knobs_are_checked_by_the_config():
 
 
 def test_several_templates_are_drawn_uniformly_and_one_template_draws_nothing():
-    from ragen_core.sft import template_reasoning
+    from ragen_core.training.sft import template_reasoning
 
     kwargs = {"max_solution_len": 2, "max_actions_per_turn": 1, "obs_format": "coord"}
     pool = [template_reasoning("ragen/Sokoban-v0", kwargs, "plan", seed=s) for s in (770, 771, 772, 773)]
@@ -368,7 +368,7 @@ def test_sudoku_noisy_demonstrator_replaces_answers_at_the_asked_rate(noise):
     allow. The answer differs from the oracle's when the noise fires (probability `noise`) and the random
     placement is not the oracle's (probability 1 - 1 / (open cells x digits of the oracle's cell), computed
     here from the board); the count of differing answers is checked against that binomial mean."""
-    from ragen_core.sft import _oracle_parts
+    from ragen_core.training.sft import _oracle_parts
 
     env = gym.make("ragen/Sudoku-v0", size=4, difficulty="hard", max_actions_per_turn=1)
     rng = np.random.default_rng(11)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from ragen_core.stats import mean_ci, paired_ci, t_quantile
+from ragen_core.math.stats import mean_ci, paired_ci, t_quantile
 
 # Two-sided 95% critical values from standard t tables (independent of the code under test).
 T_975 = {1: 12.706204736174707, 2: 4.302652729749464, 5: 2.570581835636314, 10: 2.228138851986274,
@@ -62,7 +62,7 @@ def test_degenerate_and_bad_inputs():
 
 
 def test_power_matches_published_values():
-    from ragen_core.stats import paired_power, pairs_needed
+    from ragen_core.math.stats import paired_power, pairs_needed
 
     # Cohen's d = 1 with 10 pairs: 0.8031 (G*Power, two-sided alpha 0.05); d = 0.5 needs 34 pairs for 80%
     assert paired_power(1.0, 1.0, 10) == pytest.approx(0.8031, abs=5e-4)
@@ -75,7 +75,7 @@ def test_power_matches_published_values():
 def test_minimum_detectable_effect_has_80_percent_power_by_simulation(n, t_crit):
     import numpy as np
 
-    from ragen_core.stats import min_detectable_effect
+    from ragen_core.math.stats import min_detectable_effect
 
     sd = 3.0
     mde = min_detectable_effect(sd, n)
@@ -89,7 +89,7 @@ def test_minimum_detectable_effect_has_80_percent_power_by_simulation(n, t_crit)
 
 
 def test_power_arguments_are_checked():
-    from ragen_core.stats import min_detectable_effect, paired_power, pairs_needed
+    from ragen_core.math.stats import min_detectable_effect, paired_power, pairs_needed
 
     with pytest.raises(ValueError, match="n must be"):
         paired_power(1.0, 1.0, 1)

@@ -198,7 +198,7 @@ def test_seq_proxy_properties(seed: int, P: int, G: int) -> None:
 @settings(max_examples=25, deadline=None)
 @given(seeds, st.integers(2, 8), st.integers(1, 6))
 def test_numpy_proxy_agrees_with_ragen_core_mi(seed: int, P: int, G: int) -> None:
-    mi = pytest.importorskip("ragen_core.mi", reason="ragen_core.mi not available")
+    mi = pytest.importorskip("ragen_core.math.mi", reason="ragen_core.math.mi not available")
     rng = np.random.default_rng(seed)
     ch = random_channel(rng, P, 6)
     L, _ = M._cross_scores(rng, ch, np.log(ch), G)
@@ -214,7 +214,7 @@ def test_numpy_proxy_agrees_with_ragen_core_mi(seed: int, P: int, G: int) -> Non
 
 def test_core_availability_is_reported() -> None:
     core = M.core_available()
-    assert set(core) == {"ragen_core.mi", "ragen_core.filtering", "ragen_core.advantages"}
+    assert set(core) == {"ragen_core.math.mi", "ragen_core.math.filtering", "ragen_core.math.advantages"}
     assert all(v == "available" or v.startswith("not available") for v in core.values())
 
 

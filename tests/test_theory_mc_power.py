@@ -24,13 +24,13 @@ def test_t2_t3_x09_mutants_are_caught_at_a_non_degenerate_configuration() -> Non
 
 
 def _collapse_row(checks):
-    return next(c for c in checks if c.name == "ragen_core.mi collapse: retrieval_acc = numpy argmax")
+    return next(c for c in checks if c.name == "ragen_core.math.mi collapse: retrieval_acc = numpy argmax")
 
 
 def test_collapse_retrieval_row_uses_ties_and_rejects_both_index_tie_breaks() -> None:
     core = M.core_available()
-    if core["ragen_core.mi"] != "available":
-        pytest.skip(core["ragen_core.mi"])
+    if core["ragen_core.math.mi"] != "available":
+        pytest.skip(core["ragen_core.math.mi"])
     c = _collapse_row(M.mc_mi(np.random.default_rng(0), M.MCBudget(), G=256, batches=2, core=core))
     assert c.holds
     assert dict(c.mutants)["ties toward the lower index"] is False
@@ -41,11 +41,11 @@ def test_collapse_retrieval_row_uses_ties_and_rejects_both_index_tie_breaks() ->
 def test_a_higher_index_tie_break_in_the_core_fails_the_collapse_row(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    import ragen_core.mi as mi_mod
+    import ragen_core.math.mi as mi_mod
 
     core = M.core_available()
-    if core["ragen_core.mi"] != "available":
-        pytest.skip(core["ragen_core.mi"])
+    if core["ragen_core.math.mi"] != "available":
+        pytest.skip(core["ragen_core.math.mi"])
     original = mi_mod.mi_proxies
 
     def ties_to_higher_index(L, lengths, *args, **kwargs):
@@ -60,8 +60,8 @@ def test_a_higher_index_tie_break_in_the_core_fails_the_collapse_row(monkeypatch
 
 def test_top_k_selection_row_is_decided_by_ties_and_rejects_the_higher_index_rule() -> None:
     core = M.core_available()
-    if core["ragen_core.filtering"] != "available":
-        pytest.skip(core["ragen_core.filtering"])
+    if core["ragen_core.math.filtering"] != "available":
+        pytest.skip(core["ragen_core.math.filtering"])
     checks = M.mc_t7(np.random.default_rng(0), M.MCBudget(), 8000, core)
     c = next(c for c in checks if c.name == "RL core filter_groups(top_k_abs) = numpy top-k by variance")
     assert c.holds and dict(c.mutants)["ties toward the higher index"] is False

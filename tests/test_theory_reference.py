@@ -44,7 +44,7 @@ def test_top_p_by_score_is_the_smallest_prefix_by_enumeration() -> None:
 
 def test_top_p_by_score_keeps_as_many_groups_as_the_core() -> None:
     torch = pytest.importorskip("torch")
-    from ragen_core.filtering import select_groups
+    from ragen_core.math.filtering import select_groups
 
     rng = np.random.default_rng(1)
     for _ in range(200):

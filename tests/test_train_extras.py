@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ragen_core import train
+from ragen_core.training import trainer as train
 
 
 def test_vision_env_trains_end_to_end_on_cpu(tmp_path):
@@ -42,10 +42,10 @@ def test_tensorboard_without_the_package_is_a_clear_start_up_error(monkeypatch):
 
     import pytest
 
-    from ragen_core.config import ConfigError
+    from ragen_core.training.config import ConfigError
 
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # import now raises ImportError
-    from ragen_core.report import require_tensorboard
+    from ragen_core.training.report import require_tensorboard
 
     with pytest.raises(ConfigError, match=r"ragen2\[tensorboard\]"):
         require_tensorboard()
@@ -60,8 +60,8 @@ def test_format_penalty_cheaper_than_a_wasted_turn_is_flagged(make_tiny_policy, 
     import pytest
 
     import ragen_envs  # noqa: F401
-    from ragen_core.config import load_config
-    from ragen_core.train import Trainer, format_penalty_warning
+    from ragen_core.training.config import load_config
+    from ragen_core.training.trainer import Trainer, format_penalty_warning
 
     msg = format_penalty_warning(gym.make("ragen/Sokoban-v0"))
     assert msg is not None and "-0.2" in msg and "-0.1" in msg
@@ -84,8 +84,8 @@ def test_format_penalty_cheaper_than_a_wasted_turn_is_flagged(make_tiny_policy, 
 def test_run_threads_sets_torch_threads_and_rejects_negatives(make_tiny_policy, tmp_path):
     import torch
 
-    from ragen_core.config import ConfigError, load_config
-    from ragen_core.train import Trainer
+    from ragen_core.training.config import ConfigError, load_config
+    from ragen_core.training.trainer import Trainer
 
     base = ["env.id=ragen/Sokoban-v0", "env.kwargs.max_actions_per_turn=1", "rollout.groups=1",
             "rollout.group_size=2", "eval.episodes=1", "run.device=cpu", "run.progress=false"]

@@ -24,10 +24,11 @@ import pytest
 import torch
 from verl_fakes import FakeTQ
 
-import ragen_core.integrations as integrations_pkg
-from ragen_core.integrations import trl_version, verl_version
-from ragen_core.integrations import verl as vglue
-from ragen_core.integrations.verl_core import (
+import ragen_core.integrations.verl as verl_pkg
+from ragen_core.integrations.trl import version as trl_version
+from ragen_core.integrations.verl import adapter as vglue
+from ragen_core.integrations.verl import version as verl_version
+from ragen_core.integrations.verl.core import (
     FilterSpec,
     StepHandoff,
     filter_rows,
@@ -36,7 +37,7 @@ from ragen_core.integrations.verl_core import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-GLUE = ("ragen_core.integrations.verl_trainer", "ragen_core.integrations.verl_agent")
+GLUE = ("ragen_core.integrations.verl.trainer", "ragen_core.integrations.verl.agent")
 
 
 # ------------------------------------------------------------------------------------------------ stand-ins
@@ -123,13 +124,13 @@ def fake_verl(monkeypatch):
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setattr(verl_version, "metadata", SimpleNamespace(version=lambda dist: "0.9.1",
                                                                   PackageNotFoundError=LookupError))
-    saved = {name: (sys.modules.get(name), getattr(integrations_pkg, name.rsplit(".", 1)[1], None)) for name in GLUE}
+    saved = {name: (sys.modules.get(name), getattr(verl_pkg, name.rsplit(".", 1)[1], None)) for name in GLUE}
 
     def forget() -> None:
         for name in GLUE:
             sys.modules.pop(name, None)
-            if hasattr(integrations_pkg, name.rsplit(".", 1)[1]):
-                delattr(integrations_pkg, name.rsplit(".", 1)[1])
+            if hasattr(verl_pkg, name.rsplit(".", 1)[1]):
+                delattr(verl_pkg, name.rsplit(".", 1)[1])
 
     forget()
     try:
@@ -140,7 +141,7 @@ def fake_verl(monkeypatch):
             if module is not None:
                 sys.modules[name] = module
             if attr is not None:
-                setattr(integrations_pkg, name.rsplit(".", 1)[1], attr)
+                setattr(verl_pkg, name.rsplit(".", 1)[1], attr)
 
 
 def make_batch(seed: int, p: int = 8, g: int = 4, t: int = 6):
@@ -249,7 +250,7 @@ PINNED_MASK = {
 
 def test_trainer_and_estimator_outputs_are_unchanged(fake_verl):
     vglue.register()
-    from ragen_core.integrations import verl_trainer
+    from ragen_core.integrations.verl import trainer as verl_trainer
 
     est = fake_verl.ADV_ESTIMATOR_REGISTRY[vglue.ADV_ESTIMATOR_NAME]
     rewards, mask, uids = make_batch(5)
@@ -278,7 +279,7 @@ def test_trainer_and_estimator_outputs_are_unchanged(fake_verl):
 # ------------------------------------------------------------------------------------------------ the handoff
 def test_trainer_tells_the_registered_estimator_its_step_and_the_removal(fake_verl):
     vglue.register()
-    from ragen_core.integrations import verl_trainer
+    from ragen_core.integrations.verl import trainer as verl_trainer
 
     est = fake_verl.get_adv_estimator_fn(vglue.ADV_ESTIMATOR_NAME)
     assert isinstance(est, vglue.RagenSNREstimator)
@@ -316,12 +317,13 @@ def test_register_fills_the_three_registries(fake_verl):
     from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
     from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
 
-    from ragen_core.integrations import verl_agent, verl_trainer
+    from ragen_core.integrations.verl import agent as verl_agent
+    from ragen_core.integrations.verl import trainer as verl_trainer
 
     assert TRAINER_REGISTRY[vglue.TRAINER_MODE] is verl_trainer.RagenSNRTrainer
     target = _agent_loop_registry[vglue.AGENT_LOOP_NAME]["_target_"]
     assert target == f"{verl_agent.__name__}.RagenEnvAgentLoop"
-    assert target == "ragen_core.integrations.verl_agent.RagenEnvAgentLoop"
+    assert target == "ragen_core.integrations.verl.agent.RagenEnvAgentLoop"
     text = (ROOT / "scripts/verl/agent_loop.yaml").read_text()
     assert f"_target_: {target}" in text and f"name: {vglue.AGENT_LOOP_NAME}" in text
 
@@ -383,18 +385,20 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_verl_glue_imports_point_one_way():
-    """``verl`` (register) imports the trainer and agent modules; nothing below imports ``verl`` back."""
-    base = ROOT / "ragen_core" / "integrations"
+    """``verl.adapter`` (register) imports the trainer and agent modules; nothing below imports the adapter (or
+    the package's names, which are the adapter's) back, and the verl-free layer never reaches the glue."""
+    base = ROOT / "ragen_core" / "integrations" / "verl"
     top = "ragen_core.integrations.verl"
-    for name in ("verl_trainer", "verl_agent", "verl_core", "verl_mi", "verl_env", "verl_version"):
-        assert top not in _imports(base / f"{name}.py"), name
-    for name in ("verl_core", "verl_mi", "verl_env", "verl_version"):  # the verl-free layer never reaches up
-        assert not {f"{top}_trainer", f"{top}_agent"} & _imports(base / f"{name}.py"), name
-    assert {f"{top}_trainer", f"{top}_agent", f"{top}_core", f"{top}_version"} <= _imports(base / "verl.py")
+    for name in ("trainer", "agent", "core", "mi", "env", "version"):
+        imported = _imports(base / f"{name}.py")
+        assert f"{top}.adapter" not in imported and top not in imported, name
+    for name in ("core", "mi", "env", "version"):  # the verl-free layer never reaches up
+        assert not {f"{top}.trainer", f"{top}.agent"} & _imports(base / f"{name}.py"), name
+    assert {f"{top}.trainer", f"{top}.agent", f"{top}.core", f"{top}.version"} <= _imports(base / "adapter.py")
 
 
 def test_each_verl_module_imports_alone():
-    """In a fresh interpreter each module imports first (the glue modules on the stand-ins), verl.py last."""
+    """In a fresh interpreter each module imports first (the glue modules on the stand-ins), the adapter last."""
     code = f"""
 import importlib, sys
 sys.path.insert(0, {str(Path(__file__).parent)!r})
@@ -404,14 +408,14 @@ import ragen_core.integrations as pkg
 real = importlib.metadata.version
 importlib.metadata.version = lambda dist: "0.9.1" if dist == "verl" else real(dist)
 sys.modules.update(tests._verl_stand_ins())
-for name in ("verl_trainer", "verl_agent", "verl_mi", "verl_core", "verl_version", "verl"):
+for name in ("trainer", "agent", "mi", "core", "version", "adapter"):
     for m in [m for m in sys.modules if m.startswith("ragen_core.integrations.verl")]:
         del sys.modules[m]
-        if hasattr(pkg, m.rsplit(".", 1)[1]):
-            delattr(pkg, m.rsplit(".", 1)[1])
-    importlib.import_module("ragen_core.integrations." + name)
-    if name != "verl":
-        assert "ragen_core.integrations.verl" not in sys.modules, name
+    if hasattr(pkg, "verl"):
+        delattr(pkg, "verl")
+    importlib.import_module("ragen_core.integrations.verl." + name)
+    if name != "adapter":
+        assert "ragen_core.integrations.verl.adapter" not in sys.modules, name
 print("ok")
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)

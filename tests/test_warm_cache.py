@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from ragen_core.config import load_config
-from ragen_core.train import Trainer
-from ragen_core.warm_cache import cache_key
+from ragen_core.training.config import load_config
+from ragen_core.training.trainer import Trainer
+from ragen_core.training.warm_cache import cache_key
 
 BASE = ["env.id=ragen/Bandit-v0", "model.path=tiny", "rollout.groups=2", "rollout.group_size=4",
         "rollout.max_turns=1", "rollout.max_new_tokens=24", "rollout.system_prompt=false", "run.steps=2",

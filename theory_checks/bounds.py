@@ -835,11 +835,12 @@ def t7_paper_prompt(rv: float, sigma: float) -> SoftmaxTestbed:
 
 
 def _core_top_p_count(scores: np.ndarray, rho: float) -> int | None:
-    """Number of groups ``ragen_core.filtering.select_groups`` keeps with top-p (None when it cannot be imported)."""
+    """Number of groups ``ragen_core.math.filtering.select_groups`` keeps with top-p (None when it cannot be
+    imported)."""
     try:
         import torch
 
-        from ragen_core.filtering import select_groups
+        from ragen_core.math.filtering import select_groups
     except Exception:  # the RL core is optional for the theory checks
         return None
     return select_groups(torch.as_tensor(scores, dtype=torch.float64), strategy="top_p", value=rho).n_kept
@@ -854,7 +855,7 @@ def check_t7_paper_setting() -> list[Check]:
 
     - the pair (RV 0.34, RV 0.11): keeping only the high-RV group raises the MSE from 0.001334 to 0.0028125;
     - a P = 8 batch (4 prompts of each kind): top-p with rho = 0.9 on the population RV keeps 7 groups and
-      raises the MSE by 15% (asserted, by the plain loop and by ``ragen_core.filtering.select_groups``);
+      raises the MSE by 15% (asserted, by the plain loop and by ``ragen_core.math.filtering.select_groups``);
       keeping only the high-RV half doubles it; no proper subset lowers it.
     - meanwhile the batch SNR ||sum_S g_i|| / sqrt(sum_S sigma_i^2) rises (7.39 -> 7.73 with top-p, 9.43 for
       the high-RV half): the claim on the SNR holds, which is each counterexample's control mutant.

@@ -127,7 +127,8 @@ CATALOG: dict[str, Entry] = {
         "a rule keeping fewer high-RV groups still raises the MSE, so what top-p keeps is asserted in the next row; "
         "control: the claim on the batch SNR (7.39 -> 7.73) holds"),
     "T7 paper setting: top-p (rho = 0.9, P = 8) keeps 7 groups, MSE x1.15": _ev(
-        "a wrong top-p rule (keeping 6, 4 or 3 groups), in the plain loop or in ragen_core.filtering.select_groups"),
+        "a wrong top-p rule (keeping 6, 4 or 3 groups), in the plain loop or in "
+        "ragen_core.math.filtering.select_groups"),
     "T7 paper setting: keeping the high-RV half lowers the MSE (false)": _ev(
         "a wrong per-group MSE; control: the claim on the batch SNR (7.39 -> 9.43) holds"),
     "T7 paper setting: MSE_all <= MSE_S for every proper subset S (P = 8)": _ev(
@@ -177,8 +178,8 @@ CATALOG: dict[str, Entry] = {
     "MC validate: E||g_hat - g||^2 = MSE_G, simulated noise": _ev("a simulator error >= 5% with the noise simulated"),
     "MC T2 sharper with plain-average sigma^2 (false)": _ev(
         "a wrong counterexample (the corrected claim must not be refuted)"),
-    "RL core Dr.GRPO advantage = R - mean(R)": _ev("a wrong Dr.GRPO advantage in ragen_core.advantages"),
-    "RL core reward_variance(ddof=0) = numpy var": _ev("a wrong variance (e.g. ddof) in ragen_core.filtering"),
+    "RL core Dr.GRPO advantage = R - mean(R)": _ev("a wrong Dr.GRPO advantage in ragen_core.math.advantages"),
+    "RL core reward_variance(ddof=0) = numpy var": _ev("a wrong variance (e.g. ddof) in ragen_core.math.filtering"),
     "MC T1 sample version (every draw)": _ev(
         "a violation on any single draw (Cauchy-Schwarz equality for G = 2, s_2 = -s_1)", sharp=True),
     "MC validate: E[sample-baseline g_hat] . u = (1 - 1/G) ||g||": _ev(
@@ -191,34 +192,34 @@ CATALOG: dict[str, Entry] = {
         "a selection differing from the plain top-k in any batch, including the tie-break (ties are common)"),
     "MC T7 identity with S chosen from the same rollouts (false)": _ev(
         "a wrong counterexample: with S fixed in advance the identity holds"),
-    "ragen_core.mi mi_seq_est = numpy sequence proxy": _ev(
-        "a wrong sequence proxy in ragen_core.mi (e.g. log-sum instead of log-mean)"),
-    "ragen_core.mi retrieval_acc = numpy argmax": _ev("a wrong retrieval accuracy in ragen_core.mi"),
+    "ragen_core.math.mi mi_seq_est = numpy sequence proxy": _ev(
+        "a wrong sequence proxy in ragen_core.math.mi (e.g. log-sum instead of log-mean)"),
+    "ragen_core.math.mi retrieval_acc = numpy argmax": _ev("a wrong retrieval accuracy in ragen_core.math.mi"),
     "MC validate: E[MI-Seq-Est] = I_P, scorer = sampler": _ev(
-        "a proxy biased by >= 5% (ragen_core.mi agrees with the numpy proxy on the checked batches)"),
+        "a proxy biased by >= 5% (ragen_core.math.mi agrees with the numpy proxy on the checked batches)"),
     "MC validate: E[Retrieval-Acc] = Bayes accuracy": _ev("a retrieval accuracy off by >= 5% (e.g. at chance level)"),
     "MC MI-Seq-Est <= log P (every batch)": _sanity(
         "logsumexp_j L_j - log P >= L_i - log P for any scores L: holds for every input of the numpy proxy"),
-    "ragen_core.mi per-token estimates = plain-loop reference": _ev(
-        "a wrong per-token normalisation or 1/P in ragen_core.mi"),
-    "ragen_core.mi H_hat(Z) = H_hat(Z|X) + MI-Est": _sanity("compares outputs built from the same terms"),
-    "ragen_core.mi row shift: mi_est unchanged": _ev("a proxy that depends on a per-row constant"),
-    "ragen_core.mi row shift: retrieval_acc unchanged": _ev(
+    "ragen_core.math.mi per-token estimates = plain-loop reference": _ev(
+        "a wrong per-token normalisation or 1/P in ragen_core.math.mi"),
+    "ragen_core.math.mi H_hat(Z) = H_hat(Z|X) + MI-Est": _sanity("compares outputs built from the same terms"),
+    "ragen_core.math.mi row shift: mi_est unchanged": _ev("a proxy that depends on a per-row constant"),
+    "ragen_core.math.mi row shift: retrieval_acc unchanged": _ev(
         "an accuracy that depends on a per-row constant (e.g. prompt and trace indices swapped)"),
-    "ragen_core.mi |z| = 1: mi_est = mi_seq_est": _sanity("two outputs of the same terms with lengths 1"),
-    "ragen_core.mi mi_seq_est <= log P": _ev(
-        "a batch above log P in ragen_core.mi (e.g. the mean of the log-probs in place of the log-mean-exp over "
+    "ragen_core.math.mi |z| = 1: mi_est = mi_seq_est": _sanity("two outputs of the same terms with lengths 1"),
+    "ragen_core.math.mi mi_seq_est <= log P": _ev(
+        "a batch above log P in ragen_core.math.mi (e.g. the mean of the log-probs in place of the log-mean-exp over "
         "prompts); equality for disjoint supports", sharp=True),
     "MC validate: E[MI-Seq-Est] at sampler T != 1": _ev(
         "an expectation off by >= 5% (e.g. I_P of the sampler instead)"),
     "MC collapse, scorer = sampler: MI-Seq-Est = 0 (every batch)": _sanity(
         "any L with identical columns gives L_i - log((1/P) P exp L_i) = 0: a property of the numpy formula"),
     "MC collapse, arbitrary scorer: E[Retrieval-Acc] = 1/P": _sanity("holds for any winner function"),
-    "ragen_core.mi collapse: mi_seq_est = 0 (every batch)": _ev("a log P offset in ragen_core.mi"),
-    "ragen_core.mi collapse: retrieval_acc = numpy argmax": _ev(
+    "ragen_core.math.mi collapse: mi_seq_est = 0 (every batch)": _ev("a log P offset in ragen_core.math.mi"),
+    "ragen_core.math.mi collapse: retrieval_acc = numpy argmax": _ev(
         "a wrong tie rule (integer scorer: ties are common; a tie is shared, so a lower- or higher-index "
-        "tie-break is refuted) or accuracy in ragen_core.mi"),
-    "ragen_core.mi mi_proxies checks": _sanity("skipped: ragen_core.mi not importable"),
+        "tie-break is refuted) or accuracy in ragen_core.math.mi"),
+    "ragen_core.math.mi mi_proxies checks": _sanity("skipped: ragen_core.math.mi not importable"),
     # ----------------------------------------------------------------- symbolic
     "S1 2-action: g = c Delta p(1-p), E s^2 = c^2 p(1-p), RV_mu = Delta^2 p(1-p)": _ev(
         "a wrong 2-action derivation (a square dropped)",

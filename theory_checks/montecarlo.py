@@ -42,8 +42,8 @@ Checks (each a :class:`~theory_checks.bounds.Check` with ``method="monte-carlo"`
 - T6 drift: theta_T - theta_0 = eta sum_t (m + xi_t), xi_t = g_hat_t - g; validates
   E||theta_T - theta_0||^2 = eta^2 (T MSE_G + T^2 ||m||^2).
 - T7: the identity for a fixed subset, and its failure when the subset is chosen from the same rollouts
-  (top-k by sample reward variance, with ``ragen_core.filtering.filter_groups``).
-- MI proxies (section 2) with ``ragen_core.mi.mi_proxies`` (numpy reference when it cannot be imported):
+  (top-k by sample reward variance, with ``ragen_core.math.filtering.filter_groups``).
+- MI proxies (section 2) with ``ragen_core.math.mi.mi_proxies`` (numpy reference when it cannot be imported):
   E[MI-Seq-Est] = I_P (scorer = sampler) and the exact expectation at sampler temperature != 1,
   E[Retrieval-Acc] = the Bayes accuracy, per batch: MI-Seq-Est <= log P (tight for disjoint supports),
   agreement with an independent numpy implementation, invariance to row shifts, and 0 under collapse.
@@ -85,7 +85,7 @@ __all__ = [
 def core_available() -> dict[str, str]:
     """Which RL-core pieces import: {name: "available" | "not available (<error>)"}."""
     out = {}
-    for mod in ("ragen_core.mi", "ragen_core.filtering", "ragen_core.advantages"):
+    for mod in ("ragen_core.math.mi", "ragen_core.math.filtering", "ragen_core.math.advantages"):
         try:
             __import__(mod)
             out[mod] = "available"
@@ -368,12 +368,12 @@ def mc_t1_sample(rng: np.random.Generator, budget: MCBudget, n: int, core: dict[
     and the validation E[g_hat] . u = (1 - 1/G) ||g|| of the sample-baseline estimator (noise integrated out,
     advantages of the noiseless rewards mu from the RL core)."""
     checks: list[Check] = []
-    use_core = core["ragen_core.advantages"] == "available" and core["ragen_core.filtering"] == "available"
+    use_core = core["ragen_core.math.advantages"] == "available" and core["ragen_core.math.filtering"] == "available"
     if use_core:
         import torch
 
-        from ragen_core.advantages import dr_grpo
-        from ragen_core.filtering import reward_variance
+        from ragen_core.math.advantages import dr_grpo
+        from ragen_core.math.filtering import reward_variance
     for G in (2, 2, 4, 8, 16):
         if not checks:  # the equality case first: 2 actions at p = 1/2, G = 2 (opposite scores, A proportional to s)
             tb = SoftmaxTestbed.two_action(0.5, 0.3)
@@ -504,10 +504,10 @@ def mc_t7(rng: np.random.Generator, budget: MCBudget, n: int, core: dict[str, st
         R[:, x], S[:, x] = _draw_group(rng, tb, x, m, G)
     err = np.mean((R - b)[..., None] * S, axis=2) - g  # [m, P, d]
     mask = _topk_by_variance(R, k)
-    if core["ragen_core.filtering"] == "available":
+    if core["ragen_core.math.filtering"] == "available":
         import torch
 
-        from ragen_core.filtering import filter_groups
+        from ragen_core.math.filtering import filter_groups
 
         m_core = min(m, 2000)
         mask_hi = _topk_by_variance(R[:m_core], k, ties="higher")
@@ -555,13 +555,13 @@ def _cross_scores(
 
 
 def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core: dict[str, str]) -> list[Check]:
-    """Section 2 proxies against the exact I_P, with ragen_core.mi.mi_proxies when importable."""
+    """Section 2 proxies against the exact I_P, with ragen_core.math.mi.mi_proxies when importable."""
     checks: list[Check] = []
-    have_mi = core["ragen_core.mi"] == "available"
+    have_mi = core["ragen_core.math.mi"] == "available"
     if have_mi:
         import torch
 
-        from ragen_core.mi import mi_proxies
+        from ragen_core.math.mi import mi_proxies
 
         def proxies(L: np.ndarray, lengths: np.ndarray | None = None) -> dict[str, Any]:
             n = np.ones(L.shape[:2]) if lengths is None else lengths
@@ -576,7 +576,7 @@ def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core
 
     def seq_units(sampler: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
         """Per rollout index k: the mean over prompts of the sequence term and of the retrieval hit (i.i.d.
-        across k), and the cross-score tensors (ragen_core.mi's batch mean over all (i, k) is the mean of
+        across k), and the cross-score tensors (ragen_core.math.mi's batch mean over all (i, k) is the mean of
         the units of that batch, checked below)."""
         units, hits, Ls = [], [], []
         for _ in range(batches):
@@ -592,12 +592,12 @@ def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core
     if have_mi:
         outs = [proxies(L) for L in Ls[:4]]
         ours = np.array([seq_proxy_terms(L).mean() for L in Ls[:4]])
-        checks.append(identity("ragen_core.mi mi_seq_est = numpy sequence proxy",
+        checks.append(identity("ragen_core.math.mi mi_seq_est = numpy sequence proxy",
                                np.array([o["mi_seq_est"] for o in outs]), ours, atol=1e-12, method="monte-carlo",
                                variants={"log-sum instead of log-mean (drop log P)": (
                                    np.array([o["mi_seq_est"] for o in outs]), ours - math.log(P))}))
         core_acc = np.array([o["retrieval_acc"] for o in outs])
-        checks.append(identity("ragen_core.mi retrieval_acc = numpy argmax", core_acc,
+        checks.append(identity("ragen_core.math.mi retrieval_acc = numpy argmax", core_acc,
                                np.array([_retrieval_hits(L).mean() for L in Ls[:4]]), atol=1e-12,
                                method="monte-carlo",
                                variants={"recall@2 instead of the top-1 accuracy": (core_acc, np.array(
@@ -630,7 +630,7 @@ def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core
         lengths = rng.integers(1, 40, size=L0.shape[:2]).astype(np.float64)
         o = proxies(L0, lengths)
         matched, marginal = token_proxy_terms(L0, lengths)
-        checks.append(identity("ragen_core.mi per-token estimates = plain-loop reference",
+        checks.append(identity("ragen_core.math.mi per-token estimates = plain-loop reference",
                                np.array([o["cond_entropy_est"], o["marginal_entropy_est"], o["mi_est"]]),
                                np.array([-matched.mean(), -marginal.mean(), (matched - marginal).mean()]), atol=1e-12,
                                method="monte-carlo",
@@ -638,20 +638,21 @@ def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core
                                    np.array([o["cond_entropy_est"], o["marginal_entropy_est"], o["mi_est"]]),
                                    np.array([-matched.mean(), -(marginal + math.log(P) / lengths).mean(),
                                              (matched - marginal - math.log(P) / lengths).mean()]))}))
-        checks.append(identity("ragen_core.mi H_hat(Z) = H_hat(Z|X) + MI-Est",
+        checks.append(identity("ragen_core.math.mi H_hat(Z) = H_hat(Z|X) + MI-Est",
                                o["marginal_entropy_est"] - o["cond_entropy_est"], o["mi_est"],
                                atol=1e-12, method="monte-carlo"))
         shift = rng.normal(size=(P, L0.shape[1], 1)) * 50.0
         o_shift = proxies(L0 + shift, lengths)
-        checks.append(identity("ragen_core.mi row shift: mi_est unchanged", o_shift["mi_est"], o["mi_est"], atol=1e-9,
+        checks.append(identity("ragen_core.math.mi row shift: mi_est unchanged", o_shift["mi_est"], o["mi_est"],
+                               atol=1e-9,
                                method="monte-carlo",
                                variants={"the matched term alone (no log-mean over prompts)": (
                                    -o_shift["cond_entropy_est"], -o["cond_entropy_est"])}))
-        checks.append(identity("ragen_core.mi row shift: retrieval_acc unchanged", o_shift["retrieval_acc"],
+        checks.append(identity("ragen_core.math.mi row shift: retrieval_acc unchanged", o_shift["retrieval_acc"],
                                o["retrieval_acc"], atol=1e-12, method="monte-carlo",
                                variants={"prompt and trace indices swapped (argmax_j L[j, k, i])": (
                                    _transposed_hits(L0 + shift).mean(), _transposed_hits(L0).mean())}))
-        checks.append(identity("ragen_core.mi |z| = 1: mi_est = mi_seq_est", proxies(L0)["mi_est"],
+        checks.append(identity("ragen_core.math.mi |z| = 1: mi_est = mi_seq_est", proxies(L0)["mi_est"],
                                proxies(L0)["mi_seq_est"], atol=1e-12, method="monte-carlo"))
         Lsmall = [_cross_scores(rng, p, logp, 4)[0] for _ in range(20)]
         core_small = np.array([proxies(L)["mi_seq_est"] for L in Lsmall])
@@ -662,10 +663,10 @@ def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core
                 return float(np.mean(np.einsum("iki->ik", L) - L.mean(axis=2)))
 
         wrong = "log-mean-exp over prompts replaced by the mean of the log-probs"
-        checks.append(bound("ragen_core.mi mi_seq_est <= log P", core_small, math.log(P), atol=1e-12,
+        checks.append(bound("ragen_core.math.mi mi_seq_est <= log P", core_small, math.log(P), atol=1e-12,
                             method="monte-carlo",
                             variants={wrong: (np.array([mean_of_logs(L) for L in Lsmall]), math.log(P))}))
-        checks.append(bound("ragen_core.mi mi_seq_est <= log P [tight]",
+        checks.append(bound("ragen_core.math.mi mi_seq_est <= log P [tight]",
                             np.array([proxies(L)["mi_seq_est"] for L in Ld]), math.log(P), atol=1e-12, tight=True,
                             method="monte-carlo", note="disjoint supports",
                             variants={wrong: (np.array([mean_of_logs(L) for L in Ld]), math.log(P))}))
@@ -678,7 +679,7 @@ def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core
         checks.append(_validate("MC validate: E[MI-Seq-Est] at sampler T != 1", ivq, exact_q, f"T={T}",
                                 variants={"I_P(sampler) (scorer = sampler)": channel_mutual_information(u, q)}))
         if have_mi:
-            checks.append(identity("ragen_core.mi mi_seq_est = numpy sequence proxy",
+            checks.append(identity("ragen_core.math.mi mi_seq_est = numpy sequence proxy",
                                    np.array([proxies(L)["mi_seq_est"] for L in Ls_q[:2]]),
                                    np.array([seq_proxy_terms(L).mean() for L in Ls_q[:2]]), atol=1e-12,
                                    method="monte-carlo"))
@@ -705,13 +706,13 @@ def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core
     checks.append(_validate("MC collapse, arbitrary scorer: E[Retrieval-Acc] = 1/P", iv0, 1.0 / P,
                             "holds for any winner function"))
     if have_mi:
-        checks.append(identity("ragen_core.mi collapse: mi_seq_est = 0 (every batch)", np.array(zero_core), 0.0,
+        checks.append(identity("ragen_core.math.mi collapse: mi_seq_est = 0 (every batch)", np.array(zero_core), 0.0,
                                atol=1e-12, method="monte-carlo",
                                variants={"log-sum instead of log-mean (drop log P)": (
                                    np.array(zero_core) - math.log(P), 0.0)}))
         tied = float(np.mean([np.mean(np.sum(La_k == La_k.max(axis=2, keepdims=True), axis=2) > 1)
                               for La_k in [arbitrary[:, z].transpose(1, 2, 0)]]))
-        checks.append(identity("ragen_core.mi collapse: retrieval_acc = numpy argmax", np.array(accs_core),
+        checks.append(identity("ragen_core.math.mi collapse: retrieval_acc = numpy argmax", np.array(accs_core),
                                np.array([a.mean() for a in accs[:4]]), atol=1e-12, method="monte-carlo",
                                note=f"integer scorer: {tied:.0%} of the traces of the last batch have a tied maximum",
                                variants={"ties toward the lower index": (np.array(accs_core),
@@ -719,8 +720,8 @@ def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core
                                          "ties toward the higher index": (np.array(accs_core),
                                                                           np.array([a[1] for a in accs_hi]))}))
     else:
-        checks.append(Check("ragen_core.mi mi_proxies checks", math.nan, math.nan, True, math.nan, "skipped", False,
-                            "monte-carlo", core["ragen_core.mi"]))
+        checks.append(Check("ragen_core.math.mi mi_proxies checks", math.nan, math.nan, True, math.nan, "skipped",
+                            False, "monte-carlo", core["ragen_core.math.mi"]))
     return checks
 
 

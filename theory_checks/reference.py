@@ -52,7 +52,7 @@ def top_p_by_score(scores: np.ndarray, rho: float) -> list[int]:
 def topk_by_variance(R: np.ndarray, k: int, ties: str = "lower") -> np.ndarray:
     """Mask ``[n, P]`` of the k groups with the largest sample variance (ddof = 1) in each of n batches
     ``R [n, P, G]``, ties by lower index (``ties="higher"``: by higher index, a wrong rule used as a mutant);
-    nothing in a batch whose variances are all 0 (the documented empty step of ``ragen_core.filtering``)."""
+    nothing in a batch whose variances are all 0 (the documented empty step of ``ragen_core.math.filtering``)."""
     if ties not in ("lower", "higher"):
         raise ValueError(f"ties must be 'lower' or 'higher'; got {ties!r}")
     V = np.var(R, axis=2, ddof=1)
@@ -95,7 +95,7 @@ def token_proxy_terms(L: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, n
 
 def retrieval_hits(L: np.ndarray, ties: str = "shared") -> np.ndarray:
     """``hit[i, k] = 1[argmax_j L[i, k, j] == i]`` (``[P, G]``), distinct prompts. A tie for the top score is
-    shared (``ragen_core.mi``'s rule: the expected hit under a uniformly random tie-break, 1 / (number tied) when
+    shared (``ragen_core.math.mi``'s rule: the expected hit under a uniformly random tie-break, 1 / (number tied) when
     prompt i is among them); ``ties="lower"`` / ``"higher"``: the lowest / highest tied index wins (wrong rules,
     used as mutants)."""
     if ties not in RETRIEVAL_TIES:

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import ragen_envs  # noqa: F401  (registers the ids)
-from ragen_core.filtering import compact, filter_groups
-from ragen_core.mi import mi_proxies
+from ragen_core.math.filtering import compact, filter_groups
+from ragen_core.math.mi import mi_proxies
 from ragen_envs.protocol import parse_response, vocabulary_matcher
 
 RESPONSE = "<think>The box is left of the target, so I push it right.</think><answer>Right || Down</answer>"

@@ -200,7 +200,7 @@ class PocketCubeEnv(TextAgentEnv):
 
     Oracle: `optimal_solution()` is a shortest solution from the current state (it follows the table: each
     move goes one closer; ties go to the first move in the action order, so it uses U, R and F only);
-    `oracle_step()` returns `(reasoning, moves for this turn)` for demonstrations (`ragen_core.sft`);
+    `oracle_step()` returns `(reasoning, moves for this turn)` for demonstrations (`ragen_core.training.sft`);
     `distance` is the current exact distance.
 
     ## Arguments

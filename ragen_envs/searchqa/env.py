@@ -520,7 +520,7 @@ class SearchQAEnv(TextAgentEnv):
 
     def oracle(self) -> list[str]:
         """[the next answer of an oracle policy] (the action, e.g. `search[Zentrix Labs]`, to put in
-        `<answer>...</answer>`, as `ragen_core.env_demo` does): search each supporting entity, then finish.
+        `<answer>...</answer>`, as `ragen_core.apps.env_demo` does): search each supporting entity, then finish.
 
         Generated questions: the oracle searches the names of the entities whose passages hold the
         facts (in chain order) and then answers with the gold answer; the generator verified that

@@ -355,7 +355,7 @@ class WebShopEnv(TextAgentEnv):
 
     def oracle(self) -> list[str]:
         """[the next answer of an oracle policy] (the action, e.g. `click[Buy Now]`, to put in
-        `<answer>...</answer>`, as `ragen_core.env_demo` does): search the goal keywords, open the
+        `<answer>...</answer>`, as `ragen_core.apps.env_demo` does): search the goal keywords, open the
         planned product (paging as needed), select its options, Buy Now. Works from any page."""
         plan = self.oracle_plan()
         s = self.state

@@ -13,8 +13,8 @@ import sys
 import numpy as np
 import torch
 
-from ragen_core.integrations.verl_core import FilterSpec, filter_rows, group_advantages, masked_group_advantages
-from ragen_core.integrations.verl_mi import mi_metrics
+from ragen_core.integrations.verl.core import FilterSpec, filter_rows, group_advantages, masked_group_advantages
+from ragen_core.integrations.verl.mi import mi_metrics
 
 
 def batch(seed: int, p: int = 64, g: int = 8, t: int = 256):

@@ -1,7 +1,7 @@
 """Write verl train/val parquet files for a ragen/ env: one row per episode seed (docs/scale_out.md, section verl).
 
 Each row carries the env's opening chat as ``prompt`` (verl filters and batches by its length) and the episode in
-``extra_info`` (read by ``ragen_core.integrations.verl_env.episode_from_extra_info``). Training seeds start at
+``extra_info`` (read by ``ragen_core.integrations.verl.env.episode_from_extra_info``). Training seeds start at
 10000, validation seeds at 123 (docs/protocol.md). Usage:
 
     python scripts/verl/make_env_data.py OUT_DIR [--env ragen/Sokoban-v0] [--train 1024] [--val 64]
@@ -14,7 +14,7 @@ import os
 
 import pandas as pd
 
-from ragen_core.integrations.verl_env import EnvEpisode
+from ragen_core.integrations.verl.env import EnvEpisode
 
 
 def rows(env_id: str, first_seed: int, n: int, max_turns: int, length_limit: int, split: str) -> list[dict]:

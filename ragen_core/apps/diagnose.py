@@ -1,0 +1,513 @@
+"""``ragen diagnose ROLLOUTS.jsonl [--model PATH]``: collapse diagnostics on anyone's rollouts.
+
+Input: one JSON object per line (one trajectory): ``group`` (int or string, the prompt group), ``reward``
+(number; NaN allowed, it marks the group's variance NaN), optional ``prompt`` and ``response`` (strings).
+
+Output:
+
+1. The RV heterogeneity pre-check of docs/science.md section 4: mean, std and std/mean of the per-group reward
+   variance, the share of zero-variance groups, what top-p with rho = 0.9 would keep, and a histogram.
+2. With ``--model PATH`` (a local transformers causal LM and its tokenizer): cross-scores every response under
+   every group's prompt (:func:`ragen_core.math.mi.cross_score`) and reports the MI proxies of docs/science.md section 2
+   and the regime of section 1.
+
+Malformed lines are reported with their line numbers on stderr (never silently skipped); the valid lines are
+still analysed and the exit status is 1. Exit status 2: the file cannot be read, nothing can be analysed, or
+``--model`` is not a local model folder (or its packages are not installed).
+
+The pre-check needs only numpy (the base install, no torch): :func:`rv_report` computes the trainer's statistics
+(``ragen_core.math.filtering.rv_statistics``) and its top-p rule (``select_groups(strategy="top_p")``) in numpy, and
+the tests check both against the torch versions. ``--model`` needs the ``train`` extra (torch, transformers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+__all__ = [
+    "Rollout",
+    "load_rollouts",
+    "group_rollouts",
+    "rv_report",
+    "mi_report",
+    "format_histogram",
+    "simulate_bimodal_rollouts",
+    "write_rollouts",
+    "add_arguments",
+    "run",
+    "main",
+]
+
+# Reference points quoted by docs/science.md section 4 for reading the heterogeneity ratio.
+_HIGH_RATIO = 1.0
+_LOW_RATIO = 0.5
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """One trajectory of a rollouts file."""
+
+    line: int
+    group: int | str
+    reward: float
+    prompt: str | None = None
+    response: str | None = None
+
+
+@dataclass
+class LoadResult:
+    """Parsed rollouts plus the malformed lines (``"line N: why"``)."""
+
+    rollouts: list[Rollout] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def _parse_line(number: int, text: str) -> Rollout | str:
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})"
+    if not isinstance(obj, dict):
+        return f"line {number}: expected a JSON object, got {type(obj).__name__}"
+    if "group" not in obj:
+        return f"line {number}: missing field 'group'"
+    if "reward" not in obj:
+        return f"line {number}: missing field 'reward'"
+    group = obj["group"]
+    if isinstance(group, bool) or not isinstance(group, (int, str)):
+        return f"line {number}: field 'group' must be an integer or a string, got {json.dumps(group)}"
+    reward = obj["reward"]
+    if isinstance(reward, bool) or not isinstance(reward, (int, float)):
+        return f"line {number}: field 'reward' must be a number, got {json.dumps(reward)}"
+    if math.isinf(reward):
+        return f"line {number}: field 'reward' must be finite (or NaN), got {reward}"
+    for key in ("prompt", "response"):
+        if key in obj and obj[key] is not None and not isinstance(obj[key], str):
+            return f"line {number}: field {key!r} must be a string, got {type(obj[key]).__name__}"
+    return Rollout(number, group, float(reward), obj.get("prompt"), obj.get("response"))
+
+
+def load_rollouts(path: str | Path) -> LoadResult:
+    """Read a rollouts JSONL file. Blank lines are ignored; every other unusable line becomes an error
+    ``"line N: why"`` (1-based line numbers)."""
+    result = LoadResult()
+    with open(path, encoding="utf-8") as handle:
+        for number, text in enumerate(handle, start=1):
+            if not text.strip():
+                continue
+            parsed = _parse_line(number, text)
+            if isinstance(parsed, str):
+                result.errors.append(parsed)
+            else:
+                result.rollouts.append(parsed)
+    return result
+
+
+def group_rollouts(rollouts: Sequence[Rollout]) -> dict[int | str, list[Rollout]]:
+    """Rollouts by group, groups in order of first appearance."""
+    groups: dict[int | str, list[Rollout]] = {}
+    for r in rollouts:
+        groups.setdefault(r.group, []).append(r)
+    return groups
+
+
+def _group_variance(rewards: Sequence[float], ddof: int) -> float:
+    """``1/(n - ddof) sum_k (r_k - mean)^2`` (NaN with fewer than ddof + 1 rewards or any NaN reward).
+
+    Summed in ascending order, as :func:`ragen_core.math.filtering.reward_variance` does: the variance is then a
+    function of the group's multiset of rewards, bit for bit, so that equal groups listed in another rollout order
+    tie exactly and top-p's stable tie-break (lower index first) decides between them, not rounding.
+    """
+    n = len(rewards)
+    if n - ddof < 1 or any(math.isnan(x) for x in rewards):
+        return math.nan
+    r = sorted(float(x) for x in rewards)
+    mean = sum(r) / n
+    return sum((x - mean) ** 2 for x in r) / (n - ddof)
+
+
+def rv_report(
+    groups: dict[int | str, list[Rollout]],
+    keep_rate: float = 0.9,
+    score: str = "variance",
+    ddof: int = 1,
+) -> dict[str, Any]:
+    """The RV heterogeneity pre-check (docs/science.md section 4) on grouped rollouts.
+
+    Groups may have different sizes; groups with fewer than ``ddof + 1`` rollouts have no variance and are
+    counted in ``too_small_groups`` (not in the statistics). Returns a JSON-ready dict with the statistics of
+    :func:`ragen_core.math.filtering.rv_statistics`, group sizes, and the top-p (rho = ``keep_rate``) selection.
+    """
+    if score not in ("variance", "std"):
+        raise ValueError(f"score must be 'variance' or 'std'; got {score!r}")
+    names = list(groups)
+    variances = [_group_variance([r.reward for r in groups[g]], ddof) for g in names]
+    sizes = [len(groups[g]) for g in names]
+    too_small = [g for g, s in zip(names, sizes) if s - ddof < 1]
+    usable = [i for i, s in enumerate(sizes) if s - ddof >= 1]
+    report: dict[str, Any] = {
+        "n_rollouts": sum(sizes),
+        "n_groups": len(names),
+        "group_size_min": min(sizes) if sizes else 0,
+        "group_size_max": max(sizes) if sizes else 0,
+        "too_small_groups": len(too_small),
+        "ddof": ddof,
+        "variances": {str(names[i]): variances[i] for i in usable},
+    }
+    if not usable:
+        report.update(rv_mean=math.nan, rv_std=math.nan, rv_heterogeneity=math.nan, zero_fraction=math.nan,
+                      nan_groups=0, top_p={"keep_rate": keep_rate, "score": score, "kept_groups": 0,
+                                           "kept_fraction": 0.0, "empty": True})
+        return report
+    v = np.asarray([variances[i] for i in usable], dtype=np.float64)
+    stats = rv_statistics_np(v)
+    scores = np.sqrt(v) if score == "std" else v
+    kept = top_p_kept(scores, keep_rate)
+    report.update(
+        rv_mean=stats["rv_mean"],
+        rv_std=stats["rv_std"],
+        rv_heterogeneity=stats["rv_heterogeneity"],
+        zero_fraction=stats["zero_fraction"],
+        nan_groups=int(stats["n_nan"]),
+        top_p={
+            "keep_rate": keep_rate,
+            "score": score,
+            "kept_groups": len(kept),
+            "kept_fraction": len(kept) / len(usable),
+            "empty": not kept,
+            "kept": [str(names[usable[i]]) for i in kept],
+        },
+    )
+    return report
+
+
+#: Variances at or below this count as zero (ragen_core.math.filtering.ZERO_TOL; a copy, to keep this module
+#: torch-free).
+ZERO_TOL = 1e-10
+
+
+def rv_statistics_np(variances: np.ndarray) -> dict[str, float]:
+    """``ragen_core.math.filtering.rv_statistics`` in numpy: over the non-NaN groups of ``variances [P]``,
+    ``rv_mean``, ``rv_std`` (population, ddof 0), ``rv_heterogeneity = rv_std / rv_mean`` (NaN when the mean is
+    0 or no group is left), ``zero_fraction`` (share with variance <= ZERO_TOL), ``n_groups``, ``n_nan``."""
+    v = np.asarray(variances, dtype=np.float64).reshape(-1)
+    nan = np.isnan(v)
+    n = int(v.size - nan.sum())
+    out = {"n_groups": float(v.size), "n_nan": float(nan.sum())}
+    if n == 0:
+        out.update(rv_mean=math.nan, rv_std=math.nan, rv_heterogeneity=math.nan, zero_fraction=math.nan)
+        return out
+    vv = v[~nan]
+    mean, std = float(vv.mean()), float(vv.std())
+    out.update(rv_mean=mean, rv_std=std, rv_heterogeneity=std / mean if mean > 0 else math.nan,
+               zero_fraction=int((vv <= ZERO_TOL).sum()) / n)
+    return out
+
+
+def top_p_kept(scores: np.ndarray, keep_rate: float) -> list[int]:
+    """The groups top-p keeps (``select_groups(strategy="top_p", include_zero=True, order="largest", eps=0)``):
+    rank the non-NaN scores ``[P]`` by a stable descending sort (ties: lower index first) and keep the smallest
+    prefix k >= 1 with ``sum_{j<=k} s_(j) >= keep_rate * sum_i s_i``; nothing when that sum is 0. Indices in
+    ranked order."""
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    cand = [i for i in np.argsort(-np.where(np.isnan(s), -np.inf, s), kind="stable") if not np.isnan(s[i])]
+    if not cand:
+        return []
+    cum = np.cumsum(s[cand])
+    total = float(cum[-1])
+    if not total > 0.0:
+        return []
+    k = min(max(int((cum < keep_rate * total).sum()) + 1, 1), len(cand))
+    return [int(i) for i in cand[:k]]
+
+
+def format_histogram(values: Sequence[float], bins: int = 10, width: int = 40) -> str:
+    """A text histogram of finite ``values`` (``bins`` equal-width bins from 0 to the max)."""
+    if bins < 1:
+        raise ValueError(f"bins must be >= 1; got {bins}")
+    finite = [x for x in values if math.isfinite(x)]
+    if not finite:
+        return "(no finite values)"
+    lo, hi = min(0.0, min(finite)), max(finite)
+    if hi <= lo:
+        hi = lo + 1.0
+    counts, edges = np.histogram(np.asarray(finite), bins=bins, range=(lo, hi))
+    top = max(int(counts.max()), 1)
+    lines = []
+    for c, a, b in zip(counts, edges[:-1], edges[1:]):
+        bar = "#" * int(round(width * int(c) / top))
+        lines.append(f"  [{a:8.4f}, {b:8.4f}) {int(c):5d} {bar}")
+    return "\n".join(lines)
+
+
+def mi_report(
+    groups: dict[int | str, list[Rollout]],
+    model_path: str,
+    batch_tokens: int,
+    max_groups: int | None = None,
+    device: str = "cpu",
+) -> dict[str, Any]:
+    """Cross-score the rollouts with the causal LM at ``model_path`` and compute the MI proxies.
+
+    Each group's prompt is its first rollout's ``prompt``; every group is truncated to the smallest group
+    size G (the proxies need a [P, G, P] tensor). Raises ValueError when prompts or responses are missing or
+    fewer than two groups remain.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ragen_core.math.metrics import regime_from_proxies
+    from ragen_core.math.mi import cross_score, mi_proxies
+
+    names = list(groups)[: max_groups] if max_groups else list(groups)
+    if len(names) < 2:
+        raise ValueError("--model needs at least two groups (P >= 2) to cross-score")
+    notes: list[str] = []
+    for g in names:
+        for r in groups[g]:
+            if r.prompt is None or r.response is None:
+                raise ValueError(f"line {r.line}: --model needs 'prompt' and 'response' on every rollout")
+        if len({r.prompt for r in groups[g]}) > 1:
+            notes.append(f"group {g}: rollouts have different prompts; using the first one (line {groups[g][0].line})")
+    g_min = min(len(groups[g]) for g in names)
+    if any(len(groups[g]) != g_min for g in names):
+        notes.append(f"groups have different sizes; each is truncated to its first G={g_min} rollouts")
+    prompts = [groups[g][0].prompt for g in names]
+    responses = [[r.response for r in groups[g][:g_min]] for g in names]
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    model = AutoModelForCausalLM.from_pretrained(model_path).float().to(device)
+    L, lengths = cross_score(model, prompts, responses, batch_tokens=batch_tokens, tokenizer=tokenizer,
+                             return_lengths=True)
+    if bool((lengths == 0).any()):
+        raise ValueError("some responses tokenise to zero tokens; they cannot be scored")
+    ids = {text: i for i, text in enumerate(dict.fromkeys(prompts))}
+    stats = mi_proxies(L, lengths, prompt_ids=[ids[t] for t in prompts])
+    stats["regime"] = regime_from_proxies(stats)
+    stats["notes"] = notes
+    stats["group_size_used"] = g_min
+    return stats
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Sample data
+# --------------------------------------------------------------------------------------------------------------
+
+_ACTIONS = ("Up", "Down", "Left", "Right")
+
+
+def simulate_bimodal_rollouts(n_groups: int = 32, group_size: int = 8, seed: int = 0) -> list[dict[str, Any]]:
+    """Simulated Sokoban-like rollouts whose per-group reward variance is bimodal (seeded, reproducible).
+
+    About 55% of the groups are saturated (the policy always fails or always solves: success probability 0 or
+    1, variance only from a rare format penalty); the rest are learnable (success probability uniform in
+    [0.3, 0.7]). Reward = 1 for success, 0 otherwise, minus 0.1 for a format error (probability 0.05). This is
+    the high-heterogeneity case of docs/science.md section 4 where filtering separates signal from noise.
+    """
+    if n_groups < 1 or group_size < 1:
+        raise ValueError(f"n_groups and group_size must be >= 1; got {n_groups}, {group_size}")
+    rng = np.random.default_rng(seed)
+    rows: list[dict[str, Any]] = []
+    for i in range(n_groups):
+        if rng.random() < 0.55:
+            p_success = float(rng.choice([0.0, 1.0]))
+        else:
+            p_success = float(rng.uniform(0.3, 0.7))
+        width, height = int(rng.integers(5, 8)), int(rng.integers(5, 8))
+        boxes = int(rng.integers(1, 3))
+        prompt = (f"You are solving Sokoban puzzle #{i} ({width}x{height}, {boxes} box{'es' if boxes > 1 else ''}). "
+                  f"Player at ({int(rng.integers(1, width - 1))},{int(rng.integers(1, height - 1))}). "
+                  "Push every box onto a target. Answer with <think>...</think><answer>action || action</answer>.")
+        for _ in range(group_size):
+            success = bool(rng.random() < p_success)
+            format_error = bool(rng.random() < 0.05)
+            moves = [str(rng.choice(_ACTIONS)) for _ in range(int(rng.integers(1, 3)))]
+            thought = str(rng.choice([
+                "The box is next to the target, push it.",
+                "I should move around the box first.",
+                "Going toward the box along the wall.",
+                "The target is below the box.",
+            ]))
+            response = f"<think>{thought}</think><answer>{' || '.join(moves)}</answer>"
+            if format_error:
+                response = response.replace("</answer>", "")
+            reward = (1.0 if success else 0.0) - (0.1 if format_error else 0.0)
+            rows.append({"group": i, "prompt": prompt, "response": response, "reward": round(reward, 2)})
+    return rows
+
+
+def write_rollouts(rows: Sequence[dict[str, Any]], path: str | Path) -> None:
+    """Write rollouts as JSONL (one object per line, UTF-8, trailing newline)."""
+    with open(path, "w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``diagnose`` arguments to ``parser`` (used by the ``ragen`` CLI and :func:`main`)."""
+    parser.add_argument("rollouts", help="JSONL file, one trajectory per line: group, reward, [prompt, response]")
+    parser.add_argument("--model", metavar="PATH", default=None,
+                        help="local transformers causal LM (+ tokenizer) to cross-score with; adds the MI proxies")
+    parser.add_argument("--keep-rate", type=float, default=0.9, help="top-p keep rate rho in (0, 1] (default 0.9)")
+    parser.add_argument("--score", choices=("variance", "std"), default="variance",
+                        help="rank groups by variance (paper) or std (official code)")
+    parser.add_argument("--ddof", type=int, choices=(0, 1), default=1, help="variance ddof (default 1)")
+    parser.add_argument("--bins", type=int, default=10, help="histogram bins (default 10)")
+    parser.add_argument("--batch-tokens", type=int, default=16384,
+                        help="token budget per forward call when cross-scoring (default 16384)")
+    parser.add_argument("--max-groups", type=int, default=None, help="cross-score only the first N groups")
+    parser.add_argument("--device", default="cpu", help="torch device for --model (default cpu)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+
+
+def _fmt(x: float) -> str:
+    return "nan" if isinstance(x, float) and math.isnan(x) else f"{x:.4f}"
+
+
+def _pct(x: float) -> str:
+    return "n/a" if math.isnan(x) else f"{x * 100:.1f} %"
+
+
+def _verdict(ratio: float) -> str:
+    if math.isnan(ratio):
+        return "undefined (no reward variance in this batch: every group would be dropped)"
+    if ratio >= _HIGH_RATIO:
+        return "high: bimodal variance, filtering should separate signal from noise (paper: Sokoban 1.16-1.29)"
+    if ratio <= _LOW_RATIO:
+        return "low: near-uniform variance, filtering mostly throws data away (paper: FrozenLake GRPO 0.33)"
+    return "intermediate: measure with and without filtering"
+
+
+def _print_text(report: dict[str, Any], bins: int, mi: dict[str, Any] | None, out: TextIO) -> None:
+    w = out.write
+    w(f"rollouts: {report['n_rollouts']} in {report['n_groups']} groups "
+      f"(sizes {report['group_size_min']}-{report['group_size_max']})\n")
+    if report["too_small_groups"]:
+        w(f"  {report['too_small_groups']} group(s) have fewer than {report['ddof'] + 1} rollouts: no variance, "
+          "left out of the statistics\n")
+    if report["nan_groups"]:
+        w(f"  {report['nan_groups']} group(s) have a NaN reward: never kept\n")
+    w("\nRV heterogeneity pre-check (docs/science.md section 4)\n")
+    w(f"  mean per-group reward variance  {_fmt(report['rv_mean'])}\n")
+    w(f"  std of per-group variance       {_fmt(report['rv_std'])}\n")
+    w(f"  RV heterogeneity (std/mean)     {_fmt(report['rv_heterogeneity'])}  "
+      f"-> {_verdict(report['rv_heterogeneity'])}\n")
+    # Both shares name their denominators: the zero share is over the groups with a variance (NaN groups have
+    # none), the kept share over every group with enough rollouts (NaN groups included: they are never kept).
+    n_usable = len(report["variances"])
+    n_finite = n_usable - report["nan_groups"]
+    zf = report["zero_fraction"]
+    zero_count = 0 if math.isnan(zf) else round(zf * n_finite)
+    w(f"  zero-variance groups            {zero_count} of {n_finite} with a variance ({_pct(zf)})\n")
+    tp = report["top_p"]
+    w(f"  top_p rho={tp['keep_rate']} ({tp['score']}) keeps  {tp['kept_groups']} of {n_usable} group(s)"
+      f" ({_pct(tp['kept_fraction'])}){'  [empty: the update would be skipped]' if tp['empty'] else ''}\n")
+    w("\nHistogram of per-group reward variance\n")
+    w(format_histogram(list(report["variances"].values()), bins=bins) + "\n")
+    if mi is not None:
+        w(f"\nMI proxies (docs/science.md section 2), P={mi['n_prompts']} G={mi['group_size']}\n")
+        for note in mi["notes"]:
+            w(f"  note: {note}\n")
+        w(f"  Retrieval-Acc      {_fmt(mi['retrieval_acc'])}   (chance {_fmt(mi['retrieval_chance'])})\n")
+        for k, v in mi["recall_at_k"].items():
+            w(f"  Recall@{k:<10d} {_fmt(v)}   (chance {_fmt(mi['recall_at_k_chance'][k])})\n")
+        w(f"  MI-Est             {_fmt(mi['mi_est'])} nats/token\n")
+        w(f"  MI-Est tokenwise   {_fmt(mi['mi_est_tokenwise'])} nats/token\n")
+        w(f"  MI-Seq-Est         {_fmt(mi['mi_seq_est'])} nats (upper bound log P = {_fmt(mi['mi_upper_bound'])})\n")
+        w(f"  MI-ZScore          {_fmt(mi['mi_zscore'])}\n")
+        w(f"  H(Z|X) estimate    {_fmt(mi['cond_entropy_est'])} nats/token\n")
+        w(f"  H(Z) estimate      {_fmt(mi['marginal_entropy_est'])} nats/token\n")
+        w(f"  regime             {mi['regime']}\n")
+
+
+def _json_safe(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Run ``diagnose`` on parsed ``args`` (see :func:`add_arguments`); returns the exit status."""
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+    if not (0.0 < args.keep_rate <= 1.0):
+        err.write(f"error: --keep-rate must be in (0, 1]; got {args.keep_rate}\n")
+        return 2
+    if args.bins < 1:
+        err.write(f"error: --bins must be >= 1; got {args.bins}\n")
+        return 2
+    if args.batch_tokens < 1:
+        err.write(f"error: --batch-tokens must be >= 1; got {args.batch_tokens}\n")
+        return 2
+    try:
+        loaded = load_rollouts(args.rollouts)
+    except OSError as exc:
+        err.write(f"error: cannot read {args.rollouts}: {exc.strerror or exc}\n")
+        return 2
+    except UnicodeDecodeError as exc:
+        err.write(f"error: {args.rollouts} is not UTF-8 text: {exc}\n")
+        return 2
+    for message in loaded.errors:
+        err.write(f"{args.rollouts}: malformed {message}\n")
+    if loaded.errors:
+        err.write(f"{args.rollouts}: {len(loaded.errors)} malformed line(s) reported above; "
+                  f"analysing the {len(loaded.rollouts)} valid line(s)\n")
+    if not loaded.rollouts:
+        err.write(f"error: no valid rollouts in {args.rollouts}\n")
+        return 2
+    groups = group_rollouts(loaded.rollouts)
+    report = rv_report(groups, keep_rate=args.keep_rate, score=args.score, ddof=args.ddof)
+    mi = None
+    if args.model is not None:
+        from ragen_core.apps.cli import extra_hint, missing_train_modules
+
+        missing = missing_train_modules(("torch", "transformers", "tokenizers"))
+        if missing:
+            err.write(extra_hint("diagnose --model", missing) + "\n")
+            return 2
+        if not Path(args.model).expanduser().is_dir():
+            # A hub id would be fetched over the network (and retried for a minute offline): local folders only.
+            err.write(f"error: --model must be a local folder holding a transformers causal LM and its tokenizer; "
+                      f"{args.model!r} is not a folder\n")
+            return 2
+        try:
+            mi = mi_report(groups, args.model, args.batch_tokens, max_groups=args.max_groups, device=args.device)
+        except (ValueError, OSError) as exc:
+            err.write(f"error: cross-scoring with {args.model} failed: {exc}\n")
+            return 2
+    if args.json:
+        payload = {"rv": report, "mi": mi, "malformed": loaded.errors}
+        out.write(json.dumps(_json_safe(payload), indent=2) + "\n")
+    else:
+        _print_text(report, args.bins, mi, out)
+    return 1 if loaded.errors else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: ``python -m ragen_core.apps.diagnose ROLLOUTS.jsonl [--model PATH]``."""
+    parser = argparse.ArgumentParser(
+        prog="ragen diagnose",
+        description="RV heterogeneity pre-check and (with --model) MI collapse proxies on a rollouts JSONL file.",
+    )
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,723 @@
+"""The study's statistics and the four findings, computed from run records.
+
+A run record is what :func:`ragen_core.apps.reproduce.runner.read_run` returns: ``val`` (``[[step, success]]``, step 0 =
+after the warm start), ``mi`` (one dict per in-batch MI measurement: step, ``mi_zscore_ema``, ``mi_seq_est``,
+``mi_upper_bound``, ``retrieval_acc``, ``retrieval_chance``, ``cond_entropy_est``, ``marginal_entropy_est``,
+``token_entropy``, ``regime``), ``probe`` (one dict per held-out probe measurement, step 0 first:
+``retrieval_margin``, ``mi_seq_norm``, ``token_entropy``, ``cond_entropy_est``, ...), ``rv_heterogeneity_first``
+and ``steps``.
+
+The outcomes and verdict rules are fixed here, before any run (docs/reproduction.md prints them first):
+
+- **Finding 1** (collapse-prone configs, ``no_filter`` arm): per run, :func:`ragen_core.math.collapse.detect_collapse`
+  on the probe curves (the retrieval margin halves while token entropy and H(Z|X) stay within +-25%, no entropy
+  alarm at or before the drop). "held": the signature on >= 80% of the seeds with >= 5 seeds; "contradicted":
+  on most seeds the MI drop comes only with an entropy alarm at or before it; otherwise "inconclusive (why)".
+- **Finding 3** (collapse-prone configs): ``top_p`` minus ``no_filter`` and ``top_p`` minus ``random``, paired by
+  seed, on (a) the probe retrieval margin at the last probe measurement (primary), (b) the steps until the MI drop
+  (a run without a drop is carried at its last probe step: censored, so the difference is a lower bound on the
+  delay), (c) validation success at the last evaluation. Each comparison reports the paired mean difference
+  d_bar, its 95% t-interval ``d_bar +- t_{0.975, n-1} s_d / sqrt(n)``, the paired SD s_d and the minimum
+  detectable effect at 80% power (:func:`ragen_core.math.stats.min_detectable_effect`). Verdict: "held" when the
+  interval excludes 0 in the paper's direction (filtering higher / later), "contradicted" when it excludes 0 in
+  the other, else "inconclusive (detectable effect X)".
+- **Finding 2** (learning configs): each metric's early value (mean over the measurements in the first quarter
+  of the run) against final validation success, as Spearman's rho within each env and as the correlation of
+  env-centred ranks pooled over envs (:func:`within_env_rho`); 95% intervals from a cluster bootstrap over seeds
+  (:func:`cluster_bootstrap`: all runs of a seed share a warm start, so a seed is the unit resampled; no interval
+  with fewer than 3 seeds). Values are
+  compared at 4 significant digits; a metric whose most common value covers more than half of an env's runs is
+  "constant/tied" there and gets no rho. Verdict on the pair fixed in advance (in-batch MI-ZScore-EMA against
+  in-batch H(Z|X), the paper's +0.39 / -0.14; the probe's MI-Seq / log N against its H(Z|X) as the second pair):
+  "held" when the interval of ``|rho_MI| - |rho_H|`` is above 0 and rho_MI's is above 0, "contradicted" when
+  the difference's is below 0, else "inconclusive".
+- **Finding 4** (Sokoban learning config): top minus bottom RV quartile, paired by seed, at equal steps (the last
+  step at which both runs of a seed have a measurement), and at the end with a run that stopped early carried at
+  its last value (stated as such). Like is compared with like: success with success, the in-batch MI-Seq / log P
+  of both arms, the probe's MI-Seq / log N of both arms.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from collections.abc import Callable, Sequence
+from functools import cache
+from statistics import NormalDist
+from typing import Any
+
+from ragen_core.math.collapse import collapse_from_history
+from ragen_core.math.stats import mean_ci, min_detectable_effect, paired_power
+
+__all__ = [
+    "PAPER",
+    "average_ranks",
+    "spearman",
+    "spearman_ci",
+    "round_sig",
+    "tie_status",
+    "env_centred_ranks",
+    "within_env_rho",
+    "cluster_bootstrap",
+    "early_value",
+    "late_value",
+    "value_at",
+    "peak_success",
+    "final_success",
+    "run_collapse",
+    "paired_comparison",
+    "mde",
+    "seeds_needed",
+    "finding_collapse",
+    "finding_correlations",
+    "finding_filtering",
+    "finding_quartiles",
+    "power_analysis",
+    "analyse",
+]
+
+#: The paper's numbers, quoted exactly (signs included).
+PAPER: dict[str, Any] = {
+    # top-p (rho 0.9) minus no filter, peak validation success, points
+    "filtering": {
+        "PPO, Qwen2.5-3B": {"Sokoban": 16.0, "FrozenLake": 10.9, "MetaMathQA": 0.6, "Countdown": 0.0},
+        "GRPO": {"Sokoban": 9.0, "FrozenLake": -3.0, "MetaMathQA": 1.2, "Countdown": 2.2},
+        "PPO, Qwen2.5-0.5B": {"Sokoban": 22.9, "FrozenLake": 0.0, "MetaMathQA": -0.2, "Countdown": -0.7},
+        "Qwen2.5-VL-3B (vision)": {"Sokoban": 12.0, "FrozenLake": 59.5},
+    },
+    # RV heterogeneity of the pre-check -> effect of filtering (points)
+    "rv_heterogeneity": [("Sokoban, 14B", 1.29, 4.6), ("Sokoban, 3B", 1.16, 3.2), ("FrozenLake, GRPO", 0.33, -5.0)],
+    # Spearman's rho with final success
+    "spearman": {"mi_zscore_ema": 0.39, "mi_seq_est": 0.22, "marginal_entropy_est": -0.11, "cond_entropy_est": -0.14},
+    "spearman_text": "MI-ZScore (trajectory) +0.39, MI-Seq +0.22, marginal entropy -0.11, conditional entropy -0.14",
+    # RV quartiles (Sokoban, Qwen2.5-3B): success (%) and the paper's MI proxy
+    "quartiles": {"rv_top_quartile": {"success": 21.1, "mi": 0.95},
+                  "rv_bottom_quartile": {"success": 11.0, "mi": 0.73}},
+}
+
+#: Metrics correlated with final success (finding 2): key -> (source, field). In-batch first, then the probe's.
+CORRELATED: dict[str, tuple[str, str]] = {
+    "mi_zscore_ema": ("mi", "mi_zscore_ema"),
+    "mi_seq_est": ("mi", "mi_seq_est"),
+    "retrieval_acc": ("mi", "retrieval_acc"),
+    "cond_entropy_est": ("mi", "cond_entropy_est"),
+    "marginal_entropy_est": ("mi", "marginal_entropy_est"),
+    "probe_mi_seq_norm": ("probe", "mi_seq_norm"),
+    "probe_retrieval_margin": ("probe", "retrieval_margin"),
+    "probe_cond_entropy_est": ("probe", "cond_entropy_est"),
+    "probe_token_entropy": ("probe", "token_entropy"),
+}
+#: Finding 2's (MI, entropy) pairs, fixed in advance: the paper's headline pair first.
+CORRELATION_PAIRS = (("mi_zscore_ema", "cond_entropy_est"), ("probe_mi_seq_norm", "probe_cond_entropy_est"))
+#: Finding 3's outcomes: key -> (label, unit). All are "higher is better for filtering".
+OUTCOMES = {"margin_end": ("probe retrieval margin at the end (primary)", "margin"),
+            "steps_to_drop": ("steps until the MI drop (no drop: the last probe step, censored)", "steps"),
+            "success_end": ("validation success at the end", "points")}
+#: Effects whose seeds-needed the power analysis reports, per unit (success in fractions: 0.1 = 10 points).
+POWER_EFFECTS = {"margin": (0.1, 0.25), "steps": (5.0, 10.0), "points": (0.1, 0.2)}
+#: Significant digits at which metric values are compared for ranks and ties (finding 2).
+SIG_DIGITS = 4
+#: Bootstrap resamples, the seed of their RNG (repeatable reports), and the fewest seeds that get an interval.
+N_BOOT = 2000
+BOOT_SEED = 20240601
+MIN_BOOT_SEEDS = 3
+
+
+# ------------------------------------------------------------------------------------------- rank statistics
+def average_ranks(values: Sequence[float]) -> list[float]:
+    """1-based ranks of `values`; tied values share the mean of the ranks they occupy."""
+    xs = [float(v) for v in values]
+    if any(math.isnan(v) for v in xs):
+        raise ValueError("values must not contain NaN")
+    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    ranks = [0.0] * len(xs)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    return ranks
+
+
+def _pearson(a: Sequence[float], b: Sequence[float]) -> float:
+    n = len(a)
+    ma, mb = sum(a) / n, sum(b) / n
+    sxy = sum((x - ma) * (y - mb) for x, y in zip(a, b))
+    sxx = sum((x - ma) ** 2 for x in a)
+    syy = sum((y - mb) ** 2 for y in b)
+    if sxx == 0.0 or syy == 0.0:
+        return math.nan
+    return sxy / math.sqrt(sxx * syy)
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman's rho (Pearson correlation of average ranks); NaN if n < 3 or either side is constant."""
+    if len(x) != len(y):
+        raise ValueError(f"x and y must pair up; got {len(x)} and {len(y)} values")
+    if len(x) < 3:
+        return math.nan
+    return _pearson(average_ranks(x), average_ranks(y))
+
+
+def spearman_ci(rho: float, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Fisher-z interval of Spearman's rho with SE 1.03 / sqrt(n - 3), for independent runs; (NaN, NaN) when
+    undefined. The study's runs are clustered by seed: its intervals come from :func:`cluster_bootstrap`."""
+    if n < 4 or not math.isfinite(rho):
+        return math.nan, math.nan
+    if abs(rho) >= 1.0:
+        return rho, rho
+    z = math.atanh(rho)
+    half = NormalDist().inv_cdf(0.5 + level / 2.0) * 1.03 / math.sqrt(n - 3)
+    return math.tanh(z - half), math.tanh(z + half)
+
+
+def round_sig(x: float, digits: int = SIG_DIGITS) -> float:
+    """`x` rounded to `digits` significant digits (0 stays 0): the resolution at which metrics are compared."""
+    if x == 0.0 or not math.isfinite(x):
+        return x
+    return round(x, digits - 1 - int(math.floor(math.log10(abs(x)))))
+
+
+def tie_status(values: Sequence[float], digits: int = SIG_DIGITS) -> str | None:
+    """"constant" (one value), "tied" (the most common value, at `digits` significant digits, covers more than
+    half of the values) or None (enough distinct values to rank)."""
+    if not values:
+        return None
+    counts = Counter(round_sig(float(v), digits) for v in values)
+    if len(counts) == 1:
+        return "constant"
+    return "tied" if 2 * counts.most_common(1)[0][1] > len(values) else None
+
+
+def env_centred_ranks(values: Sequence[float], groups: Sequence[Any]) -> list[float]:
+    """Ranks within each group, centred and scaled: ``(r - (n_g + 1) / 2) / n_g`` for a value of rank r among
+    the n_g values of its group (average ranks for ties). Mean 0 in every group, range (-1/2, 1/2)."""
+    if len(values) != len(groups):
+        raise ValueError(f"values and groups must pair up; got {len(values)} and {len(groups)}")
+    out = [0.0] * len(values)
+    for g in dict.fromkeys(groups):
+        idx = [i for i, h in enumerate(groups) if h == g]
+        ranks = average_ranks([values[i] for i in idx])
+        n = len(idx)
+        for i, r in zip(idx, ranks):
+            out[i] = (r - (n + 1) / 2.0) / n
+    return out
+
+
+def within_env_rho(x: Sequence[float], y: Sequence[float], envs: Sequence[Any]) -> float:
+    """The correlation of env-centred ranks (:func:`env_centred_ranks`) of x and y, pooled over envs: a Spearman
+    rho from which the differences between envs (success levels, metric scales) are removed. With one env it is
+    Spearman's rho. NaN when fewer than 3 values or either side has no spread within any env."""
+    if not (len(x) == len(y) == len(envs)):
+        raise ValueError("x, y and envs must pair up")
+    if len(x) < 3:
+        return math.nan
+    return _pearson(env_centred_ranks(x, envs), env_centred_ranks(y, envs))
+
+
+def cluster_bootstrap(clusters: dict[Any, list[Any]], statistic: Callable[[list[Any]], Sequence[float]],
+                      n_boot: int = N_BOOT, seed: int = BOOT_SEED, level: float = 0.95) -> list[dict[str, Any]]:
+    """Percentile intervals of a vector statistic under resampling whole clusters with replacement.
+
+    Each resample draws ``K = len(clusters)`` cluster keys, the j-th being ``keys[floor(u_j * K)]`` with u_j the
+    next ``random.Random(seed).random()`` (keys in insertion order), and passes the concatenated items of the
+    drawn clusters (in draw order) to `statistic`, which returns one float per component (NaN where undefined on
+    that resample). Per component: the (1 - level)/2 and (1 + level)/2 quantiles (linear interpolation between
+    order statistics) of its finite values, and ``n_valid``, how many resamples gave one; (None, None) when fewer
+    than half of the resamples did.
+    """
+    keys = list(clusters)
+    if not keys:
+        raise ValueError("cluster_bootstrap needs at least one cluster")
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be >= 1; got {n_boot}")
+    rng = random.Random(seed)
+    k = len(keys)
+    draws: list[list[float]] = []
+    for _ in range(n_boot):
+        chosen = [keys[int(rng.random() * k)] for _ in range(k)]
+        items = [item for key in chosen for item in clusters[key]]
+        draws.append([float(v) for v in statistic(items)])
+    width = len(draws[0]) if draws else 0
+    out = []
+    for c in range(width):
+        vals = sorted(d[c] for d in draws if math.isfinite(d[c]))
+        if 2 * len(vals) < n_boot:
+            out.append({"ci95": [None, None], "n_valid": len(vals)})
+            continue
+        out.append({"ci95": [_quantile(vals, (1 - level) / 2), _quantile(vals, (1 + level) / 2)],
+                    "n_valid": len(vals)})
+    return out
+
+
+def _quantile(sorted_vals: list[float], q: float) -> float:
+    """Quantile q of sorted values, linear between order statistics (numpy's default, 'linear')."""
+    pos = q * (len(sorted_vals) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(sorted_vals) - 1)
+    return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (pos - lo)
+
+
+# ------------------------------------------------------------------------------------------- per-run values
+def _metric(m: dict[str, Any], key: str) -> float | None:
+    if key == "mi_norm":
+        ub, v = m.get("mi_upper_bound"), m.get("mi_seq_est")
+        return float(v) / float(ub) if isinstance(v, (int, float)) and isinstance(ub, (int, float)) and ub > 0 else None
+    v = m.get(key)
+    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+
+def _points(record: dict[str, Any], key: str, source: str = "mi") -> list[tuple[int, float]]:
+    if source == "val":
+        return [(int(s), float(v)) for s, v in record.get("val", [])]
+    pts = [(int(m["step"]), _metric(m, key)) for m in record.get(source) or []]
+    return [(s, v) for s, v in pts if v is not None]
+
+
+def _window_mean(record: dict[str, Any], key: str, early: bool, fraction: float, source: str) -> float | None:
+    points = _points(record, key, source)
+    if not points:
+        return None
+    steps = max(int(record.get("steps") or 0), max(s for s, _ in points))
+    if early:
+        cut = max(fraction * steps, points[0][0])
+        chosen = [v for s, v in points if s <= cut]
+    else:
+        cut = min((1.0 - fraction) * steps, points[-1][0])
+        chosen = [v for s, v in points if s >= cut]
+    return sum(chosen) / len(chosen)
+
+
+def early_value(record: dict[str, Any], key: str, fraction: float = 0.25, source: str = "mi") -> float | None:
+    """Mean of `key` over the measurements (of `source`: "mi" or "probe") in the first `fraction` of the steps
+    (at least the first one)."""
+    return _window_mean(record, key, True, fraction, source)
+
+
+def late_value(record: dict[str, Any], key: str, fraction: float = 0.25, source: str = "mi") -> float | None:
+    """Mean of `key` over the measurements in the last `fraction` of the steps (at least the last one)."""
+    return _window_mean(record, key, False, fraction, source)
+
+
+def first_value(record: dict[str, Any], key: str, source: str = "mi") -> float | None:
+    """`key` at the run's first measurement of `source`."""
+    pts = _points(record, key, source)
+    return pts[0][1] if pts else None
+
+
+def value_at(record: dict[str, Any], key: str, step: int, source: str = "mi") -> float | None:
+    """`key` at the last measurement of `source` ("mi", "probe" or "val") at or before `step`."""
+    pts = [v for s, v in _points(record, key, source) if s <= step]
+    return pts[-1] if pts else None
+
+
+def peak_success(record: dict[str, Any]) -> float | None:
+    """Highest validation success after step 0 (None if the run has no RL evaluation)."""
+    rl = [v for s, v in record.get("val", []) if s >= 1]
+    return max(rl) if rl else None
+
+
+def final_success(record: dict[str, Any]) -> float | None:
+    """Validation success at the run's last evaluation (a run that stopped early: its last value, carried)."""
+    val = record.get("val", [])
+    return max(val)[1] if val else None
+
+
+def run_collapse(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The template-collapse verdict of one run from its probe curves (:func:`ragen_core.math.collapse.detect_collapse`
+    with its defaults: drop 0.5, band 0.25), plus ``last_probe_step``; None without >= 2 probe measurements.
+    Curves the detector refuses (non-finite values, a zero starting entropy) give ``collapsed: False`` and the
+    reason."""
+    probe = record.get("probe") or []
+    history = [{"step": p["step"], "probe/retrieval_margin": p.get("retrieval_margin"),
+                "probe/token_entropy": p.get("token_entropy"), "probe/cond_entropy_est": p.get("cond_entropy_est")}
+               for p in probe]
+    usable = [h for h in history if all(isinstance(v, (int, float)) for v in h.values())]
+    if len(usable) < 2:
+        return None
+    try:
+        v = collapse_from_history(usable)
+    except ValueError as e:
+        return {"collapsed": False, "reason": f"probe curves refused: {e}", "drop_step": None,
+                "entropy_alarm_step": None, "cond_entropy_alarm_step": None, "last_probe_step": usable[-1]["step"],
+                "margin_start": None, "margin_min": None, "margin_end": None, "entropy_ratio": None,
+                "cond_entropy_ratio": None, "entropy_first": False}
+    out = v.as_dict()
+    out["last_probe_step"] = int(usable[-1]["step"])
+    drop = out["drop_step"]
+    alarms = [a for a in (out["entropy_alarm_step"], out["cond_entropy_alarm_step"]) if a is not None]
+    out["entropy_first"] = drop is not None and any(a <= drop for a in alarms)
+    return out
+
+
+def _runs(records: list[dict[str, Any]], env: str | None = None, arm: str | None = None) -> list[dict[str, Any]]:
+    out = [r for r in records if (env is None or r["env"] == env) and (arm is None or r["arm"] == arm)]
+    return sorted(out, key=lambda r: r["seed"])
+
+
+def _nan_none(x: float | None) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _ci(values: list[float]) -> dict[str, Any]:
+    if not values:
+        return {"n": 0, "mean": None, "ci95": [None, None], "values": []}
+    m, lo, hi = mean_ci(values)
+    return {"n": len(values), "mean": m, "ci95": [_nan_none(lo), _nan_none(hi)], "values": values}
+
+
+# ------------------------------------------------------------------------------------------- power
+@cache
+def _mde_unit(n: int, power: float = 0.8) -> float:
+    """The minimum detectable effect for a paired SD of 1 (the power depends on effect / sd only)."""
+    return min_detectable_effect(1.0, n, power=power)
+
+
+def mde(sd: float | None, n: int, power: float = 0.8) -> float | None:
+    """Minimum detectable paired mean difference at `power` (alpha 0.05, two-sided): ``sd * MDE(1, n)``
+    (:func:`ragen_core.math.stats.min_detectable_effect` scales linearly in sd); None when n < 2 or sd is 0."""
+    if sd is None or n < 2 or not math.isfinite(sd) or sd <= 0:
+        return None
+    return sd * _mde_unit(n, power)
+
+
+@cache
+def _power_unit(d: float, n: int) -> float:
+    return paired_power(d, 1.0, n)
+
+
+def seeds_needed(effect: float, sd: float, power: float = 0.8, max_n: int = 1000) -> int | None:
+    """The smallest number of seeds (pairs) n >= 2 whose paired t-test detects `effect` with probability `power`:
+    the same answer as :func:`ragen_core.math.stats.pairs_needed`, found from the normal approximation
+    ``n ~ ((z_{0.975} + z_power) sd / effect)^2`` and then stepped to the exact boundary (the power rises with n).
+    None when more than `max_n` are needed."""
+    if not (math.isfinite(sd) and sd > 0) or not effect:
+        raise ValueError(f"need sd > 0 and a non-zero effect; got effect {effect}, sd {sd}")
+    d = abs(effect) / sd
+    z = NormalDist().inv_cdf(0.975) + NormalDist().inv_cdf(power)
+    guess = math.ceil((z / d) ** 2)
+    if guess > 2 * max_n:
+        return None
+    n = min(max(guess, 2), max_n)
+    if _power_unit(d, n) >= power:
+        while n > 2 and _power_unit(d, n - 1) >= power:
+            n -= 1
+        return n
+    while n < max_n:
+        n += 1
+        if _power_unit(d, n) >= power:
+            return n
+    return None
+
+
+def paired_comparison(a: dict[int, float | None], b: dict[int, float | None], fmt: Callable[[float], str],
+                      direction: int = 1) -> dict[str, Any]:
+    """``a - b`` paired by seed (the keys), over the seeds where both are known: n, mean, 95% t-interval, paired
+    SD, minimum detectable effect at 80% power, per-seed differences and the verdict.
+
+    Verdict: "held" when the interval excludes 0 on the side of `direction` (+1: a higher), "contradicted" when
+    it excludes 0 on the other side, "inconclusive (detectable effect X)" otherwise (X by `fmt`); with one seed
+    "inconclusive (1 seed: no interval)"; with none "not tested (no seed has a value for both arms)".
+    """
+    common = sorted(s for s in set(a) & set(b) if a[s] is not None and b[s] is not None)
+    diffs = [float(a[s]) - float(b[s]) for s in common]  # type: ignore[arg-type]
+    out: dict[str, Any] = {"n": len(diffs), "seeds": common, "diffs": diffs, "mean": None, "ci95": [None, None],
+                           "sd": None, "mde": None}
+    if not diffs:
+        out["verdict"] = "not tested (no seed has a value for both arms)"
+        return out
+    m, lo, hi = mean_ci(diffs)
+    out["mean"] = m
+    if len(diffs) < 2:
+        out["verdict"] = "inconclusive (1 seed: no interval)"
+        return out
+    sd = math.sqrt(sum((d - m) ** 2 for d in diffs) / (len(diffs) - 1))
+    if sd <= 1e-12 * max(1.0, abs(m)):  # every seed the same difference (rounding aside): a point interval
+        sd, lo, hi = 0.0, m, m
+    out.update(ci95=[lo, hi], sd=sd, mde=mde(sd, len(diffs)))
+    above, below = lo > 0, hi < 0  # the interval excludes 0 on one side
+    if (above and direction > 0) or (below and direction < 0):
+        out["verdict"] = "held"
+    elif above or below:
+        out["verdict"] = "contradicted"
+    else:
+        what = fmt(out["mde"]) if out["mde"] is not None else "n/a: no spread between seeds"
+        out["verdict"] = f"inconclusive (detectable effect {what})"
+    return out
+
+
+def fmt_unit(unit: str) -> Callable[[float], str]:
+    """Formatter of an effect in `unit` ("points": a success fraction shown in points, "margin", "steps")."""
+    if unit == "points":
+        return lambda x: f"{100 * x:.1f} points"
+    if unit == "steps":
+        return lambda x: f"{x:.1f} steps"
+    return lambda x: f"{x:.3f}"
+
+
+# ------------------------------------------------------------------------------------------- the findings
+def _criterion_verdict(n: int, n_collapsed: int, n_entropy_first: int, n_no_drop: int, min_seeds: int = 5,
+                       share: float = 0.8) -> str:
+    if n == 0:
+        return "not tested (no no-filter run with probe measurements)"
+    if n_collapsed >= share * n and n >= min_seeds:
+        return "held"
+    if 2 * n_entropy_first > n:
+        return "contradicted"
+    why = []
+    if n < min_seeds:
+        why.append(f"{n} seed{'s' if n > 1 else ''}; the criterion needs >= {min_seeds}")
+    why.append(f"signature on {n_collapsed} of {n}")
+    if n_no_drop:
+        why.append(f"no MI drop on {n_no_drop}")
+    if n_entropy_first:
+        why.append(f"entropy alarm at or before the drop on {n_entropy_first}")
+    return f"inconclusive ({'; '.join(why)})"
+
+
+def finding_collapse(records: list[dict[str, Any]], envs: Sequence[str] = ("collapse_sokoban", "collapse_frozenlake"),
+                     collapse_arm: str = "no_filter") -> dict[str, Any]:
+    """Finding 1: the collapse signature per run of every arm of `envs` (probe curves), and the verdict on the
+    `collapse_arm` runs of each env (see the module docstring)."""
+    out: dict[str, Any] = {}
+    for env in envs:
+        env_out: dict[str, Any] = {"arms": {}}
+        for arm in dict.fromkeys(r["arm"] for r in _runs(records, env)):
+            per_seed = []
+            for r in _runs(records, env, arm):
+                v = run_collapse(r)
+                if v is not None:
+                    per_seed.append({"seed": r["seed"], **v, "final_success": final_success(r)})
+            env_out["arms"][arm] = {
+                "runs": per_seed, "n": len(per_seed),
+                "n_collapsed": sum(p["collapsed"] for p in per_seed),
+                "n_entropy_first": sum(p["entropy_first"] for p in per_seed),
+                "n_no_drop": sum(p["drop_step"] is None for p in per_seed),
+                "no_probe": [r["seed"] for r in _runs(records, env, arm) if run_collapse(r) is None]}
+        c = env_out["arms"].get(collapse_arm, {"n": 0, "n_collapsed": 0, "n_entropy_first": 0, "n_no_drop": 0})
+        env_out["verdict"] = _criterion_verdict(c["n"], c["n_collapsed"], c["n_entropy_first"], c["n_no_drop"])
+        out[env] = env_out
+    return out
+
+
+def _outcomes(record: dict[str, Any]) -> dict[str, float | None]:
+    v = run_collapse(record)
+    probe = _points(record, "retrieval_margin", "probe")
+    steps_to_drop = None
+    if v is not None:
+        steps_to_drop = float(v["drop_step"] if v["drop_step"] is not None else v["last_probe_step"])
+    return {"margin_end": probe[-1][1] if probe else None, "steps_to_drop": steps_to_drop,
+            "success_end": final_success(record),
+            "censored": None if v is None else v["drop_step"] is None}
+
+
+def finding_filtering(records: list[dict[str, Any]], envs: Sequence[str] = ("collapse_sokoban", "collapse_frozenlake"),
+                      comparisons: Sequence[tuple[str, str]] = (("top_p", "no_filter"), ("top_p", "random"))
+                      ) -> dict[str, Any]:
+    """Finding 3: per env, each arm's outcomes by seed, and every comparison of `comparisons` on every outcome of
+    :data:`OUTCOMES` (:func:`paired_comparison`, direction: the first arm higher)."""
+    out: dict[str, Any] = {}
+    for env in envs:
+        arms = dict.fromkeys(a for pair in comparisons for a in pair)
+        by_arm = {arm: {r["seed"]: _outcomes(r) for r in _runs(records, env, arm)} for arm in arms}
+        env_out: dict[str, Any] = {"arms": {}, "comparisons": {}}
+        for arm, seeds in by_arm.items():
+            env_out["arms"][arm] = {
+                "seeds": sorted(seeds),
+                **{k: _ci([o[k] for o in seeds.values() if o[k] is not None]) for k in OUTCOMES},
+                "censored": sum(bool(o["censored"]) for o in seeds.values())}
+        for a, b in comparisons:
+            key = f"{a}-{b}"
+            env_out["comparisons"][key] = {
+                k: paired_comparison({s: o[k] for s, o in by_arm[a].items()}, {s: o[k] for s, o in by_arm[b].items()},
+                                     fmt_unit(unit)) for k, (_, unit) in OUTCOMES.items()}
+        het = {}
+        for r in _runs(records, env):
+            if r.get("rv_heterogeneity_first") is not None:
+                het.setdefault(r["seed"], r["rv_heterogeneity_first"])
+        env_out["rv_heterogeneity"] = {"by_seed": het, "mean": _mean(list(het.values()))}
+        out[env] = env_out
+    return out
+
+
+def power_analysis(filtering: dict[str, Any], comparison: str = "top_p-no_filter") -> list[dict[str, Any]]:
+    """Seeds needed (80% power, two-sided alpha 0.05) for the effects of :data:`POWER_EFFECTS`, from the paired SD
+    of `comparison` on each outcome of each env of `filtering` (rows without an SD are skipped)."""
+    rows = []
+    for env, e in filtering.items():
+        for k, (label, unit) in OUTCOMES.items():
+            c = e["comparisons"].get(comparison, {}).get(k)
+            if not c or not c.get("sd"):
+                continue
+            needed = {}
+            for eff in POWER_EFFECTS[unit]:
+                needed[eff] = seeds_needed(eff, c["sd"])
+            rows.append({"env": env, "outcome": k, "label": label, "unit": unit, "sd": c["sd"], "n": c["n"],
+                         "mde": c["mde"], "needed": needed})
+    return rows
+
+
+def finding_correlations(records: list[dict[str, Any]], envs: Sequence[str] = ("sokoban", "frozenlake"),
+                         n_boot: int = N_BOOT, seed: int = BOOT_SEED) -> dict[str, Any]:
+    """Finding 2 on the runs of `envs` (see the module docstring): per metric, per env Spearman's rho, the
+    env-centred pooled rho over the envs where the metric is not constant/tied, cluster-bootstrap intervals
+    (seeds resampled), and the verdicts of :data:`CORRELATION_PAIRS`."""
+    runs = [r for r in records if r["env"] in envs and final_success(r) is not None]
+    items = []
+    for r in runs:
+        early = {k: early_value(r, field, source=src) for k, (src, field) in CORRELATED.items()}
+        y = final_success(r)
+        # Ranked at SIG_DIGITS significant digits: float noise below that must not order runs.
+        items.append({"seed": r["seed"], "env": r["env"], "y": y, "x": early, "ry": round_sig(y),
+                      "rx": {k: None if v is None else round_sig(v) for k, v in early.items()}})
+    env_list = [e for e in envs if any(i["env"] == e for i in items)]
+    metrics: dict[str, Any] = {}
+    for k in CORRELATED:
+        have = [i for i in items if i["x"][k] is not None]
+        status = {e: tie_status([i["x"][k] for i in have if i["env"] == e]) for e in env_list}
+        status = {e: s for e, s in status.items() if any(i["env"] == e for i in have)}
+        metrics[k] = {"n": len(have), "paper": PAPER["spearman"].get(k), "status": status,
+                      "envs_used": [e for e, s in status.items() if s is None],
+                      "by_env": {e: {"n": sum(i["env"] == e for i in have), "status": status[e]} for e in status}}
+
+    def stat(sample: list[dict[str, Any]]) -> list[float]:
+        vals = []
+        for k, m in metrics.items():
+            for e in m["by_env"]:
+                if m["by_env"][e]["status"] is not None:
+                    vals.append(math.nan)
+                    continue
+                pts = [(i["rx"][k], i["ry"]) for i in sample if i["env"] == e and i["rx"][k] is not None]
+                vals.append(spearman([p[0] for p in pts], [p[1] for p in pts]))
+            pts = [(i["rx"][k], i["ry"], i["env"]) for i in sample
+                   if i["env"] in m["envs_used"] and i["rx"][k] is not None]
+            vals.append(within_env_rho([p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts])
+                        if pts else math.nan)
+        return vals
+
+    point = stat(items)
+    clusters: dict[Any, list[Any]] = {}
+    for i in items:
+        clusters.setdefault(i["seed"], []).append(i)
+    # Fewer than MIN_BOOT_SEEDS seeds: every resample repeats the few seeds there are, so the "interval" would
+    # show almost no uncertainty where there is most: no interval at all.
+    boot = (cluster_bootstrap(clusters, lambda s: _with_pairs(stat(s), metrics), n_boot, seed)
+            if len(clusters) >= MIN_BOOT_SEEDS else [])
+    j = 0
+    for m in metrics.values():
+        for e in m["by_env"]:
+            m["by_env"][e].update(rho=_nan_none(point[j]), ci95=boot[j]["ci95"] if boot else [None, None])
+            j += 1
+        m.update(rho=_nan_none(point[j]), ci95=boot[j]["ci95"] if boot else [None, None],
+                 n_valid=boot[j]["n_valid"] if boot else 0)
+        j += 1
+    pairs_point = _with_pairs(point, metrics)[j:]
+    pairs = []
+    for p, (mi_key, h_key) in enumerate(CORRELATION_PAIRS):
+        diff_ci = boot[j + p]["ci95"] if boot else [None, None]
+        pairs.append({"mi": mi_key, "entropy": h_key, "diff": _nan_none(pairs_point[p]), "diff_ci95": diff_ci,
+                      "verdict": _pair_verdict(metrics[mi_key], metrics[h_key], diff_ci)})
+    return {"envs": env_list, "n_runs": len(items), "n_seeds": len(clusters), "n_boot": n_boot, "boot_seed": seed,
+            "metrics": metrics, "pairs": pairs,
+            "points": [{"env": i["env"], "seed": i["seed"], "y": i["y"], **i["x"]} for i in items]}
+
+
+def _with_pairs(vals: list[float], metrics: dict[str, Any]) -> list[float]:
+    """Append ``|rho_MI| - |rho_H|`` of each pair of :data:`CORRELATION_PAIRS` (pooled rhos) to `vals`."""
+    pooled = {}
+    j = 0
+    for k, m in metrics.items():
+        j += len(m["by_env"])
+        pooled[k] = vals[j]
+        j += 1
+    return [*vals, *(abs(pooled[a]) - abs(pooled[b]) for a, b in CORRELATION_PAIRS)]
+
+
+def _pair_verdict(mi: dict[str, Any], h: dict[str, Any], diff_ci: list[float | None]) -> str:
+    for name, m in (("the MI metric", mi), ("the entropy metric", h)):
+        if m["n"] == 0:
+            return f"not tested ({name} was not measured)"
+        if not m["envs_used"]:
+            return f"inconclusive ({name} is constant/tied in every env: not correlated)"
+    lo, hi = diff_ci
+    if lo is None or hi is None:
+        return f"inconclusive (no bootstrap interval: it needs >= {MIN_BOOT_SEEDS} seeds and defined rhos)"
+    mi_lo = mi["ci95"][0]
+    if lo > 0 and mi_lo is not None and mi_lo > 0:
+        return "held"
+    if hi < 0:
+        return "contradicted"
+    return "inconclusive (the interval of abs(rho_MI) - abs(rho_H) contains 0, or rho_MI's does)"
+
+
+def finding_quartiles(records: list[dict[str, Any]], env: str = "sokoban") -> dict[str, Any]:
+    """Finding 4: top minus bottom RV quartile, paired by seed, at equal steps and at the end (a stopped run
+    carried at its last value), on success, in-batch MI-Seq / log P and the probe's MI-Seq / log N."""
+    top = {r["seed"]: r for r in _runs(records, env, "rv_top_quartile")}
+    bottom = {r["seed"]: r for r in _runs(records, env, "rv_bottom_quartile")}
+    measures = {"success": ("val", "success", "points"), "mi_norm": ("mi", "mi_norm", "margin"),
+                "probe_mi_seq_norm": ("probe", "mi_seq_norm", "margin")}
+    out: dict[str, Any] = {"arms": {}, "paper": PAPER["quartiles"], "equal_steps": {}, "at_end": {}, "seeds": {}}
+    for arm, runs in (("rv_top_quartile", top), ("rv_bottom_quartile", bottom)):
+        out["arms"][arm] = {"seeds": sorted(runs), "steps": [runs[s]["steps"] for s in sorted(runs)],
+                            "zero_variance_fraction": _mean([r["zero_variance_fraction"] for r in runs.values()
+                                                             if r.get("zero_variance_fraction") is not None])}
+    common = sorted(set(top) & set(bottom))
+    for name, (src, key, unit) in measures.items():
+        eq_a: dict[int, float | None] = {}
+        eq_b: dict[int, float | None] = {}
+        end_a: dict[int, float | None] = {}
+        end_b: dict[int, float | None] = {}
+        for s in common:
+            pa, pb = dict(_points(top[s], key, src)), dict(_points(bottom[s], key, src))
+            limit = min(top[s]["steps"], bottom[s]["steps"])
+            both = [st for st in pa if st in pb and st <= limit]
+            at = max(both) if both else None
+            eq_a[s], eq_b[s] = (pa[at], pb[at]) if at is not None else (None, None)
+            if at is not None:
+                out["seeds"].setdefault(s, {})[f"{name}_step"] = at
+            end_a[s] = pa[max(pa)] if pa else None
+            end_b[s] = pb[max(pb)] if pb else None
+        fmt = fmt_unit(unit)
+        out["equal_steps"][name] = {**paired_comparison(eq_a, eq_b, fmt),
+                                    "top": _mean([v for v in eq_a.values() if v is not None]),
+                                    "bottom": _mean([v for v in eq_b.values() if v is not None])}
+        out["at_end"][name] = {**paired_comparison(end_a, end_b, fmt),
+                               "top": _mean([v for v in end_a.values() if v is not None]),
+                               "bottom": _mean([v for v in end_b.values() if v is not None])}
+    return out
+
+
+def analyse(records: list[dict[str, Any]], n_boot: int = N_BOOT) -> dict[str, Any]:
+    """All four findings, the power analysis, and a per-run table (`n_boot`: finding 2's bootstrap resamples)."""
+    runs = []
+    for r in records:
+        v = run_collapse(r)
+        probe = r.get("probe") or []
+        runs.append({
+            "name": r["name"], "env": r["env"], "arm": r["arm"], "seed": r["seed"], "steps": r["steps"],
+            "before": dict(r["val"]).get(0), "peak": peak_success(r), "final": final_success(r),
+            "rv_heterogeneity_first": r.get("rv_heterogeneity_first"),
+            "early": {k: early_value(r, f, source=src) for k, (src, f) in CORRELATED.items()},
+            "margin_start": probe[0].get("retrieval_margin") if probe else None,
+            "margin_end": probe[-1].get("retrieval_margin") if probe else None,
+            "collapsed": None if v is None else v["collapsed"], "drop_step": None if v is None else v["drop_step"],
+            "probe_s": _mean([p["probe_s"] for p in probe if p.get("probe_s") is not None]),
+            "minutes": ((r.get("sft_s") or 0.0) + (r.get("rl_s") or 0.0)) / 60.0})
+    filtering = finding_filtering(records)
+    return {
+        "collapse": finding_collapse(records),
+        "correlations": finding_correlations(records, n_boot=n_boot),
+        "filtering": filtering,
+        "power": power_analysis(filtering),
+        "quartiles": finding_quartiles(records),
+        "runs": runs,
+    }

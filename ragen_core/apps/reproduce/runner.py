@@ -1,0 +1,227 @@
+"""Running the study's runs: local worker processes or Ray tasks, resumable, with a progress bar.
+
+Each run is one ``python -m ragen_core.training.trainer`` process (one torch thread) in ``OUT/runs/NAME``. A finished
+run has
+a ``done.json`` (its record, :func:`read_run`) and is never re-run; a killed one continues from its last checkpoint.
+With ``--ray ADDRESS`` every run is a Ray task (``num_cpus=1``) on that cluster; the task runs the same function
+as a local worker, so the two paths differ only in who schedules them. The run folders and the warm-start cache
+must then be on a file system that every Ray node sees (one machine, or a shared mount).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+from ragen_core.apps.reproduce.study import RunSpec
+
+__all__ = ["execute_run", "read_run", "run_local", "run_ray", "finished_records"]
+
+#: Metrics read from each MI measurement (collapse/ prefix in metrics.jsonl).
+MI_KEYS = ("mi_zscore_ema", "mi_seq_est", "mi_upper_bound", "retrieval_acc", "retrieval_chance",
+           "cond_entropy_est", "marginal_entropy_est", "token_entropy", "regime")
+#: Metrics read from each held-out probe measurement (probe/ prefix; ragen_core.training.probe); a row counts as a probe
+#: measurement when it has probe/retrieval_margin.
+PROBE_KEYS = ("retrieval_acc", "retrieval_chance", "retrieval_margin", "mi_seq_est", "mi_upper_bound",
+              "mi_seq_norm", "token_entropy", "cond_entropy_est", "recall_at_2", "recall_at_2_chance",
+              "recall_at_4", "recall_at_4_chance", "recall_at_8", "recall_at_8_chance")
+
+
+def execute_run(spec: RunSpec, runs_dir: str | Path) -> dict[str, Any]:
+    """Train `spec` in a subprocess unless its ``done.json`` exists; return its record.
+
+    Raises:
+        RuntimeError: the training process failed (the message names its log).
+    """
+    run_dir = Path(runs_dir) / spec.name
+    done = run_dir / "done.json"
+    if done.is_file():
+        return json.loads(done.read_text())
+    if (run_dir / "checkpoints" / "latest.pt").is_file() and (run_dir / "config.toml").is_file():
+        cmd = [sys.executable, "-m", "ragen_core.training.trainer", "--resume", str(run_dir)]
+    else:
+        cmd = [sys.executable, "-m", "ragen_core.training.trainer", spec.config, *spec.overrides,
+               "--run-dir", str(run_dir)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    run_dir.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    with open(run_dir / "train.log", "a", encoding="utf-8") as log:
+        status = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+    if status != 0:
+        raise RuntimeError(f"run {spec.name} failed (exit {status}); see {run_dir / 'train.log'}")
+    record = read_run(run_dir, spec)
+    record["wall_s"] = time.perf_counter() - start
+    tmp = done.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record))
+    os.replace(tmp, done)
+    return record
+
+
+def read_run(run_dir: str | Path, spec: RunSpec) -> dict[str, Any]:
+    """The record of a finished run, from its ``metrics.jsonl``.
+
+    Keys: env, arm, seed, steps (RL steps done), val (``[[step, success], ...]``, step 0 = after the warm start),
+    mi (``[{"step": s, <MI_KEYS>...}, ...]``: the in-batch proxies), probe (``[{"step": s, <PROBE_KEYS>...,
+    "probe_s": seconds}, ...]``: the held-out probe, step 0 = before the first RL step; empty without a probe),
+    rv_heterogeneity_first (of the step-1 batch: rolled out by the
+    warm-started policy, the paper's pre-training check), zero_variance_fraction (the mean share of groups with
+    zero reward variance per step), sft_s (the warm start's seconds in this run: loading time on a cache hit),
+    sft_cached and rl_s (seconds of RL steps and validations).
+    """
+    rows = [json.loads(x) for x in (Path(run_dir) / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    val: dict[int, float] = {}
+    for r in rows:
+        if isinstance(r.get("val/success"), (int, float)):
+            val[int(r["step"])] = float(r["val/success"])  # the last record of a step wins
+    mi = []
+    for r in rows:
+        if isinstance(r.get("collapse/mi_seq_est"), (int, float)):
+            mi.append({"step": int(r["step"]), **{k: r.get(f"collapse/{k}") for k in MI_KEYS}})
+    probe: dict[int, dict[str, Any]] = {}
+    for r in rows:
+        if isinstance(r.get("probe/retrieval_margin"), (int, float)):
+            probe[int(r["step"])] = {"step": int(r["step"]), **{k: _finite(r.get(f"probe/{k}")) for k in PROBE_KEYS},
+                                     "probe_s": _finite(r.get("perf/probe_s"))}  # the last record of a step wins
+    first = next((r for r in rows if int(r.get("step", 0)) == 1 and "filter/rv_heterogeneity" in r), {})
+    zero = [float(r["filter/zero_fraction"]) for r in rows if isinstance(r.get("filter/zero_fraction"), (int, float))]
+    sft = next((r for r in rows if "sft/loss_last" in r), {})
+    steps = [r for r in rows if "perf/step_s" in r]
+    rv_h = first.get("filter/rv_heterogeneity")
+    return {
+        "env": spec.env, "arm": spec.arm, "seed": spec.seed, "name": spec.name,
+        "steps": max((int(r["step"]) for r in steps), default=0),
+        "val": sorted(val.items()),
+        "mi": mi,
+        "probe": [probe[k] for k in sorted(probe)],
+        "rv_heterogeneity_first": float(rv_h) if isinstance(rv_h, (int, float)) and math.isfinite(rv_h) else None,
+        "zero_variance_fraction": sum(zero) / len(zero) if zero else None,
+        "sft_s": sft.get("perf/sft_s"),  # the time this run spent: training the warm start, or loading it
+        "sft_cached": bool(sft.get("sft/cached", 0.0)),
+        "rl_s": sum(float(r["perf/step_s"]) + float(r.get("perf/eval_s", 0.0) or 0.0) for r in steps),
+    }
+
+
+def _finite(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None
+
+
+def finished_records(specs: Iterable[RunSpec], runs_dir: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """(records of the finished runs, names of the missing ones), starting nothing."""
+    records, missing = [], []
+    for spec in specs:
+        run_dir = Path(runs_dir) / spec.name
+        done = run_dir / "done.json"
+        if not done.is_file():
+            missing.append(spec.name)
+            continue
+        try:
+            record = json.loads(done.read_text())
+            if (run_dir / "metrics.jsonl").is_file():
+                # Re-read with this version's reader (a report can use fields added after the run); keep the timing.
+                record = {**read_run(run_dir, spec), "wall_s": record.get("wall_s")}
+        except (OSError, ValueError, KeyError, TypeError) as e:  # a damaged run folder is reported, not fatal
+            missing.append(f"{spec.name} (unreadable: {type(e).__name__})")
+            continue
+        records.append(record)
+    return records, missing
+
+
+def _progress(total: int, initial: int, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, desc="study", unit="run", dynamic_ncols=True)
+
+
+def run_local(specs: list[RunSpec], runs_dir: str | Path, workers: int = 2, progress: bool = True,
+              execute: Callable[[RunSpec, str | Path], dict[str, Any]] = execute_run) -> list[dict[str, Any]]:
+    """Run `specs` on `workers` local processes at a time (threads that each wait on one training process).
+
+    A failed run is reported after the others finish (RuntimeError listing every failure).
+    """
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1; got {workers}")
+    records, todo = _split_done(specs, runs_dir)
+    bar = _progress(len(specs), len(records), progress)
+    failures = []
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(execute, s, runs_dir): s for s in todo}
+        for fut in as_completed(futures):
+            try:
+                records.append(fut.result())
+            except Exception as e:  # noqa: BLE001 - every run's failure is collected and reported together
+                failures.append(f"{futures[fut].name}: {e}")
+            if bar is not None:
+                bar.update(1)
+    if bar is not None:
+        bar.close()
+    if failures:
+        raise RuntimeError("some runs failed:\n  " + "\n  ".join(failures))
+    return _in_order(records, specs)
+
+
+def run_ray(specs: list[RunSpec], runs_dir: str | Path, address: str, progress: bool = True,
+            execute: Callable[[RunSpec, str | Path], dict[str, Any]] = execute_run,
+            init_kwargs: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Run `specs` as Ray tasks (one CPU each) on the cluster at `address`.
+
+    ``address="local"`` starts a single-node Ray instance on this machine (what the tests use: Ray 2.60 removed
+    ``local_mode``). Requires ``pip install ragen2[ray]``.
+    """
+    try:
+        import ray
+    except ImportError:
+        raise RuntimeError("--ray needs Ray: pip install 'ragen2[ray]' (tested with ray 2.60.0)") from None
+    kwargs = dict(init_kwargs or {})
+    kwargs.setdefault("include_dashboard", False)
+    kwargs.setdefault("log_to_driver", False)
+    started_here = not ray.is_initialized()
+    if started_here:
+        if address == "local":
+            ray.init(**kwargs)
+        else:
+            ray.init(address=address, **kwargs)
+    try:
+        task = ray.remote(num_cpus=1, max_retries=0)(execute)
+        records, todo = _split_done(specs, runs_dir)
+        bar = _progress(len(specs), len(records), progress)
+        pending = {task.remote(s, str(runs_dir)): s for s in todo}
+        failures = []
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            spec = pending.pop(ready[0])
+            try:
+                records.append(ray.get(ready[0]))
+            except Exception as e:  # noqa: BLE001 - collected and reported together
+                failures.append(f"{spec.name}: {e}")
+            if bar is not None:
+                bar.update(1)
+        if bar is not None:
+            bar.close()
+    finally:
+        if started_here:
+            ray.shutdown()
+    if failures:
+        raise RuntimeError("some runs failed:\n  " + "\n  ".join(failures))
+    return _in_order(records, specs)
+
+
+def _split_done(specs: list[RunSpec], runs_dir: str | Path) -> tuple[list[dict[str, Any]], list[RunSpec]]:
+    """(records of the finished runs, specs still to run)."""
+    records, _ = finished_records(specs, runs_dir)
+    names = {r["name"] for r in records}
+    return records, [s for s in specs if s.name not in names]
+
+
+def _in_order(records: list[dict[str, Any]], specs: list[RunSpec]) -> list[dict[str, Any]]:
+    by_name = {r["name"]: r for r in records}
+    return [by_name[s.name] for s in specs if s.name in by_name]

@@ -1,0 +1,200 @@
+"""The study: which runs reproduce which of the paper's findings (docs/reproduction.md).
+
+A study is a list of :class:`RunSpec`: a base config of ``configs/``, an *arm* (the overrides that make the
+variant) and a training seed. Two kinds of base config, each used for the findings it can test:
+
+- **collapse-prone** (``collapse_sokoban``: ``configs/collapse_sokoban.toml``, ``collapse_frozenlake``:
+  ``configs/collapse_frozenlake.toml``): the warm start leaves the reasoning input-dependent but off the MI
+  ceiling, and the held-out MI probe (``ragen_core.training.probe``, ``probe/*``) is on. Findings 1 and 3 run here:
+
+  1. template collapse is invisible to entropy: the ``no_filter`` arm, judged per seed on its probe curves by
+     :func:`ragen_core.math.collapse.detect_collapse`;
+  3. filtering prevents it: ``top_p`` (rho 0.9) against ``no_filter`` and against ``random`` (as many groups
+     as top-p keeps, drawn at random), paired by seed, on outcomes fixed in advance (docs/reproduction.md).
+
+  The ``entropy_bonus`` arm (entropy coefficient 1.0, no filter) is an extra on ``collapse_sokoban``: a strong
+  entropy bonus turns the text into noise, an entropy-driven fall of MI, not template collapse.
+- **learning** (``sokoban``: ``configs/sokoban_tiny.toml``, ``frozenlake``: ``configs/frozenlake_tiny.toml``):
+  configs on which RL learns. Findings 2 and 4 run here, with the probe switched on as well
+  (``mi.probe_prompts=32``, every 10 steps; the probe has its own sampler, so it leaves the training run
+  unchanged):
+
+  2. MI predicts success better than entropy: every run of these envs, ranks within env, intervals from a
+     bootstrap over seeds;
+  4. the RV quartile ablation: ``rv_top_quartile`` / ``rv_bottom_quartile`` (2 of 8 groups, the highest- or the
+     lowest-variance ones) on Sokoban, compared at equal steps.
+
+Seeds: ``full`` runs training seeds S..S+N-1 with S = 0 and N = 5 by default (``--first-seed S``, ``--seeds N``).
+Seeds 100-199 are the tuning seeds, on which the collapse-prone configs were piloted and tuned; the study never
+uses them, so its verdicts are on seeds that no choice of the configs saw. ``quick`` is one seed at a third of the
+steps and a third of the warm-start demonstrations: a smoke test of the whole pipeline (under 30 minutes on 2
+cores), too small for intervals.
+All runs of one (env, seed) share their warm start through ``warm_start.cache_dir``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["ARMS", "ENVS", "COLLAPSE_ENVS", "LEARNING_ENVS", "DEFAULT_SEEDS", "TUNING_SEEDS", "Arm", "RunSpec",
+           "build_study", "find_configs_dir", "study_seeds"]
+
+#: Training seeds of a full study by default (0..4), and the tuning seeds it must never use.
+DEFAULT_SEEDS = 5
+TUNING_SEEDS = range(100, 200)
+
+
+@dataclass(frozen=True)
+class Arm:
+    """A training variant: overrides of the base config, and what it is for."""
+
+    name: str
+    overrides: tuple[str, ...]
+    purpose: str
+
+
+#: Every arm of the study, by name.
+ARMS: dict[str, Arm] = {a.name: a for a in (
+    Arm("no_filter", ("filter.enabled=false",),
+        "every group is trained on: where template collapse should appear (findings 1, 3; 2 on the learning envs)"),
+    # Spelled out rather than inherited: a collapse-prone config may ship with its filter off.
+    Arm("top_p", ("filter.enabled=true", 'filter.strategy="top_p"', "filter.value=0.9"),
+        "the method: top-p filtering on reward variance, rho = 0.9 (findings 3, 2)"),
+    Arm("random", ("filter.enabled=true", 'filter.strategy="random"', "filter.value=0.9"),
+        "the control: as many groups as top-p keeps, drawn uniformly at random (finding 3)"),
+    Arm("entropy_bonus", ("filter.enabled=false", "algo.entropy_coef=1.0"),
+        "extra: a strong entropy bonus (1000x the default), no filter. It turns the text into noise: an "
+        "entropy-driven fall of MI, not template collapse"),
+    Arm("rv_top_quartile",
+        ("filter.enabled=true", 'filter.strategy="top_k"', "filter.value=0.25", 'filter.order="largest"'),
+        "only the quarter of the groups with the highest reward variance (finding 4)"),
+    Arm("rv_bottom_quartile",
+        ("filter.enabled=true", 'filter.strategy="top_k"', "filter.value=0.25", 'filter.order="smallest"'),
+        "only the quarter of the groups with the lowest reward variance (finding 4)"),
+)}
+
+#: The held-out MI probe, switched on for the learning configs (the collapse-prone ones have it in the file):
+#: 32 prompts every 10 steps. A probe costs 10-14 s on one core (docs/collapse.md), 2-5x a step of these
+#: configs; every 10 steps keeps it to ~1.5 minutes of a 60-step run and still gives finding 2 two early
+#: measurements (steps 0 and 10) and finding 4 a measurement every 10 steps.
+PROBE_OVERRIDES = ("mi.probe_prompts=32", "mi.probe_every=10")
+
+#: env name -> (base config file in configs/, arms run on it, extra overrides of every run of the env).
+ENVS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
+    "collapse_sokoban": ("collapse_sokoban.toml", ("no_filter", "top_p", "random", "entropy_bonus"), ()),
+    "collapse_frozenlake": ("collapse_frozenlake.toml", ("no_filter", "top_p", "random"), ()),
+    "sokoban": ("sokoban_tiny.toml", ("top_p", "no_filter", "rv_top_quartile", "rv_bottom_quartile"),
+                PROBE_OVERRIDES),
+    "frozenlake": ("frozenlake_tiny.toml", ("top_p", "no_filter"), PROBE_OVERRIDES),
+}
+#: Envs of findings 1 and 3, and of findings 2 and 4.
+COLLAPSE_ENVS = ("collapse_sokoban", "collapse_frozenlake")
+LEARNING_ENVS = ("sokoban", "frozenlake")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One training run of the study."""
+
+    env: str
+    arm: str
+    seed: int
+    config: str  # absolute path of the base config
+    overrides: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.env}-{self.arm}-s{self.seed}"
+
+
+def study_seeds(n: int | None, quick: bool, first: int = 0) -> list[int]:
+    """Training seeds first..first+n-1 (n default: 1 for quick, :data:`DEFAULT_SEEDS` for full), never a tuning
+    seed.
+
+    Raises:
+        ValueError: n < 1, first < 0, or a range that reaches the tuning seeds 100-199.
+    """
+    n = (1 if quick else DEFAULT_SEEDS) if n is None else n
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"--seeds must be an integer >= 1; got {n!r}")
+    if isinstance(first, bool) or not isinstance(first, int) or first < 0:
+        raise ValueError(f"--first-seed must be an integer >= 0; got {first!r}")
+    seeds = list(range(first, first + n))
+    if seeds[0] < TUNING_SEEDS.stop and seeds[-1] >= TUNING_SEEDS.start:
+        raise ValueError(f"seeds {seeds[0]}-{seeds[-1]} would reach the tuning seeds {TUNING_SEEDS.start}-"
+                         f"{TUNING_SEEDS.stop - 1}, which the study never uses; choose --first-seed and --seeds so "
+                         f"that the range ends below {TUNING_SEEDS.start} or starts at {TUNING_SEEDS.stop} or above")
+    return seeds
+
+
+def find_configs_dir(explicit: str | Path | None = None, envs: tuple[str, ...] | None = None) -> Path:
+    """The folder holding the base configs of `envs` (default all): `explicit`, else the checkout's ``configs/``.
+
+    Raises:
+        FileNotFoundError: naming what is missing and how to supply it.
+    """
+    if explicit is not None:
+        folder = Path(explicit)
+    else:
+        folder = Path(__file__).resolve().parents[3] / "configs"  # ragen_core/apps/reproduce/ -> the checkout
+    chosen = tuple(ENVS) if envs is None else tuple(e for e in envs if e in ENVS)
+    missing = [ENVS[e][0] for e in chosen if not (folder / ENVS[e][0]).is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"the study's base configs {missing} are not in {folder}. Run `ragen reproduce` from a clone of the "
+            "repository, or pass --configs-dir DIR with a copy of its configs/ folder.")
+    return folder
+
+
+def build_study(seeds: list[int], quick: bool, configs_dir: Path, cache_dir: Path,
+                envs: tuple[str, ...] | None = None) -> list[RunSpec]:
+    """The runs of the study: every env x its arms x `seeds`, ordered so that 2 workers start on different
+    (env, seed) warm starts.
+
+    Order: arm-major within each env's arm list (the first arm of every (env, seed) comes first), so that the
+    runs sharing a warm start are spread out and mostly find it cached.
+
+    Raises:
+        ValueError: no seeds, repeated seeds, a tuning seed (100-199), or an unknown env.
+    """
+    if not seeds:
+        raise ValueError("the study needs at least one seed")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct; got {seeds}")
+    tuning = [s for s in seeds if s in TUNING_SEEDS]
+    if tuning:
+        raise ValueError(f"seeds {tuning} are tuning seeds ({TUNING_SEEDS.start}-{TUNING_SEEDS.stop - 1}); the "
+                         "study's verdicts must come from seeds the configs were not tuned on")
+    chosen = tuple(ENVS) if envs is None else envs
+    unknown = [e for e in chosen if e not in ENVS]
+    if unknown:
+        raise ValueError(f"unknown env(s) {unknown}; the study has {list(ENVS)}")
+    specs: list[RunSpec] = []
+    width = max(len(ENVS[e][1]) for e in chosen)
+    for i in range(width):
+        for env in chosen:
+            config, arms, extra = ENVS[env]
+            if i >= len(arms):
+                continue
+            for seed in seeds:
+                common = [f"run.seed={seed}", "run.progress=false", f'warm_start.cache_dir="{cache_dir}"', *extra]
+                if quick:
+                    common += _quick_overrides(configs_dir / config)
+                specs.append(RunSpec(env, arms[i], seed, str(configs_dir / config),
+                                     (*common, *ARMS[arms[i]].overrides)))
+    return specs
+
+
+def _quick_overrides(config: Path) -> list[str]:
+    """A third of the RL steps and a third of the warm start's demonstrations (at least one of each).
+
+    The quick study is a smoke test of the pipeline (under 30 minutes on 2 cores), not a measurement: its runs
+    need not reach the regimes the full configs are tuned for, so the warm start shrinks with the RL phase (the
+    collapse configs' warm starts are most of their cost).
+    """
+    from ragen_core.training.config import load_config
+
+    cfg = load_config(config, [])
+    return [f"run.steps={max(cfg.run.steps // 3, 1)}",
+            f"warm_start.sft_episodes={max(cfg.warm_start.sft_episodes // 3, 1) if cfg.warm_start.sft_episodes else 0}"]

@@ -1,0 +1,176 @@
+"""Policy and value losses (docs/science.md section 3: task gradient vs input-agnostic regularisers).
+
+- :func:`ppo_policy_loss`: PPO clipped surrogate with asymmetric clip (clip-higher, eps_low 0.2 /
+  eps_high 0.28, the official defaults of docs/science.md section 6) and dual clip (c = 3).
+- :func:`kl_penalty`: KL estimators k1, k2, k3 (k3 = "low-var-kl", clamped as in verl).
+- :func:`value_loss`: clipped value loss.
+
+The entropy bonus is ``aggregate_loss(H, mask, "token-mean")`` of the policy's per-token entropies H
+(:func:`ragen_core.math.metrics.token_entropy`, fp32); the trainer subtracts ``algo.entropy_coef`` times it.
+The KL and entropy terms are the input-agnostic regularisers of docs/science.md section 3: when reward variance
+vanishes they dominate the update (T5), which is what filtering guards against.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ragen_core.math.advantages import LOSS_AGG_MODES, aggregate_loss, masked_mean
+
+__all__ = [
+    "KL_ESTIMATORS",
+    "ppo_policy_loss",
+    "kl_penalty",
+    "value_loss",
+]
+
+KL_ESTIMATORS = ("k1", "k2", "k3", "low-var-kl", "low_var_kl")
+# Bound on log-ratios before exp (verl clamps to +-20) so a stale batch cannot overflow to inf.
+_LOG_RATIO_CLAMP = 20.0
+# verl clamps the k3 estimate to [-10, 10] ("low_var_kl").
+_K3_CLAMP = 10.0
+
+
+def _check_shapes(**tensors: torch.Tensor) -> None:
+    shapes = {name: tuple(t.shape) for name, t in tensors.items()}
+    if len(set(shapes.values())) != 1:
+        raise ValueError(f"shapes must match: {shapes}")
+
+
+def ppo_policy_loss(
+    log_probs: torch.Tensor,
+    old_log_probs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip_eps_low: float = 0.2,
+    clip_eps_high: float = 0.28,
+    dual_clip_c: float | None = 3.0,
+    loss_agg_mode: str = "token-mean",
+    norm_constant: float | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """PPO clipped policy loss with clip-higher and dual clip (Schulman et al. 2017; DAPO; Ye et al. 2020).
+
+    Per token, with r = exp(log_probs - old_log_probs) (log-ratio clamped to +-20):
+
+        l1 = -A * r
+        l2 = -A * clip(r, 1 - eps_low, 1 + eps_high)
+        l  = max(l1, l2)                                   (the clipped surrogate, negated)
+        l  = min(l, -c * A)   where A < 0                  (dual clip, c > 1; off with dual_clip_c=None)
+
+    then aggregated over the mask with :func:`ragen_core.math.advantages.aggregate_loss`.
+
+    Args:
+        log_probs: ``[B, T]`` log pi_theta(token), differentiable.
+        old_log_probs: ``[B, T]`` log pi_old(token) from the rollout policy.
+        advantages: ``[B, T]`` token advantages.
+        mask: ``[B, T]`` response mask.
+        clip_eps_low: lower clip epsilon in [0, 1).
+        clip_eps_high: upper clip epsilon, >= 0.
+        dual_clip_c: dual-clip constant, > 1 (None disables).
+        loss_agg_mode: one of ``LOSS_AGG_MODES``.
+        norm_constant: Dr.GRPO's constant C for ``seq-mean-token-sum-norm`` (see ``aggregate_loss``).
+
+    Returns:
+        ``(loss, stats)`` with scalar ``loss`` and floats ``clipfrac`` (share of valid tokens where the clip
+        is active), ``dual_clipfrac``, ``approx_kl`` (mean of old - new log-prob, k1).
+    """
+    _check_shapes(log_probs=log_probs, old_log_probs=old_log_probs, advantages=advantages, mask=mask)
+    if not (0.0 <= clip_eps_low < 1.0):
+        raise ValueError(f"clip_eps_low must be in [0, 1); got {clip_eps_low!r}")
+    if not clip_eps_high >= 0.0:
+        raise ValueError(f"clip_eps_high must be >= 0; got {clip_eps_high!r}")
+    if dual_clip_c is not None and not dual_clip_c > 1.0:
+        raise ValueError(f"dual_clip_c must be > 1 (or None to disable); got {dual_clip_c!r}")
+    if loss_agg_mode not in LOSS_AGG_MODES:
+        raise ValueError(f"loss_agg_mode must be one of {LOSS_AGG_MODES}; got {loss_agg_mode!r}")
+    log_ratio = torch.clamp(log_probs - old_log_probs, -_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP)
+    ratio = torch.exp(log_ratio)
+    pg1 = -advantages * ratio
+    pg2 = -advantages * torch.clamp(ratio, 1.0 - clip_eps_low, 1.0 + clip_eps_high)
+    clipped = torch.maximum(pg1, pg2)
+    loss_mat = clipped
+    dual_active = torch.zeros_like(mask, dtype=torch.bool)
+    if dual_clip_c is not None:
+        pg3 = -advantages * dual_clip_c
+        neg = advantages < 0
+        loss_mat = torch.where(neg, torch.minimum(clipped, pg3), clipped)
+        dual_active = neg & (pg3 < clipped)
+    loss = aggregate_loss(loss_mat, mask, loss_agg_mode, norm_constant=norm_constant)
+    m = mask != 0
+    with torch.no_grad():
+        n = max(int(m.sum()), 1)
+        stats = {
+            "clipfrac": float(((pg2 > pg1) & m).sum()) / n,
+            "dual_clipfrac": float((dual_active & m).sum()) / n,
+            "approx_kl": float(masked_mean(-log_ratio, m)) if int(m.sum()) else 0.0,
+        }
+    return loss, stats
+
+
+def kl_penalty(log_probs: torch.Tensor, ref_log_probs: torch.Tensor, kind: str = "k3") -> torch.Tensor:
+    """Per-token estimators of KL(pi_theta || pi_ref) from samples of pi_theta (Schulman's k1/k2/k3).
+
+    With d = log_probs - ref_log_probs (log pi_theta - log pi_ref) at the sampled token:
+
+        k1 = d                              (unbiased, high variance)
+        k2 = d^2 / 2                        (biased, low variance)
+        k3 = exp(-d) - 1 + d                (unbiased, >= 0; "low-var-kl": -d clamped to +-20 before exp
+                                             and the result clamped to [-10, 10], as in verl)
+
+    Args:
+        log_probs, ref_log_probs: ``[B, T]`` (or any equal shapes).
+        kind: ``"k1"``, ``"k2"``, ``"k3"`` (aliases ``"low-var-kl"``, ``"low_var_kl"``).
+
+    Returns:
+        per-token KL estimate, same shape as the inputs; aggregate with ``aggregate_loss``.
+    """
+    if kind not in KL_ESTIMATORS:
+        raise ValueError(f"kind must be one of {', '.join(repr(k) for k in KL_ESTIMATORS)}; got {kind!r}")
+    _check_shapes(log_probs=log_probs, ref_log_probs=ref_log_probs)
+    d = log_probs - ref_log_probs
+    if kind == "k1":
+        return d
+    if kind == "k2":
+        return 0.5 * d * d
+    neg = torch.clamp(-d, -_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP)
+    return torch.clamp(torch.exp(neg) - 1.0 - neg, -_K3_CLAMP, _K3_CLAMP)
+
+
+def value_loss(
+    values: torch.Tensor,
+    old_values: torch.Tensor,
+    returns: torch.Tensor,
+    mask: torch.Tensor,
+    clip_range: float | None = 0.5,
+    loss_agg_mode: str = "token-mean",
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Clipped value loss (PPO; verl's ``cliprange_value``, default 0.5).
+
+        v_clip = old_values + clip(values - old_values, -c, c)
+        l      = 1/2 * max((values - returns)^2, (v_clip - returns)^2)       (c = None: no clipping)
+
+    Args:
+        values: ``[B, T]`` current value predictions, differentiable.
+        old_values: ``[B, T]`` values at rollout time.
+        returns: ``[B, T]`` targets (e.g. from :func:`ragen_core.math.advantages.gae`).
+        mask: ``[B, T]`` response mask.
+        clip_range: c > 0, or None.
+        loss_agg_mode: one of ``LOSS_AGG_MODES``.
+
+    Returns:
+        ``(loss, stats)`` with ``vf_clipfrac`` (share of valid tokens where the clipped term is larger).
+    """
+    _check_shapes(values=values, old_values=old_values, returns=returns, mask=mask)
+    if clip_range is not None and not clip_range > 0:
+        raise ValueError(f"clip_range must be > 0 (or None to disable); got {clip_range!r}")
+    unclipped = (values - returns) ** 2
+    if clip_range is None:
+        loss_mat = 0.5 * unclipped
+        frac = 0.0
+    else:
+        v_clip = old_values + torch.clamp(values - old_values, -clip_range, clip_range)
+        clipped = (v_clip - returns) ** 2
+        loss_mat = 0.5 * torch.maximum(unclipped, clipped)
+        m = mask != 0
+        frac = float(((clipped > unclipped) & m).sum()) / max(int(m.sum()), 1)
+    return aggregate_loss(loss_mat, mask, loss_agg_mode), {"vf_clipfrac": frac}

@@ -1,0 +1,94 @@
+"""Checkpoints of a training run: the counters, the RNG streams, and atomic save / load of the whole state.
+
+A checkpoint is the trainer's ``state_dict()`` (``ragen_core.training.trainer.Trainer.state_dict``), one
+``torch.save`` file::
+
+    step, next_seed_offset, empty_streak, empty_total      (TrainState, flattened)
+    model, optimizer, critic, critic_optimizer, reference  (state dicts; None where the run has none)
+    ema                                                    (MI-ZScore-EMA)
+    rng                                                    (RNGStreams: sample, update, filter, torch, cuda)
+
+``checkpoints/latest.pt`` is replaced atomically after every save; ``step_NNNNNN.pt`` copies are kept every
+`run.keep_every` steps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+__all__ = ["TrainState", "RNGStreams", "LATEST", "save_checkpoint", "load_checkpoint"]
+
+#: The checkpoint a run resumes from, relative to the run folder.
+LATEST = Path("checkpoints") / "latest.pt"
+
+
+@dataclass
+class TrainState:
+    """The counters of a run (saved flat at the top level of every checkpoint)."""
+
+    step: int = 0
+    #: Train seeds are env.train_seed + offset, one per group, never reused.
+    next_seed_offset: int = 0
+    empty_streak: int = 0
+    empty_total: int = 0
+
+    def state_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, int(state[f.name]))
+
+
+class RNGStreams:
+    """The run's explicit RNG streams (all checkpointed, with torch's global CPU / CUDA states).
+
+    ``sample``: rollout sampling; ``update``: mini-batch order; ``filter``: the random filter strategy.
+    """
+
+    def __init__(self, seed: int):
+        self.sample = torch.Generator(device="cpu").manual_seed(seed)
+        self.update = torch.Generator(device="cpu").manual_seed(seed + 1)
+        self.filter = torch.Generator(device="cpu").manual_seed(seed + 2)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "sample": self.sample.get_state(),
+            "update": self.update.get_state(),
+            "filter": self.filter.get_state(),
+            "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.sample.set_state(state["sample"])
+        self.update.set_state(state["update"])
+        self.filter.set_state(state["filter"])
+        torch.set_rng_state(state["torch"])
+        if state["cuda"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(run_dir: str | Path, state: dict[str, Any], step: int, keep_every: int = 0) -> Path:
+    """Write `state` to ``checkpoints/latest.pt`` atomically (and a numbered copy every `keep_every` steps)."""
+    path = Path(run_dir) / LATEST
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    torch.save(state, tmp)
+    tmp.replace(path)
+    if keep_every and step and step % keep_every == 0:
+        torch.save(state, path.parent / f"step_{step:06d}.pt")
+    return path
+
+
+def load_checkpoint(run_dir: str | Path) -> dict[str, Any]:
+    """The state saved by :func:`save_checkpoint` (FileNotFoundError when the run has none)."""
+    path = Path(run_dir) / LATEST
+    if not path.is_file():
+        raise FileNotFoundError(f"no checkpoint to resume from: {path} does not exist")
+    return torch.load(path, map_location="cpu", weights_only=False)

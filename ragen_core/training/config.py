@@ -1,0 +1,591 @@
+"""Training configuration: dataclasses with the paper's defaults, TOML files and `key=value` overrides.
+
+A run is described by one :class:`TrainConfig`, made of small sections::
+
+    [run]       name, output folder, seed, number of steps, device, logging/checkpoint cadence
+    [model]     policy path ("tiny" = the offline tiny model), dtype, critic learning rate
+    [env]       env id and kwargs, train / validation seeds (RAGEN: 10000 / 123)
+    [rollout]   P groups x G rollouts, turns, context mode, sampling, reward placement
+    [algo]      an entry of ragen_core.training.algorithms (ppo | grpo | dr_grpo | dapo | rloo), learning
+                rate, clipping, entropy / KL coefficients, GAE
+    [filter]    SNR-aware filtering (docs/science.md section 4): strategy, keep rate, empty-step policy
+    [mi]        MI diagnostics cadence and EMA constants (docs/science.md section 2)
+    [eval]      validation cadence and size
+    [warm_start] supervised warm start on oracle trajectories
+
+Defaults are the official ones of docs/science.md section 6 (8 groups x 16 rollouts, temperature 1, actor lr 1e-6,
+entropy 0.001, KL off, clip 0.2 / 0.28, GAE gamma = lambda = 1, up to 5 turns, 2 actions per turn) and
+top-p filtering with rho = 0.9.
+
+Loading::
+
+    cfg = load_config("configs/sokoban_tiny.toml", ["algo.name=grpo", "rollout.groups=4"])
+
+Unknown sections or keys, in a file or an override, raise :class:`ConfigError` naming the key and listing
+the accepted ones; values are type-checked (ints are accepted where floats are expected).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ragen_core.math.filtering import ORDERS, SCORES, STRATEGIES
+from ragen_core.math.losses import KL_ESTIMATORS
+from ragen_core.rollout import parse_context
+from ragen_core.training.algorithms import ALGORITHMS as _ALGORITHM_TABLE
+from ragen_core.training.algorithms import AUTO, config_errors
+from ragen_core.training.sft import NOISE_ACTIONS, REASONING_STYLES, TEMPLATE_ANSWERS
+from ragen_envs.validation import require_int
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+__all__ = [
+    "ALGORITHMS",
+    "ConfigError",
+    "RunConfig",
+    "ModelConfig",
+    "EnvConfig",
+    "RolloutConfig",
+    "AlgoConfig",
+    "FilterConfig",
+    "MIConfig",
+    "EvalConfig",
+    "WarmStartConfig",
+    "TrainConfig",
+    "load_config",
+    "apply_overrides",
+    "config_to_dict",
+    "config_from_dict",
+    "dump_toml",
+    "RESUME_KEYS",
+    "resume_changes",
+]
+
+#: The trainer's algorithms (the table of ragen_core.training.algorithms).
+ALGORITHMS = tuple(_ALGORITHM_TABLE)
+REWARD_PLACEMENTS = ("last_token", "per_turn")
+#: `algo.lr_schedule` values (see `AlgoConfig.lr_schedule` and `ragen_core.training.trainer.lr_fraction`).
+LR_SCHEDULES = ("constant", "linear")
+
+
+class ConfigError(ValueError):
+    """A configuration file or override is invalid (unknown key, wrong type, value out of range)."""
+
+
+@dataclass
+class RunConfig:
+    """Where and how long a run goes."""
+
+    name: str = "run"
+    #: Parent folder of run folders; the run folder is `out_dir/name` (a suffix is added if it exists).
+    out_dir: str = "runs"
+    seed: int = 0
+    steps: int = 200
+    #: "auto" (cuda if available), "cpu" or "cuda".
+    device: str = "auto"
+    #: torch CPU threads for this process (torch.set_num_threads); 0 = torch's default (one per core). A model as
+    #: small as "tiny" runs fastest on 1 thread, and on a machine whose cores other jobs share, more threads than
+    #: free cores make every step many times slower.
+    threads: int = 0
+    #: Checkpoint every this many steps (1 = killing the process loses at most the current step).
+    save_every: int = 1
+    #: Also keep a numbered copy of the checkpoint every this many steps (0 = only the latest).
+    keep_every: int = 0
+    #: Stop training (then validate once more) when this many minutes have passed; 0 = no limit.
+    max_minutes: float = 0.0
+    #: Show a progress bar.
+    progress: bool = True
+    #: Also write TensorBoard events (needs the `tensorboard` extra).
+    tensorboard: bool = False
+
+
+@dataclass
+class ModelConfig:
+    """The policy (and critic) backend."""
+
+    #: Local path of a transformers causal LM, or "tiny" for the offline tiny model (built on first use).
+    path: str = "tiny"
+    #: "float32" or "bfloat16" (bf16 only makes sense on a GPU).
+    dtype: str = "float32"
+    #: Critic learning rate (PPO only; verl's default critic lr is 1e-5).
+    critic_lr: float = 1e-5
+    #: Gradient checkpointing for real models on small GPUs.
+    gradient_checkpointing: bool = False
+
+
+@dataclass
+class EnvConfig:
+    """The environment family and its seeds (docs/protocol.md: train seed 10000, validation seed 123)."""
+
+    id: str = "ragen/Sokoban-v0"
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    train_seed: int = 10000
+    val_seed: int = 123
+    #: Name of a reset option that gets a distinct integer per rollout (e.g. "payoff_seed" for the bandit, so
+    #: that rollouts sharing a seed still draw independent payoffs); "" = none.
+    per_rollout_option: str = ""
+
+
+@dataclass
+class RolloutConfig:
+    """P groups x G rollouts per step, multi-turn (RAGEN prompt layout)."""
+
+    groups: int = 8
+    group_size: int = 16
+    max_turns: int = 5
+    #: "full" (whole history), "window:N" (last N turns), "single_turn" (current state only).
+    context: str = "full"
+    max_new_tokens: int = 128
+    temperature: float = 1.0
+    top_p: float = 1.0
+    #: "last_token" (the episode return on the last generated token) or "per_turn".
+    reward_placement: str = "last_token"
+    #: The length limit stated in the format reminder (tokens); 0 = max_new_tokens.
+    length_limit: int = 0
+    #: Send the env's instructions (rules, legend, format) as the system message. The tiny CPU configs turn
+    #: it off: a model that small cannot read ~300 tokens of rules, learns the format from the warm start,
+    #: and trains about twice as fast on the shorter sequences.
+    system_prompt: bool = True
+
+
+@dataclass
+class AlgoConfig:
+    """The RL algorithm and its optimisation hyper-parameters."""
+
+    #: An entry of the algorithm table (ragen_core.training.algorithms): "ppo" (value head + GAE, paper default),
+    #: "grpo", "dr_grpo", "dapo" (token-level loss, dynamic sampling allowed), "rloo".
+    name: str = "ppo"
+    lr: float = 1e-6
+    weight_decay: float = 0.0
+    #: PPO epochs over each batch.
+    epochs: int = 1
+    #: Rows per optimiser step (a multiple of micro_batch_size is not required).
+    mini_batch_size: int = 32
+    #: Rows per forward/backward pass (gradient accumulation within a mini-batch).
+    micro_batch_size: int = 8
+    #: Stop a step's remaining mini-batch updates once the mean approx-KL (old || new) of a mini-batch exceeds
+    #: 1.5 x target_kl (Spinning Up's early stop); 0 = off (the paper's setting).
+    target_kl: float = 0.0
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    #: Dual-clip constant c (> 1), 0 disables.
+    dual_clip: float = 3.0
+    #: verl's names: token-mean, seq-mean-token-mean, seq-mean-token-sum, seq-mean-token-sum-norm; "auto" = the
+    #: algorithm's (token-mean, except dr_grpo: seq-mean-token-sum-norm). dr_grpo and dapo fix theirs.
+    loss_agg_mode: str = AUTO
+    entropy_coef: float = 0.001
+    #: KL to a frozen reference (off by default, as the paper).
+    kl_coef: float = 0.0
+    kl_estimator: str = "k3"
+    gamma: float = 1.0
+    lam: float = 1.0
+    value_clip: float = 0.5
+    grad_clip: float = 1.0
+    #: AdamW's epsilon: gradients much smaller than it get proportionally small updates instead of the full
+    #: lr-sized step Adam gives every parameter (see docs/training.md: why small-scale RL needs it larger).
+    adam_eps: float = 1e-8
+    #: "constant" (the paper's) or "linear": the learning rate (and the critic's) falls linearly from `lr` at
+    #: step 1 to `lr / run.steps` at the last step (CleanRL's `anneal_lr`); it damps the late oscillation of
+    #: small-batch runs.
+    lr_schedule: str = "constant"
+    #: Recompute old log-probs with a teacher-forced pass (exact PPO ratio; the sampling log-probs differ
+    #: from the model's under top-p or temperature != 1).
+    recompute_old_logprobs: bool = True
+    #: DAPO dynamic sampling: roll out extra groups to refill the ones the filter dropped (algorithms whose
+    #: table entry allows it: dapo).
+    dynamic_sampling: bool = False
+    #: At most this many extra rollout rounds per step for dynamic sampling.
+    max_refill_rounds: int = 3
+
+
+@dataclass
+class FilterConfig:
+    """SNR-aware filtering (docs/science.md section 4), applied between rollout and update."""
+
+    enabled: bool = True
+    strategy: str = "top_p"
+    value: float = 0.9
+    score: str = "variance"
+    include_zero: bool = True
+    order: str = "largest"
+    eps: float = 0.0
+    #: Stop after this many consecutive empty steps (official code: 5); 0 = never stop.
+    max_empty_steps: int = 5
+
+
+@dataclass
+class MIConfig:
+    """MI diagnostics (docs/science.md section 2): in-batch cross-scoring every `every` steps."""
+
+    every: int = 5
+    #: Token budget per cross-scoring forward pass.
+    batch_tokens: int = 8192
+    ema_alpha: float = 0.9
+    ema_eps: float = 1e-3
+    #: Z = "reasoning" (response through </think>) or "response" (the whole first-turn response).
+    span: str = "reasoning"
+    #: A fixed held-out probe (ragen_core.training.probe): N distinct first-turn prompts cross-scored every
+    #: `probe_every`
+    #: steps and at step 0, logged as probe/*; 0 = no probe (its cost is logged as perf/probe_s).
+    probe_prompts: int = 0
+    #: Samples per probe prompt (G of the probe).
+    probe_group_size: int = 4
+    #: Probe every N steps (0 = use `every`).
+    probe_every: int = 0
+    #: First seed of the probe's levels (disjoint from the train, validation and warm-start seeds).
+    probe_seed: int = 5000
+
+
+@dataclass
+class EvalConfig:
+    """Validation on held-out seeds (stream seeded by env.val_seed)."""
+
+    every: int = 10
+    #: Number of validation episodes (distinct seeds, one rollout each).
+    episodes: int = 32
+    greedy: bool = True
+    #: Also validate before the first step (the "before" number of a run).
+    at_start: bool = True
+
+
+@dataclass
+class WarmStartConfig:
+    """Supervised warm start on scripted trajectories written in the response format."""
+
+    #: Number of scripted episodes (0 = no warm start).
+    sft_episodes: int = 0
+    #: "oracle" (solver / optimal actions) or "random" (uniformly random valid actions: teaches the format
+    #: without the task, e.g. for learning tests).
+    policy: str = "oracle"
+    #: A noisy demonstrator (oracle policy only): the probability that its answer is `noise_action` instead of
+    #: the oracle's, the reasoning staying the oracle's (ragen_core.training.sft.oracle_response); 0 = the oracle.
+    action_noise: float = 0.0
+    #: What the noisy demonstrator answers: "random" (a random valid action) or "first" (the first action of
+    #: the env's list / the first arm shown: a habit that ignores the state).
+    noise_action: str = "random"
+    epochs: int = 2
+    lr: float = 1e-3
+    batch_size: int = 16
+    #: Seed stream of the warm-start episodes (distinct from train and validation seeds).
+    seed: int = 777
+    #: Sokoban oracle reasoning text: "full" (sentences naming the cells) or "plan" (short: the cells, the
+    #: solver's first push and the next move); see ragen_core.training.sft.oracle_response.
+    reasoning: str = "full"
+    #: Input dependence of the demonstrator's reasoning, q: with probability q it reasons about the state it
+    #: sees, otherwise it writes the reasoning of one fixed reference level (same form and length, no
+    #: dependence on the input); the answer is the demonstrator's either way. 1 = always state-derived.
+    #: q < 1 starts RL with reasoning that is input-dependent but off the MI ceiling (docs/collapse.md).
+    reasoning_dependence: float = 1.0
+    #: What the demonstrator answers after its template (q < 1): "demonstrator" (the same answer as after
+    #: state-derived reasoning, noise included) or "oracle" (the oracle's action, never the noise): then the
+    #: template traces pay more on average than the state-derived ones, whose answers carry the action noise
+    #: (the "template that pays" of the collapse testbed, docs/collapse.md).
+    template_answer: str = "demonstrator"
+    #: The number of reference levels the template is drawn from (uniformly, per episode): 1 = one fixed text;
+    #: R > 1 gives the template log R nats of its own, input-independent diversity (docs/collapse.md).
+    template_levels: int = 1
+    #: Input-independent diversity: the demonstrator opens every reasoning with this many words drawn uniformly
+    #: from ragen_core.training.sft.FILLER_WORDS (independently of the state), so that the reasoning's entropy has a
+    #: part that does not depend on the input (docs/collapse.md). 0 = none.
+    filler_words: int = 0
+    #: Learning-rate schedule: "constant" or "linear" (5% warm-up, then linear decay to 0).
+    schedule: str = "constant"
+    #: A folder where warm-started weights are cached by everything the warm start reads
+    #: (ragen_core.training.warm_cache):
+    #: runs that differ only after the warm start (filter variants of one seed) train it once. "" = no cache.
+    cache_dir: str = ""
+
+
+@dataclass
+class TrainConfig:
+    """A full training run (see the module docstring)."""
+
+    run: RunConfig = field(default_factory=RunConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    filter: FilterConfig = field(default_factory=FilterConfig)
+    mi: MIConfig = field(default_factory=MIConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
+
+    def validate(self) -> TrainConfig:
+        """Range checks and the algorithm table's rules; raises ConfigError naming the key."""
+        _int("run.steps", self.run.steps, 0)
+        _check(self.run.device in ("auto", "cpu", "cuda") or self.run.device.startswith("cuda:"),
+               "run.device", "must be auto, cpu, cuda or cuda:N")
+        _int("run.threads", self.run.threads, 0, "0 = torch's default")
+        _int("run.save_every", self.run.save_every, 0, "0 = only at the end")
+        _check(self.model.dtype in ("float32", "bfloat16"), "model.dtype", "must be float32 or bfloat16")
+        _int("rollout.groups", self.rollout.groups, 1)
+        _int("rollout.group_size", self.rollout.group_size, 1)
+        _int("rollout.max_turns", self.rollout.max_turns, 1)
+        _int("rollout.max_new_tokens", self.rollout.max_new_tokens, 1)
+        _check(self.rollout.temperature > 0, "rollout.temperature", "must be > 0")
+        _check(0 < self.rollout.top_p <= 1, "rollout.top_p", "must be in (0, 1]")
+        _one_of("rollout.reward_placement", self.rollout.reward_placement, REWARD_PLACEMENTS)
+        try:
+            parse_context(self.rollout.context)
+        except ValueError as e:
+            raise ConfigError(f"rollout.context: {e}") from None
+        for key, what in config_errors(self.algo, self.rollout.group_size):
+            raise ConfigError(f"{key} {what}")
+        _check(self.algo.lr > 0, "algo.lr", "must be > 0")
+        _int("algo.epochs", self.algo.epochs, 1)
+        _int("algo.mini_batch_size", self.algo.mini_batch_size, 1)
+        _int("algo.micro_batch_size", self.algo.micro_batch_size, 1)
+        _check(self.algo.target_kl >= 0, "algo.target_kl", "must be >= 0 (0 = off)")
+        _check(0 <= self.algo.clip_low < 1, "algo.clip_low", "must be in [0, 1)")
+        _check(self.algo.clip_high >= 0, "algo.clip_high", "must be >= 0")
+        _check(self.algo.dual_clip == 0 or self.algo.dual_clip > 1, "algo.dual_clip", "must be 0 (off) or > 1")
+        _check(self.algo.entropy_coef >= 0, "algo.entropy_coef", "must be >= 0")
+        _check(self.algo.kl_coef >= 0, "algo.kl_coef", "must be >= 0")
+        _one_of("algo.kl_estimator", self.algo.kl_estimator, KL_ESTIMATORS)
+        _check(0 <= self.algo.gamma <= 1, "algo.gamma", "must be in [0, 1]")
+        _check(0 <= self.algo.lam <= 1, "algo.lam", "must be in [0, 1]")
+        _check(self.algo.grad_clip >= 0, "algo.grad_clip", "must be >= 0 (0 = no clipping)")
+        _check(self.algo.adam_eps > 0, "algo.adam_eps", "must be > 0")
+        _one_of("algo.lr_schedule", self.algo.lr_schedule, LR_SCHEDULES)
+        _int("algo.max_refill_rounds", self.algo.max_refill_rounds, 0)
+        _one_of("filter.strategy", self.filter.strategy, STRATEGIES)
+        _one_of("filter.score", self.filter.score, SCORES)
+        _one_of("filter.order", self.filter.order, ORDERS)
+        if self.filter.strategy == "top_k_abs":
+            _check(self.filter.value >= 1, "filter.value", "must be a count >= 1 for top_k_abs")
+        else:
+            _check(0 < self.filter.value <= 1, "filter.value", "must be in (0, 1]")
+        _int("filter.max_empty_steps", self.filter.max_empty_steps, 0, "0 = never stop")
+        _int("mi.every", self.mi.every, 0, "0 = never")
+        _check(0 <= self.mi.ema_alpha < 1, "mi.ema_alpha", "must be in [0, 1)")
+        _one_of("mi.span", self.mi.span, ("reasoning", "response"))
+        _int("mi.probe_prompts", self.mi.probe_prompts, 0, "0 = no probe")
+        if self.mi.probe_prompts:
+            _int("mi.probe_prompts", self.mi.probe_prompts, 2, "a probe needs at least 2 prompts")
+        _int("mi.probe_group_size", self.mi.probe_group_size, 1)
+        _int("mi.probe_every", self.mi.probe_every, 0, "0 = mi.every")
+        _int("mi.probe_seed", self.mi.probe_seed, 0)
+        _int("eval.every", self.eval.every, 0, "0 = never")
+        _int("eval.episodes", self.eval.episodes, 1)
+        _int("warm_start.sft_episodes", self.warm_start.sft_episodes, 0)
+        _one_of("warm_start.policy", self.warm_start.policy, ("oracle", "random"))
+        _check(0 <= self.warm_start.action_noise <= 1, "warm_start.action_noise", "must be a probability in [0, 1]")
+        _one_of("warm_start.noise_action", self.warm_start.noise_action, NOISE_ACTIONS)
+        _int("warm_start.epochs", self.warm_start.epochs, 1)
+        _one_of("warm_start.reasoning", self.warm_start.reasoning, REASONING_STYLES)
+        _check(0 <= self.warm_start.reasoning_dependence <= 1, "warm_start.reasoning_dependence",
+               "must be a probability in [0, 1]")
+        _one_of("warm_start.template_answer", self.warm_start.template_answer, TEMPLATE_ANSWERS)
+        _int("warm_start.filler_words", self.warm_start.filler_words, 0)
+        _int("warm_start.template_levels", self.warm_start.template_levels, 1)
+        _one_of("warm_start.schedule", self.warm_start.schedule, ("linear", "constant"))
+        return self
+
+
+def _check(ok: bool, key: str, what: str) -> None:
+    if not ok:
+        raise ConfigError(f"{key} {what}")
+
+
+def _int(key: str, value: Any, low: int, note: str = "") -> None:
+    """An int >= `low` (ragen_envs.validation.require_int's rule and wording), else ConfigError."""
+    try:
+        require_int(key, value, low=low)
+    except ValueError as e:
+        raise ConfigError(f"{e} ({note})" if note else str(e)) from None
+
+
+def _one_of(key: str, value: Any, choices: tuple[str, ...]) -> None:
+    _check(value in choices, key, f"must be one of {', '.join(choices)}; got {value!r}")
+
+
+#: The keys `ragen train --resume RUN_DIR key=value` may change: they decide how long the run goes, how often it is
+#: measured, saved and shown, and where or in what memory layout it computes, never what it trains on or how it
+#: updates (the run's identity). Anything else is a ConfigError: start a new run instead.
+RESUME_KEYS: dict[str, str] = {
+    "run.steps": "train for more (or fewer) steps; not under algo.lr_schedule=linear, whose rate depends on it",
+    "run.max_minutes": "the time limit",
+    "run.progress": "the progress bars",
+    "run.save_every": "checkpoint cadence",
+    "run.keep_every": "numbered checkpoint copies",
+    "run.tensorboard": "the TensorBoard mirror of the metrics",
+    "run.device": "where it computes (cpu, cuda)",
+    "run.threads": "torch CPU threads (speed only)",
+    "eval.every": "validation cadence",
+    "mi.every": "MI diagnostics cadence (measurement only)",
+    "mi.batch_tokens": "token budget of a cross-scoring pass (speed/memory only)",
+    "mi.probe_every": "probe cadence (measurement only)",
+    "filter.max_empty_steps": "the empty-step stopping rule",
+    "algo.micro_batch_size": "rows per forward/backward pass (gradient accumulation: memory only)",
+    "model.gradient_checkpointing": "activation memory only",
+}
+
+
+def resume_changes(saved: TrainConfig, new: TrainConfig) -> dict[str, tuple[Any, Any]]:
+    """The keys that differ between a run's saved config and the one a resume asks for: ``{key: (old, new)}``.
+
+    Raises:
+        ConfigError: naming the first key outside :data:`RESUME_KEYS` that differs (a resume may not change what
+            the run is), and ``run.steps`` under a linear learning-rate schedule.
+    """
+    old_d, new_d = config_to_dict(saved), config_to_dict(new)
+    changes: dict[str, tuple[Any, Any]] = {}
+    for section, values in new_d.items():
+        for key, value in values.items():
+            before = old_d[section][key]
+            if value != before:
+                changes[f"{section}.{key}"] = (before, value)
+    for key, (before, value) in changes.items():
+        if key not in RESUME_KEYS:
+            raise ConfigError(
+                f"{key} cannot change when resuming (saved {before!r}, asked {value!r}): it changes what the run "
+                f"trains, so start a new run instead; a resume may change only {', '.join(RESUME_KEYS)}")
+    if "run.steps" in changes and saved.algo.lr_schedule == "linear":
+        raise ConfigError("run.steps cannot change when resuming a run with algo.lr_schedule=linear: its learning "
+                          "rate at every step depends on run.steps; start a new run instead")
+    return changes
+
+
+# ---------------------------------------------------------------------------------------------- (de)serialise
+def _field_types(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _coerce(key: str, value: Any, typ: Any) -> Any:
+    """Check `value` against the annotation `typ` (int -> float allowed)."""
+    origin = typing.get_origin(typ)
+    if typ is bool:
+        if isinstance(value, bool):
+            return value
+    elif typ is int:
+        try:
+            return require_int(key, value)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+    elif typ is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif typ is str:
+        if isinstance(value, str):
+            return value
+    elif origin is dict or typ is dict:
+        if isinstance(value, dict):
+            return dict(value)
+    else:  # pragma: no cover - every field above is one of these
+        return value
+    name = getattr(typ, "__name__", str(typ))
+    raise ConfigError(f"{key} must be of type {name}; got {value!r} ({type(value).__name__})")
+
+
+def config_from_dict(data: dict[str, Any], base: TrainConfig | None = None) -> TrainConfig:
+    """Build a TrainConfig from nested dicts (as TOML gives), starting from `base` or the defaults."""
+    return config_from_nested(base if base is not None else TrainConfig(), data)
+
+
+def config_from_nested(cfg: TrainConfig, data: dict[str, Any]) -> TrainConfig:
+    """A copy of `cfg` with the sections/keys of `data` replaced (unknown keys raise ConfigError)."""
+    sections = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    out = {}
+    for name in sections:
+        out[name] = dataclasses.replace(getattr(cfg, name))
+    for sec_name, sec_data in data.items():
+        if sec_name not in sections:
+            raise ConfigError(f"unknown config section {sec_name!r}; accepted sections: {', '.join(sections)}")
+        if not isinstance(sec_data, dict):
+            raise ConfigError(f"config section {sec_name!r} must be a table of key = value pairs")
+        section = out[sec_name]
+        types = _field_types(type(section))
+        for key, value in sec_data.items():
+            if key not in types:
+                raise ConfigError(f"unknown config key {sec_name}.{key}; accepted keys in [{sec_name}]: "
+                                  f"{', '.join(types)}")
+            setattr(section, key, _coerce(f"{sec_name}.{key}", value, types[key]))
+    return TrainConfig(**out)
+
+
+def _parse_value(text: str) -> Any:
+    """A TOML value (number, bool, quoted string, inline table, array); bare words are strings."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def apply_overrides(cfg: TrainConfig, overrides: list[str] | tuple[str, ...]) -> TrainConfig:
+    """Apply `section.key=value` overrides (values parsed as TOML; bare words are strings).
+
+    `env.kwargs.NAME=value` sets one env keyword argument.
+    """
+    nested: dict[str, Any] = {}
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} must look like section.key=value")
+        key, raw = item.split("=", 1)
+        key = key.strip()
+        parts = key.split(".")
+        if len(parts) < 2 or not all(parts):
+            raise ConfigError(f"override key {key!r} must be section.key (e.g. algo.lr=1e-6)")
+        value = _parse_value(raw.strip())
+        if len(parts) > 2:
+            if parts[:2] != ["env", "kwargs"] or len(parts) != 3:
+                raise ConfigError(f"unknown config key {key!r}: only env.kwargs.NAME may have three parts")
+            kwargs = nested.setdefault("env", {}).setdefault("kwargs", dict(cfg.env.kwargs))
+            kwargs[parts[2]] = value
+            continue
+        nested.setdefault(parts[0], {})[parts[1]] = value
+    return config_from_nested(cfg, nested)
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+    """Defaults <- TOML file (if given) <- overrides; validated."""
+    cfg = TrainConfig()
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {str(p)!r} does not exist")
+        try:
+            data = tomllib.loads(p.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{p}: invalid TOML: {e}") from None
+        cfg = config_from_nested(cfg, data)
+    cfg = apply_overrides(cfg, list(overrides))
+    return cfg.validate()
+
+
+def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:
+    """Nested plain dict (JSON/TOML ready)."""
+    return dataclasses.asdict(cfg)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def dump_toml(cfg: TrainConfig) -> str:
+    """The resolved config as TOML text (loads back to an equal config)."""
+    lines: list[str] = []
+    for section, values in config_to_dict(cfg).items():
+        lines.append(f"[{section}]")
+        for key, value in values.items():
+            lines.append(f"{key} = {_toml_value(value)}")
+        lines.append("")
+    return "\n".join(lines)

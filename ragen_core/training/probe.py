@@ -1,0 +1,186 @@
+"""A fixed held-out MI probe: input dependence measured off the batch, on the same prompts every time.
+
+The in-batch proxies (`collapse/*`, :func:`ragen_core.math.mi.mi_proxies` on the training batch) have two blind spots
+at small scale: with P = 8 prompts their ceiling is log 8 = 2.08 nats and retrieval saturates at 1.0 as soon as
+the reasoning names anything of the state, and each batch holds different prompts (sometimes the same level
+twice), so a value moves with the batch as much as with the policy. The probe fixes both:
+
+- N distinct first-turn prompts (``mi.probe_prompts``, default 32: ceiling log 32 = 3.47 nats, retrieval chance
+  1/32) drawn once from their own seed stream (``mi.probe_seed``), disjoint from the train, validation and
+  warm-start seeds; a level whose observation equals an earlier one is skipped, so no prompt is duplicated;
+- every ``mi.probe_every`` steps, and once before the first RL step (step 0): G samples per prompt
+  (``mi.probe_group_size``) at the training temperature, from a sampler seeded by (run.seed, step) and
+  independent of the training streams (switching the probe on or off leaves the training run unchanged);
+- every trace cross-scored under every prompt with the KV-reuse path (:func:`ragen_core.math.mi.cross_score`), and the
+  policy's mean next-token entropy over the probe's reasoning tokens (the within-input diversity the paper says
+  dashboards watch).
+
+Logged under ``probe/`` with the chance level and the ceiling beside every value:
+
+    probe/retrieval_acc, probe/retrieval_chance (1/N)          probe/recall_at_{2,4,8} and their _chance (k/N)
+    probe/retrieval_margin = (acc - chance) / (1 - chance)     (0 = chance, 1 = perfect retrieval)
+    probe/mi_seq_est, probe/mi_upper_bound (log N)             probe/mi_seq_norm = mi_seq_est / log N
+    probe/cond_entropy_seq_est (H(Z|X), nats per trace)        probe/cond_entropy_est (nats per token)
+    probe/token_entropy (policy entropy per reasoning token)   probe/mi_est, probe/mi_zscore ...
+    probe/success, probe/return (first turn)                   probe/pmi_return_cov, probe/pmi_return_corr
+    perf/probe_s (seconds spent on the probe)
+
+The last pair says which way the task gradient pushes input dependence (:func:`pmi_return_association`): the
+within-prompt covariance between a trace's return and its pointwise input dependence. Positive: the traces that
+depend more on their input earn more, and the task gradient raises the MI; negative: a template pays, and it
+lowers it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from ragen_core.episode import per_rollout_options, rollout_option
+from ragen_core.math.mi import cross_score, flatten_proxies, mi_proxies
+from ragen_core.rollout import RolloutBatch, RolloutSettings, make_envs, pad_token_id, rollout
+
+__all__ = ["ProbeSet", "build_probe", "pmi_return_association", "probe_metrics", "probe_seed_range"]
+
+#: At most this many candidate seeds per probe prompt are tried when skipping duplicated levels.
+_CANDIDATES_PER_PROMPT = 4
+
+
+def probe_seed_range(probe_seed: int, n_prompts: int) -> range:
+    """The seeds a probe of `n_prompts` prompts may draw from (checked against the other seed streams)."""
+    return range(probe_seed, probe_seed + _CANDIDATES_PER_PROMPT * n_prompts)
+
+
+@dataclass
+class ProbeSet:
+    """N distinct probe levels (their seeds) and the envs that replay them (N * G envs)."""
+
+    seeds: list[int]
+    envs: list[Any]
+    group_size: int
+    settings: RolloutSettings
+    reset_options: list[dict[str, Any]] | None
+
+
+def build_probe(env_id: str, env_kwargs: dict[str, Any], n_prompts: int, group_size: int, probe_seed: int,
+                settings: RolloutSettings, per_rollout_option: str = "") -> ProbeSet:
+    """Draw `n_prompts` levels with pairwise distinct first observations from seeds ``probe_seed, probe_seed+1,..``.
+
+    Raises ValueError when fewer than `n_prompts` distinct levels exist among the candidate seeds (an env with
+    very few distinct levels: lower ``mi.probe_prompts``).
+    """
+    if n_prompts < 2 or group_size < 1:
+        raise ValueError(f"a probe needs >= 2 prompts and >= 1 sample each; got {n_prompts} x {group_size}")
+    env = make_envs(env_id, 1, env_kwargs)[0]
+    seen: set[str] = set()
+    seeds: list[int] = []
+    for s in probe_seed_range(probe_seed, n_prompts):
+        opts = rollout_option(per_rollout_option, s, 0, group_size)
+        obs, _ = env.reset(seed=s, options=opts)
+        key = obs if isinstance(obs, str) else repr(obs)
+        if key in seen:
+            continue
+        seen.add(key)
+        seeds.append(s)
+        if len(seeds) == n_prompts:
+            break
+    if len(seeds) < n_prompts:
+        raise ValueError(f"only {len(seeds)} distinct levels among seeds {probe_seed}.."
+                         f"{probe_seed + _CANDIDATES_PER_PROMPT * n_prompts - 1} of {env_id}; "
+                         f"lower mi.probe_prompts (asked for {n_prompts})")
+    reset_options = per_rollout_options(per_rollout_option, seeds, group_size)
+    return ProbeSet(seeds=seeds, envs=make_envs(env_id, n_prompts * group_size, env_kwargs),
+                    group_size=group_size, settings=replace(settings, max_turns=1, greedy=False),
+                    reset_options=reset_options)
+
+
+def _token_entropy(policy: Any, batch: RolloutBatch, lengths: torch.Tensor, temperature: float) -> float:
+    """Mean next-token entropy of the policy over the scored reasoning tokens of every probe trace (nats)."""
+    kw = {} if temperature == 1.0 else {"temperature": temperature}
+    out = policy.forward_logprobs(batch.input_ids.to(policy.device), batch.attention_mask.to(policy.device),
+                                  with_entropy=True, **kw)
+    ent = out.entropy.float().cpu()
+    total, count = 0.0, 0
+    flat_len = lengths.flatten().tolist()  # trajectory i * G + k
+    for row in range(batch.input_ids.shape[0]):
+        pos = (batch.loss_mask[row] != 0).nonzero().flatten()  # the first (only) turn's response tokens
+        pos = pos[: int(flat_len[int(batch.row_traj[row])])]  # its reasoning span
+        total += float(ent[row, pos].sum())
+        count += int(pos.numel())
+    return total / max(count, 1)
+
+
+def pmi_return_association(L: torch.Tensor, returns: torch.Tensor) -> tuple[float, float]:
+    """Within-prompt association between a trace's return and its pointwise input dependence.
+
+    Args:
+        L: ``[P, G, P]`` cross-scores, ``L[i, k, j] = log p(z_ik | x_j)`` (:func:`ragen_core.math.mi.cross_score`).
+        returns: ``[P, G]`` (or ``[P * G]``, group-major) returns of the traces.
+
+    With the pointwise MI ``pmi_ik = L[i,k,i] - log((1/P) sum_j exp L[i,k,j])`` (the trace's share of MI-Seq)
+    and both series centred within each prompt group (``c_ik = v_ik - mean_k v_ik``, as GRPO centres rewards),
+    returns ``(cov, corr)``:
+
+        cov  = mean_ik pmi_c[i,k] * r_c[i,k]
+        corr = sum pmi_c r_c / sqrt(sum pmi_c^2 * sum r_c^2)      (0.0 when either sum of squares is 0)
+
+    Why it tells the task gradient's direction: for a policy that is a softmax over whole traces (one logit per
+    trace and prompt), one natural-gradient step on the advantages ``A = r_c`` changes ``pi(z|x)`` by ``eta
+    pi(z|x) A(z)``, so the expected PMI of the prompt's traces moves by ``eta * Cov_z(pmi, A)``: positive,
+    the task gradient favours the input-dependent traces; negative, it favours the template.
+    """
+    if L.dim() != 3 or L.shape[0] != L.shape[2]:
+        raise ValueError(f"L must be [P, G, P]; got {tuple(L.shape)}")
+    P, G = int(L.shape[0]), int(L.shape[1])
+    r = torch.as_tensor(returns, dtype=torch.float64).reshape(P, G)
+    L = L.to(torch.float64)
+    own = L[torch.arange(P), :, torch.arange(P)]  # [P, G]: L[i, k, i]
+    pmi = own - (torch.logsumexp(L, dim=2) - math.log(P))
+    pmi_c = pmi - pmi.mean(dim=1, keepdim=True)
+    r_c = r - r.mean(dim=1, keepdim=True)
+    cov = float((pmi_c * r_c).mean())
+    denom = float((pmi_c.square().sum() * r_c.square().sum()).sqrt())
+    corr = float((pmi_c * r_c).sum()) / denom if denom > 0 else 0.0
+    return cov, corr
+
+
+@torch.no_grad()
+def probe_metrics(policy: Any, probe: ProbeSet, sample_seed: int, span: str = "reasoning",
+                  batch_tokens: int = 8192, prefix: str = "probe/") -> dict[str, float]:
+    """Sample G traces per probe prompt, cross-score them and return the ``probe/`` metrics (see the module doc).
+
+    Args:
+        policy: the Policy being trained (put in eval mode; no gradient).
+        probe: from :func:`build_probe`.
+        sample_seed: seed of the probe's own sampler (the trainer derives it from run.seed and the step).
+        span: ``"reasoning"`` (through ``</think>``) or ``"response"``, as ``mi.span``.
+    """
+    gen = torch.Generator().manual_seed(int(sample_seed))
+    policy.model.eval()
+    batch = rollout(policy, probe.envs, probe.seeds, probe.group_size, probe.settings, generator=gen,
+                    reset_options=probe.reset_options)
+    prompts, traces = batch.mi_inputs(span=span)
+    stand_in = int(pad_token_id(policy.tokenizer))
+    empty = 0
+    for row in traces:
+        for k, z in enumerate(row):
+            if not z:  # nothing to score: stand in one token (counted), as the in-batch diagnostics do
+                row[k] = [stand_in]
+                empty += 1
+    L, lengths = cross_score(policy.model, prompts, traces, batch_tokens=batch_tokens, return_lengths=True)
+    stats = mi_proxies(L, lengths, prompt_ids=[tuple(p) for p in prompts])
+    out = flatten_proxies(stats, prefix=prefix)
+    chance = stats["retrieval_chance"]
+    out[prefix + "retrieval_margin"] = (stats["retrieval_acc"] - chance) / (1.0 - chance)
+    out[prefix + "mi_seq_norm"] = stats["mi_seq_est"] / stats["mi_upper_bound"]
+    out[prefix + "token_entropy"] = _token_entropy(policy, batch, lengths, probe.settings.temperature)
+    out[prefix + "empty_traces"] = float(empty)
+    out[prefix + "success"] = float(batch.success.float().mean())
+    out[prefix + "return"] = float(batch.returns.float().mean())
+    cov, corr = pmi_return_association(L, batch.returns)
+    out[prefix + "pmi_return_cov"] = cov
+    out[prefix + "pmi_return_corr"] = corr
+    return out

@@ -1,0 +1,297 @@
+"""What a run writes besides checkpoints: the metrics log, the plots and the summary.
+
+- :class:`RunLog`: ``metrics.jsonl`` (one JSON object per log call), ``val_outcomes.jsonl`` (per-episode
+  validation outcomes), the optional TensorBoard mirror, the in-memory history, the rewind on resume.
+- :func:`write_plots`: ``success.png``, ``entropy_mi.png``, ``filter.png`` from the history.
+- :func:`write_summary`: ``summary.md``, what was run and the numbers at start and end.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragen_core.training.algorithms import get_algorithm
+from ragen_core.training.config import ConfigError, TrainConfig
+
+__all__ = ["METRICS", "VAL_OUTCOMES", "RunLog", "require_tensorboard", "write_plots", "write_summary"]
+
+#: One JSON line of metrics per log call (the steps, the warm start, the validations), in the run folder.
+METRICS = "metrics.jsonl"
+#: Per-episode validation outcomes, one JSON line per validation: {"step", "seeds", "success": [0/1, ...]}.
+VAL_OUTCOMES = "val_outcomes.jsonl"
+
+
+def require_tensorboard() -> None:
+    """Fail at start-up, not after the first step, when TensorBoard logging is asked for but missing."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter  # noqa: F401
+    except ImportError as exc:
+        raise ConfigError(
+            "run.tensorboard = true needs the tensorboard package: pip install 'ragen2[tensorboard]'"
+        ) from exc
+
+
+def _metrics_jsonable(d: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, (np.floating, np.integer)):
+            v = v.item()
+        if isinstance(v, float) and not math.isfinite(v):
+            v = None
+        out[k] = v
+    return out
+
+
+class RunLog:
+    """The metrics of one run: ``metrics.jsonl``, ``val_outcomes.jsonl``, TensorBoard, `history`, `on_step`."""
+
+    def __init__(self, run_dir: str | Path, tensorboard: bool = False,
+                 on_step: Callable[[dict[str, Any]], None] | None = None):
+        self.run_dir = Path(run_dir)
+        self.tensorboard = tensorboard
+        self.on_step = on_step
+        self.history: list[dict[str, Any]] = []
+        self._tb = None
+        if tensorboard:
+            require_tensorboard()
+
+    def start(self) -> None:
+        """A fresh run: empty log files."""
+        (self.run_dir / METRICS).write_text("")
+        (self.run_dir / VAL_OUTCOMES).write_text("")
+
+    def log(self, metrics: dict[str, Any]) -> None:
+        metrics = _metrics_jsonable(metrics)
+        self.history.append(metrics)
+        with open(self.run_dir / METRICS, "a", encoding="utf-8") as f:
+            f.write(json.dumps(metrics) + "\n")
+        if self.tensorboard:
+            self._tensorboard(metrics)
+        if self.on_step is not None:
+            self.on_step(metrics)
+
+    def log_val_outcomes(self, step: int, seeds: list[int], success: list[int]) -> None:
+        """Per-episode outcomes (the same seeds every time), for paired before/after comparisons."""
+        with open(self.run_dir / VAL_OUTCOMES, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"step": step, "seeds": seeds, "success": success}) + "\n")
+
+    def rewind(self, step: int) -> None:
+        """Resume: reload the history up to `step`; records after it belong to the lost step and are dropped."""
+        mpath = self.run_dir / METRICS
+        history = []
+        if mpath.is_file():
+            for line in mpath.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    rec = json.loads(line)
+                    if rec.get("step", 0) <= step:
+                        history.append(rec)
+        self.history = history
+        mpath.write_text("".join(json.dumps(r) + "\n" for r in history))
+        vpath = self.run_dir / VAL_OUTCOMES
+        if vpath.is_file():
+            kept = [line for line in vpath.read_text(encoding="utf-8").splitlines()
+                    if line.strip() and json.loads(line)["step"] <= step]
+            vpath.write_text("".join(line + "\n" for line in kept))
+
+    def _tensorboard(self, metrics: dict[str, Any]) -> None:
+        """Mirror the numeric metrics to TensorBoard (`run.tensorboard = true`, extra `tensorboard`)."""
+        if self._tb is None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(str(self.run_dir / "tensorboard"))
+        for k, v in metrics.items():
+            if k != "step" and isinstance(v, (int, float)):
+                self._tb.add_scalar(k, v, metrics["step"])
+
+
+def _series(history: list[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
+    xs, ys = [], []
+    for rec in history:
+        v = rec.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            xs.append(int(rec["step"]))
+            ys.append(float(v))
+    return xs, ys
+
+
+def write_plots(run_dir: Path, history: list[dict[str, Any]]) -> list[Path]:
+    """success.png, entropy_mi.png, filter.png from the metrics history."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for key, label in (("rollout/success", "train (sampled)"), ("val/success", "validation")):
+        xs, ys = _series(history, key)
+        if xs:
+            ax.plot(xs, ys, marker="o" if key.startswith("val") else None, label=label)
+    ax.set_xlabel("step")
+    ax.set_ylabel("success rate")
+    ax.set_ylim(-0.02, 1.02)
+    ax.legend()
+    ax.set_title("Success")
+    fig.tight_layout()
+    paths.append(run_dir / "success.png")
+    fig.savefig(paths[-1], dpi=100)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    xs, ys = _series(history, "collapse/token_entropy")
+    ax.plot(xs, ys, color="tab:blue", label="token entropy (nats)")
+    xs, ys = _series(history, "collapse/cond_entropy_est")
+    if xs:
+        ax.plot(xs, ys, color="tab:cyan", marker="s", label="H(Z|X) est. (nats/token)")
+    ax.set_xlabel("step")
+    ax.set_ylabel("entropy")
+    ax2 = ax.twinx()
+    xs, ys = _series(history, "collapse/mi_seq_est")
+    if xs:
+        ax2.plot(xs, ys, color="tab:red", marker="o", label="MI-Seq-Est (nats)")
+    xs, ys = _series(history, "collapse/retrieval_acc")
+    if xs:
+        ax2.plot(xs, ys, color="tab:orange", marker="^", label="Retrieval-Acc")
+    ax2.set_ylabel("mutual information proxies")
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="best")
+    ax.set_title("Entropy vs mutual information")
+    fig.tight_layout()
+    paths.append(run_dir / "entropy_mi.png")
+    fig.savefig(paths[-1], dpi=100)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    xs, ys = _series(history, "filter/rv_mean")
+    ax.plot(xs, ys, label="RV mean")
+    xs, ys = _series(history, "filter/rv_heterogeneity")
+    ax.plot(xs, ys, label="RV heterogeneity (std/mean)")
+    ax.set_xlabel("step")
+    ax2 = ax.twinx()
+    xs, ys = _series(history, "filter/kept_fraction")
+    ax2.plot(xs, ys, color="tab:green", linestyle="--", label="kept fraction")
+    ax2.set_ylim(-0.02, 1.02)
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="best")
+    ax.set_title("Reward variance and filtering")
+    fig.tight_layout()
+    paths.append(run_dir / "filter.png")
+    fig.savefig(paths[-1], dpi=100)
+    plt.close(fig)
+    if _series(history, "probe/retrieval_margin")[0]:
+        paths.append(_probe_plot(run_dir, history, plt))
+    return paths
+
+
+def _probe_plot(run_dir: Path, history: list[dict[str, Any]], plt: Any) -> Path:
+    """probe.png: the held-out probe's input dependence (margin, MI-Seq / log N) against its entropies, each
+    relative to step 0, with the +-25% band the collapse check uses (ragen_core.math.collapse)."""
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for key, label, style in (("probe/retrieval_margin", "retrieval margin over chance", "o-"),
+                              ("probe/mi_seq_norm", "MI-Seq-Est / log N", "s-")):
+        xs, ys = _series(history, key)
+        ax.plot(xs, ys, style, label=label)
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_xlabel("step")
+    ax.set_ylabel("input dependence (0 = chance, 1 = ceiling)")
+    ax2 = ax.twinx()
+    for key, label, color in (("probe/token_entropy", "token entropy / start", "tab:gray"),
+                              ("probe/cond_entropy_est", "H(Z|X) / start", "tab:cyan")):
+        xs, ys = _series(history, key)
+        if xs and ys[0] > 0:
+            ax2.plot(xs, [y / ys[0] for y in ys], "--", color=color, label=label)
+    ax2.axhspan(0.75, 1.25, color="tab:gray", alpha=0.1)
+    ax2.set_ylabel("entropy relative to step 0")
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="best")
+    ax.set_title("Held-out probe: input dependence vs entropy")
+    fig.tight_layout()
+    path = run_dir / "probe.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _first_last(history: list[dict[str, Any]], key: str) -> tuple[float | None, float | None]:
+    _, ys = _series(history, key)
+    return (ys[0], ys[-1]) if ys else (None, None)
+
+
+def _fmt(v: float | None, digits: int = 3) -> str:
+    return "n/a" if v is None else f"{v:.{digits}f}"
+
+
+def _probe_summary(history: list[dict[str, Any]]) -> list[str]:
+    """The held-out probe's start/end table and the collapse verdict (ragen_core.math.collapse)."""
+    from ragen_core.math.collapse import collapse_from_history
+
+    rows = [r for r in history if isinstance(r.get("probe/retrieval_margin"), (int, float))]
+    first, last = rows[0], rows[-1]
+    n = int(first.get("probe/n_prompts", 0))
+    out = [f"## Held-out MI probe ({n} prompts x {int(first.get('probe/group_size', 0))} samples, steps "
+           f"{int(first['step'])}..{int(last['step'])})", "",
+           "| metric | start | end | chance | ceiling |", "|---|---|---|---|---|"]
+    for key, label, chance, ceiling in (
+            ("probe/retrieval_acc", "Retrieval-Acc", _fmt(first.get("probe/retrieval_chance")), "1"),
+            ("probe/recall_at_8", "Recall@8", _fmt(first.get("probe/recall_at_8_chance")), "1"),
+            ("probe/retrieval_margin", "retrieval margin over chance", "0", "1"),
+            ("probe/mi_seq_est", "MI-Seq-Est (nats)", "0", _fmt(first.get("probe/mi_upper_bound"))),
+            ("probe/token_entropy", "token entropy (nats)", "", ""),
+            ("probe/cond_entropy_est", "H(Z\\|X) est. (nats/token)", "", "")):
+        out.append(f"| {label} | {_fmt(first.get(key))} | {_fmt(last.get(key))} | {chance} | {ceiling} |")
+    corr = [float(r["probe/pmi_return_corr"]) for r in rows if isinstance(r.get("probe/pmi_return_corr"), (int, float))]
+    if corr:  # which way the task gradient pushed input dependence (ragen_core.training.probe.pmi_return_association)
+        mean = sum(corr) / len(corr)
+        way = ("the traces that depend more on their input earned more: the task gradient raised the MI" if mean > 0
+               else "the traces that depend less on their input earned more: the task gradient favoured a template"
+               if mean < 0 else "no within-prompt association")
+        out += ["", f"**Task-gradient direction**: within-prompt correlation between a trace's return and its "
+                f"pointwise MI, mean over {len(corr)} probe measurements: {mean:+.3f} ({way})."]
+    verdict = collapse_from_history(history)
+    if verdict is not None:
+        out += ["", "**Collapse check** (the retrieval margin down >= 50% from its peak with both entropies within "
+                f"+-25% of their values there, no entropy alarm before the drop): "
+                f"{'yes' if verdict.collapsed else 'no'}: {verdict.reason}."]
+    return out
+
+
+def write_summary(run_dir: Path, cfg: TrainConfig, history: list[dict[str, Any]], stopped: str = "") -> Path:
+    """summary.md: what was run, the numbers at start and end, where the files are."""
+    steps = [r["step"] for r in history if r.get("step", 0) > 0]
+    lines = [f"# Run `{cfg.run.name}`", "",
+             f"- env `{cfg.env.id}`, model `{cfg.model.path}`, "
+             f"{cfg.rollout.groups} groups x {cfg.rollout.group_size} rollouts, up to {cfg.rollout.max_turns} turns "
+             f"({cfg.rollout.context} context)",
+             f"- algorithm `{cfg.algo.name}`: {get_algorithm(cfg.algo.name).describe(cfg.algo)}",
+             f"- filter: {'off' if not cfg.filter.enabled else f'{cfg.filter.strategy} {cfg.filter.value}'}; "
+             f"steps run: {max(steps) if steps else 0} of {cfg.run.steps}" + (f"; {stopped}" if stopped else ""),
+             f"- empty (skipped) steps: {int(sum(r.get('filter/skipped', 0) or 0 for r in history))}", "",
+             "| metric | start | end |", "|---|---|---|"]
+    for key, label in (("val/success", "validation success"), ("rollout/success", "train success"),
+                       ("rollout/format_valid", "format-valid rate"), ("rollout/return", "mean return"),
+                       ("collapse/token_entropy", "token entropy (nats)"),
+                       ("collapse/cond_entropy_est", "H(Z\\|X) estimate"), ("collapse/mi_est", "MI-Est"),
+                       ("collapse/mi_seq_est", "MI-Seq-Est"), ("collapse/retrieval_acc", "Retrieval-Acc"),
+                       ("filter/kept_fraction", "kept fraction"), ("filter/rv_heterogeneity", "RV heterogeneity")):
+        a, b = _first_last(history, key)
+        lines.append(f"| {label} | {_fmt(a)} | {_fmt(b)} |")
+    regimes = [r["collapse/regime"] for r in history if isinstance(r.get("collapse/regime"), str)]
+    if regimes:
+        lines += ["", f"Regime at the first / last MI check: {regimes[0]} / {regimes[-1]}."]
+    files = "`config.toml`, `metrics.jsonl`, `checkpoints/latest.pt`, `success.png`, `entropy_mi.png`, `filter.png`"
+    if _series(history, "probe/retrieval_margin")[0]:
+        lines += ["", *_probe_summary(history)]
+        files += ", `probe.png`"
+    lines += ["", f"Files: {files}."]
+    path = run_dir / "summary.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path

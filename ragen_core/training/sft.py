@@ -1,0 +1,389 @@
+"""Supervised warm start: teach a (tiny) model the response format before RL (`warm_start.sft_episodes=N`).
+
+Scripted episodes are played through the same rollout code as RL (same prompt layout, same context mode), with
+responses written by a script instead of the model:
+
+- ``policy="oracle"``: the env's oracle (its ``oracle()`` answer: Sokoban's solver plan, FrozenLake's best move,
+  the bandit's better arm, a Countdown solution), with the reasoning of the env's demonstrator: the env's own
+  ``oracle_step()`` hook (PocketCube, 2048, Sudoku), else its entry in
+  :data:`ragen_core.training.demonstrators.DEMONSTRATORS` (Sokoban, FrozenLake, Bandit, Countdown);
+- ``policy="random"``: uniformly random valid actions (teaches the format, not the task: used by learning tests
+  so that RL, not the warm start, has to find the better answer): drawn from the env's ``ACTIONS`` list, or,
+  for an env without a fixed list (Sudoku's placements), from its ``random_action(rng) -> str`` hook, which
+  returns one random action the env accepts in its own text form. Noisy demonstrators
+  (``noise_action="random"``) draw their replacement answers the same way.
+
+Each response is ``<think> reasoning </think> <answer> actions </answer>`` where the reasoning refers to the actual
+state (player / box / target coordinates and the chosen direction for Sokoban, the player and goal for FrozenLake,
+the two arm names for the bandit, the arithmetic for Countdown), so that the reasoning depends on the input (high
+I(X;Z), docs/science.md section 1).
+The model is then fine-tuned with the mean negative log-likelihood of the generated tokens (the same loss mask as
+RL: prompt and observation tokens are not trained on).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from ragen_core.episode import per_rollout_options
+from ragen_core.rollout import Responder, RolloutBatch, RolloutSettings, make_envs, rollout
+from ragen_core.training.demonstrators import demonstrator_for, find_demonstrator
+
+__all__ = [
+    "oracle_response",
+    "random_response",
+    "scripted_responder",
+    "template_reasoning",
+    "collect_sft_batch",
+    "sft_train",
+    "warm_start",
+]
+
+def _format(reasoning: str, actions: Sequence[str]) -> str:
+    return f"<think> {reasoning} </think> <answer> {' || '.join(actions)} </answer>"
+
+
+#: Reasoning styles of the Sokoban oracle (`warm_start.reasoning`).
+REASONING_STYLES = ("full", "plan")
+
+
+#: What a noisy demonstrator answers instead of the oracle's action (`warm_start.noise_action`).
+NOISE_ACTIONS = ("random", "first")
+
+#: What the demonstrator answers after its template (`warm_start.template_answer`).
+TEMPLATE_ANSWERS = ("demonstrator", "oracle")
+
+#: The words of the input-independent opening (`warm_start.filler_words`): common words of the envs' text,
+#: so that each is one or two tokens of the tiny model's vocabulary; eight of them, log 8 = 2.08 nats per draw.
+FILLER_WORDS = ("so", "then", "now", "well", "ok", "first", "here", "next")
+
+
+def _oracle_parts(env: Any, reasoning: str) -> tuple[str, list[str]]:
+    """(reasoning text, the oracle's action(s) for this turn) for an env that has a demonstrator.
+
+    An env that defines ``oracle_step() -> (reasoning, [actions])`` on its unwrapped object writes its own
+    demonstration (the hook new envs use); the others have an entry in
+    :data:`ragen_core.training.demonstrators.DEMONSTRATORS` (a ValueError naming the env when they have neither)."""
+    if reasoning not in REASONING_STYLES:
+        raise ValueError(f"reasoning must be one of {REASONING_STYLES}; got {reasoning!r}")
+    u = getattr(env, "unwrapped", env)
+    if hasattr(u, "oracle_step"):  # the generic hook: the env writes its own state-derived reasoning
+        text, acts = u.oracle_step()
+        return str(text), [str(a) for a in acts]
+    # At most max_actions_per_turn actions, and no more than the budget has left.
+    per_turn = int(getattr(u, "max_actions_per_turn", 1) or 1)
+    left = getattr(u, "actions_left", None)
+    if left is not None:
+        per_turn = max(1, min(per_turn, int(left)))
+    return demonstrator_for(u).oracle_turn(u, reasoning, per_turn)
+
+
+def _noise_answer(u: Any, kind: str, rng: np.random.Generator) -> str:
+    """What a noisy demonstrator answers instead of the oracle (see :func:`oracle_response`): the env's own
+    noise answer when its demonstrator has one (Countdown), else a draw from the random-action hook (``"random"``
+    on an env without ``ACTIONS``), else the first or a random answer of the env's vocabulary."""
+    found = find_demonstrator(u)
+    if found is not None and found.noise_answer is not None:
+        return found.noise_answer(u, kind, rng)
+    if kind == "random" and _uses_random_hook(u):
+        return str(u.random_action(rng))
+    vocab = _action_vocabulary(u)
+    return vocab[0] if kind == "first" else str(vocab[int(rng.integers(len(vocab)))])
+
+
+def _uses_random_hook(u: Any) -> bool:
+    """True when random actions come from the env's ``random_action(rng)`` hook: the env has one and no fixed
+    action list (``ACTIONS``). Envs with a list keep drawing from it, so their warm starts replay exactly."""
+    return not getattr(u, "ACTIONS", ()) and callable(getattr(u, "random_action", None))
+
+
+def _action_vocabulary(u: Any) -> list[str]:
+    """The answers an env accepts, in the order it shows or lists them (its demonstrator's vocabulary, e.g. the
+    bandit's arms as shown; else ``ACTIONS``)."""
+    found = find_demonstrator(u)
+    if found is not None and found.vocabulary is not None:
+        return found.vocabulary(u)
+    actions = list(getattr(u, "ACTIONS", ()))
+    if not actions:
+        if callable(getattr(u, "random_action", None)):  # only the "first" habit needs a list here
+            raise ValueError(f"{type(u).__name__} has no fixed action list (ACTIONS), hence no first action for "
+                             "noise_action='first'; use noise_action='random' (its random_action hook)")
+        raise ValueError(f"{type(u).__name__} has no action vocabulary (ACTIONS) and no random_action(rng) hook "
+                         "to draw actions from")
+    return actions
+
+
+def oracle_response(env: Any, reasoning: str = "full", noise: float = 0.0, noise_action: str = "random",
+                    rng: np.random.Generator | None = None, dependence: float = 1.0,
+                    template: str | Sequence[str] | None = None, template_answer: str = "demonstrator",
+                    filler_words: int = 0) -> str:
+    """A response with the oracle's reasoning about the current state and, usually, the oracle's action(s).
+
+    `reasoning` (Sokoban only; other envs have one style): ``"full"`` sentences naming the player, box and
+    target cells and the move(s); ``"plan"`` the short form of Sokoban's demonstrator
+    (:mod:`ragen_core.training.demonstrators`: fewer tokens, and it names the push the solver's plan leads to, which a
+    tiny model learns more easily).
+
+    A noisy demonstrator (``noise`` > 0, ``warm_start.action_noise``): with probability `noise` the answer is
+    replaced, while the reasoning stays the oracle's, by ``noise_action``: ``"random"`` (a uniformly random valid
+    action) or ``"first"`` (the first action of the env's list, the first arm shown, or Countdown's sum of the
+    numbers in the order shown: a habit that ignores the state). A model warm-started on such episodes reads the
+    state and reasons correctly, but its answer only partly follows its reasoning; with ``"first"`` and
+    `noise` > 0.5 its greedy answer is the habit, the same for every state. RL then has to make the action
+    follow the reasoning.
+
+    Graded input dependence (``dependence`` q < 1, ``warm_start.reasoning_dependence``): with probability 1 - q
+    the reasoning is replaced by ``template``, one fixed text (or, given a sequence, one of a few fixed texts drawn
+    uniformly: templates with some diversity of their own) (:func:`template_reasoning`: the oracle's reasoning
+    about a fixed reference level), while the answer stays the demonstrator's. A model fitted to such episodes
+    writes state-derived reasoning with probability about q and the template otherwise: its reasoning is
+    input-dependent, but off the MI ceiling (retrieval about q + (1 - q)/P at P prompts).
+
+    A template that pays (``template_answer="oracle"``): after the template the answer is the oracle's, never the
+    noise; after state-derived reasoning it keeps the action noise. The template traces then earn more reward on
+    average, and the task gradient favours them: the mechanism of the collapse testbed (docs/collapse.md).
+
+    Input-independent diversity (``filler_words`` = k > 0): the reasoning opens with k words drawn uniformly
+    from :data:`FILLER_WORDS`, independently of the state and of the branch, so that part of the reasoning's
+    entropy (k log 8 nats per trace) carries no information about the input.
+    """
+    if not 0.0 <= noise <= 1.0:
+        raise ValueError(f"noise must be a probability in [0, 1]; got {noise!r}")
+    if not 0.0 <= dependence <= 1.0:
+        raise ValueError(f"dependence must be a probability in [0, 1]; got {dependence!r}")
+    if dependence < 1.0 and template is None:
+        raise ValueError("dependence < 1 needs the template reasoning (template_reasoning(env_id, ...))")
+    if noise_action not in NOISE_ACTIONS:
+        raise ValueError(f"noise_action must be one of {NOISE_ACTIONS}; got {noise_action!r}")
+    if template_answer not in TEMPLATE_ANSWERS:
+        raise ValueError(f"template_answer must be one of {TEMPLATE_ANSWERS}; got {template_answer!r}")
+    if int(filler_words) != filler_words or filler_words < 0:
+        raise ValueError(f"filler_words must be a non-negative integer; got {filler_words!r}")
+    text, acts = _oracle_parts(env, reasoning)
+    gen = rng if rng is not None else np.random.default_rng()
+    templated = dependence < 1.0 and gen.random() >= dependence  # no draw at q = 1: old warm starts replay exactly
+    if templated:  # one fixed text, or one of a few fixed texts drawn uniformly (a draw only when several)
+        texts = [template] if isinstance(template, str) else list(template or [""])
+        text = str(texts[int(gen.integers(len(texts)))] if len(texts) > 1 else texts[0])
+    if filler_words:
+        text = " ".join([FILLER_WORDS[int(i)] for i in gen.integers(len(FILLER_WORDS), size=int(filler_words))]
+                        + [text])
+    if noise > 0.0 and not (templated and template_answer == "oracle"):
+        if gen.random() < noise:
+            u = getattr(env, "unwrapped", env)
+            acts = [_noise_answer(u, noise_action, gen) for _ in acts]
+    return _format(text, acts)
+
+
+def random_response(env: Any, rng: np.random.Generator) -> str:
+    """A well-formed response with a uniformly random valid action: reasoning about the state as the oracle's
+    where the env's demonstrator writes it (Sokoban, FrozenLake, Bandit), else ``I try <action>.``; the action
+    drawn from ``ACTIONS``, or from the ``random_action(rng)`` hook of an env without that list."""
+    u = getattr(env, "unwrapped", env)
+    found = find_demonstrator(u)
+    if found is not None and found.random_turn is not None:
+        return _format(*found.random_turn(u, rng))
+    if _uses_random_hook(u):
+        a = str(u.random_action(rng))
+        return _format(f"I try {a}.", [a])
+    actions = list(getattr(u, "ACTIONS", ()))
+    if not actions:
+        raise ValueError(f"{type(u).__name__} has no action vocabulary (ACTIONS) and no random_action(rng) hook "
+                         "to draw random actions from")
+    a = actions[int(rng.integers(len(actions)))]
+    return _format(f"I try {a}.", [a])
+
+
+def template_reasoning(env_id: str, env_kwargs: dict[str, Any], reasoning: str = "full", seed: int = 0) -> str:
+    """The oracle's reasoning about one fixed reference level (``env_id`` reset with ``seed``): the template a
+    partly input-dependent demonstrator writes instead of reasoning about the state it sees. Same form and
+    about the same length as the state-derived text, so only its dependence on the input differs."""
+    env = make_envs(env_id, 1, env_kwargs)[0]
+    env.reset(seed=seed)
+    return _oracle_parts(env, reasoning)[0]
+
+
+def scripted_responder(kind: str = "oracle", rng: np.random.Generator | None = None,
+                       reasoning: str = "full", noise: float = 0.0, noise_action: str = "random",
+                       dependence: float = 1.0, template: str | Sequence[str] | None = None,
+                       template_answer: str = "demonstrator", filler_words: int = 0) -> Responder:
+    """A :data:`ragen_core.rollout.Responder` writing oracle or random responses (`reasoning`, `noise`,
+    `noise_action`, `dependence`, `template`, `template_answer`, `filler_words`: see :func:`oracle_response`;
+    random responses always use the full style)."""
+    if reasoning not in REASONING_STYLES:
+        raise ValueError(f"reasoning must be one of {REASONING_STYLES}; got {reasoning!r}")
+    gen = rng if rng is not None else np.random.default_rng(0)
+    if kind == "oracle":
+        return lambda envs, idx: [oracle_response(e, reasoning, noise, noise_action, gen, dependence, template,
+                                                  template_answer, filler_words) for e in envs]
+    if kind == "random":
+        return lambda envs, idx: [random_response(e, gen) for e in envs]
+    raise ValueError(f"kind must be 'oracle' or 'random'; got {kind!r}")
+
+
+def collect_sft_batch(policy: Any, envs: Sequence[Any], seeds: Sequence[int], settings: RolloutSettings,
+                      kind: str = "oracle", rng: np.random.Generator | None = None) -> RolloutBatch:
+    """Play one scripted episode per seed (groups of size 1) and return the token batch."""
+    return rollout(policy, envs, list(seeds), 1, settings, responder=scripted_responder(kind, rng))
+
+
+def sft_train(policy: Any, batch: RolloutBatch, *, epochs: int = 2, lr: float = 1e-3, batch_size: int = 16,
+              generator: torch.Generator | None = None, device: torch.device | None = None,
+              schedule: str = "constant", progress: bool = False) -> dict[str, float]:
+    """Fine-tune on the generated tokens of `batch`: loss = -mean log p(token) over `loss_mask` (token-mean).
+
+    `progress`: a bar over the optimiser steps with the running loss and the ETA (stderr).
+
+    `schedule`: ``"constant"`` (default) keeps `lr` throughout; ``"linear"`` warms the learning rate up over
+    the first 5% of the optimiser steps and decays it linearly to 0 at the last one (what the demo uses: a
+    tiny model trained for a few hundred steps ends better fitted than with a constant rate).
+
+    Returns ``sft/loss_first``, ``sft/loss_last`` (the mean over the first / last epoch's optimiser steps of the
+    step's loss) and ``sft/mean_token_prob``: the mean over the last epoch's steps of the step's token-mean
+    probability of the generated tokens, sum_t m_t exp(log p_t) / sum_t m_t (taken before the step's update).
+    """
+    if schedule not in ("linear", "constant"):
+        raise ValueError(f"schedule must be 'linear' or 'constant'; got {schedule!r}")
+    model = policy.model
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+    n = batch.input_ids.shape[0]
+    total = epochs * ((n + batch_size - 1) // batch_size)
+    warmup = max(1, total // 20)
+
+    def lr_at(k: int) -> float:  # k = 0-based optimiser step
+        if schedule == "constant":
+            return lr
+        return lr * min((k + 1) / warmup, max(0.0, (total - k) / max(total - warmup, 1)))
+
+    k_step = 0
+    dev = device or policy.device
+    epoch_losses: list[float] = []
+    probs: list[float] = []
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, desc="warm start (SFT)", unit="step", dynamic_ncols=True, leave=False)
+    model.train()
+    for _ in range(epochs):
+        perm = torch.randperm(n, generator=generator)
+        losses_e = []
+        for s in range(0, n, batch_size):
+            idx = perm[s : s + batch_size]
+            am = batch.attention_mask[idx]
+            t = int(am.sum(dim=1).max())
+            ids, am, lm = batch.input_ids[idx, :t].to(dev), am[:, :t].to(dev), batch.loss_mask[idx, :t].to(dev)
+            imgs = [batch.images[int(i)] for i in idx] if batch.images is not None else None
+            out = policy.forward_logprobs(ids, am, images=imgs)
+            m = (lm != 0).float()
+            loss = -(out.logprobs.float() * m).sum() / m.sum().clamp(min=1)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            for group in opt.param_groups:
+                group["lr"] = lr_at(k_step)
+            opt.step()
+            k_step += 1
+            losses_e.append(loss.item())
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(epoch=f"{_ + 1}/{epochs}", loss=f"{losses_e[-1]:.3f}")
+            if _ == epochs - 1:
+                probs.append(float((out.logprobs.detach().float().exp() * m).sum() / m.sum().clamp(min=1)))
+        epoch_losses.append(float(np.mean(losses_e)))
+    if bar is not None:
+        bar.close()
+    model.eval()
+    return {"sft/loss_first": epoch_losses[0], "sft/loss_last": epoch_losses[-1],
+            "sft/mean_token_prob": float(np.mean(probs)) if probs else float("nan")}
+
+
+def warm_start(policy: Any, cfg: Any, device: torch.device | None = None) -> dict[str, float]:
+    """Run the `[warm_start]` section of a TrainConfig: scripted episodes, then `sft_train`."""
+    ws = cfg.warm_start
+    t0 = time.perf_counter()
+    settings = RolloutSettings.from_config(cfg.rollout)
+    chunk = 64
+    envs = make_envs(cfg.env.id, min(chunk, ws.sft_episodes), cfg.env.kwargs)
+    # Levels come from the warm-start seed stream; the demonstrator's noise and the SFT order also depend on
+    # run.seed, so that training seeds differ from the warm start on.
+    rng = np.random.default_rng([ws.seed, cfg.run.seed])
+    seeds = [ws.seed + i for i in range(ws.sft_episodes)]
+    batches = []
+    success = []
+    template = None
+    if ws.reasoning_dependence < 1.0:  # the reference level(s): the seeds just below the warm-start stream
+        template = [template_reasoning(cfg.env.id, cfg.env.kwargs, ws.reasoning, seed=max(ws.seed - r, 0))
+                    for r in range(1, ws.template_levels + 1)]
+        template = template[0] if ws.template_levels == 1 else template
+    progress = bool(getattr(getattr(cfg, "run", None), "progress", False))
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(seeds), desc="warm start (demonstrations)", unit="episode", dynamic_ncols=True,
+                   leave=False)
+    for s in range(0, len(seeds), chunk):
+        part = seeds[s : s + chunk]
+        opts = per_rollout_options(cfg.env.per_rollout_option, part, 1)
+        responder = scripted_responder(ws.policy, rng, ws.reasoning, ws.action_noise, ws.noise_action,
+                                       ws.reasoning_dependence, template, ws.template_answer, ws.filler_words)
+        b = rollout(policy, envs, part, 1, settings, responder=responder,
+                    reset_options=opts)
+        batches.append(b)
+        success.append(b.success.float())
+        if bar is not None:
+            bar.update(len(part))
+    if bar is not None:
+        bar.close()
+    batch = _concat(batches)
+    t_collect = time.perf_counter() - t0
+    gen = torch.Generator().manual_seed(ws.seed + 1_000_003 * cfg.run.seed)
+    stats = sft_train(policy, batch, epochs=ws.epochs, lr=ws.lr, batch_size=ws.batch_size, generator=gen,
+                      device=device, schedule=ws.schedule, progress=progress)
+    stats.update({"sft/episodes": float(ws.sft_episodes), "sft/script_success": float(torch.cat(success).mean()),
+                  "sft/tokens": float((batch.loss_mask != 0).sum()), "perf/sft_collect_s": t_collect,
+                  "perf/sft_s": time.perf_counter() - t0})
+    return stats
+
+
+def _concat(batches: Sequence[RolloutBatch]) -> RolloutBatch:
+    """Rows of several batches in one (only the fields `sft_train` reads are merged)."""
+    if len(batches) == 1:
+        return batches[0]
+    t = max(b.input_ids.shape[1] for b in batches)
+
+    def pad(x: torch.Tensor, value: float) -> torch.Tensor:
+        return torch.nn.functional.pad(x, (0, t - x.shape[1]), value=value)
+
+    first = batches[0]
+    pad_id = int(first.input_ids[0, -1]) if first.attention_mask[0, -1] == 0 else 0
+    imgs = None
+    if any(b.images is not None for b in batches):
+        imgs = [im for b in batches for im in (b.images or [[] for _ in range(b.input_ids.shape[0])])]
+    return RolloutBatch(
+        input_ids=torch.cat([pad(b.input_ids, pad_id) for b in batches]),
+        attention_mask=torch.cat([pad(b.attention_mask, 0) for b in batches]),
+        loss_mask=torch.cat([pad(b.loss_mask, 0) for b in batches]),
+        old_logprobs=torch.cat([pad(b.old_logprobs, 0.0) for b in batches]),
+        token_rewards=torch.cat([pad(b.token_rewards, 0.0) for b in batches]),
+        turn_index=torch.cat([pad(b.turn_index, -1) for b in batches]),
+        row_traj=torch.cat([b.row_traj for b in batches]),
+        row_group=torch.cat([b.row_group for b in batches]),
+        traj_group=torch.cat([b.traj_group for b in batches]),
+        returns=torch.cat([b.returns for b in batches]),
+        turn_rewards=torch.cat([b.turn_rewards for b in batches]),
+        success=torch.cat([b.success for b in batches]),
+        format_valid=torch.cat([b.format_valid for b in batches]),
+        num_turns=torch.cat([b.num_turns for b in batches]),
+        response_length=torch.cat([b.response_length for b in batches]),
+        groups=sum(b.groups for b in batches),
+        group_size=1,
+        trajectories=[t_ for b in batches for t_ in b.trajectories],
+        images=imgs,
+    )

@@ -1,0 +1,1025 @@
+"""The small-scale trainer: `ragen train CONFIG|PRESET [key=value ...]`, `ragen train --resume RUN_DIR [key=value]`.
+
+CONFIG is a TOML file, PRESET the name of a shipped config (`ragen configs`). Before anything starts the config is
+checked (:func:`preflight`); a resume may change only :data:`ragen_core.training.config.RESUME_KEYS` (logged in the
+run's
+``resume_log.jsonl``); Ctrl-C stops with the command that resumes (:func:`run`).
+
+One training step, top to bottom (:meth:`Trainer.train_step`, CleanRL style; every piece of math is a pure
+function of `ragen_core`):
+
+    1. rollout        P groups x G multi-turn episodes on fresh train seeds (ragen_core.rollout.rollout)
+    2. filter         SNR-aware filtering on the [P, G] returns (ragen_core.math.filtering.filter_groups,
+                      docs/science.md section 4); with dynamic sampling (dapo), extra rounds refill the dropped groups
+    3. diagnostics    every `mi.every` steps: cross-score the whole batch (mi.cross_score) -> MI proxies,
+                      MI-ZScore-EMA, H(Z|X) estimate, regime (docs/science.md section 2)
+    4. compact        the dropped groups' rows are physically removed (filtering.compact); an empty batch skips
+                      the update (counted; stop after `filter.max_empty_steps` in a row)
+    5. score          old log-probs, reference log-probs (KL on) and critic values (ppo) of the kept rows
+    6. advantages     the algorithm's entry (ragen_core.training.algorithms): GAE over the critic, or a group estimator
+    7. update         PPO clipped loss (losses.ppo_policy_loss, clip-higher + dual clip) - entropy bonus
+                      + KL to the reference (losses.kl_penalty, off by default); critic: losses.value_loss
+    8. validation     every `eval.every` steps on held-out seeds (validation seed 123)
+
+then the loop logs the metrics (ragen_core.training.report.RunLog) and saves the checkpoint
+(ragen_core.training.checkpoint).
+
+Algorithms (`algo.name`) are the entries of ragen_core.training.algorithms.ALGORITHMS (ppo, grpo, dr_grpo, dapo, rloo):
+whether a critic is trained, the advantage, the loss aggregation, whether dynamic sampling is allowed.
+
+Metrics are namespaced: ``rollout/`` ``filter/`` ``collapse/`` ``loss/`` ``perf/`` ``val/``.
+The run folder holds ``config.toml`` (resolved), ``metrics.jsonl``, ``checkpoints/``, PNG plots and ``summary.md``
+(ragen_core.training.report).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ragen_core.episode import per_rollout_options
+from ragen_core.math import losses
+from ragen_core.math.advantages import TRAJ_MEAN, aggregate_loss, trajectory_token_weights
+from ragen_core.math.filtering import compact, filter_groups, reward_variance, rv_statistics
+from ragen_core.policy import load_policy
+from ragen_core.rollout import RolloutBatch, RolloutSettings, build_batch, make_envs, pad_token_id, rollout
+from ragen_core.training.algorithms import compute_advantages, get_algorithm, token_loss_mode
+from ragen_core.training.checkpoint import LATEST, RNGStreams, TrainState, load_checkpoint, save_checkpoint
+from ragen_core.training.config import RESUME_KEYS, ConfigError, TrainConfig, dump_toml, load_config, resume_changes
+from ragen_core.training.report import RunLog, write_plots, write_summary
+
+__all__ = [
+    "Trainer",
+    "ValueModel",
+    "resolve_device",
+    "select_groups_rows",
+    "validation_rollout",
+    "new_run_dir",
+    "add_arguments",
+    "run",
+    "main",
+]
+
+
+# ---------------------------------------------------------------------------------------------- models
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+class ValueModel(torch.nn.Module):
+    """Critic: a copy of the policy's transformer backbone and a zero-initialised linear value head.
+
+    ``forward(input_ids, attention_mask) -> values [B, T]`` where ``values[b, t]`` estimates the return from the
+    state *before* token t (computed from the hidden state at t - 1, as verl does), 0 at t = 0. Images are not
+    fed to the critic (it sees the text of vision observations only).
+    """
+
+    def __init__(self, lm: torch.nn.Module):
+        super().__init__()
+        base = getattr(lm, "base_model", None)
+        self.backbone = copy.deepcopy(base if base is not None and base is not lm else lm)
+        hidden = getattr(lm.config, "hidden_size", None) or getattr(lm.config, "n_embd", None)
+        if hidden is None:
+            raise ValueError("cannot find the hidden size of the model (config.hidden_size)")
+        self.head = torch.nn.Linear(int(hidden), 1)
+        torch.nn.init.zeros_(self.head.weight)
+        torch.nn.init.zeros_(self.head.bias)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        out = self.backbone(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
+        h = getattr(out, "last_hidden_state", None)
+        if h is None:
+            h = out.hidden_states[-1]
+        v = self.head(h.float()).squeeze(-1)
+        values = torch.zeros_like(v)
+        values[:, 1:] = v[:, :-1]
+        return values
+
+
+# ---------------------------------------------------------------------------------------------- pure helpers
+def lr_fraction(schedule: str, step: int, total_steps: int) -> float:
+    """The learning rate of RL step `step` (1-based) as a fraction of `algo.lr`.
+
+    ``"constant"``: 1. ``"linear"``: ``1 - (step - 1) / total_steps`` (CleanRL's annealing), i.e. 1 at step 1
+    and ``1 / total_steps`` at the last step; never below that, should a run go past `total_steps`.
+    """
+    if schedule == "constant":
+        return 1.0
+    if schedule == "linear":
+        return max(1.0 - (step - 1) / total_steps, 1.0 / total_steps)
+    raise ValueError(f"unknown lr schedule {schedule!r}; expected 'constant' or 'linear'")
+
+
+def format_penalty_warning(env: Any) -> str | None:
+    """A warning when breaking the answer format costs less than a well-formed turn that does nothing useful.
+
+    Envs with a per-action cost declare it as ``STEP_REWARD`` (Sokoban: -0.1). A well-formed turn of
+    ``max_actions_per_turn`` wasted actions then earns ``STEP_REWARD x max_actions_per_turn``; if the format
+    penalty is above that, a malformed answer is the cheaper failure and RL learns to break the format
+    (docs/training.md, item 10). None when the env has no per-action cost or the penalty is low enough.
+    """
+    u = getattr(env, "unwrapped", env)
+    step = getattr(u, "STEP_REWARD", None)
+    per_turn = getattr(u, "max_actions_per_turn", None)
+    penalty = getattr(u, "format_penalty_value", None)
+    if step is None or per_turn is None or penalty is None or step >= 0:
+        return None
+    wasted_turn = float(step) * int(per_turn)
+    if penalty <= wasted_turn + 1e-9:  # a tie is fine (-0.1 x 3 is -0.30000000000000004 in floats)
+        return None
+    return (f"{type(u).__name__}: a malformed answer costs {penalty:g} but a well-formed turn of {per_turn} wasted "
+            f"actions costs {wasted_turn:g}, so RL can learn to break the answer format; set "
+            f"env.kwargs.format_penalty <= {wasted_turn:g} (or max_actions_per_turn=1). See docs/training.md.")
+
+
+def validation_seeds(cfg: TrainConfig) -> list[int]:
+    """The held-out seeds: ``eval.episodes`` consecutive seeds from ``env.val_seed``."""
+    return [cfg.env.val_seed + i for i in range(cfg.eval.episodes)]
+
+
+@torch.no_grad()
+def validation_rollout(policy: Any, envs: Sequence[Any], cfg: TrainConfig, settings: RolloutSettings,
+                       step: int) -> RolloutBatch:
+    """One rollout of each validation seed after `step` RL steps (decoding per `settings`, greedy by default).
+
+    The sampler is seeded from ``run.seed`` and `step`, so a model validated at the same step by another engine
+    (the TRL cross-check) sees the same episodes and, when sampling, the same random stream.
+    """
+    seeds = validation_seeds(cfg)
+    gen = torch.Generator(device="cpu").manual_seed(cfg.run.seed + 10_000 + step)
+    policy.model.eval()
+    opts = per_rollout_options(cfg.env.per_rollout_option, seeds, 1)
+    return rollout(policy, envs, seeds, 1, settings, generator=gen, reset_options=opts)
+
+
+def select_groups_rows(rows: dict[str, torch.Tensor], kept_groups: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Physically remove the rows of dropped groups (filtering.compact, one row per 'group' of size 1).
+
+    Kept rows stay in batch order (so the turns of a trajectory stay in order); padding columns that no kept row
+    uses are cut.
+    """
+    keep = torch.isin(rows["row_group"], kept_groups)
+    kept_rows = keep.nonzero().flatten()
+    return compact(rows, kept_rows, group_size=1, mask_key="attention_mask")
+
+
+def _overlaps(a: range, b: range) -> bool:
+    """Whether two non-empty seed ranges share a seed."""
+    return bool(a) and bool(b) and max(a.start, b.start) < min(a.stop, b.stop)
+
+
+def _check_seed_ranges(cfg: TrainConfig) -> None:
+    """Validation seeds must not be trained on (RL or warm start)."""
+    val = range(cfg.env.val_seed, cfg.env.val_seed + cfg.eval.episodes)
+    ws = range(cfg.warm_start.seed, cfg.warm_start.seed + cfg.warm_start.sft_episodes)
+    if _overlaps(ws, val):
+        raise ConfigError(f"warm_start.seed: warm-start seeds {ws.start}..{ws.stop - 1} overlap the validation "
+                          f"seeds {val.start}..{val.stop - 1}")
+    # Train seeds are train_seed, train_seed + 1, ... (one per group, never reused).
+    if val.stop > cfg.env.train_seed:
+        raise ConfigError(f"env.val_seed: validation seeds {val.start}..{val.stop - 1} overlap the train seed "
+                          f"stream starting at env.train_seed={cfg.env.train_seed}")
+    if cfg.mi.probe_prompts:  # the probe's levels are held out from everything else
+        from ragen_core.training.probe import probe_seed_range
+
+        pr = probe_seed_range(cfg.mi.probe_seed, cfg.mi.probe_prompts)
+        for name, other in (("validation", val), ("warm-start", ws)):
+            if _overlaps(pr, other):
+                raise ConfigError(f"mi.probe_seed: probe seeds {pr.start}..{pr.stop - 1} overlap the {name} seeds "
+                                  f"{other.start}..{other.stop - 1}")
+        if pr.stop > cfg.env.train_seed:
+            raise ConfigError(f"mi.probe_seed: probe seeds {pr.start}..{pr.stop - 1} overlap the train seed stream "
+                              f"starting at env.train_seed={cfg.env.train_seed}")
+
+
+# ---------------------------------------------------------------------------------------------- the trainer
+class Trainer:
+    """The policy, critic, reference, optimisers and RNG streams of one run (see the module docstring).
+
+    Args:
+        cfg: a validated TrainConfig.
+        run_dir: the run folder (created).
+        policy: an already-built Policy (tests, the demo); None loads `cfg.model.path`.
+        resume: restore the latest checkpoint of `run_dir`.
+        on_step: called with each step's metrics dict (the demo's live table).
+    """
+
+    def __init__(self, cfg: TrainConfig, run_dir: str | Path, policy: Any = None, resume: bool = False,
+                 on_step: Callable[[dict[str, Any]], None] | None = None):
+        self.cfg = cfg
+        self.algo = get_algorithm(cfg.algo.name)  # the algorithm's table entry: read by every part below
+        self.loss_agg_mode = self.algo.resolve_loss_agg_mode(cfg.algo.loss_agg_mode)
+        self.run_dir = Path(run_dir)
+        (self.run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+        if cfg.run.threads:
+            torch.set_num_threads(cfg.run.threads)
+        self.device = resolve_device(cfg.run.device)
+        _check_seed_ranges(cfg)
+        # Models: the policy (and its optimiser), a critic if the algorithm has one, a frozen reference if KL is on.
+        if policy is None:
+            path = "tiny-vision" if cfg.model.path == "tiny" and "Vision" in cfg.env.id else cfg.model.path
+            policy = load_policy(path, device=self.device, dtype=cfg.model.dtype)
+        self.policy = policy
+        self.model = policy.model
+        if cfg.model.gradient_checkpointing and hasattr(self.model, "gradient_checkpointing_enable"):
+            self.model.gradient_checkpointing_enable()
+        self.state = TrainState()
+        # Envs: P x G for training, one per validation episode.
+        P, G = cfg.rollout.groups, cfg.rollout.group_size
+        self.envs = make_envs(cfg.env.id, P * G, cfg.env.kwargs)
+        hazard = format_penalty_warning(self.envs[0])
+        if hazard:
+            warnings.warn(hazard, stacklevel=2)
+        self.val_envs = make_envs(cfg.env.id, cfg.eval.episodes, cfg.env.kwargs)
+        self.settings = RolloutSettings.from_config(cfg.rollout)
+        self.val_settings = RolloutSettings.from_config(cfg.rollout, greedy=cfg.eval.greedy)
+        self.rng = RNGStreams(cfg.run.seed)
+        self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad],
+                                           lr=cfg.algo.lr, weight_decay=cfg.algo.weight_decay, eps=cfg.algo.adam_eps)
+        self.critic: ValueModel | None = None
+        self.critic_optimizer: torch.optim.Optimizer | None = None
+        if self.algo.critic:
+            self._build_critic()
+        self.ref_policy = None
+        from ragen_core.math.mi import MIZScoreEMA
+
+        self.ema = MIZScoreEMA(alpha=cfg.mi.ema_alpha, eps=cfg.mi.ema_eps)
+        self.probe = None
+        if cfg.mi.probe_prompts:
+            from ragen_core.training.probe import build_probe
+
+            self.probe = build_probe(cfg.env.id, cfg.env.kwargs, cfg.mi.probe_prompts, cfg.mi.probe_group_size,
+                                     cfg.mi.probe_seed, self.settings, cfg.env.per_rollout_option)
+        self.log = RunLog(self.run_dir, tensorboard=cfg.run.tensorboard, on_step=on_step)
+        self.resumed = resume
+        #: The step of the last checkpoint written by this process (None before the first).
+        self.saved_step: int | None = None
+        if resume:
+            self.load_checkpoint()
+        elif cfg.algo.kl_coef > 0:
+            self._make_reference()
+
+    def _build_critic(self) -> None:
+        """A fresh critic on the policy's current backbone (again after the warm start)."""
+        self.critic = ValueModel(self.model).to(self.device)
+        self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=self.cfg.model.critic_lr,
+                                                  weight_decay=self.cfg.algo.weight_decay)
+
+    def _make_reference(self) -> None:
+        ref = copy.copy(self.policy)
+        ref.model = copy.deepcopy(self.model).eval().requires_grad_(False)
+        self.ref_policy = ref
+
+    # ------------------------------------------------------------------ one step
+    def train_step(self) -> dict[str, Any]:
+        """Rollout -> filter -> (MI) -> compact -> score -> advantages -> update (-> validation)."""
+        cfg = self.cfg
+        step = self.state.step + 1
+        metrics: dict[str, Any] = {"step": step}
+        t0 = time.perf_counter()
+
+        # 1. rollout
+        batch = self.collect()
+        metrics.update(batch.summary())
+
+        # 2. filter (and DAPO's refill of the dropped groups)
+        kept, filter_metrics = self.filter_with_metrics(batch)
+        metrics.update(filter_metrics)
+        train_batch = batch
+        if cfg.algo.dynamic_sampling:
+            train_batch, kept, refill_rounds = self.refill(batch, kept)
+            metrics["filter/refill_rounds"] = float(refill_rounds)
+        t_rollout = time.perf_counter() - t0
+
+        # 3. diagnostics on the whole batch (kept and dropped groups)
+        t1 = time.perf_counter()
+        if cfg.mi.every and step % cfg.mi.every == 0:
+            metrics.update(self.mi_diagnostics(batch))
+        t_mi = time.perf_counter() - t1
+
+        # 4. compact, or skip an empty batch
+        metrics.update(self._count_empty(kept.numel() == 0))
+        t_score = t_update = 0.0
+        if kept.numel() > 0:
+            rows, images, compact_metrics = self.kept_rows(train_batch, kept)
+            metrics.update(compact_metrics)
+
+            # 5. score the kept rows
+            t2 = time.perf_counter()
+            if cfg.algo.recompute_old_logprobs:
+                rows["old_logprobs"] = self._score(self.policy, rows, images)
+            if self.ref_policy is not None:
+                rows["ref_logprobs"] = self._score(self.ref_policy, rows, images)
+            if self.critic is not None:
+                rows["old_values"] = self._values(rows)
+
+            # 6. advantages (the algorithm's entry)
+            rows["advantages"], returns = compute_advantages(
+                self.algo, rows, train_batch.rewards_pg, values=rows.get("old_values"), gamma=cfg.algo.gamma,
+                lam=cfg.algo.lam)
+            if returns is not None:
+                rows["returns"] = returns
+            t_score = time.perf_counter() - t2
+            m = rows["loss_mask"] != 0
+            advs = rows["advantages"]
+            metrics["loss/advantage_mean"] = float(advs[m].mean()) if m.any() else 0.0
+            metrics["loss/advantage_std"] = float(advs[m].std(unbiased=False)) if m.any() else 0.0
+            if self.loss_agg_mode == TRAJ_MEAN:
+                rows["token_weights"] = trajectory_token_weights(rows["row_traj"], rows["loss_mask"])
+                # The net push on the model's own samples: 0 for zero-mean group advantages.
+                metrics["loss/weighted_advantage_mean"] = (
+                    float((advs * rows["token_weights"])[m].mean()) if m.any() else 0.0)
+
+            # 7. update
+            t3 = time.perf_counter()
+            upd = self.update(rows, images)
+            t_update = time.perf_counter() - t3
+            metrics.update(upd)
+            if "loss/entropy" in upd:
+                metrics["collapse/token_entropy"] = upd["loss/entropy"]
+            metrics["perf/tokens_trained"] = float(m.sum())
+
+        metrics.update({"perf/rollout_s": t_rollout, "perf/mi_s": t_mi, "perf/score_s": t_score,
+                        "perf/update_s": t_update, "perf/step_s": time.perf_counter() - t0})
+        self.state.step = step
+
+        # 8. validation, and the held-out MI probe
+        if cfg.eval.every and step % cfg.eval.every == 0:
+            metrics.update(self._timed_evaluate())
+        if self.probe is not None and step % (cfg.mi.probe_every or cfg.mi.every or 1) == 0:
+            metrics.update(self.probe_diagnostics(step))
+        return metrics
+
+    @torch.no_grad()
+    def probe_diagnostics(self, step: int) -> dict[str, float]:
+        """The fixed held-out MI probe (ragen_core.training.probe) after `step` updates; its own sampler, seeded by
+        (run.seed, step), leaves the training streams untouched."""
+        from ragen_core.training.probe import probe_metrics
+
+        if self.probe is None:
+            return {}
+        t = time.perf_counter()
+        out = probe_metrics(self.policy, self.probe, sample_seed=1_000_003 * (self.cfg.run.seed + 1) + step,
+                            span=self.cfg.mi.span, batch_tokens=self.cfg.mi.batch_tokens)
+        out["perf/probe_s"] = time.perf_counter() - t
+        return out
+
+    # ------------------------------------------------------------------ 1-2. rollouts and filtering
+    def _group_seeds(self, n_groups: int) -> list[int]:
+        base = self.cfg.env.train_seed + self.state.next_seed_offset
+        self.state.next_seed_offset += n_groups
+        return [base + i for i in range(n_groups)]
+
+    def collect(self, policy: Any = None) -> RolloutBatch:
+        """One rollout batch of P groups x G on fresh train seeds."""
+        cfg = self.cfg
+        seeds = self._group_seeds(cfg.rollout.groups)
+        self.model.eval()
+        with torch.no_grad():
+            return rollout(policy or self.policy, self.envs, seeds, cfg.rollout.group_size, self.settings,
+                           generator=self.rng.sample, reset_options=self._reset_options(seeds))
+
+    def _reset_options(self, seeds: Sequence[int]) -> list[dict[str, Any]] | None:
+        """Per-rollout reset options: `env.per_rollout_option` gets a distinct integer per rollout."""
+        return per_rollout_options(self.cfg.env.per_rollout_option, seeds, self.cfg.rollout.group_size)
+
+    def filter(self, batch: RolloutBatch):
+        """SNR-aware filtering of one batch (None when disabled or G < 2)."""
+        fc = self.cfg.filter
+        if not fc.enabled or batch.group_size < 2:
+            return None
+        return filter_groups(batch.rewards_pg, strategy=fc.strategy, value=fc.value, score=fc.score,
+                             include_zero=fc.include_zero, order=fc.order, eps=fc.eps, generator=self.rng.filter)
+
+    def filter_with_metrics(self, batch: RolloutBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        """The kept group indices and the `filter/` metrics (reward-variance statistics also when off)."""
+        rv = rv_statistics(reward_variance(batch.rewards_pg)) if batch.group_size >= 2 else {}
+        res = self.filter(batch)
+        if res is not None:
+            return res.kept, res.as_metrics("filter/")
+        metrics = {"filter/kept_groups": float(batch.groups), "filter/kept_fraction": 1.0, "filter/empty": 0.0}
+        for k in ("rv_mean", "rv_std", "rv_heterogeneity", "zero_fraction"):
+            if k in rv:
+                metrics[f"filter/{k}"] = rv[k]
+        return torch.arange(batch.groups), metrics
+
+    def refill(self, batch: RolloutBatch, kept: torch.Tensor) -> tuple[RolloutBatch, torch.Tensor, int]:
+        """DAPO dynamic sampling: extra rounds until P groups pass the filter (or the round limit).
+
+        With the filter disabled, dynamic sampling drops zero-variance groups, as DAPO does.
+        """
+        cfg = self.cfg
+        P, G = cfg.rollout.groups, cfg.rollout.group_size
+        groups = [batch.trajectories[i * G : (i + 1) * G] for i in kept.tolist()]
+        rounds = 0
+        while len(groups) < P and rounds < cfg.algo.max_refill_rounds:
+            rounds += 1
+            extra = self.collect()
+            res = self.filter(extra)
+            if res is None:  # filter disabled: DAPO's own rule, drop zero-variance groups
+                v = reward_variance(extra.rewards_pg)
+                ok = (v > 1e-10).nonzero().flatten()
+            else:
+                ok = res.kept
+            groups += [extra.trajectories[i * G : (i + 1) * G] for i in ok.tolist()]
+        groups = groups[:P]
+        trajs = []
+        for gi, group in enumerate(groups):
+            for traj in group:
+                traj.group = gi
+                trajs.append(traj)
+        if not trajs:
+            return batch, kept, rounds
+        new = build_batch(trajs, len(groups), G, self.settings, pad_id=pad_token_id(self.policy.tokenizer),
+                          full_context=cfg.rollout.context == "full", max_turns=self.settings.max_turns)
+        return new, torch.arange(len(groups)), rounds
+
+    # ------------------------------------------------------------------ 3. MI diagnostics
+    @torch.no_grad()
+    def mi_diagnostics(self, batch: RolloutBatch) -> dict[str, Any]:
+        """Cross-score the first turn of every group (kept and dropped) -> `collapse/` metrics."""
+        from ragen_core.math.metrics import regime_from_proxies
+        from ragen_core.math.mi import cross_score, flatten_proxies, mi_proxies
+
+        if batch.groups < 2:
+            return {}
+        if batch.images is not None:
+            return {"collapse/mi_skipped_vision": 1.0}
+        prompts, traces = batch.mi_inputs(span=self.cfg.mi.span)
+        eos = getattr(self.policy.tokenizer, "eos_token_id", None)
+        stand_in = int(eos if eos is not None else pad_token_id(self.policy.tokenizer))
+        empty = 0
+        for row in traces:
+            for k, z in enumerate(row):
+                if not z:
+                    # An empty trace has no tokens to score; stand in the end-of-turn token (counted).
+                    row[k] = [stand_in]
+                    empty += 1
+        self.model.eval()
+        L, lengths = cross_score(self.model, prompts, traces, batch_tokens=self.cfg.mi.batch_tokens,
+                                 return_lengths=True)
+        keys = [tuple(p) for p in prompts]
+        stats = mi_proxies(L, lengths, prompt_ids=keys)
+        out = flatten_proxies(stats, prefix="collapse/")
+        out["collapse/mi_zscore_ema"] = self.ema.update(stats)
+        out["collapse/regime"] = regime_from_proxies(stats)
+        out["collapse/empty_traces"] = float(empty)
+        return out
+
+    # ------------------------------------------------------------------ 4. empty steps, compaction
+    def _count_empty(self, empty: bool) -> dict[str, float]:
+        if empty:
+            self.state.empty_streak += 1
+            self.state.empty_total += 1
+            return {"filter/skipped": 1.0, "filter/empty_streak": float(self.state.empty_streak),
+                    "filter/empty_total": float(self.state.empty_total)}
+        self.state.empty_streak = 0
+        return {"filter/skipped": 0.0, "filter/empty_streak": 0.0, "filter/empty_total": float(self.state.empty_total)}
+
+    def kept_rows(self, batch: RolloutBatch, kept: torch.Tensor):
+        """The row tensors (and images) of the kept groups, and the `filter/` row and token counts."""
+        rows = batch.row_tensors()
+        images = batch.images
+        n_rows_before = rows["input_ids"].shape[0]
+        tokens_before = int(rows["attention_mask"].sum())
+        if kept.numel() < batch.groups:
+            keep_rows = torch.isin(rows["row_group"], kept).nonzero().flatten()
+            rows = select_groups_rows(rows, kept)
+            if images is not None:
+                images = [images[int(i)] for i in keep_rows]
+        metrics = {"filter/rows_kept": float(rows["input_ids"].shape[0]), "filter/rows_total": float(n_rows_before),
+                   "filter/tokens_kept_fraction": float(rows["attention_mask"].sum()) / max(tokens_before, 1)}
+        return rows, images, metrics
+
+    # ------------------------------------------------------------------ 5. scoring
+    def _micro_batches(self, n: int) -> list[torch.Tensor]:
+        mb = self.cfg.algo.micro_batch_size
+        return [torch.arange(i, min(i + mb, n)) for i in range(0, n, mb)]
+
+    def _slice(self, rows: dict[str, torch.Tensor], idx: torch.Tensor, images: list | None):
+        """Rows `idx`, trimmed to their longest sequence (right padding), moved to the device."""
+        sub = {k: v.index_select(0, idx) for k, v in rows.items()}
+        t = int(sub["attention_mask"].sum(dim=1).max())
+        out = {k: (v[:, :t] if v.dim() == 2 else v).to(self.device) for k, v in sub.items()}
+        imgs = [images[int(i)] for i in idx] if images is not None else None
+        return out, imgs
+
+    @torch.no_grad()
+    def _score(self, policy: Any, rows: dict[str, torch.Tensor], images: list | None) -> torch.Tensor:
+        out = torch.zeros_like(rows["old_logprobs"])
+        policy.model.eval()
+        for idx in self._micro_batches(rows["input_ids"].shape[0]):
+            mb, imgs = self._slice(rows, idx, images)
+            lp = policy.forward_logprobs(mb["input_ids"], mb["attention_mask"], images=imgs, **self._temp_kw()).logprobs
+            out[idx, : lp.shape[1]] = lp.float().cpu() * (mb["loss_mask"] != 0).cpu()
+        return out
+
+    @torch.no_grad()
+    def _values(self, rows: dict[str, torch.Tensor]) -> torch.Tensor:
+        out = torch.zeros_like(rows["old_logprobs"])
+        self.critic.eval()
+        for idx in self._micro_batches(rows["input_ids"].shape[0]):
+            mb, _ = self._slice(rows, idx, None)
+            v = self.critic(mb["input_ids"], mb["attention_mask"])
+            out[idx, : v.shape[1]] = v.float().cpu() * (mb["loss_mask"] != 0).cpu()
+        return out
+
+    def _temp_kw(self) -> dict[str, float]:
+        """Score at the sampling temperature (HFPolicy's `temperature`), so PPO ratios compare like with like."""
+        t = self.cfg.rollout.temperature
+        return {} if t == 1.0 else {"temperature": t}
+
+    # ------------------------------------------------------------------ 7. update
+    def update(self, rows: dict[str, torch.Tensor], images: list | None) -> dict[str, float]:
+        """PPO-style epochs over mini-batches of the kept rows; returns `loss/` metrics.
+
+        Each of ``algo.epochs`` passes shuffles the rows and splits them into mini-batches of
+        ``algo.mini_batch_size`` rows; a mini-batch accumulates its gradient over micro-batches of
+        ``algo.micro_batch_size`` rows (:meth:`_accumulate_minibatch`) and then takes one optimiser step
+        (:meth:`_optimizer_step`), unless the KL early stop fires first (then this step's updates end).
+        """
+        cfg = self.cfg.algo
+        frac = self._set_learning_rates()
+        stats: dict[str, list[float]] = {}
+        updates = 0
+        stopped_early = False
+        for mini in self._minibatches(rows["input_ids"].shape[0]):
+            mini_tokens = float((rows["loss_mask"][mini] != 0).sum())
+            if mini_tokens == 0:
+                continue
+            mini_kl = self._accumulate_minibatch(rows, images, mini, mini_tokens, stats)
+            if cfg.target_kl > 0 and mini_kl > 1.5 * cfg.target_kl:
+                # The policy has moved far enough from the one that sampled the batch: stop this step's
+                # updates before applying this mini-batch (the early stop of Spinning Up / SB3's target_kl).
+                stopped_early = True
+                break
+            self._optimizer_step(stats)
+            updates += 1
+        self.model.eval()
+        out = {k: float(np.mean(v)) for k, v in stats.items()}
+        out["loss/updates"] = float(updates)
+        out["loss/lr"] = cfg.lr * frac
+        out["loss/kl_early_stop"] = float(stopped_early)
+        return out
+
+    def _set_learning_rates(self) -> float:
+        """Set this step's learning rates; returns the schedule's fraction of the base rate.
+
+        The schedule is a function of the step alone, so a resumed run continues it without extra state.
+        """
+        frac = lr_fraction(self.cfg.algo.lr_schedule, self.state.step + 1, self.cfg.run.steps)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.cfg.algo.lr * frac
+        if self.critic_optimizer is not None:
+            for group in self.critic_optimizer.param_groups:
+                group["lr"] = self.cfg.model.critic_lr * frac
+        return frac
+
+    def _minibatches(self, n: int) -> Iterator[torch.Tensor]:
+        """Row indices of each mini-batch, epoch after epoch (one shuffle per epoch, drawn only when reached:
+        an early stop leaves the update generator where it was)."""
+        for _ in range(self.cfg.algo.epochs):
+            perm = torch.randperm(n, generator=self.rng.update)
+            for start in range(0, n, self.cfg.algo.mini_batch_size):
+                yield perm[start : start + self.cfg.algo.mini_batch_size]
+
+    def _accumulate_minibatch(self, rows: dict[str, torch.Tensor], images: list | None, mini: torch.Tensor,
+                              mini_tokens: float, stats: dict[str, list[float]]) -> float:
+        """Backpropagate the mini-batch's loss, micro-batch by micro-batch; returns its approximate KL to the
+        sampling policy (token-weighted), for the early stop.
+
+        Loss of a micro-batch: ``pg_loss - entropy_coef * entropy (+ kl_coef * kl)``, scaled by its share of the
+        mini-batch (tokens for token-mean, rows for the sequence-level modes) so that the accumulated gradient is
+        the mini-batch's.
+        """
+        cfg = self.cfg.algo
+        mode, by_trajectory = token_loss_mode(self.loss_agg_mode)
+        norm_c = float(self.cfg.rollout.max_turns * self.cfg.rollout.max_new_tokens)  # Dr.GRPO's constant C
+
+        def add(k: str, v: float) -> None:
+            stats.setdefault(k, []).append(float(v))
+
+        mini_kl = 0.0
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.critic is not None:
+            self.critic.train()
+            self.critic_optimizer.zero_grad(set_to_none=True)
+        for j in range(0, mini.numel(), cfg.micro_batch_size):
+            idx = mini[j : j + cfg.micro_batch_size]
+            mb, imgs = self._slice(rows, idx, images)
+            mask = mb["loss_mask"]
+            n_tok = float((mask != 0).sum())
+            if n_tok == 0:
+                continue
+            # Weight of this micro-batch in the mini-batch's aggregate (exact for token-mean,
+            # row-proportional for the sequence-level modes).
+            w = n_tok / mini_tokens if mode == "token-mean" else idx.numel() / mini.numel()
+            out = self.policy.forward_logprobs(mb["input_ids"], mb["attention_mask"], images=imgs,
+                                               with_entropy=True, **self._temp_kw())
+            logp = out.logprobs.float()
+            adv = mb["advantages"] * mb["token_weights"] if by_trajectory else mb["advantages"]
+            pg_loss, pg_stats = losses.ppo_policy_loss(
+                logp, mb["old_logprobs"], adv, mask, clip_eps_low=cfg.clip_low,
+                clip_eps_high=cfg.clip_high, dual_clip_c=cfg.dual_clip or None, loss_agg_mode=mode,
+                norm_constant=norm_c)
+            entropy = aggregate_loss(out.entropy.float(), mask, "token-mean")
+            loss = pg_loss - cfg.entropy_coef * entropy
+            if self.ref_policy is not None:
+                kl_mat = losses.kl_penalty(logp, mb["ref_logprobs"], kind=cfg.kl_estimator)
+                kl = aggregate_loss(kl_mat, mask, mode, norm_constant=norm_c)
+                loss = loss + cfg.kl_coef * kl
+                add("loss/kl", kl.item())
+            (loss * w).backward()
+            add("loss/policy", pg_loss.item())
+            add("loss/entropy", entropy.item())
+            add("loss/total", loss.item())
+            add("loss/clip_fraction", pg_stats["clipfrac"])
+            add("loss/dual_clip_fraction", pg_stats["dual_clipfrac"])
+            add("loss/approx_kl", pg_stats["approx_kl"])
+            mini_kl += pg_stats["approx_kl"] * n_tok / mini_tokens
+            if self.critic is not None:
+                values = self.critic(mb["input_ids"], mb["attention_mask"])
+                v_loss, v_stats = losses.value_loss(
+                    values, mb["old_values"], mb["returns"], mask,
+                    clip_range=cfg.value_clip or None, loss_agg_mode="token-mean")
+                (v_loss * (n_tok / mini_tokens)).backward()
+                add("loss/value", v_loss.item())
+                add("loss/value_clip_fraction", v_stats["vf_clipfrac"])
+        return mini_kl
+
+    def _optimizer_step(self, stats: dict[str, list[float]]) -> None:
+        """Clip the accumulated gradients (``algo.grad_clip``; 0 = none) and step the policy (and critic)."""
+        grad_clip = self.cfg.algo.grad_clip if self.cfg.algo.grad_clip > 0 else float("inf")
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        gn = torch.nn.utils.clip_grad_norm_(params, grad_clip)
+        stats.setdefault("loss/grad_norm", []).append(float(gn))
+        self.optimizer.step()
+        if self.critic is not None:
+            cg = torch.nn.utils.clip_grad_norm_(self.critic.parameters(), grad_clip)
+            stats.setdefault("loss/critic_grad_norm", []).append(float(cg))
+            self.critic_optimizer.step()
+
+    # ------------------------------------------------------------------ 8. validation
+    @torch.no_grad()
+    def evaluate(self, record: bool = True) -> dict[str, float]:
+        """Held-out validation: `eval.episodes` distinct seeds from `env.val_seed`, one rollout each.
+
+        With `record`, the per-episode outcomes are appended to ``val_outcomes.jsonl`` in the run folder.
+        """
+        batch = validation_rollout(self.policy, self.val_envs, self.cfg, self.val_settings, self.state.step)
+        s = batch.summary()
+        if record:
+            self.log.log_val_outcomes(self.state.step, validation_seeds(self.cfg),
+                                      [int(x) for x in batch.success.tolist()])
+        return {"val/success": s["rollout/success"], "val/return": s["rollout/return"],
+                "val/format_valid": s["rollout/format_valid"], "val/response_length": s["rollout/response_length"]}
+
+    def _timed_evaluate(self, progress_label: str = "") -> dict[str, float]:
+        """:meth:`evaluate` with its time; `progress_label` shows a bar over its turns (with `run.progress`)."""
+        t = time.perf_counter()
+        policy = self.policy
+        bar = None
+        if progress_label and self.cfg.run.progress:
+            bar = _progress(self.cfg.rollout.max_turns, 0, True, desc=progress_label, unit="turn")
+            self.policy = _TurnProgress(policy, bar)
+        try:
+            m = self.evaluate()
+        finally:
+            self.policy = policy
+            if bar is not None:
+                bar.close()
+        m["perf/eval_s"] = time.perf_counter() - t
+        return m
+
+    # ------------------------------------------------------------------ the loop
+    def should_stop(self) -> bool:
+        n = self.cfg.filter.max_empty_steps
+        return n > 0 and self.state.empty_streak >= n
+
+    def _start(self) -> None:
+        """A fresh run: config and empty logs, warm start, a checkpoint, then the step-0 measurements."""
+        cfg = self.cfg
+        (self.run_dir / "config.toml").write_text(dump_toml(cfg))
+        self.log.start()
+        if cfg.warm_start.sft_episodes > 0:
+            from ragen_core.training.warm_cache import cached_warm_start
+
+            sft_metrics = cached_warm_start(self.policy, cfg, device=self.device)
+            self.log.log({"step": 0, **sft_metrics})
+            if cfg.algo.kl_coef > 0:
+                self._make_reference()  # the reference is the warm-started model
+            if self.critic is not None:
+                self._build_critic()  # the critic starts from the warm-started backbone too
+        # Checkpoint right after the warm start: a run stopped from here on resumes without training it again.
+        self.save_checkpoint()
+        self._step0_measurements()
+
+    def _step0_measurements(self) -> None:
+        """The "before" validation and probe at step 0 that the run has not logged yet, then a checkpoint.
+
+        Validation and probe draw from their own generators (seeded by run.seed and the step), so running them
+        after a resume from the post-warm-start checkpoint gives the numbers an uninterrupted run gives.
+        """
+        cfg = self.cfg
+        logged = {k for rec in self.log.history if rec.get("step") == 0 for k in rec}
+        if cfg.eval.at_start and cfg.eval.every and "val/success" not in logged:
+            self.log.log({"step": 0, **self._timed_evaluate(progress_label="validation at step 0")})
+        if self.probe is not None and not any(k.startswith("probe/") for k in logged):
+            self.log.log({"step": 0, **self.probe_diagnostics(0)})  # the probe's "before": where RL starts from
+        self.save_checkpoint()
+
+    def fit(self) -> list[dict[str, Any]]:
+        """Warm start (if configured, fresh runs only), the training loop, plots and summary."""
+        cfg = self.cfg
+        t_start = time.perf_counter()  # run.max_minutes counts from here (warm start included)
+        if self.state.step == 0:
+            if self.resumed:  # from the checkpoint after the warm start: what step 0 still lacks
+                self._step0_measurements()
+            else:
+                self._start()
+        bar = _progress(cfg.run.steps, self.state.step, cfg.run.progress)
+        stopped = ""
+        try:
+            while self.state.step < cfg.run.steps:
+                metrics = self.train_step()
+                self.log.log(metrics)
+                if cfg.run.save_every and (self.state.step % cfg.run.save_every == 0 or
+                                           self.state.step == cfg.run.steps):
+                    self.save_checkpoint()
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix({k.split("/")[-1]: f"{metrics[k]:.3g}" for k in
+                                     ("rollout/success", "filter/kept_fraction", "collapse/token_entropy",
+                                      "collapse/mi_est") if isinstance(metrics.get(k), float)})
+                if self.should_stop():
+                    stopped = (f"stopped after {self.state.empty_streak} consecutive empty steps "
+                               f"(filter.max_empty_steps={cfg.filter.max_empty_steps})")
+                    break
+                if cfg.run.max_minutes and time.perf_counter() - t_start > 60 * cfg.run.max_minutes:
+                    stopped = f"stopped at the time limit run.max_minutes={cfg.run.max_minutes:g}"
+                    break
+        finally:
+            if bar is not None:
+                bar.close()
+        history = self.log.history
+        last = history[-1] if history else {}
+        if cfg.eval.every and "val/success" not in last:
+            # Always end with a validation of the last step (the "after" of the run), also when run.steps is not
+            # a multiple of eval.every.
+            self.log.log({"step": self.state.step, **self._timed_evaluate()})
+        if not cfg.run.save_every or self.state.step % max(cfg.run.save_every, 1):
+            self.save_checkpoint()
+        write_plots(self.run_dir, history)
+        write_summary(self.run_dir, cfg, history, stopped)
+        return history
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a resumed run needs, as one dict (see ragen_core.training.checkpoint)."""
+        return {
+            **self.state.state_dict(),
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "critic": self.critic.state_dict() if self.critic is not None else None,
+            "critic_optimizer": self.critic_optimizer.state_dict() if self.critic_optimizer is not None else None,
+            "reference": self.ref_policy.model.state_dict() if self.ref_policy is not None else None,
+            "ema": self.ema.state_dict(),
+            "rng": self.rng.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.critic is not None and state["critic"] is not None:
+            self.critic.load_state_dict(state["critic"])
+            self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        if state["reference"] is not None:
+            self._make_reference()
+            self.ref_policy.model.load_state_dict(state["reference"])
+        elif self.cfg.algo.kl_coef > 0:
+            self._make_reference()
+        self.ema.load_state_dict(state["ema"])
+        self.rng.load_state_dict(state["rng"])
+        self.state.load_state_dict(state)
+
+    def save_checkpoint(self) -> Path:
+        """Write `checkpoints/latest.pt` atomically (and a numbered copy every `run.keep_every` steps)."""
+        path = save_checkpoint(self.run_dir, self.state_dict(), self.state.step, self.cfg.run.keep_every)
+        self.saved_step = self.state.step
+        return path
+
+    def load_checkpoint(self) -> None:
+        """Restore the latest checkpoint; the metrics logged after it belong to the lost step and are dropped."""
+        self.load_state_dict(load_checkpoint(self.run_dir))
+        self.saved_step = self.state.step
+        self.log.rewind(self.state.step)
+
+
+def _progress(total: int, done: int, enabled: bool, desc: str = "train", unit: str = "step"):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=done, desc=desc, unit=unit, dynamic_ncols=True, leave=False)
+
+
+class _TurnProgress:
+    """A policy that advances a progress bar after each `generate` call: a batched rollout generates once per
+    turn for all its episodes, so the bar counts turns (its total is `rollout.max_turns`, an upper bound: a
+    rollout whose episodes all end early closes it sooner). Everything else is the wrapped policy's."""
+
+    def __init__(self, policy: Any, bar: Any):
+        self._policy = policy
+        self._bar = bar
+
+    def generate(self, *args: Any, **kwargs: Any) -> Any:
+        out = self._policy.generate(*args, **kwargs)
+        self._bar.update(1)
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._policy, name)
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """`ragen train` arguments: CONFIG [key=value ...] [--resume RUN_DIR] [--run-dir DIR]."""
+    parser.add_argument("config", nargs="?", default=None,
+                        help="TOML config file, or the name of a shipped preset (`ragen configs`); "
+                             "optional with --resume")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides, e.g. algo.lr=1e-6")
+    parser.add_argument("--resume", metavar="RUN_DIR", default=None,
+                        help="continue the run in RUN_DIR from its latest checkpoint (its config.toml is used; "
+                             "key=value may change only: " + ", ".join(RESUME_KEYS) + ")")
+    parser.add_argument("--run-dir", default=None, help="exact run folder (default: run.out_dir/run.name[-N])")
+    return parser
+
+
+def new_run_dir(cfg: TrainConfig) -> Path:
+    base = Path(cfg.run.out_dir) / cfg.run.name
+    if not base.exists():
+        return base
+    i = 1
+    while Path(f"{base}-{i}").exists():
+        i += 1
+    return Path(f"{base}-{i}")
+
+
+#: Every resume of a run, one JSON line each: when, from which step, and the config keys it changed.
+RESUME_LOG = "resume_log.jsonl"
+
+
+def preflight(cfg: TrainConfig) -> None:
+    """Check what the config names before anything starts (no run folder yet): the env id and its kwargs (one env
+    is made and closed) and the model path. Raises ConfigError naming the key."""
+    import gymnasium as gym
+
+    import ragen_envs  # noqa: F401  (registers the ids)
+
+    try:
+        gym.spec(cfg.env.id)
+    except gym.error.Error as e:
+        raise ConfigError(f"env.id: {e} (`ragen envs` lists the ids)") from None
+    try:
+        env = gym.make(cfg.env.id, **cfg.env.kwargs)
+    except (TypeError, ValueError, gym.error.Error) as e:
+        why = str(e).split(" was raised from the environment creator")[0]  # gymnasium repeats the kwargs after it
+        raise ConfigError(f"env.kwargs {cfg.env.kwargs!r} for {cfg.env.id}: {why}") from None
+    env.close()
+    if cfg.model.path not in ("tiny", "tiny-vision"):
+        if not Path(cfg.model.path).expanduser().is_dir():
+            raise ConfigError(f"model.path {cfg.model.path!r} is not a folder: give a local transformers model "
+                              "folder (weights, config and tokenizer), or tiny for the offline tiny model")
+
+
+def _nothing_to_resume(run_dir: Path) -> str:
+    return (f"nothing to resume in {run_dir}: it has no checkpoint ({LATEST}), so it stopped before its warm start "
+            f"finished. Start it again from its config: ragen train {run_dir / 'config.toml'} --run-dir {run_dir}")
+
+
+def _record_resume(run_dir: Path, step: int, changes: dict[str, tuple[Any, Any]]) -> None:
+    import json
+    from datetime import datetime, timezone
+
+    rec = {"time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "step": step,
+           "changes": {k: {"from": a, "to": b} for k, (a, b) in changes.items()}}
+    with open(run_dir / RESUME_LOG, "a", encoding="utf-8") as f:
+        f.write(json.dumps(rec) + "\n")
+
+
+def _prepare(args: argparse.Namespace) -> tuple[TrainConfig, Path, dict[str, tuple[Any, Any]]]:
+    """The config, the run folder and (resume) the accepted changes; ConfigError or ValueError when unusable."""
+    config, overrides = args.config, list(args.overrides)
+    if config is not None and "=" in config:  # `ragen train --resume DIR key=value`: no CONFIG given
+        overrides.insert(0, config)
+        config = None
+    if args.resume:
+        if config is not None:
+            raise ConfigError(f"--resume uses the run's own config.toml: drop {config!r} (only key=value overrides "
+                              f"of {', '.join(RESUME_KEYS)} are allowed)")
+        run_dir = Path(args.resume)
+        cfg_path = run_dir / "config.toml"
+        if not cfg_path.is_file():
+            raise ConfigError(f"--resume {run_dir}: {cfg_path} does not exist (is {run_dir} a run folder?)")
+        if not (run_dir / LATEST).is_file():
+            raise _NothingToResume(_nothing_to_resume(run_dir))
+        saved = load_config(cfg_path)
+        cfg = load_config(cfg_path, overrides)
+        changes = resume_changes(saved, cfg)
+        preflight(cfg)
+        return cfg, run_dir, changes
+    if config is None:
+        raise ConfigError("a CONFIG file or preset name is required (`ragen configs` lists the presets), "
+                          "or --resume RUN_DIR")
+    from ragen_core.training.presets import resolve_config
+
+    try:
+        path, note = resolve_config(config)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if note:
+        print(note, file=sys.stderr)
+    cfg = load_config(path, overrides)
+    preflight(cfg)
+    run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(cfg)
+    return cfg, run_dir, {}
+
+
+class _NothingToResume(Exception):
+    """`--resume` on a run folder without a checkpoint (the message says how to restart it)."""
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run `ragen train` from parsed arguments; returns an exit code (2: config error, 130: interrupted).
+
+    Everything the config names is checked before the run folder is made (:func:`preflight`); a start that fails
+    before the first checkpoint removes the folder it made. Ctrl-C stops with one line saying how to resume.
+    """
+    try:
+        cfg, run_dir, changes = _prepare(args)
+    except ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr)
+        return 2
+    except _NothingToResume as e:
+        print(str(e), file=sys.stderr)
+        return 2
+    created = not run_dir.exists()
+    trainer: Trainer | None = None
+    try:
+        trainer = Trainer(cfg, run_dir, resume=bool(args.resume))
+        if args.resume:
+            if changes:
+                print("resume: " + ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changes.items()),
+                      file=sys.stderr)
+            _record_resume(run_dir, trainer.state.step, changes)
+            (run_dir / "config.toml").write_text(dump_toml(cfg))
+        trainer.fit()
+    except KeyboardInterrupt:
+        saved = trainer.saved_step if trainer is not None else None
+        if saved is None:
+            if created and run_dir.exists():
+                import shutil
+
+                shutil.rmtree(run_dir, ignore_errors=True)
+                where = f"removed {run_dir}"
+            else:
+                where = f"restart with: ragen train {run_dir / 'config.toml'} --run-dir {run_dir}"
+            print(f"\ninterrupted before the first checkpoint (warm start): nothing to resume; {where}",
+                  file=sys.stderr)
+        else:
+            at = trainer.state.step if trainer is not None else saved
+            print(f"\ninterrupted at step {at} of {cfg.run.steps} (last checkpoint: step {saved}); resume with "
+                  f"`ragen train --resume {run_dir}`", file=sys.stderr)
+        return 130
+    except BaseException:
+        # A start that failed before its first checkpoint leaves no folder behind (it has nothing to resume).
+        if created and run_dir.exists() and (trainer is None or trainer.saved_step is None):
+            import shutil
+
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    print(f"run folder: {run_dir}")
+    print((run_dir / "summary.md").read_text())
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = add_arguments(argparse.ArgumentParser(prog="ragen train", description=__doc__.split("\n\n")[0]))
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
