@@ -29,7 +29,7 @@ Warm-up: on CPU one step of ``none`` per warm-up round; glibc malloc is told to 
 Per variant: median step time and its spread (IQR over rounds), rows and real tokens kept, the ideal time
 ``t_none x kept-token fraction`` and the efficiency ``(t_none - t_variant) / (t_none - t_ideal)`` (1 = the
 saving is exactly proportional to the tokens removed, 0 = no saving). The masked variant and the removed variant
-compute the same gradient (``tests/test_bench_filtering.py`` checks it); only their cost differs.
+compute the same gradient (``tests/benchmarks/test_bench_filtering.py`` checks it); only their cost differs.
 
 Batches: the tiny policy (``load_policy("tiny")``) samples one P x G = 8 x 16 batch per env with
 ``ragen_core.rollout.rollout`` (single turn, 32 new tokens: the prompts are real, ~400-500 tokens of the tiny

@@ -9,7 +9,7 @@ module-level constants),
 runs the tests that cover each mutated function, and records killed / survived / timeout / no tests.
 
 Results go to ``mutation/results.json`` (counts and every surviving mutant with its diff, per run label:
-``initial`` before the mutation-killing tests ``tests/test_<module>_mutants.py`` existed, ``final`` with
+``initial`` before the mutation-killing tests ``tests/<package>/test_<module>_mutants.py`` existed, ``final`` with
 them). ``--report`` writes ``docs/theory_report/mutation.md`` from it and from ``mutation/equivalent.json``
 (the argument for each equivalent mutant); ``--check`` exits 1 when a survivor is not listed there or a
 mutant was not run. ``--resume`` keeps the verdicts already in a workspace (see :func:`run_module`), so a run
@@ -41,14 +41,22 @@ RESULTS_FILE = Path(__file__).resolve().parent / "results.json"
 #: module -> the fast test files that exercise it (its unit tests, the mutation-killing tests, and the
 #: reference rules of theory_checks that compare against it)
 MODULES: dict[str, list[str]] = {
-    "filtering": ["tests/test_filtering.py", "tests/test_filtering_mutants.py",
-                  "tests/test_filtering_select_mutants.py"],
-    "advantages": ["tests/test_advantages.py", "tests/test_losses.py", "tests/test_advantages_mutants.py"],
-    "losses": ["tests/test_losses.py", "tests/test_losses_mutants.py", "tests/test_losses_boundary_mutants.py"],
-    "mi": ["tests/test_mi.py", "tests/test_mi_ties.py", "tests/test_cross_score.py", "tests/test_mi_mutants.py",
-           "tests/test_mi_cache_mutants.py"],
-    "theory_reference": ["tests/test_theory_reference.py", "tests/test_theory_reference_mutants.py"],
+    "filtering": ["tests/math/test_filtering.py", "tests/math/test_filtering_mutants.py",
+                  "tests/math/test_filtering_select_mutants.py"],
+    "advantages": ["tests/math/test_advantages.py", "tests/math/test_losses.py",
+                   "tests/math/test_advantages_mutants.py"],
+    "losses": ["tests/math/test_losses.py", "tests/math/test_losses_mutants.py",
+               "tests/math/test_losses_boundary_mutants.py"],
+    "mi": ["tests/math/test_mi.py", "tests/math/test_mi_ties.py", "tests/math/test_cross_score.py",
+           "tests/math/test_mi_mutants.py", "tests/math/test_mi_cache_mutants.py"],
+    "theory_reference": ["tests/theory/test_theory_reference.py", "tests/theory/test_theory_reference_mutants.py"],
 }
+
+
+def mutants_test_file(module: str) -> str:
+    """The mutation-killing test file of ``module`` (``tests/<package>/test_<module>_mutants.py``), as listed in
+    :data:`MODULES`: the tests mirror the packages, so the folder depends on the module."""
+    return next(t for t in MODULES[module] if t.endswith(f"/test_{module}_mutants.py"))
 
 #: module -> the file mutmut mutates (package/name.py)
 SOURCES: dict[str, str] = {m: f"ragen_core/math/{m}.py" for m in MODULES if m != "theory_reference"}
@@ -129,6 +137,7 @@ def _layout(module: str, resume: bool = False, timeout_multiplier: float = TIMEO
     shutil.copy2(ROOT / "pyproject.toml", ws / "pyproject.toml")  # pytest markers and warning filters
     shutil.copy2(ROOT / "tests" / "conftest.py", ws / "tests" / "conftest.py")
     for t in tests:
+        (ws / t).parent.mkdir(parents=True, exist_ok=True)  # tests/<package>/: the tests mirror the packages
         shutil.copy2(ROOT / t, ws / t)
     cfg = SETUP_CFG.format(package=SOURCES[module].split("/")[0], source=SOURCES[module],
                            tests="\n".join(f"    {t}" for t in tests), timeout_multiplier=timeout_multiplier)
@@ -264,9 +273,9 @@ def report_md(results: dict[str, dict[str, object]], equivalent: dict[str, str])
         "every mutant of the functions of each module and runs it against that module's fast test files (the",
         "tests mutmut finds covering the mutated function), in a workspace under `build/mutation/`. *initial*: the",
         "unit tests as they were, before the mutation-killing tests existed (`--label initial`); *final*: with the",
-        "mutation-killing tests (`tests/test_<module>_mutants.py`). A mutant is *equivalent* when no input can tell",
-        "it from the original; each one is listed below with the argument (`mutation/equivalent.json`). The score",
-        "is killed / mutants; a timeout is not counted as a kill.",
+        "mutation-killing tests (`tests/<package>/test_<module>_mutants.py`). A mutant is *equivalent* when no",
+        "input can tell it from the original; each one is listed below with the argument",
+        "(`mutation/equivalent.json`). The score is killed / mutants; a timeout is not counted as a kill.",
         "",
         f"Machine: {_machine()}.",
         "",
@@ -319,7 +328,7 @@ def report_md(results: dict[str, dict[str, object]], equivalent: dict[str, str])
             if name in equivalent:
                 fate = f"**equivalent**: {equivalent[name]}"
             elif fin is None or name in fin_pending:
-                fate = f"targeted by `tests/test_{m}_mutants.py`; not re-run with it yet"
+                fate = f"targeted by `{mutants_test_file(m)}`; not re-run with it yet"
             elif fin_status.get(name) == "timeout":
                 fate = "**timeout** in the final run (unresolved: re-run needed)"
             elif name in fin_status:
@@ -328,7 +337,7 @@ def report_md(results: dict[str, dict[str, object]], equivalent: dict[str, str])
                 fate = ("the function was changed since the initial run, so this mutation no longer exists as such "
                         "(its function's mutants were regenerated and run again in the final run)")
             else:
-                fate = f"killed by `tests/test_{m}_mutants.py`"
+                fate = f"killed by `{mutants_test_file(m)}`"
             lines += [f"- `{name.split('.')[-1]}`: {fate}", "", "  ```diff",
                       *("  " + ln for ln in _changed_lines(x["diff"]).splitlines()), "  ```", ""]
         if fin and ini is not fin:

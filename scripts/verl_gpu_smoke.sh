@@ -6,7 +6,7 @@
 #
 # Stage 0: report what is installed (torch/CUDA, verl, vllm, ray, TransferQueue, pandas/pyarrow).
 # Stage 1: the adapter's tensor code on the GPU (scripts/verl/gpu_checks.py; needs torch + transformers only).
-# Stage 2: the adapter tests (tests/test_integration_verl.py, tests/test_verl_glue.py; the verl tests skip without
+# Stage 2: the adapter tests (tests/integrations/test_integration_verl.py, tests/integrations/test_verl_glue.py; the verl tests skip without
 # verl 0.9).
 # Stage 3: two PPO steps of Sokoban with verl (trainer ragen_snr_sync, estimator ragen_snr, agent loop
 #          ragen_env_agent, vLLM rollout); needs verl 0.9 with vllm, ray, TransferQueue and local weights at
@@ -36,7 +36,7 @@ echo "== stage 1: adapter tensors on the GPU"
 if $PY scripts/verl/gpu_checks.py; then echo "PASS stage 1"; else echo "FAIL stage 1"; status=1; fi
 
 echo "== stage 2: adapter tests"
-if $PY -m pytest -q -p no:cacheprovider tests/test_integration_verl.py tests/test_verl_glue.py; then echo "PASS stage 2"; else
+if $PY -m pytest -q -p no:cacheprovider tests/integrations/test_integration_verl.py tests/integrations/test_verl_glue.py; then echo "PASS stage 2"; else
   echo "FAIL stage 2"; status=1; fi
 
 echo "== stage 3: two verl PPO steps on Sokoban"

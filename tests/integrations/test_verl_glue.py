@@ -1,7 +1,7 @@
 """The verl glue without verl: estimator <-> trainer-mode handoff, per-step random draws, version module, imports.
 
-``tests/test_integration_verl.py`` covers the pure tensor logic and, where verl 0.9.1 is installed, the glue
-against real verl. This file runs the glue (``verl.register``, ``verl_trainer.RagenSNRTrainer``,
+``tests/integrations/test_integration_verl.py`` covers the pure tensor logic and, where verl 0.9.1 is installed,
+the glue against real verl. This file runs the glue (``verl.register``, ``verl_trainer.RagenSNRTrainer``,
 ``verl_agent.register_agent_loop``) everywhere, against stand-ins of the few verl / TransferQueue names it
 touches (``_verl_stand_ins``), so that what the trainer mode tells the estimator is tested on every machine.
 """
@@ -36,7 +36,7 @@ from ragen_core.integrations.verl.core import (
     random_generator,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GLUE = ("ragen_core.integrations.verl.trainer", "ragen_core.integrations.verl.agent")
 
 

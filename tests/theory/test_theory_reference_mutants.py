@@ -1,4 +1,4 @@
-"""Tests that kill the mutants of theory_checks/reference.py that tests/test_theory_reference.py left alive in
+"""Tests that kill the mutants of theory_checks/reference.py that tests/theory/test_theory_reference.py left alive in
 the first mutmut run (see docs/theory_report/mutation.md): the top-k mask is a boolean array, and the
 sequence proxy's log-sum-exp is shifted per row, so rows of very different magnitude stay finite."""
 

@@ -298,7 +298,7 @@ def test_rloo_trains_with_leave_one_out_advantages(model_dir, tmp_path):
 def test_shipped_configs_load():
     from pathlib import Path
 
-    configs = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.toml"))
+    configs = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.toml"))
     assert len(configs) >= 5
     for path in configs:
         load_config(path)

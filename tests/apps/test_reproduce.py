@@ -32,7 +32,7 @@ from ragen_core.apps.reproduce.study import (
 )
 from ragen_core.training.config import load_config
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # ------------------------------------------------------------------------------------------- statistics

@@ -11,7 +11,7 @@ from ragen_core.apps.demo import DEMO_ONLY, DEMO_OVERRIDES, paired_gain
 from ragen_core.math.stats import paired_ci
 from ragen_core.training.config import config_to_dict, load_config
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _flat(cfg) -> dict[str, object]:

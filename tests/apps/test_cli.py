@@ -90,12 +90,12 @@ def test_delegated_commands_receive_their_options(capsys):
 
 
 def test_diagnose_runs_on_the_shipped_sample(capsys):
-    sample = Path(__file__).resolve().parent.parent / "examples" / "rollouts_sample.jsonl"
+    sample = Path(__file__).resolve().parents[2] / "examples" / "rollouts_sample.jsonl"
     assert cli.main(["diagnose", str(sample)]) == 0
     assert "RV heterogeneity" in capsys.readouterr().out
 
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run_python(code: str, cwd: Path, *extra_path: Path) -> subprocess.CompletedProcess:

@@ -15,7 +15,7 @@ from pathlib import Path
 from ragen_core.training.config import load_config
 from ragen_core.training.trainer import Trainer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def train(config: str, run_dir: Path, *overrides: str) -> list[dict]:

@@ -19,7 +19,7 @@ from ragen_core.apps.diagnose import main as diagnose_main
 from ragen_core.apps.diagnose import rv_statistics_np, top_p_kept
 from ragen_core.training import presets
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((ROOT / "configs").glob("*.toml"))
 
 

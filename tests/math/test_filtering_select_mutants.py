@@ -1,5 +1,5 @@
 """Tests that kill the mutants of ``select_groups`` (and the batch statistics it reports) that the unit tests and
-tests/test_filtering_mutants.py left alive in the first full mutmut run over ragen_core/math/filtering.py (see
+tests/math/test_filtering_mutants.py left alive in the first full mutmut run over ragen_core/math/filtering.py (see
 docs/theory_report/mutation.md): its defaults, every validation message, integer scores, the ``ZERO_TOL``
 boundary, NaN exclusion with ``include_zero=False``, and the stable tie-break by lower index on batches large
 enough (P >= 33 here) that torch's unstable sort orders ties differently."""

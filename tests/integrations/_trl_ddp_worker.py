@@ -1,7 +1,7 @@
 """One process of a 2-process CPU (gloo) run of RagenGRPOTrainer; started by torchrun from
-tests/test_integration_trl.py::test_filtering_under_ddp_on_two_processes (not collected by pytest itself).
+tests/integrations/test_integration_trl.py::test_filtering_under_ddp_on_two_processes (not collected by pytest itself).
 
-    torchrun --nproc_per_node 2 tests/_trl_ddp_worker.py MODEL_DIR OUT_DIR
+    torchrun --nproc_per_node 2 tests/integrations/_trl_ddp_worker.py MODEL_DIR OUT_DIR
 
 Trains one step on three prompts x G = 4 with fixed rewards, top_k_abs = 1 (one kept group) and the MI proxies
 logged, and writes, per

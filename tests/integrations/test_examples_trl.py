@@ -22,7 +22,7 @@ if not os.environ.get("CI"):  # CI installs the trl extra (make test): there a m
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FROZENLAKE = {"size": 3, "max_actions": 4, "max_actions_per_turn": 1, "obs_format": "coord", "is_slippery": False}
 
 

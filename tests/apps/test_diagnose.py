@@ -15,7 +15,7 @@ import torch
 from ragen_core.apps import diagnose
 from ragen_core.math.mi import cross_score_naive, mi_proxies
 
-SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "rollouts_sample.jsonl"
+SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "rollouts_sample.jsonl"
 
 
 def run_cli(argv: list[str]) -> tuple[int, str, str]:

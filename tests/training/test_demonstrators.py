@@ -91,7 +91,8 @@ def _digest(texts: list[str]) -> str:
     return hashlib.sha256("\n\x1e\n".join(texts).encode()).hexdigest()
 
 
-# Computed on the code before the refactor (see the module docstring) with `python tests/test_demonstrators.py`.
+# Computed on the code before the refactor (see the module docstring) with
+# `python tests/training/test_demonstrators.py`.
 EXPECTED: dict[str, dict[str, str]] = {
     "2048": {
         "dep0.5_oracle": "1c42b82a86f7cb0e34689f76260cd0b9381b16177fa5a40062646b7cd43aa65d",

@@ -13,7 +13,7 @@ from ragen_core.training import trainer as train
 def test_vision_env_trains_end_to_end_on_cpu(tmp_path):
     status = train.main(
         [
-            str(Path(__file__).resolve().parent.parent / "configs" / "sokoban_tiny.toml"),
+            str(Path(__file__).resolve().parents[2] / "configs" / "sokoban_tiny.toml"),
             'env.id="ragen/Sokoban-Vision-v0"',
             'model.path="tiny-vision"',
             "run.steps=1",

@@ -23,7 +23,7 @@ import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("install_wheel")]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("RAGEN_WHEEL_CACHE", Path.home() / ".cache" / "ragen2-test-wheels"))
 #: What the wheel is built from (a copy, so the build writes nothing into the checkout).
 SOURCES = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "configs", "ragen_envs", "ragen_core",
