@@ -1,8 +1,12 @@
-"""Version parsing shared by the adapters' version checks (``trl_version``, ``verl_version``)."""
+"""The adapters' version check (``trl.version``, ``verl.version``): parse a version, accept a tested range."""
 
 from __future__ import annotations
 
-__all__ = ["release", "format_release"]
+import os
+import warnings
+from importlib import metadata
+
+__all__ = ["release", "format_release", "check_supported"]
 
 
 def release(version: str) -> tuple[int, ...]:
@@ -29,3 +33,44 @@ def release(version: str) -> tuple[int, ...]:
 def format_release(v: tuple[int, ...]) -> str:
     """``(1, 16, 0)`` -> ``"1.16.0"``."""
     return ".".join(str(x) for x in v)
+
+
+def check_supported(
+    dist: str,
+    version: str | None,
+    *,
+    label: str,
+    supported: tuple[tuple[int, ...], tuple[int, ...]],
+    tested: str,
+    extra: str,
+    override_env: str,
+    error: type[ImportError],
+    why: str = "",
+) -> str:
+    """Return `dist`'s version if it lies in ``supported = [low, high)``; otherwise raise `error` naming the range.
+
+    Args:
+        dist: the distribution (``"trl"``); `version` None reads its installed version.
+        label: how the messages name it (``"TRL"``).
+        tested: the exact version the test suite ran against; `extra`: the ragen2 extra that installs it.
+        override_env: an environment variable; ``=1`` turns the refusal into a ``RuntimeWarning``.
+        why: a sentence on why other versions are refused (appended to the message).
+
+    Raises:
+        error: `dist` is not installed, or its version is outside `supported` (without the override).
+    """
+    low, high = supported
+    wanted = (f"{dist}>={format_release(low)},<{format_release(high)} (tested: {tested}); "
+              f"install it with `pip install ragen2[{extra}]`")
+    if version is None:
+        try:
+            version = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            raise error(f"the {label} adapter needs {wanted}; {label} is not installed") from None
+    if low <= release(version) < high:
+        return version
+    message = f"the {label} adapter supports {wanted}; found {dist}=={version}" + (f". {why}" if why else "")
+    if os.environ.get(override_env) == "1":
+        warnings.warn(f"{message} ({override_env}=1: trying anyway)", RuntimeWarning, stacklevel=3)
+        return version
+    raise error(f"{message} (set {override_env}=1 to try it anyway)")

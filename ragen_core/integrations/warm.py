@@ -201,7 +201,7 @@ def tool_episode_tokens(tokenizer: Any, environment: Any, seed: int, *, prompt: 
     mask = [0] * len(ids)
     calls = 0
     env = environment._env  # the adapter's gym env: the oracle reads its state
-    while not environment._done and (max_calls is None or calls < max_calls):
+    while not environment.episode_done and (max_calls is None or calls < max_calls):
         demo = _DEMO.search(oracle_response(env, noise=noise, noise_action=noise_action, rng=gen))
         if demo is None:  # oracle_response always writes both blocks; a guard for envs with their own hook
             raise ValueError(f"{type(env).__name__}: the demonstrator wrote no <think>/<answer> blocks")
@@ -218,7 +218,7 @@ def tool_episode_tokens(tokenizer: Any, environment: Any, seed: int, *, prompt: 
     closing = tool_turn_ids(tokenizer, {"role": "assistant", "content": FINAL_MESSAGE}, tools, chat_template)
     ids += closing
     mask += [1] * len(closing)
-    info = {"return": environment.get_reward(), "turns": calls, "success": bool(environment._success)}
+    info = {"return": environment.get_reward(), "turns": calls, "success": bool(environment.episode_success)}
     return ids, mask, info
 
 
@@ -368,7 +368,7 @@ def play_tool_episodes(model: Any, tokenizer: Any, env_id: str, seeds: Sequence[
                     continue
                 result = envs[i].act(answer)
                 calls[i] += 1
-                if envs[i]._done or calls[i] >= max_calls:
+                if envs[i].episode_done or calls[i] >= max_calls:
                     continue
                 hist[i] += gen + _tool_suffix_ids(tokenizer, [{"role": "tool", "name": "act",
                                                               "content": str(result)}], None)
@@ -377,5 +377,5 @@ def play_tool_episodes(model: Any, tokenizer: Any, env_id: str, seeds: Sequence[
     finally:
         model.train(was_training)
     rewards = [e.get_reward() for e in envs]
-    return {"success": sum(bool(e._success) for e in envs) / len(envs), "return": sum(rewards) / len(rewards),
+    return {"success": sum(bool(e.episode_success) for e in envs) / len(envs), "return": sum(rewards) / len(rewards),
             "calls": sum(calls) / len(calls), "episodes": float(len(envs))}

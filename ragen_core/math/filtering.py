@@ -36,6 +36,7 @@ __all__ = [
     "select_groups",
     "filter_groups",
     "compact",
+    "select_rows",
 ]
 
 STRATEGIES = ("top_p", "top_k", "top_k_abs", "min_p", "random")
@@ -433,18 +434,50 @@ def compact(
     mask = batch[mask_key]
     if mask.dim() != 2:
         raise ValueError(f"batch[{mask_key!r}] must be a 2-D padding mask [B, T]; got shape {tuple(mask.shape)}")
-    b, t = mask.shape
+    b = mask.shape[0]
     if b % group_size != 0:
         raise ValueError(f"batch has B={b} rows, not a multiple of group_size={group_size}")
     n_groups = b // group_size
     kept = torch.as_tensor(kept, dtype=torch.long).reshape(-1)
     if kept.numel() and (int(kept.min()) < 0 or int(kept.max()) >= n_groups):
         raise ValueError(f"kept must hold group indices in [0, {n_groups - 1}]; got {kept.tolist()}")
+    rows = (kept[:, None] * group_size + torch.arange(group_size)[None, :]).reshape(-1)
+    return select_rows(batch, rows, mask_key=mask_key)
+
+
+def select_rows(
+    batch: Mapping[str, torch.Tensor],
+    rows: torch.Tensor,
+    mask_key: str = "attention_mask",
+) -> dict[str, torch.Tensor]:
+    """Keep the given rows of a padded token batch (in the given order) and cut the columns no kept row uses.
+
+    The row-level step of :func:`compact` (which keeps whole groups); a trainer whose rows are turns rather than
+    rollouts (several rows per episode) selects the rows of its kept groups and calls this directly.
+
+    Args:
+        batch: mapping of name -> tensor with first dimension B (as in :func:`compact`); tensors whose second
+            dimension equals T are cut along it, others are only row-selected.
+        rows: LongTensor ``[m]`` of row indices in ``[0, B)``; the output's rows in this order.
+        mask_key: key of the ``[B, T]`` padding mask (non-zero = real token) used to find the columns to cut:
+            those that are padding in every kept row (trailing for right padding, leading for left padding).
+
+    Returns:
+        dict with the same keys, each tensor with ``m`` rows and ``T' <= T`` columns (``T' = 0`` when ``m = 0``).
+    """
+    if mask_key not in batch:
+        raise ValueError(f"mask_key {mask_key!r} is not a key of batch (keys: {sorted(batch)})")
+    mask = batch[mask_key]
+    if not isinstance(mask, torch.Tensor) or mask.dim() != 2:
+        raise ValueError(f"batch[{mask_key!r}] must be a 2-D padding mask [B, T]; got {getattr(mask, 'shape', mask)}")
+    b, t = mask.shape
     for name, tensor in batch.items():
         if not isinstance(tensor, torch.Tensor) or tensor.dim() < 1 or tensor.shape[0] != b:
             raise ValueError(f"batch[{name!r}] must be a tensor with first dimension B={b}")
+    rows = torch.as_tensor(rows, dtype=torch.long).reshape(-1)
+    if rows.numel() and (int(rows.min()) < 0 or int(rows.max()) >= b):
+        raise ValueError(f"rows must hold row indices in [0, {b - 1}]; got {rows.tolist()}")
 
-    rows = (kept[:, None] * group_size + torch.arange(group_size)[None, :]).reshape(-1)
     kept_mask = mask.index_select(0, rows) != 0
     cols = kept_mask.any(dim=0).nonzero().flatten()
     if cols.numel() == 0:

@@ -516,7 +516,7 @@ def test_environment_factory_plays_env_turns_through_tool_calls(make_tiny_model,
     for i, env in enumerate(trainer.environments):
         ids, mask = out["completion_ids"][i], out["completion_mask"][i].bool()
         tool = out["tool_mask"][i].bool()
-        assert env._turns >= 1, tok.decode(ids[mask])
+        assert env.episode_turns >= 1, tok.decode(ids[mask])
         env_text = tok.decode(ids[mask & ~tool])
         model_text = tok.decode(ids[mask & tool])
         assert "<tool_response>" in env_text and "Turn 2:" in env_text  # the observation, not trained on
@@ -526,5 +526,5 @@ def test_environment_factory_plays_env_turns_through_tool_calls(make_tiny_model,
         assert bool((mask & tool)[first_env:].any())
         replay = gym.make("ragen/Sokoban-v0", action_format="answer")
         replay.reset(seed=int(data[0]["seed"]))
-        want = sum(float(replay.step("<answer>Up</answer>")[1]) for _ in range(env._turns))
+        want = sum(float(replay.step("<answer>Up</answer>")[1]) for _ in range(env.episode_turns))
         assert env.get_reward() == pytest.approx(want)

@@ -379,7 +379,7 @@ def test_version_gate_names_the_supported_range(monkeypatch):
         with pytest.raises(vglue.UnsupportedVerlVersionError, match=r"verl>=0\.9\.1,<0\.10\.0 \(tested: 0\.9\.1\)"):
             vglue.check_verl_version(bad)
     monkeypatch.setenv("RAGEN2_ALLOW_UNTESTED_VERL", "1")
-    with pytest.warns(UserWarning, match="trying anyway"):
+    with pytest.warns(RuntimeWarning, match="trying anyway"):
         vglue.check_verl_version("0.10.0")
 
 

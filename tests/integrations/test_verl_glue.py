@@ -25,6 +25,7 @@ import torch
 from verl_fakes import FakeTQ
 
 import ragen_core.integrations.verl as verl_pkg
+from ragen_core.integrations import versions
 from ragen_core.integrations.trl import version as trl_version
 from ragen_core.integrations.verl import adapter as vglue
 from ragen_core.integrations.verl import version as verl_version
@@ -122,7 +123,7 @@ def fake_verl(monkeypatch):
     """verl 0.9.1 stand-ins in ``sys.modules`` and fresh glue modules built on them; everything restored after."""
     for name, module in _verl_stand_ins().items():
         monkeypatch.setitem(sys.modules, name, module)
-    monkeypatch.setattr(verl_version, "metadata", SimpleNamespace(version=lambda dist: "0.9.1",
+    monkeypatch.setattr(versions, "metadata", SimpleNamespace(version=lambda dist: "0.9.1",
                                                                   PackageNotFoundError=LookupError))
     saved = {name: (sys.modules.get(name), getattr(verl_pkg, name.rsplit(".", 1)[1], None)) for name in GLUE}
 
@@ -339,7 +340,7 @@ def test_verl_version_module_mirrors_trl_version(monkeypatch):
         assert check(ok) == ok
     for bad in ("0.9.0", "0.8.5", "0.10.0", "1.0.0rc1", "0.9"):
         with pytest.raises(verl_version.UnsupportedVerlVersionError,
-                           match=r"verl>=0\.9\.1,<0\.10\.0 \(tested: 0\.9\.1\).*found verl .*try it anyway"):
+                           match=r"verl>=0\.9\.1,<0\.10\.0 \(tested: 0\.9\.1\).*found verl==.*try it anyway"):
             check(bad)
     from ragen_core.integrations.versions import format_release, release
 
@@ -348,26 +349,27 @@ def test_verl_version_module_mirrors_trl_version(monkeypatch):
     for version, parts in expected.items():
         assert release(version) == parts
         assert format_release(parts) == ".".join(map(str, parts))
-    assert verl_version._release is release and trl_version._release is release  # one parser for both checks
+    # one check for both adapters: both modules call the shared one (their messages differ only by name)
+    assert verl_version.check_supported is versions.check_supported is trl_version.check_supported
     monkeypatch.setenv("RAGEN2_ALLOW_UNTESTED_VERL", "1")
-    with pytest.warns(UserWarning, match="RAGEN2_ALLOW_UNTESTED_VERL=1: trying anyway"):
+    with pytest.warns(RuntimeWarning, match="RAGEN2_ALLOW_UNTESTED_VERL=1: trying anyway"):
         assert check("0.10.0") == "0.10.0"
     def missing(dist):
         raise LookupError(dist)
 
-    monkeypatch.setattr(verl_version, "metadata", SimpleNamespace(version=missing, PackageNotFoundError=LookupError))
+    monkeypatch.setattr(versions, "metadata", SimpleNamespace(version=missing, PackageNotFoundError=LookupError))
     with pytest.raises(verl_version.UnsupportedVerlVersionError, match="verl is not installed"):
         check()
 
 
 def test_glue_refuses_a_wrong_verl_before_importing_it(fake_verl, monkeypatch):
     monkeypatch.delenv("RAGEN2_ALLOW_UNTESTED_VERL", raising=False)
-    monkeypatch.setattr(verl_version, "metadata", SimpleNamespace(version=lambda d: "0.10.1",
+    monkeypatch.setattr(versions, "metadata", SimpleNamespace(version=lambda d: "0.10.1",
                                                                   PackageNotFoundError=LookupError))
     for name in GLUE:
-        with pytest.raises(verl_version.UnsupportedVerlVersionError, match="found verl 0.10.1"):
+        with pytest.raises(verl_version.UnsupportedVerlVersionError, match="found verl==0.10.1"):
             importlib.import_module(name)
-    with pytest.raises(verl_version.UnsupportedVerlVersionError, match="found verl 0.10.1"):
+    with pytest.raises(verl_version.UnsupportedVerlVersionError, match="found verl==0.10.1"):
         vglue.register()
     assert fake_verl.ADV_ESTIMATOR_REGISTRY == {}
 

@@ -125,18 +125,22 @@ class RagenEnvironment:
         return self._episode.total_reward
 
     # ------------------------------------------------------------------------------------------ episode state
-    # Private (TRL would expose public members as tools); the tool-calling warm start (ragen_core.integrations.warm)
-    # reads them.
+    # Properties, not methods: TRL offers an environment's public *functions* as tools (it lists them with
+    # ``inspect.getmembers(type(env), inspect.isfunction)``), and a property is not one, so these stay out of
+    # the tool list while the tool-calling warm start (ragen_core.integrations.warm) and users can read them.
     @property
-    def _done(self) -> bool:
+    def episode_done(self) -> bool:
+        """Whether the current episode has ended (terminated or truncated)."""
         return self._episode.done
 
     @property
-    def _success(self) -> bool:
+    def episode_success(self) -> bool:
+        """Whether the current episode ended in success (the env's ``info["success"]``)."""
         return self._episode.success
 
     @property
-    def _turns(self) -> int:
+    def episode_turns(self) -> int:
+        """Turns (``act`` calls that reached the env) played in the current episode."""
         return self._episode.turn
 
 

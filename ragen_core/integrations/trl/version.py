@@ -8,12 +8,7 @@ warning, for users who want to try a newer TRL at their own risk.
 
 from __future__ import annotations
 
-import os
-import warnings
-from importlib import metadata
-
-from ragen_core.integrations.versions import format_release as _fmt
-from ragen_core.integrations.versions import release as _release
+from ragen_core.integrations.versions import check_supported
 
 __all__ = ["TESTED_TRL_VERSION", "SUPPORTED_TRL_RANGE", "check_trl_version", "UnsupportedTRLVersionError"]
 
@@ -38,20 +33,6 @@ def check_trl_version(version: str | None = None) -> str:
         UnsupportedTRLVersionError: TRL is not installed, or ``version`` is outside ``SUPPORTED_TRL_RANGE``
             (unless ``RAGEN2_ALLOW_UNTESTED_TRL=1``, which warns instead).
     """
-    low, high = SUPPORTED_TRL_RANGE
-    wanted = f"trl>={_fmt(low)},<{_fmt(high)} (tested: {TESTED_TRL_VERSION}); install it with `pip install ragen2[trl]`"
-    if version is None:
-        try:
-            version = metadata.version("trl")
-        except metadata.PackageNotFoundError:
-            raise UnsupportedTRLVersionError(f"the TRL adapter needs {wanted}; TRL is not installed") from None
-    if low <= _release(version) < high:
-        return version
-    message = (
-        f"the TRL adapter supports {wanted}; found trl=={version}. It overrides GRPOTrainer hooks whose "
-        f"signatures change between TRL releases. Set {_OVERRIDE_ENV}=1 to try anyway."
-    )
-    if os.environ.get(_OVERRIDE_ENV) == "1":
-        warnings.warn(message, RuntimeWarning, stacklevel=2)
-        return version
-    raise UnsupportedTRLVersionError(message)
+    return check_supported("trl", version, label="TRL", supported=SUPPORTED_TRL_RANGE, tested=TESTED_TRL_VERSION,
+                           extra="trl", override_env=_OVERRIDE_ENV, error=UnsupportedTRLVersionError,
+                           why="It overrides GRPOTrainer hooks whose signatures change between TRL releases.")

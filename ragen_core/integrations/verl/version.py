@@ -9,12 +9,7 @@ another verl at their own risk. Laid out as ``trl_version`` is for TRL.
 
 from __future__ import annotations
 
-import os
-import warnings
-from importlib import metadata
-
-from ragen_core.integrations.versions import format_release as _fmt
-from ragen_core.integrations.versions import release as _release
+from ragen_core.integrations.versions import check_supported
 
 __all__ = ["TESTED_VERL_VERSION", "SUPPORTED_VERL_RANGE", "check_verl_version", "UnsupportedVerlVersionError"]
 
@@ -39,18 +34,5 @@ def check_verl_version(version: str | None = None) -> str:
         UnsupportedVerlVersionError: verl is not installed, or ``version`` is outside ``SUPPORTED_VERL_RANGE``
             (unless ``RAGEN2_ALLOW_UNTESTED_VERL=1``, which warns instead).
     """
-    low, high = SUPPORTED_VERL_RANGE
-    wanted = (f"verl>={_fmt(low)},<{_fmt(high)} (tested: {TESTED_VERL_VERSION}); "
-              "install it with `pip install ragen2[verl]`")
-    if version is None:
-        try:
-            version = metadata.version("verl")
-        except metadata.PackageNotFoundError:
-            raise UnsupportedVerlVersionError(f"the verl adapter needs {wanted}; verl is not installed") from None
-    if low <= _release(version) < high:
-        return version
-    message = f"the verl adapter supports {wanted}; found verl {version}"
-    if os.environ.get(_OVERRIDE_ENV) == "1":
-        warnings.warn(message + f" ({_OVERRIDE_ENV}=1: trying anyway)", stacklevel=2)
-        return version
-    raise UnsupportedVerlVersionError(message + f" (set {_OVERRIDE_ENV}=1 to try it anyway)")
+    return check_supported("verl", version, label="verl", supported=SUPPORTED_VERL_RANGE, tested=TESTED_VERL_VERSION,
+                           extra="verl", override_env=_OVERRIDE_ENV, error=UnsupportedVerlVersionError)
