@@ -1,6 +1,6 @@
 """The sandbox (ragen_envs.code.sandbox): basic behaviour, each isolation layer, the hostile-program corpus.
 
-Every program of tests/hostile_programs/ is run (a) through CodeEnv on a one-test task, which must give
+Every program of tests/envs/hostile_programs/ is run (a) through CodeEnv on a one-test task, which must give
 reward 0 and the expected verdict, and (b) directly with run_program (`fn_*` programs: run_function),
 whose full output is checked for the markers that would reveal an escape (secret file, environment
 variable, expected output, world-readable host files, the project checkout, files written on the host,
