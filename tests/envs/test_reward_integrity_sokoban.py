@@ -8,126 +8,20 @@ None may succeed, and none may earn more than committing to the losing move o do
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from one_winning_move import State, WinningMoveProbe, one_move_tests
 
 from ragen_envs.sokoban.env import SokobanEnv
 
 #: Examples per generated test (the report counts these).
 EXAMPLES = 150
-MOVES = ("Up", "Down", "Left", "Right")
-
-#: {m}: the winning move, {o}: another move.
-HOSTILE = (
-    "not {m}",
-    "no {m}",
-    "don't {m}",
-    "{m} is wrong",
-    "maybe {m}",
-    "{m}?",
-    "{m} or {o}",
-    "{o} or {m}",
-    "either {m} or {o}",
-    "{m}, {o}",
-    "{m} {o}",
-    "{m}/{o}",
-    "{m} | {o}",
-    "{m} and {o}",
-    "{m} (not {o})",
-    "{m}{m}",
-    "{m}-{o}",
-)
-#: Letter -> lookalike from another script (Cyrillic / Greek).
-HOMOGLYPHS = {"e": "е", "o": "о", "p": "р", "i": "і", "U": "Ս", "L": "Ⅼ", "D": "Ꭰ", "R": "Ꮢ", "g": "ɡ", "t": "τ"}
+PROBE = WinningMoveProbe(SokobanEnv(min_solution_len=1, max_solution_len=1), moves=("Up", "Down", "Left", "Right"))
 
 
-def _respond(action: str) -> str:
-    return f"<think>t</think><answer>{action}</answer>"
-
-
-def _env() -> SokobanEnv:
-    return SokobanEnv(min_solution_len=1, max_solution_len=1)
-
-
-_ENV = _env()
-
-
-def _at(state: tuple[int, tuple[str, ...], str]) -> SokobanEnv:
-    """The env in `state` (seed, moves so far, winning move): reset and replay (cheaper than deepcopy)."""
-    seed, moves, _ = state
-    _ENV.reset(seed=seed)
-    for move in moves:
-        _ENV.step(_respond(move))
-    return _ENV
-
-
-def _one_push_from_solved(seed: int) -> tuple[int, tuple[str, ...], str] | None:
+def _one_push_from_solved(seed: int) -> State | None:
     """(seed, no moves, winning move) of a level solved by one push."""
-    plan = _at((seed, (), "")).oracle_actions()
+    plan = PROBE.at((seed, (), "")).oracle_actions()
     return (seed, (), plan[0]) if plan and len(plan) == 1 else None
 
 
-def _losing_move(state) -> tuple[str, float]:
-    """A move that does not win from `state`, and its reward (what a committed wrong answer earns)."""
-    for other in MOVES:
-        if other != state[2]:
-            _, reward, _, _, info = _at(state).step(_respond(other))
-            if not info["success"]:
-                return other, reward
-    raise AssertionError("every move wins")
-
-
 STATES = [s for s in (_one_push_from_solved(seed) for seed in range(12)) if s is not None]
-
-
-def _check(state, response: str, committed_wrong: float) -> None:
-    _, reward, _, _, info = _at(state).step(response)
-    assert not info["success"] and reward <= committed_wrong, (response, reward, committed_wrong)
-
-
-@given(state=st.sampled_from(STATES), template=st.sampled_from(HOSTILE), upper=st.booleans())
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_wrapped_negated_or_hedged_moves_do_not_solve_the_level(state, template, upper):
-    move = state[2]
-    other, committed_wrong = _losing_move(state)
-    m = move.upper() if upper else move
-    _check(state, "<think>t</think><answer>" + template.replace("{m}", m).replace("{o}", other) + "</answer>",
-           committed_wrong)  # fmt: skip
-
-
-@given(state=st.sampled_from(STATES), data=st.data())
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_lookalike_or_misspelled_moves_do_not_solve_the_level(state, data):
-    move = state[2]
-    other, committed_wrong = _losing_move(state)
-    i = data.draw(st.integers(0, len(move) - 1))
-    kind = data.draw(st.sampled_from(["homoglyph", "drop", "swap", "double"]))
-    if kind == "homoglyph":
-        if move[i] not in HOMOGLYPHS:
-            return
-        bad = move[:i] + HOMOGLYPHS[move[i]] + move[i + 1 :]
-    elif kind == "drop":
-        bad = move[:i] + move[i + 1 :]
-    elif kind == "swap":
-        if i == len(move) - 1 or move[i] == move[i + 1]:
-            return
-        bad = move[:i] + move[i + 1] + move[i] + move[i + 2 :]
-    else:
-        bad = move[: i + 1] + move[i] + move[i + 1 :]
-    _check(state, _respond(bad), committed_wrong)
-
-
-def test_the_winning_move_outside_the_answer_does_not_count():
-    assert len(STATES) >= 5
-    for state in STATES:
-        move = state[2]
-        other, committed_wrong = _losing_move(state)
-        for response in (
-            f"<think>{move}</think><answer>{other}</answer>",
-            f"<think>t</think><answer>{other}</answer><answer>{move}</answer>",
-            f"<think>t</think><answer>{other}</answer> {move}",
-            f"<think>t</think><answer>{move}</answer><answer>{other}</answer>",
-        ):
-            _check(state, response, committed_wrong)
-        # the committed winning move does win (the check can fail)
-        assert _at(state).step(_respond(move))[4]["success"]
+globals().update(one_move_tests(PROBE, STATES, EXAMPLES))
