@@ -128,9 +128,15 @@ def detect_collapse(steps: Sequence[int], margin: Sequence[float], token_entropy
         return CollapseVerdict(False, f"no input dependence to lose (margin <= {min_start} at {where})",
                                **verdict)
     if drop_idx is None:
+        low = min(range(ref, n), key=lambda j: (margin[j], j))
+        # a dip that recovered at the next measurement is not a drop (a dip at the last one would have been)
+        if low + 1 < n and m_ref > min_start and margin[low] <= (1 - drop) * m_ref:
+            return CollapseVerdict(False, f"no MI drop: the margin fell to {margin[low]:.3f} at step {steps[low]} "
+                                   f"(at most {(1 - drop):.0%} of {where}, {m_ref:.3f} at step {steps[ref]}) but "
+                                   f"was back to {margin[low + 1]:.3f} at the next measurement", **verdict)
         return CollapseVerdict(False, f"no MI drop: the margin stayed above {(1 - drop):.0%} of {where} "
                                f"({m_ref:.3f} at step {steps[ref]} -> min after it "
-                               f"{min(margin[ref:]):.3f})", **verdict)
+                               f"{margin[low]:.3f})", **verdict)
     drop_step = int(steps[drop_idx])
     early = [(name, s) for name, s in (("token entropy", ent_alarm), ("H(Z|X)", cond_alarm))
              if s is not None and s <= drop_step]

@@ -41,7 +41,12 @@ def test_an_entropy_alarm_after_the_drop_does_not_veto():
 
 def test_a_one_measurement_dip_is_not_a_drop():
     v = detect_collapse(STEPS, [0.6, 0.2, 0.5, 0.55, 0.6, 0.58], FLAT, FLAT)
-    assert not v.collapsed and v.drop_step is None and "no MI drop" in v.reason
+    assert not v.collapsed and v.drop_step is None
+    # the reason names the dip and its recovery, not a margin that "stayed above" the level it crossed
+    assert v.reason == ("no MI drop: the margin fell to 0.200 at step 5 (at most 50% of its peak, 0.600 at step 0) "
+                        "but was back to 0.500 at the next measurement")
+    v = detect_collapse(STEPS, [0.6, 0.5, 0.4, 0.35, 0.45, 0.5], FLAT, FLAT)
+    assert v.reason == "no MI drop: the margin stayed above 50% of its peak (0.600 at step 0 -> min after it 0.350)"
 
 
 def test_a_drop_at_the_last_measurement_counts():
