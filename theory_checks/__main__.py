@@ -33,9 +33,11 @@ def build_parser(prog: str = "python -m theory_checks") -> argparse.ArgumentPars
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run all checks; 0 when everything holds (and, with --mutants, every mutant is caught), 1 otherwise."""
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "python -m theory_checks") -> int:
+    """Run all checks; 0 when everything holds (and, with --mutants, every mutant is caught), 1 otherwise.
+
+    `prog` names the program in the usage line and parse errors (``ragen verify`` passes its own name)."""
+    args = build_parser(prog).parse_args(argv)
     if args.seed < 0:
         print(f"--seed must be a non-negative integer, got {args.seed}", file=sys.stderr)
         return 2

@@ -475,7 +475,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     report = rv_report(groups, keep_rate=args.keep_rate, score=args.score, ddof=args.ddof)
     mi = None
     if args.model is not None:
-        from ragen_core.apps.cli import extra_hint, missing_train_modules
+        from ragen_core.apps.install import extra_hint, missing_train_modules
 
         missing = missing_train_modules(("torch", "transformers", "tokenizers"))
         if missing:
@@ -499,14 +499,19 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     return 1 if loaded.errors else 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point: ``python -m ragen_core.apps.diagnose ROLLOUTS.jsonl [--model PATH]``."""
+def build_parser(prog: str = "ragen diagnose") -> argparse.ArgumentParser:
+    """The `ragen diagnose` parser (:func:`add_arguments`) named `prog`."""
     parser = argparse.ArgumentParser(
-        prog="ragen diagnose",
+        prog=prog,
         description="RV heterogeneity pre-check and (with --model) MI collapse proxies on a rollouts JSONL file.",
     )
     add_arguments(parser)
-    return run(parser.parse_args(argv))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "ragen diagnose") -> int:
+    """Entry point: ``ragen diagnose`` / ``python -m ragen_core.apps.diagnose ROLLOUTS.jsonl [--model PATH]``."""
+    return run(build_parser(prog).parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -11,10 +11,11 @@ exit status 2.
 
 from __future__ import annotations
 
+import argparse
 import random
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 import gymnasium as gym
@@ -24,6 +25,7 @@ import ragen_envs  # noqa: F401  (registers the ids)
 _HIDDEN_INFO = {"instructions"}
 #: Terminal escape sequences (arrow keys without line editing: ``^[[A``), which are never actions.
 _ESCAPES = re.compile(r"(\x1b\[?[0-9;]*[A-Za-z~]?|\^\[\[?[0-9;]*[A-Za-z~]?)")
+PROG = "ragen play"
 BANNER = "commands: q quits, r restarts this level, ? shows the rules; type an action (e.g. Up || Left) or a response"
 
 
@@ -135,3 +137,52 @@ def play(
                     break
     finally:
         env.close()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------------------------------------------
+
+
+def parse_kwargs(pairs: Sequence[str]) -> dict[str, object]:
+    """`key=value` strings -> kwargs; values parsed as Python literals when possible (`4` -> 4, `grid` -> "grid").
+
+    Raises:
+        ValueError: for a string without `=`.
+    """
+    import ast
+
+    out: dict[str, object] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ValueError(f"env kwarg {pair!r} must look like key=value")
+        key, value = pair.split("=", 1)
+        try:
+            out[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            out[key] = value
+    return out
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    """`ragen play ENV_ID [--seed S] [key=value ...]`."""
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument("env_id", help="a registered id, e.g. ragen/Sokoban-v0")
+    parser.add_argument("--seed", type=int, default=None, help="seed of the first episode")
+    parser.add_argument("env_kwargs", nargs="*", metavar="key=value", help="keyword arguments for gym.make")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    """Parse `argv` and :func:`play`; 2 with one `config error:` line for a kwarg that is not key=value."""
+    args = build_parser(prog).parse_args(argv)
+    try:
+        kwargs = parse_kwargs(args.env_kwargs)
+    except ValueError as exc:
+        print(f"config error: {exc}", file=sys.stderr)
+        return 2
+    return play(args.env_id, seed=args.seed, kwargs=kwargs)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

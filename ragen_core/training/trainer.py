@@ -64,9 +64,7 @@ __all__ = [
     "select_groups_rows",
     "validation_rollout",
     "new_run_dir",
-    "add_arguments",
     "run",
-    "main",
 ]
 
 
@@ -854,19 +852,7 @@ class _TurnProgress:
 
 
 # ---------------------------------------------------------------------------------------------- CLI
-def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """`ragen train` arguments: CONFIG [key=value ...] [--resume RUN_DIR] [--run-dir DIR]."""
-    parser.add_argument("config", nargs="?", default=None,
-                        help="TOML config file, or the name of a shipped preset (`ragen configs`); "
-                             "optional with --resume")
-    parser.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides, e.g. algo.lr=1e-6")
-    parser.add_argument("--resume", metavar="RUN_DIR", default=None,
-                        help="continue the run in RUN_DIR from its latest checkpoint (its config.toml is used; "
-                             "key=value may change only: " + ", ".join(RESUME_KEYS) + ")")
-    parser.add_argument("--run-dir", default=None, help="exact run folder (default: run.out_dir/run.name[-N])")
-    return parser
-
-
+# The parser and `main` of `ragen train` are ragen_core.apps.train's; :func:`run` is what they call.
 def new_run_dir(cfg: TrainConfig) -> Path:
     base = Path(cfg.run.out_dir) / cfg.run.name
     if not base.exists():
@@ -1015,11 +1001,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = add_arguments(argparse.ArgumentParser(prog="ragen train", description=__doc__.split("\n\n")[0]))
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    return run(args)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m ragen_core.training.trainer ARGS` (how older scripts and run logs start runs) is the program
+    # `python -m ragen_core.apps.train ARGS`, run by name: the training layer never imports the apps layer.
+    import runpy
+
+    runpy.run_module("ragen_core.apps.train", run_name="__main__", alter_sys=True)

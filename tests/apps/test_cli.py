@@ -79,7 +79,7 @@ def test_play_handles_end_of_input():
 
 
 def test_play_accepts_env_kwargs_from_the_command_line():
-    assert cli._parse_kwargs(["max_actions=4", "obs_format=grid"]) == {"max_actions": 4, "obs_format": "grid"}
+    assert play_mod.parse_kwargs(["max_actions=4", "obs_format=grid"]) == {"max_actions": 4, "obs_format": "grid"}
 
 
 def test_delegated_commands_receive_their_options(capsys):

@@ -4,9 +4,10 @@ pre-check of `ragen diagnose` against the trainer's torch implementation."""
 
 from __future__ import annotations
 
-import contextlib
 import importlib
+import inspect
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -72,12 +73,26 @@ def test_the_wheels_package_data_folder_is_preferred_to_the_checkout(tmp_path, m
     assert presets.presets_dir() is None and presets.list_presets() == []
 
 
-def test_reproduce_gets_the_shipped_configs_only_outside_a_checkout(monkeypatch):
-    assert cli._reproduce_args(["--quick"]) == ["--quick"]  # a checkout: its own default
-    monkeypatch.setattr(cli, "checkout_root", lambda: None)
-    assert cli._reproduce_args(["--quick"]) == ["--quick", "--configs-dir", str(presets.presets_dir())]
-    assert cli._reproduce_args(["--configs-dir", "x"]) == ["--configs-dir", "x"]
-    assert cli._reproduce_args(["--configs-dir=x"]) == ["--configs-dir=x"]
+def test_reproduce_gets_the_shipped_configs_only_outside_a_checkout(monkeypatch, capsys):
+    from ragen_core.apps import install
+    from ragen_core.apps.reproduce import cli as reproduce_cli
+
+    seen: list[object] = []
+
+    def stop(explicit, envs):  # what the study is built from; stop there (nothing runs)
+        seen.append(explicit)
+        raise FileNotFoundError("stop")
+
+    monkeypatch.setattr(reproduce_cli, "find_configs_dir", stop)
+    assert reproduce_cli.default_configs_dir() is None  # a checkout: its own configs/
+    assert reproduce_cli.main(["--quick"]) == 2 and seen[-1] is None
+    monkeypatch.setattr(install, "checkout_root", lambda: None)
+    assert reproduce_cli.default_configs_dir() == str(presets.presets_dir())
+    assert reproduce_cli.main(["--quick"]) == 2 and seen[-1] == str(presets.presets_dir())
+    assert reproduce_cli.main(["--quick", "--configs-dir", "x"]) == 2 and seen[-1] == "x"
+    assert reproduce_cli.main(["--quick", "--configs-dir=x"]) == 2 and seen[-1] == "x"
+    assert cli.main(["reproduce", "--quick"]) == 2 and seen[-1] == str(presets.presets_dir())
+    assert capsys.readouterr().err.count("ragen reproduce: stop") == 5
 
 
 # ------------------------------------------------------------------------------------------- version, extras
@@ -113,7 +128,9 @@ def test_diagnose_model_needs_a_local_folder_and_the_extra(tmp_path, capsys, mon
         assert diagnose_main([str(sample), "--model", bad]) == 2
         err = capsys.readouterr().err
         assert "local folder" in err and err.count("\n") == 1
-    monkeypatch.setattr(cli, "missing_train_modules", lambda modules=cli.TRAIN_EXTRA_MODULES: ["torch"])
+    from ragen_core.apps import install
+
+    monkeypatch.setattr(install, "missing_train_modules", lambda modules=install.TRAIN_EXTRA_MODULES: ["torch"])
     assert diagnose_main([str(sample), "--model", str(tmp_path)]) == 2
     assert "ragen2[train]" in capsys.readouterr().err
 
@@ -173,28 +190,68 @@ def test_numpy_precheck_equals_the_trainers_torch_rule():
     assert n > 2000
 
 
-@pytest.mark.parametrize("command", ["verify", "bench"])
-def test_delegated_help_names_the_ragen_command(command, capsys):
-    # argparse's --help exits (the benchmarks' parser); ragen verify prints theory_checks' help and returns 0.
-    with pytest.raises(SystemExit) if command == "bench" else contextlib.nullcontext():
-        assert cli.main([command, "--help"]) == 0
+def test_ragen_help_lists_the_commands_of_the_table_in_order(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")  # argparse wraps at the terminal's width
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["--help"])
+    assert stop.value.code == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"usage: ragen {command}"), out[:200]
-    assert sys.argv[0] != f"ragen {command}"  # restored
+    assert out.startswith("usage: ragen ") and "{" + ",".join(cli.COMMANDS) + "}" in out
+    for name, command in cli.COMMANDS.items():
+        assert re.search(rf"^ +{name} +{re.escape(command.help)}$", out, re.M), name
 
 
-@pytest.mark.parametrize("command", ["verify", "bench"])
-def test_delegated_parse_error_names_the_ragen_command(command, capsys):
+@pytest.mark.parametrize("name", list(cli.COMMANDS))
+def test_every_command_module_has_main_argv_prog_and_its_parser(name):
+    module = importlib.import_module(cli.COMMANDS[name].module)
+    assert list(inspect.signature(module.main).parameters) == ["argv", "prog"]
+    if name != "bench":  # the benchmarks' parser is benchmarks.run_all's own
+        assert module.build_parser(f"ragen {name}").prog == f"ragen {name}"
+
+
+def _needs_checkout(command: str) -> None:
+    if command == "bench" and cli.checkout_root() is None:
+        pytest.skip("ragen bench runs from a source checkout only")
+
+
+@pytest.mark.parametrize("command", list(cli.COMMANDS))
+def test_every_command_answers_help_naming_the_ragen_command(command, capsys):
+    _needs_checkout(command)
+    with pytest.raises(SystemExit) as stop:
+        cli.main([command, "--help"])
+    assert stop.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: ragen {command} "), out[:200]
+    assert "python -m" not in out.splitlines()[0]
+    assert sys.argv[0] != f"ragen {command}"  # restored (the benchmarks' parser takes its name from argv[0])
+
+
+#: What a command requires before a flag is judged (argparse reports a missing positional first).
+_REQUIRED = {"play": ["ragen/Sokoban-v0"], "diagnose": ["rollouts.jsonl"]}
+
+
+@pytest.mark.parametrize("command", list(cli.COMMANDS))
+def test_every_command_rejects_a_bad_flag_naming_the_ragen_command(command, capsys):
     # A bad argument stops before anything runs, with the usage line of the command the user typed
     # (theory_checks' own parser calls itself `python -m theory_checks`).
+    _needs_checkout(command)
     with pytest.raises(SystemExit) as stop:
-        cli.main([command, "--no-such-flag"])
+        cli.main([command, *_REQUIRED.get(command, []), "--no-such-flag"])
     assert stop.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith(f"usage: ragen {command} "), err[:200]
-    assert f"ragen {command}: error: unrecognized arguments: --no-such-flag" in err
+    assert err.endswith(f"ragen {command}: error: unrecognized arguments: --no-such-flag\n"), err[-200:]
     assert "theory_checks" not in err
     assert sys.argv[0] != f"ragen {command}"  # restored
+
+
+def test_python_m_trainer_is_still_the_train_command():
+    """Scripts that start runs as `python -m ragen_core.training.trainer` get the `ragen train` program."""
+    proc = subprocess.run([sys.executable, "-m", "ragen_core.training.trainer", "--no-such-flag"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("usage: ragen train ")
+    assert "ragen train: error: unrecognized arguments: --no-such-flag" in proc.stderr
 
 
 def test_a_closed_pipe_ends_the_listing_quietly(tmp_path, monkeypatch):

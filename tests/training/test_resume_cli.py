@@ -1,6 +1,6 @@
 """`ragen train` as a user runs it: resume overrides that keep the run's identity (and the log of them), Ctrl-C,
 the checkpoint after the warm start, runs with nothing to resume, failed starts, the last-step validation and
-the progress bars. Tiny runs of the real Bandit env through `ragen_core.training.trainer.main`."""
+the progress bars. Tiny runs of the real Bandit env through `ragen_core.apps.train.main`."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from ragen_core.apps.train import main
 from ragen_core.training import trainer as train_mod
 from ragen_core.training import warm_cache
 from ragen_core.training.config import ConfigError, load_config, resume_changes
-from ragen_core.training.trainer import LATEST, RESUME_LOG, Trainer, main
+from ragen_core.training.trainer import LATEST, RESUME_LOG, Trainer
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,11 @@ import gymnasium as gym
 import pytest
 import torch
 
+from ragen_core.apps.train import main
 from ragen_core.policy import HFPolicy
 from ragen_core.training.algorithms import ALGORITHMS, compute_advantages, traj_token_view
 from ragen_core.training.config import ConfigError, TrainConfig, apply_overrides, dump_toml, load_config
-from ragen_core.training.trainer import Trainer, main, select_groups_rows
+from ragen_core.training.trainer import Trainer, select_groups_rows
 from ragen_envs.base import TextAgentEnv
 
 ENV_ID = "test/Parity-v0"

@@ -18,9 +18,12 @@ from ragen_core.apps.reproduce.report import write_report
 from ragen_core.apps.reproduce.runner import finished_records, run_local, run_ray
 from ragen_core.apps.reproduce.study import ARMS, DEFAULT_SEEDS, ENVS, build_study, find_configs_dir, study_seeds
 
+PROG = "ragen reproduce"
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ragen reproduce", description=(
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    """The `ragen reproduce` parser, named `prog`."""
+    p = argparse.ArgumentParser(prog=prog, description=(
         "Reproduce the paper's four findings at small scale (docs/reproduction.md): template collapse invisible to "
         "entropy and filtering against it (no filter / top-p / random drop, on the collapse-prone configs, judged "
         "on the held-out MI probe), MI vs entropy as predictors of success and the RV quartile ablation (on the "
@@ -47,8 +50,24 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def default_configs_dir() -> str | None:
+    """The default of --configs-dir: None (the checkout's ``configs/``, :func:`find_configs_dir`) in a source
+    checkout; outside one (an installed wheel) the shipped presets' folder, which holds the same base configs."""
+    from ragen_core.apps.install import checkout_root
+
+    if checkout_root() is not None:
+        return None
+    from ragen_core.training.presets import presets_dir
+
+    folder = presets_dir()
+    return str(folder) if folder is not None else None
+
+
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    """Run the study and write its report; 0, 1 (a run failed, or nothing to report) or 2 (bad arguments)."""
+    args = build_parser(prog).parse_args(argv)
+    if args.configs_dir is None:
+        args.configs_dir = default_configs_dir()
     try:
         seeds = study_seeds(args.seeds, args.quick, args.first_seed)
     except ValueError as e:

@@ -1,8 +1,7 @@
 """Running the study's runs: local worker processes or Ray tasks, resumable, with a progress bar.
 
-Each run is one ``python -m ragen_core.training.trainer`` process (one torch thread) in ``OUT/runs/NAME``. A finished
-run has
-a ``done.json`` (its record, :func:`read_run`) and is never re-run; a killed one continues from its last checkpoint.
+Each run is one ``python -m ragen_core.apps.train`` process (one torch thread) in ``OUT/runs/NAME``. A finished run
+has a ``done.json`` (its record, :func:`read_run`) and is never re-run; a killed one continues from its last checkpoint.
 With ``--ray ADDRESS`` every run is a Ray task (``num_cpus=1``) on that cluster; the task runs the same function
 as a local worker, so the two paths differ only in who schedules them. The run folders and the warm-start cache
 must then be on a file system that every Ray node sees (one machine, or a shared mount).
@@ -46,9 +45,9 @@ def execute_run(spec: RunSpec, runs_dir: str | Path) -> dict[str, Any]:
     if done.is_file():
         return json.loads(done.read_text())
     if (run_dir / "checkpoints" / "latest.pt").is_file() and (run_dir / "config.toml").is_file():
-        cmd = [sys.executable, "-m", "ragen_core.training.trainer", "--resume", str(run_dir)]
+        cmd = [sys.executable, "-m", "ragen_core.apps.train", "--resume", str(run_dir)]
     else:
-        cmd = [sys.executable, "-m", "ragen_core.training.trainer", spec.config, *spec.overrides,
+        cmd = [sys.executable, "-m", "ragen_core.apps.train", spec.config, *spec.overrides,
                "--run-dir", str(run_dir)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     run_dir.mkdir(parents=True, exist_ok=True)

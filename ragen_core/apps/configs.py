@@ -1,0 +1,46 @@
+"""`ragen configs [NAME]`: the shipped configs (presets) with their first comment line, or one preset's TOML."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+PROG = "ragen configs"
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    """`ragen configs [NAME]`."""
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument("name", nargs="?", default=None, help="print this preset's TOML instead")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    """The listing (or NAME's TOML); 2 with one `config error:` line for an unknown NAME or no presets at all."""
+    args = build_parser(prog).parse_args(argv)
+    from ragen_core.training.presets import list_presets, preset_path, presets_dir
+
+    if args.name:
+        path = preset_path(args.name)
+        if path is None:
+            names = ", ".join(n for n, _, _ in list_presets())
+            print(f"config error: no shipped preset {args.name!r}; presets: {names}", file=sys.stderr)
+            return 2
+        print(path.read_text(encoding="utf-8"), end="")
+        return 0
+    presets = list_presets()
+    if not presets:
+        print("no shipped configs found (neither the wheel's ragen_core/_configs nor a checkout's configs/)",
+              file=sys.stderr)
+        return 2
+    width = max(len(name) for name, _, _ in presets)
+    for name, _, text in presets:
+        print(f"{name:<{width}}  {text}")
+    print(f"\n{len(presets)} presets in {presets_dir()}; train one with `ragen train NAME [key=value ...]`, "
+          "print one with `ragen configs NAME`")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
