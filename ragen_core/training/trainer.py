@@ -13,7 +13,7 @@ function of `ragen_core`):
                       docs/science.md section 4); with dynamic sampling (dapo), extra rounds refill the dropped groups
     3. diagnostics    every `mi.every` steps: cross-score the whole batch (mi.cross_score) -> MI proxies,
                       MI-ZScore-EMA, H(Z|X) estimate, regime (docs/science.md section 2)
-    4. compact        the dropped groups' rows are physically removed (filtering.compact); an empty batch skips
+    4. compact        the dropped groups' rows are physically removed (filtering.select_rows); an empty batch skips
                       the update (counted; stop after `filter.max_empty_steps` in a row)
     5. score          old log-probs, reference log-probs (KL on) and critic values (ppo) of the kept rows
     6. advantages     the algorithm's entry (ragen_core.training.algorithms): GAE over the critic, or a group estimator
@@ -49,7 +49,7 @@ import torch
 from ragen_core.episode import per_rollout_options
 from ragen_core.math import losses
 from ragen_core.math.advantages import TRAJ_MEAN, aggregate_loss, trajectory_token_weights
-from ragen_core.math.filtering import compact, filter_groups, reward_variance, rv_statistics
+from ragen_core.math.filtering import filter_groups, reward_variance, rv_statistics, select_rows
 from ragen_core.policy import load_policy
 from ragen_core.rollout import RolloutBatch, RolloutSettings, build_batch, make_envs, pad_token_id, rollout
 from ragen_core.training.algorithms import compute_advantages, get_algorithm, token_loss_mode
@@ -162,14 +162,13 @@ def validation_rollout(policy: Any, envs: Sequence[Any], cfg: TrainConfig, setti
 
 
 def select_groups_rows(rows: dict[str, torch.Tensor], kept_groups: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Physically remove the rows of dropped groups (filtering.compact, one row per 'group' of size 1).
+    """The rows of the kept groups: every turn of their episodes (``rows["row_group"]`` names each row's group).
 
     Kept rows stay in batch order (so the turns of a trajectory stay in order); padding columns that no kept row
-    uses are cut.
+    uses are cut (:func:`ragen_core.math.filtering.select_rows`).
     """
-    keep = torch.isin(rows["row_group"], kept_groups)
-    kept_rows = keep.nonzero().flatten()
-    return compact(rows, kept_rows, group_size=1, mask_key="attention_mask")
+    kept_rows = torch.isin(rows["row_group"], kept_groups).nonzero().flatten()
+    return select_rows(rows, kept_rows, mask_key="attention_mask")
 
 
 def _overlaps(a: range, b: range) -> bool:
