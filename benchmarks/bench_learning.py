@@ -48,9 +48,9 @@ def run_one(name: str, seed: int, variant: str, runs_dir: Path, extra: list[str]
         return json.loads(done.read_text())
     overrides = [f"run.seed={seed}", "run.progress=false", *VARIANTS[variant], *extra]
     if (run_dir / "checkpoints" / "latest.pt").is_file() and (run_dir / "config.toml").is_file():
-        cmd = [sys.executable, "-m", "ragen_core.training.trainer", "--resume", str(run_dir)]
+        cmd = [sys.executable, "-m", "ragen_core.apps.train", "--resume", str(run_dir)]
     else:
-        cmd = [sys.executable, "-m", "ragen_core.training.trainer", str(ROOT / CONFIGS[name]), *overrides,
+        cmd = [sys.executable, "-m", "ragen_core.apps.train", str(ROOT / CONFIGS[name]), *overrides,
                "--run-dir", str(run_dir)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -69,7 +69,7 @@ timeout 150 "$PY" -m benchmarks.bench_rollout --device cuda --threads 4 \
 # Sokoban learning on CUDA with a larger tiny model (hidden 512, 8 layers: about 25 M parameters): the shipped
 # config, its warm start and 60 GRPO steps; tokens/s and the validation curve from its metrics.jsonl.
 MODEL=$("$PY" -c "from ragen_core.policy import default_tiny_model_dir as d; print(d(hidden=512, layers=8, heads=8, kv_heads=4))")
-timeout 420 "$PY" -m ragen_core.training.trainer configs/sokoban_tiny.toml "model.path=\"$MODEL\"" run.device=cuda \
+timeout 420 "$PY" -m ragen_core.apps.train configs/sokoban_tiny.toml "model.path=\"$MODEL\"" run.device=cuda \
     run.max_minutes=6 run.progress=false --run-dir "$OUT/sokoban_25m" 2>&1 | tail -30 | tee "$OUT/sokoban_25m.log" || status=1
 "$PY" - "$OUT/sokoban_25m" <<'PYEOF' | tee "$OUT/sokoban_25m_summary.json"
 import json, sys

@@ -2,7 +2,7 @@
 
 Status: written against vLLM's documented offline API (`vllm.LLM`, `vllm.SamplingParams`,
 `LLM.generate` with token prompts, `LLM.apply_model`, `LLM.reset_prefix_cache`); its logic is tested
-with a stand-in engine (tests/test_policy_vllm.py). It has never been run with a real vLLM on a
+with a stand-in engine (tests/policy/test_policy_vllm.py). It has never been run with a real vLLM on a
 real GPU here (vLLM needs CUDA and cannot be installed on these machines); expect to adjust
 engine arguments to the vLLM version you install.
 

@@ -998,11 +998,3 @@ def run(args: argparse.Namespace) -> int:
     print(f"run folder: {run_dir}")
     print((run_dir / "summary.md").read_text())
     return 0
-
-
-if __name__ == "__main__":
-    # `python -m ragen_core.training.trainer ARGS` (how older scripts and run logs start runs) is the program
-    # `python -m ragen_core.apps.train ARGS`, run by name: the training layer never imports the apps layer.
-    import runpy
-
-    runpy.run_module("ragen_core.apps.train", run_name="__main__", alter_sys=True)

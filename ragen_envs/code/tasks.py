@@ -30,7 +30,7 @@ generation against stand-in programs that do not solve the task (`passing_standi
 answer (any constant), the identity (echo the input / return the first argument), and a lookup table
 of the public tests falling back to a constant or to the identity. Each stand-in must fail at least one
 hidden test; while one passes them all, the generator draws further hidden tests (so a task can hold
-more than `num_tests`; over seeds 0..199 per family this is rare, see tests/test_reward_integrity_code.py).
+more than `num_tests`; over seeds 0..199 per family this is rare, see tests/envs/test_reward_integrity_code.py).
 
 Data sets (`load_tasks(path)`, `.jsonl` or `.json`, validated by `ragen_envs.data.load_records`):
 

@@ -6,7 +6,7 @@ A board of side `n = b * b` (4, 9, 16) is a flat sequence of `n * n` ints in row
 
 `count_solutions` is a complete depth-first search (bitmask candidates, the cell with the fewest
 candidates first), so its answer is exact: it stops only at `limit` solutions or when the search
-space is exhausted. `tests/test_sudoku.py` checks it against brute-force enumeration of every
+space is exhausted. `tests/envs/test_sudoku.py` checks it against brute-force enumeration of every
 completion of 4x4 boards.
 """
 

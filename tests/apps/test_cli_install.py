@@ -245,9 +245,10 @@ def test_every_command_rejects_a_bad_flag_naming_the_ragen_command(command, caps
     assert sys.argv[0] != f"ragen {command}"  # restored
 
 
-def test_python_m_trainer_is_still_the_train_command():
-    """Scripts that start runs as `python -m ragen_core.training.trainer` get the `ragen train` program."""
-    proc = subprocess.run([sys.executable, "-m", "ragen_core.training.trainer", "--no-such-flag"],
+def test_python_m_apps_train_is_the_train_command():
+    """Scripts (the study's runner, the learning benchmark) start runs as `python -m ragen_core.apps.train`: the
+    `ragen train` program, its usage and errors included."""
+    proc = subprocess.run([sys.executable, "-m", "ragen_core.apps.train", "--no-such-flag"],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("usage: ragen train ")

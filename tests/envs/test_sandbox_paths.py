@@ -1,7 +1,7 @@
 """The sandbox package's layout: its modules' old import paths (`ragen_envs.code.sandbox_boot`, ...) still
 import, warn, and are the very module objects of the new paths; the launch script is found by path.
 
-No sandbox run here (tests/test_sandbox.py runs them, every one through `sandbox/launch.py`).
+No sandbox run here (tests/envs/test_sandbox.py runs them, every one through `sandbox/launch.py`).
 """
 
 from __future__ import annotations

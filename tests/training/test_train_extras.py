@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ragen_core.training import trainer as train
+from ragen_core.apps import train
 
 
 def test_vision_env_trains_end_to_end_on_cpu(tmp_path):
