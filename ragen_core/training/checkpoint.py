@@ -49,12 +49,16 @@ class RNGStreams:
     """The run's explicit RNG streams (all checkpointed, with torch's global CPU / CUDA states).
 
     ``sample``: rollout sampling; ``update``: mini-batch order; ``filter``: the random filter strategy.
+    The project's own code draws only from these; torch's global generators (CPU and CUDA) are seeded too
+    (``seed + 3``), because torch >= 2.13 seeds them at random at start-up and anything a user plugs in
+    (a policy with dropout, a custom sampler) would otherwise make two runs of one config differ.
     """
 
     def __init__(self, seed: int):
         self.sample = torch.Generator(device="cpu").manual_seed(seed)
         self.update = torch.Generator(device="cpu").manual_seed(seed + 1)
         self.filter = torch.Generator(device="cpu").manual_seed(seed + 2)
+        torch.manual_seed(seed + 3)  # the global CPU and CUDA generators
 
     def state_dict(self) -> dict[str, Any]:
         return {
