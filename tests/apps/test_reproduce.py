@@ -203,6 +203,7 @@ def test_full_and_quick_studies(tmp_path, configs_dir):
     for spec in full:
         cfg = load_config(spec.config, list(spec.overrides))
         assert cfg.run.seed == spec.seed and cfg.warm_start.cache_dir == str(tmp_path / "cache")
+        assert cfg.run.max_minutes == 0  # steps, not the machine's speed, decide where a run ends
         assert Path(spec.config).name == ENVS[spec.env][0]
         if spec.env in ("sokoban", "frozenlake"):
             assert cfg.mi.probe_prompts == 32 and cfg.mi.probe_every == 10  # the probe, on the learning configs

@@ -29,7 +29,9 @@ Seeds 100-199 are the tuning seeds, on which the collapse-prone configs were pil
 uses them, so its verdicts are on seeds that no choice of the configs saw. ``quick`` is one seed at a third of the
 steps and a third of the warm-start demonstrations: a smoke test of the whole pipeline (under 30 minutes on 2
 cores), too small for intervals.
-All runs of one (env, seed) share their warm start through ``warm_start.cache_dir``.
+All runs of one (env, seed) share their warm start through ``warm_start.cache_dir``, and every run has its
+config's steps: the study lifts the configs' time limit (``run.max_minutes=0``), which would otherwise end runs
+earlier on a busier machine.
 """
 
 from __future__ import annotations
@@ -178,7 +180,10 @@ def build_study(seeds: list[int], quick: bool, configs_dir: Path, cache_dir: Pat
             if i >= len(arms):
                 continue
             for seed in seeds:
-                common = [f"run.seed={seed}", "run.progress=false", f'warm_start.cache_dir="{cache_dir}"', *extra]
+                # No time limit: the configs' run.max_minutes guards an interactive run, but in the study it
+                # would cut runs short by the machine's load (two 60-step runs stopped at 40 and 41 steps).
+                common = [f"run.seed={seed}", "run.progress=false", "run.max_minutes=0",
+                          f'warm_start.cache_dir="{cache_dir}"', *extra]
                 if quick:
                     common += _quick_overrides(configs_dir / config)
                 specs.append(RunSpec(env, arms[i], seed, str(configs_dir / config),
