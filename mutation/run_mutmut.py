@@ -42,7 +42,7 @@ RESULTS_FILE = Path(__file__).resolve().parent / "results.json"
 #: reference rules of theory_checks that compare against it)
 MODULES: dict[str, list[str]] = {
     "filtering": ["tests/math/test_filtering.py", "tests/math/test_filtering_mutants.py",
-                  "tests/math/test_filtering_select_mutants.py"],
+                  "tests/math/test_filtering_select_mutants.py", "tests/math/test_select_rows.py"],
     "advantages": ["tests/math/test_advantages.py", "tests/math/test_losses.py",
                    "tests/math/test_advantages_mutants.py"],
     "losses": ["tests/math/test_losses.py", "tests/math/test_losses_mutants.py",

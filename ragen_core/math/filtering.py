@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -438,11 +439,25 @@ def compact(
     if b % group_size != 0:
         raise ValueError(f"batch has B={b} rows, not a multiple of group_size={group_size}")
     n_groups = b // group_size
-    kept = torch.as_tensor(kept, dtype=torch.long).reshape(-1)
+    kept = _as_indices(kept, "kept")
     if kept.numel() and (int(kept.min()) < 0 or int(kept.max()) >= n_groups):
         raise ValueError(f"kept must hold group indices in [0, {n_groups - 1}]; got {kept.tolist()}")
     rows = (kept[:, None] * group_size + torch.arange(group_size)[None, :]).reshape(-1)
     return select_rows(batch, rows, mask_key=mask_key)
+
+
+def _as_indices(values: Any, name: str) -> torch.Tensor:
+    """`values` (a tensor, array or list of whole numbers, of any dtype) as a flat LongTensor; an empty list is
+    fine (torch reads it as float). A fraction or a bool raises: truncating 0.5 to row 0 would silently train on
+    the wrong rows, and a bool mask is not a list of indices."""
+    tensor = torch.as_tensor(values)
+    if tensor.numel() and (
+        tensor.dtype == torch.bool
+        or tensor.is_complex()
+        or (tensor.is_floating_point() and not bool(torch.all(tensor == torch.round(tensor))))
+    ):
+        raise ValueError(f"{name} must hold whole-number indices; got {tensor.tolist()}")
+    return tensor.to(torch.long).reshape(-1)
 
 
 def select_rows(
@@ -474,7 +489,7 @@ def select_rows(
     for name, tensor in batch.items():
         if not isinstance(tensor, torch.Tensor) or tensor.dim() < 1 or tensor.shape[0] != b:
             raise ValueError(f"batch[{name!r}] must be a tensor with first dimension B={b}")
-    rows = torch.as_tensor(rows, dtype=torch.long).reshape(-1)
+    rows = _as_indices(rows, "rows")
     if rows.numel() and (int(rows.min()) < 0 or int(rows.max()) >= b):
         raise ValueError(f"rows must hold row indices in [0, {b - 1}]; got {rows.tolist()}")
 

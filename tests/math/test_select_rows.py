@@ -77,3 +77,46 @@ def test_select_rows_rejects_bad_input():
         select_rows({"attention_mask": torch.ones(3)}, torch.tensor([0]))
     with pytest.raises(ValueError, match="first dimension B=3"):
         select_rows({**batch, "rewards": torch.zeros(2)}, torch.tensor([0]))
+
+
+def test_rows_and_groups_as_plain_lists_including_empty():
+    # An all-filtered step keeps no group: `[]` is a float tensor to torch.as_tensor, so the functions must
+    # convert indices to long themselves; a list of ints works the same as a LongTensor.
+    rng = random.Random(11)
+    batch = random_batch(rng, 6, 5, left=False)
+    for rows in ([], [4, 1, 1]):
+        got = select_rows(batch, rows)
+        want = reference(batch, rows)
+        assert all(torch.equal(got[n], want[n]) for n in want), rows
+    assert select_rows(batch, [])["input_ids"].shape == (0, 0)
+    empty = compact(batch, [], 2)
+    assert empty["input_ids"].shape == (0, 0) and empty["rewards"].shape == (0,)
+    assert all(torch.equal(compact(batch, [2, 0], 2)[n], reference(batch, [4, 5, 0, 1])[n]) for n in batch)
+
+
+def test_compact_uses_the_given_mask_key():
+    rng = random.Random(12)
+    batch = random_batch(rng, 4, 6, left=True)
+    renamed = {("pad" if n == "attention_mask" else n): v for n, v in batch.items()}
+    got = compact(renamed, torch.tensor([1]), 2, mask_key="pad")
+    want = reference(renamed, [2, 3], mask_key="pad")
+    assert all(torch.equal(got[n], want[n]) for n in want)
+
+
+def test_bad_mask_messages_name_what_was_given():
+    with pytest.raises(ValueError, match=r"2-D padding mask \[B, T\]; got torch.Size\(\[3\]\)"):
+        select_rows({"attention_mask": torch.ones(3)}, torch.tensor([0]))
+    with pytest.raises(ValueError, match=r"2-D padding mask \[B, T\]; got \[\[1, 0\]\]"):
+        select_rows({"attention_mask": [[1, 0]]}, torch.tensor([0]))
+
+
+def test_non_integer_indices_are_refused_not_truncated():
+    batch = {"input_ids": torch.zeros(4, 3, dtype=torch.long), "attention_mask": torch.ones(4, 3, dtype=torch.long)}
+    for bad in (torch.tensor([0.5]), [1.0, 1.5], torch.tensor([True, False])):
+        with pytest.raises(ValueError, match="rows must hold whole-number indices"):
+            select_rows(batch, bad)
+        with pytest.raises(ValueError, match="kept must hold whole-number indices"):
+            compact(batch, bad, 2)
+    ids = batch["input_ids"]
+    for good in (torch.tensor([3, 0], dtype=torch.int32), [3.0, 0.0]):  # whole numbers of any dtype are indices
+        assert torch.equal(select_rows(batch, good)["input_ids"], ids[[3, 0]])
