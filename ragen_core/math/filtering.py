@@ -473,7 +473,8 @@ def select_rows(
     Args:
         batch: mapping of name -> tensor with first dimension B (as in :func:`compact`); tensors whose second
             dimension equals T are cut along it, others are only row-selected.
-        rows: LongTensor ``[m]`` of row indices in ``[0, B)``; the output's rows in this order.
+        rows: ``[m]`` row indices in ``[0, B)`` (a LongTensor, or whole numbers of any dtype or a list; fractions
+            and bools raise); the output's rows in this order.
         mask_key: key of the ``[B, T]`` padding mask (non-zero = real token) used to find the columns to cut:
             those that are padding in every kept row (trailing for right padding, leading for left padding).
 
