@@ -28,7 +28,7 @@ demo: $(STAMP)
 
 # Lint first: it takes seconds and fails fast; the suite takes minutes.
 test: lint
-	$(PY) -m pytest -q -n 2 --dist loadgroup
+	HYPOTHESIS_PROFILE=ci $(PY) -m pytest -q -n 2 --dist loadgroup
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run_all

@@ -24,13 +24,16 @@ except ImportError:  # pragma: no cover - torch is a dependency; keep collection
 if torch is not None:
     torch.set_num_threads(1)
 
-# CI runs the property tests on a fixed, reproducible set of examples (a red CI must be reproducible
-# from its log); local runs keep exploring new random examples.
+# `make test` (what CI runs) sets HYPOTHESIS_PROFILE=ci: the property tests then run a fixed, reproducible set
+# of examples (derandomized, which also turns off the example database), so a red run is reproducible from its
+# log. A CI that runs pytest directly with CI set gets the same profile; other local runs keep exploring new
+# random examples.
 from hypothesis import settings  # noqa: E402
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
-if os.environ.get("CI"):
-    settings.load_profile("ci")
+_HYPOTHESIS_PROFILE = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else None)
+if _HYPOTHESIS_PROFILE:
+    settings.load_profile(_HYPOTHESIS_PROFILE)
 
 #: The size of the tiny Qwen2 the trainer, rollout and SFT tests build (a forward takes about a millisecond).
 TINY_SIZE: dict[str, Any] = dict(hidden=32, layers=2, heads=2, kv_heads=1)

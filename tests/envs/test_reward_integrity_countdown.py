@@ -9,9 +9,10 @@ None may succeed or earn more than 0.1.
 
 from __future__ import annotations
 
+from collections import Counter
 from functools import cache
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ragen_envs.countdown.env import CountdownEnv, score_countdown
@@ -75,34 +76,75 @@ def test_wrapped_or_hedged_expressions_earn_no_more_than_a_wrong_one(seed, templ
     assert not info["success"] and reward <= committed_wrong, (answer, reward)
 
 
-@given(
-    seed=SEEDS,
-    change=st.sampled_from(["drop", "repeat", "add", "concat"]),
-    data=st.data(),
-)
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_expressions_over_the_wrong_numbers_never_succeed(seed, change, data):
-    target, nums, right, _ = _instance(seed)
+#: The most numbers a changed list holds (an instance's numbers plus one, "repeat" or "add").
+_MAX_CHANGED = 7
+#: Wrappers that keep the value but add one literal: (the literal, the template).
+_NEUTRAL_WRAPPERS = (("1", "({e}) * 1"), ("0", "({e}) + 0"))
+
+
+def _changed_numbers(nums: tuple[int, ...], change: str, index: int, extra: int) -> list[str]:
+    """The instance's numbers (as literals) with one number dropped, repeated, added, or two concatenated."""
     numbers = [str(n) for n in nums]
-    i = data.draw(st.integers(0, len(numbers) - 1))
+    i = index % len(numbers)
     if change == "drop":
         numbers.pop(i)
     elif change == "repeat":
         numbers.append(numbers[i])
     elif change == "add":
-        numbers.append(str(data.draw(st.integers(0, 100))))
+        numbers.append(str(extra))
     else:
         j = (i + 1) % len(numbers)
         numbers = [n for k, n in enumerate(numbers) if k not in (i, j)] + [numbers[i] + numbers[j]]
-    if not numbers:
-        return
-    order = data.draw(st.permutations(numbers))
-    ops = data.draw(st.lists(st.sampled_from("+-*/"), min_size=len(order) - 1, max_size=len(order) - 1))
-    expression = order[0] + "".join(f" {op} {n}" for op, n in zip(ops, order[1:]))
-    for answer in (expression, f"({expression}) * 1", f"{expression} = {target}", f"{right} + 0", f"{right} * 1"):
+    return numbers
+
+
+def _neutral_wrappings(expression: str, numbers: list[str], nums: tuple[int, ...]) -> list[str]:
+    """`(E) * 1` and `(E) + 0` (same value, one literal more), each kept only when its literals are still not
+    the given multiset: `(41 + 3 + 13) * 1` puts back the 1 that was dropped from (41, 3, 1, 13), so it uses
+    every number once and is rightly scored as such. At most one of the two can put the number back."""
+    given_numbers = Counter(str(n) for n in nums)
+    return [
+        template.replace("{e}", expression)
+        for literal, template in _NEUTRAL_WRAPPERS
+        if Counter([*numbers, literal]) != given_numbers
+    ]
+
+
+@given(
+    seed=SEEDS,
+    change=st.sampled_from(["drop", "repeat", "add", "concat"]),
+    index=st.integers(0, _MAX_CHANGED - 1),
+    extra=st.integers(0, 100),
+    order=st.permutations(range(_MAX_CHANGED)),
+    ops=st.lists(st.sampled_from("+-*/"), min_size=_MAX_CHANGED - 1, max_size=_MAX_CHANGED - 1),
+)
+# Seed 0 is (41, 3, 1, 13) with target 1: dropping the 1 and wrapping `(41 + 3 + 13) * 1` used every number once.
+@example(seed=0, change="drop", index=2, extra=0, order=tuple(range(_MAX_CHANGED)), ops=["+"] * (_MAX_CHANGED - 1))
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_expressions_over_the_wrong_numbers_never_succeed(seed, change, index, extra, order, ops):
+    target, nums, right, _ = _instance(seed)
+    assert len(nums) + 1 <= _MAX_CHANGED
+    numbers = _changed_numbers(nums, change, index, extra)
+    # The generator's own invariant: the literals are never exactly the given numbers (else the test is wrong).
+    assert Counter(numbers) != Counter(str(n) for n in nums), (numbers, nums)
+    ordered = [numbers[k] for k in order if k < len(numbers)]
+    expression = ordered[0] + "".join(f" {op} {n}" for op, n in zip(ops, ordered[1:]))
+    wrapped = _neutral_wrappings(expression, numbers, nums)
+    assert wrapped  # at least one wrapper keeps the multiset wrong
+    for answer in (expression, *wrapped, f"{expression} = {target}", f"{right} + 0", f"{right} * 1"):
         # the env's own scoring function (the env adds nothing to a well-formed answer's score)
         score, details = score_countdown(answer, target, list(nums))
         assert score <= 0.1 and not details["numbers_ok"], (answer, nums, target, score)
+
+
+def test_a_neutral_wrapper_that_puts_the_dropped_number_back_uses_the_right_numbers():
+    """The draw that made the generated test above wrong: the env rightly counts `(41 + 3 + 13) * 1` as using
+    every number of (41, 3, 1, 13) once (57, not the target 1: the 0.1 format credit)."""
+    target, nums, _, _ = _instance(0)
+    assert (target, sorted(nums)) == (1, [1, 3, 13, 41])
+    score, details = score_countdown("(41 + 3 + 13) * 1", target, list(nums))
+    assert details["numbers_ok"] and score == 0.1
+    assert _neutral_wrappings("41 + 3 + 13", ["41", "3", "13"], nums) == ["(41 + 3 + 13) + 0"]
 
 
 def test_the_right_expression_outside_the_answer_does_not_count():
