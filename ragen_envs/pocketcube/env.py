@@ -103,13 +103,28 @@ def parse_scramble(moves: str | list[str] | tuple[str, ...]) -> list[str]:
     return out
 
 
-#: Extra spellings: the typographic apostrophe and prime for ', and X2' / X'2 for the half turn X2.
-ACTION_ALIASES: dict[str, str] = {}
-for _f in C.FACES:
-    for _mark in ("\u2019", "\u2032"):
-        ACTION_ALIASES[_f + _mark] = _f + "'"
-    for _half in ("2'", "'2", "2\u2019", "\u20192"):
-        ACTION_ALIASES[_f + _half] = _f + "2"
+#: The characters read as the prime of X' (counter-clockwise): the ASCII apostrophe and the two that text tools
+#: put in its place, the typographic apostrophe U+2019 (autocorrect) and the prime sign U+2032 (math notation).
+#: No other character is a prime (the modifier letters U+02B9 / U+02BC, the acute accent, backtick, double prime).
+PRIME_MARKS: tuple[str, ...] = ("'", "\u2019", "\u2032")
+
+
+def _notation_aliases() -> dict[str, str]:
+    """Every accepted spelling other than the canonical names, built from one rule per face X and prime mark p:
+    `Xp` is X'; `X2p` and `Xp2` are X2 (a half turn is the same either way round, so a prime on it, which cubers
+    write to show the turning direction, changes nothing). Exactly one mark and at most one 2, nothing else."""
+    aliases: dict[str, str] = {}
+    for face in C.FACES:
+        for mark in PRIME_MARKS:
+            if mark != "'":
+                aliases[face + mark] = face + "'"
+            aliases[face + "2" + mark] = face + "2"
+            aliases[face + mark + "2"] = face + "2"
+    return aliases
+
+
+#: Extra spellings (`_notation_aliases`): any prime mark for ', and X2 with one prime mark before or after the 2.
+ACTION_ALIASES: dict[str, str] = _notation_aliases()
 _MATCH = protocol.vocabulary_matcher(C.MOVE_NAMES, ACTION_ALIASES)
 
 
@@ -143,7 +158,10 @@ class PocketCubeEnv(TextAgentEnv):
     Front, Down, Left, Back) a quarter turn clockwise as seen looking at that face, `X'` counter-clockwise,
     `X2` a half turn. Matched ASCII-case-insensitively (the protocol's rule: `r` is read as R; the
     speedcubing meaning of lower-case letters, wide turns, is a whole-cube rotation on a 2x2 and is not an
-    action). Also accepted: a typographic apostrophe or prime for `'` (`U’`, `U′`) and `U2'`, `U'2` for U2.
+    action). A prime is any of `'`, `’` (U+2019, typographic apostrophe) and `′` (U+2032, prime sign):
+    `U’` and `U′` are U'. A half turn may carry one prime mark before or after the 2 (`U2'`, `U'2`, `U2’`,
+    `U′2`, ...): it is U2, the same turn either way round. No other character is a prime (`ʹ`, `ʼ`, `´`, `` ` ``,
+    `″` are not), and two marks (`U''`, `U2''`) are not a turn.
     Whole-cube rotations (x, y, z), slice and wide turns are not actions.
 
     ## Action format

@@ -8,11 +8,14 @@ the env tests use the default cache (built there on first use, then read memory-
 from __future__ import annotations
 
 import itertools
+import unicodedata
 from math import factorial
 
 import gymnasium as gym
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ragen_envs  # noqa: F401  (registers the ids)
 from ragen_envs.pocketcube import cube as C
@@ -377,6 +380,55 @@ def test_scramble_option_notation_and_aliases():
         _, r, _, _, info = env.step(respond(bad))
         assert info["actions_executed"] == [] and r == pytest.approx(-0.1), bad
         assert np.array_equal(env.state, before)
+
+
+#: The documented prime rule, restated here: the ASCII apostrophe, U+2019 (typographic apostrophe), U+2032 (prime).
+PRIMES = ("'", "\u2019", "\u2032")
+#: Apostrophe-like characters that are not primes: modifier letters prime and apostrophe, acute accent, backtick,
+#: double prime, left single quotation mark, fullwidth apostrophe, reversed prime, quotation mark.
+NOT_PRIMES = ("\u02b9", "\u02bc", "\u00b4", "`", "\u2033", "\u2018", "\uff07", "\u2035", '"')
+
+
+def _executed(piece: str) -> list[str]:
+    env = _NOTATION_ENV
+    env.reset(options={"scramble": "R U2 F'"})
+    return env.step(respond(piece))[4]["actions_executed"]
+
+
+_NOTATION_ENV = PocketCubeEnv(max_actions=None)
+
+
+@pytest.mark.parametrize("face", list(C.FACES))
+def test_every_prime_mark_follows_one_rule_also_on_half_turns(face):
+    """U' U’ U′ are U'; U2 with one prime mark before or after the 2 is U2, for every mark alike (U’2 and U′2,
+    U2’ and U2′ once differed); two marks, or a mark that is not a prime, are no turn."""
+    for case in (face, face.lower()):
+        for mark in PRIMES:
+            assert _executed(case + mark) == [face + "'"], (case, mark)
+            assert _executed(case + "2" + mark) == [face + "2"], (case, mark)
+            assert _executed(case + mark + "2") == [face + "2"], (case, mark)
+            for second in PRIMES:
+                for bad in (case + mark + second, case + "2" + mark + second, case + mark + "2" + second):
+                    assert _executed(bad) == [], bad
+        for mark in NOT_PRIMES:
+            for bad in (case + mark, case + "2" + mark, case + mark + "2"):
+                assert _executed(bad) == [], bad
+
+
+@given(mark=st.characters(), face=st.sampled_from(list(C.FACES)))
+@settings(max_examples=300, deadline=None)
+def test_a_face_and_one_character_is_a_turn_only_by_the_documented_rule(mark, face):
+    """Any one character after a face letter: a prime gives X', "2" gives X2, whitespace (stripped, control
+    characters being read as spaces by the protocol) leaves X; every other character makes the piece no turn."""
+    if mark in PRIMES:
+        expected = [face + "'"]
+    elif mark == "2":
+        expected = [face + "2"]
+    elif mark.isspace() or unicodedata.category(mark) == "Cc":
+        expected = [face]
+    else:
+        expected = []
+    assert _executed(face + mark) == expected, ascii(mark)
 
 
 def test_solving_in_another_orientation_counts():
