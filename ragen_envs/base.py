@@ -82,6 +82,21 @@ from ragen_envs.spaces import MAX_RESPONSE_CHARS, action_space, fit_observation,
 from ragen_envs.validation import require_int
 
 INVALID_NOTICE = "Your answer had no valid action; the state is unchanged."
+#: Refused answer pieces an observation lists one per line (`listed_refusals`); the rest are only counted.
+MAX_LISTED_REFUSALS = 5
+
+
+def listed_refusals(lines: list[str], limit: int = MAX_LISTED_REFUSALS) -> list[str]:
+    """The first `limit` refusal lines, then one line counting the others.
+
+    Every answer piece can be refused, and a 16,384-character response holds thousands of pieces
+    (`"x||" * 300` is 300): one line each pushed the state out of the observation, which is cut at
+    MAX_OBSERVATION_CHARS. Capped, the lines above the state stay a few hundred characters whatever
+    the response; `info["refused"]` keeps every refusal.
+    """
+    if len(lines) <= limit:
+        return list(lines)
+    return [*lines[:limit], f"... and {len(lines) - limit} more refused pieces of your answer."]
 
 
 class TextAgentEnv(gym.Env):

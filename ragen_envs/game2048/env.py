@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ragen_envs import protocol
-from ragen_envs.base import TextAgentEnv
+from ragen_envs.base import TextAgentEnv, listed_refusals
 from ragen_envs.game2048.oracle import best_move
 from ragen_envs.game2048.rules import DIRECTIONS, legal_moves, move, spawn
 from ragen_envs.validation import require_int
@@ -73,7 +73,8 @@ class Game2048Env(TextAgentEnv):
         Score: 0. Target: 2048.
         Moves that change the board: Up, Down, Left, Right.
 
-    Refusals and the "no valid action" notice come first, when there are any.
+    Refusals and the "no valid action" notice come first, when there are any, the board always last: at most 5
+    refusals are listed (then "... and N more refused pieces of your answer."; `info["refused"]` has them all).
 
     ## Starting State
     Two tiles (each 2 w.p. 0.9, else 4) in random cells of an empty board.
@@ -235,12 +236,14 @@ class Game2048Env(TextAgentEnv):
         return "\n".join(rows)
 
     def _observation_text(self, notice: str | None) -> str:
-        # Only canonical move names are echoed; other answer pieces are summarised, never repeated.
-        parts = [
+        # Only canonical move names are echoed; other answer pieces are summarised, never repeated. The board
+        # comes last and the refusal lines are capped (`listed_refusals`; the skipped moves are at most the
+        # turn's moves), so no response can push the board or the notice out of the observation.
+        parts = listed_refusals([
             f"Refused {r['action']}: {r['reason']}." if r["action"] in DIRECTIONS
             else f"Refused a piece of your answer: {r['reason']}."
             for r in self._refused
-        ]
+        ])
         parts += [f"{m} was skipped: the new tile left it nothing to move." for m in self._blocked]
         if notice:
             parts.append(notice)

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ragen_envs import protocol
-from ragen_envs.base import TextAgentEnv
+from ragen_envs.base import TextAgentEnv, listed_refusals
 from ragen_envs.sudoku.generator import DIFFICULTY_GIVENS, TECHNIQUES, check_givens, generate_puzzle
 from ragen_envs.sudoku.solver import box_side, candidates, count_solutions, is_solved, peers, solve
 from ragen_envs.validation import require_int
@@ -101,7 +101,8 @@ class SudokuEnv(TextAgentEnv):
         R4   4  .  |  .  1
         Empty cells: 10
 
-    Refusals and the "no valid action" notice come first, when there are any.
+    Refusals and the "no valid action" notice come first, when there are any, the grid always last: at most 5
+    refusals are listed (then "... and N more refused pieces of your answer."; `info["refused"]` has them all).
 
     ## Starting State
     The puzzle: `givens` filled cells, the rest empty.
@@ -316,12 +317,20 @@ class SudokuEnv(TextAgentEnv):
         return "\n".join(lines)
 
     def _observation_text(self, notice: str | None) -> str:
-        parts = [f"Refused {r['action']}: {r['reason']}." if r["action"] and ACTION_PATTERN.fullmatch(r["action"])
-                 else f"Refused a piece of your answer: {r['reason']}." for r in self._refused]
+        # The board comes last and the lines above it are capped (`listed_refusals`), so no response can push
+        # the board or the notice out of the observation.
+        parts = listed_refusals([self._refusal_line(r) for r in self._refused])
         if notice:
             parts.append(notice)
         parts.append(self._state_text())
         return "\n".join(parts)
+
+    @staticmethod
+    def _refusal_line(refusal: dict[str, str]) -> str:
+        """One refusal; only a well-formed placement is echoed, any other piece is summarised, never repeated."""
+        if refusal["action"] and ACTION_PATTERN.fullmatch(refusal["action"]):
+            return f"Refused {refusal['action']}: {refusal['reason']}."
+        return f"Refused a piece of your answer: {refusal['reason']}."
 
     def _task_instructions(self) -> str:
         n, b = self.n, self.b

@@ -243,3 +243,55 @@ def test_text_observation():
     lines = obs.splitlines()
     assert lines[0].split() == ["2", ".", "."] and lines[1].split() == [".", "4", "."]
     assert lines[3] == "Score: 0. Target: 64." and lines[4] == "Moves that change the board: Up, Down, Left, Right."
+
+
+# ----------------------------------------------------------------------------------------------- hostile answers
+def _board_in_text(text: str, size: int) -> np.ndarray | None:
+    """The board an observation shows, read back from the `size` lines above its "Score:" line without the
+    env's renderer (tiles or "." separated by spaces); None when they are not there."""
+    lines = text.splitlines()
+    score = [i for i, line in enumerate(lines) if line.startswith("Score: ")]
+    if len(score) != 1 or score[0] < size:
+        return None
+    rows = [line.split() for line in lines[score[0] - size : score[0]]]
+    if any(len(row) != size or not all(t == "." or t.isdigit() for t in row) for row in rows):
+        return None
+    return np.array([[0 if t == "." else int(t) for t in row] for row in rows], dtype=np.int64)
+
+
+_HOSTILE_PIECES = st.sampled_from(["x", "", "lorem ipsum dolor", "Up", "Down", "Left", "Right", "up!", "U", "merge"])
+
+
+@given(seed=st.integers(0, 50), pieces=st.lists(_HOSTILE_PIECES, min_size=1, max_size=30), repeat=st.integers(1, 600))
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_the_board_and_the_notice_survive_any_number_of_refused_pieces(seed, pieces, repeat):
+    """Thousands of refused pieces (up to the response limit) list at most 5 refusals and a count; the board
+    read back from the observation is the env's board, the score line follows it, and when nothing ran the
+    notice stands right above the board."""
+    env = Game2048Env()
+    env.reset(seed=seed)
+    obs, _, _, _, info = env.step(_respond(*(pieces * repeat)))
+    lines = obs.splitlines()
+    board = _board_in_text(obs, 4)
+    assert board is not None and np.array_equal(board, env.board), obs[-400:]
+    assert lines[-2] == f"Score: {env.score}. Target: 2048." and lines[-1].startswith("Moves that change the board:")
+    refused = [line for line in lines if line.startswith("Refused ")]
+    assert len(refused) == min(5, len(info["refused"]))
+    more = [line for line in lines if line.startswith("... and ")]
+    assert more == ([f"... and {len(info['refused']) - 5} more refused pieces of your answer."]
+                    if len(info["refused"]) > 5 else [])
+    if not info["actions_executed"]:
+        assert lines[-7] == "Your answer had no valid action; the state is unchanged."
+    assert len(obs) < 1_000
+
+
+def test_x_pipes_300_times_keeps_the_board_and_the_notice():
+    """The reported response: 300 refused pieces once left 16,384 characters of refusals and no board."""
+    env = Game2048Env()
+    env.reset(seed=0)
+    start = env.board.copy()
+    obs, reward, _, _, info = env.step(_respond("x||" * 300))
+    assert len(info["refused"]) == 300 and reward == pytest.approx(FORMAT_PENALTY)
+    assert np.array_equal(_board_in_text(obs, 4), start)
+    assert "Your answer had no valid action; the state is unchanged." in obs
+    assert "... and 295 more refused pieces of your answer." in obs

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import gymnasium as gym
 import numpy as np
@@ -337,3 +338,61 @@ def test_random_action_erases_an_own_digit_when_no_empty_cell_can_take_one():
             counts[a] += 1  # KeyError if it is anything but erasing an own digit
         assert min(counts.values()) > 50  # each of the len(own) erasures near 100 draws (p = 1/len(own))
         assert all(_accepted(env, a) for a in counts)
+
+
+# ----------------------------------------------------------------------------------------------- hostile answers
+def _grid_in_text(text: str, n: int) -> list[int] | None:
+    """The grid an observation shows, read back from its row lines (`R3   .  1  |  .  .`) without the env's
+    renderer; None unless rows R1..Rn each appear once with n cells."""
+    rows: dict[int, list[int]] = {}
+    for line in text.splitlines():
+        m = re.match(r"R(\d+)\s(.*)$", line)
+        if m:
+            cells = re.findall(r"\d+|\.", m.group(2))
+            if int(m.group(1)) in rows or len(cells) != n:
+                return None
+            rows[int(m.group(1))] = [0 if c == "." else int(c) for c in cells]
+    if sorted(rows) != list(range(1, n + 1)):
+        return None
+    return [v for r in range(1, n + 1) for v in rows[r]]
+
+
+_HOSTILE_PIECES = st.sampled_from(
+    ["x", "", "lorem ipsum dolor", "R9C9=9", "R1C1=0", "R0C1=1", "r1c1=1", "solve", "R1C1==1", "R1C2=3"]
+)
+
+
+@given(seed=st.integers(0, 50), pieces=st.lists(_HOSTILE_PIECES, min_size=1, max_size=30),
+       repeat=st.integers(1, 600), oracle_first=st.booleans())
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_the_grid_and_the_notice_survive_any_number_of_refused_pieces(seed, pieces, repeat, oracle_first):
+    """Thousands of refused pieces (up to the response limit) list at most 5 refusals and a count; the grid read
+    back from the observation is the env's board, the last line counts its empty cells, and when nothing ran
+    the notice stands right above the grid."""
+    env = _fresh(seed=seed)
+    answer = " || ".join(pieces * repeat)
+    if oracle_first:
+        answer = f"{env.oracle_actions()[0]} || {answer}"
+    obs, _, _, _, info = env.step(f"<think>t</think><answer>{answer}</answer>")
+    lines = obs.splitlines()
+    assert _grid_in_text(obs, 4) == env.board
+    assert lines[-1] == f"Empty cells: {env.board.count(0)}"
+    refused = [line for line in lines if line.startswith("Refused ")]
+    assert len(refused) == min(5, len(info["refused"]))
+    more = [line for line in lines if line.startswith("... and ")]
+    assert more == ([f"... and {len(info['refused']) - 5} more refused pieces of your answer."]
+                    if len(info["refused"]) > 5 else [])
+    if not info["actions_executed"]:
+        header = next(i for i, line in enumerate(lines) if line.split()[:1] == ["C1"])
+        assert lines[header - 1] == "Your answer had no valid action; the state is unchanged."
+    assert len(obs) < 1_000
+
+
+def test_x_pipes_300_times_keeps_the_grid_and_the_notice():
+    """The reported response: 300 refused pieces once left 16,384 characters of refusals and no grid."""
+    env = _fresh(seed=0)
+    obs, reward, _, _, info = env.step("<think>t</think><answer>" + "x||" * 300 + "</answer>")
+    assert len(info["refused"]) == 300 and reward == pytest.approx(FORMAT_PENALTY)
+    assert _grid_in_text(obs, 4) == env.board == list(env.puzzle)
+    assert "Your answer had no valid action; the state is unchanged." in obs
+    assert "... and 295 more refused pieces of your answer." in obs
