@@ -40,32 +40,89 @@ _WORLD_TRIES = 16
 
 
 # ---------------------------------------------------------------------------------------------- scoring
+#: The words HotpotQA's normaliser drops as articles.
+ARTICLES = frozenset({"a", "an", "the"})
+_PUNCTUATION = frozenset(string.punctuation)
+#: HotpotQA's answers that only match themselves (F1 0 against anything else).
+_SPECIAL = ("yes", "no", "noanswer")
+
+
+def _cased_words(text: str) -> list[str]:
+    """The words of `text` in their own case: punctuation removed, split on whitespace (HotpotQA's steps)."""
+    return "".join(ch for ch in text if ch not in _PUNCTUATION).split()
+
+
+def answer_words(text: str) -> list[str]:
+    """HotpotQA's normalisation without its article step: lower case, punctuation removed, split on whitespace."""
+    return [w.lower() for w in _cased_words(text)]
+
+
+def _is_determiner(words: list[str], i: int) -> bool:
+    """Whether word i (lower case) can be an article: a/an/the standing before another word."""
+    return words[i] in ARTICLES and i + 1 < len(words)
+
+
+def content_words(text: str) -> list[str]:
+    """`answer_words` without the articles, where an article is a/an/the *before another word* ("the" of
+    "The Beatles", "a" of "A Tale of Two Cities") and not a capital "A" after the first word. So the last
+    word is never an article and a text with a word always keeps one: the "A" of "Vitamin A", "Plan A" and
+    of the answer "A", and the "A" of "Type A personality", are words.
+
+    HotpotQA's normaliser drops a/an/the everywhere, which emptied answers ("A", "the", "." all became "")
+    and made "Vitamin" equal "Vitamin A".
+    """
+    cased = _cased_words(text)
+    words = [w.lower() for w in cased]
+    return [
+        w for i, w in enumerate(words)
+        if not (_is_determiner(words, i) and not (cased[i] == "A" and i > 0))
+    ]
+
+
 def normalize_answer(s: str) -> str:
-    """HotpotQA's official normaliser (hotpot_evaluate_v1.py): lowercase, drop punctuation, drop
-    the articles a/an/the, collapse whitespace (in that order)."""
-    s = s.lower()
-    s = "".join(ch for ch in s if ch not in set(string.punctuation))
-    s = re.sub(r"\b(a|an|the)\b", " ", s)
-    return " ".join(s.split())
+    """The normalised answer: `content_words` joined by single spaces (lower case, no punctuation, no
+    articles before a word); "" for a text without a word, which matches nothing."""
+    return " ".join(content_words(s))
+
+
+def _spells(words: list[str], content: list[str]) -> bool:
+    """Whether deleting some articles that stand before another word (`_is_determiner`) from `words` leaves
+    exactly `content`, in order. A dynamic programme over (words read, content words matched)."""
+    reachable = {0}
+    for i, word in enumerate(words):
+        deletable = _is_determiner(words, i)
+        reachable = {j + 1 for j in reachable if j < len(content) and content[j] == word} | (
+            reachable if deletable else set()
+        )
+        if not reachable:
+            return False
+    return len(content) in reachable
 
 
 def exact_match(prediction: str, gold: str) -> bool:
-    """EM after `normalize_answer`."""
-    return normalize_answer(prediction) == normalize_answer(gold)
+    """Exact match: the gold has a word, and the prediction is the gold's `content_words`, in order, plus
+    at most some articles before a word (case and punctuation ignored).
+
+    The gold decides which of its words are articles: for "Type A personality" the "A" is a word, so
+    "type a personality" matches and "Type personality" does not; for "The Beatles" both "Beatles" and
+    "the beatles" match. An answer is never an exact match by losing a word of the gold, and an answer
+    without a word ("the", ".") matches nothing.
+    """
+    content = content_words(gold)
+    return bool(content) and _spells(answer_words(prediction), content)
 
 
 def f1_score(prediction: str, gold: str) -> float:
-    """HotpotQA's token F1 (hotpot_evaluate_v1.py `f1_score`).
+    """HotpotQA's token F1 (hotpot_evaluate_v1.py `f1_score`) over `content_words`.
 
-    tokens = normalize_answer(x).split(); common = multiset intersection;
-    P = |common| / |pred|, R = |common| / |gold|, F1 = 2PR / (P + R), and 0 when nothing is common.
-    As in the official script, "yes" / "no" / "noanswer" only match themselves (F1 0 otherwise).
+    common = multiset intersection of the two content-word lists; P = |common| / |pred|,
+    R = |common| / |gold|, F1 = 2PR / (P + R), and 0 when nothing is common (so 0 when either side has no
+    word). As in the official script, "yes" / "no" / "noanswer" only match themselves (F1 0 otherwise).
     """
-    pred, ref = normalize_answer(prediction), normalize_answer(gold)
-    special = ("yes", "no", "noanswer")
-    if (pred in special or ref in special) and pred != ref:
+    p_toks, r_toks = content_words(prediction), content_words(gold)
+    pred, ref = " ".join(p_toks), " ".join(r_toks)
+    if (pred in _SPECIAL or ref in _SPECIAL) and pred != ref:
         return 0.0
-    p_toks, r_toks = pred.split(), ref.split()
     common = Counter(p_toks) & Counter(r_toks)
     same = sum(common.values())
     if same == 0:
@@ -75,31 +132,35 @@ def f1_score(prediction: str, gold: str) -> float:
 
 
 def is_part_of(prediction: str, gold: str) -> bool:
-    """Whether every word of `prediction` is a word of `gold` (multiset inclusion after `normalize_answer`),
-    i.e. the prediction is a part of the gold answer ("Smith" of "John Smith"), with no word of its own."""
-    pred = Counter(normalize_answer(prediction).split())
-    return bool(pred) and not (pred - Counter(normalize_answer(gold).split()))
+    """Whether the prediction has a word and every word of it is a word of `gold` (multiset inclusion of
+    `content_words`), i.e. the prediction is a part of the gold answer ("Smith" of "John Smith"), with no
+    word of its own."""
+    pred = Counter(content_words(prediction))
+    return bool(pred) and not (pred - Counter(content_words(gold)))
 
 
 def score_answer(prediction: str, golds: list[str] | tuple[str, ...] | str) -> tuple[float, bool, float]:
     """(reward, exact match, best F1) of an answer against one or several gold answers.
 
-    reward = 1 if some gold matches exactly after normalisation; else the best token F1 over the golds
-    of which the answer is a part (`is_part_of`: no word outside that gold) when it is above
-    F1_THRESHOLD (0.3); else 0. The returned F1 is HotpotQA's, over all golds, for measurement.
+    reward = 1 if some gold matches exactly (`exact_match`); else the best token F1 over the golds of
+    which the answer is a part (`is_part_of`: no word outside that gold) when it is above F1_THRESHOLD
+    (0.3); else 0. The returned F1 is the best over all golds (HotpotQA's F1 over `content_words`), for
+    measurement; it is 1 for an exact match (whose content words may differ from the gold's only in a
+    letter "a" the gold has as a word: "type a personality" for "Type A personality").
 
     Why partial credit only for a part of the gold: token F1 pays for listing candidates. For gold
     "1956", `1115 1956` has F1 2/3, and k candidates one of which is right have F1 2/(k+1), while
     committing to one wrong candidate earns 0; an agent unsure between k answers would learn to list
     them all. An answer with a word that is not in the gold (a second candidate, a wrong word, a
     repeated word) earns nothing unless it matches exactly, so a hedge never pays more than committing
-    to its wrong candidate would; an incomplete answer ("Smith" for "John Smith") keeps its F1.
+    to its wrong candidate would; an incomplete answer ("Smith" for "John Smith", "Vitamin" for
+    "Vitamin A") keeps its F1 but is not a success.
     """
     golds = [golds] if isinstance(golds, str) else list(golds)
     em = any(exact_match(prediction, g) for g in golds)
     f1 = max(f1_score(prediction, g) for g in golds)
     if em:
-        return 1.0, True, f1
+        return 1.0, True, 1.0
     partial = max((f1_score(prediction, g) for g in golds if is_part_of(prediction, g)), default=0.0)
     return (partial if partial > F1_THRESHOLD else 0.0), False, f1
 
@@ -164,12 +225,19 @@ def _non_empty(value: str) -> str | None:
     return None if value.strip() else "must not be empty"
 
 
+def _answer_problem(value: str) -> str | None:
+    """An answer must have a word after normalisation: one of punctuation only could never be matched."""
+    if not value.strip():
+        return "must not be empty"
+    return None if content_words(value) else "has no word (letters or digits), so no answer could match it"
+
+
 #: A HotpotQA-style record. `context` is HotpotQA's list of [title, [sentences]] (or {title?, text}
 #: objects, or strings); `supporting_passages` the gold passages in the same forms; `supporting_facts`
 #: HotpotQA's [[title, sentence index]]. `answer_aliases` are extra accepted answers.
 SEARCHQA_SCHEMA = {
     "question": Field(str, check=_non_empty),
-    "answer": Field(str, check=_non_empty),
+    "answer": Field(str, check=_answer_problem),
     "context": Field(list, required=False, check=_context_problem),
     "supporting_passages": Field(list, required=False, check=_context_problem),
     "supporting_facts": Field(list, required=False, check=_facts_problem),
@@ -278,8 +346,10 @@ class SearchQAEnv(TextAgentEnv):
 
     ## Rewards
     On `finish[answer]`: 1.0 when the answer equals the gold answer after HotpotQA's normalisation
-    (lowercase, no punctuation, no articles a/an/the, single spaces); otherwise, for an answer that is a
-    part of the gold (every word of it is a gold word), the token F1 (HotpotQA's `f1_score`) when it is
+    (lowercase, no punctuation, single spaces) with articles ignored only where they stand before a word
+    (`exact_match`: "the Beatles" for "The Beatles", but "Vitamin" is not "Vitamin A", and an answer
+    without a word, "the" or ".", matches nothing); otherwise, for an answer that is a part of the gold
+    (every word of it is a gold word), the token F1 (HotpotQA's `f1_score`, over those words) when it is
     above 0.3; else 0. An answer with any word not in the gold (a second candidate: `1115 1956` for
     1956) earns 0, so listing candidates never pays more than committing to a wrong one
     (`score_answer`). `search` earns 0. An invalid action (not one of the two
@@ -478,7 +548,8 @@ class SearchQAEnv(TextAgentEnv):
             "When you know the answer, give it with finish[answer]; keep the answer short (a name, a "
             "word or a number).\n"
             f"One action per turn; you have {self.turn_limit} turns. Reward: 1 for the exact answer "
-            "(case, punctuation and articles ignored); an incomplete answer whose words are all in the answer "
+            "(case, punctuation and articles before a word ignored: 'the Beatles' is 'Beatles', but the A of "
+            "'Vitamin A' is a word); an incomplete answer whose words are all in the answer "
             f"earns its word-overlap F1 when above {F1_THRESHOLD:g}; an answer with any other word (such as a "
             "second guess) earns 0."
         )

@@ -56,10 +56,51 @@ def run_oracle(env, seed, options=None):
         ("theater of the absurd", "theater of absurd"),  # 'the' only as a whole word
         ("  Mira   TALVEN ", "mira talven"),
         ("", ""),
+        # an article is a/an/the before another word; the last word and a capital A after the first are words
+        ("A", "a"),
+        ("the", "the"),
+        (".", ""),
+        ("Vitamin A", "vitamin a"),
+        ("Type A personality", "type a personality"),
+        ("type a personality", "type personality"),
+        ("A Tale of Two Cities", "tale of two cities"),
+        ("The The", "the"),
     ],
 )
 def test_normalize_answer_hand_cases(text, expected):
     assert normalize_answer(text) == expected
+
+
+@pytest.mark.parametrize(
+    "pred, gold, reward, em",
+    [
+        # the red team's cases: HotpotQA's normaliser made all of these exact matches
+        (".", "A", 0.0, False),
+        ("the", "A", 0.0, False),
+        ("an", "A", 0.0, False),
+        ("Vitamin", "Vitamin A", 2 / 3, False),  # an incomplete answer: its F1, not a success
+        # the gold's letter A is a word, matched in any case and with articles before words
+        ("a", "A", 1.0, True),
+        ("A.", "A", 1.0, True),
+        ("the A", "A", 1.0, True),
+        ("vitamin a", "Vitamin A", 1.0, True),
+        ("Vitamin the", "Vitamin A", 0.0, False),
+        ("Type personality", "Type A personality", 0.8, False),
+        ("type a personality", "Type A personality", 1.0, True),
+        ("Type B personality", "Type A personality", 0.0, False),
+        ("Type personality", "type a personality", 1.0, True),  # this gold's lower-case "a" is an article
+        # articles before a word are still ignored
+        ("Beatles", "The Beatles", 1.0, True),
+        ("a beatles", "The Beatles", 1.0, True),
+        ("Beatles the", "The Beatles", 0.0, False),  # a last "the" is a word of its own
+        ("Tale of Two Cities", "A Tale of Two Cities", 1.0, True),
+        (".", ".", 0.0, False),  # a gold without a word matches nothing
+        ("", "Korford", 0.0, False),
+    ],
+)
+def test_answers_that_lose_a_word_or_have_none_are_not_exact(pred, gold, reward, em):
+    got, got_em, _ = score_answer(pred, gold)
+    assert got == pytest.approx(reward) and got_em == em
 
 
 @pytest.mark.parametrize(
@@ -427,6 +468,7 @@ def _write(tmp_path, name, lines):
             ":1: field 'supporting_facts': element 0",
         ),
         (['{"question": " ", "answer": "a"}'], ":1: field 'question': must not be empty"),
+        (['{"question": "q", "answer": " . "}'], ":1: field 'answer': has no word"),
         (['{"question": "q", "answer": "a", "context": [["t", ["s"]]]}', "{not json"], ":2: invalid JSON"),
     ],
 )
