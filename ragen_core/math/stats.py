@@ -20,6 +20,19 @@ Power of a paired comparison (how many seeds a study needs, and what it could ha
   integrated over the chi-square density with mpmath;
 - :func:`min_detectable_effect`: the smallest `effect` with ``paired_power >= power`` (bisection);
 - :func:`pairs_needed`: the smallest ``n >= 2`` with ``paired_power >= power``.
+
+Equivalence (two one-sided tests, TOST: "the difference lies within +-B"):
+
+- :func:`equivalence_power`: the exact probability that the ``1 - 2 alpha`` t-interval of the mean of `n` paired
+  differences (true mean `effect`, SD `sd`) lies inside ``[-B, +B]``. With ``delta = sd / sqrt(n)``,
+  ``c = t_{1 - alpha, df}`` and ``U ~ chi(df)`` (so that ``s / sqrt(n) = delta U / sqrt(df)``), the interval is
+  inside when ``-B + c delta U / sqrt(df) < d_bar < B - c delta U / sqrt(df)``, hence
+
+      power = E_U[ max(0, Phi((B - effect) / delta - c U / sqrt(df)) - Phi((-B - effect) / delta + c U / sqrt(df))) ]
+
+  integrated over the chi density on ``[0, u_max]``, ``u_max = (B / delta) sqrt(df) / c`` (beyond it the
+  interval is wider than the bounds). At ``|effect| = B`` it is at most alpha (the test's size);
+- :func:`pairs_needed_equivalence`: the smallest ``n >= 2`` with ``equivalence_power >= power``.
 """
 
 from __future__ import annotations
@@ -29,7 +42,8 @@ from collections.abc import Sequence
 
 import mpmath
 
-__all__ = ["t_quantile", "mean_ci", "paired_ci", "paired_power", "min_detectable_effect", "pairs_needed"]
+__all__ = ["t_quantile", "mean_ci", "paired_ci", "paired_power", "min_detectable_effect", "pairs_needed",
+           "equivalence_power", "pairs_needed_equivalence"]
 
 
 def _t_cdf(t: float, df: float) -> float:
@@ -153,3 +167,64 @@ def pairs_needed(effect: float, sd: float, alpha: float = 0.05, power: float = 0
         if paired_power(effect, sd, n, alpha) >= power:
             return n
     raise ValueError(f"more than {max_n} pairs needed for effect {effect} with sd {sd}")
+
+
+def _chi_simpson(df: int, top: float, f, m: int = 4000) -> float:
+    """``int_0^top chi_df(u) f(u) du`` by composite Simpson with `m` panels (m even). The chi density
+    ``u^(df-1) exp(-u^2/2) / (2^(df/2-1) Gamma(df/2))`` is smooth on [0, top] for every df >= 1; at u = 0 it is
+    sqrt(2/pi) for df = 1 and 0 otherwise."""
+    if top <= 0.0:
+        return 0.0
+    h = top / m
+    log_norm = (df / 2.0 - 1.0) * math.log(2.0) + math.lgamma(df / 2.0)
+    total = 0.0
+    for i in range(m + 1):
+        u = i * h
+        if u == 0.0:
+            dens = math.sqrt(2.0 / math.pi) if df == 1 else 0.0
+        else:
+            dens = math.exp((df - 1) * math.log(u) - u * u / 2.0 - log_norm)
+        total += dens * f(u) * (1 if i in (0, m) else (4 if i % 2 else 2))
+    return total * h / 3.0
+
+
+def equivalence_power(effect: float, sd: float, n: int, bound: float, alpha: float = 0.05) -> float:
+    """Exact probability that TOST at level `alpha` (the ``1 - 2 alpha`` t-interval inside ``[-bound, +bound]``)
+    concludes equivalence over `n` pairs whose differences have mean `effect` and SD `sd` (module docstring)."""
+    _check_power_args(sd, n, alpha)
+    if not (math.isfinite(bound) and bound > 0):
+        raise ValueError(f"bound must be finite and > 0; got {bound!r}")
+    if not alpha < 0.5:
+        raise ValueError(f"alpha must be < 0.5 (the interval has level 1 - 2 alpha); got {alpha!r}")
+    df = n - 1
+    c = t_quantile(1.0 - alpha, df)
+    delta = sd / math.sqrt(n)
+    hi, lo = (bound - effect) / delta, (-bound - effect) / delta
+    scale = c / math.sqrt(df)
+    # Beyond u_max the interval is wider than [-B, B]; the chi tail beyond sqrt(df) + 12 holds < 1e-30.
+    top = min(bound / delta / scale, math.sqrt(df) + 12.0)
+    return _chi_simpson(df, top, lambda u: max(0.0, _phi(hi - scale * u) - _phi(lo + scale * u)))
+
+
+def pairs_needed_equivalence(sd: float, bound: float, effect: float = 0.0, alpha: float = 0.05, power: float = 0.8,
+                             max_n: int = 10_000) -> int | None:
+    """The smallest number of pairs n >= 2 whose TOST concludes equivalence within +-`bound` with probability
+    `power` when the true mean difference is `effect` (|effect| < bound); None when more than `max_n` are needed.
+    The power rises with n (for |effect| < bound), so the answer is found by doubling, then bisection."""
+    _check_power_args(sd, 2, alpha)
+    if not abs(effect) < bound:
+        raise ValueError(f"need |effect| < bound (at the bound the power is at most alpha); got {effect}, {bound}")
+    if equivalence_power(effect, sd, 2, bound, alpha) >= power:
+        return 2
+    lo, hi = 2, 4
+    while equivalence_power(effect, sd, hi, bound, alpha) < power:
+        if hi >= max_n:
+            return None
+        lo, hi = hi, min(2 * hi, max_n)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if equivalence_power(effect, sd, mid, bound, alpha) >= power:
+            hi = mid
+        else:
+            lo = mid
+    return hi

@@ -307,16 +307,17 @@ def test_finding_1_from_probe_curves(tmp_path):
     assert v["collapsed"] is True and v["drop_step"] == 15 and v["entropy_alarm_step"] is None
     out = finding_collapse(recs, envs=("collapse_sokoban",))
     a = out["collapse_sokoban"]["arms"]["no_filter"]
-    assert a["n"] == 5 and a["n_collapsed"] == 5 and out["collapse_sokoban"]["verdict"] == "held"
+    assert a["n"] == 5 and a["n_collapsed"] == 5 and out["collapse_sokoban"]["verdict"] == "passed"
+    assert out["collapse_sokoban"]["kind"] == "positive control"
     # 3 of 5 collapse, 2 never drop: inconclusive, never "no".
     mixed = recs[:3] + [_record(tmp_path / "m", "collapse_sokoban", "no_filter", s, probe=_flat()) for s in (3, 4)]
     verdict = finding_collapse(mixed, envs=("collapse_sokoban",))["collapse_sokoban"]["verdict"]
     assert verdict == "inconclusive (signature on 3 of 5; no MI drop on 2)"
-    # The MI drop comes after an entropy alarm on most seeds: contradicted.
+    # The MI drop comes after an entropy alarm on most seeds: the positive control failed.
     noisy = [_record(tmp_path / "n", "collapse_sokoban", "no_filter", s, probe=_noise(5, 10)) for s in range(5)]
     out = finding_collapse(noisy, envs=("collapse_sokoban",))["collapse_sokoban"]
-    assert out["verdict"] == "contradicted" and out["arms"]["no_filter"]["n_entropy_first"] == 5
-    # Fewer than 5 seeds never give "held"; no probe at all is "not tested".
+    assert out["verdict"] == "failed" and out["arms"]["no_filter"]["n_entropy_first"] == 5
+    # Fewer than 5 seeds never pass; no probe at all is "not tested".
     assert finding_collapse(recs[:4], envs=("collapse_sokoban",))["collapse_sokoban"]["verdict"].startswith(
         "inconclusive (4 seeds; the criterion needs >= 5")
     bare = [_record(tmp_path / "b", "collapse_sokoban", "no_filter", 0, val=lambda s: 0.1)]
@@ -337,7 +338,8 @@ def test_finding_3_outcomes_and_censoring(tmp_path):
     assert c["margin_end"]["verdict"] == "held"
     assert f["comparisons"]["top_p-random"]["steps_to_drop"]["diffs"] == [5.0, 5.0, 5.0]
     fl = finding_filtering(recs)["collapse_frozenlake"]["comparisons"]["top_p-no_filter"]["margin_end"]
-    assert fl["verdict"].startswith("inconclusive (detectable effect ")
+    # The arms differ by seed noise of a few hundredths: the 90% interval lies inside +-0.15.
+    assert fl["verdict"] == "equivalent (within +-0.150)"
 
 
 # ------------------------------------------------------------------------------------------- finding 4
@@ -370,7 +372,7 @@ def _header(records, missing=()):
 def test_report_from_a_synthetic_study_renders_every_section(tmp_path):
     records = synthetic_study(tmp_path / "runs")
     a = analyse(records, n_boot=300)
-    assert a["collapse"]["collapse_sokoban"]["verdict"] == "held"
+    assert a["collapse"]["collapse_sokoban"]["verdict"] == "passed"
     assert a["collapse"]["collapse_sokoban"]["arms"]["entropy_bonus"]["n_entropy_first"] == 5
     assert a["collapse"]["collapse_frozenlake"]["verdict"].startswith("inconclusive")
     assert a["filtering"]["collapse_sokoban"]["comparisons"]["top_p-no_filter"]["margin_end"]["verdict"] == "held"
@@ -381,10 +383,10 @@ def test_report_from_a_synthetic_study_renders_every_section(tmp_path):
     for fig in FIGURES:
         assert (tmp_path / "report" / "reproduction" / fig).stat().st_size > 1000, fig
         assert f"reproduction/{fig}" in text
-    sections = ["## Outcomes and verdict rules, fixed before the runs", "## 1. Template collapse",
+    sections = ["## Outcomes and verdict rules", "## 1. A positive control", "## 1b. What entropy and success do",
                 "## 2. MI predicts success", "## 3. Filtering", "## Power analysis", "## 4. The RV quartile",
-                "## The paper's numbers", "## What this study can resolve", "## Every run", "## Definitions",
-                "**Missing runs**"]
+                "## The paper's numbers", "## What this study can resolve", "## Every run",
+                "## Provenance and filter logs", "## Definitions", "**Missing runs**"]
     positions = [text.index(s) for s in sections]
     assert positions == sorted(positions)
     # The rules come before any number of this study: the first table row follows them.
@@ -393,7 +395,8 @@ def test_report_from_a_synthetic_study_renders_every_section(tmp_path):
                   "+12.0", "+59.5", "1.29", "1.16", "+4.6", "+3.2", "0.33", "-5.0", "+0.39", "+0.22", "-0.11",
                   "-0.14", "21.1", "0.95", "11.0", "0.73"):
         assert quote in text, quote
-    assert "+3 to +16" not in text and "prediction failed" not in text and "**failed**" not in text
+    assert "+3 to +16" not in text and "prediction failed" not in text
+    assert not [line for line in text.splitlines() if line.startswith("|") and "**failed**" in line]
     assert "constant/tied" in text and "sokoban-top_p-s9" in text
     # Table rows split only on their column separators: H(Z|X) is escaped there.
     table = [line for line in text.splitlines() if line.startswith("|")]
@@ -403,7 +406,7 @@ def test_report_from_a_synthetic_study_renders_every_section(tmp_path):
     assert "The held-out probe cost 0.5 s per measurement on average over the 65 runs" in text
     assert "is detectable at 80% power from" in text  # the resolution section puts the MDE beside the paper
     data = json.loads((tmp_path / "report" / "reproduction" / "results.json").read_text())
-    assert data["analysis"]["collapse"]["collapse_sokoban"]["verdict"] == "held"
+    assert data["analysis"]["collapse"]["collapse_sokoban"]["verdict"] == "passed"
 
 
 def test_report_survives_an_almost_empty_study(tmp_path):

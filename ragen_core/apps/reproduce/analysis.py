@@ -4,23 +4,45 @@ A run record is what :func:`ragen_core.apps.reproduce.runner.read_run` returns: 
 after the warm start), ``mi`` (one dict per in-batch MI measurement: step, ``mi_zscore_ema``, ``mi_seq_est``,
 ``mi_upper_bound``, ``retrieval_acc``, ``retrieval_chance``, ``cond_entropy_est``, ``marginal_entropy_est``,
 ``token_entropy``, ``regime``), ``probe`` (one dict per held-out probe measurement, step 0 first:
-``retrieval_margin``, ``mi_seq_norm``, ``token_entropy``, ``cond_entropy_est``, ...), ``rv_heterogeneity_first``
-and ``steps``.
+``retrieval_margin``, ``mi_seq_norm``, ``token_entropy``, ``cond_entropy_est``, ``reasoning_tokens``,
+``template_share``, ...), ``rv_heterogeneity_first``, ``steps`` and, in runs recorded after they were added,
+``planned_steps`` (the config's steps), ``commit``, ``config_sha256`` and ``filter_log`` (one dict per RL step:
+``groups_total``, ``kept_groups``, ``zero_fraction``, ``kept_zero_adv_share``, ``skipped``). A field a record
+lacks is reported as "not recorded".
 
-The outcomes and verdict rules are fixed here, before any run (docs/reproduction.md prints them first):
+The outcomes and verdict rules are fixed here, before any run (docs/reproduction.md prints them first). The
+equivalence outcome, the early-stop pairing rule, the ceiling rule of finding 2 and the labels of findings 1 and 4
+were added after the study on seeds 20-24 had been run: on those runs they are post hoc, on every later study they
+are pre-specified.
 
-- **Finding 1** (collapse-prone configs, ``no_filter`` arm): per run, :func:`ragen_core.math.collapse.detect_collapse`
-  on the probe curves (the retrieval margin halves while token entropy and H(Z|X) stay within +-25%, no entropy
-  alarm at or before the drop). "held": the signature on >= 80% of the seeds with >= 5 seeds; "contradicted":
-  on most seeds the MI drop comes only with an entropy alarm at or before it; otherwise "inconclusive (why)".
+- **Finding 1, a positive control** (collapse-prone configs, ``no_filter`` arm). The demonstrator of these configs
+  builds the collapse: after state-derived reasoning it answers with the habit (``action_noise``), after the
+  template with the oracle's move (``template_answer = "oracle"``), so the template path pays and RL takes it.
+  Finding 1 therefore checks that the detector sees a collapse that is there by construction; it is not evidence
+  that template collapse in RL-trained LLMs is invisible to entropy. Per run,
+  :func:`ragen_core.math.collapse.detect_collapse` on the probe curves (the retrieval margin halves while token
+  entropy and H(Z|X) stay within +-25%, no entropy alarm at or before the drop). "passed": the signature on
+  >= 80% of the seeds with >= 5 seeds; "failed": on most seeds the MI drop comes only with an entropy alarm at
+  or before it; otherwise "inconclusive (why)". Beside it (:func:`co_movement`, the full-length runs of every arm
+  but ``entropy_bonus``): the within-run correlation of margin and token entropy, the entropy ratios at the end
+  (over step 0 and over the detector's reference), the AUC of the end/start ratio for telling collapsed runs from
+  the rest, and the rank correlation of end margin with final success within env.
 - **Finding 3** (collapse-prone configs): ``top_p`` minus ``no_filter`` and ``top_p`` minus ``random``, paired by
   seed, on (a) the probe retrieval margin at the last probe measurement (primary), (b) the steps until the MI drop
   (a run without a drop is carried at its last probe step: censored, so the difference is a lower bound on the
   delay), (c) validation success at the last evaluation. Each comparison reports the paired mean difference
-  d_bar, its 95% t-interval ``d_bar +- t_{0.975, n-1} s_d / sqrt(n)``, the paired SD s_d and the minimum
-  detectable effect at 80% power (:func:`ragen_core.math.stats.min_detectable_effect`). Verdict: "held" when the
-  interval excludes 0 in the paper's direction (filtering higher / later), "contradicted" when it excludes 0 in
-  the other, else "inconclusive (detectable effect X)".
+  d_bar, its 95% t-interval ``d_bar +- t_{0.975, n-1} s_d / sqrt(n)``, its 90% t-interval (``t_{0.95, n-1}``),
+  the paired SD s_d and the minimum detectable effect at 80% power
+  (:func:`ragen_core.math.stats.min_detectable_effect`). Verdict, in this order: "held" when the 95% interval
+  excludes 0 in the paper's direction (filtering higher / later); "contradicted" when it excludes 0 in the
+  other; "equivalent (within +-B)" when the 90% interval lies inside ``[-B, +B]`` (two one-sided tests at alpha
+  0.05, :data:`EQUIVALENCE_BOUNDS`); else "inconclusive (detectable effect X)".
+  **Early stop**: a run that stopped before its config's steps (:func:`planned_steps`) is compared with its
+  partner at equal steps: each outcome is read, for both runs, at the last step at which both have a
+  measurement of it (probe steps for the margin and the drop, evaluation steps for success; the drop is looked
+  for up to that step and censored there). A pair whose last common measurement is step 0 (before any RL step)
+  has no value on that outcome. The number of such pairs is reported, and each comparison that has one is
+  repeated without them (sensitivity).
 - **Finding 2** (learning configs): each metric's early value (mean over the measurements in the first quarter
   of the run) against final validation success, as Spearman's rho within each env and as the correlation of
   env-centred ranks pooled over envs (:func:`within_env_rho`); 95% intervals from a cluster bootstrap over seeds
@@ -29,12 +51,20 @@ The outcomes and verdict rules are fixed here, before any run (docs/reproduction
   compared at 4 significant digits; a metric whose most common value covers more than half of an env's runs is
   "constant/tied" there and gets no rho. Verdict on the pair fixed in advance (in-batch MI-ZScore-EMA against
   in-batch H(Z|X), the paper's +0.39 / -0.14; the probe's MI-Seq / log N against its H(Z|X) as the second pair):
-  "held" when the interval of ``|rho_MI| - |rho_H|`` is above 0 and rho_MI's is above 0, "contradicted" when
-  the difference's is below 0, else "inconclusive".
+  "not testable (at the ceiling)" when the pair's MI over its ceiling (:data:`CEILING_OF_PAIR`: in-batch MI-Seq /
+  log P, the probe's MI-Seq / log N) has an early value above :data:`CEILING_NORM` on more than
+  :data:`CEILING_SHARE` of the runs (a metric pinned at its ceiling cannot rank runs); "held" when the interval
+  of ``|rho_MI| - |rho_H|`` is above 0 and rho_MI's is above 0, "contradicted" when the difference's is below 0,
+  else "inconclusive".
 - **Finding 4** (Sokoban learning config): top minus bottom RV quartile, paired by seed, at equal steps (the last
   step at which both runs of a seed have a measurement), and at the end with a run that stopped early carried at
   its last value (stated as such). Like is compared with like: success with success, the in-batch MI-Seq / log P
-  of both arms, the probe's MI-Seq / log N of both arms.
+  of both arms, the probe's MI-Seq / log N of both arms (each "not testable (at the ceiling)" under the rule of
+  finding 2 when both arms are above :data:`CEILING_NORM` on more than half of the seeds). A success verdict is
+  labelled "expected under GRPO": the bottom quartile keeps the 2 of 8 groups with the least reward variance,
+  which are zero-variance groups whenever 2 or more of the 8 are, and a zero-variance group has exactly zero GRPO
+  advantage, so that arm trains mostly on no task signal (the share of zero-variance groups and the bottom runs
+  that stopped early are reported with it).
 """
 
 from __future__ import annotations
@@ -48,7 +78,14 @@ from statistics import NormalDist
 from typing import Any
 
 from ragen_core.math.collapse import collapse_from_history
-from ragen_core.math.stats import mean_ci, min_detectable_effect, paired_power
+from ragen_core.math.stats import (
+    equivalence_power,
+    mean_ci,
+    min_detectable_effect,
+    paired_power,
+    pairs_needed_equivalence,
+    t_quantile,
+)
 
 __all__ = [
     "PAPER",
@@ -67,8 +104,19 @@ __all__ = [
     "final_success",
     "run_collapse",
     "paired_comparison",
+    "planned_steps",
+    "stopped_early",
+    "pair_outcomes",
+    "within_run_correlation",
+    "entropy_ratios",
+    "auc_lower",
+    "co_movement",
+    "ceiling_status",
+    "filter_log_summary",
     "mde",
     "seeds_needed",
+    "equivalence_seeds",
+    "equivalence_power_now",
     "finding_collapse",
     "finding_correlations",
     "finding_filtering",
@@ -114,6 +162,26 @@ CORRELATION_PAIRS = (("mi_zscore_ema", "cond_entropy_est"), ("probe_mi_seq_norm"
 OUTCOMES = {"margin_end": ("probe retrieval margin at the end (primary)", "margin"),
             "steps_to_drop": ("steps until the MI drop (no drop: the last probe step, censored)", "steps"),
             "success_end": ("validation success at the end", "points")}
+#: Equivalence bounds B of finding 3 per outcome (TOST: the 90% interval inside [-B, +B] is "equivalent").
+#: - margin 0.15: 30% of the starting margin of about 0.5 that the warm start is built to have (q = 0.5), and
+#:   less than the 0.25 fall that the signature's halving needs, so an effect inside it cannot by itself decide
+#:   whether a run collapses;
+#: - success 10 points (0.10): the order of the paper's smaller filtering effects (Sokoban GRPO +9.0, FrozenLake
+#:   PPO +10.9); "equivalent" rules out effects of that size and larger, not smaller ones (+9.0 lies inside);
+#: - steps 5: one probe interval of the collapse-prone configs (``mi.probe_every = 5``): a drop step is known only
+#:   to the probe's spacing, so a shorter delay cannot be measured.
+EQUIVALENCE_BOUNDS = {"margin_end": 0.15, "steps_to_drop": 5.0, "success_end": 0.10}
+#: Each one-sided test of TOST at alpha 0.05: the (1 - 2 alpha) = 90% interval.
+EQUIVALENCE_ALPHA = 0.05
+#: Finding 2's ceiling rule: a pair's MI over its ceiling (source, key of the early value) above CEILING_NORM on
+#: more than CEILING_SHARE of the runs is "at the ceiling" (0.98: within 2% of a perfect score, where the
+#: probe's 32 prompts are retrieved almost without error and runs cannot be ordered by it).
+CEILING_NORM = 0.98
+CEILING_SHARE = 0.5
+CEILING_OF_PAIR = {"mi_zscore_ema": ("mi", "mi_norm", "in-batch MI-Seq / log P"),
+                   "probe_mi_seq_norm": ("probe", "mi_seq_norm", "MI-Seq / log N (probe)")}
+#: Arms left out of the entropy-margin co-movement: the entropy bonus moves entropy by design.
+CO_MOVEMENT_EXCLUDED_ARMS = ("entropy_bonus",)
 #: Effects whose seeds-needed the power analysis reports, per unit (success in fractions: 0.1 = 10 points).
 POWER_EFFECTS = {"margin": (0.1, 0.25), "steps": (5.0, 10.0), "points": (0.1, 0.2)}
 #: Significant digits at which metric values are compared for ranks and ties (finding 2).
@@ -418,40 +486,74 @@ def seeds_needed(effect: float, sd: float, power: float = 0.8, max_n: int = 1000
     return None
 
 
-def paired_comparison(a: dict[int, float | None], b: dict[int, float | None], fmt: Callable[[float], str],
-                      direction: int = 1) -> dict[str, Any]:
-    """``a - b`` paired by seed (the keys), over the seeds where both are known: n, mean, 95% t-interval, paired
-    SD, minimum detectable effect at 80% power, per-seed differences and the verdict.
+@cache
+def _t_crit(p: float, df: int) -> float:
+    """Student-t quantile, cached: a simulation of the verdict rule calls it with the same (p, df) many times."""
+    return t_quantile(p, df)
 
-    Verdict: "held" when the interval excludes 0 on the side of `direction` (+1: a higher), "contradicted" when
-    it excludes 0 on the other side, "inconclusive (detectable effect X)" otherwise (X by `fmt`); with one seed
-    "inconclusive (1 seed: no interval)"; with none "not tested (no seed has a value for both arms)".
+
+def paired_comparison(a: dict[int, float | None], b: dict[int, float | None], fmt: Callable[[float], str],
+                      direction: int = 1, bound: float | None = None) -> dict[str, Any]:
+    """``a - b`` paired by seed (the keys), over the seeds where both are known: n, mean, 95% and 90% t-intervals,
+    paired SD, minimum detectable effect at 80% power, per-seed differences and the verdict.
+
+    With differences d_1..d_n, mean d_bar and SD s (ddof 1) the intervals are
+    ``d_bar +- t_{q, n-1} s / sqrt(n)`` with q = 0.975 (95%) and q = 0.95 (90%).
+
+    Verdict, in this order: "held" when the 95% interval excludes 0 on the side of `direction` (+1: a higher),
+    "contradicted" when it excludes 0 on the other side, "equivalent (within +-B)" when `bound` B is given and the
+    90% interval lies inside ``[-B, +B]`` (two one-sided tests at alpha 0.05), "inconclusive (detectable effect X)"
+    otherwise (X by `fmt`); with one seed "inconclusive (1 seed: no interval)"; with none "not tested (no seed has a
+    value for both arms)".
     """
     common = sorted(s for s in set(a) & set(b) if a[s] is not None and b[s] is not None)
     diffs = [float(a[s]) - float(b[s]) for s in common]  # type: ignore[arg-type]
     out: dict[str, Any] = {"n": len(diffs), "seeds": common, "diffs": diffs, "mean": None, "ci95": [None, None],
-                           "sd": None, "mde": None}
+                           "ci90": [None, None], "sd": None, "mde": None, "bound": bound}
     if not diffs:
         out["verdict"] = "not tested (no seed has a value for both arms)"
         return out
-    m, lo, hi = mean_ci(diffs)
+    n = len(diffs)
+    m = sum(diffs) / n
     out["mean"] = m
-    if len(diffs) < 2:
+    if n < 2:
         out["verdict"] = "inconclusive (1 seed: no interval)"
         return out
-    sd = math.sqrt(sum((d - m) ** 2 for d in diffs) / (len(diffs) - 1))
+    sd = math.sqrt(sum((d - m) ** 2 for d in diffs) / (n - 1))
     if sd <= 1e-12 * max(1.0, abs(m)):  # every seed the same difference (rounding aside): a point interval
-        sd, lo, hi = 0.0, m, m
-    out.update(ci95=[lo, hi], sd=sd, mde=mde(sd, len(diffs)))
+        sd = 0.0
+    half95 = _t_crit(0.975, n - 1) * sd / math.sqrt(n)
+    half90 = _t_crit(1.0 - EQUIVALENCE_ALPHA, n - 1) * sd / math.sqrt(n)
+    lo, hi = m - half95, m + half95
+    out.update(ci95=[lo, hi], ci90=[m - half90, m + half90], sd=sd, mde=mde(sd, n))
     above, below = lo > 0, hi < 0  # the interval excludes 0 on one side
     if (above and direction > 0) or (below and direction < 0):
         out["verdict"] = "held"
     elif above or below:
         out["verdict"] = "contradicted"
+    elif bound is not None and -bound < m - half90 and m + half90 < bound:
+        out["verdict"] = f"equivalent (within +-{fmt(bound)})"
     else:
         what = fmt(out["mde"]) if out["mde"] is not None else "n/a: no spread between seeds"
         out["verdict"] = f"inconclusive (detectable effect {what})"
     return out
+
+
+def equivalence_seeds(sd: float | None, bound: float, power: float = 0.8) -> int | None:
+    """Seeds (pairs) TOST within +-`bound` needs to conclude equivalence with probability `power` when the true
+    difference is 0 and the paired SD is `sd` (:func:`ragen_core.math.stats.pairs_needed_equivalence`); None when
+    sd is unknown or 0, or more than 1000 are needed."""
+    if sd is None or not math.isfinite(sd) or sd <= 0:
+        return None
+    return pairs_needed_equivalence(sd, bound, alpha=EQUIVALENCE_ALPHA, power=power, max_n=1000)
+
+
+def equivalence_power_now(sd: float | None, n: int, bound: float) -> float | None:
+    """The probability that TOST within +-`bound` over `n` seeds concludes equivalence when the true difference is
+    0 and the paired SD is `sd`; None when it is undefined (n < 2, sd unknown or 0)."""
+    if sd is None or n < 2 or not math.isfinite(sd) or sd <= 0:
+        return None
+    return equivalence_power(0.0, sd, n, bound, EQUIVALENCE_ALPHA)
 
 
 def fmt_unit(unit: str) -> Callable[[float], str]:
@@ -466,12 +568,15 @@ def fmt_unit(unit: str) -> Callable[[float], str]:
 # ------------------------------------------------------------------------------------------- the findings
 def _criterion_verdict(n: int, n_collapsed: int, n_entropy_first: int, n_no_drop: int, min_seeds: int = 5,
                        share: float = 0.8) -> str:
+    """Finding 1's verdict on a positive control: "passed" (the detector finds the built-in collapse on >= `share`
+    of >= `min_seeds` seeds), "failed" (on most seeds the MI drop comes only after an entropy alarm) or
+    "inconclusive (why)"."""
     if n == 0:
         return "not tested (no no-filter run with probe measurements)"
     if n_collapsed >= share * n and n >= min_seeds:
-        return "held"
+        return "passed"
     if 2 * n_entropy_first > n:
-        return "contradicted"
+        return "failed"
     why = []
     if n < min_seeds:
         why.append(f"{n} seed{'s' if n > 1 else ''}; the criterion needs >= {min_seeds}")
@@ -484,61 +589,280 @@ def _criterion_verdict(n: int, n_collapsed: int, n_entropy_first: int, n_no_drop
 
 
 def finding_collapse(records: list[dict[str, Any]], envs: Sequence[str] = ("collapse_sokoban", "collapse_frozenlake"),
-                     collapse_arm: str = "no_filter") -> dict[str, Any]:
-    """Finding 1: the collapse signature per run of every arm of `envs` (probe curves), and the verdict on the
+                     collapse_arm: str = "no_filter", planned: dict[str, int] | None = None) -> dict[str, Any]:
+    """Finding 1, a positive control: the collapse signature per run of every arm of `envs` (probe curves; a run
+    that stopped early is judged on the curves it has and listed in ``stopped_early``), and the verdict on the
     `collapse_arm` runs of each env (see the module docstring)."""
+    planned = planned_steps(records) if planned is None else planned
     out: dict[str, Any] = {}
     for env in envs:
-        env_out: dict[str, Any] = {"arms": {}}
+        env_out: dict[str, Any] = {"arms": {}, "kind": "positive control"}
         for arm in dict.fromkeys(r["arm"] for r in _runs(records, env)):
             per_seed = []
             for r in _runs(records, env, arm):
                 v = run_collapse(r)
                 if v is not None:
-                    per_seed.append({"seed": r["seed"], **v, "final_success": final_success(r)})
+                    per_seed.append({"seed": r["seed"], **v, **entropy_ratios(r), "final_success": final_success(r),
+                                     "steps": r["steps"], "stopped_early": stopped_early(r, planned)})
             env_out["arms"][arm] = {
                 "runs": per_seed, "n": len(per_seed),
                 "n_collapsed": sum(p["collapsed"] for p in per_seed),
                 "n_entropy_first": sum(p["entropy_first"] for p in per_seed),
                 "n_no_drop": sum(p["drop_step"] is None for p in per_seed),
+                "stopped_early": [{"seed": r["seed"], "steps": r["steps"]} for r in _runs(records, env, arm)
+                                  if stopped_early(r, planned)],
                 "no_probe": [r["seed"] for r in _runs(records, env, arm) if run_collapse(r) is None]}
         c = env_out["arms"].get(collapse_arm, {"n": 0, "n_collapsed": 0, "n_entropy_first": 0, "n_no_drop": 0})
         env_out["verdict"] = _criterion_verdict(c["n"], c["n_collapsed"], c["n_entropy_first"], c["n_no_drop"])
+        env_out["planned_steps"] = planned.get(env)
         out[env] = env_out
     return out
 
 
-def _outcomes(record: dict[str, Any]) -> dict[str, float | None]:
+# ------------------------------------------------------------------------------------------- co-movement
+def within_run_correlation(record: dict[str, Any], x: str = "retrieval_margin", y: str = "token_entropy"
+                           ) -> dict[str, Any]:
+    """Pearson's r and Spearman's rho of the probe's `x` and `y` over one run's measurements (both finite):
+    ``r = sum (x_i - x_bar)(y_i - y_bar) / sqrt(sum (x_i - x_bar)^2 sum (y_i - y_bar)^2)``, rho = r of the
+    average ranks. None where undefined (fewer than 3 measurements, a constant series)."""
+    pts = [(p.get(x), p.get(y)) for p in record.get("probe") or []]
+    pts = [(float(a), float(b)) for a, b in pts if _finite_number(a) and _finite_number(b)]
+    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+    pearson = _pearson(xs, ys) if len(pts) >= 3 else math.nan
+    return {"n": len(pts), "pearson": _nan_none(pearson), "spearman": _nan_none(spearman(xs, ys) if pts else math.nan)}
+
+
+def _finite_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def entropy_ratios(record: dict[str, Any]) -> dict[str, float | None]:
+    """Token entropy and H(Z|X) at the run's last probe measurement over their values at step 0 (``*_end_start``)
+    and at the detector's reference measurement (``*_end_ref``: the margin's peak before its drop, where
+    :func:`ragen_core.math.collapse.detect_collapse` measures from); None where a value is missing or 0."""
+    probe = record.get("probe") or []
+    v = run_collapse(record)
+    ref_step = v.get("reference_step") if v else None
+    by_step = {int(p["step"]): p for p in probe}
+    out: dict[str, float | None] = {"reference_step": ref_step}
+    for key, name in (("token_entropy", "token"), ("cond_entropy_est", "cond")):
+        end = probe[-1].get(key) if probe else None
+        for tag, base_row in (("start", probe[0] if probe else None),
+                              ("ref", by_step.get(ref_step) if ref_step is not None else None)):
+            base = base_row.get(key) if base_row else None
+            ok = _finite_number(end) and _finite_number(base) and base != 0
+            out[f"{name}_end_{tag}"] = float(end) / float(base) if ok else None
+    return out
+
+
+def auc_lower(pos: Sequence[float], neg: Sequence[float]) -> float | None:
+    """The probability that a value of `pos` is below one of `neg` (ties count 1/2): the area under the ROC curve
+    of "a lower value means positive", ``sum_ij [p_i < n_j] + 0.5 [p_i = n_j]`` over all pairs, divided by their
+    number. None when either side is empty."""
+    if not pos or not neg:
+        return None
+    wins = sum(1.0 if p < q else 0.5 if p == q else 0.0 for p in pos for q in neg)
+    return wins / (len(pos) * len(neg))
+
+
+def _spread(values: list[float]) -> dict[str, Any]:
+    """n, min, median, max of `values` (None when empty)."""
+    if not values:
+        return {"n": 0, "min": None, "median": None, "max": None}
+    xs = sorted(values)
+    mid = len(xs) // 2
+    median = xs[mid] if len(xs) % 2 else 0.5 * (xs[mid - 1] + xs[mid])
+    return {"n": len(xs), "min": xs[0], "median": median, "max": xs[-1]}
+
+
+def co_movement(records: list[dict[str, Any]], envs: Sequence[str] = ("collapse_sokoban", "collapse_frozenlake"),
+                planned: dict[str, int] | None = None, n_boot: int = N_BOOT, seed: int = BOOT_SEED) -> dict[str, Any]:
+    """What entropy and success do alongside the margin, on the runs of `envs` that ran their config's steps,
+    every arm but :data:`CO_MOVEMENT_EXCLUDED_ARMS` (runs that stopped early are listed, not used).
+
+    Per env and over all of them ("all"): the within-run Pearson / Spearman correlation of margin and token
+    entropy (:func:`within_run_correlation`: median, how many are > 0); the entropy ratios at the end
+    (:func:`entropy_ratios`) of the collapsed runs and of the rest; the AUC of the end/start ratios for telling
+    collapsed runs (lower) from the rest (:func:`auc_lower`); and the association of the end margin with final
+    success: Spearman's rho within each env and the env-centred pooled rho (:func:`within_env_rho`), with 95%
+    intervals from the seed-cluster bootstrap (:func:`cluster_bootstrap`), plus the highest final success of a run
+    without the signature and the lowest of a run with it.
+    """
+    planned = planned_steps(records) if planned is None else planned
+    runs, excluded = [], []
+    for r in records:
+        if r["env"] not in envs or r["arm"] in CO_MOVEMENT_EXCLUDED_ARMS:
+            continue
+        v = run_collapse(r)
+        if v is None:
+            continue
+        if stopped_early(r, planned):
+            excluded.append(r["name"])
+            continue
+        corr = within_run_correlation(r)
+        runs.append({"name": r["name"], "env": r["env"], "arm": r["arm"], "seed": r["seed"],
+                     "collapsed": bool(v["collapsed"]), "pearson": corr["pearson"], "spearman": corr["spearman"],
+                     "entropy_ratio_at_drop": v["entropy_ratio"], "cond_entropy_ratio_at_drop": v["cond_entropy_ratio"],
+                     **entropy_ratios(r), "margin_end": _points(r, "retrieval_margin", "probe")[-1][1],
+                     "final_success": final_success(r)})
+    groups = {e: [x for x in runs if x["env"] == e] for e in envs if any(x["env"] == e for x in runs)}
+    if len(groups) > 1:
+        groups["all"] = runs
+    out: dict[str, Any] = {"envs": [e for e in envs if e in groups], "excluded_arms": list(CO_MOVEMENT_EXCLUDED_ARMS),
+                           "stopped_early": excluded, "runs": runs, "by_group": {}}
+    for g, rs in groups.items():
+        out["by_group"][g] = _co_movement_group(rs)
+    _margin_success(out, runs, n_boot, seed)
+    return out
+
+
+def _co_movement_group(rs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The summaries of :func:`co_movement` over the runs `rs`."""
+    pear = [x["pearson"] for x in rs if x["pearson"] is not None]
+    spear = [x["spearman"] for x in rs if x["spearman"] is not None]
+    col = [x for x in rs if x["collapsed"]]
+    rest = [x for x in rs if not x["collapsed"]]
+    ratio_keys = ("token_end_start", "cond_end_start", "token_end_ref", "cond_end_ref", "entropy_ratio_at_drop",
+                  "cond_entropy_ratio_at_drop")
+    return {
+        "n": len(rs), "n_collapsed": len(col),
+        "pearson": {**_spread(pear), "n_positive": sum(p > 0 for p in pear)},
+        "spearman": {**_spread(spear), "n_positive": sum(p > 0 for p in spear)},
+        "ratios": {which: {k: _spread([x[k] for x in grp if x[k] is not None]) for k in ratio_keys}
+                   for which, grp in (("collapsed", col), ("not_collapsed", rest))},
+        "auc_token_end_start": auc_lower([x["token_end_start"] for x in col if x["token_end_start"] is not None],
+                                         [x["token_end_start"] for x in rest if x["token_end_start"] is not None]),
+        "auc_cond_end_start": auc_lower([x["cond_end_start"] for x in col if x["cond_end_start"] is not None],
+                                        [x["cond_end_start"] for x in rest if x["cond_end_start"] is not None]),
+        "max_success_not_collapsed": max((x["final_success"] for x in rest if x["final_success"] is not None),
+                                         default=None),
+        "min_success_collapsed": min((x["final_success"] for x in col if x["final_success"] is not None),
+                                     default=None)}
+
+
+def _margin_success(out: dict[str, Any], runs: list[dict[str, Any]], n_boot: int, seed: int) -> None:
+    """End margin against final success, Spearman per env and env-centred pooled, with seed-cluster bootstrap
+    intervals (none with fewer than :data:`MIN_BOOT_SEEDS` seeds), into ``out["margin_success"]``."""
+    items = [x for x in runs if x["final_success"] is not None]
+    envs = out["envs"]
+
+    def stat(sample: list[dict[str, Any]]) -> list[float]:
+        vals = []
+        for e in envs:
+            pts = [(x["margin_end"], x["final_success"]) for x in sample if x["env"] == e]
+            vals.append(spearman([p[0] for p in pts], [p[1] for p in pts]) if pts else math.nan)
+        vals.append(within_env_rho([x["margin_end"] for x in sample], [x["final_success"] for x in sample],
+                                   [x["env"] for x in sample]) if sample else math.nan)
+        return vals
+
+    clusters: dict[Any, list[Any]] = {}
+    for x in items:
+        clusters.setdefault(x["seed"], []).append(x)
+    point = stat(items)
+    boot = cluster_bootstrap(clusters, stat, n_boot, seed) if len(clusters) >= MIN_BOOT_SEEDS else []
+    names = [*envs, "within_env"]
+    out["margin_success"] = {
+        "n_runs": len(items), "n_seeds": len(clusters), "n_boot": n_boot, "boot_seed": seed,
+        **{name: {"rho": _nan_none(point[i]), "ci95": boot[i]["ci95"] if boot else [None, None]}
+           for i, name in enumerate(names)}}
+
+
+# ------------------------------------------------------------------------------------------- early stops
+def planned_steps(records: list[dict[str, Any]]) -> dict[str, int]:
+    """The steps each env's config asks for: the records' ``planned_steps`` (read from the run's config.toml)
+    where any run of the env has it; otherwise (runs recorded before the field existed) the most steps any run of
+    the env reached, since no arm of the study changes ``run.steps``."""
+    out: dict[str, int] = {}
+    for env in dict.fromkeys(r["env"] for r in records):
+        runs = [r for r in records if r["env"] == env]
+        recorded = [r["planned_steps"] for r in runs if isinstance(r.get("planned_steps"), int)
+                    and r["planned_steps"] > 0]
+        out[env] = max(recorded) if recorded else max(int(r.get("steps") or 0) for r in runs)
+    return out
+
+
+def stopped_early(record: dict[str, Any], planned: dict[str, int]) -> bool:
+    """Whether the run did fewer RL steps than its config asks for (its own ``planned_steps``, else its env's)."""
+    p = record.get("planned_steps")
+    target = p if isinstance(p, int) and p > 0 else planned.get(record["env"], 0)
+    return int(record.get("steps") or 0) < target
+
+
+def _outcomes(record: dict[str, Any], probe_until: int | None = None, val_until: int | None = None
+              ) -> dict[str, float | None]:
+    """Finding 3's outcomes of one run: at its end, or at the probe step `probe_until` (margin, drop: the drop is
+    looked for among the measurements up to it, censored there) and the evaluation step `val_until` (success)."""
+    if probe_until is not None:
+        record = {**record, "probe": [p for p in record.get("probe") or [] if p["step"] <= probe_until]}
     v = run_collapse(record)
     probe = _points(record, "retrieval_margin", "probe")
     steps_to_drop = None
     if v is not None:
         steps_to_drop = float(v["drop_step"] if v["drop_step"] is not None else v["last_probe_step"])
+    if val_until is None:
+        success = final_success(record)
+    else:
+        success = dict(_points(record, "", "val")).get(val_until)
     return {"margin_end": probe[-1][1] if probe else None, "steps_to_drop": steps_to_drop,
-            "success_end": final_success(record),
-            "censored": None if v is None else v["drop_step"] is None}
+            "success_end": success, "censored": None if v is None else v["drop_step"] is None}
+
+
+def _last_common_step(a: dict[str, Any], b: dict[str, Any], source: str) -> int | None:
+    """The last step at which both runs have a measurement of `source` ("probe" or "val"); None when it is step 0
+    (before any RL step: no information about training) or there is none."""
+    def steps(r: dict[str, Any]) -> set[int]:
+        if source == "val":
+            return {int(s) for s, _ in r.get("val", [])}
+        return {int(p["step"]) for p in r.get(source) or []}
+
+    common = steps(a) & steps(b)
+    last = max(common) if common else None
+    return last if last else None
+
+
+def pair_outcomes(a: dict[str, Any], b: dict[str, Any], planned: dict[str, int]
+                  ) -> tuple[dict[str, float | None], dict[str, float | None], bool]:
+    """(outcomes of `a`, outcomes of `b`, early): both at their ends, or, when either stopped early, both at equal
+    steps (the early-stop rule of the module docstring). A pair whose last common measurement of an outcome is step
+    0 gets None for it."""
+    early = stopped_early(a, planned) or stopped_early(b, planned)
+    if not early:
+        return _outcomes(a), _outcomes(b), False
+    hp, hv = _last_common_step(a, b, "probe"), _last_common_step(a, b, "val")
+    oa, ob = _outcomes(a, hp if hp is not None else -1, hv), _outcomes(b, hp if hp is not None else -1, hv)
+    if hv is None:
+        oa["success_end"] = ob["success_end"] = None
+    return oa, ob, True
 
 
 def finding_filtering(records: list[dict[str, Any]], envs: Sequence[str] = ("collapse_sokoban", "collapse_frozenlake"),
-                      comparisons: Sequence[tuple[str, str]] = (("top_p", "no_filter"), ("top_p", "random"))
-                      ) -> dict[str, Any]:
-    """Finding 3: per env, each arm's outcomes by seed, and every comparison of `comparisons` on every outcome of
-    :data:`OUTCOMES` (:func:`paired_comparison`, direction: the first arm higher)."""
+                      comparisons: Sequence[tuple[str, str]] = (("top_p", "no_filter"), ("top_p", "random")),
+                      planned: dict[str, int] | None = None) -> dict[str, Any]:
+    """Finding 3: per env, each arm's outcomes by seed (at each run's end), and every comparison of `comparisons`
+    on every outcome of :data:`OUTCOMES` (:func:`paired_comparison`, direction: the first arm higher, the bounds of
+    :data:`EQUIVALENCE_BOUNDS`), pairs with an early-stopped run at equal steps (:func:`pair_outcomes`); where
+    there are such pairs, ``sensitivity`` is the comparison without them."""
+    planned = planned_steps(records) if planned is None else planned
     out: dict[str, Any] = {}
     for env in envs:
-        arms = dict.fromkeys(a for pair in comparisons for a in pair)
-        by_arm = {arm: {r["seed"]: _outcomes(r) for r in _runs(records, env, arm)} for arm in arms}
-        env_out: dict[str, Any] = {"arms": {}, "comparisons": {}}
+        arms = dict.fromkeys(x for pair in comparisons for x in pair)
+        runs = {arm: {r["seed"]: r for r in _runs(records, env, arm)} for arm in arms}
+        by_arm = {arm: {seed: _outcomes(r) for seed, r in rs.items()} for arm, rs in runs.items()}
+        env_out: dict[str, Any] = {"arms": {}, "comparisons": {}, "planned_steps": planned.get(env)}
         for arm, seeds in by_arm.items():
             env_out["arms"][arm] = {
                 "seeds": sorted(seeds),
                 **{k: _ci([o[k] for o in seeds.values() if o[k] is not None]) for k in OUTCOMES},
-                "censored": sum(bool(o["censored"]) for o in seeds.values())}
+                "censored": sum(bool(o["censored"]) for o in seeds.values()),
+                "stopped_early": [{"seed": s, "steps": r["steps"]} for s, r in sorted(runs[arm].items())
+                                  if stopped_early(r, planned)],
+                # Share of the step's groups (before filtering) whose rewards do not vary: their GRPO advantage
+                # is exactly 0, so they add nothing to the task gradient (only to the entropy term and the loss's
+                # normalisation): dropping them cannot change the direction the task pushes in.
+                "zero_variance_fraction": _mean([r["zero_variance_fraction"] for r in runs[arm].values()
+                                                 if r.get("zero_variance_fraction") is not None])}
         for a, b in comparisons:
-            key = f"{a}-{b}"
-            env_out["comparisons"][key] = {
-                k: paired_comparison({s: o[k] for s, o in by_arm[a].items()}, {s: o[k] for s, o in by_arm[b].items()},
-                                     fmt_unit(unit)) for k, (_, unit) in OUTCOMES.items()}
+            env_out["comparisons"][f"{a}-{b}"] = _compare_arms(runs[a], runs[b], planned)
         het = {}
         for r in _runs(records, env):
             if r.get("rv_heterogeneity_first") is not None:
@@ -548,9 +872,35 @@ def finding_filtering(records: list[dict[str, Any]], envs: Sequence[str] = ("col
     return out
 
 
+def _compare_arms(runs_a: dict[int, dict[str, Any]], runs_b: dict[int, dict[str, Any]], planned: dict[str, int]
+                  ) -> dict[str, Any]:
+    """Every outcome of :data:`OUTCOMES`, ``a - b`` paired by seed under the early-stop rule, with the early
+    pairs listed and, when there are any, the comparison without them."""
+    oa: dict[int, dict[str, float | None]] = {}
+    ob: dict[int, dict[str, float | None]] = {}
+    early = []
+    for seed in sorted(set(runs_a) & set(runs_b)):
+        oa[seed], ob[seed], is_early = pair_outcomes(runs_a[seed], runs_b[seed], planned)
+        if is_early:
+            early.append(seed)
+    out: dict[str, Any] = {}
+    for k, (_, unit) in OUTCOMES.items():
+        fmt, bound = fmt_unit(unit), EQUIVALENCE_BOUNDS[k]
+        c = paired_comparison({s: o[k] for s, o in oa.items()}, {s: o[k] for s, o in ob.items()}, fmt, bound=bound)
+        c["early_seeds"] = early
+        if early:
+            keep = [s for s in oa if s not in early]
+            c["sensitivity"] = paired_comparison({s: oa[s][k] for s in keep}, {s: ob[s][k] for s in keep}, fmt,
+                                                 bound=bound)
+        out[k] = c
+    return out
+
+
 def power_analysis(filtering: dict[str, Any], comparison: str = "top_p-no_filter") -> list[dict[str, Any]]:
     """Seeds needed (80% power, two-sided alpha 0.05) for the effects of :data:`POWER_EFFECTS`, from the paired SD
-    of `comparison` on each outcome of each env of `filtering` (rows without an SD are skipped)."""
+    of `comparison` on each outcome of each env of `filtering` (rows without an SD are skipped); beside them, the
+    probability that TOST concludes "equivalent" now if the true difference were 0, and the seeds it needs for 80%
+    (:func:`equivalence_power_now`, :func:`equivalence_seeds`, bounds :data:`EQUIVALENCE_BOUNDS`)."""
     rows = []
     for env, e in filtering.items():
         for k, (label, unit) in OUTCOMES.items():
@@ -560,8 +910,11 @@ def power_analysis(filtering: dict[str, Any], comparison: str = "top_p-no_filter
             needed = {}
             for eff in POWER_EFFECTS[unit]:
                 needed[eff] = seeds_needed(eff, c["sd"])
+            bound = EQUIVALENCE_BOUNDS[k]
             rows.append({"env": env, "outcome": k, "label": label, "unit": unit, "sd": c["sd"], "n": c["n"],
-                         "mde": c["mde"], "needed": needed})
+                         "mde": c["mde"], "needed": needed, "bound": bound,
+                         "equivalence_power": equivalence_power_now(c["sd"], c["n"], bound),
+                         "equivalence_needed": equivalence_seeds(c["sd"], bound)})
     return rows
 
 
@@ -623,11 +976,30 @@ def finding_correlations(records: list[dict[str, Any]], envs: Sequence[str] = ("
     pairs = []
     for p, (mi_key, h_key) in enumerate(CORRELATION_PAIRS):
         diff_ci = boot[j + p]["ci95"] if boot else [None, None]
+        ceiling = None
+        if mi_key in CEILING_OF_PAIR:
+            src, field, label = CEILING_OF_PAIR[mi_key]
+            values = [v for v in (early_value(r, field, source=src) for r in runs) if v is not None]
+            ceiling = {"metric": label, **ceiling_status(values)}
+        verdict = _pair_verdict(metrics[mi_key], metrics[h_key], diff_ci)
+        if ceiling and ceiling["at_ceiling"]:
+            verdict = (f"not testable (at the ceiling: early {ceiling['metric']} above {CEILING_NORM} on "
+                       f"{ceiling['n_at_ceiling']} of {ceiling['n']} runs)")
         pairs.append({"mi": mi_key, "entropy": h_key, "diff": _nan_none(pairs_point[p]), "diff_ci95": diff_ci,
-                      "verdict": _pair_verdict(metrics[mi_key], metrics[h_key], diff_ci)})
+                      "ceiling": ceiling, "verdict": verdict})
     return {"envs": env_list, "n_runs": len(items), "n_seeds": len(clusters), "n_boot": n_boot, "boot_seed": seed,
             "metrics": metrics, "pairs": pairs,
             "points": [{"env": i["env"], "seed": i["seed"], "y": i["y"], **i["x"]} for i in items]}
+
+
+def ceiling_status(values: Sequence[float], norm: float = CEILING_NORM, share: float = CEILING_SHARE
+                   ) -> dict[str, Any]:
+    """Whether a normalised MI (1 = its ceiling) is "at the ceiling": above `norm` on more than `share` of
+    `values`. Also n, the count above, and the range."""
+    xs = [float(v) for v in values]
+    n_at = sum(v > norm for v in xs)
+    return {"n": len(xs), "n_at_ceiling": n_at, "at_ceiling": bool(xs) and n_at > share * len(xs),
+            "min": min(xs) if xs else None, "max": max(xs) if xs else None, "norm": norm}
 
 
 def _with_pairs(vals: list[float], metrics: dict[str, Any]) -> list[float]:
@@ -658,18 +1030,36 @@ def _pair_verdict(mi: dict[str, Any], h: dict[str, Any], diff_ci: list[float | N
     return "inconclusive (the interval of abs(rho_MI) - abs(rho_H) contains 0, or rho_MI's does)"
 
 
-def finding_quartiles(records: list[dict[str, Any]], env: str = "sokoban") -> dict[str, Any]:
+#: Finding 4's label on a success verdict (module docstring).
+GRPO_LABEL = "expected under GRPO: the bottom quartile trains mostly on zero-advantage groups"
+
+
+def finding_quartiles(records: list[dict[str, Any]], env: str = "sokoban", planned: dict[str, int] | None = None
+                      ) -> dict[str, Any]:
     """Finding 4: top minus bottom RV quartile, paired by seed, at equal steps and at the end (a stopped run
-    carried at its last value), on success, in-batch MI-Seq / log P and the probe's MI-Seq / log N."""
+    carried at its last value), on success, in-batch MI-Seq / log P and the probe's MI-Seq / log N; an MI
+    measure above :data:`CEILING_NORM` in both arms is "not testable (at the ceiling)". With it what GRPO implies
+    for the bottom arm (:data:`GRPO_LABEL`): each arm's share of zero-variance groups, its runs that stopped
+    early and, where the per-step filter log was recorded, the share of kept groups with zero advantage."""
+    planned = planned_steps(records) if planned is None else planned
     top = {r["seed"]: r for r in _runs(records, env, "rv_top_quartile")}
     bottom = {r["seed"]: r for r in _runs(records, env, "rv_bottom_quartile")}
     measures = {"success": ("val", "success", "points"), "mi_norm": ("mi", "mi_norm", "margin"),
                 "probe_mi_seq_norm": ("probe", "mi_seq_norm", "margin")}
-    out: dict[str, Any] = {"arms": {}, "paper": PAPER["quartiles"], "equal_steps": {}, "at_end": {}, "seeds": {}}
+    out: dict[str, Any] = {"arms": {}, "paper": PAPER["quartiles"], "equal_steps": {}, "at_end": {}, "seeds": {},
+                           "label": GRPO_LABEL}
     for arm, runs in (("rv_top_quartile", top), ("rv_bottom_quartile", bottom)):
+        logs = [filter_log_summary(runs[s]) for s in sorted(runs)]
+        logs = [x for x in logs if x is not None]
         out["arms"][arm] = {"seeds": sorted(runs), "steps": [runs[s]["steps"] for s in sorted(runs)],
                             "zero_variance_fraction": _mean([r["zero_variance_fraction"] for r in runs.values()
-                                                             if r.get("zero_variance_fraction") is not None])}
+                                                             if r.get("zero_variance_fraction") is not None]),
+                            "stopped_early": [{"seed": s, "steps": runs[s]["steps"]} for s in sorted(runs)
+                                              if stopped_early(runs[s], planned)],
+                            "planned_steps": planned.get(env),
+                            "kept_zero_adv_share": _mean([x["kept_zero_adv_share"] for x in logs
+                                                          if x["kept_zero_adv_share"] is not None]),
+                            "n_filter_logs": len(logs)}
     common = sorted(set(top) & set(bottom))
     for name, (src, key, unit) in measures.items():
         eq_a: dict[int, float | None] = {}
@@ -687,23 +1077,52 @@ def finding_quartiles(records: list[dict[str, Any]], env: str = "sokoban") -> di
             end_a[s] = pa[max(pa)] if pa else None
             end_b[s] = pb[max(pb)] if pb else None
         fmt = fmt_unit(unit)
-        out["equal_steps"][name] = {**paired_comparison(eq_a, eq_b, fmt),
-                                    "top": _mean([v for v in eq_a.values() if v is not None]),
-                                    "bottom": _mean([v for v in eq_b.values() if v is not None])}
-        out["at_end"][name] = {**paired_comparison(end_a, end_b, fmt),
-                               "top": _mean([v for v in end_a.values() if v is not None]),
-                               "bottom": _mean([v for v in end_b.values() if v is not None])}
+        for where, (xa, xb) in (("equal_steps", (eq_a, eq_b)), ("at_end", (end_a, end_b))):
+            c = {**paired_comparison(xa, xb, fmt), "top": _mean([v for v in xa.values() if v is not None]),
+                 "bottom": _mean([v for v in xb.values() if v is not None])}
+            if name != "success":
+                ceil = [ceiling_status([v for v in x.values() if v is not None]) for x in (xa, xb)]
+                c["ceiling"] = ceil
+                if all(x["at_ceiling"] for x in ceil):
+                    c["verdict"] = (f"not testable (at the ceiling: above {CEILING_NORM} on "
+                                    f"{ceil[0]['n_at_ceiling']} of {ceil[0]['n']} top and {ceil[1]['n_at_ceiling']} "
+                                    f"of {ceil[1]['n']} bottom runs)")
+            out[where][name] = c
     return out
 
 
+def filter_log_summary(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The per-step filter log of a run in brief: its steps, the means of ``groups_total``, ``kept_groups``,
+    ``zero_fraction`` and ``kept_zero_adv_share`` over the steps that logged them, the skipped steps, and the
+    steps whose kept groups all had zero advantage (``kept_zero_adv_share == 1``: the update is the regularisers
+    alone). None when the run has no filter log (recorded before it was kept)."""
+    log = record.get("filter_log")
+    if not log:
+        return None
+
+    def values(key: str) -> list[float]:
+        return [float(x[key]) for x in log if _finite_number(x.get(key))]
+
+    skipped = values("skipped")
+    share = values("kept_zero_adv_share")
+    return {"n_steps": len(log), **{k: _mean(values(k)) for k in ("groups_total", "kept_groups", "zero_fraction",
+                                                                    "kept_zero_adv_share")},
+            "skipped": int(sum(v > 0 for v in skipped)) if skipped else None,
+            "all_zero_adv_steps": int(sum(v >= 1.0 for v in share)) if share else None}
+
+
 def analyse(records: list[dict[str, Any]], n_boot: int = N_BOOT) -> dict[str, Any]:
-    """All four findings, the power analysis, and a per-run table (`n_boot`: finding 2's bootstrap resamples)."""
+    """All four findings, the co-movement beside finding 1, the power analysis, the rules' constants and a per-run
+    table (`n_boot`: the bootstrap resamples of finding 2 and of the margin-success association)."""
+    planned = planned_steps(records)
     runs = []
     for r in records:
         v = run_collapse(r)
         probe = r.get("probe") or []
         runs.append({
             "name": r["name"], "env": r["env"], "arm": r["arm"], "seed": r["seed"], "steps": r["steps"],
+            "planned_steps": r.get("planned_steps") or planned.get(r["env"]),
+            "stopped_early": stopped_early(r, planned),
             "before": dict(r["val"]).get(0), "peak": peak_success(r), "final": final_success(r),
             "rv_heterogeneity_first": r.get("rv_heterogeneity_first"),
             "early": {k: early_value(r, f, source=src) for k, (src, f) in CORRELATED.items()},
@@ -711,13 +1130,28 @@ def analyse(records: list[dict[str, Any]], n_boot: int = N_BOOT) -> dict[str, An
             "margin_end": probe[-1].get("retrieval_margin") if probe else None,
             "collapsed": None if v is None else v["collapsed"], "drop_step": None if v is None else v["drop_step"],
             "probe_s": _mean([p["probe_s"] for p in probe if p.get("probe_s") is not None]),
-            "minutes": ((r.get("sft_s") or 0.0) + (r.get("rl_s") or 0.0)) / 60.0})
-    filtering = finding_filtering(records)
+            "minutes": ((r.get("sft_s") or 0.0) + (r.get("rl_s") or 0.0)) / 60.0,
+            "commit": r.get("commit"), "config_sha256": r.get("config_sha256"),
+            **{f"{k}_{end}": _probe_field(probe, k, i) for k in ("reasoning_tokens", "template_share")
+               for end, i in (("start", 0), ("end", -1))},
+            "filter_log": filter_log_summary(r)})
+    filtering = finding_filtering(records, planned=planned)
     return {
-        "collapse": finding_collapse(records),
+        "rules": {"equivalence_bounds": EQUIVALENCE_BOUNDS, "equivalence_alpha": EQUIVALENCE_ALPHA,
+                  "ceiling_norm": CEILING_NORM, "ceiling_share": CEILING_SHARE, "planned_steps": planned},
+        "collapse": finding_collapse(records, planned=planned),
+        "co_movement": co_movement(records, planned=planned, n_boot=n_boot),
         "correlations": finding_correlations(records, n_boot=n_boot),
         "filtering": filtering,
         "power": power_analysis(filtering),
-        "quartiles": finding_quartiles(records),
+        "quartiles": finding_quartiles(records, planned=planned),
         "runs": runs,
     }
+
+
+def _probe_field(probe: list[dict[str, Any]], key: str, index: int) -> float | None:
+    """`key` of the probe measurement at `index` (0: the first, -1: the last); None when not recorded."""
+    if not probe:
+        return None
+    v = probe[index].get(key)
+    return float(v) if _finite_number(v) else None

@@ -2,12 +2,16 @@
 
 Runs the study of :mod:`ragen_core.apps.reproduce.study` (resumable: finished runs are not re-run), then writes
 ``reproduction.md``, its figures and ``results.json`` to ``--report-dir`` (default: ``--out``). ``--report-only``
-starts nothing and reports the finished runs (listing the missing ones).
+starts nothing and reports the finished runs (listing the missing ones). ``--from-results RESULTS_JSON`` starts
+nothing and reads no run folder: it re-analyses the run records kept in a ``results.json`` (``{"header",
+"analysis", "records"}``) with this version's analysis and writes the report again (the records and the study's
+header are kept as they are).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import sys
 from collections.abc import Sequence
@@ -46,6 +50,10 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                    help="folder with the base configs (default: the checkout's configs/)")
     p.add_argument("--envs", default=None, help=f"comma-separated subset of {','.join(ENVS)} (default all)")
     p.add_argument("--report-only", action="store_true", help="start nothing: report the finished runs")
+    p.add_argument("--from-results", metavar="RESULTS_JSON", default=None,
+                   help="start nothing, read no run folder: regenerate the report from the run records kept in a "
+                        "results.json (written to --report-dir, default: the folder that holds RESULTS_JSON's "
+                        "reproduction/ folder)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
@@ -66,6 +74,8 @@ def default_configs_dir() -> str | None:
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     """Run the study and write its report; 0, 1 (a run failed, or nothing to report) or 2 (bad arguments)."""
     args = build_parser(prog).parse_args(argv)
+    if args.from_results:
+        return from_results(args.from_results, args.report_dir)
     if args.configs_dir is None:
         args.configs_dir = default_configs_dir()
     try:
@@ -120,10 +130,40 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         "machine": _machine(),
         "arms": {name: {"overrides": list(ARMS[name].overrides), "purpose": ARMS[name].purpose}
                  for name in dict.fromkeys(s.arm for s in specs)},
+        "regenerate": _regenerate_command(args.report_dir or str(out)),
     }
     path = write_report({"analysis": analyse(records), "records": records}, args.report_dir or out, header)
     print(f"report: {path}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _regenerate_command(report_dir: str) -> str:
+    """The command that regenerates a report written to `report_dir` from its results.json alone."""
+    results = Path(report_dir) / "reproduction" / "results.json"
+    return f"ragen reproduce --from-results {results} --report-dir {report_dir}"
+
+
+def from_results(results: str | Path, report_dir: str | None = None) -> int:
+    """Re-analyse the records of `results` (a results.json) and write the report to `report_dir` (default: the
+    folder above the one holding `results`); 0, or 1 when the file cannot be read or holds no record.
+
+    The records and the study's header are kept; only the analysis is recomputed, so the report follows this
+    version's rules. The header's ``regenerate`` is set to the command that repeats this from the new file."""
+    path = Path(results)
+    try:
+        data = json.loads(path.read_text())
+        records, header = data["records"], dict(data["header"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"ragen reproduce: cannot read the records of {path}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    if not records:
+        print(f"ragen reproduce: {path} holds no run record", file=sys.stderr)
+        return 1
+    target = report_dir if report_dir is not None else str(path.resolve().parent.parent)
+    header["regenerate"] = _regenerate_command(target)
+    out = write_report({"analysis": analyse(records), "records": records}, target, header)
+    print(f"report: {out} (from the {len(records)} records of {path})", file=sys.stderr)
+    return 0
 
 
 def _machine() -> str:

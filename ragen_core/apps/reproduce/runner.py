@@ -31,7 +31,14 @@ MI_KEYS = ("mi_zscore_ema", "mi_seq_est", "mi_upper_bound", "retrieval_acc", "re
 #: measurement when it has probe/retrieval_margin.
 PROBE_KEYS = ("retrieval_acc", "retrieval_chance", "retrieval_margin", "mi_seq_est", "mi_upper_bound",
               "mi_seq_norm", "token_entropy", "cond_entropy_est", "recall_at_2", "recall_at_2_chance",
-              "recall_at_4", "recall_at_4_chance", "recall_at_8", "recall_at_8_chance")
+              "recall_at_4", "recall_at_4_chance", "recall_at_8", "recall_at_8_chance",
+              # the probe traces' mean reasoning length in tokens, and the share that match the template exactly
+              "reasoning_tokens", "template_share")
+#: The per-step filter log: record field -> metric (filter/ prefix). A step's entry has every field, None where
+#: that metric was not logged (runs from before the field existed).
+FILTER_LOG_KEYS = {"groups_total": "filter/groups_total", "kept_groups": "filter/kept_groups",
+                   "zero_fraction": "filter/zero_fraction", "kept_zero_adv_share": "filter/kept_zero_adv_share",
+                   "skipped": "filter/skipped"}
 
 
 def execute_run(spec: RunSpec, runs_dir: str | Path) -> dict[str, Any]:
@@ -73,7 +80,10 @@ def read_run(run_dir: str | Path, spec: RunSpec) -> dict[str, Any]:
     rv_heterogeneity_first (of the step-1 batch: rolled out by the
     warm-started policy, the paper's pre-training check), zero_variance_fraction (the mean share of groups with
     zero reward variance per step), sft_s (the warm start's seconds in this run: loading time on a cache hit),
-    sft_cached and rl_s (seconds of RL steps and validations).
+    sft_cached and rl_s (seconds of RL steps and validations); provenance: planned_steps (``run.steps`` of the
+    run's ``config.toml``), commit and config_sha256 (from the run's ``provenance.json``); filter_log (one entry
+    per RL step that logged any ``filter/`` metric of :data:`FILTER_LOG_KEYS`: ``{"step", groups_total,
+    kept_groups, zero_fraction, kept_zero_adv_share, skipped}``). A missing file or key gives None.
     """
     rows = [json.loads(x) for x in (Path(run_dir) / "metrics.jsonl").read_text().splitlines() if x.strip()]
     val: dict[int, float] = {}
@@ -94,6 +104,14 @@ def read_run(run_dir: str | Path, spec: RunSpec) -> dict[str, Any]:
     sft = next((r for r in rows if "sft/loss_last" in r), {})
     steps = [r for r in rows if "perf/step_s" in r]
     rv_h = first.get("filter/rv_heterogeneity")
+    filter_steps: dict[int, dict[str, Any]] = {}
+    for r in rows:
+        if int(r.get("step", 0)) >= 1 and any(m in r for m in FILTER_LOG_KEYS.values()):
+            # the last record of a step wins, as for the probe
+            filter_steps[int(r["step"])] = {"step": int(r["step"]),
+                                            **{k: _finite(r.get(m)) for k, m in FILTER_LOG_KEYS.items()}}
+    filter_log = [filter_steps[k] for k in sorted(filter_steps)]
+    provenance = _provenance(Path(run_dir))
     return {
         "env": spec.env, "arm": spec.arm, "seed": spec.seed, "name": spec.name,
         "steps": max((int(r["step"]) for r in steps), default=0),
@@ -105,7 +123,36 @@ def read_run(run_dir: str | Path, spec: RunSpec) -> dict[str, Any]:
         "sft_s": sft.get("perf/sft_s"),  # the time this run spent: training the warm start, or loading it
         "sft_cached": bool(sft.get("sft/cached", 0.0)),
         "rl_s": sum(float(r["perf/step_s"]) + float(r.get("perf/eval_s", 0.0) or 0.0) for r in steps),
+        "planned_steps": _planned_steps(Path(run_dir)),
+        "commit": provenance.get("commit"),
+        "config_sha256": provenance.get("config_sha256"),
+        "filter_log": filter_log,
     }
+
+
+def _provenance(run_dir: Path) -> dict[str, str | None]:
+    """``commit`` and ``config_sha256`` from the run's ``provenance.json`` (written by the trainer); {} when it is
+    missing or unreadable (runs from before it was written)."""
+    try:
+        data = json.loads((run_dir / "provenance.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: str(data[k]) for k in ("commit", "config_sha256") if data.get(k) is not None}
+
+
+def _planned_steps(run_dir: Path) -> int | None:
+    """``run.steps`` of the run's resolved ``config.toml`` (the steps it was meant to do); None without one."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+    try:
+        steps = tomllib.loads((run_dir / "config.toml").read_text()).get("run", {}).get("steps")
+    except (OSError, ValueError):
+        return None
+    return steps if isinstance(steps, int) and not isinstance(steps, bool) else None
 
 
 def _finite(x: Any) -> float | None:
