@@ -61,10 +61,14 @@ class CodeEnv(TextAgentEnv):
     own process.
 
     Each task has hidden tests (they judge: reward and success) and public tests (the statement's
-    example; the tests repair feedback may reveal). A hidden test is never shown, so neither a
-    program that memorises the example nor a lookup table of revealed tests can pass the judging
-    tests. Generated tasks are checked at generation: a constant answer, the identity and such lookup
-    tables each fail at least one hidden test (`ragen_envs.code.tasks.passing_standins`).
+    example; the tests repair feedback may reveal). A hidden test is never shown and never repeats a
+    public test's input, so neither a program that memorises the example nor a lookup table of
+    revealed tests earns anything for what it memorised. Generated tasks are checked at generation: a
+    constant answer, the identity and such lookup tables each fail at least one hidden test
+    (`ragen_envs.code.tasks.passing_standins`), and so does every wrong reading of the statement its
+    family lists (the other rule variants, the textbook version, a missing branch, an off-by-one, ...:
+    `ragen_envs.code.tasks.wrong_readings`), so a program that ignores the task's parameters does not
+    succeed.
 
     Tasks come from a procedural generator (default: ten parameterised families such as sum of
     multiples, reverse words, FizzBuzz variants, maximum subarray, gcd/lcm, rotate, palindromes,
@@ -137,7 +141,9 @@ class CodeEnv(TextAgentEnv):
     - `multi_turn_repair`: show the first failing public test and allow resubmission (up to `max_turns`).
     - `num_tests`, `num_public_tests`, `max_len`, `max_value`, `families`, `style`: generator knobs
       (`CodeTaskConfig`; a generated task can hold more than `num_tests` hidden tests when extra ones
-      were needed to defeat the stand-ins).
+      were needed to defeat the stand-ins and wrong readings). A config whose public tests use up
+      every input it can draw (e.g. very many public tests on tiny inputs) makes `reset` raise
+      RuntimeError: no hidden test would be left to pay.
     - `limits`: `sandbox.Limits` or a dict of overrides (defaults: 2 s CPU, 4 s wall, 512 MiB, 1 MiB output).
     - `submission_wall_seconds`: wall budget of one submission across all its test runs (default:
       `limits.wall_seconds`).
@@ -148,7 +154,9 @@ class CodeEnv(TextAgentEnv):
     - v0: initial version (generator with ten families, TACO/DeepCoder loaders, namespace sandbox,
       optional multi-turn repair). Since then, within v0: public tests separate from hidden tests
       (the example and repair feedback are public; seeds give different tasks than before), stand-in
-      checks at generation, exact int judging, one wall budget per submission.
+      checks at generation, exact int judging, one wall budget per submission; later hidden tests
+      that defeat each family's wrong readings (new input drawers: seeds give different tasks), no
+      hidden test repeating a public input in any config, count_primes's n at most 10**6.
 
     ## Text format
 

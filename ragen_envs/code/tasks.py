@@ -21,16 +21,36 @@ gcd_lcm_pairs (stdin); rotate, is_palindrome, count_primes, running_stat (functi
 
 Difficulty knobs (`CodeTaskConfig`): `num_tests` (hidden tests per task), `num_public_tests` (the
 statement's example plus the tests repair feedback may reveal), `max_len` (list / text length),
-`max_value` (magnitude of numbers), `families` (subset), `style` ("stdin" | "function" | "mixed").
+`max_value` (magnitude of numbers; count_primes's n stays at most 10**6, the solver sieves up to n),
+`families` (subset), `style` ("stdin" | "function" | "mixed").
 
 Public and hidden tests are separate (`CodeTask.public_tests`, `CodeTask.tests`): the agent may see a
 public test (the example in the statement, a failing test in repair feedback), never a hidden one, and
-reward and success come from the hidden tests only. A generated task's hidden tests are checked at
-generation against stand-in programs that do not solve the task (`passing_standins`): a constant
-answer (any constant), the identity (echo the input / return the first argument), and a lookup table
-of the public tests falling back to a constant or to the identity. Each stand-in must fail at least one
-hidden test; while one passes them all, the generator draws further hidden tests (so a task can hold
-more than `num_tests`; over seeds 0..199 per family this is rare, see tests/envs/test_reward_integrity_code.py).
+reward and success come from the hidden tests only. No hidden test repeats a public test's input (up to
+whitespace, `_test_key`): the generator redraws or leaves out such a test, the loader leaves it out, and
+`CodeTask` refuses one, so the statement's example is never paid.
+
+A generated task's hidden tests are checked at generation against two kinds of program that do not
+solve it, both run in-process as plain Python (the project's own trusted code, not the sandbox):
+
+- stand-ins (`passing_standins`): a constant answer (any constant), the identity (echo the input /
+  return the first argument), and a lookup table of the public tests falling back to a constant or to
+  the identity;
+- wrong readings of the statement (`wrong_readings`, `passing_wrong_readings`), listed per family: its
+  other rule variants (the other case of reverse_words, the other palindrome rules, the other bound of
+  count_primes, ...), the textbook version (the letters-and-digits palindrome check, FizzBuzz 3/5,
+  multiples of 3 or 5, the vowels), a missing branch (FizzBuzz without "both"), off-by-one (the first
+  or last number left out, k +- 1, range(n)), min/max or gcd/lcm swapped, sign handling (positive
+  multiples only, the empty subarray allowed), case handling (case-sensitive counts, swapcase).
+
+Each must fail at least one hidden test; while one passes them all, the generator draws further hidden
+tests (so a task can hold more than `num_tests`: over seeds 0..199 of the default config, 160
+is_palindrome tasks, 36 subarray_extreme, 19 sum_multiples, 12 rotate and 2 others). The input drawers
+make the distinguishing inputs likely: near palindromes (one case flip or one inserted space, mark or
+digit), FizzBuzz n reaching lcm(a, b), lists of one sign, negative multiples, made-up words that repeat
+a counted letter, lists of at least 3 numbers for rotate and running_stat (on two, left and right
+rotations agree). tests/envs/test_code_wrong_readings.py checks independently written wrong programs
+of every family over many seeds.
 
 Data sets (`load_tasks(path)`, `.jsonl` or `.json`, validated by `ragen_envs.data.load_records`):
 
@@ -48,7 +68,9 @@ field or a wrong type raises ValueError naming the file, the line (for .jsonl; t
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import itertools
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -71,9 +93,11 @@ __all__ = [
     "generate_task",
     "load_tasks",
     "passing_standins",
+    "passing_wrong_readings",
     "standin_answers",
     "answer_passes",
     "values_equal",
+    "wrong_readings",
 ]
 
 _STYLES = ("stdin", "function", "mixed")
@@ -95,7 +119,8 @@ class CodeTask:
 
     `tests` are the hidden tests: they judge (reward, success) and are never shown to the agent.
     `public_tests` may be shown (generated tasks: `public_tests[0]` is the statement's example; repair
-    feedback reveals failing ones) and never count toward reward.
+    feedback reveals failing ones) and never count toward reward: a hidden test whose input repeats a
+    public one (`_test_key`) is refused with ValueError.
     """
 
     problem: str
@@ -105,6 +130,12 @@ class CodeTask:
     family: str = "dataset"
     params: dict[str, Any] = field(default_factory=dict)
     public_tests: tuple[CodeTest, ...] = ()
+
+    def __post_init__(self) -> None:
+        public = {_test_key(self.style, t) for t in self.public_tests}
+        repeats = [k for k, t in enumerate(self.tests) if _test_key(self.style, t) in public]
+        if repeats:
+            raise ValueError(f"hidden tests {repeats} repeat a public test: a test the agent may see is never paid")
 
     @property
     def style(self) -> str:
@@ -145,6 +176,9 @@ class CodeTaskConfig:
 
 
 # ----------------------------------------------------------------------------------------------- families
+Reading = Callable[[Any], Any]  # a wrong reading: a test's input (stdin text or argument list) -> its answer
+
+
 @dataclass(frozen=True)
 class _Family:
     name: str
@@ -154,6 +188,7 @@ class _Family:
     reference: Callable[[dict[str, Any]], str]
     make_input: Callable[[np.random.Generator, CodeTaskConfig, dict[str, Any], int], Any]
     solve: Callable[[dict[str, Any], Any], Any]
+    wrong_readings: Callable[[dict[str, Any]], dict[str, Reading]]
     fn_name: str | None = None
 
 
@@ -171,11 +206,33 @@ _WORDS = (
 ).split()
 
 
+# Wrong readings ------------------------------------------------------------------------------------------
+# Each family lists the plausible wrong readings of its statement as plain functions from a test's input
+# (stdin text, or the argument list) to the answer such a program gives: the family's other rule
+# variants, the textbook version, a missing branch, an off-by-one, a swapped min/max, sign or case
+# handling. They are the project's own trusted code, run in-process at generation time (never model
+# text), and the generator adds hidden tests until each of them fails at least one.
+
+
+def _printed(fn: Callable[[Any], Any], parse: Callable[[str], Any]) -> Reading:
+    """A stdin reading that parses its input with `parse` and prints `fn` of it on one line."""
+    return lambda text: f"{fn(parse(text))}\n"
+
+
 # sum_multiples -------------------------------------------------------------------------------------------
 def _sum_mult_input(rng, cfg, p, i):
     n = 0 if i == 1 else int(rng.integers(1, cfg.max_len + 1))
-    xs = _ints(rng, n, -cfg.max_value, cfg.max_value)
+    xs = [_sum_mult_number(rng, cfg, p["m"]) for _ in range(n)]
     return f"{n}\n{' '.join(map(str, xs))}\n"
+
+
+def _sum_mult_number(rng, cfg, m):
+    """Half of the time a multiple of m (either sign): then a reading that drops the negative ones, the
+    last one or the sum itself shows, and the answer is rarely the 0 that a constant program prints."""
+    if rng.random() < 0.5:
+        top = cfg.max_value // m
+        return m * int(rng.integers(-top, top + 1))
+    return int(rng.integers(-cfg.max_value, cfg.max_value + 1))
 
 
 def _sum_mult_solve(p, text):
@@ -185,6 +242,33 @@ def _sum_mult_solve(p, text):
         if int(tok) % p["m"] == 0:
             total += int(tok)
     return f"{total}\n"
+
+
+def _sum_mult_numbers(text: str) -> list[int]:
+    lines = text.split("\n")
+    return [int(t) for t in lines[1].split()][: int(lines[0])]
+
+
+def _sum_mult_readings(p):
+    m = p["m"]
+
+    def summed(keep: Callable[[int], bool], value: Callable[[int], int] = lambda x: x) -> Reading:
+        return _printed(lambda xs: sum(value(x) for x in xs if keep(x)), _sum_mult_numbers)
+
+    readings = {f"multiples of {k} instead": summed(lambda x, k=k: x % k == 0) for k in range(2, 7) if k != m}
+    readings.update(
+        {
+            "positive multiples only": summed(lambda x: x % m == 0 and x > 0),
+            "absolute values of the multiples": summed(lambda x: x % m == 0, abs),
+            "how many multiples (a count, not a sum)": summed(lambda x: x % m == 0, lambda x: 1),
+            "the numbers that are not multiples": summed(lambda x: x % m != 0),
+            "every number": summed(lambda x: True),
+            "the last number left out": _printed(lambda xs: sum(x for x in xs[:-1] if x % m == 0), _sum_mult_numbers),
+            "the first number left out": _printed(lambda xs: sum(x for x in xs[1:] if x % m == 0), _sum_mult_numbers),
+        }
+    )
+    readings["multiples of 3 or 5 (the textbook problem)"] = summed(lambda x: x % 3 == 0 or x % 5 == 0)
+    return readings
 
 
 # reverse_words -------------------------------------------------------------------------------------------
@@ -211,6 +295,28 @@ def _rev_solve(p, text):
 
 
 _REV_CASE = {"keep": "", "upper": ".upper()", "lower": ".lower()"}
+_CASE_FN: dict[str, Callable[[str], str]] = {"keep": str, "upper": str.upper, "lower": str.lower}
+
+
+def _rev_readings(p):
+    convert = _CASE_FN[p["case"]]
+
+    def on_line(fn: Callable[[str], str]) -> Reading:
+        return lambda text: convert(fn(text.split("\n")[0])) + "\n"
+
+    readings = {f"case: {c}": (lambda text, c=c: _rev_solve({"case": c}, text)) for c in _CASE_FN if c != p["case"]}
+    readings.update(
+        {
+            "characters reversed": on_line(lambda line: line.strip()[::-1]),
+            "each word's letters reversed, order kept": on_line(lambda line: " ".join(w[::-1] for w in line.split())),
+            "words in the original order": on_line(lambda line: " ".join(line.split())),
+            "split on single spaces (gaps kept)": on_line(lambda line: " ".join(reversed(line.split(" ")))),
+            # For upper case: right on lower-case words only, wrong on a capitalised one.
+            "case swapped": lambda text: " ".join(reversed(text.split())).swapcase() + "\n",
+        }
+    )
+    return readings
+
 
 # count_letters -------------------------------------------------------------------------------------------
 
@@ -230,10 +336,17 @@ def _count_input(rng, cfg, p, i):
     lines = []
     for _ in range(t):
         n = int(rng.integers(1, cfg.max_len + 1))
-        ws = [_pick(rng, _WORDS) for _ in range(n)]
+        ws = [_pick(rng, _WORDS) if rng.random() < 0.8 else _letter_soup(rng, p["letters"]) for _ in range(n)]
         ws = [w.upper() if rng.random() < 0.25 else w for w in ws]
         lines.append(" ".join(ws))
     return f"{t}\n" + "\n".join(lines) + "\n"
+
+
+def _letter_soup(rng, letters: str) -> str:
+    """A made-up word, about half of it the counted letters: unlike the dictionary words it often holds
+    one of them twice, which tells "letters" from "words holding a letter" (e.g. for k, q, y)."""
+    alphabet = "abcdefghijklmnopqrstuvwxyz"
+    return "".join(_pick(rng, letters if rng.random() < 0.5 else alphabet) for _ in range(int(rng.integers(3, 7))))
 
 
 def _count_solve(p, text):
@@ -249,6 +362,31 @@ def _count_solve(p, text):
     return "\n".join(out) + "\n"
 
 
+def _count_lines(text: str) -> list[str]:
+    lines = text.split("\n")
+    return lines[1 : 1 + int(lines[0])]
+
+
+def _count_readings(p):
+    letters = p["letters"]
+
+    def per_line(count: Callable[[str], int]) -> Reading:
+        return lambda text: "".join(f"{count(line)}\n" for line in _count_lines(text))
+
+    readings = {
+        "case-sensitive (lower-case letters only)": per_line(lambda line: sum(ch in letters for ch in line)),
+        "every letter": per_line(lambda line: sum(ch.isalpha() for ch in line)),
+        "distinct letters of the set": per_line(lambda line: len(set(line.lower()) & set(letters))),
+        "words holding one of the letters": per_line(
+            lambda line: sum(any(ch in letters for ch in w.lower()) for w in line.split())
+        ),
+        "the first line only": lambda text: f"{sum(ch.lower() in letters for ch in _count_lines(text)[0])}\n",
+    }
+    if letters != "aeiou":
+        readings["the vowels a, e, i, o, u"] = per_line(lambda line: sum(ch in "aeiou" for ch in line.lower()))
+    return readings
+
+
 # fizzbuzz ------------------------------------------------------------------------------------------------
 def _fizz_params(rng):
     a, b = (int(v) for v in rng.choice(np.arange(2, 8), size=2, replace=False))
@@ -257,6 +395,12 @@ def _fizz_params(rng):
 
 
 def _fizz_input(rng, cfg, p, i):
+    if i == 1 or rng.random() < 0.25:
+        # n reaches lcm(a, b), the first i divisible by both: without it a program that forgets the
+        # "both" branch (or writes the two words in the other order) passes. The range is wider than the
+        # public tests can cover, so a hidden test can always reach it.
+        both = math.lcm(p["a"], p["b"])
+        return f"{int(rng.integers(both, both + cfg.max_len + cfg.num_public_tests + 1))}\n"
     return f"{int(rng.integers(1, max(2, 3 * cfg.max_len) + 1))}\n"
 
 
@@ -269,9 +413,44 @@ def _fizz_solve(p, text):
     return "\n".join(out) + "\n"
 
 
+def _fizz_readings(p):
+    a, b, wa, wb = p["a"], p["b"], p["wa"], p["wb"]
+
+    def lines(word: Callable[[int], str], first: int = 1, past_n: int = 0) -> Reading:
+        """Print word(i) or i for i = first .. n + past_n."""
+        return lambda text: "".join(f"{word(i) or i}\n" for i in range(first, int(text) + 1 + past_n))
+
+    def stated(i: int) -> str:
+        return (wa if i % a == 0 else "") + (wb if i % b == 0 else "")
+
+    readings = {
+        f"no both branch ({a} tested first)": lines(lambda i: wa if i % a == 0 else wb if i % b == 0 else ""),
+        f"no both branch ({b} tested first)": lines(lambda i: wb if i % b == 0 else wa if i % a == 0 else ""),
+        "both words in the other order": lines(lambda i: (wb if i % b == 0 else "") + (wa if i % a == 0 else "")),
+        "the two words swapped": lines(lambda i: (wb if i % a == 0 else "") + (wa if i % b == 0 else "")),
+        "counts from 0": lines(stated, first=0),
+        "stops at n - 1": lines(stated, past_n=-1),
+        "goes on to n + 1": lines(stated, past_n=1),
+    }
+    if a * b != math.lcm(a, b):
+        readings[f"both means divisible by {a * b}"] = lines(
+            lambda i: wa + wb if i % (a * b) == 0 else wa if i % a == 0 else wb if i % b == 0 else ""
+        )
+    if (a, b, wa, wb) != (3, 5, "Fizz", "Buzz"):
+        readings["the textbook FizzBuzz (3, 5)"] = lines(
+            lambda i: ("Fizz" if i % 3 == 0 else "") + ("Buzz" if i % 5 == 0 else "")
+        )
+    return readings
+
+
 # subarray_extreme ----------------------------------------------------------------------------------------
 def _sub_input(rng, cfg, p, i):
     n = 1 if i == 1 else int(rng.integers(1, cfg.max_len + 1))
+    if rng.random() < 0.25:
+        # One sign only: all-negative numbers tell "the empty subarray (sum 0) is allowed" from the
+        # statement's non-empty subarray (all-positive ones do for the minimum).
+        sign = _pick(rng, (-1, 1))
+        return f"{n}\n{' '.join(str(sign * v) for v in _ints(rng, n, 1, cfg.max_value))}\n"
     return f"{n}\n{' '.join(map(str, _ints(rng, n, -cfg.max_value, cfg.max_value)))}\n"
 
 
@@ -283,6 +462,47 @@ def _sub_solve(p, text):
         cur = max(sign * x, cur + sign * x)
         best = max(best, cur)
     return f"{sign * best}\n"
+
+
+def _sub_numbers(text: str) -> list[int]:
+    lines = text.split("\n")
+    return [int(t) for t in lines[1].split()][: int(lines[0])]
+
+
+def _best_run(xs: list[int], pick: Callable[..., int]) -> int:
+    """The pick (max or min) sum of a non-empty contiguous run of xs (Kadane); IndexError on []."""
+    best = cur = xs[0]
+    for x in xs[1:]:
+        cur = pick(x, cur + x)
+        best = pick(best, cur)
+    return best
+
+
+def _best_run_or_empty(xs: list[int], pick: Callable[..., int]) -> int:
+    """Kadane started at 0, the usual slip: the empty run (sum 0) competes too."""
+    best = cur = 0
+    for x in xs:
+        cur = pick(0, cur + x)
+        best = pick(best, cur)
+    return best
+
+
+def _sub_readings(p):
+    pick = max if p["kind"] == "maximum" else min
+    other = "minimum" if p["kind"] == "maximum" else "maximum"
+    return {
+        f"the {other} instead": lambda text: _sub_solve({"kind": other}, text),
+        f"the {p['kind']} single number": _printed(pick, _sub_numbers),
+        "the sum of the whole list": _printed(sum, _sub_numbers),
+        "the empty subarray allowed (sum 0)": _printed(lambda xs: _best_run_or_empty(xs, pick), _sub_numbers),
+        "the last number left out": _printed(lambda xs: _best_run(xs[:-1], pick), _sub_numbers),
+        "runs from the first number only (prefix sums)": _printed(
+            lambda xs: pick(itertools.accumulate(xs)), _sub_numbers
+        ),
+        "runs to the last number only (suffix sums)": _printed(
+            lambda xs: pick(itertools.accumulate(reversed(xs))), _sub_numbers
+        ),
+    }
 
 
 # gcd_lcm_pairs -------------------------------------------------------------------------------------------
@@ -305,10 +525,37 @@ def _gcd_solve(p, text):
     return "\n".join(out) + "\n"
 
 
+def _gcd_pairs(text: str) -> list[tuple[int, int]]:
+    lines = text.split("\n")
+    return [(int(a), int(b)) for a, b in (row.split() for row in lines[1 : 1 + int(lines[0])])]
+
+
+def _gcd_readings(p):
+    stated = math.gcd if p["op"] == "gcd" else math.lcm
+    other = "lcm" if p["op"] == "gcd" else "gcd"
+
+    def per_pair(fn: Callable[[int, int], int]) -> Reading:
+        return lambda text: "".join(f"{fn(a, b)}\n" for a, b in _gcd_pairs(text))
+
+    return {
+        f"the {other} instead": lambda text: _gcd_solve({"op": other}, text),
+        "the product a * b": per_pair(lambda a, b: a * b),
+        "the smaller number": per_pair(min),
+        "the larger number": per_pair(max),
+        "the first pair only": lambda text: f"{stated(*_gcd_pairs(text)[0])}\n",
+    }
+
+
 # rotate (function) ---------------------------------------------------------------------------------------
+def _list_len(cfg: CodeTaskConfig) -> int:
+    """The longest list of the list families: at least 3, since on one or two elements a left and a
+    right rotation (a prefix and a pairwise statistic) are the same and no test could tell them apart."""
+    return max(cfg.max_len, 3)
+
+
 def _rot_input(rng, cfg, p, i):
-    n = 0 if i == 1 else int(rng.integers(1, cfg.max_len + 1))
-    return [_ints(rng, n, -cfg.max_value, cfg.max_value), int(rng.integers(0, 2 * cfg.max_len + 1))]
+    n = 0 if i == 1 else int(rng.integers(1, _list_len(cfg) + 1))
+    return [_ints(rng, n, -cfg.max_value, cfg.max_value), int(rng.integers(0, 2 * _list_len(cfg) + 1))]
 
 
 def _rot_solve(p, args):
@@ -324,12 +571,42 @@ def _rot_solve(p, args):
     return out
 
 
+def _rot_readings(p):
+    other = "left" if p["direction"] == "right" else "right"
+
+    def unreduced(args):  # the slicing answer without k %= len(xs): past len(xs) it returns xs unchanged
+        xs, k = args
+        return xs[-k:] + xs[:-k] if p["direction"] == "right" else xs[k:] + xs[:k]
+
+    return {
+        f"rotated {other}": lambda args: _rot_solve({"direction": other}, args),
+        "k not reduced modulo len(xs)": unreduced,
+        "rotated by k - 1": lambda args: _rot_solve(p, [args[0], args[1] - 1]),
+        "rotated by k + 1": lambda args: _rot_solve(p, [args[0], args[1] + 1]),
+        "the list reversed": lambda args: list(reversed(args[0])),
+    }
+
+
 # is_palindrome (function) --------------------------------------------------------------------------------
+_PAL_CHARS = "abcAB ,!1"
+
+
 def _pal_input(rng, cfg, p, i):
     n = int(rng.integers(0, cfg.max_len + 1))
-    chars = [_pick(rng, "abcAB ,!1") for _ in range(n)]
-    if rng.random() < 0.5:  # mirror half of the time so that True answers are common
+    chars = [_pick(rng, _PAL_CHARS) for _ in range(n)]
+    mode = rng.random()
+    if mode < 3 / 4:  # a mirror image, so that True answers are common
         chars = chars + chars[::-1]
+    if mode < 1 / 2:
+        # A near palindrome: one letter's case flipped, or one space, punctuation mark or digit put in.
+        # It is a palindrome under some readings of "reads the same" and not under others, so it tells
+        # the statement's rules (case, which characters count) from the other ones.
+        letters = [k for k, c in enumerate(chars) if c.isalpha()]
+        if letters and rng.random() < 0.5:
+            k = _pick(rng, letters)
+            chars[k] = chars[k].swapcase()
+        else:
+            chars.insert(int(rng.integers(0, len(chars) + 1)), _pick(rng, " ,!1"))
     return ["".join(chars)]
 
 
@@ -346,11 +623,42 @@ def _pal_solve(p, args):
     return True
 
 
+# Which characters a palindrome check keeps: the statement's two rules and two other usual choices.
+_PAL_KEEP: dict[str, Callable[[str], bool]] = {
+    "every character": lambda c: True,
+    "letters and digits": str.isalnum,
+    "every character but spaces": lambda c: c != " ",
+    "letters only": str.isalpha,
+}
+
+
+def _pal_readings(p):
+    stated = ("letters and digits" if p["alnum_only"] else "every character", p["ignore_case"])
+
+    def check(keep: Callable[[str], bool], fold: bool) -> Reading:
+        def is_palindrome(args):
+            s = "".join(c for c in args[0] if keep(c))
+            s = s.lower() if fold else s
+            return s == s[::-1]
+
+        return is_palindrome
+
+    return {
+        f"{name}, {'case ignored' if fold else 'case matters'}": check(keep, fold)
+        for name, keep in _PAL_KEEP.items()
+        for fold in (False, True)
+        if (name, fold) != stated
+    }
+
+
 # count_primes (function) ---------------------------------------------------------------------------------
+_PRIMES_MAX_N = 10**6  # the largest n of a test: the solver sieves up to n
+
+
 def _primes_input(rng, cfg, p, i):
     if i in (1, 2):  # edge cases: no prime up to 1, the first prime
         return [i]
-    return [int(rng.integers(3, 3 * cfg.max_value + 1))]
+    return [int(rng.integers(3, min(3 * cfg.max_value, _PRIMES_MAX_N) + 1))]
 
 
 def _primes_solve(p, args):
@@ -366,9 +674,55 @@ def _primes_solve(p, args):
     return int(sum(sieve))
 
 
+def _smallest_factors(top: int) -> np.ndarray:
+    """spf[q] = the smallest prime factor of q, for q in 0..top (spf[0] = 0, spf[1] = 1)."""
+    spf = np.arange(max(top, 1) + 1, dtype=np.int64)
+    for q in range(2, math.isqrt(top) + 1):
+        if spf[q] == q:
+            spf[q * q :: q] = np.minimum(spf[q * q :: q], q)
+    return spf
+
+
+def _primes_readings(p):
+    def counted(rule: Callable[[np.ndarray, np.ndarray], np.ndarray], inclusive: bool = p["inclusive"]) -> Reading:
+        """How many q in 2..top (top = n or n - 1) satisfy rule(q, spf[q])."""
+
+        def count(args):
+            top = args[0] if inclusive else args[0] - 1
+            if top < 2:
+                return 0
+            spf = _smallest_factors(top)
+            q = np.arange(2, top + 1, dtype=np.int64)
+            return int(np.count_nonzero(rule(q, spf[2:])))
+
+        return count
+
+    def prime(q, spf):
+        return spf == q
+
+    def short_root(q, spf):
+        # `all(q % d for d in range(2, int(q ** 0.5)))`: no divisor below floor(sqrt(q)), so 4, 6, 8, 9,
+        # 15, 25, ... count as primes too.
+        root = np.sqrt(q).astype(np.int64)
+        root -= (root * root > q).astype(np.int64)  # floor(sqrt(q)) exactly, whatever the float rounding
+        root += ((root + 1) * (root + 1) <= q).astype(np.int64)
+        return spf >= root
+
+    def one_too(args):
+        top = args[0] if p["inclusive"] else args[0] - 1
+        return counted(prime)(args) + (1 if top >= 1 else 0)
+
+    return {
+        ("strictly less than n" if p["inclusive"] else "up to n inclusive"): counted(prime, not p["inclusive"]),
+        "1 counted as a prime": one_too,
+        "trial division stops short of the square root": counted(short_root),
+        "2 left out": counted(lambda q, spf: (spf == q) & (q != 2)),
+    }
+
+
 # running_stat (function) ---------------------------------------------------------------------------------
 def _run_input(rng, cfg, p, i):
-    n = 0 if i == 1 else int(rng.integers(1, cfg.max_len + 1))
+    n = 0 if i == 1 else int(rng.integers(1, _list_len(cfg) + 1))
     return [_ints(rng, n, -cfg.max_value, cfg.max_value)]
 
 
@@ -385,6 +739,29 @@ def _run_solve(p, args):
             acc = acc + x
         out.append(acc)
     return out
+
+
+_RUN_FOLD: dict[str, Callable[[list[int]], int]] = {"max": max, "min": min, "sum": sum}
+
+
+def _run_readings(p):
+    fold = _RUN_FOLD[p["stat"]]
+
+    def each(window: Callable[[list[int], int], list[int]]) -> Reading:
+        """result[i] = the statistic of window(xs, i)."""
+        return lambda args: [fold(window(args[0], i)) for i in range(len(args[0]))]
+
+    readings = {
+        f"running {s} instead": (lambda args, s=s: _run_solve({"stat": s}, args)) for s in _RUN_FOLD if s != p["stat"]
+    }
+    readings.update(
+        {
+            "one behind (xs[0..i-1], the first kept)": each(lambda xs, i: xs[: max(i, 1)]),
+            "suffixes (xs[i..])": each(lambda xs, i: xs[i:]),
+            "pairs (xs[i-1..i])": each(lambda xs, i: xs[max(i - 1, 0) : i + 1]),
+        }
+    )
+    return readings
 
 
 FAMILIES: dict[str, _Family] = {
@@ -405,6 +782,7 @@ FAMILIES: dict[str, _Family] = {
             ),
             _sum_mult_input,
             _sum_mult_solve,
+            _sum_mult_readings,
         ),
         _Family(
             "reverse_words",
@@ -418,6 +796,7 @@ FAMILIES: dict[str, _Family] = {
             lambda p: f'print(" ".join(reversed(input().split())){_REV_CASE[p["case"]]})\n',
             _rev_input,
             _rev_solve,
+            _rev_readings,
         ),
         _Family(
             "count_letters",
@@ -435,6 +814,7 @@ FAMILIES: dict[str, _Family] = {
             ),
             _count_input,
             _count_solve,
+            _count_readings,
         ),
         _Family(
             "fizzbuzz",
@@ -453,6 +833,7 @@ FAMILIES: dict[str, _Family] = {
             ),
             _fizz_input,
             _fizz_solve,
+            _fizz_readings,
         ),
         _Family(
             "subarray_extreme",
@@ -474,6 +855,7 @@ FAMILIES: dict[str, _Family] = {
             ),
             _sub_input,
             _sub_solve,
+            _sub_readings,
         ),
         _Family(
             "gcd_lcm_pairs",
@@ -493,6 +875,7 @@ FAMILIES: dict[str, _Family] = {
             ),
             _gcd_input,
             _gcd_solve,
+            _gcd_readings,
         ),
         _Family(
             "rotate",
@@ -515,6 +898,7 @@ FAMILIES: dict[str, _Family] = {
             ),
             _rot_input,
             _rot_solve,
+            _rot_readings,
             "rotate",
         ),
         _Family(
@@ -539,6 +923,7 @@ FAMILIES: dict[str, _Family] = {
             ),
             _pal_input,
             _pal_solve,
+            _pal_readings,
             "is_palindrome",
         ),
         _Family(
@@ -557,6 +942,7 @@ FAMILIES: dict[str, _Family] = {
             ),
             _primes_input,
             _primes_solve,
+            _primes_readings,
             "count_primes",
         ),
         _Family(
@@ -579,6 +965,7 @@ FAMILIES: dict[str, _Family] = {
             ),
             _run_input,
             _run_solve,
+            _run_readings,
             "running_{stat}",
         ),
     )
@@ -659,9 +1046,10 @@ def answer_passes(task: CodeTask, test: CodeTest, answer: Any) -> bool:
 
 # ----------------------------------------------------------------------------------------------- stand-ins
 def _test_key(task_style: str, test: CodeTest) -> str:
-    """What a lookup-table program sees of a test: its exact stdin text, or its arguments."""
+    """What a lookup-table program sees of a test: its stdin text up to whitespace (its tokens: one
+    `input().split()` away from the same answer), or its arguments."""
     if task_style == "stdin":
-        return test.input
+        return " ".join(test.input.split())
     return json.dumps(list(test.args), sort_keys=True)
 
 
@@ -692,7 +1080,7 @@ def standin_answers(task: CodeTask) -> dict[str, Callable[[CodeTest], Any]]:
     style = task.style
     table = {_test_key(style, t): _answer_of(style, t) for t in task.public_tests}
     unseen = [t for t in task.tests if _test_key(style, t) not in table]
-    const = _answer_of(style, task.tests[0])
+    const = _answer_of(style, task.tests[0]) if task.tests else None
     fallback = _answer_of(style, unseen[0]) if unseen else const
     return {
         "constant": lambda t: const,
@@ -712,59 +1100,132 @@ def passing_standins(task: CodeTask) -> list[str]:
     ]
 
 
+# ----------------------------------------------------------------------------------------------- wrong readings
+_RAISED = object()  # the answer of a wrong reading that raised on a test's input: it fails that test
+
+
+def wrong_readings(task: CodeTask) -> dict[str, Reading]:
+    """The plausible wrong readings of a generated task's statement, by name: functions from a test's
+    input (stdin text, or the argument list) to the answer a program with that reading gives (its
+    family's other rule variants, the textbook version, a missing branch, an off-by-one, ...; see each
+    family's `_*_readings`). Empty for a data set record, which has no family."""
+    fam = FAMILIES.get(task.family)
+    return fam.wrong_readings(task.params) if fam is not None else {}
+
+
+def _reading_answer(task: CodeTask, test: CodeTest, reading: Reading) -> Any:
+    try:
+        # A copy of the arguments: the test's own lists must stay as they are whatever a reading does.
+        return reading(test.input if task.fn_name is None else copy.deepcopy(list(test.args)))
+    except Exception:  # e.g. xs[0] of an empty list: that reading's program would crash, a failed test
+        return _RAISED
+
+
+def passing_wrong_readings(task: CodeTask) -> list[str]:
+    """The names of the `wrong_readings` that pass every hidden test of `task` (empty: each wrong
+    reading of the statement fails at least one hidden test)."""
+    return [
+        name
+        for name, reading in wrong_readings(task).items()
+        if all(answer_passes(task, t, _reading_answer(task, t, reading)) for t in task.tests)
+    ]
+
+
+def _undefeated(task: CodeTask) -> list[str]:
+    """The stand-ins and wrong readings that pass every hidden test of `task`; ["no hidden test"] when
+    it has none (an empty test set would pay anything)."""
+    if not task.tests:
+        return ["no hidden test"]
+    return passing_standins(task) + passing_wrong_readings(task)
+
+
 # ----------------------------------------------------------------------------------------------- generation
 _NO_EDGE = -1  # the test index `make_input` gets for a test that must not be a family's edge case
 _DRAW_RETRIES = 20  # redraws of a test whose input a public test already has
 _MAX_EXTRA_DRAWS = 500  # extra hidden tests tried before the generator gives up (never reached in tests)
 
 
+def _draw_test(rng: np.random.Generator, cfg: CodeTaskConfig, fam: _Family, p: dict[str, Any], i: int) -> CodeTest:
+    x = fam.make_input(rng, cfg, p, i)
+    if fam.style == "stdin":
+        return CodeTest(input=x, output=fam.solve(p, x))
+    return CodeTest(args=tuple(x), expected=fam.solve(p, x))
+
+
+def _draw_unseen(
+    rng: np.random.Generator, cfg: CodeTaskConfig, fam: _Family, p: dict[str, Any], i: int, seen: set[str]
+) -> CodeTest | None:
+    """A test whose input (`_test_key`) is not in `seen`, from at most 1 + `_DRAW_RETRIES` draws; None
+    when every draw was a repeat (a tiny config may have few distinct inputs)."""
+    for _ in range(_DRAW_RETRIES + 1):
+        test = _draw_test(rng, cfg, fam, p, i)
+        if _test_key(fam.style, test) not in seen:
+            return test
+    return None
+
+
+def _draw_public(rng: np.random.Generator, cfg: CodeTaskConfig, fam: _Family, p: dict[str, Any]) -> list[CodeTest]:
+    """`num_public_tests` tests, none an edge case, distinct where the config has enough inputs."""
+    public: list[CodeTest] = []
+    for _ in range(cfg.num_public_tests):
+        seen = {_test_key(fam.style, t) for t in public}
+        public.append(_draw_unseen(rng, cfg, fam, p, _NO_EDGE, seen) or _draw_test(rng, cfg, fam, p, _NO_EDGE))
+    return public
+
+
+def _add_tests_until_defeated(task: CodeTask, draw: Callable[[], CodeTest | None]) -> CodeTask:
+    """Append hidden tests from `draw` (each one that makes one more stand-in or wrong reading fail)
+    until each of them fails at least one hidden test.
+
+    Raises:
+        RuntimeError: some still pass after `_MAX_EXTRA_DRAWS` draws.
+    """
+    passing = _undefeated(task)
+    draws = 0
+    while passing:
+        if draws >= _MAX_EXTRA_DRAWS:
+            raise RuntimeError(
+                f"{task.family} {task.params}: {passing} pass every hidden test after {draws} extra draws "
+                "(the public tests may use up the inputs this config can draw)"
+            )
+        draws += 1
+        test = draw()
+        if test is None:
+            continue
+        candidate = dataclasses.replace(task, tests=task.tests + (test,))
+        now = _undefeated(candidate)
+        if len(now) < len(passing):  # adding a test only removes passers: now is a subset of passing
+            task, passing = candidate, now
+    return task
+
+
 def generate_task(rng: np.random.Generator, config: CodeTaskConfig | None = None) -> CodeTask:
     """Draw one task from `rng` (same generator state -> same task).
 
-    Public tests first (`num_public_tests`, distinct; the first is the statement's example; none is
-    an edge case), then `num_tests` hidden tests: test 1 (and 2) is an edge case where the family has
-    one (empty list, n = 0, n = 1), and a hidden input equal to a public one is redrawn (up to
-    `_DRAW_RETRIES` times: tiny configs may not have enough distinct inputs). Then, while a stand-in
-    (`standin_answers`) passes every hidden test, further hidden tests are drawn and the first one
-    that makes one more stand-in fail is appended.
+    Public tests first (`num_public_tests`, distinct where possible; the first is the statement's
+    example; none is an edge case), then `num_tests` hidden tests: test 1 (and 2) is an edge case where
+    the family has one (empty list, n = 0, n = 1, n reaching lcm(a, b)). A hidden test never repeats a
+    public input (`_test_key`): a repeat is redrawn up to `_DRAW_RETRIES` times, then left out, so a
+    test the agent may see is never paid. Then, while a stand-in (`standin_answers`) or a wrong reading
+    of the statement (`wrong_readings`) passes every hidden test, further hidden tests are drawn and
+    the first one that makes one more of them fail is appended.
 
     Raises:
-        RuntimeError: no stand-in-proof test set after `_MAX_EXTRA_DRAWS` extra draws.
+        RuntimeError: no test set that defeats every stand-in and wrong reading after
+            `_MAX_EXTRA_DRAWS` extra draws (a config whose public tests use up its inputs).
     """
     cfg = config or CodeTaskConfig()
     names = cfg.candidates()
     fam = FAMILIES[names[int(rng.integers(len(names)))]]
     p = fam.params(rng)
     fn_name = fam.fn_name.format(**p) if fam.fn_name else None
-
-    def draw(i: int, avoid: set[str]) -> CodeTest:
-        for _ in range(_DRAW_RETRIES + 1):
-            x = fam.make_input(rng, cfg, p, i)
-            test = CodeTest(input=x, output=fam.solve(p, x)) if fam.style == "stdin" else CodeTest(
-                args=tuple(x), expected=fam.solve(p, x)
-            )
-            if _test_key(fam.style, test) not in avoid:
-                break
-        return test
-
-    public: list[CodeTest] = []
-    for _ in range(cfg.num_public_tests):
-        public.append(draw(_NO_EDGE, {_test_key(fam.style, t) for t in public}))
+    public = _draw_public(rng, cfg, fam, p)
     seen = {_test_key(fam.style, t) for t in public}
-    hidden = [draw(i, seen) for i in range(cfg.num_tests)]
+    drawn = (_draw_unseen(rng, cfg, fam, p, i, seen) for i in range(cfg.num_tests))
+    hidden = tuple(t for t in drawn if t is not None)
     problem = fam.problem(p).strip() + "\n" + _example_text(fam.style, fn_name, public[0])
-    task = CodeTask(problem, tuple(hidden), fn_name, fam.reference(p), fam.name, p, tuple(public))
-    passing = passing_standins(task)
-    draws = 0
-    while passing:
-        if draws >= _MAX_EXTRA_DRAWS:
-            raise RuntimeError(f"{fam.name} {p}: stand-ins {passing} pass every hidden test after {draws} extra draws")
-        draws += 1
-        candidate = dataclasses.replace(task, tests=task.tests + (draw(_NO_EDGE, seen),))
-        now = passing_standins(candidate)
-        if len(now) < len(passing):
-            task, passing = candidate, now
-    return task
+    task = CodeTask(problem, hidden, fn_name, fam.reference(p), fam.name, p, tuple(public))
+    return _add_tests_until_defeated(task, lambda: _draw_unseen(rng, cfg, fam, p, _NO_EDGE, seen))
 
 
 # ----------------------------------------------------------------------------------------------- loading
@@ -808,12 +1269,22 @@ def _function_args(raw: Any, where: str, fld: str) -> tuple[Any, ...]:
     return tuple(args)
 
 
+def _unseen_tests(tests: list[CodeTest], public: list[CodeTest], style: str) -> tuple[CodeTest, ...]:
+    """The tests whose input no public test has: a test repair feedback may show is not paid."""
+    shown = {_test_key(style, t) for t in public}
+    return tuple(t for t in tests if _test_key(style, t) not in shown)
+
+
 def load_tasks(path: str | Path) -> list[CodeTask]:
     """Load a TACO/DeepCoder-style data set (`.jsonl` / `.json`, schema in the module docstring).
 
+    A hidden test whose input repeats a public test's (`_test_key`) is left out: repair feedback may
+    show it, so it is never paid.
+
     Raises:
-        ValueError: missing/unreadable file, bad JSON, empty file, a missing field or a wrong type
-            (the message names the file, the line and the field).
+        ValueError: missing/unreadable file, bad JSON, empty file, a missing field or a wrong type, or a
+            record whose every test repeats a public test (the message names the file, the line and
+            the field).
     """
     path = Path(path)
     numbered = load_numbered_records(path, _BASE_SCHEMA)
@@ -830,11 +1301,14 @@ def load_tasks(path: str | Path) -> list[CodeTask]:
                 else:
                     args = _function_args(t["input"], where, f"{key}[{j}].input")
                     tests.append(CodeTest(args=args, expected=t["output"]))
+        hidden = _unseen_tests(groups["tests"], groups["public_tests"], "stdin" if fn_name is None else "function")
+        if not hidden:
+            raise ValueError(f"{where}: field 'tests': every test repeats a public test (a visible test is never paid)")
         solutions = rec.get("solutions") or []
         tasks.append(
             CodeTask(
                 problem=rec["problem"].strip(),
-                tests=tuple(groups["tests"]),
+                tests=hidden,
                 fn_name=fn_name,
                 reference=solutions[0] if solutions else None,
                 family="dataset",

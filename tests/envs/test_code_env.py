@@ -129,6 +129,38 @@ def test_loader_errors_name_file_line_and_field(tmp_path, record, message):
     assert f"{path}:3" in str(exc.value) and message in str(exc.value), str(exc.value)
 
 
+def test_loader_leaves_out_hidden_tests_that_are_public(tmp_path):
+    """A hidden test whose input a public test has (up to whitespace) is not paid: repair feedback may
+    show it. A record left with no hidden test is an error naming the file, line and field."""
+    path = tmp_path / "t.jsonl"
+    stdin = {
+        "problem": "Print the number doubled.",
+        "tests": [{"input": "2\n", "output": "4\n"}, {"input": "7\n", "output": "14\n"}],
+        "public_tests": [{"input": " 2", "output": "4\n"}],
+    }
+    function = {
+        "problem": "Return x doubled.", "fn_name": "double",
+        "tests": [{"input": [3], "output": 6}, {"input": "5", "output": 10}],
+        "public_tests": [{"input": "3\n", "output": 6}],
+    }
+    path.write_text(json.dumps(stdin) + "\n" + json.dumps(function) + "\n")
+    first, second = load_tasks(path)
+    assert [t.input for t in first.tests] == ["7\n"] and len(first.public_tests) == 1
+    assert [t.args for t in second.tests] == [(5,)]
+    all_public = {**stdin, "tests": stdin["tests"][:1]}
+    path.write_text(json.dumps(stdin) + "\n" + json.dumps(all_public) + "\n")
+    with pytest.raises(ValueError) as exc:
+        load_tasks(path)
+    assert f"{path}:2" in str(exc.value) and "every test repeats a public test" in str(exc.value)
+
+
+def test_count_primes_inputs_stay_below_a_million():
+    # n up to 3 * max_value made the solver's sieve allocate gigabytes for a large max_value.
+    task = generate_task(np.random.default_rng(0), CodeTaskConfig(families=("count_primes",), max_value=10**9))
+    assert all(0 <= t.args[0] <= 10**6 for t in task.tests + task.public_tests)
+    assert max(t.args[0] for t in task.tests + task.public_tests) > 3 * 50  # the range did grow
+
+
 # ----------------------------------------------------------------------------------------------- judging
 def test_extract_program():
     assert extract_program("```python\nprint(1)\n```") == "print(1)"

@@ -2,12 +2,14 @@
 
 Hostile answers: a constant, the identity, a memoriser of the statement's example, a lookup table of
 the tests repair feedback revealed, a float that rounds to the right integer only approximately, an
-int too large for a float, a program that sleeps. Most checks run in-process against the judge
+int too large for a float, a program that sleeps, and the red team's wrong readings of a statement
+(the textbook palindrome check, FizzBuzz without its "both" branch, ...; every family's wrong readings
+over many seeds are in test_code_wrong_readings.py). Most checks run in-process against the judge
 (`values_equal` / `answer_passes`) and the generated tests; a few run real programs in the sandbox.
 
 "No reward above a committed wrong answer" reads here: what the hostile program learns from the
 example or from feedback earns nothing; its reward is at most that of its own fallback (the constant
-it answers for an input it has not seen), and it never succeeds.
+it answers for an input it has not seen; for the example exactly that), and it never succeeds.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import time
 
 import numpy as np
 import pytest
@@ -51,7 +52,8 @@ def _binet(n: int) -> float:
 
 # ----------------------------------------------------------------------------------------------- stand-ins
 def _key(task, test):
-    return test.input if task.fn_name is None else json.dumps(list(test.args))
+    """A test's input as a program that splits its stdin sees it (or the arguments)."""
+    return tuple(test.input.split()) if task.fn_name is None else json.dumps(list(test.args))
 
 
 def _answer_of(task, test):
@@ -84,7 +86,7 @@ def _standins(task):
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_every_standin_fails_a_hidden_test_on_every_seed(family, config):
     """Seeds 0..199 of every family and three configs: each stand-in fails at least one hidden test;
-    no hidden test repeats a public input (default config); the example is public, not hidden."""
+    no hidden test repeats a public input (up to whitespace); the example is public, not hidden."""
     cfg = CodeTaskConfig(families=(family,), **CONFIGS[config])
     for seed in SEEDS:
         task = generate_task(np.random.default_rng(seed), cfg)
@@ -94,9 +96,8 @@ def test_every_standin_fails_a_hidden_test_on_every_seed(family, config):
         ]
         assert not passing, (family, config, seed, passing)
         assert not passing_standins(task), (family, config, seed)
-        if config == "default":
-            seen = {_key(task, t) for t in task.public_tests}
-            assert not any(_key(task, t) in seen for t in task.tests), (family, seed)
+        seen = {_key(task, t) for t in task.public_tests}
+        assert not any(_key(task, t) in seen for t in task.tests), (family, config, seed)
 
 
 @pytest.mark.parametrize("seed", [8, 12, 17, 37, 38, 49])
@@ -254,6 +255,45 @@ def test_return_true_does_not_solve_is_palindrome(seed):
     assert not info["success"] and reward < 1.0, info["verdicts"]
 
 
+# The red team's wrong readings, each at a seed where it once passed every hidden test (seed: the task's
+# parameters): they must now fail one in the sandbox too, while the reference passes all.
+RED_TEAM = {
+    "textbook palindrome (is_palindrome 1: case matters, every character)": (
+        "is_palindrome", 1,
+        "def is_palindrome(s):\n    s = ''.join(c.lower() for c in s if c.isalnum())\n    return s == s[::-1]",
+    ),
+    "one-line palindrome (is_palindrome 2: letters and digits, case ignored)": (
+        "is_palindrome", 2, "def is_palindrome(s):\n    return s == s[::-1]",
+    ),
+    "FizzBuzz without a both branch (fizzbuzz 0: 6 and 5)": (
+        "fizzbuzz", 0,
+        "a, b, wa, wb = {a}, {b}, {wa!r}, {wb!r}\nfor i in range(1, int(input()) + 1):\n"
+        "    print(wa if i % a == 0 else wb if i % b == 0 else i)",
+    ),
+    "the smallest number (subarray_extreme 41: minimum)": (
+        "subarray_extreme", 41, "input()\nprint(min(map(int, input().split())))",
+    ),
+    "positive multiples only (sum_multiples 0)": (
+        "sum_multiples", 0, "input()\nprint(sum(x for x in map(int, input().split()) if x > 0 and x % {m} == 0))",
+    ),
+    "case-sensitive letter count (count_letters 0)": (
+        "count_letters", 0, "for _ in range(int(input())):\n    print(sum(ch in {letters!r} for ch in input()))",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RED_TEAM))
+def test_the_red_teams_wrong_readings_fail_in_the_sandbox(case):
+    family, seed, template = RED_TEAM[case]
+    env = CodeEnv(families=(family,), limits=FAST, submission_wall_seconds=BUDGET)
+    env.reset(seed=seed)
+    _, reward, _, _, info = _step(env, template.format(**env.task.params))
+    assert not info["success"] and reward < 1.0, (env.task.params, info["verdicts"])
+    env.reset(seed=seed)
+    _, reward, _, _, info = env.step(env.oracle_answer())
+    assert info["success"] and reward == 1.0, info["verdicts"]
+
+
 def _example(obs: str) -> tuple[str, str]:
     m = re.search(r"Example input:\n(.*?)\nExample output:\n(.*?)\nSubmission style", obs, re.DOTALL)
     return m.group(1), m.group(2)
@@ -271,7 +311,8 @@ def test_an_example_memoriser_earns_no_more_than_its_fallback(seed):
     _, reward, _, _, info = _step(env, memoriser)
     env.reset(seed=seed)
     _, fallback, _, _, _ = _step(env, "print(0)")
-    assert not info["success"] and reward <= fallback < 1.0, info["verdicts"]
+    # The example is not a paid test: memorising it earns exactly what the fallback earns.
+    assert not info["success"] and reward == fallback < 1.0, info["verdicts"]
 
 
 @pytest.mark.parametrize("seed, memorise", [(52, False), (126, False), (98, True), (106, True)])
@@ -353,15 +394,13 @@ def test_a_huge_int_for_a_float_test_is_a_wrong_answer(tmp_path, repair):
 
 @pytest.mark.parametrize("repair", [False, True])
 def test_a_sleeping_program_costs_one_budget_per_step(repair):
-    """Six hidden tests (and three public ones in repair mode) share one 1 s budget: the step takes
-    about 1 s, not 6 s, and the tests the budget did not reach fail without running."""
+    """Six hidden tests (and three public ones in repair mode) share one 1 s budget: one run uses it
+    up, and the tests the budget did not reach fail without running."""
     env = CodeEnv(families=("reverse_words",), num_tests=6, multi_turn_repair=repair,
                   limits={"wall_seconds": 1.0, "cpu_seconds": 1})
     env.reset(seed=0)
-    t0 = time.monotonic()
     _, reward, _, _, info = _step(env, "import time\ntime.sleep(30)")
-    elapsed = time.monotonic() - t0
     assert reward == 0.0 and info["verdicts"] == ["time limit"] * len(env.task.tests)
-    assert elapsed < 3.5, elapsed  # one 1 s budget plus start-up and clean-up (it was 6 runs of 1 s)
+    # One run used up the budget (it was 6 runs of 1 s); the others never started.
     ran = [r for r in info["test_results"] if r["run_id"]]
     assert len(ran) == 1 and "budget" in info["test_results"][-1]["detail"]
