@@ -703,8 +703,9 @@ def _definitions() -> list[str]:
             "- Equivalence (TOST): two one-sided t-tests at alpha 0.05 each, i.e. the 90% t-interval of the paired "
             "mean difference inside [-B, +B]; at a true difference of exactly B it says *equivalent* with "
             "probability at most 0.05.",
-            "- Stopped early: a run that did fewer RL steps than its config's `run.steps` (the trainer stops a run "
-            "after `filter.max_empty_steps` steps in a row with no group to train on)."]
+            "- Stopped early: a run that did fewer RL steps than its config's `run.steps`. The study's runs have no "
+            "time limit, so that is the trainer's empty-step rule: it stops a run after `filter.max_empty_steps` "
+            "steps in a row with no group to train on (no group's rewards varied, or the filter kept none)."]
 
 
 # ------------------------------------------------------------------------------------------- figures
