@@ -29,8 +29,8 @@ process                separate process tree in its own session; the env never `
 environment            empty (`env={}`); `-I -S`: no PYTHON* variables, no site-packages
 file system            a minimal root (`rootfs`): the interpreter, its shared libraries and its
                        standard library read-only; a private tmpfs working dir, /tmp, /dev/shm
-                       (`disk_bytes` each); a /proc of the run's PID namespace that hides other
-                       users' processes. Nothing else of the host exists inside.
+                       (`disk_bytes` each). Nothing else of the host exists inside, not even /proc
+                       (its inode numbers are a counter the whole host shares).
 network                an empty network namespace (only a downed loopback)
 IPC                    a private IPC namespace: SysV shared memory, semaphores and message queues
                        die with the run and cannot reach the host or the next run
@@ -44,12 +44,16 @@ configuration          the program process is forked before the supervisor reads
                        directories and root plan were never in its memory
 system calls           a seccomp filter (`seccomp`, built by libseccomp): no new namespaces
                        (user namespaces included), mounts, ptrace, bpf, io_uring, AIO, keyrings,
-                       modify_ldt, landlock, inotify, ..., nothing that evicts, probes or flushes
-                       the host's page cache (fadvise, mincore, cachestat, RWF_NOWAIT, sync, syncfs;
-                       fsync is a no-op), ENOSYS for syscalls newer than the policy's review; no
-                       sockets but unix/inet/inet6
-                       (AF_VSOCK is refused); a failure to load it is a "sandbox error"
+                       modify_ldt, landlock, inotify, execve, ..., nothing that evicts, probes or
+                       flushes the host's page cache (fadvise, mincore, cachestat, RWF_NOWAIT, sync,
+                       syncfs; fsync is a no-op), nothing that numbers an inode from a host-wide
+                       counter (pipes, sockets of every family, mq_open, memfd_create, pidfd_open),
+                       ENOSYS for syscalls newer than the policy's review and for other ABIs; a
+                       failure to load it is a "sandbox error"
 per-process limits     RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE, RLIMIT_NPROC, RLIMIT_NOFILE, no core files
+fault signals          SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP end the program through a handler
+                       (`inside.exit_on_fault_signals`: exit status = the signal's number), so the
+                       kernel does not write the faulting addresses to the host's log
 whole-run limits       a cgroup per run (`cgroup`: v2, else v1): memory (no swap), process
                        count, and the summed CPU time of all processes (read every 50 ms); the page
                        cache charged to it is reclaimed before it is removed; where no cgroup can be
@@ -68,7 +72,8 @@ an audit hook is *not* a hard boundary, so use guard mode only when nothing else
 one whole-run limit mechanism (an error if it does not work). `sandbox_isolation()` says what is
 active (probed on first use).
 
-Verdicts of a run (`RunResult.verdict`): "ok" (exit status 0), "runtime error", "time limit"
+Verdicts of a run (`RunResult.verdict`): "ok" (exit status 0), "runtime error" (a fault is one too:
+exit status 11 for a segfault), "time limit"
 (wall deadline, or CPU time of a process or of the whole run), "memory limit" (MemoryError under
 RLIMIT_AS, or the kernel killed a process of the run for memory), "output limit" (stdout/stderr cap
 or RLIMIT_FSIZE), "sandbox error" (the sandbox itself could not be set up). Judging the output
@@ -604,6 +609,8 @@ def _judge(run: _Run, status: dict[str, Any], wall: float) -> RunResult:
         verdict = "runtime error"
         tail = stderr.strip().splitlines()[-1:] if stderr.strip() else []
         detail = f"exit status {exit_code}" + (f": {tail[0][:200]}" if tail else "")
+        if exit_code in inside.FAULT_SIGNALS and not tail:  # a fault ends the program with its signal's number
+            detail += f" ({signal.Signals(exit_code).name}, or exit({exit_code}))"
     else:
         verdict, detail = "ok", "exit status 0"
         if fn_name is not None:
@@ -817,7 +824,7 @@ def _describe(cfg: dict[str, Any], version: str, notes: list[str]) -> Isolation:
         processes = "PID namespace whose init is the supervisor: its exit kills every process of the run"
         filesystem = (
             f"minimal root ({cfg['root_kind']}): interpreter, its libraries and standard library read-only; "
-            "private tmpfs working dir, /tmp, /dev/shm; /proc of the run only (hidepid)"
+            "private tmpfs working dir, /tmp, /dev/shm; no /proc"
         )
     privileges = (
         "per-run unprivileged uid/gid, no groups, no_new_privs"
@@ -883,13 +890,31 @@ def _probe() -> tuple[Isolation, dict[str, Any]]:
                     notes = list(status.get("notes", [])) + (
                         [f"modules that fail to import: {missing}"] if missing else []
                     )
-                    notes += list(cgroups.notes)
+                    notes += list(cgroups.notes) + _kernel_log_notes()
                     return _describe(cfg, version, notes), cfg
                 failures.append(
                     f"{mode} with {python} ({kind}): {res.verdict}: {res.detail} "
                     f"{res.stdout[:200]!r} {res.stderr[-300:]!r}"
                 )
     raise RuntimeError("no working sandbox on this machine:\n  " + "\n  ".join(failures))
+
+
+_EXCEPTION_TRACE = Path("/proc/sys/debug/exception-trace")
+
+
+def _kernel_log_notes() -> list[str]:
+    """What a run can still write to the host's kernel log under the host's settings (docs/security.md)."""
+    try:
+        logged = _EXCEPTION_TRACE.read_text().strip() != "0"
+    except OSError:
+        return []
+    if not logged:
+        return []
+    return [
+        "the host logs user-space faults (debug.exception-trace=1): a run can write register values it "
+        "chooses to the host's kernel log (misaligned vsyscall calls, bad rt_sigreturn frames), rate-limited; "
+        "`sysctl debug.exception-trace=0` on a host you control stops it"
+    ]
 
 
 def _pid_alive(pid: int) -> bool:

@@ -60,6 +60,11 @@ SECCOMP_MODE_FILTER = 2
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 #: The directory, under the run's host directory, that the new root is mounted on.
 ROOT_DIR_NAME = "root"
+#: The signals the kernel sends for a fault of the program: a bad memory access, a bus error, an invalid
+#: or privileged instruction, a division by zero, a breakpoint. When one kills a process that has no
+#: handler for it the kernel writes a line to the host's log, with addresses the program can choose
+#: (`segfault at <address> ip <address>`, `traps: ... trap invalid opcode ip:...`).
+FAULT_SIGNALS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGTRAP)
 
 # Saved before the program can replace them.
 _exit, _write, _close = os._exit, os.write, os.close
@@ -131,6 +136,16 @@ class CFunctions:
         self.capset = function("capset", CULong, CULong)
         self.syscall = function("syscall", CULong, CCharP, CCharP)
         self.unshare = function("unshare", CInt)
+
+        class AddressFunction(_ctypes.CFuncPtr):  # returns a pointer-sized value (signal's old handler)
+            _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+            _restype_ = CULong
+
+        self.signal = AddressFunction(("signal", Library))
+        self.signal.argtypes = (CInt, CULong)
+        self.sig_err = (1 << (8 * _ctypes.sizeof(CULong))) - 1  # signal's failure: (void (*)(int)) -1
+        #: libc's `_exit`, called as a signal handler: it ends the process with the signal's number.
+        self.exit_address = _ctypes.dlsym(Library._handle, "_exit")
 
     def errno(self):
         return self._ctypes.get_errno()
@@ -272,14 +287,14 @@ def _bind(source, target, is_dir, nodev=True, recursive=False):
     raise error
 
 
-def apply_root_plan(root, plan, limits, notes):
+def apply_root_plan(root, plan, limits):
     """Build the minimal root under `root` (a fresh tmpfs) from the caller's plan.
 
     Plan entries (all paths as the program will see them):
       ["dir", path]; ["symlink", path, target]; ["file", host path, path] and ["tree", host path, path]
       (read-only binds of a file / a directory tree); ["dev", host node, path] (a device node, bound
       without nodev); ["empty", path] (an empty read-only tmpfs over a directory, e.g. site-packages);
-      ["tmpfs", path, mode] (a writable tmpfs of `disk_bytes`); ["proc", path].
+      ["tmpfs", path, mode] (a writable tmpfs of `disk_bytes`).
     """
     size = f"size={limits['disk']}"
     for entry in plan:
@@ -301,18 +316,6 @@ def apply_root_plan(root, plan, limits, notes):
         elif kind == "tmpfs":
             _make_dirs(target)
             mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"{size},mode={entry[2]}")
-        elif kind == "proc":
-            _make_dirs(target)
-            for options in ("hidepid=invisible,subset=pid", "hidepid=2"):
-                try:
-                    mount("proc", target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, options)
-                    if options != "hidepid=invisible,subset=pid":
-                        notes.append(f"/proc mounted with {options}")
-                    break
-                except SetupError as e:
-                    last = e
-            else:  # e.g. a user namespace under a host /proc with masked entries: no /proc at all
-                notes.append(f"no /proc in the sandbox ({last})")
         else:
             raise SetupError(f"unknown root plan entry {kind!r}")
 
@@ -360,14 +363,14 @@ def join_root(how):
 
 def build_namespace_fs(cfg, notes):
     """The program's whole view of the file system: the minimal root of `cfg["root_plan"]`, a private
-    tmpfs working dir, tmpfs /tmp and /dev/shm, a /proc that hides other users' processes. The new
-    root is mounted on `ROOT_DIR_NAME` under the current directory (the run's host directory).
-    Returns how the root was switched (`switch_root`)."""
+    tmpfs working dir, tmpfs /tmp and /dev/shm, and no /proc (its inodes are numbered by a counter the
+    whole host shares: `rootfs`). The new root is mounted on `ROOT_DIR_NAME` under the current
+    directory (the run's host directory). Returns how the root was switched (`switch_root`)."""
     limits = cfg["limits"]
     new_root = os.path.join(os.getcwd(), ROOT_DIR_NAME)
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     mount("tmpfs", new_root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
-    apply_root_plan(new_root, cfg["root_plan"], limits, notes)
+    apply_root_plan(new_root, cfg["root_plan"], limits)
     workdir = _inside(new_root, cfg["workdir"])
     _make_dirs(workdir, 0o700)
     mount("tmpfs", workdir, "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits['disk']},mode=700")
@@ -446,6 +449,22 @@ def load_seccomp(bpf, lib=None):
         raise _os_error("loading the seccomp filter")
 
 
+def exit_on_fault_signals(lib=None):
+    """Give every fault signal (`FAULT_SIGNALS`) a handler: libc's `_exit`, so that a fault ends the
+    program process with the signal's number as its exit status (a segfault: 11).
+
+    Why: the kernel writes a line to the host's log when a fault signal kills a process that has no
+    handler for it (`show_unhandled_signals`), with the faulting address, instruction pointer and stack
+    pointer, all of which a program can choose: a run could write to the host's log. With a handler
+    installed nothing is written; `_exit` needs no stack of its own and runs no code of the program.
+    The seccomp filter keeps the handler in place: a new action for these signals is a no-op and execve
+    (which would reset it) is refused. What still reaches the log is in docs/security.md."""
+    lib = lib or libc()
+    for signum in FAULT_SIGNALS:
+        if lib.signal(signum, lib.exit_address) == lib.sig_err:
+            raise _os_error(f"installing the fault handler of signal {signum}")
+
+
 def install_guard(workdir):
     """Guard mode only: an audit hook refusing sockets, new processes and writes outside the working
     dir. Not a hard boundary (native code can bypass it); see the sandbox module docstring."""
@@ -489,9 +508,10 @@ def harden(cfg):
     if cfg["uid"] is not None:
         drop_privileges(cfg["uid"])
     elif cfg["namespaces"]:
-        libc().prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # the supervisor is not; the program may read its own /proc
+        libc().prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # (the supervisor is not: see `main`)
         drop_capabilities()
     set_no_new_privs()
+    exit_on_fault_signals()
     if cfg["seccomp"]:
         load_seccomp(bytes.fromhex(cfg["seccomp"]))
     if cfg["guard"]:
@@ -717,14 +737,15 @@ def main(argv):
             become_init(status, config_fd)
             # The cgroup namespace `unshare` made is rooted where the caller is, so the run's cgroup
             # (named after the run id and the caller's pid) showed in /proc/self/cgroup. Now that the
-            # caller has moved this process into it, root a fresh one here: the program sees "/".
+            # caller has moved this process into it, root a fresh one here: it shows as "/". (The
+            # program has no /proc any more; this stays for any other view of the cgroup path.)
             if libc().unshare(CLONE_NEWCGROUP) != 0:
                 notes.append(str(_os_error("a cgroup namespace rooted at the run's cgroup")))
         import gc
 
         gc.freeze()  # the program's collections never walk (and so never copy-on-write) these objects
-        # Not dumpable: a program with the supervisor's uid (user-namespace mode) cannot ptrace it, read
-        # its memory or, with /proc's hidepid, even see it.
+        # Not dumpable: a program with the supervisor's uid (user-namespace mode) cannot ptrace it or
+        # read its memory (ptrace is refused by the filter too).
         libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
         channel_r, channel_w = os.pipe()
         pid = os.fork()

@@ -13,10 +13,15 @@ program sees, read-only, exactly:
 - the C.UTF-8 locale (for Python's locale coercion), and /dev/null, zero, full, random, urandom;
 
 and, writable and private to the run: its working directory, `/tmp`, `/dev/shm` (tmpfs of
-`disk_bytes` each) and a `/proc` of its own PID namespace that hides other users' processes
-(`hidepid=invisible`, so the supervisor's command line is invisible) and everything but the process
-directories (`subset=pid`). Nothing else of the host exists: no project checkout, no `/etc`, no
-home directories, no `/sys`, no `/run`.
+`disk_bytes` each). Nothing else of the host exists: no project checkout, no `/etc`, no home
+directories, no `/sys`, no `/run`, and no `/proc` (so no `/dev/stdin`, `/dev/fd`, which point into
+it; `open(0)` and `sys.stdin` read the same input).
+
+Why no /proc, even one of the run's own PID namespace: the kernel numbers the inodes of /proc with the
+one counter that also numbers pipes and sockets (`get_next_ino`), shared by the whole host. A run that
+looks up fresh /proc entries (one thread after another: two inodes each) moves that counter, and a
+later run reads it from the inode number of any pipe, its stdin included: a channel between runs that
+never overlap (docs/security.md). /proc also gave the program its memory map and pagemap.
 """
 
 from __future__ import annotations
@@ -181,12 +186,8 @@ def root_plan(python: str, facts: dict | None = None, whole_lib_dirs: bool = Fal
         node = "/dev/" + dev
         if os.path.exists(node) and stat.S_ISCHR(os.stat(node).st_mode):
             plan.add("dev", node, node)
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
-                         ("stderr", "/proc/self/fd/2")):
-        plan.add("symlink", "/dev/" + name, target)
     plan.add("tmpfs", "/dev/shm", "1777")
     plan.add("tmpfs", "/tmp", "1777")
-    plan.add("proc", "/proc")
     return plan.entries
 
 

@@ -1,6 +1,7 @@
 # Looks for the sandbox's own configuration in the program's memory: the frames that called the
 # program and their locals, the objects the garbage collector tracks, and every readable anonymous or
-# writable byte of the process (/proc/self/maps + /proc/self/mem). That configuration held the hidden
+# writable byte of the process (/proc/self/maps + /proc/self/mem; where there is no /proc, every readable
+# page of the memory around the objects, the malloc heap and the stack). That configuration held the hidden
 # data set's host path, the run's host directory (named after the run id and the caller's pid) and the
 # root plan; the process that runs the program must never have received it (clearing a variable would
 # leave its bytes in freed memory).
@@ -58,7 +59,43 @@ for obj in gc.get_objects():
 for value in (sys.argv, getattr(sys, "orig_argv", []), sys.path, list(os.environ.values())):
     look_into(value, "sys/os state")
 
-ctypes.CDLL(None, use_errno=True).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: let this process read its own mem
+PAGE = 4096
+libc = ctypes.CDLL(None, use_errno=True)
+libc.write.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t)
+libc.write.restype = ctypes.c_ssize_t
+
+
+def scan_without_proc():
+    """Without /proc: the 1 MiB regions that hold a gc-tracked object, a small and a large malloc'd buffer,
+    and 8 MiB under the top of the stack (where `environ` points), page by page. A page is read only
+    after write() copied it to a file (EFAULT: not readable), so the scan never faults."""
+    small, large = ctypes.create_string_buffer(64), ctypes.create_string_buffer(1 << 18)
+    anchors = {id(obj) for obj in gc.get_objects()} | {ctypes.addressof(small), ctypes.addressof(large)}
+    megabytes = {address >> 20 for address in anchors}
+    stack = ctypes.c_void_p.in_dll(libc, "environ").value
+    megabytes |= {(stack >> 20) - k for k in range(8)}
+    probe = os.open("probe", os.O_RDWR | os.O_CREAT, 0o600)
+    scanned, ranges = 0, []
+    for mb in sorted(megabytes):  # merged into contiguous ranges, so no needle is cut at 1 MiB
+        if ranges and ranges[-1][1] == mb << 20:
+            ranges[-1][1] = (mb + 1) << 20
+        else:
+            ranges.append([mb << 20, (mb + 1) << 20])
+    for start, end in ranges:
+        run = []
+        for page in range(start, end + PAGE, PAGE):
+            if page < end and libc.write(probe, page, PAGE) == PAGE:
+                os.lseek(probe, 0, os.SEEK_SET)
+                run.append(page)
+            elif run:
+                search(ctypes.string_at(run[0], len(run) * PAGE), f"memory at {run[0]:#x}")
+                scanned += len(run) * PAGE
+                run = []
+    os.close(probe)
+    return scanned
+
+
+libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: let this process read its own mem
 scanned = 0
 try:
     mem = os.open("/proc/self/mem", os.O_RDONLY)
@@ -84,6 +121,7 @@ try:
     sys.stderr.write(f"ATTEMPT /proc/self/mem: {scanned >> 10} KiB scanned\n")
 except OSError as e:
     sys.stderr.write(f"ATTEMPT /proc/self/mem: {type(e).__name__}\n")
+    sys.stderr.write(f"ATTEMPT memory without /proc: {scan_without_proc() >> 10} KiB scanned\n")
 if found:
     print("SUCCEEDED: found " + "; ".join(sorted(set(found))))
 else:
