@@ -1,7 +1,9 @@
 """MetaMathQA-style math: procedural word/algebra problems with exact answers and equivalence checking.
 
 Modules: `generator` (seeded problems in the `{query, response, type}` schema, answers by sympy),
-`answer` (`is_equivalent`: math-verify plus our rules), `env` (`MathEnv`, id `ragen/MetaMathQA-v0`).
+`grammar` (the closed grammar an answer must fit: lead-in words, one math span, unit words), `answer`
+(`is_equivalent`: the grammar, then math-verify and our sympy reader, which must agree), `checker` (the check
+in a worker process, bounded by CPU time), `env` (`MathEnv`, id `ragen/MetaMathQA-v0`).
 """
 
 from ragen_envs.math.answer import check_answer, extract_gold, is_equivalent

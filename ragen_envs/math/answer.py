@@ -1,60 +1,51 @@
 """Math answer checking by mathematical equivalence (MetaMathQA-style gold answers).
 
-`is_equivalent(candidate, gold)` decides whether a model's answer equals the gold answer. The heavy
-lifting is done by Hugging Face's `math-verify` (LaTeX and plain answers parsed to sympy, compared
-numerically and symbolically); our own rules cover only what it does not:
+`is_equivalent(candidate, gold)` decides whether a model's answer equals the gold answer. The rule is that an
+accepted answer denotes exactly one value, and that value equals the gold's. It is enforced in two steps.
+
+1. The answer's shape (`ragen_envs.math.grammar.parse_statement`): it must be lead-in words ("The answer
+   is"), one math span (bare, in one `$...$` or in one `\\boxed{}`) and unit words after it (`dollars`,
+   `cookies`, `cm`), from closed lists; any other word, a second span or box, text inside the math, two
+   numbers side by side (`5 5`, `5 (4)`, `2\\frac{1}{2}`) or an unbraced argument TeX reads differently from a
+   person (`\\sqrt 16`) refuses the answer. Features the gold itself has (its words, commands, characters)
+   are allowed. Only the math span is read on; the words never reach a parser.
+2. The value of the math span, read by every reader that accepts its syntax; *all* of them must find it
+   equal to the gold (so no reader can pick one of several values the others see):
 
 ==========================  ==================================================================
-path                        what it catches
+rule                        what it reads
 ==========================  ==================================================================
-1. whole-answer LaTeX       the entire answer parsed as one LaTeX formula by math-verify:
-                            `\\frac{1}{2}`, `0.5`, `1/2`, `2+3x`, `(x+1)^2`, `50\\%`, `x = 12`
-2. math-verify extraction   free text around one value: `12 dollars`, `The answer is 12`,
-                            `\\boxed{12}`; *guarded*: every number written in the answer must be
-                            inside the extracted expression, so a hedge such as `13 or 12` (from
-                            which math-verify would pick 12) is rejected
-3. plain sympy (ours)       Python-style input math-verify's extractor drops: `(x+1)**2`,
-                            `sqrt(12)`, `3*x + 2`; parsed with an AST whitelist (never `eval`):
-                            numbers, symbols, + - * / ** (small integer exponents), unary signs,
-                            `sqrt`, tuples; exact rational values; equality by `simplify(a - b) == 0`
-4. percent (ours)           `50%` / `50 percent` equals 1/2 (asked as a fraction) and 50 (asked as
-                            a percentage)
-5. text (ours)              non-mathematical gold answers (`east`, `\\text{(B)}`): equal after
-                            removing `\\text{}`, spaces, case and a trailing period
+"latex"                     math-verify's LaTeX parser (`\\frac{1}{2}`, `0.5`, `1/2`, `2+3x`, `4!`,
+                            `\\sqrt 9`); its reading counts only when it consumed the whole span (it
+                            silently drops what it takes for units: `2ab` reads as 2, `5 more` as 5)
+"sympy"                     ours, Python-style input math-verify drops: `(x+1)**2`, `sqrt(12)`,
+                            `3*x + 2`; an AST whitelist (never `eval`): numbers, symbols, + - * / **
+                            (small integer exponents), unary signs, `sqrt`, tuples; exact rationals
+"percent"                   `50%` / `50 percent` equals 1/2 (asked as a fraction) and 50 (asked as a
+                            percentage): the one deliberate two-valued form
+"text"                      non-mathematical gold answers (`east`, `\\text{(B)}`): equal after removing
+                            `\\text{}`, spaces, case and a trailing period
 ==========================  ==================================================================
 
-Before any path runs, an answer that does more than state one value is refused (`answer_refusal`),
-unless the gold answer itself has the same feature:
+The rule name returned is "latex" when math-verify read the span (and the plain reader, if it could read it,
+agreed), "sympy" when only our reader could. An equation is accepted only as `variable = value` (either
+order) or when every side is a correct answer: `x = 12` is right for 12 and `2+3 = 5` for 5, but `6 = 5` is
+wrong for 5; a gold answer that is an equation is compared whole. `\\sqrt 9` is right for 3 and wrong for 9,
+`4!` right for 24 and wrong for 4, `\\log 10` (math-verify reads `\\log` as base 10) right for 1 and wrong
+for 10. A gold answer with a subscript (`1011_2`, a number in base 2) is matched as text (spaces, braces and
+`$` ignored), since its value depends on reading the subscript as a base; a subscript in a candidate is
+refused otherwise (`1_2` is 1 in LaTeX and 12 in Python).
 
-- a relation other than `=` (`\\ne`, `\\neq`, `\\approx`, `<`, `\\le`, `\\pm`, `\\in`, `\\to`, ...):
-  `x \\ne 5` and `5 \\approx 6` deny or hedge the value;
-- a word that negates, hedges, approximates or changes the value (`not`, `wrong`, `or`, `maybe`,
-  `about`, `minus`, `thousand`, `squared`, ..., `REFUSED_WORDS`), or a verb after the value
-  (`5 is wrong`, `5 is bogus`: a statement about the value, not a unit);
-- a subscript `_` (`1_2` is 1 in LaTeX but 12 as a Python digit separator; `5_0` is 5 or 50);
-- an equation is accepted only as `variable = value` (either order) or when every side is itself a
-  correct answer: `x = 12` is right for 12 and `2+3 = 5` for 5, but `6 = 5` is wrong for 5 (LaTeX
-  parsing alone would take its right side); a gold answer that is an equation is compared whole.
-
-So every accepted answer denotes exactly one value, and is accepted for a gold answer only when that
-value equals the gold's: `\\sqrt 9` is right for 3 and wrong for 9, `4!` right for 24 and wrong for 4,
-`\\log 10` (math-verify reads `\\log` as base 10) right for 1 and wrong for 10. The free-text path
-(2.) therefore also requires that what lies outside the extracted value is only words (no LaTeX
-command but `\\text`-like and `\\boxed`, no operator, no single letter that could be a variable:
-`5x` is not 5). A gold answer with a subscript (`1011_2`, a number in base 2) is matched as text
-(spaces, braces and `$` ignored), since its value depends on reading the subscript as a base.
-
-Deliberate leniency (documented in docs/protocol.md): `50%` and `50 percent` are right for 1/2 and
-for 50 (rule 4); other words around the value (units, nouns: `12 dollars`, `12 cookies`) are ignored;
-`x = 12` is right for 12.
-
-Numeric tolerance is math-verify's: values are compared after rounding to 6 decimal places, so
+Deliberate leniency (documented in docs/protocol.md): `50%` and `50 percent` are right for 1/2 and for 50;
+unit words from the closed list around the value (`12 dollars`, `12 cookies`) are ignored; `x = 12` is right
+for 12. Numeric tolerance is math-verify's: values are compared after rounding to 6 decimal places, so
 `0.333333` equals 1/3 but `0.333` and `0.49` (for 1/2) do not.
 
-Cost guards (the answer is model text, so it may be written to stall the checker), all checked on
-the text before any parser sees it (`answer_guard`); an answer that fails one is wrong:
+Cost guards (the answer is model text, so it may be written to stall the checker), all checked on the text
+before any parser sees it (`answer_guard`); an answer that fails one is wrong:
 
-- at most `MAX_ANSWER_CHARS` characters;
+- at most `MAX_ANSWER_CHARS` characters, and at most `grammar.MAX_MATH_TOKENS` tokens in its math span
+  (the grammar refuses a longer span before any parser runs: 512 letters cost math-verify about a second);
 - every power (`^` or `**`) has a small exponent (integers of magnitude <= `MAX_EXPONENT`, a letter,
   or a short linear term such as `{n+1}`) that is not itself raised to a power (`a^b^c`);
 - magnitude: a power of a bracketed base multiplies the exponents inside it (`((9^{64})^{64})^{64}`
@@ -64,10 +55,11 @@ the text before any parser sees it (`answer_guard`); an answer that fails one is
 - at most `MAX_BARS` `|` characters (absolute-value bars make the LaTeX grammar ambiguous: `1||1||...`
   took math-verify 17 s in a worker thread) and brackets nested at most `MAX_NESTING` deep.
 
-Without them `9^{9^{9^{9}}}` or `(((9**64)**64)**64)**64` takes math-verify seconds to minutes. The
-guards are heuristics, so the check is also bounded by a hard wall-clock limit that works in any
-thread: `ragen_envs.math.checker` runs it in a worker process and kills the worker when the limit
-passes (math-verify's own `signal.alarm` timeout only works in the main thread).
+Without them `9^{9^{9^{9}}}` or `(((9**64)**64)**64)**64` takes math-verify seconds to minutes. The guards
+are heuristics, so the env's check is also bounded by a hard limit on CPU time that works in any thread:
+`ragen_envs.math.checker` runs it in a worker process and kills the worker when the limit passes. There
+math-verify's own `signal.alarm` timeouts (wall-clock, so their verdict would depend on the machine's load)
+are switched off with `set_signal_timeouts(False)`; called directly in a main thread, they stay on (5 s).
 """
 
 from __future__ import annotations
@@ -77,11 +69,13 @@ import logging
 import re
 import threading
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import sympy
-from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+from math_verify import LatexExtractionConfig, parse, verify
+from math_verify.parser import NormalizationConfig, normalize_latex  # the config type of LatexExtractionConfig
 
+from ragen_envs.math.grammar import Statement, normalise_operators, parse_statement
 from ragen_envs.protocol import fold_case
 
 #: Longest answer that is checked (longer answers are wrong).
@@ -98,21 +92,25 @@ MAX_BARS = 8
 MAX_NESTING = 24
 ANSWER_MARKER = "The answer is:"
 
-_LATEX_ONLY = (LatexExtractionConfig(),)
-_DEFAULT_CONFIGS = (LatexExtractionConfig(), ExprExtractionConfig())
-_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+#: math-verify's LaTeX reading of a math span, without its unit removal (it drops a trailing `m`, `ab`, `more`,
+#: `less`, ...: `2ab` read as 2, `5 more` as 5) and box extraction (the grammar handles units and boxes).
+_READING_NORMALISATION = NormalizationConfig(
+    basic_latex=True, units=False, malformed_operators=True, nits=True, boxed="none", equations=False
+)
+_LATEX_ONLY = (LatexExtractionConfig(boxed_match_priority=-1, normalization_config=_READING_NORMALISATION),)
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _PERCENT = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(?:\\?%|percent)\s*$", re.IGNORECASE | re.ASCII)
 _IMPLICIT_MUL = re.compile(r"(?<=[\d)])\s*(?=[A-Za-z(])")
 _TEXT_CMD = re.compile(r"\\(?:text|textbf|mathrm|mbox)\s*\{([^{}]*)\}")
 _POWER_OP = re.compile(r"\^|\*\*")
 # An exponent: a bare integer or letter, or in braces / parentheses a short linear term such as
-# `-2`, `n`, `2n`, `n+1` (no products, no nested powers).
+# `-2`, `n`, `2n`, `n+1` (no products, no nested powers), or the degree sign.
 _TERM = r"-?\s*(?:\d+[A-Za-z]?|[A-Za-z])"
 _EXPONENT = re.compile(
     rf"\s*(?:\{{\s*({_TERM}(?:\s*[+-]\s*(?:\d+|[A-Za-z]))?)\s*\}}"
     rf"|\(\s*({_TERM}(?:\s*[+-]\s*(?:\d+|[A-Za-z]))?)\s*\)"
-    r"|(-?\s*\d+|[A-Za-z]))"
+    r"|(-?\s*\d+|[A-Za-z])"
+    r"|(\{?\s*\\circ\s*\}?))"  # degrees: 90^\circ
 )
 
 # math-verify logs every failed parse at WARNING when it times out; keep the env quiet.
@@ -133,8 +131,24 @@ def extract_gold(response: str) -> str:
     return gold
 
 
+_signal_timeouts = True
+
+
+def set_signal_timeouts(enabled: bool) -> None:
+    """Switch math-verify's own `signal.alarm` timeouts on or off for this process (module docstring).
+
+    The checker's worker process switches them off: they count wall-clock seconds, so on a busy machine they
+    cut a check that an idle machine finishes, and the verdict would depend on the load. The worker is bounded
+    by CPU time instead.
+    """
+    global _signal_timeouts
+    _signal_timeouts = bool(enabled)
+
+
 def _timeout() -> int | None:
     # signal.alarm only works in the main thread (see the module docstring).
+    if not _signal_timeouts:
+        return None
     return 5 if threading.current_thread() is threading.main_thread() else None
 
 
@@ -214,80 +228,15 @@ def answer_guard(text: str) -> str | None:
     return None
 
 
-# ---------------------------------------------------------------------- refusals (one value, stated)
-#: LaTeX commands that relate, negate or hedge (`\\ne`, `\\approx`, `\\pm`, ...): refused unless the gold has them.
-RELATION_COMMANDS = frozenset(
-    "ne neq not ncong nleq ngeq nless ngtr approx sim simeq cong equiv doteq le leq leqslant ge geq geqslant lt gt "
-    "ll gg lessgtr gtrless prec succ pm mp neg lnot in notin ni cup cap lor land vee wedge to rightarrow "
-    "Rightarrow longrightarrow Longrightarrow implies impliedby iff leftrightarrow Leftrightarrow mid nmid "
-    "setminus subset subseteq supset supseteq propto".split()
-)
-#: Relation symbols written directly (Unicode or ASCII); `!=` is matched separately.
-RELATION_SYMBOLS = frozenset("<>≠≈≃≅≡≤≥≦≧≪≫±∓¬~∼∈∉∪∩∨∧→⇒⇔↔∣∤")
-#: Words that negate, hedge, approximate, compare or change the value written next to them.
-REFUSED_WORDS = frozenset(
-    # negation and denial
-    "not no non none nope never nor neither isnt arent wasnt werent doesnt dont cannot cant wont shouldnt "
-    "wrong false incorrect untrue invalid impossible bogus except excluding without but unless instead rather "
-    # hedges and alternatives
-    "or either otherwise maybe perhaps possibly probably likely unlikely guess unsure uncertain unknown "
-    "alternatively else "
-    # approximation and comparison
-    "approx approximately about around roughly nearly almost circa close estimate estimated "
-    "than least most between under over above below less more greater fewer within upto "
-    # words that change the number
-    "minus negative negated opposite plus half halves quarter quarters thirds fourths fifths sixths sevenths "
-    "eighths ninths tenths hundredths thousandths squared cubed root roots factorial inverse reciprocal "
-    "double twice triple thrice hundred hundreds thousand thousands million millions billion billions "
-    "trillion trillions dozen dozens".split()
-)
-#: Verbs that make text after the value a statement about it (`5 is wrong`) rather than a unit.
-_COPULAS = frozenset("is are was were be been being seems seem looks equals".split())
-_COMMAND = re.compile(r"\\([A-Za-z]+)")
-_WORDS = re.compile(r"[A-Za-z]+")
 #: `variable` side of an equation: one letter or a Greek letter command.
 _VARIABLE = re.compile(
     r"\s*(?:[A-Za-z]|\\(?:alpha|beta|gamma|delta|epsilon|theta|lambda|mu|nu|rho|sigma|tau|phi|omega))\s*"
 )
-#: LaTeX commands allowed outside the value extracted from free text (formatting, not mathematics).
-_FREE_TEXT_COMMANDS = frozenset({"text", "textbf", "textit", "mathrm", "mbox", "boxed"})
-
-
-def _words(text: str) -> list[str]:
-    """The lowercase words of `text` outside LaTeX command names (`\\text{not } 5` -> ["not"])."""
-    return [w.lower() for w in _WORDS.findall(_COMMAND.sub(" ", text.replace("'", "").replace("’", "")))]
-
-
-def answer_refusal(candidate: str, gold: str) -> str | None:
-    """Why `candidate` does more than state one value (module docstring, "refused"), or None.
-
-    A feature the gold answer itself has (a relation, a word, a subscript) is not held against the candidate.
-    """
-    gold_commands = set(_COMMAND.findall(gold))
-    relation = [c for c in _COMMAND.findall(candidate) if c in RELATION_COMMANDS and c not in gold_commands]
-    if relation:
-        return f"a relation (\\{relation[0]})"
-    symbols = [c for c in candidate if c in RELATION_SYMBOLS and c not in gold]
-    if symbols:
-        return f"a relation ({symbols[0]})"
-    if "!=" in candidate and "!=" not in gold:
-        return "a relation (!=)"
-    if "_" in candidate and "_" not in gold:
-        return "a subscript"
-    gold_words = set(_words(gold))
-    words = [w for w in _words(candidate) if w in REFUSED_WORDS and w not in gold_words]
-    if words:
-        return f"the word {words[0]!r}"
-    last_digit = max((i for i, c in enumerate(candidate) if c.isdigit()), default=-1)
-    if last_digit >= 0:
-        verbs = [w for w in _words(candidate[last_digit:]) if w in _COPULAS and w not in gold_words]
-        if verbs:
-            return f"a statement after the value ({verbs[0]!r})"
-    return None
 
 
 def _clean(text: str) -> str:
-    text = text.strip()
+    """`text` without surrounding space, a leading "The answer is:", a final period and enclosing `$`."""
+    text = normalise_operators(text).strip()
     if text.lower().startswith(ANSWER_MARKER.lower()):
         text = text[len(ANSWER_MARKER) :]
     text = text.strip().rstrip(".").strip()
@@ -327,7 +276,8 @@ def _to_sympy(node: ast.AST, source: str) -> Any:
         if node.id == "pi":
             return sympy.pi
         if len(node.id) <= 3 and node.id.isalpha():
-            return sympy.Symbol(node.id)
+            # letters run together are a product of variables, as in LaTeX: `2ab` is 2 a b
+            return sympy.Mul(*(sympy.Symbol(c) for c in node.id))
         raise _Unsupported(node.id)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
         value = _to_sympy(node.operand, source)
@@ -392,22 +342,64 @@ def _sympy_equal(a: Any, b: Any) -> bool:
         return False
 
 
-# ---------------------------------------------------------------------- gold side
-@lru_cache(maxsize=4096)
-def _gold_forms(gold: str) -> tuple[list, list, str]:
-    """(math-verify parse, sympy values for our own rules, normalised text) of a gold answer.
+# ---------------------------------------------------------------------- readers
+#: What may differ between math-verify's reported LaTeX and the normalised span: spacing, sizing, braces.
+_SQUASH = re.compile(r"\\(?:left|right|displaystyle)(?![A-Za-z])|\\[,;:! ]|\s|[{}]")
+_FRAC_VARIANTS = re.compile(r"\\[dtc]frac(?![A-Za-z])")
+_BINOM_VARIANTS = re.compile(r"\\[dt]binom(?![A-Za-z])")
 
-    The sympy values are the plain parse of the gold and math-verify's LaTeX parse of it, so that a
-    LaTeX gold (`x^{2} - x`) can be compared with a Python-style answer (`x**2 - x`).
-    """
+
+def _squash(text: str) -> str:
+    text = _BINOM_VARIANTS.sub(r"\\binom", _FRAC_VARIANTS.sub(r"\\frac", text))
+    return _SQUASH.sub("", text)
+
+
+def latex_reading(math: str) -> list:
+    """math-verify's reading of the math span `math` ([value, its LaTeX]), or [] when it has none or it read
+    only a part of the span (its reported LaTeX is not the whole normalised span)."""
+    parsed = _mv_parse(f"${math}$", _LATEX_ONLY)
+    if len(parsed) != 2 or isinstance(parsed[0], str) or not isinstance(parsed[1], str):
+        return []
+    try:
+        expected = normalize_latex(math, _READING_NORMALISATION)
+    except Exception:  # the normaliser is regex code, but the text is model text
+        return []
+    return parsed if _squash(parsed[1]) == _squash(expected) else []
+
+
+def _plain_symbols(value: Any) -> Any:
+    """`value` with math-verify's symbols (real=True) replaced by plain ones, which ours are: sympy treats
+    Symbol("x") and Symbol("x", real=True) as different variables."""
+    try:
+        return value.xreplace({s: sympy.Symbol(s.name) for s in value.free_symbols})
+    except (AttributeError, TypeError):
+        return value
+
+
+# ---------------------------------------------------------------------- gold side
+class GoldForms(NamedTuple):
+    """A gold answer prepared once: math-verify's reading, sympy values for our readers, normalised text."""
+
+    mv: list
+    values: list
+    text: str
+
+
+@lru_cache(maxsize=4096)
+def _gold_forms(gold: str) -> GoldForms:
+    """The `GoldForms` of a gold answer: its math span (the same grammar as the candidate's, all of the gold's
+    own features allowed) read by both readers, so that a LaTeX gold (`x^{2} - x`) can be compared with a
+    Python-style answer (`x**2 - x`)."""
     cleaned = _clean(gold)
-    mv = _mv_parse(f"${cleaned}$", _LATEX_ONLY)
-    values = [plain_to_sympy(cleaned)]
+    statement = parse_statement(cleaned, gold)
+    math = cleaned
+    if isinstance(statement, Statement):
+        math = statement.math + ("\\%" if statement.percent else "") if statement.math else ""
+    mv = latex_reading(math) if math else []
+    values = [plain_to_sympy(math)] if math else []
     if mv and isinstance(mv[0], sympy.Expr):
-        # math-verify's symbols carry assumptions (real=True); ours are plain, and sympy treats
-        # Symbol("x") and Symbol("x", real=True) as different variables.
-        values.append(mv[0].xreplace({s: sympy.Symbol(s.name) for s in mv[0].free_symbols}))
-    return mv, [v for v in values if v is not None], _normalise_text(cleaned)
+        values.append(_plain_symbols(mv[0]))
+    return GoldForms(mv, [v for v in values if v is not None], _normalise_text(cleaned))
 
 
 def _normalise_text(text: str) -> str:
@@ -415,56 +407,20 @@ def _normalise_text(text: str) -> str:
     return fold_case(re.sub(r"\s+", "", text).rstrip("."))
 
 
-def _numbers(text: str) -> list[str]:
-    return [n.rstrip("0").rstrip(".") if "." in n else n for n in _NUMBER.findall(_THOUSANDS.sub("", text))]
-
-
-def _guarded_extraction(candidate: str) -> list:
-    """math-verify's free-text extraction, kept only when no other number is written in the answer."""
-    parsed = _mv_parse(candidate, _DEFAULT_CONFIGS)
-    if len(parsed) < 2 or not isinstance(parsed[-1], str):
-        return []
-    inside = _numbers(parsed[-1])
-    for number in _numbers(candidate):
-        if number in inside:
-            inside.remove(number)
-        else:
-            return []  # a number outside the extracted value: a hedge or a worked solution
-    if not _only_words_around(candidate, parsed[-1]):
-        return []
-    return parsed
-
-
-def _only_words_around(candidate: str, value: str) -> bool:
-    """Whether everything in `candidate` outside the extracted `value` is plain words.
-
-    `\\sqrt 9`, `4!`, `\\log 10` and `5x` yield 9, 4, 10 and 5 by extraction; the operator, command or
-    letter left over means the answer is another value (or no single value), so it is not free text.
-    """
-    text = _THOUSANDS.sub("", candidate)
-    at = text.find(value)
-    if at < 0:
-        return False
-    rest = text[:at] + " " + text[at + len(value) :]
-    if any(c not in _FREE_TEXT_COMMANDS for c in _COMMAND.findall(rest)):
-        return False
-    rest = _COMMAND.sub(" ", rest)
-    if re.search(r"[^A-Za-z\s.,:;'\"{}$?]", rest):
-        return False
-    # a single letter next to the value reads as a variable (`5x`, `5 a`), elsewhere only `a` / `I` are words
-    after = text[at + len(value) :]
-    if re.match(r"\s*[A-Za-z](?![A-Za-z])", after) or re.search(r"(?<![A-Za-z])[A-Za-z]\s*$", text[:at]):
-        return False
-    return all(len(w) > 1 or w in ("a", "A", "I") for w in _WORDS.findall(rest))
-
-
+# ---------------------------------------------------------------------- candidate side
 def is_equivalent(candidate: str, gold: str) -> bool:
     """Whether `candidate` is mathematically equal to `gold` (the module docstring lists the rules)."""
     return check_answer(candidate, gold) is not None
 
 
+def answer_refusal(candidate: str, gold: str) -> str | None:
+    """Why `candidate` is not one stated value by the answer grammar (`grammar.parse_statement`), or None."""
+    statement = parse_statement(_clean(candidate), gold)
+    return statement if isinstance(statement, str) else None
+
+
 def check_answer(candidate: str, gold: str) -> str | None:
-    """Which rule accepted `candidate` ("latex", "math-verify", "sympy", "percent", "text"), or None.
+    """Which rule accepted `candidate` ("latex", "sympy", "percent", "text"), or None.
 
     Args:
         candidate: the model's answer text (the content of its `<answer>` block).
@@ -475,24 +431,43 @@ def check_answer(candidate: str, gold: str) -> str | None:
     if answer_guard(candidate) is not None:
         return None
     cand = _clean(candidate)
-    if not cand or answer_refusal(cand, gold) is not None:
+    if not cand:
         return None
     if "_" in gold:
         # A subscripted gold (`1011_2`): its value depends on reading the subscript, so it is matched as text.
         return "text" if _subscript_text(cand) == _subscript_text(_clean(gold)) else None
-    if "=" in cand and "=" not in gold:
-        return _check_equation(cand, gold)
-    return _check_value(cand, gold)
+    statement = parse_statement(cand, gold)
+    if isinstance(statement, Statement) and statement.math:
+        rule = _check_statement(statement, gold)
+        if rule is not None:
+            return rule
+    return "text" if _text_match(cand, gold) else None
+
+
+def _text_match(cand: str, gold: str) -> bool:
+    """The text rule: the gold written out verbatim, or, for a gold without a mathematical reading (`east`),
+    the same text up to case, spaces and `\\text{}`. Not for a numeric gold: `1 2` is not 12."""
+    if cand == _clean(gold):
+        return True
+    forms = _gold_forms(gold)
+    return not forms.mv and not forms.values and bool(forms.text) and _normalise_text(cand) == forms.text
 
 
 def _subscript_text(text: str) -> str:
     return fold_case(re.sub(r"[\s{}$]", "", _TEXT_CMD.sub(r"\1", text)))
 
 
-def _check_equation(cand: str, gold: str) -> str | None:
+def _check_statement(statement: Statement, gold: str) -> str | None:
+    math = statement.math + ("\\%" if statement.percent else "")
+    if "=" in math and "=" not in gold:
+        return _check_equation(math, gold)
+    return _check_value(math, gold)
+
+
+def _check_equation(math: str, gold: str) -> str | None:
     """An equation answer: right when it is `variable = value` (either order, one variable side) or when
     every side is a right answer (`2+3 = 5`); `6 = 5` is wrong for 5."""
-    sides = cand.split("=")
+    sides = math.split("=")
     values = [side for side in sides if not _VARIABLE.fullmatch(side)]
     if len(sides) - len(values) > 1 or not values or any(not side.strip() for side in values):
         return None
@@ -500,23 +475,35 @@ def _check_equation(cand: str, gold: str) -> str | None:
     return rules[0] if all(rule is not None for rule in rules) else None
 
 
-def _check_value(cand: str, gold: str) -> str | None:
-    """The equivalence paths of the module docstring, on an answer without refused features."""
-    gold_mv, gold_values, gold_text = _gold_forms(gold)
+def _agrees(value: Any, gold: GoldForms, reading: list | None = None) -> bool:
+    """Whether one reader's `value` equals the gold: by math-verify's comparison (its tolerance, sets and
+    intervals) or by `simplify(a - b) == 0` against the gold's sympy values."""
+    if gold.mv and _mv_verify(gold.mv, reading or [value]):
+        return True
+    if reading is None and gold.mv and _is_number(value) and _mv_verify(gold.mv, [value.evalf(30)]):
+        return True  # our decimals are exact rationals; compared as numbers they get math-verify's tolerance
+    plain = _plain_symbols(value)
+    return any(_sympy_equal(plain, g) for g in gold.values)
 
-    if _mv_verify(gold_mv, _mv_parse(f"${cand}$", _LATEX_ONLY)):
-        return "latex"
-    if _mv_verify(gold_mv, _guarded_extraction(cand)):
-        return "math-verify"
-    plain = plain_to_sympy(cand)
-    if plain is not None and any(_sympy_equal(plain, g) for g in gold_values):
-        return "sympy"
-    percent = _PERCENT.match(cand)
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, sympy.Expr) and bool(value.is_number) and bool(value.is_real)
+
+
+def _check_value(math: str, gold: str) -> str | None:
+    """The value of one math span against the gold: every reader that reads it must agree (module docstring)."""
+    forms = _gold_forms(gold)
+    percent = _PERCENT.match(math)
     if percent:
         value = sympy.Rational(percent.group(1))
-        for g in gold_values:
-            if _sympy_equal(value / 100, g) or _sympy_equal(value, g):
-                return "percent"
-    if gold_text and _normalise_text(cand) == gold_text:
-        return "text"
-    return None
+        hit = any(_sympy_equal(value / 100, g) or _sympy_equal(value, g) for g in forms.values)
+        return "percent" if hit else None
+    latex = latex_reading(math)
+    plain = plain_to_sympy(math)
+    if not latex and plain is None:
+        return None
+    if latex and not _agrees(latex[0], forms, latex):
+        return None
+    if plain is not None and not _agrees(plain, forms):
+        return None
+    return "latex" if latex else "sympy"

@@ -1,26 +1,38 @@
-"""Answer checks with a hard time limit, in any thread: a worker process that can be killed.
+"""Answer checks with a hard limit on CPU time, in any thread: a worker process that can be killed.
 
 `ragen_envs.math.answer.check_answer` parses model text with math-verify and sympy. Its cost guards
-(`answer_guard`) refuse the known ways to stall a parser, but they are heuristics, and math-verify's
-own timeout uses `signal.alarm`, which only works in the main thread (in a thread pool or a vector
-env's worker thread it is off). So the env never calls the checker directly: `check_answer_bounded`
-sends the (candidate, gold) pair to a long-lived worker process and lets it spend at most `timeout`
-seconds of CPU time on the answer (read from /proc; where there is no /proc, wall time). CPU time, not
-wall time, so that a check's outcome does not depend on how busy the machine is: on a loaded machine a
-check that needs 1 s of CPU can take 6 s of wall time, and a wall-clock limit would turn a correct
-answer into a timeout penalty (seen with 6 processes on 2 cores). A wall-clock backstop of
-`_WALL_FACTOR x timeout + _WALL_SLACK_S` still ends a worker that waits without computing. If the
-limit passes, the worker is killed (SIGKILL: no signal handler of the checked code is involved) and
-the next check starts a fresh one; the caller gets `CheckResult(None, "timeout")` and applies its
-penalty.
+(`answer_guard`, and the answer grammar's token bound) refuse the known ways to stall a parser, but they are
+heuristics, and an in-process timeout cannot stop sympy inside one long C call (`\\binom{10^{60}}{10^{30}}`
+ignores Python signal handlers for minutes). So the env never calls the checker directly:
+`check_answer_bounded` sends the (candidate, gold) pair to a long-lived worker process and lets it spend at
+most `timeout` seconds of CPU time on the answer.
+
+The verdict must not depend on how busy the machine is, so every limit is on CPU time, never wall time:
+
+- the worker switches off math-verify's own `signal.alarm` timeouts (`answer.set_signal_timeouts(False)`):
+  they count wall seconds, and on a loaded machine they cut a check (0.0, no error) that an idle machine
+  cut at the CPU limit instead (-0.1, "timeout");
+- the worker reports the CPU time each check took (`time.process_time`), and a check that took more than
+  `timeout` is a timeout even when its reply came (the caller may have been too busy to look earlier);
+- while waiting, the caller reads the worker's CPU time from /proc and kills it (SIGKILL: no handler of the
+  checked code is involved) once it passes `timeout`;
+- the kernel backs this up: before each check the worker sets its RLIMIT_CPU to a little more than
+  `timeout` seconds beyond what it has used, so it is stopped even when the caller is starved of CPU.
+
+A worker that is not computing (stopped, or starved by a busy machine) is waited for: only a generous
+wall-clock backstop (`_WALL_FACTOR x timeout + _WALL_SLACK_S`) ends a worker that makes no progress at all,
+and it is reported as a checker failure, not as the answer's timeout. After a kill the next check starts a
+fresh worker; the caller gets `CheckResult(None, "timeout")` and applies its penalty.
 
     caller thread ──json line──▶ worker process (python, imports sympy + math-verify once)
-                 ◀──json line──  check_answer(candidate, gold) in its main thread
+                 ◀──json line──  check_answer(candidate, gold) in its main thread, and its CPU seconds
 
-One worker per process (created lazily, or ahead of time by `start_worker()`; a forked child, e.g. an
-async vector env's worker, starts its own), shared by all threads under a lock, so checks are
-serialised. Its start-up (importing sympy, about a second) is not counted in `timeout`. It exits when
-its stdin closes, i.e. with the process that started it.
+One worker per process (created lazily, or ahead of time by `start_worker()`, which `MathEnv` calls at
+construction and at every reset; a forked child, e.g. an async vector env's worker, starts its own), shared
+by all threads under a lock, so checks are serialised. Its start-up (importing sympy and math-verify and
+warming their caches, about a second of CPU) is not counted in `timeout`; it is bounded by
+`_STARTUP_CPU_S` seconds of the worker's CPU time. It exits when its stdin closes, i.e. with the process
+that started it.
 """
 
 from __future__ import annotations
@@ -29,6 +41,7 @@ import atexit
 import json
 import os
 import selectors
+import signal
 import subprocess
 import sys
 import threading
@@ -40,14 +53,20 @@ __all__ = ["CHECK_TIMEOUT_S", "CheckResult", "check_answer_bounded", "start_work
 
 #: Default hard limit on one answer check, in seconds of the worker's CPU time.
 CHECK_TIMEOUT_S = 4.0
-#: Wall-clock backstop of one check: _WALL_FACTOR x timeout + _WALL_SLACK_S seconds.
-_WALL_FACTOR = 10.0
-_WALL_SLACK_S = 10.0
+#: Wall-clock backstop of one check, for a worker that makes no progress at all (stopped or hung):
+#: _WALL_FACTOR x timeout + _WALL_SLACK_S seconds. Generous, so that a busy machine never reaches it.
+_WALL_FACTOR = 30.0
+_WALL_SLACK_S = 60.0
 #: How often the worker's CPU time is read while waiting.
 _POLL_S = 0.05
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-#: How long the worker may take to start (import sympy and math-verify) before it is an error.
-_STARTUP_TIMEOUT_S = 120.0
+#: CPU seconds the worker may spend starting (imports and warm-up take about one) before it is an error,
+#: and the wall-clock backstop of its start.
+_STARTUP_CPU_S = 60.0
+_STARTUP_WALL_S = 900.0
+#: Slack of the kernel's CPU limit over `timeout` (RLIMIT_CPU counts whole seconds; the caller's own
+#: limit is the precise one).
+_RLIMIT_SLACK_S = 1
 _READY = "ready"
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 _WORKER_CODE = (
@@ -62,12 +81,20 @@ class CheckResult(NamedTuple):
     Attributes:
         rule: which equivalence rule accepted the answer (as `check_answer`), None when it is wrong.
         error: None when the check ran to completion; "refused: <why>" for an answer the cost guards
-            refuse (it is simply wrong); "timeout" when the hard limit passed; "checker failed: <why>"
-            when the worker died.
+            refuse (it is simply wrong); "timeout" when the check needed more than its CPU limit;
+            "checker failed: <why>" when the worker died or made no progress at all.
     """
 
     rule: str | None
     error: str | None
+
+
+class _CpuLimit(Exception):
+    """The worker spent more CPU time on a request than it was allowed."""
+
+
+class _NoProgress(Exception):
+    """The wall-clock backstop passed: the worker made no progress at all."""
 
 
 class _Worker:
@@ -96,21 +123,28 @@ class _Worker:
         except (OSError, ValueError, IndexError):
             return None
 
-    def read_line(self, deadline: float, cpu_limit: float | None = None) -> str | None:
-        """One line from the worker, or None when the wall `deadline` passes first or the worker has spent
-        more than `cpu_limit` seconds of CPU time since this call."""
-        cpu_start = self.cpu_seconds() if cpu_limit is not None else None
+    def read_line(self, cpu_limit: float, wall_limit: float) -> str:
+        """One line from the worker.
+
+        Raises:
+            _CpuLimit: the worker spent more than `cpu_limit` seconds of CPU time since this call (read from
+                /proc; where it cannot be read, the worker's RLIMIT_CPU ends it instead).
+            _NoProgress: `wall_limit` seconds passed first.
+            EOFError: the worker exited.
+        """
+        deadline = time.monotonic() + wall_limit
+        cpu_start = self.cpu_seconds()
         with selectors.DefaultSelector() as sel:
             sel.register(self.proc.stdout, selectors.EVENT_READ)
             while b"\n" not in self.buffer:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    return None
-                if not sel.select(min(left, _POLL_S) if cpu_start is not None else left):
-                    if cpu_start is not None:
-                        used = self.cpu_seconds()
-                        if used is not None and used - cpu_start > cpu_limit:
-                            return None
+                    raise _NoProgress
+                if not sel.select(min(left, _POLL_S)):
+                    used = self.cpu_seconds()
+                    over = cpu_start is not None and used is not None and used - cpu_start > cpu_limit
+                    if over and not sel.select(0):  # a reply that came meanwhile decides by its own CPU time
+                        raise _CpuLimit
                     continue
                 chunk = os.read(self.proc.stdout.fileno(), 65536)
                 if not chunk:
@@ -118,6 +152,14 @@ class _Worker:
                 self.buffer += chunk
         line, _, self.buffer = self.buffer.partition(b"\n")
         return line.decode("utf-8", "replace")
+
+    def died_of_cpu_limit(self) -> bool:
+        """Whether the worker was ended by its RLIMIT_CPU (SIGXCPU)."""
+        try:
+            code = self.proc.wait(timeout=5)
+        except (subprocess.TimeoutExpired, OSError):
+            return False
+        return hasattr(signal, "SIGXCPU") and code == -signal.SIGXCPU
 
     def kill(self) -> None:
         if self.owner != os.getpid():
@@ -147,6 +189,13 @@ def _get_worker() -> _Worker:
     return _worker
 
 
+def _discard_worker(worker: _Worker) -> None:
+    global _worker
+    worker.kill()
+    if _worker is worker:
+        _worker = None
+
+
 def start_worker() -> None:
     """Start the worker process now (without waiting), so the first check does not pay its start-up."""
     with _lock:
@@ -157,6 +206,24 @@ def start_worker() -> None:
 def _stop_worker() -> None:
     if _worker is not None:
         _worker.kill()
+
+
+def _wait_until_ready(worker: _Worker) -> None:
+    """Wait for a new worker's "ready" line (bounded by its CPU time, with a wall-clock backstop).
+
+    Raises:
+        RuntimeError: the worker did not start (a broken installation: math-verify or sympy missing).
+    """
+    if worker.ready:
+        return
+    try:
+        line = worker.read_line(cpu_limit=_STARTUP_CPU_S, wall_limit=_STARTUP_WALL_S)
+    except (_CpuLimit, _NoProgress, EOFError, OSError) as exc:
+        line = f"{type(exc).__name__}: {exc}"
+    if line != _READY:
+        _discard_worker(worker)
+        raise RuntimeError(f"the math answer checker process did not start ({line!r})")
+    worker.ready = True
 
 
 def check_answer_bounded(candidate: str, gold: str, timeout: float = CHECK_TIMEOUT_S) -> CheckResult:
@@ -171,52 +238,102 @@ def check_answer_bounded(candidate: str, gold: str, timeout: float = CHECK_TIMEO
     reason = answer_guard(candidate)
     if reason is not None:
         return CheckResult(None, f"refused: {reason}")
-    request = (json.dumps({"candidate": candidate, "gold": gold}) + "\n").encode()
-    global _worker
+    request = (json.dumps({"candidate": candidate, "gold": gold, "timeout": timeout}) + "\n").encode()
     with _lock:
         worker = _get_worker()
+        _wait_until_ready(worker)
         try:
-            if not worker.ready:
-                line = worker.read_line(time.monotonic() + _STARTUP_TIMEOUT_S)
-                if line != _READY:
-                    worker.kill()
-                    _worker = None
-                    raise RuntimeError(f"the math answer checker process did not start ({line!r})")
-                worker.ready = True
             worker.proc.stdin.write(request)
             worker.proc.stdin.flush()
-            if worker.cpu_seconds() is None:  # no /proc: wall time is the limit
-                line = worker.read_line(time.monotonic() + timeout)
-            else:
-                line = worker.read_line(time.monotonic() + _WALL_FACTOR * timeout + _WALL_SLACK_S, cpu_limit=timeout)
-        except (OSError, EOFError, ValueError) as exc:
-            worker.kill()
-            _worker = None
-            return CheckResult(None, f"checker failed: {exc}")
-        if line is None:
-            worker.kill()
-            _worker = None
+            line = worker.read_line(cpu_limit=timeout, wall_limit=_WALL_FACTOR * timeout + _WALL_SLACK_S)
+        except _CpuLimit:
+            _discard_worker(worker)
             return CheckResult(None, "timeout")
+        except _NoProgress:
+            _discard_worker(worker)
+            return CheckResult(None, f"checker failed: no reply within {_WALL_FACTOR * timeout + _WALL_SLACK_S:.0f} s")
+        except (OSError, EOFError, ValueError) as exc:
+            over_limit = worker.died_of_cpu_limit()
+            _discard_worker(worker)
+            return CheckResult(None, "timeout") if over_limit else CheckResult(None, f"checker failed: {exc}")
+    return _reply(line, timeout)
+
+
+def _reply(line: str, timeout: float) -> CheckResult:
+    """The `CheckResult` of a worker's reply line: a check that took more than `timeout` CPU seconds is a
+    timeout even though it finished (whether the caller saw it in time must not matter)."""
     try:
         reply = json.loads(line)
+        if float(reply.get("cpu", 0.0)) > timeout:
+            return CheckResult(None, "timeout")
         return CheckResult(reply.get("rule"), reply.get("error"))
-    except (ValueError, AttributeError) as exc:
+    except (ValueError, TypeError, AttributeError) as exc:
         return CheckResult(None, f"checker failed: {exc}")
+
+
+# ---------------------------------------------------------------------- the worker process
+#: Checks run once before the worker says it is ready, so that sympy's and math-verify's lazy imports and
+#: caches are not paid for (in CPU time, against the limit) by the first real answer.
+_WARM_UP = (
+    ("\\frac{1}{2}", "0.5"),
+    ("0.5", "\\frac{1}{2}"),
+    ("x**2 + 5*x + 6", "x^2+5x+6"),
+    ("(x+2)(x+3)", "x^2+5x+6"),
+    ("\\sqrt{12}", "2\\sqrt{3}"),
+    ("12 dollars", "12"),
+    ("x = 5", "5"),
+    ("50%", "\\frac{1}{2}"),
+    ("(2, 3)", "(2,3)"),
+    ("east", "\\text{east}"),
+)
+
+
+def _limit_cpu(timeout: float) -> None:
+    """Let the kernel end this process if the next check takes much more than `timeout` CPU seconds
+    (RLIMIT_CPU is cumulative, so it is set `timeout` beyond what has been used so far)."""
+    try:
+        import resource
+    except ImportError:  # not a Unix: the caller's limit (or its backstop) applies alone
+        return
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    soft = int(time.process_time() + timeout) + 1 + _RLIMIT_SLACK_S
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+    except (ValueError, OSError):
+        pass
+
+
+def _no_core_dumps() -> None:
+    # SIGXCPU's default action dumps core; a killed check must not leave (or upload) a core file.
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except (ImportError, ValueError, OSError):
+        pass
 
 
 def _serve() -> None:
     """The worker's loop: one JSON request per line on stdin, one JSON reply per line on stdout."""
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # anything the libraries print goes to stderr (discarded), not into the protocol
-    from ragen_envs.math.answer import check_answer
+    _no_core_dumps()
+    from ragen_envs.math.answer import check_answer, set_signal_timeouts
 
-    check_answer("1", "1")  # warm the imports and caches before saying ready
+    set_signal_timeouts(False)  # wall-clock alarms would make the verdict depend on the load (module docstring)
+    for candidate, gold in _WARM_UP:
+        check_answer(candidate, gold)
     out.write(_READY + "\n")
     out.flush()
     for line in sys.stdin:
         try:
             request = json.loads(line)
-            reply = {"rule": check_answer(request["candidate"], request["gold"]), "error": None}
+            _limit_cpu(float(request.get("timeout", CHECK_TIMEOUT_S)))
+            start = time.process_time()
+            rule = check_answer(request["candidate"], request["gold"])
+            reply = {"rule": rule, "error": None, "cpu": time.process_time() - start}
         except Exception as exc:  # the reply must always come: the caller is waiting on it
             reply = {"rule": None, "error": f"checker failed: {type(exc).__name__}: {exc}"[:300]}
         out.write(json.dumps(reply) + "\n")

@@ -67,7 +67,9 @@ class MathEnv(TextAgentEnv):
     whose check does not finish within `check_timeout` seconds (or that makes the checker process fail)
     is wrong and costs the format penalty too (`info["check_error"]` says why); answers refused by the
     checker's cost guards (`ragen_envs.math.answer.answer_guard`, e.g. `(((9**64)**64)**64)**64`) are
-    simply wrong.
+    simply wrong. An answer must state exactly one value (`ragen_envs.math.grammar`): lead-in words, one
+    math span, unit words; a hedge (`5 or 6`, `5 (4)`, two boxes), a denial or any word outside those closed
+    lists is wrong.
 
     ## Episode End
     Terminates at the first correct answer, or when `max_turns` turns have been used (the task gives no
@@ -94,7 +96,7 @@ class MathEnv(TextAgentEnv):
       ValueError naming file, line and field; `response` must contain "The answer is:").
     - `check_timeout`: hard limit on checking one answer, in seconds of CPU time (default 4; the check runs
       in a worker process that is killed when the limit passes, so it holds in any thread; CPU time, so that
-      a busy machine cannot turn a correct answer into a timeout; wall time where /proc is missing).
+      the verdict does not depend on how busy the machine is: `ragen_envs.math.checker`).
     - `action_format` ("tagged" default, "answer", "plain"), `format_penalty` (-0.1), `render_mode`
       (None or "ansi").
 
@@ -156,6 +158,9 @@ class MathEnv(TextAgentEnv):
 
     # ------------------------------------------------------------------ hooks
     def _reset_task(self, options: dict[str, Any]) -> dict[str, Any]:
+        # The checker process imports sympy while the episode starts (again in a forked vector-env worker,
+        # or after a check killed it), so the first answer does not wait for it.
+        start_worker()
         extra: dict[str, Any] = {}
         if self.records is not None:
             index = record_index(options, len(self.records), self.np_random)

@@ -35,3 +35,86 @@ HEDGES: tuple[str, ...] = (
 def with_hedges(*specific: str) -> tuple[str, ...]:
     """The shared hedges followed by an env's own templates, without duplicates (first occurrence kept)."""
     return tuple(dict.fromkeys((*HEDGES, *specific)))
+
+
+# ---------------------------------------------------------------------- MetaMathQA: a grammar of hedges
+# A math answer hedges when it states two values, or one value with a word that is neither a lead-in ("the
+# answer is") nor a unit ("dollars"). `math_two_values` and `math_qualified` build such answers from the parts
+# below; test_reward_integrity_math.py draws them with hypothesis and asserts that no gold a hedge could be
+# aimed at (either value, their sum, product, difference, quotient, concatenation) is paid.
+
+#: How one value is written ({} is the value).
+MATH_WRAPPERS: tuple[str, ...] = (
+    "{}",
+    "${}$",
+    "\\boxed{{{}}}",
+    "$\\boxed{{{}}}$",
+    "({})",
+    "\\left({}\\right)",
+    "\\text{{{}}}",
+    "\\({}\\)",
+)
+#: What stands between two values: space and spacing commands, punctuation, joining words in and out of
+#: \\text, LaTeX line and column breaks.
+MATH_SEPARATORS: tuple[str, ...] = (
+    " ",
+    "\\quad ",
+    "\\qquad ",
+    "\\;",
+    "\\,",
+    "\\:",
+    "\\!",
+    "\\ ",
+    "~",
+    " \\\\ ",
+    " & ",
+    "; ",
+    ": ",
+    " | ",
+    ", ",
+    " or ",
+    " and ",
+    " \\text{ or } ",
+    " \\text{ and } ",
+    " \\text{, } ",
+    " \\text{ vs } ",
+    " then ",
+)
+#: Where a qualifying word <w> goes around a value <x> (and, in some, a second value <y>).
+MATH_WORD_FORMS: tuple[str, ...] = (
+    "<w> <x>",
+    "<x> <w>",
+    "\\text{<w> } <x>",
+    "<x> \\text{ <w>}",
+    "<x> (<w>)",
+    "<x> \\text{(<w>)}",
+    "\\text{<w>} \\boxed{<x>}",
+    "\\boxed{<x> \\text{ <w>}}",
+    "$\\text{<w> }<x>$",
+    "the answer is <w> <x>",
+    "<x> <w> <y>",
+    "<x> \\text{ <w> } <y>",
+    "<w> <x> <w>",
+    "<x> dollars <w>",
+    "<w> <x> dollars",
+)
+#: Words no math answer may contain around its value: negations, denials, hedges, comparisons, multipliers,
+#: operations in words (the tests add random words that are not lead-ins or units).
+MATH_HEDGE_WORDS: tuple[str, ...] = (
+    "not", "no", "never", "nope", "wrong", "false", "incorrect", "reject", "rejected", "excluded", "except",
+    "deny", "denied", "unequal", "different", "unlike", "but", "or", "nor", "maybe", "perhaps", "probably",
+    "likely", "possibly", "guess", "about", "around", "approximately", "roughly", "nearly", "almost", "over",
+    "under", "above", "below", "least", "most", "less", "more", "minus", "plus", "negative", "half", "twice",
+    "double", "triple", "thousand", "million", "grand", "dozen", "score", "pairs", "hundred", "squared",
+    "cubed", "sqrt", "root", "log", "ten", "times", "ish", "tops", "give", "take", "excl", "sans",
+)
+
+
+def math_two_values(x: str, y: str, first: str, separator: str, second: str) -> str:
+    """The answer that writes value `x` with wrapper `first`, then `separator`, then `y` with wrapper `second`."""
+    return first.format(x) + separator + second.format(y)
+
+
+def math_qualified(form: str, x: str, y: str, word: str) -> str:
+    """The answer `form` (one of MATH_WORD_FORMS) with value `x`, second value `y` and qualifying `word`."""
+    return form.replace("<w>", word).replace("<x>", x).replace("<y>", y)

@@ -11,6 +11,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ragen_envs.data import fixture_path, load_records
 from ragen_envs.math.answer import (
@@ -55,18 +57,53 @@ ACCEPT = [
         ],
     ),
     ("12", ["12", "12.0", "x = 12", "12 dollars", "The answer is 12", "\\$12", "12.00"]),
+    # the forms models write around one value: boxes, one $...$ span, lead-in words, units
+    (
+        "12",
+        [
+            "\\boxed{12}",
+            "$\\boxed{12}$",
+            "The answer is $\\boxed{12}$.",
+            "x = \\boxed{12}",
+            "\\boxed{x = 12}",
+            "$x = 12$",
+            "$12",
+            "\\$12.00",
+            "Answer: 12",
+            "Final answer: 12",
+            "Therefore, the answer is 12",
+            "There are 12 apples",
+            "a total of 12",
+            "12 \\text{ dollars}",
+            "\\boxed{12 \\text{ dollars}}",
+            "12 square feet",
+            "12 miles per hour",
+            "12 \\mathrm{cm}",
+            "\\textbf{12}",
+            "\\(12\\)",
+        ],
+    ),
+    ("90", ["90^\\circ", "90^{\\circ}", "90 degrees"]),
+    ("5", ["5 \\text{ cm}^2", "\\frac{10}{2}", "2 + 3", "\\sqrt{25}", "5.0", "\\boxed{\\frac{10}{2}}"]),
+    ("20", ["4 \\cdot 5", "4 \\times 5", "4 × 5", "(4) \\cdot (5)"]),
     ("1000", ["1,000", "1000.0", "10^3"]),
-    ("-3", ["-3", "- 3", "-3.0"]),
+    ("-3", ["-3", "- 3", "-3.0", "−3", "(-3)", "\\boxed{-3}"]),
     ("x^2+5x+6", ["(x+2)(x+3)", "x**2 + 5*x + 6", "6 + 5x + x^2", "x^{2} + 5 x + 6"]),
-    ("2\\sqrt{3}", ["\\sqrt{12}", "sqrt(12)", "2*sqrt(3)"]),
+    ("2\\sqrt{3}", ["\\sqrt{12}", "sqrt(12)", "2*sqrt(3)", "2 \\sqrt 3", "\\sqrt{3} \\cdot 2"]),
     ("50", ["50%", "50"]),
-    ("\\frac{7}{4}", ["1.75", "7/4", "\\frac{14}{8}"]),
+    ("\\frac{7}{4}", ["1.75", "7/4", "\\frac{14}{8}", "\\dfrac{7}{4}", "\\left(\\frac{7}{4}\\right)"]),
+    ("2ab", ["2ab", "2 a b", "2ba", "a \\cdot 2b"]),
     ("east", ["East", "\\text{east}", "east."]),
     ("(2,3)", ["(2, 3)"]),
 ]
 REJECT = [
     ("\\frac{1}{2}", ["0.49", "0.333", "-1/2", "2", "1/3", "13 or 1/2", "0.5 or 0.49", "", "   "]),
-    ("12", ["13", "13 or 12", "12, 13", "12 13", "1,2", "twelve", "120", "1.2"]),
+    ("12", ["13", "13 or 12", "12, 13", "12 13", "1,2", "twelve", "120", "1.2", "1 2", "1\\,2", "12 grand"]),
+    # a mixed number is also a product (1 \\cdot 3/4): the readers disagree, so it is refused
+    ("\\frac{7}{4}", ["1\\frac{3}{4}", "1 \\frac{3}{4}", "1 (3/4)"]),
+    ("0", ["0 (not)", "0not", "0 \\text{ is wrong}"]),
+    ("20", ["(4)(5)", "4 (5)", "4 5"]),  # math-verify reads 9 (a sum), sympy 20: refused for both
+    ("9", ["(4)(5)", "4 (5)", "4 5", "4\\frac{5}{1}"]),
     ("x^2+5x+6", ["x^2+5x+7", "(x+2)(x-3)", "x^2+5x"]),
     ("2\\sqrt{3}", ["3.46", "sqrt(13)"]),
     ("east", ["west", "eastward"]),
@@ -113,9 +150,90 @@ DENIALS = [
 ]
 
 
+# The red team's forms: denials and value-changing words (none of them on any word list; the answer grammar
+# refuses every word that is not a lead-in or a unit) ...
+DENIALS += [
+    "\\text{different from } 5",
+    "\\text{reject } 5",
+    "5 \\text{(excluded)}",
+    "\\text{anything but } 5",
+    "\\text{definitely not } 5",
+    "5 \\text{(wrong)}",
+    "5 \\text{ is false}",
+    "\\text{exclude } 5",
+    "\\text{other than } 5",
+    "\\text{unequal to } 5",
+    "5 \\text{ -- no}",
+    "\\text{never } 5",
+    "5 \\text{ (ruled out)}",
+    "\\text{deny } 5",
+    "5 \\text{ nope}",
+    "5 \\text{ grand}",
+    "\\text{sqrt of } 5",
+    "\\text{ten times } 5",
+    "5 \\text{ k}",
+    "5 \\text{ squared}",
+    "\\text{half of } 5",
+    "5 \\text{ dozen}",
+    "5 \\text{ pairs}",
+    "\\text{twice } 5",
+    "5 \\text{ score}",
+    "\\text{negative } 5",
+    "5 \\text{ hundred}",
+    "\\text{log of } 5",
+    "5 \\text{ cubed}",
+    "5 \\text{ million}",
+    "5?",
+    "5 (ish)",
+]
+
+
 @pytest.mark.parametrize("answer", DENIALS)
 def test_answers_that_deny_or_hedge_the_gold_are_wrong(answer):
     assert check_answer(answer, "5") is None, answer
+
+
+# ... and two values in one answer: each is right for none of the golds it could be aimed at.
+TWO_VALUES = [
+    "$4$ \\text{ and } $5$",
+    "$\\boxed{4}$ $\\boxed{5}$",
+    "\\boxed{4}5",
+    "4\\boxed{5}",
+    "\\boxed{4} \\text{ or } \\boxed{5}",
+    "$4$, $5$",
+    "4 \\quad 5",
+    "4 \\; 5",
+    "4~5",
+    "\\boxed{4 \\text{ and } 5}",
+    "\\boxed{4}\\boxed{5}",
+    "4 (5)",
+    "(4)(5)",
+    "4\\frac{5}{1}",
+    "\\text{4 or 5}",
+    "$4$ $5$",
+    "4\\!5",
+    "4\\,5",
+    "|4| 5",
+    "4 \\\\ 5",
+    "4 & 5",
+]
+
+
+@pytest.mark.parametrize("answer", TWO_VALUES)
+def test_two_values_in_one_answer_are_wrong_for_every_gold(answer):
+    for gold in ("4", "5", "9", "20", "45", "\\frac{4}{5}", "\\frac{5}{4}", "-1", "1"):
+        assert check_answer(answer, gold) is None, (answer, gold)
+
+
+@pytest.mark.parametrize("g", [2, 3, 7, 12])
+def test_a_value_with_a_parenthesised_variant_is_paid_for_nothing(g):
+    """`g (g+1/g)` was paid as g (math-verify's extraction), as g^2+1 (sympy's product) and as a mixed number
+    (math-verify's LaTeX reading); one answer, three readings: it is right for none."""
+    answer = f"{g} ({g}+1/{g})"
+    for gold in (g, g * g + 1, Fraction(g) + g + Fraction(1, g), g + 1, Fraction(1, g)):
+        gold = Fraction(gold)
+        text = str(gold.numerator) if gold.denominator == 1 else f"\\frac{{{gold.numerator}}}{{{gold.denominator}}}"
+        assert check_answer(answer, text) is None, (answer, text)
 
 
 # One answer, two golds: it denotes one value, so it may be right for at most one of them.
@@ -149,7 +267,8 @@ def test_equations_and_subscripted_golds():
 
 def test_checker_rules_and_guards():
     assert check_answer("x**2 + 5*x + 6", "x^2+5x+6") == "sympy"  # math-verify drops Python syntax
-    assert check_answer("12 dollars", "12") == "math-verify"  # free text around one value
+    assert check_answer("12 dollars", "12") == "latex"  # unit words around one value, read by math-verify
+    assert check_answer("0.5", "\\frac{1}{2}") == "latex" and check_answer("50%", "50") == "percent"
     assert check_answer("East", "east") == "text"
     assert not is_equivalent("1" * (MAX_ANSWER_CHARS + 1), "1" * (MAX_ANSWER_CHARS + 1))
     assert not is_equivalent(None, "1")  # type: ignore[arg-type]
@@ -442,32 +561,190 @@ def test_guards_keep_ordinary_answers():
     assert is_equivalent("((x+1)^2)^3", "(x+1)^6") and is_equivalent("5!", "120")
 
 
+#: An answer that passes the cost guards and stalls sympy for minutes inside long C calls.
+STALL = "\\binom{10^{60}}{10^{30}}"
+
+
 def test_every_check_is_bounded_in_a_worker_thread():
-    """The env's checks finish in bounded time outside the main thread (math-verify's signal timeout is
-    off there): the stalling answers are refused at once, the rest are cut by the checker's hard limit."""
+    """The env's checks finish outside the main thread (math-verify's signal timeout is off there): the
+    stalling answers are refused by the guards, the rest are cut by the checker's hard limit, and the
+    checker recovers. Verdicts only: how long a check takes depends on the machine."""
     import threading
-    import time
 
     env = _env(max_turns=len(STALLING_ANSWERS) + 2, check_timeout=2.0)
     results = []
 
     def play():
-        for answer in STALLING_ANSWERS + ["\\binom{10^{60}}{10^{30}}", "1/2"]:
-            t0 = time.monotonic()
+        for answer in STALLING_ANSWERS + [STALL, "1/2"]:
             _, r, term, _, info = env.step(_respond(answer))
-            results.append((answer, time.monotonic() - t0, r, info["check_error"], term))
+            results.append((answer, r, info["check_error"], term))
 
     worker = threading.Thread(target=play)
     worker.start()
-    worker.join(timeout=120)
+    worker.join(timeout=600)  # a hang guard, not a speed test
     assert not worker.is_alive() and len(results) == len(STALLING_ANSWERS) + 2, results
-    for answer, seconds, r, error, _ in results[:-2]:
-        # refused before the checker's 2 s limit could cut it (not a speed test: a loaded CI machine is slow)
-        assert seconds < 2.0 and r == 0.0 and error.startswith("refused"), (answer, seconds, r, error)
-    _, seconds, r, error, _ = results[-2]  # passes the guards, stalls the checker: cut at the limit
-    assert error == "timeout" and r == pytest.approx(FORMAT_PENALTY) and seconds < 2.0 + 5.0
-    _, _, r, error, term = results[-1]  # the checker recovers (a fresh worker) and the episode goes on
+    for answer, r, error, _ in results[:-2]:
+        assert r == 0.0 and error.startswith("refused"), (answer, r, error)
+    _, r, error, _ = results[-2]  # passes the guards, stalls the checker: cut at the CPU limit
+    assert error == "timeout" and r == pytest.approx(FORMAT_PENALTY)
+    _, r, error, term = results[-1]  # the checker recovers (a fresh worker) and the episode goes on
     assert error is None and r > 0 and term
+
+
+def _in_thread(function, *args):
+    """Run `function(*args)` in a thread; (the thread, the list its result is appended to)."""
+    import threading
+
+    out: list = []
+    thread = threading.Thread(target=lambda: out.append(function(*args)))
+    thread.start()
+    return thread, out
+
+
+def _wait_for_cpu(worker, seconds: float, thread) -> None:
+    """Wait until the checker `worker` has spent `seconds` more CPU time (or the check in `thread` ended)."""
+    start = worker.cpu_seconds()
+    while thread.is_alive() and worker.cpu_seconds() - start < seconds:
+        time.sleep(0.01)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the worker's CPU time from /proc")
+def test_a_check_starved_mid_parse_gets_the_same_verdict():
+    """The verdict must not depend on the machine's load. A loaded machine starves the worker mid-parse; here
+    it is stopped (SIGSTOP) for 6 s, longer than math-verify's own 5 s wall-clock alarm, which used to cut
+    the parse then and return "wrong, no error" (0.0) where an idle machine returned "timeout" (-0.1)."""
+    import signal
+
+    from ragen_envs.math import checker
+
+    quiet = checker.check_answer_bounded(STALL, "1/2", timeout=1.0)
+    assert quiet == checker.CheckResult(None, "timeout")
+    assert checker.check_answer_bounded("1/2", "0.5").error is None  # a fresh, ready worker
+    worker = checker._worker
+    thread, result = _in_thread(checker.check_answer_bounded, STALL, "1/2", 1.0)
+    _wait_for_cpu(worker, 0.3, thread)  # inside math-verify's parse
+    os.kill(worker.proc.pid, signal.SIGSTOP)
+    try:
+        time.sleep(6.0)
+    finally:
+        os.kill(worker.proc.pid, signal.SIGCONT)
+    thread.join(timeout=300)
+    assert result == [quiet]
+
+
+def _burners(count: int) -> list:
+    import subprocess
+    import sys
+
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+
+
+def test_verdicts_are_the_same_on_a_busy_machine():
+    """The same checks give the same verdicts while other processes burn every core (3 per core, up to 12):
+    a right answer is right, a hedge wrong and a stalling answer a timeout, with or without the load. (Under
+    this load the stalling check takes longer than math-verify's 5 s wall-clock alarm, which used to turn its
+    timeout into a plain wrong answer.)"""
+    from ragen_envs.math import checker
+
+    checks = [("1/2", "0.5"), ("\\frac{7}{4}", "1.75"), ("5 (4)", "20"), ("x**2 + 1", "x^2+1"), (STALL, "1/2")]
+    quiet = [checker.check_answer_bounded(a, g, timeout=2.0) for a, g in checks]
+    assert [r.rule is not None for r in quiet] == [True, True, False, True, False]
+    assert quiet[-1].error == "timeout"
+    assert checker.check_answer_bounded("1/2", "0.5").error is None  # a ready worker before the load starts
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    burners = _burners(min(3 * cores, 12))
+    try:
+        loaded = [checker.check_answer_bounded(a, g, timeout=2.0) for a, g in checks]
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    assert loaded == quiet
+
+
+def test_a_reply_over_the_cpu_limit_is_a_timeout():
+    """The worker reports each check's CPU time; a reply that took longer than the limit is a timeout even when
+    the caller only read it afterwards (on a busy machine it may look late), so the verdict is the CPU time's."""
+    from ragen_envs.math.checker import CheckResult, _reply
+
+    assert _reply('{"rule": "latex", "error": null, "cpu": 1.5}', 1.0) == CheckResult(None, "timeout")
+    assert _reply('{"rule": "latex", "error": null, "cpu": 0.5}', 1.0) == CheckResult("latex", None)
+    assert _reply("not json", 1.0).error.startswith("checker failed")
+
+
+@pytest.mark.skipif(not hasattr(__import__("signal"), "SIGXCPU"), reason="RLIMIT_CPU is a Unix limit")
+def test_the_kernel_ends_a_worker_that_overruns_its_cpu_limit():
+    """The worker's own RLIMIT_CPU (set before every check) ends it even if its caller is starved."""
+    import signal
+    import subprocess
+    import sys
+
+    code = (
+        "from ragen_envs.math.checker import _limit_cpu, _no_core_dumps\n"
+        "_no_core_dumps()\n_limit_cpu(0.1)\nwhile True: pass\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], timeout=300)
+    assert proc.returncode == -signal.SIGXCPU
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the worker's CPU time from /proc")
+def test_a_worker_ended_by_its_cpu_limit_is_a_timeout():
+    import signal
+
+    from ragen_envs.math import checker
+
+    assert checker.check_answer_bounded("1/2", "0.5").error is None
+    worker = checker._worker
+    thread, result = _in_thread(checker.check_answer_bounded, STALL, "1/2", 60.0)
+    _wait_for_cpu(worker, 0.1, thread)
+    os.kill(worker.proc.pid, signal.SIGXCPU)  # what the kernel sends at the RLIMIT_CPU soft limit
+    thread.join(timeout=300)
+    assert result == [checker.CheckResult(None, "timeout")]
+    assert checker.check_answer_bounded("1/2", "0.5").rule is not None  # and a fresh worker takes over
+
+
+def test_the_checker_starts_ahead_of_the_first_answer():
+    """The worker is started when the env is built and again at reset if it is gone (killed by a timeout, or
+    in a forked vector-env worker), so an episode's first answer does not wait for sympy's import."""
+    from ragen_envs.math import checker
+
+    env = MathEnv()
+    assert checker._worker is not None and checker._worker.alive()
+    checker._worker.kill()
+    env.reset(seed=0)
+    assert checker._worker.alive()
+
+
+@pytest.mark.parametrize(
+    "junk",
+    ["a" * MAX_ANSWER_CHARS, "a " * 256, "word " * 100, "1 + " * 100 + "1", "\\frac{a}{b}" * 40, "x" * 300 + " 5"],
+    ids=["letters", "spaced letters", "words", "long sum", "fractions", "letters and a number"],
+)
+def test_junk_answers_are_refused_before_any_parser_runs(junk, monkeypatch):
+    """512 letters cost math-verify about a second of CPU; the answer grammar refuses such answers (words
+    outside its lists, more than MAX_MATH_TOKENS tokens) before math-verify or sympy sees them."""
+    from ragen_envs.math import answer
+
+    answer._gold_forms("12")  # the gold is read once and cached, before the parsers are watched
+    calls: list = []
+    monkeypatch.setattr(answer, "_mv_parse", lambda *args: calls.append(args) or [])
+    monkeypatch.setattr(answer, "plain_to_sympy", lambda *args: calls.append(args))
+    assert answer.check_answer(junk[:MAX_ANSWER_CHARS], "12") is None
+    assert calls == []
+
+
+_PIECES = ["1", "12", "0.5", "x", "ab", " ", "$", "\\$", "\\boxed{", "{", "}", "(", ")", "[", "|", "\\frac", "\\sqrt",
+           "^", "_", "=", "!", "%", ",", ".", "\\text{", "dollars", "not", "\\,", "\\\\", "\\(", "−", "\\left(",
+           "é", "\x00", "\\"]  # fmt: skip
+
+
+@given(
+    text=st.lists(st.sampled_from(_PIECES), max_size=12).map("".join),
+    gold=st.sampled_from(["12", "\\frac{1}{2}", "x^2+1", "east", "1011_2", "x \\ne 5", "2\\frac{1}{2}", "50\\%"]),
+)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_any_answer_text_gets_a_verdict_without_raising(text, gold):
+    assert check_answer(text, gold) in (None, "latex", "sympy", "percent", "text")
 
 
 def test_check_timeout_argument_is_validated():
