@@ -41,6 +41,7 @@ from typing import Any
 import torch
 
 from ragen_core.policy.base import Generation, ImageList, PolicyOutput, check_generate_args
+from ragen_core.policy.fast_qwen2 import FastQwen2, unsupported_reason
 
 #: Prompt layout for tokenizers without a chat template (documented in the module docstring).
 FALLBACK_TEMPLATE = "{role}: {content}\n\n"
@@ -72,11 +73,13 @@ def sample_from_logits(
     top_p: float = 1.0,
     greedy: bool = False,
     generator: torch.Generator | None = None,
+    uniform: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Pick one token per row of `logits` `[B, V]`; returns (tokens `[B]` long, logprobs `[B]` float32).
 
     See the module docstring for the two rules (greedy / temperature + nucleus). The nucleus keeps the
     smallest prefix of tokens, sorted by probability, whose mass reaches `top_p` (at least one token).
+    `uniform` `[B, 1]`: the rows' uniform draws, already made (by default one per row from `generator`).
     """
     logits = logits.float()
     if greedy:
@@ -95,11 +98,18 @@ def sample_from_logits(
     # Exact for the categorical distribution, one uniform per row, and several times faster on a CPU than
     # torch.multinomial (which draws an exponential per vocabulary entry).
     cdf = logp.exp().cumsum(-1)
-    gen_device = generator.device if generator is not None else cdf.device
-    u = torch.rand(cdf.shape[0], 1, generator=generator, device=gen_device, dtype=cdf.dtype).to(cdf.device)
+    u = uniform.to(device=cdf.device, dtype=cdf.dtype) if uniform is not None else draw_uniform(
+        cdf.shape[0], generator, cdf.device)
     tokens = torch.searchsorted(cdf, u * cdf[:, -1:], right=True).clamp_(max=cdf.shape[-1] - 1)
     # A token of probability 0 is never picked: searchsorted(right=True) skips flat steps of the CDF.
     return tokens.squeeze(-1), logp.gather(-1, tokens).squeeze(-1)
+
+
+def draw_uniform(rows: int, generator: torch.Generator | None, device: torch.device) -> torch.Tensor:
+    """`[rows, 1]` float32 uniforms in [0, 1) from `generator` (on its device), moved to `device`: the one draw per
+    row of :func:`sample_from_logits`."""
+    gen_device = generator.device if generator is not None else device
+    return torch.rand(rows, 1, generator=generator, device=gen_device, dtype=torch.float32).to(device)
 
 
 def pad_batch(
@@ -185,6 +195,11 @@ class HFPolicy:
             if self._image_token_id is not None
             else None
         )
+        #: Use the lean forward (`ragen_core.policy.fast_qwen2`) where the model allows it; False: transformers'
+        #: forward everywhere (what the equivalence tests compare against).
+        self.fast = True
+        self._fast_cache: FastQwen2 | None = None
+        self._stop_tokens: dict[tuple[str, ...], frozenset[int] | None] = {}
 
     # ------------------------------------------------------------------------------ construction
     @classmethod
@@ -283,6 +298,32 @@ class HFPolicy:
         """`pad_batch` with this policy's pad id, on its device."""
         return pad_batch(sequences, self.pad_token_id, side=side, device=self.device)
 
+    def _fast_model(self) -> FastQwen2 | None:
+        """The lean forward of the current `self.model` (the trainer may swap models, e.g. a reference copy),
+        or None when it is off or the model does not fit it."""
+        if not self.fast or unsupported_reason(self.model) is not None:
+            return None
+        if self._fast_cache is None or self._fast_cache.model is not self.model:
+            self._fast_cache = FastQwen2(self.model)
+        return self._fast_cache
+
+    def cross_score(
+        self, prompts: Sequence[Sequence[int]], traces: Sequence[Sequence[Sequence[int]]], batch_tokens: int = 8192
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(L [P, G, P], lengths [P, G])`` of :func:`ragen_core.math.mi.cross_score` (`return_lengths=True`) for
+        token-id prompts and traces: on the lean forward where the model allows it, else that function."""
+        fast = self._fast_model()
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            if fast is not None and prompts and all(len(x) for x in prompts):
+                return fast.cross_score(prompts, traces, batch_tokens=batch_tokens)
+            from ragen_core.math.mi import cross_score
+
+            return cross_score(self.model, prompts, traces, batch_tokens=batch_tokens, return_lengths=True)
+        finally:
+            self.model.train(was_training)
+
     # ---------------------------------------------------------------------------------- images
     def _image_kwargs(self, images: Sequence[ImageList] | None, batch: int, input_ids: torch.Tensor) -> dict:
         """Validate per-sequence image lists and turn them into the model's `pixel_values`.
@@ -368,6 +409,11 @@ class HFPolicy:
         was_training = self.model.training
         self.model.eval()
         try:
+            fast = self._fast_model() if not images or not any(len(x or []) for x in images) else None
+            if fast is not None:
+                return self._generate_fast(
+                    fast, prompts, max_new_tokens, temperature, top_p, stop, generator, greedy
+                )
             return self._generate(
                 prompts, max_new_tokens, temperature, top_p, stop, generator, images, greedy
             )
@@ -435,6 +481,79 @@ class HFPolicy:
             )
         return out
 
+    def _generate_fast(self, fast, prompts, max_new_tokens, temperature, top_p, stop, generator, greedy):
+        """:meth:`_generate` on the lean forward: each distinct prompt is computed once, and each step computes
+        only the rows still generating. The draws are :meth:`_generate`'s (one uniform per sequence per step,
+        finished ones included), so the same logits give the same tokens."""
+        B = len(prompts)
+        device = self.device
+        state = fast.start_decoding(prompts, max_new_tokens, self.pad_token_id)
+        responses: list[list[int]] = [[] for _ in range(B)]
+        logprobs: list[list[float]] = [[] for _ in range(B)]
+        texts: list[str | None] = [None] * B
+        reasons = ["length"] * B
+        active = list(range(B))
+        window = max((len(s.encode("utf-8")) for s in stop), default=0) + 2
+        may_stop = self._stop_completing_tokens(stop)
+        logits = state.step(torch.arange(B, device=device), state.next_tokens)
+        for step in range(max_new_tokens):
+            u = None if greedy else draw_uniform(B, generator, device)
+            rows = torch.tensor(active, device=device)
+            tokens, lps = sample_from_logits(
+                logits, temperature=temperature or 1.0, top_p=top_p, greedy=greedy, generator=generator,
+                uniform=None if u is None else u[rows],
+            )
+            tok_list, lp_list = tokens.tolist(), lps.tolist()
+            still, fed = [], []
+            for j, b in enumerate(active):
+                t = tok_list[j]
+                if t in self.eos_token_ids:
+                    reasons[b] = "stop"
+                    continue
+                responses[b].append(t)
+                logprobs[b].append(lp_list[j])
+                if stop and (may_stop is None or t in may_stop):
+                    tail = self.tokenizer.decode(responses[b][-window:], skip_special_tokens=True)
+                    if any(s in tail for s in stop):
+                        reasons[b] = "stop"
+                        texts[b] = self._cut_at_stop(self.decode(responses[b]), stop)
+                        continue
+                still.append(b)
+                fed.append(t)
+            active = still
+            if not active or step == max_new_tokens - 1:
+                break
+            logits = state.step(torch.tensor(active, device=device), torch.tensor(fed, device=device))
+        return [
+            Generation(
+                text=texts[b] if texts[b] is not None else self.decode(responses[b]),
+                prompt_ids=prompts[b],
+                response_ids=responses[b],
+                response_logprobs=logprobs[b],
+                finish_reason=reasons[b],
+            )
+            for b in range(B)
+        ]
+
+    def _stop_completing_tokens(self, stop: Sequence[str]) -> frozenset[int] | None:
+        """The token ids that can complete a stop string: those whose text holds a stop string's last character,
+        or is a partial character ('\ufffd' alone). Only such a token can make a stop string appear in the decoded
+        tail for the first time, so the others need no decode. None (check every token) when the tokenizer
+        rewrites text across tokens (`clean_up_tokenization_spaces`) or a stop string ends in whitespace."""
+        key = tuple(stop)
+        if key not in self._stop_tokens:
+            lasts = {s[-1] for s in stop}
+            if getattr(self.tokenizer, "clean_up_tokenization_spaces", False) or any(c.isspace() for c in lasts):
+                self._stop_tokens[key] = None
+            else:
+                ids = set()
+                for i in range(len(self.tokenizer)):
+                    text = self.tokenizer.decode([i], skip_special_tokens=True)
+                    if "\ufffd" in text or any(c in text for c in lasts):
+                        ids.add(i)
+                self._stop_tokens[key] = frozenset(ids)
+        return self._stop_tokens[key]
+
     @staticmethod
     def _cut_at_stop(text: str, stop: Sequence[str]) -> str:
         """Cut `text` right after the earliest-ending occurrence of any stop string."""
@@ -451,6 +570,7 @@ class HFPolicy:
         with_entropy: bool = False,
         temperature: float = 1.0,
         with_hidden: bool = False,
+        score_mask: torch.Tensor | None = None,
     ) -> PolicyOutput:
         """Teacher-forced log-probs (and entropies) of a padded batch `[B, T]`, with grad.
 
@@ -471,6 +591,9 @@ class HFPolicy:
                 temperature-T rollout without top-p).
             with_hidden: put the last layer's hidden states `[B, T, H]` in `extras["hidden"]`
                 (for a value head).
+            score_mask: `[B, T]`, the positions whose log-prob (and entropy) are needed; the others are 0.
+                Right-padded batches of models the lean forward runs (`ragen_core.policy.fast_qwen2`) then
+                compute only what those positions need.
         """
         if input_ids.ndim != 2 or input_ids.shape != attention_mask.shape:
             raise ValueError(
@@ -482,6 +605,14 @@ class HFPolicy:
         device = self.device
         input_ids = input_ids.to(device)
         attention_mask = attention_mask.to(device).long()
+        flat_images = images is not None and any(len(x or []) for x in images)
+        fast = None if (with_hidden or flat_images) else self._fast_model()
+        if fast is not None and not bool((attention_mask[:, 1:] > attention_mask[:, :-1]).any()):
+            logprobs, entropy = fast.token_logprobs(
+                input_ids, attention_mask, score_mask, temperature=temperature, with_entropy=with_entropy,
+                pad_id=self.pad_token_id,
+            )
+            return PolicyOutput(logprobs=logprobs, entropy=entropy, extras={})
         extra = self._image_kwargs(images, input_ids.shape[0], input_ids)
         if with_hidden:
             extra["output_hidden_states"] = True
@@ -506,6 +637,10 @@ class HFPolicy:
         if with_entropy:
             ent = (lse - (torch.softmax(z, -1) * z).sum(-1)) * valid
             entropy = torch.cat([zeros, ent], dim=1)
+        if score_mask is not None:
+            keep = score_mask.to(logprobs.device).to(logprobs.dtype)
+            logprobs = logprobs * keep
+            entropy = entropy * keep if entropy is not None else None
         extras: dict[str, Any] = {}
         if with_hidden:
             extras["hidden"] = out.hidden_states[-1]

@@ -91,9 +91,10 @@ class RunConfig:
     steps: int = 200
     #: "auto" (cuda if available), "cpu" or "cuda".
     device: str = "auto"
-    #: torch CPU threads for this process (torch.set_num_threads); 0 = torch's default (one per core). A model as
-    #: small as "tiny" runs fastest on 1 thread, and on a machine whose cores other jobs share, more threads than
-    #: free cores make every step many times slower.
+    #: torch CPU threads for this process (torch.set_num_threads); 0 = auto: one thread for a model of fewer than
+    #: AUTO_ONE_THREAD_PARAMETERS parameters on the CPU (the tiny model: its matrix products are too small to
+    #: split, and on a machine whose cores other jobs share, more threads than free cores make every step many
+    #: times slower), else torch's default (one per core).
     threads: int = 0
     #: Checkpoint every this many steps (1 = killing the process loses at most the current step).
     save_every: int = 1
@@ -119,6 +120,10 @@ class ModelConfig:
     critic_lr: float = 1e-5
     #: Gradient checkpointing for real models on small GPUs.
     gradient_checkpointing: bool = False
+    #: Run the model through the lean forward (ragen_core.policy.fast_qwen2) where the architecture allows it:
+    #: logits and the last layer only where they are read, shared prompts computed once. The same function as
+    #: transformers' forward (to float rounding); false runs transformers' forward everywhere. Speed only.
+    fast_forward: bool = True
 
 
 @dataclass
@@ -199,6 +204,11 @@ class AlgoConfig:
     #: Recompute old log-probs with a teacher-forced pass (exact PPO ratio; the sampling log-probs differ
     #: from the model's under top-p or temperature != 1).
     recompute_old_logprobs: bool = True
+    #: With recompute_old_logprobs, take the old log-probs from the update's own forward when the update is one
+    #: epoch of one mini-batch (its forwards then run on the parameters that sampled the batch, so a separate
+    #: scoring pass would compute the same values: the first PPO ratio is exactly 1, as TRL at num_iterations=1).
+    #: false: always run the scoring pass.
+    old_logprobs_from_update: bool = True
     #: DAPO dynamic sampling: roll out extra groups to refill the ones the filter dropped (algorithms whose
     #: table entry allows it: dapo).
     dynamic_sampling: bool = False
@@ -426,6 +436,7 @@ RESUME_KEYS: dict[str, str] = {
     "filter.max_empty_steps": "the empty-step stopping rule",
     "algo.micro_batch_size": "rows per forward/backward pass (gradient accumulation: memory only)",
     "model.gradient_checkpointing": "activation memory only",
+    "model.fast_forward": "the lean forward of the tiny model's architecture (speed only)",
 }
 
 

@@ -39,6 +39,7 @@ __all__ = [
     "random_response",
     "scripted_responder",
     "template_reasoning",
+    "demonstrator_templates",
     "collect_sft_batch",
     "sft_train",
     "warm_start",
@@ -208,6 +209,17 @@ def template_reasoning(env_id: str, env_kwargs: dict[str, Any], reasoning: str =
     return _oracle_parts(env, reasoning)[0]
 
 
+def demonstrator_templates(cfg: Any) -> list[str] | None:
+    """The fixed reasoning text(s) the warm start's demonstrator writes instead of reasoning about the state
+    (``warm_start.reasoning_dependence`` < 1): its reasoning about the reference levels, the seeds just below the
+    warm-start stream. None when the demonstrator always reasons about the state."""
+    ws = cfg.warm_start
+    if ws.reasoning_dependence >= 1.0:
+        return None
+    return [template_reasoning(cfg.env.id, cfg.env.kwargs, ws.reasoning, seed=max(ws.seed - r, 0))
+            for r in range(1, ws.template_levels + 1)]
+
+
 def scripted_responder(kind: str = "oracle", rng: np.random.Generator | None = None,
                        reasoning: str = "full", noise: float = 0.0, noise_action: str = "random",
                        dependence: float = 1.0, template: str | Sequence[str] | None = None,
@@ -279,7 +291,7 @@ def sft_train(policy: Any, batch: RolloutBatch, *, epochs: int = 2, lr: float = 
             t = int(am.sum(dim=1).max())
             ids, am, lm = batch.input_ids[idx, :t].to(dev), am[:, :t].to(dev), batch.loss_mask[idx, :t].to(dev)
             imgs = [batch.images[int(i)] for i in idx] if batch.images is not None else None
-            out = policy.forward_logprobs(ids, am, images=imgs)
+            out = policy.forward_logprobs(ids, am, images=imgs, score_mask=lm != 0)
             m = (lm != 0).float()
             loss = -(out.logprobs.float() * m).sum() / m.sum().clamp(min=1)
             opt.zero_grad(set_to_none=True)
@@ -316,10 +328,8 @@ def warm_start(policy: Any, cfg: Any, device: torch.device | None = None) -> dic
     seeds = [ws.seed + i for i in range(ws.sft_episodes)]
     batches = []
     success = []
-    template = None
-    if ws.reasoning_dependence < 1.0:  # the reference level(s): the seeds just below the warm-start stream
-        template = [template_reasoning(cfg.env.id, cfg.env.kwargs, ws.reasoning, seed=max(ws.seed - r, 0))
-                    for r in range(1, ws.template_levels + 1)]
+    template = demonstrator_templates(cfg)
+    if template is not None:
         template = template[0] if ws.template_levels == 1 else template
     progress = bool(getattr(getattr(cfg, "run", None), "progress", False))
     bar = None

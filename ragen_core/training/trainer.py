@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import math
 import sys
 import time
 import warnings
@@ -55,6 +56,7 @@ from ragen_core.rollout import RolloutBatch, RolloutSettings, build_batch, make_
 from ragen_core.training.algorithms import compute_advantages, get_algorithm, token_loss_mode
 from ragen_core.training.checkpoint import LATEST, RNGStreams, TrainState, load_checkpoint, save_checkpoint
 from ragen_core.training.config import RESUME_KEYS, ConfigError, TrainConfig, dump_toml, load_config, resume_changes
+from ragen_core.training.provenance import write_provenance
 from ragen_core.training.report import RunLog, write_plots, write_summary
 
 __all__ = [
@@ -62,6 +64,7 @@ __all__ = [
     "ValueModel",
     "resolve_device",
     "select_groups_rows",
+    "zero_advantage_share",
     "validation_rollout",
     "new_run_dir",
     "run",
@@ -119,6 +122,22 @@ def lr_fraction(schedule: str, step: int, total_steps: int) -> float:
     raise ValueError(f"unknown lr schedule {schedule!r}; expected 'constant' or 'linear'")
 
 
+#: `run.threads = 0` on the CPU: one torch thread for models with fewer parameters than this (the tiny model has
+#: 0.62 M), torch's default (one per core) otherwise. Measured by `benchmarks/bench_profile.py` (threads).
+AUTO_ONE_THREAD_PARAMETERS = 20_000_000
+
+
+def cpu_threads(threads: int, model: torch.nn.Module, device: torch.device) -> int:
+    """The torch CPU threads a run uses (0 = leave torch's default): `threads` when set, else one thread for a
+    model of fewer than :data:`AUTO_ONE_THREAD_PARAMETERS` parameters on the CPU."""
+    if threads:
+        return threads
+    if device.type != "cpu":
+        return 0
+    n = sum(p.numel() for p in model.parameters())
+    return 1 if n < AUTO_ONE_THREAD_PARAMETERS else 0
+
+
 def format_penalty_warning(env: Any) -> str | None:
     """A warning when breaking the answer format costs less than a well-formed turn that does nothing useful.
 
@@ -159,6 +178,19 @@ def validation_rollout(policy: Any, envs: Sequence[Any], cfg: TrainConfig, setti
     policy.model.eval()
     opts = per_rollout_options(cfg.env.per_rollout_option, seeds, 1)
     return rollout(policy, envs, seeds, 1, settings, generator=gen, reset_options=opts)
+
+
+def zero_advantage_share(advantages: torch.Tensor, loss_mask: torch.Tensor, row_group: torch.Tensor) -> float:
+    """Share of the groups present in the rows whose advantages are exactly 0 on every trained token: the groups
+    that add nothing to the task gradient (under GRPO, those whose rewards were all equal). ``advantages`` and
+    ``loss_mask`` ``[R, T]``, ``row_group`` ``[R]``; NaN without trained tokens."""
+    groups = row_group[:, None].expand_as(advantages)[loss_mask]
+    if groups.numel() == 0:
+        return math.nan
+    nonzero = advantages[loss_mask] != 0
+    present = torch.unique(groups)
+    signal = torch.unique(groups[nonzero]) if bool(nonzero.any()) else groups.new_zeros(0)
+    return 1.0 - signal.numel() / present.numel()
 
 
 def select_groups_rows(rows: dict[str, torch.Tensor], kept_groups: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -219,8 +251,6 @@ class Trainer:
         self.loss_agg_mode = self.algo.resolve_loss_agg_mode(cfg.algo.loss_agg_mode)
         self.run_dir = Path(run_dir)
         (self.run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
-        if cfg.run.threads:
-            torch.set_num_threads(cfg.run.threads)
         self.device = resolve_device(cfg.run.device)
         _check_seed_ranges(cfg)
         # Models: the policy (and its optimiser), a critic if the algorithm has one, a frozen reference if KL is on.
@@ -229,6 +259,11 @@ class Trainer:
             policy = load_policy(path, device=self.device, dtype=cfg.model.dtype)
         self.policy = policy
         self.model = policy.model
+        if hasattr(policy, "fast"):
+            policy.fast = cfg.model.fast_forward
+        self.threads = cpu_threads(cfg.run.threads, self.model, self.device)
+        if self.threads:
+            torch.set_num_threads(self.threads)
         if cfg.model.gradient_checkpointing and hasattr(self.model, "gradient_checkpointing_enable"):
             self.model.gradient_checkpointing_enable()
         self.state = TrainState()
@@ -260,6 +295,8 @@ class Trainer:
                                      cfg.mi.probe_seed, self.settings, cfg.env.per_rollout_option)
         self.log = RunLog(self.run_dir, tensorboard=cfg.run.tensorboard, on_step=on_step)
         self.resumed = resume
+        #: This step's update takes its old log-probs from its own forward (:meth:`old_logprobs_from_update`).
+        self._old_from_update = False
         #: The step of the last checkpoint written by this process (None before the first).
         self.saved_step: int | None = None
         if resume:
@@ -293,6 +330,7 @@ class Trainer:
         # 2. filter (and DAPO's refill of the dropped groups)
         kept, filter_metrics = self.filter_with_metrics(batch)
         metrics.update(filter_metrics)
+        metrics["filter/groups_total"] = float(batch.groups)
         train_batch = batch
         if cfg.algo.dynamic_sampling:
             train_batch, kept, refill_rounds = self.refill(batch, kept)
@@ -312,9 +350,12 @@ class Trainer:
             rows, images, compact_metrics = self.kept_rows(train_batch, kept)
             metrics.update(compact_metrics)
 
-            # 5. score the kept rows
+            # 5. score the kept rows (the old log-probs only where the update cannot take them from its own
+            # first forward: see old_logprobs_from_update)
             t2 = time.perf_counter()
-            if cfg.algo.recompute_old_logprobs:
+            self._old_from_update = cfg.algo.recompute_old_logprobs and self.old_logprobs_from_update(rows)
+            metrics["perf/old_logprob_pass"] = float(cfg.algo.recompute_old_logprobs and not self._old_from_update)
+            if cfg.algo.recompute_old_logprobs and not self._old_from_update:
                 rows["old_logprobs"] = self._score(self.policy, rows, images)
             if self.ref_policy is not None:
                 rows["ref_logprobs"] = self._score(self.ref_policy, rows, images)
@@ -330,6 +371,7 @@ class Trainer:
             t_score = time.perf_counter() - t2
             m = rows["loss_mask"] != 0
             advs = rows["advantages"]
+            metrics["filter/kept_zero_adv_share"] = zero_advantage_share(advs, m, rows["row_group"])
             metrics["loss/advantage_mean"] = float(advs[m].mean()) if m.any() else 0.0
             metrics["loss/advantage_std"] = float(advs[m].std(unbiased=False)) if m.any() else 0.0
             if self.loss_agg_mode == TRAJ_MEAN:
@@ -341,6 +383,7 @@ class Trainer:
             # 7. update
             t3 = time.perf_counter()
             upd = self.update(rows, images)
+            self._old_from_update = False
             t_update = time.perf_counter() - t3
             metrics.update(upd)
             if "loss/entropy" in upd:
@@ -368,9 +411,20 @@ class Trainer:
             return {}
         t = time.perf_counter()
         out = probe_metrics(self.policy, self.probe, sample_seed=1_000_003 * (self.cfg.run.seed + 1) + step,
-                            span=self.cfg.mi.span, batch_tokens=self.cfg.mi.batch_tokens)
+                            span=self.cfg.mi.span, batch_tokens=self.cfg.mi.batch_tokens, **self._probe_templates())
         out["perf/probe_s"] = time.perf_counter() - t
         return out
+
+    def _probe_templates(self) -> dict[str, Any]:
+        """The warm start's template reasoning(s) and filler words, for the probe's template share (computed
+        once; the template is the demonstrator's reasoning about fixed reference levels)."""
+        if not hasattr(self, "_templates"):
+            from ragen_core.training.sft import FILLER_WORDS, demonstrator_templates
+
+            ws = self.cfg.warm_start
+            self._templates = {"templates": demonstrator_templates(self.cfg) if ws.sft_episodes > 0 else None,
+                               "filler_words": FILLER_WORDS, "n_filler": int(ws.filler_words)}
+        return self._templates
 
     # ------------------------------------------------------------------ 1-2. rollouts and filtering
     def _group_seeds(self, n_groups: int) -> list[int]:
@@ -447,7 +501,8 @@ class Trainer:
     def mi_diagnostics(self, batch: RolloutBatch) -> dict[str, Any]:
         """Cross-score the first turn of every group (kept and dropped) -> `collapse/` metrics."""
         from ragen_core.math.metrics import regime_from_proxies
-        from ragen_core.math.mi import cross_score, flatten_proxies, mi_proxies
+        from ragen_core.math.mi import flatten_proxies, mi_proxies
+        from ragen_core.training.probe import policy_cross_score
 
         if batch.groups < 2:
             return {}
@@ -464,8 +519,7 @@ class Trainer:
                     row[k] = [stand_in]
                     empty += 1
         self.model.eval()
-        L, lengths = cross_score(self.model, prompts, traces, batch_tokens=self.cfg.mi.batch_tokens,
-                                 return_lengths=True)
+        L, lengths = policy_cross_score(self.policy, prompts, traces, self.cfg.mi.batch_tokens)
         keys = [tuple(p) for p in prompts]
         stats = mi_proxies(L, lengths, prompt_ids=keys)
         out = flatten_proxies(stats, prefix="collapse/")
@@ -500,6 +554,18 @@ class Trainer:
         return rows, images, metrics
 
     # ------------------------------------------------------------------ 5. scoring
+    def old_logprobs_from_update(self, rows: dict[str, torch.Tensor]) -> bool:
+        """Whether the update can take the old log-probs from its own forward passes instead of a scoring pass.
+
+        True when the update is one epoch of one mini-batch: every micro-batch's forward then runs on the
+        parameters that sampled the batch (the optimiser steps once, after all of them), so the recomputed old
+        log-probs would be those very values, and the first (only) PPO ratio is exactly 1. TRL skips the pass
+        at ``num_iterations=1`` for the same reason. With more epochs or mini-batches, later forwards run on
+        updated parameters, and the pass is needed.
+        """
+        algo = self.cfg.algo
+        return algo.old_logprobs_from_update and algo.epochs == 1 and rows["input_ids"].shape[0] <= algo.mini_batch_size
+
     def _micro_batches(self, n: int) -> list[torch.Tensor]:
         mb = self.cfg.algo.micro_batch_size
         return [torch.arange(i, min(i + mb, n)) for i in range(0, n, mb)]
@@ -518,7 +584,8 @@ class Trainer:
         policy.model.eval()
         for idx in self._micro_batches(rows["input_ids"].shape[0]):
             mb, imgs = self._slice(rows, idx, images)
-            lp = policy.forward_logprobs(mb["input_ids"], mb["attention_mask"], images=imgs, **self._temp_kw()).logprobs
+            lp = policy.forward_logprobs(mb["input_ids"], mb["attention_mask"], images=imgs,
+                                         score_mask=mb["loss_mask"] != 0, **self._temp_kw()).logprobs
             out[idx, : lp.shape[1]] = lp.float().cpu() * (mb["loss_mask"] != 0).cpu()
         return out
 
@@ -624,11 +691,13 @@ class Trainer:
             # row-proportional for the sequence-level modes).
             w = n_tok / mini_tokens if mode == "token-mean" else idx.numel() / mini.numel()
             out = self.policy.forward_logprobs(mb["input_ids"], mb["attention_mask"], images=imgs,
-                                               with_entropy=True, **self._temp_kw())
+                                               with_entropy=True, score_mask=mask != 0, **self._temp_kw())
             logp = out.logprobs.float()
+            # One epoch of one mini-batch: the parameters have not moved yet, so this forward is the old policy's.
+            old_logp = logp.detach() if self._old_from_update else mb["old_logprobs"]
             adv = mb["advantages"] * mb["token_weights"] if by_trajectory else mb["advantages"]
             pg_loss, pg_stats = losses.ppo_policy_loss(
-                logp, mb["old_logprobs"], adv, mask, clip_eps_low=cfg.clip_low,
+                logp, old_logp, adv, mask, clip_eps_low=cfg.clip_low,
                 clip_eps_high=cfg.clip_high, dual_clip_c=cfg.dual_clip or None, loss_agg_mode=mode,
                 norm_constant=norm_c)
             entropy = aggregate_loss(out.entropy.float(), mask, "token-mean")
@@ -708,7 +777,9 @@ class Trainer:
     def _start(self) -> None:
         """A fresh run: config and empty logs, warm start, a checkpoint, then the step-0 measurements."""
         cfg = self.cfg
-        (self.run_dir / "config.toml").write_text(dump_toml(cfg))
+        config_text = dump_toml(cfg)
+        (self.run_dir / "config.toml").write_text(config_text)
+        write_provenance(self.run_dir, config_text)
         self.log.start()
         if cfg.warm_start.sft_episodes > 0:
             from ragen_core.training.warm_cache import cached_warm_start

@@ -365,7 +365,8 @@ def test_trajectory_mean_aggregation_removes_the_net_push(model_dir, tmp_path):
 #: The update's numbers on fixed seeds, recorded on the code before `Trainer.update` was split into parts (a
 #: refactor must leave them unchanged): per variant, the sum over both steps of every loss/* metric, rounded to 9
 #: significant digits, and the sum of the final policy weights. Produced by `_update_fingerprint` below on one
-#: torch thread.
+#: torch thread, on transformers' forward with the old-log-prob pass always run (the code they were recorded on):
+#: the pins hold exactly there (REFERENCE_PATH), and within float rounding on the lean forward.
 UPDATE_VARIANTS = {
     "ppo": ("algo.name=ppo", "algo.epochs=2"),
     "grpo_kl_early_stop": ("algo.name=grpo", "algo.kl_coef=0.05", "algo.target_kl=0.0001", "algo.epochs=2"),
@@ -420,7 +421,23 @@ UPDATE_FINGERPRINTS: dict[str, dict[str, str]] = {
 }
 
 
+#: The code path the pins were recorded on: transformers' forward, the old-log-prob pass always run.
+REFERENCE_PATH = ("model.fast_forward=false", "algo.old_logprobs_from_update=false")
+
+
 @pytest.mark.parametrize("variant", list(UPDATE_VARIANTS))
 def test_update_numbers_are_pinned(model_dir, tmp_path, variant):
-    got = _update_fingerprint(model_dir, tmp_path, UPDATE_VARIANTS[variant])
+    got = _update_fingerprint(model_dir, tmp_path, (*UPDATE_VARIANTS[variant], *REFERENCE_PATH))
     assert got == UPDATE_FINGERPRINTS[variant]
+
+
+@pytest.mark.parametrize("variant", list(UPDATE_VARIANTS))
+def test_the_lean_forward_and_the_skipped_pass_keep_the_pinned_numbers(model_dir, tmp_path, variant):
+    """The default path (the lean forward; old log-probs from the update's own forward where that is exact) gives
+    the pinned numbers to float rounding: every sum within 1e-5 relative (absolute 1e-7 for sums near 0, such as
+    the approx-KL, which the skipped pass makes exactly 0 instead of rounding noise)."""
+    got = _update_fingerprint(model_dir, tmp_path, UPDATE_VARIANTS[variant])
+    pinned = UPDATE_FINGERPRINTS[variant]
+    assert set(got) == set(pinned)
+    for key, value in pinned.items():
+        assert float(got[key]) == pytest.approx(float(value), rel=1e-5, abs=1e-6), key

@@ -94,10 +94,28 @@ def test_run_threads_sets_torch_threads_and_rejects_negatives(make_tiny_policy, 
     try:
         torch.set_num_threads(2)
         Trainer(load_config(None, base), tmp_path / "default", policy=policy)
-        assert torch.get_num_threads() == 2  # 0, the default, leaves torch's setting alone
+        assert torch.get_num_threads() == 1  # 0, the default: one thread for a model as small as the tiny one
+        torch.set_num_threads(2)
+        Trainer(load_config(None, [*base, "run.threads=2"]), tmp_path / "two", policy=policy)
+        assert torch.get_num_threads() == 2
         Trainer(load_config(None, [*base, "run.threads=1"]), tmp_path / "one", policy=policy)
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
     with pytest.raises(ConfigError, match="run.threads"):
         load_config(None, [*base, "run.threads=-1"])
+
+
+def test_auto_threads_leave_torch_alone_for_large_models_and_gpus():
+    import torch
+
+    from ragen_core.training.trainer import AUTO_ONE_THREAD_PARAMETERS, cpu_threads
+
+    small = torch.nn.Linear(10, 10, device="meta")
+    side = int(AUTO_ONE_THREAD_PARAMETERS ** 0.5) + 1
+    large = torch.nn.Linear(side, side, bias=False, device="meta")  # just over the bound, no memory
+    cpu, gpu = torch.device("cpu"), torch.device("cuda")
+    assert cpu_threads(0, small, cpu) == 1
+    assert cpu_threads(0, large, cpu) == 0  # 0: torch's default (one per core)
+    assert cpu_threads(0, small, gpu) == 0
+    assert cpu_threads(3, large, cpu) == 3 and cpu_threads(3, small, gpu) == 3  # an explicit setting wins

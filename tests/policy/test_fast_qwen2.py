@@ -1,0 +1,206 @@
+"""The lean forward (`ragen_core.policy.fast_qwen2`) against transformers' own forward.
+
+Every number the lean forward produces is compared with the reference computed by transformers
+(`HFPolicy.fast = False`: `Qwen2ForCausalLM.forward`), or with the naive cross-scoring that re-encodes every
+(prompt, trace) pair: log-probs, entropies, gradients, sampled tokens and their log-probs, cross-scores.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ragen_core.math.mi import cross_score_naive
+from ragen_core.policy import HFPolicy
+from ragen_core.policy.fast_qwen2 import FastQwen2, split_rows, unsupported_reason
+
+TOL = dict(rtol=1e-5, atol=2e-5)
+
+
+@pytest.fixture(scope="module")
+def policy(make_tiny_policy):
+    return make_tiny_policy("Say go. value 12", hidden=32, layers=2, heads=4, kv_heads=2)
+
+
+def _rows(gen: torch.Generator, lengths: list[int], shared: int = 0, vocab: int = 200):
+    """Right-padded random rows; the first `shared` rows repeat row 0's first 70% (a shared prompt)."""
+    b, t = len(lengths), max(lengths)
+    ids = torch.zeros(b, t, dtype=torch.long)
+    mask = torch.zeros(b, t, dtype=torch.long)
+    for r, n in enumerate(lengths):
+        ids[r, :n] = torch.randint(5, vocab, (n,), generator=gen)
+        mask[r, :n] = 1
+    for r in range(1, shared):
+        cut = min(int(0.7 * lengths[0]), lengths[r])
+        ids[r, :cut] = ids[0, :cut]
+    return ids, mask
+
+
+def _both(policy: HFPolicy, fn):
+    policy.fast = False
+    try:
+        ref = fn()
+    finally:
+        policy.fast = True
+    return ref, fn()
+
+
+def test_the_tiny_model_takes_the_lean_forward_and_others_say_why_not(policy, make_tiny_model):
+    assert unsupported_reason(policy.model) is None
+    vision = HFPolicy.from_pretrained(make_tiny_model("go", hidden=32, layers=1, heads=2, kv_heads=1, vision=True))
+    assert "not a plain Qwen2ForCausalLM" in unsupported_reason(vision.model)
+    assert vision._fast_model() is None
+    sliding = copy.deepcopy(policy.model)
+    sliding.config.layer_types = ["sliding_attention"] * len(sliding.config.layer_types)
+    assert unsupported_reason(sliding) == "sliding-window layers"
+    with pytest.raises(ValueError, match="sliding-window"):
+        FastQwen2(sliding)
+    policy.fast = False
+    assert policy._fast_model() is None
+    policy.fast = True
+
+
+@pytest.mark.parametrize("case", ["all positions", "response only", "shared prompts", "loss from position 1",
+                                  "a row with nothing scored", "temperature"])
+def test_logprobs_and_entropy_equal_transformers(policy, case):
+    gen = torch.Generator().manual_seed(hash(case) % 1000)
+    lengths = [23, 17, 30, 30, 9, 26]
+    ids, mask = _rows(gen, lengths, shared=4 if case == "shared prompts" else 0)
+    score = None
+    if case != "all positions":
+        score = torch.zeros_like(mask)
+        for r, n in enumerate(lengths):
+            start = 1 if case == "loss from position 1" else int(0.7 * n)
+            score[r, start:n] = 1
+        if case == "a row with nothing scored":
+            score[2] = 0
+    temp = 0.7 if case == "temperature" else 1.0
+    (ref, got) = _both(policy, lambda: policy.forward_logprobs(ids, mask, with_entropy=True, score_mask=score,
+                                                               temperature=temp))
+    torch.testing.assert_close(got.logprobs, ref.logprobs, **TOL)
+    torch.testing.assert_close(got.entropy, ref.entropy, **TOL)
+    if score is not None:  # nothing outside the asked positions
+        assert float(got.logprobs.detach()[score == 0].abs().max()) == 0.0
+        assert float(got.entropy.detach()[score == 0].abs().max()) == 0.0
+
+
+def test_gradients_equal_transformers(policy):
+    gen = torch.Generator().manual_seed(3)
+    lengths = [20, 20, 20, 14, 25]
+    ids, mask = _rows(gen, lengths, shared=3)
+    score = torch.zeros_like(mask)
+    for r, n in enumerate(lengths):
+        score[r, n // 2 : n] = 1
+    weights = torch.randn(ids.shape, generator=gen)
+
+    def grads():
+        policy.model.zero_grad(set_to_none=True)
+        out = policy.forward_logprobs(ids, mask, with_entropy=True, score_mask=score)
+        ((out.logprobs * weights).sum() + 0.1 * out.entropy.sum()).backward()
+        return [p.grad.clone() for p in policy.model.parameters()]
+
+    ref, got = _both(policy, grads)
+    for a, b in zip(ref, got, strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
+
+
+def test_left_padded_batches_fall_back_to_transformers(policy):
+    gen = torch.Generator().manual_seed(4)
+    ids, mask = _rows(gen, [10, 6])
+    left_ids, left_mask = torch.zeros_like(ids), torch.zeros_like(mask)
+    left_ids[0], left_mask[0] = ids[0], mask[0]
+    left_ids[1, 4:], left_mask[1, 4:] = ids[1, :6], 1
+    ref, got = _both(policy, lambda: policy.forward_logprobs(left_ids, left_mask))
+    torch.testing.assert_close(got.logprobs, ref.logprobs, **TOL)
+
+
+@pytest.mark.parametrize("mode", ["sampled", "greedy", "top_p", "one token"])
+def test_generation_equals_transformers(policy, mode):
+    """Same generator seed, same prompts (some repeated, of different lengths): the same tokens, texts, finish
+    reasons and sampling log-probs on both paths."""
+    tok = policy.tokenizer
+    base = [policy.encode_chat([{"role": "user", "content": f"value {v}. Say go."}]) for v in (1, 22, 333)]
+    prompts = [base[0], base[1], base[0], base[2], base[0], base[1]]
+    kw = dict(max_new_tokens=1 if mode == "one token" else 24, greedy=mode == "greedy",
+              top_p=0.8 if mode == "top_p" else 1.0, stop=("go",))
+
+    def run():
+        return policy.generate(prompts, generator=torch.Generator().manual_seed(7), **kw)
+
+    ref, got = _both(policy, run)
+    assert [g.response_ids for g in got] == [g.response_ids for g in ref]
+    assert [g.text for g in got] == [g.text for g in ref]
+    assert [g.finish_reason for g in got] == [g.finish_reason for g in ref]
+    for a, b in zip(ref, got):
+        torch.testing.assert_close(torch.tensor(b.response_logprobs), torch.tensor(a.response_logprobs), **TOL)
+    assert tok is policy.tokenizer
+
+
+def test_generation_leaves_the_sampler_where_transformers_leaves_it(policy):
+    """One uniform per sequence per step, finished sequences included: the generator's state afterwards is the
+    same on both paths, so the next rollout draws the same numbers."""
+    prompts = [policy.encode_chat([{"role": "user", "content": f"value {v}"}]) for v in (5, 50, 500, 5)]
+
+    def run():
+        gen = torch.Generator().manual_seed(11)
+        policy.generate(prompts, max_new_tokens=16, generator=gen, stop=("go",))
+        return gen.get_state()
+
+    ref, got = _both(policy, run)
+    assert torch.equal(ref, got)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=299), min_size=1, max_size=30))
+def test_only_the_listed_tokens_can_complete_a_stop_string(make_tiny_policy, tokens):
+    """The decode-skipping rule of the lean generation loop finds a stop string at the same step as decoding the
+    tail after every token (the rule of transformers' loop)."""
+    policy = _STOP_POLICY.setdefault("p", make_tiny_policy("Say go. value 12 </answer> é ü"))
+    stop = ("</answer>", "é")
+    may = policy._stop_completing_tokens(stop)
+    vocab = len(policy.tokenizer)
+    ids = [t % vocab for t in tokens]
+    window = max(len(s.encode()) for s in stop) + 2
+
+    def first_stop(check_all: bool) -> int | None:
+        for i in range(len(ids)):
+            if check_all or ids[i] in may:
+                tail = policy.tokenizer.decode(ids[: i + 1][-window:], skip_special_tokens=True)
+                if any(s in tail for s in stop):
+                    return i
+        return None
+
+    assert first_stop(False) == first_stop(True)
+
+
+_STOP_POLICY: dict[str, HFPolicy] = {}
+
+
+@pytest.mark.parametrize("budget", [4096, 40])
+def test_cross_score_equals_the_naive_reference(policy, budget):
+    gen = torch.Generator().manual_seed(5)
+    P, G = 5, 3
+    prompts = [torch.randint(5, 200, (int(n),), generator=gen).tolist() for n in (1, 12, 30, 7, 19)]
+    traces = [[torch.randint(5, 200, (int(torch.randint(0, 9, (1,), generator=gen)),), generator=gen).tolist()
+               for _ in range(G)] for _ in range(P)]
+    traces[1][2] = []  # an empty trace scores 0
+    L_ref, len_ref = cross_score_naive(policy.model, prompts, traces, return_lengths=True)
+    L, lengths = policy.cross_score(prompts, traces, batch_tokens=budget)
+    assert torch.equal(lengths, len_ref)
+    torch.testing.assert_close(L, L_ref, rtol=1e-5, atol=5e-5)
+    assert float(L[1, 2].abs().max()) == 0.0
+
+
+def test_split_rows_shares_equal_prefixes():
+    ids = torch.tensor([[1, 2, 3, 9, 0], [1, 2, 3, 8, 7], [1, 2, 4, 8, 7], [5, 6, 0, 0, 0]])
+    s = split_rows(ids, [4, 5, 5, 2], [3, 3, 3, 0], pad_id=0)
+    assert s.prefix_ids.tolist() == [[1, 2, 3], [1, 2, 4], [0, 0, 0]]
+    assert s.prefix_len.tolist() == [3, 3, 0] and s.owner.tolist() == [0, 0, 1, 2]
+    assert s.cont_ids.tolist() == [[9, 0], [8, 7], [8, 7], [5, 6]]  # padded to the longest
+    assert s.cont_len.tolist() == [1, 2, 2, 2] and s.start.tolist() == [3, 3, 3, 0]
+    unshared = split_rows(ids, [4, 5, 5, 2], [3, 3, 3, 0], pad_id=0, share=False)
+    assert unshared.owner.tolist() == [0, 1, 2, 3]
