@@ -23,6 +23,8 @@ Logged under ``probe/`` with the chance level and the ceiling beside every value
     probe/cond_entropy_seq_est (H(Z|X), nats per trace)        probe/cond_entropy_est (nats per token)
     probe/token_entropy (policy entropy per reasoning token)   probe/mi_est, probe/mi_zscore ...
     probe/success, probe/return (first turn)                   probe/pmi_return_cov, probe/pmi_return_corr
+    probe/reasoning_tokens (mean |Z|, the scored span)         probe/modal_share (share of the most common Z)
+    probe/template_share (share of Z that is the warm start's template, when the demonstrator has one)
     perf/probe_s (seconds spent on the probe)
 
 The last pair says which way the task gradient pushes input dependence (:func:`pmi_return_association`): the
@@ -34,6 +36,9 @@ lowers it.
 from __future__ import annotations
 
 import math
+import re
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -43,7 +48,8 @@ from ragen_core.episode import per_rollout_options, rollout_option
 from ragen_core.math.mi import cross_score, flatten_proxies, mi_proxies
 from ragen_core.rollout import RolloutBatch, RolloutSettings, make_envs, pad_token_id, rollout
 
-__all__ = ["ProbeSet", "build_probe", "pmi_return_association", "probe_metrics", "probe_seed_range"]
+__all__ = ["ProbeSet", "build_probe", "pmi_return_association", "probe_metrics", "probe_seed_range",
+           "reasoning_text", "template_match_share", "modal_share"]
 
 #: At most this many candidate seeds per probe prompt are tried when skipping duplicated levels.
 _CANDIDATES_PER_PROMPT = 4
@@ -97,20 +103,28 @@ def build_probe(env_id: str, env_kwargs: dict[str, Any], n_prompts: int, group_s
                     reset_options=reset_options)
 
 
+def policy_cross_score(policy: Any, prompts: list[list[int]], traces: list[list[list[int]]],
+                       batch_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(L, lengths)`` by the policy's own cross-scoring when it has one (:meth:`HFPolicy.cross_score`, the lean
+    forward), else :func:`ragen_core.math.mi.cross_score` on its model."""
+    own = getattr(policy, "cross_score", None)
+    if callable(own):
+        return own(prompts, traces, batch_tokens=batch_tokens)
+    return cross_score(policy.model, prompts, traces, batch_tokens=batch_tokens, return_lengths=True)
+
+
 def _token_entropy(policy: Any, batch: RolloutBatch, lengths: torch.Tensor, temperature: float) -> float:
     """Mean next-token entropy of the policy over the scored reasoning tokens of every probe trace (nats)."""
     kw = {} if temperature == 1.0 else {"temperature": temperature}
-    out = policy.forward_logprobs(batch.input_ids.to(policy.device), batch.attention_mask.to(policy.device),
-                                  with_entropy=True, **kw)
-    ent = out.entropy.float().cpu()
-    total, count = 0.0, 0
     flat_len = lengths.flatten().tolist()  # trajectory i * G + k
+    span = torch.zeros_like(batch.loss_mask, dtype=torch.bool)
     for row in range(batch.input_ids.shape[0]):
         pos = (batch.loss_mask[row] != 0).nonzero().flatten()  # the first (only) turn's response tokens
-        pos = pos[: int(flat_len[int(batch.row_traj[row])])]  # its reasoning span
-        total += float(ent[row, pos].sum())
-        count += int(pos.numel())
-    return total / max(count, 1)
+        span[row, pos[: int(flat_len[int(batch.row_traj[row])])]] = True  # its reasoning span
+    out = policy.forward_logprobs(batch.input_ids.to(policy.device), batch.attention_mask.to(policy.device),
+                                  with_entropy=True, score_mask=span.to(policy.device), **kw)
+    ent = out.entropy.float().cpu()
+    return float(ent[span].sum()) / max(int(span.sum()), 1)
 
 
 def pmi_return_association(L: torch.Tensor, returns: torch.Tensor) -> tuple[float, float]:
@@ -147,9 +161,45 @@ def pmi_return_association(L: torch.Tensor, returns: torch.Tensor) -> tuple[floa
     return cov, corr
 
 
+_THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
+
+
+def reasoning_text(response: str, filler_words: Sequence[str] = (), n_filler: int = 0) -> str | None:
+    """The reasoning of a response: the text of its ``<think>`` block with whitespace runs made single spaces,
+    and, with ``n_filler`` > 0, its first ``n_filler`` words dropped when all of them are in `filler_words` (the
+    warm start's input-independent opening). None when the response has no ``<think>...</think>``."""
+    m = _THINK.search(response)
+    if m is None:
+        return None
+    words = m.group(1).split()
+    if n_filler and len(words) >= n_filler and all(w in filler_words for w in words[:n_filler]):
+        words = words[n_filler:]
+    return " ".join(words)
+
+
+def template_match_share(reasonings: Sequence[str | None], templates: Sequence[str]) -> float:
+    """Share of `reasonings` (from :func:`reasoning_text`) equal to one of `templates` (whitespace-normalised);
+    a missing reasoning (None) counts as no match. NaN for no reasonings."""
+    if not reasonings:
+        return math.nan
+    wanted = {" ".join(t.split()) for t in templates}
+    return sum(r is not None and " ".join(r.split()) in wanted for r in reasonings) / len(reasonings)
+
+
+def modal_share(reasonings: Sequence[str | None]) -> float:
+    """Share of `reasonings` equal (whitespace-normalised) to the most common one (None values count in the total,
+    never as the mode):
+    1/N when every trace differs, 1 when all are one text, whatever that text is. NaN for no reasonings."""
+    if not reasonings:
+        return math.nan
+    counts = Counter(" ".join(r.split()) for r in reasonings if r is not None)
+    return (counts.most_common(1)[0][1] if counts else 0) / len(reasonings)
+
+
 @torch.no_grad()
 def probe_metrics(policy: Any, probe: ProbeSet, sample_seed: int, span: str = "reasoning",
-                  batch_tokens: int = 8192, prefix: str = "probe/") -> dict[str, float]:
+                  batch_tokens: int = 8192, prefix: str = "probe/", templates: Sequence[str] | None = None,
+                  filler_words: Sequence[str] = (), n_filler: int = 0) -> dict[str, float]:
     """Sample G traces per probe prompt, cross-score them and return the ``probe/`` metrics (see the module doc).
 
     Args:
@@ -157,6 +207,8 @@ def probe_metrics(policy: Any, probe: ProbeSet, sample_seed: int, span: str = "r
         probe: from :func:`build_probe`.
         sample_seed: seed of the probe's own sampler (the trainer derives it from run.seed and the step).
         span: ``"reasoning"`` (through ``</think>``) or ``"response"``, as ``mi.span``.
+        templates: the warm start's template reasoning(s), for ``probe/template_share`` (None: not logged).
+        filler_words, n_filler: the warm start's input-independent opening words, dropped before comparing.
     """
     gen = torch.Generator().manual_seed(int(sample_seed))
     policy.model.eval()
@@ -170,7 +222,7 @@ def probe_metrics(policy: Any, probe: ProbeSet, sample_seed: int, span: str = "r
             if not z:  # nothing to score: stand in one token (counted), as the in-batch diagnostics do
                 row[k] = [stand_in]
                 empty += 1
-    L, lengths = cross_score(policy.model, prompts, traces, batch_tokens=batch_tokens, return_lengths=True)
+    L, lengths = policy_cross_score(policy, prompts, traces, batch_tokens)
     stats = mi_proxies(L, lengths, prompt_ids=[tuple(p) for p in prompts])
     out = flatten_proxies(stats, prefix=prefix)
     chance = stats["retrieval_chance"]
@@ -183,4 +235,10 @@ def probe_metrics(policy: Any, probe: ProbeSet, sample_seed: int, span: str = "r
     cov, corr = pmi_return_association(L, batch.returns)
     out[prefix + "pmi_return_cov"] = cov
     out[prefix + "pmi_return_corr"] = corr
+    out[prefix + "reasoning_tokens"] = float(lengths.double().mean())
+    reasonings = [reasoning_text(t.turns[0].response_text, filler_words, n_filler) if t.turns else None
+                  for t in batch.trajectories]
+    out[prefix + "modal_share"] = modal_share(reasonings)
+    if templates:
+        out[prefix + "template_share"] = template_match_share(reasonings, templates)
     return out
