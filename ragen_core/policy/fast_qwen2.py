@@ -137,11 +137,15 @@ class FastQwen2:
         return self.model.model
 
     def _rope(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos, sin ``[B, 1, T, d]`` for positions ``[B, T]`` (float32 angles, cast like transformers)."""
+        """cos and signed sin ``[B, T, 1, d]`` for positions ``[B, T]`` (float32 angles, cast like transformers).
+        The sign folds transformers' ``rotate_half`` (``cat(-x2, x1)``) into ``roll(x, d/2) * sin_signed``."""
         inv = self._inner.rotary_emb.inv_freq
         freqs = positions[..., None].float() * inv.to(device=positions.device, dtype=torch.float)
         emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(dtype)[:, None], emb.sin().to(dtype)[:, None]
+        half = emb.shape[-1] // 2
+        sign = torch.ones(emb.shape[-1], device=emb.device)
+        sign[:half] = -1.0
+        return emb.cos().to(dtype)[:, :, None], (emb.sin() * sign).to(dtype)[:, :, None]
 
     @staticmethod
     def _norm(x: torch.Tensor, norm: torch.nn.Module) -> torch.Tensor:
@@ -150,35 +154,43 @@ class FastQwen2:
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
         return norm.weight * h.to(dtype)
 
-    def _apply_rope(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        half = x.shape[-1] // 2
-        rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-        return x * cos + rotated * sin
+    @staticmethod
+    def _apply_rope(x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor) -> torch.Tensor:
+        """RoPE on ``[..., heads, d]``: ``x cos + rotate_half(x) sin`` with ``rotate_half(x) = roll(x, d/2) *
+        sign``."""
+        return x * cos + torch.roll(x, x.shape[-1] // 2, dims=-1) * sin_signed
+
+    @staticmethod
+    def _fused_qkv(a: torch.nn.Module, with_q: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """The query (when asked), key and value projections as one weight and bias (one matrix product)."""
+        mods = (a.q_proj, a.k_proj, a.v_proj) if with_q else (a.k_proj, a.v_proj)
+        return torch.cat([m.weight for m in mods]), torch.cat([m.bias for m in mods])
 
     def _qkv(self, layer: torch.nn.Module, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
              with_q: bool = True) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
         """Queries ``[B, H, T, d]`` (None unless `with_q`), keys and values ``[B, Hkv, T, d]`` of `layer` on the
         residual stream `h` ``[B, T, hidden]``."""
-        a = layer.self_attn
         x = self._norm(h, layer.input_layernorm)
         b, t = x.shape[:2]
-        k = F.linear(x, a.k_proj.weight, a.k_proj.bias).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
-        v = F.linear(x, a.v_proj.weight, a.v_proj.bias).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
-        k = self._apply_rope(k, cos, sin)
-        q = None
-        if with_q:
-            q = F.linear(x, a.q_proj.weight, a.q_proj.bias).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)
-            q = self._apply_rope(q, cos, sin)
-        return q, k, v
+        w, bias = self._fused_qkv(layer.self_attn, with_q)
+        heads = (self.n_heads if with_q else 0) + 2 * self.n_kv
+        out = F.linear(x, w, bias).view(b, t, heads, self.head_dim)
+        rotated = heads - self.n_kv  # queries and keys take RoPE, values do not
+        qk = self._apply_rope(out[:, :, :rotated], cos, sin)
+        v = out[:, :, rotated:].transpose(1, 2)
+        if not with_q:
+            return None, qk.transpose(1, 2), v
+        return qk[:, :, : self.n_heads].transpose(1, 2), qk[:, :, self.n_heads :].transpose(1, 2), v
 
     def _finish_layer(self, layer: torch.nn.Module, h: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
-        """Residual + output projection of the attention ``[B, H, T, d]``, then the MLP block."""
+        """Residual + output projection of the attention ``[B, H, T, d]``, then the MLP block (gate and up
+        projections as one matrix product)."""
         b, _, t, _ = attn.shape
         h = h + F.linear(attn.transpose(1, 2).reshape(b, t, -1), layer.self_attn.o_proj.weight)
         mlp = layer.mlp
         x = self._norm(h, layer.post_attention_layernorm)
-        return h + F.linear(F.silu(F.linear(x, mlp.gate_proj.weight)) * F.linear(x, mlp.up_proj.weight),
-                            mlp.down_proj.weight)
+        gate, up = F.linear(x, torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])).chunk(2, dim=-1)
+        return h + F.linear(F.silu(gate) * up, mlp.down_proj.weight)
 
     def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         scale = self.head_dim**-0.5
@@ -296,7 +308,8 @@ class FastQwen2:
         """``L[i, k, j] = log p(z_ik | x_j)`` ``[P, G, P]`` float64 and the lengths ``|z_ik|`` ``[P, G]``: the
         contract of :func:`ragen_core.math.mi.cross_score` (empty traces score 0).
 
-        Every prompt's first ``len - 1`` tokens are computed once (:meth:`prefix_kv`); then, prompt by prompt, the
+        Every prompt's first ``len - 1`` tokens are computed once (:meth:`prefix_kv`), and every distinct trace is
+        scored once (equal traces get equal rows); then, prompt by prompt, the
         traces (each led by the prompt's last token) in batches of at most `batch_tokens` continuation tokens,
         attending to that prompt's keys and values (:meth:`_shared_prefix_attention`).
         """
@@ -304,7 +317,16 @@ class FastQwen2:
         p, g = len(prompts), len(traces[0]) if traces else 0
         if any(len(x) == 0 for x in prompts):
             raise ValueError("every prompt needs at least one token")
-        flat = [list(z) for group in traces for z in group]
+        all_traces = [tuple(z) for group in traces for z in group]
+        # Equal traces have equal scores: each distinct trace is scored once (a peaked policy repeats itself).
+        index: dict[tuple[int, ...], int] = {}
+        flat: list[list[int]] = []
+        where = []
+        for z in all_traces:
+            if z not in index:
+                index[z] = len(flat)
+                flat.append(list(z))
+            where.append(index[z])
         lens = [len(z) for z in flat]
         order = sorted((r for r in range(len(flat)) if lens[r] > 0), key=lambda r: (-lens[r], r))
         pad = 0
@@ -341,7 +363,8 @@ class FastQwen2:
                 lp = z.gather(-1, targets[rows_idx, cols_idx][:, None]).squeeze(-1) - torch.logsumexp(z, -1)
                 seq = torch.zeros(len(chunk), dtype=torch.float64, device=dev).index_add_(0, rows_idx, lp.double())
                 out[torch.tensor(chunk), j] = seq.cpu()
-        return out.reshape(p, g, p), torch.tensor(lens, dtype=torch.long).reshape(p, g)
+        every = out[torch.tensor(where, dtype=torch.long)] if where else out
+        return every.reshape(p, g, p), torch.tensor([len(z) for z in all_traces], dtype=torch.long).reshape(p, g)
 
     def _continuation_of_one_prefix(self, ids: torch.Tensor, prefix: list[tuple[torch.Tensor, torch.Tensor]],
                                     prefix_len: int) -> torch.Tensor:
@@ -456,7 +479,7 @@ class DecodeState:
         pos = (self.prefix_len + self.steps - 1)[:, None]  # the last prompt token sits right after its prefix
         h = f._inner.embed_tokens(tokens[:, None])[:, 0]  # [n, hidden]
         cos, sin = f._rope(pos, h.dtype)
-        cos, sin = cos[:, 0, 0][:, None], sin[:, 0, 0][:, None]  # [n, 1, d]
+        cos, sin = cos[:, 0], sin[:, 0]  # [n, 1, d]
         self.valid[:, col] = True
         hq, hk, d = f.n_heads, f.n_kv, f.head_dim
         bias = torch.zeros(n, 1, 1, col + 1, dtype=h.dtype, device=h.device).masked_fill_(

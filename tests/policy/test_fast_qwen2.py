@@ -188,6 +188,8 @@ def test_cross_score_equals_the_naive_reference(policy, budget):
     traces = [[torch.randint(5, 200, (int(torch.randint(0, 9, (1,), generator=gen)),), generator=gen).tolist()
                for _ in range(G)] for _ in range(P)]
     traces[1][2] = []  # an empty trace scores 0
+    traces[3][0] = list(traces[0][1])  # a repeated trace (scored once, reported at both places)
+    traces[4][2] = list(traces[0][1])
     L_ref, len_ref = cross_score_naive(policy.model, prompts, traces, return_lengths=True)
     L, lengths = policy.cross_score(prompts, traces, batch_tokens=budget)
     assert torch.equal(lengths, len_ref)
