@@ -127,7 +127,8 @@ def _token_entropy(policy: Any, batch: RolloutBatch, lengths: torch.Tensor, temp
     return float(ent[span].sum()) / max(int(span.sum()), 1)
 
 
-def pmi_return_association(L: torch.Tensor, returns: torch.Tensor) -> tuple[float, float]:
+def pmi_return_association(L: torch.Tensor, returns: torch.Tensor,
+                           groups: torch.Tensor | None = None) -> tuple[float, float]:
     """Within-prompt association between a trace's return and its pointwise input dependence.
 
     Args:
@@ -141,6 +142,10 @@ def pmi_return_association(L: torch.Tensor, returns: torch.Tensor) -> tuple[floa
         cov  = mean_ik pmi_c[i,k] * r_c[i,k]
         corr = sum pmi_c r_c / sqrt(sum pmi_c^2 * sum r_c^2)      (0.0 when either sum of squares is 0)
 
+    `groups` (``[P]`` bool, optional): only these prompt groups enter the sums and means (the PMI of their traces
+    is still measured against all P prompts); ``(nan, nan)`` when it selects none. The trainer uses it to compare
+    the groups the filter kept with those it dropped.
+
     Why it tells the task gradient's direction: for a policy that is a softmax over whole traces (one logit per
     trace and prompt), one natural-gradient step on the advantages ``A = r_c`` changes ``pi(z|x)`` by ``eta
     pi(z|x) A(z)``, so the expected PMI of the prompt's traces moves by ``eta * Cov_z(pmi, A)``: positive,
@@ -153,6 +158,11 @@ def pmi_return_association(L: torch.Tensor, returns: torch.Tensor) -> tuple[floa
     L = L.to(torch.float64)
     own = L[torch.arange(P), :, torch.arange(P)]  # [P, G]: L[i, k, i]
     pmi = own - (torch.logsumexp(L, dim=2) - math.log(P))
+    if groups is not None:
+        sel = torch.as_tensor(groups, dtype=torch.bool).reshape(P)
+        if not bool(sel.any()):
+            return math.nan, math.nan
+        pmi, r = pmi[sel], r[sel]
     pmi_c = pmi - pmi.mean(dim=1, keepdim=True)
     r_c = r - r.mean(dim=1, keepdim=True)
     cov = float((pmi_c * r_c).mean())

@@ -329,6 +329,7 @@ class Trainer:
 
         # 2. filter (and DAPO's refill of the dropped groups)
         kept, filter_metrics = self.filter_with_metrics(batch)
+        filter_kept = kept  # of `batch` (a DAPO refill renumbers the groups of the batch it trains on)
         metrics.update(filter_metrics)
         metrics["filter/groups_total"] = float(batch.groups)
         train_batch = batch
@@ -340,7 +341,7 @@ class Trainer:
         # 3. diagnostics on the whole batch (kept and dropped groups)
         t1 = time.perf_counter()
         if cfg.mi.every and step % cfg.mi.every == 0:
-            metrics.update(self.mi_diagnostics(batch))
+            metrics.update(self.mi_diagnostics(batch, filter_kept))
         t_mi = time.perf_counter() - t1
 
         # 4. compact, or skip an empty batch
@@ -498,8 +499,14 @@ class Trainer:
 
     # ------------------------------------------------------------------ 3. MI diagnostics
     @torch.no_grad()
-    def mi_diagnostics(self, batch: RolloutBatch) -> dict[str, Any]:
-        """Cross-score the first turn of every group (kept and dropped) -> `collapse/` metrics."""
+    def mi_diagnostics(self, batch: RolloutBatch, kept: torch.Tensor | None = None) -> dict[str, Any]:
+        """Cross-score the first turn of every group (kept and dropped) -> `collapse/` metrics.
+
+        With `kept` (the filter's kept group indices), also the within-group covariance of a trace's return with
+        its pointwise MI (:func:`ragen_core.training.probe.pmi_return_association`) over the kept groups and over
+        the dropped ones: ``collapse/pmi_return_cov_kept`` / ``_dropped`` (and ``_corr_``): which way the task
+        gradient of the groups trained on pushes input dependence, and which way that of the groups left out would
+        have."""
         from ragen_core.math.metrics import regime_from_proxies
         from ragen_core.math.mi import flatten_proxies, mi_proxies
         from ragen_core.training.probe import policy_cross_score
@@ -526,6 +533,15 @@ class Trainer:
         out["collapse/mi_zscore_ema"] = self.ema.update(stats)
         out["collapse/regime"] = regime_from_proxies(stats)
         out["collapse/empty_traces"] = float(empty)
+        if kept is not None:
+            from ragen_core.training.probe import pmi_return_association
+
+            mask = torch.zeros(batch.groups, dtype=torch.bool)
+            mask[kept.long()] = True
+            for name, sel in (("kept", mask), ("dropped", ~mask)):
+                cov, corr = pmi_return_association(L, batch.rewards_pg, groups=sel)
+                out[f"collapse/pmi_return_cov_{name}"] = cov
+                out[f"collapse/pmi_return_corr_{name}"] = corr
         return out
 
     # ------------------------------------------------------------------ 4. empty steps, compaction

@@ -167,3 +167,34 @@ def test_one_epoch_of_one_minibatch_takes_the_old_logprobs_from_its_own_forward(
 def test_the_pass_runs_when_a_later_forward_sees_updated_parameters(model_dir, tmp_path, why):
     row, scored, _ = _first_update(model_dir, tmp_path, why)
     assert scored and row["perf/old_logprob_pass"] == 1.0
+
+
+def test_pmi_return_association_over_a_subset_of_groups_against_a_plain_loop():
+    from ragen_core.training.probe import pmi_return_association
+
+    gen = torch.Generator().manual_seed(1)
+    P, G = 5, 3
+    L = torch.randn(P, G, P, generator=gen, dtype=torch.float64) * 3
+    r = torch.randn(P, G, generator=gen, dtype=torch.float64)
+    sel = torch.tensor([True, False, True, True, False])
+    pmi_c, r_c = [], []
+    for i in range(P):
+        if not sel[i]:
+            continue
+        pmis = [float(L[i, k, i]) - (math.log(sum(math.exp(float(L[i, k, j])) for j in range(P))) - math.log(P))
+                for k in range(G)]
+        rs = [float(r[i, k]) for k in range(G)]
+        pmi_c += [x - sum(pmis) / G for x in pmis]
+        r_c += [x - sum(rs) / G for x in rs]
+    cov = sum(a * b for a, b in zip(pmi_c, r_c)) / len(pmi_c)
+    corr = sum(a * b for a, b in zip(pmi_c, r_c)) / math.sqrt(sum(a * a for a in pmi_c) * sum(b * b for b in r_c))
+    got_cov, got_corr = pmi_return_association(L, r, groups=sel)
+    assert got_cov == pytest.approx(cov) and got_corr == pytest.approx(corr)
+    assert all(math.isnan(x) for x in pmi_return_association(L, r, groups=torch.zeros(P, dtype=torch.bool)))
+
+
+def test_mi_steps_log_the_pmi_return_covariance_of_kept_and_dropped_groups(model_dir, tmp_path):
+    cfg = _cfg("filter.enabled=true", 'filter.strategy="top_k"', "filter.value=0.5", "mi.every=1")
+    row = Trainer(cfg, tmp_path / "run", policy=HFPolicy.from_pretrained(model_dir)).train_step()
+    for key in ("collapse/pmi_return_cov_kept", "collapse/pmi_return_cov_dropped"):
+        assert key in row and isinstance(row[key], float)
