@@ -26,7 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["CollapseVerdict", "detect_collapse", "collapse_from_history", "PROBE_KEYS"]
+__all__ = ["CollapseVerdict", "HarmfulVerdict", "detect_collapse", "detect_harmful_collapse", "collapse_from_history",
+           "PROBE_KEYS"]
 
 #: The probe metrics the verdict reads from a run's history.
 PROBE_KEYS = {"margin": "probe/retrieval_margin", "token_entropy": "probe/token_entropy",
@@ -159,3 +160,66 @@ def collapse_from_history(history: Sequence[Mapping[str, Any]], **kwargs: Any) -
     return detect_collapse([int(r["step"]) for r in rows], [float(r[PROBE_KEYS["margin"]]) for r in rows],
                            [float(r[PROBE_KEYS["token_entropy"]]) for r in rows],
                            [float(r[PROBE_KEYS["cond_entropy"]]) for r in rows], **kwargs)
+
+
+@dataclass(frozen=True)
+class HarmfulVerdict:
+    """What :func:`detect_harmful_collapse` found: the three conditions and the numbers behind them."""
+
+    harmful: bool
+    reason: str
+    #: (1) the margin fell by `drop` from its peak and stayed there (:func:`detect_collapse`'s drop rule)
+    mi_fell: bool
+    #: (2) validation success at the end is no higher than at the evaluation nearest the margin's peak
+    success_not_higher: bool
+    #: (3) token entropy and H(Z|X) stayed within the band of their values at the peak through the end
+    entropy_flat_to_end: bool
+    peak_step: int
+    drop_step: int | None
+    success_at_peak: float
+    success_end: float
+    entropy_ratio_range: tuple[float, float]
+    cond_entropy_ratio_range: tuple[float, float]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def detect_harmful_collapse(steps: Sequence[int], margin: Sequence[float], token_entropy: Sequence[float],
+                            cond_entropy: Sequence[float], val_steps: Sequence[int], val_success: Sequence[float],
+                            drop: float = 0.5, band: float = 0.25, min_start: float = 0.05) -> HarmfulVerdict:
+    """The paper's template collapse, with the three conditions of a collapse that emerges and hurts:
+
+    1. the probe's retrieval margin falls to at most ``(1 - drop)`` of its peak (the highest margin before the
+       fall) and stays there at the next measurement (:func:`detect_collapse`, ``reference="peak"``);
+    2. validation success at the end of the run is no higher than at the evaluation nearest the margin's peak
+       (ties: the earlier one): input dependence and success fall together, as in the paper;
+    3. token entropy and H(Z|X) stay within ``[1 - band, 1 + band]`` of their values at the peak at every probe
+       measurement from the peak **to the end of the run** (not only to the drop): the collapse stays invisible
+       to entropy.
+
+    ``harmful`` is all three. Curves as :func:`detect_collapse`; `val_steps` / `val_success` are the validation
+    evaluations (step 0 included)."""
+    if not val_steps or len(val_steps) != len(val_success):
+        raise ValueError("need at least one validation evaluation, with one success value per step")
+    base = detect_collapse(steps, margin, token_entropy, cond_entropy, drop=drop, band=band, min_start=min_start,
+                           reference="peak")
+    peak = base.reference_step
+    ref = list(steps).index(peak)
+    ent = [v / token_entropy[ref] for v in token_entropy[ref:]]
+    cond = [v / cond_entropy[ref] for v in cond_entropy[ref:]]
+    flat = all(1 - band <= v <= 1 + band for v in (*ent, *cond))
+    nearest = min(range(len(val_steps)), key=lambda i: (abs(val_steps[i] - peak), val_steps[i]))
+    s_peak, s_end = float(val_success[nearest]), float(val_success[-1])
+    fell = base.drop_step is not None
+    not_higher = s_end <= s_peak
+    harmful = fell and not_higher and flat
+    parts = [("the margin fell by half from its peak" if fell else "no MI drop: " + base.reason),
+             (f"success {s_peak:.3f} at step {val_steps[nearest]} -> {s_end:.3f} at the end"),
+             ("entropies within the band to the end" if flat else
+              f"entropies left the band (token {min(ent):.2f}x-{max(ent):.2f}x, H(Z|X) {min(cond):.2f}x-"
+              f"{max(cond):.2f}x of the peak's)")]
+    return HarmfulVerdict(harmful=harmful, reason="; ".join(parts), mi_fell=fell, success_not_higher=not_higher,
+                          entropy_flat_to_end=flat, peak_step=int(peak), drop_step=base.drop_step,
+                          success_at_peak=s_peak, success_end=s_end,
+                          entropy_ratio_range=(min(ent), max(ent)), cond_entropy_ratio_range=(min(cond), max(cond)))

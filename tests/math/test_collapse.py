@@ -149,3 +149,27 @@ def test_from_history_reads_the_probe_rows_only():
 def test_bad_reference_raises():
     with pytest.raises(ValueError, match="reference"):
         detect_collapse([0, 1], [0.5, 0.1], [1, 1], [1, 1], reference="end")
+
+
+# ---------------------------------------------------------------------------------------------- harmful collapse
+def test_harmful_collapse_needs_all_three_conditions():
+    from ragen_core.math.collapse import detect_harmful_collapse
+
+    steps = [0, 10, 20, 30, 40]
+    margin = [0.5, 0.6, 0.2, 0.1, 0.1]  # peak 0.6 at step 10, halved from step 20 on
+    flat = [1.0, 1.0, 0.95, 0.9, 0.85]
+    val_steps, falling = [0, 10, 20, 40], [0.3, 0.5, 0.4, 0.35]
+    v = detect_harmful_collapse(steps, margin, flat, flat, val_steps, falling)
+    assert v.harmful and v.peak_step == 10 and v.success_at_peak == 0.5 and v.success_end == 0.35
+    # success rose after the peak: the collapse helped (the built-in testbed's case)
+    assert not detect_harmful_collapse(steps, margin, flat, flat, val_steps, [0.3, 0.5, 0.6, 0.8]).harmful
+    # entropy left the band after the drop (at the end): no longer invisible to entropy
+    late = [1.0, 1.0, 0.95, 0.9, 0.7]
+    v = detect_harmful_collapse(steps, margin, late, flat, val_steps, falling)
+    assert v.mi_fell and v.success_not_higher and not v.entropy_flat_to_end and not v.harmful
+    # no drop
+    v = detect_harmful_collapse(steps, [0.5, 0.6, 0.5, 0.45, 0.4], flat, flat, val_steps, falling)
+    assert not v.mi_fell and not v.harmful
+    # the evaluation nearest the peak; ties go to the earlier one
+    v = detect_harmful_collapse(steps, margin, flat, flat, [0, 5, 15, 40], [0.1, 0.2, 0.9, 0.3])
+    assert v.success_at_peak == 0.2

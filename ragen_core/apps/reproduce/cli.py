@@ -50,6 +50,9 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                    help="folder with the base configs (default: the checkout's configs/)")
     p.add_argument("--envs", default=None, help=f"comma-separated subset of {','.join(ENVS)} (default all)")
     p.add_argument("--report-only", action="store_true", help="start nothing: report the finished runs")
+    p.add_argument("--experiment", default=None, metavar="NAME",
+                   help="run a pre-registered collapse experiment instead of the findings study: "
+                        "mechanism (fresh seeds) or search (tuning seeds 100-199); docs/collapse.md section 7")
     p.add_argument("--from-results", metavar="RESULTS_JSON", default=None,
                    help="start nothing, read no run folder: regenerate the report from the run records kept in a "
                         "results.json (written to --report-dir, default: the folder that holds RESULTS_JSON's "
@@ -78,6 +81,8 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         return from_results(args.from_results, args.report_dir)
     if args.configs_dir is None:
         args.configs_dir = default_configs_dir()
+    if args.experiment:
+        return run_experiment(args)
     try:
         seeds = study_seeds(args.seeds, args.quick, args.first_seed)
     except ValueError as e:
@@ -137,6 +142,63 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     return 1 if failed else 0
 
 
+def run_experiment(args: argparse.Namespace) -> int:
+    """``--experiment NAME``: its runs on --first-seed .. (+ --seeds, default 5), then its report."""
+    from ragen_core.apps.reproduce.experiments import build_experiment
+
+    n = args.seeds if args.seeds is not None else DEFAULT_SEEDS
+    seeds = list(range(args.first_seed, args.first_seed + n))
+    out = Path(args.out or f"runs/experiment-{args.experiment}").resolve()
+    configs = Path(args.configs_dir) if args.configs_dir else Path(__file__).resolve().parents[3] / "configs"
+    try:
+        specs = build_experiment(args.experiment, seeds, configs, out / "warm_cache")
+    except ValueError as e:
+        print(f"ragen reproduce: {e}", file=sys.stderr)
+        return 2
+    runs_dir = out / "runs"
+    print(f"experiment {args.experiment}: {len(specs)} runs (seeds {seeds[0]}..{seeds[-1]}) in {runs_dir}",
+          file=sys.stderr)
+    failed = ""
+    if not args.report_only:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            run_local(specs, runs_dir, workers=args.workers, progress=not args.no_progress)
+        except RuntimeError as e:
+            failed = str(e)
+            print(f"ragen reproduce: {e}", file=sys.stderr)
+    records, missing = finished_records(specs, runs_dir)
+    if not records:
+        print("ragen reproduce: no finished run to report", file=sys.stderr)
+        return 1
+    header = {"command": f"ragen reproduce --experiment {args.experiment} --first-seed {args.first_seed} "
+                         f"--seeds {n}", "seeds": seeds, "n_runs": len(records), "n_missing": len(missing),
+              "missing": missing, "machine": _machine(),
+              "core_minutes": sum(((r.get("sft_s") or 0.0) + (r.get("rl_s") or 0.0)) / 60.0 for r in records)}
+    path = write_experiment(args.experiment, records, args.report_dir or str(out), header)
+    print(f"report: {path}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def write_experiment(name: str, records: list, report_dir: str | Path, header: dict) -> Path:
+    """Analyse an experiment's records and write ``NAME.md``, ``NAME/results.json`` and ``NAME/curves.png``."""
+    from ragen_core.apps.reproduce.experiments import analyse as analyse_experiment
+    from ragen_core.apps.reproduce.experiments import figure, markdown
+
+    folder = Path(report_dir)
+    (folder / name).mkdir(parents=True, exist_ok=True)
+    result = analyse_experiment(name, records)
+    header = {**header, "regenerate": f"ragen reproduce --from-results {folder / name / 'results.json'} "
+                                      f"--report-dir {folder}"}
+    text = markdown(result, header) + f"\n![curves]({name}/curves.png)\n\nRegenerate: `{header['regenerate']}`\n"
+    (folder / f"{name}.md").write_text(text)
+    (folder / name / "results.json").write_text(json.dumps({"experiment": name, "header": header,
+                                                            "analysis": result, "records": records}, indent=1,
+                                                           default=str) + "\n")
+    fig = figure(result, records)
+    fig.savefig(folder / name / "curves.png", dpi=110)
+    return folder / f"{name}.md"
+
+
 def _regenerate_command(report_dir: str) -> str:
     """The command that regenerates a report written to `report_dir` from its results.json alone."""
     results = Path(report_dir) / "reproduction" / "results.json"
@@ -153,6 +215,11 @@ def from_results(results: str | Path, report_dir: str | None = None) -> int:
     try:
         data = json.loads(path.read_text())
         records, header = data["records"], dict(data["header"])
+        if data.get("experiment"):
+            target = report_dir if report_dir is not None else str(path.resolve().parent.parent)
+            out = write_experiment(data["experiment"], records, target, header)
+            print(f"report: {out} (from the {len(records)} records of {path})", file=sys.stderr)
+            return 0
     except (OSError, ValueError, KeyError, TypeError) as e:
         print(f"ragen reproduce: cannot read the records of {path}: {type(e).__name__}: {e}", file=sys.stderr)
         return 1

@@ -26,14 +26,16 @@ __all__ = ["execute_run", "read_run", "run_local", "run_ray", "finished_records"
 
 #: Metrics read from each MI measurement (collapse/ prefix in metrics.jsonl).
 MI_KEYS = ("mi_zscore_ema", "mi_seq_est", "mi_upper_bound", "retrieval_acc", "retrieval_chance",
-           "cond_entropy_est", "marginal_entropy_est", "token_entropy", "regime")
+           "cond_entropy_est", "marginal_entropy_est", "token_entropy", "regime",
+           # within-group covariance of return and pointwise MI over the kept / the dropped groups
+           "pmi_return_cov_kept", "pmi_return_cov_dropped")
 #: Metrics read from each held-out probe measurement (probe/ prefix; ragen_core.training.probe); a row counts as a probe
 #: measurement when it has probe/retrieval_margin.
 PROBE_KEYS = ("retrieval_acc", "retrieval_chance", "retrieval_margin", "mi_seq_est", "mi_upper_bound",
               "mi_seq_norm", "token_entropy", "cond_entropy_est", "recall_at_2", "recall_at_2_chance",
               "recall_at_4", "recall_at_4_chance", "recall_at_8", "recall_at_8_chance",
               # the probe traces' mean reasoning length in tokens, and the share that match the template exactly
-              "reasoning_tokens", "template_share")
+              "reasoning_tokens", "template_share", "modal_share")
 #: The per-step filter log: record field -> metric (filter/ prefix). A step's entry has every field, None where
 #: that metric was not logged (runs from before the field existed).
 FILTER_LOG_KEYS = {"groups_total": "filter/groups_total", "kept_groups": "filter/kept_groups",
