@@ -28,6 +28,7 @@ BENCHMARKS: tuple[tuple[str, str], ...] = (
     ("mi", "benchmarks.bench_mi"),
     ("filtering", "benchmarks.bench_filtering"),
     ("rollout", "benchmarks.bench_rollout"),
+    ("profile", "benchmarks.bench_profile"),
     ("micro", "benchmarks.micro.run"),
     ("learning", "benchmarks.bench_learning"),
     ("trl_filtering", "benchmarks.bench_trl_filtering"),

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragen_core.apps.reproduce.study import RunSpec, TUNING_SEEDS
+from ragen_core.apps.reproduce.study import TUNING_SEEDS, RunSpec
 from ragen_core.math.collapse import detect_harmful_collapse
 from ragen_core.math.stats import mean_ci
 
@@ -325,7 +325,8 @@ def markdown(result: dict[str, Any], header: dict[str, Any]) -> str:
         h = r.get("harmful") or {}
         lines.append(
             f"| `{r['arm']}` | {r['seed']} | {r.get('steps')} | {_f(r.get('margin_start'))} -> "
-            f"{_f(r.get('margin_min'))} -> {_f(r.get('margin_end'))} | {_f(r.get('token_entropy_ratio_end'), '{:.2f}')} | "
+            f"{_f(r.get('margin_min'))} -> {_f(r.get('margin_end'))} | "
+            f"{_f(r.get('token_entropy_ratio_end'), '{:.2f}')} | "
             f"{_f(r.get('success_start'), '{:.3f}')} -> {_f(r.get('success_end'), '{:.3f}')} | "
             f"{_f(r.get('template_share_start'), '{:.2f}')} -> {_f(r.get('template_share_end'), '{:.2f}')} | "
             f"{'yes' if h.get('harmful') else 'no'}: {h.get('reason', 'n/a')} |")
