@@ -1,4 +1,4 @@
-"""The `ragen` command line: `ragen envs | play | configs | train | diagnose | reproduce | verify | bench`.
+"""The `ragen` command line: `ragen envs | play | configs | train | diagnose | export | reproduce | verify | bench`.
 
 One convention for every sub-command. `ragen NAME ARGS...` runs a module listed once, in :data:`COMMANDS`
 (name -> :class:`Command`: the module, the one-line help of `ragen --help`, whether it needs the `train` extra,
@@ -58,6 +58,8 @@ COMMANDS: dict[str, Command] = {
                      "train an agent: ragen train CONFIG|PRESET [key=value ...] [--resume RUN_DIR]", needs_train=True),
     # `diagnose` needs the extra only with --model (it says so itself).
     "diagnose": Command("ragen_core.apps.diagnose", "RV heterogeneity and MI proxies of a rollouts JSONL file"),
+    "export": Command("ragen_core.apps.export", "write a run's policy as a transformers model folder",
+                      needs_train=True),
     "reproduce": Command("ragen_core.apps.reproduce.cli",
                          "the paper's four findings as a small-scale study, with its report", needs_train=True),
     "verify": Command("theory_checks.__main__", "check the paper's bounds numerically (python -m theory_checks)",

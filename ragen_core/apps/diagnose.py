@@ -1,15 +1,20 @@
-"""``ragen diagnose ROLLOUTS.jsonl [--model PATH]``: collapse diagnostics on anyone's rollouts.
+"""``ragen diagnose ROLLOUTS.jsonl|RUN_DIR [--model PATH|RUN_DIR]``: collapse diagnostics on anyone's rollouts.
 
 Input: one JSON object per line (one trajectory): ``group`` (int or string, the prompt group), ``reward``
-(number; NaN allowed, it marks the group's variance NaN), optional ``prompt`` and ``response`` (strings).
+(number; NaN allowed, it marks the group's variance NaN), optional ``prompt`` and ``response`` (strings) and
+``model`` (the :func:`ragen_core.policy.identity.weights_sha256` of the policy that sampled it). A training run
+folder stands for its ``rollouts.jsonl`` (the trainer writes its last steps' rollouts there, in this format).
 
 Output:
 
 1. The RV heterogeneity pre-check of docs/science.md section 4: mean, std and std/mean of the per-group reward
    variance, the share of zero-variance groups, what top-p with rho = 0.9 would keep, and a histogram.
-2. With ``--model PATH`` (a local transformers causal LM and its tokenizer): cross-scores every response under
-   every group's prompt (:func:`ragen_core.math.mi.cross_score`) and reports the MI proxies of docs/science.md section 2
-   and the regime of section 1.
+2. With ``--model PATH`` (a local transformers causal LM and its tokenizer, or a run folder, exported on the fly
+   by ``ragen export``): cross-scores every response under every group's prompt
+   (:func:`ragen_core.math.mi.cross_score`) and reports the MI proxies of docs/science.md section 2 *as that model
+   scores them*. The regime of section 1 is a statement about the policy that sampled the rollouts, so it is
+   reported only when the scoring model is that policy: the rollouts name it (``model``) and its weights match, or
+   ``--scorer-is-sampler`` says so; otherwise it is withheld with the reason.
 
 Malformed lines are reported with their line numbers on stderr (never silently skipped); the valid lines are
 still analysed and the exit status is 1. Exit status 2: the file cannot be read, nothing can be analysed, or
@@ -47,6 +52,9 @@ __all__ = [
     "main",
 ]
 
+#: The rollouts file of a training run folder.
+ROLLOUTS_FILE = "rollouts.jsonl"
+
 # Reference points quoted by docs/science.md section 4 for reading the heterogeneity ratio.
 _HIGH_RATIO = 1.0
 _LOW_RATIO = 0.5
@@ -61,6 +69,8 @@ class Rollout:
     reward: float
     prompt: str | None = None
     response: str | None = None
+    #: the weights hash of the policy that sampled it (optional)
+    model: str | None = None
 
 
 @dataclass
@@ -90,10 +100,10 @@ def _parse_line(number: int, text: str) -> Rollout | str:
         return f"line {number}: field 'reward' must be a number, got {json.dumps(reward)}"
     if math.isinf(reward):
         return f"line {number}: field 'reward' must be finite (or NaN), got {reward}"
-    for key in ("prompt", "response"):
+    for key in ("prompt", "response", "model"):
         if key in obj and obj[key] is not None and not isinstance(obj[key], str):
             return f"line {number}: field {key!r} must be a string, got {type(obj[key]).__name__}"
-    return Rollout(number, group, float(reward), obj.get("prompt"), obj.get("response"))
+    return Rollout(number, group, float(reward), obj.get("prompt"), obj.get("response"), obj.get("model"))
 
 
 def load_rollouts(path: str | Path) -> LoadResult:
@@ -282,14 +292,28 @@ def mi_report(
         notes.append(f"groups have different sizes; each is truncated to its first G={g_min} rollouts")
     prompts = [groups[g][0].prompt for g in names]
     responses = [[r.response for r in groups[g][:g_min]] for g in names]
+    import ragen_core.policy.tiny  # noqa: F401  (registers the tiny vision model type)
+    from ragen_core.policy.identity import weights_sha256
+
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     model = AutoModelForCausalLM.from_pretrained(model_path).float().to(device)
+    samplers = {r.model for g in names for r in groups[g][:g_min]}
+    scorer = weights_sha256(model)
     L, lengths = cross_score(model, prompts, responses, batch_tokens=batch_tokens, tokenizer=tokenizer,
                              return_lengths=True)
     if bool((lengths == 0).any()):
         raise ValueError("some responses tokenise to zero tokens; they cannot be scored")
     ids = {text: i for i, text in enumerate(dict.fromkeys(prompts))}
     stats = mi_proxies(L, lengths, prompt_ids=[ids[t] for t in prompts])
+    stats["scoring_model"] = str(model_path)
+    if samplers == {scorer}:
+        stats["scorer_is_sampler"] = "yes: the rollouts name this model's weights"
+    elif None in samplers and len(samplers) == 1:
+        stats["scorer_is_sampler"] = "unknown: the rollouts do not name the model that sampled them"
+    else:
+        stats["scorer_is_sampler"] = ("no: the rollouts were sampled by other weights "
+                                      f"({', '.join(sorted(x[:12] for x in samplers if x))}; this model is "
+                                      f"{scorer[:12]})")
     stats["regime"] = regime_from_proxies(stats)
     stats["notes"] = notes
     stats["group_size_used"] = g_min
@@ -357,9 +381,14 @@ def write_rollouts(rows: Sequence[dict[str, Any]], path: str | Path) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``diagnose`` arguments to ``parser`` (used by the ``ragen`` CLI and :func:`main`)."""
-    parser.add_argument("rollouts", help="JSONL file, one trajectory per line: group, reward, [prompt, response]")
+    parser.add_argument("rollouts", help="JSONL file, one trajectory per line: group, reward, [prompt, response, "
+                                         "model]; or a training run folder (its rollouts.jsonl)")
     parser.add_argument("--model", metavar="PATH", default=None,
-                        help="local transformers causal LM (+ tokenizer) to cross-score with; adds the MI proxies")
+                        help="local transformers causal LM (+ tokenizer), or a run folder (exported with ragen "
+                             "export), to cross-score with; adds the MI proxies")
+    parser.add_argument("--scorer-is-sampler", action="store_true",
+                        help="assert that the --model sampled these rollouts: report the regime even when the "
+                             "rollouts do not name their sampler")
     parser.add_argument("--keep-rate", type=float, default=0.9, help="top-p keep rate rho in (0, 1] (default 0.9)")
     parser.add_argument("--score", choices=("variance", "std"), default="variance",
                         help="rank groups by variance (paper) or std (official code)")
@@ -429,6 +458,8 @@ def _print_text(report: dict[str, Any], bins: int, mi: dict[str, Any] | None, ou
         w(f"  MI-ZScore          {_fmt(mi['mi_zscore'])}\n")
         w(f"  H(Z|X) estimate    {_fmt(mi['cond_entropy_est'])} nats/token\n")
         w(f"  H(Z) estimate      {_fmt(mi['marginal_entropy_est'])} nats/token\n")
+        w(f"  scored by          {mi['scoring_model']} (the proxies are this model's view of the rollouts)\n")
+        w(f"  scorer = sampler?  {mi['scorer_is_sampler']}\n")
         w(f"  regime             {mi['regime']}\n")
 
 
@@ -455,6 +486,13 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     if args.batch_tokens < 1:
         err.write(f"error: --batch-tokens must be >= 1; got {args.batch_tokens}\n")
         return 2
+    source = Path(args.rollouts)
+    if source.is_dir():
+        if not (source / ROLLOUTS_FILE).is_file():
+            err.write(f"error: {source} is a folder without {ROLLOUTS_FILE} (training runs write one of their last "
+                      "steps' rollouts; a run from an older version has none): pass a rollouts JSONL file\n")
+            return 2
+        args.rollouts = str(source / ROLLOUTS_FILE)
     try:
         loaded = load_rollouts(args.rollouts)
     except OSError as exc:
@@ -481,6 +519,17 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         if missing:
             err.write(extra_hint("diagnose --model", missing) + "\n")
             return 2
+        from ragen_core.apps.export import EXPORT_INFO, export_run, is_run_dir
+
+        if is_run_dir(args.model):
+            exported = Path(args.model) / "model"
+            try:
+                if not (exported / EXPORT_INFO).is_file() or _export_is_stale(Path(args.model), exported):
+                    export_run(args.model, exported)
+            except ValueError as exc:
+                err.write(f"error: {exc}\n")
+                return 2
+            args.model = str(exported)
         if not Path(args.model).expanduser().is_dir():
             # A hub id would be fetched over the network (and retried for a minute offline): local folders only.
             err.write(f"error: --model must be a local folder holding a transformers causal LM and its tokenizer; "
@@ -491,12 +540,29 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         except (ValueError, OSError) as exc:
             err.write(f"error: cross-scoring with {args.model} failed: {exc}\n")
             return 2
+        if args.scorer_is_sampler and not mi["scorer_is_sampler"].startswith("yes"):
+            mi["scorer_is_sampler"] = "asserted by --scorer-is-sampler (" + mi["scorer_is_sampler"] + ")"
+        elif not mi["scorer_is_sampler"].startswith("yes"):
+            mi["regime"] = ("withheld: the regime describes the policy that sampled the rollouts, and this model is "
+                            "not known to be it (pass --scorer-is-sampler if it is)")
     if args.json:
         payload = {"rv": report, "mi": mi, "malformed": loaded.errors}
         out.write(json.dumps(_json_safe(payload), indent=2) + "\n")
     else:
         _print_text(report, args.bins, mi, out)
     return 1 if loaded.errors else 0
+
+
+def _export_is_stale(run: Path, exported: Path) -> bool:
+    """Whether the run has trained past the step its exported model was taken at."""
+    try:
+        info = json.loads((exported / "ragen_export.json").read_text())
+        import torch
+
+        step = torch.load(run / "checkpoints" / "latest.pt", map_location="cpu", weights_only=False).get("step")
+    except Exception:  # noqa: BLE001 - unreadable: export again (export_run reports a damaged checkpoint)
+        return True
+    return info.get("step") != step
 
 
 def build_parser(prog: str = "ragen diagnose") -> argparse.ArgumentParser:

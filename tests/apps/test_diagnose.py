@@ -170,8 +170,13 @@ def test_model_cross_scoring_reports_mi(model_dir, tmp_path):
     assert rc == 0, err
     mi = json.loads(out)["mi"]
     assert mi["n_prompts"] == 3 and mi["group_size"] == 2
-    assert mi["regime"] in ("diverse_reasoning", "template_collapse", "compressed_reasoning",
-                            "low_entropy_collapse")
+    # the rollouts do not name their sampler: the proxies are the scorer's view, the regime is withheld
+    assert mi["scorer_is_sampler"].startswith("unknown") and mi["regime"].startswith("withheld")
+    rc, out, err = run_cli([str(path), "--model", str(model_dir), "--json", "--batch-tokens", "2000",
+                            "--scorer-is-sampler"])
+    assert rc == 0, err
+    assert json.loads(out)["mi"]["regime"] in ("diverse_reasoning", "template_collapse", "compressed_reasoning",
+                                               "low_entropy_collapse")
     # independent route: the naive per-pair scorer on the same texts
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
     model = transformers.AutoModelForCausalLM.from_pretrained(model_dir)
@@ -224,3 +229,26 @@ def test_group_variance_ignores_rollout_order_so_ties_break_by_group_index():
     assert v[0] == v[1]
     kept = select_groups(v, strategy="top_p", value=0.5, include_zero=True, order="largest", eps=0.0).kept
     assert [int(i) for i in kept] == [0]
+
+
+def test_the_regime_needs_the_sampler_as_scorer(model_dir, tmp_path):
+    import transformers
+
+    from ragen_core.policy.identity import weights_sha256
+
+    sha = weights_sha256(transformers.AutoModelForCausalLM.from_pretrained(model_dir))
+    rows = [json.loads(line) for line in SAMPLE.read_text().splitlines()]
+    small = [r for i, r in enumerate(r for r in rows if r["group"] < 3) if i % 8 < 2]
+    for name, tag, expect in (("same", sha, "yes"), ("other", "0" * 64, "no")):
+        path = tmp_path / f"{name}.jsonl"
+        diagnose.write_rollouts([{**r, "model": tag} for r in small], path)
+        rc, out, err = run_cli([str(path), "--model", str(model_dir), "--json", "--batch-tokens", "2000"])
+        assert rc == 0, err
+        mi = json.loads(out)["mi"]
+        assert mi["scorer_is_sampler"].startswith(expect)
+        assert mi["regime"].startswith("withheld") == (expect == "no")
+
+
+def test_a_folder_without_rollouts_is_one_line(tmp_path):
+    rc, _, err = run_cli([str(tmp_path)])
+    assert rc == 2 and "rollouts.jsonl" in err and len(err.strip().splitlines()) == 1

@@ -1,0 +1,84 @@
+"""`ragen export RUN_DIR [--out DIR]`: a run's policy as a transformers model folder.
+
+The trainer checkpoints its whole state (``RUN_DIR/checkpoints/latest.pt``: weights, optimiser, RNG streams). This
+command loads the policy the run's ``config.toml`` names, puts the checkpoint's weights into it and writes a folder
+that any transformers-based tool loads (``AutoModelForCausalLM.from_pretrained``, vLLM, TRL, the Hub, and
+``ragen diagnose --model``): ``save_pretrained`` weights and config, the tokenizer, and ``ragen_export.json``
+(``{"run": ..., "step": ..., "weights_sha256": ...}``; the hash is :func:`ragen_core.policy.identity.weights_sha256`,
+the one a run's ``rollouts.jsonl`` names its sampler by). Default ``--out``: ``RUN_DIR/model``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+PROG = "ragen export"
+#: What the export writes beside the model files.
+EXPORT_INFO = "ragen_export.json"
+
+__all__ = ["EXPORT_INFO", "build_parser", "export_run", "is_run_dir", "main"]
+
+
+def is_run_dir(path: str | Path) -> bool:
+    """Whether `path` is a training run folder (a ``config.toml`` and a latest checkpoint)."""
+    p = Path(path)
+    return (p / "config.toml").is_file() and (p / "checkpoints" / "latest.pt").is_file()
+
+
+def export_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
+    """Write the run's latest policy as a transformers folder (module docstring); returns the folder.
+
+    Raises:
+        ValueError: `run_dir` is not a run folder, or its checkpoint cannot be read (the message says which).
+    """
+    from ragen_core.policy import load_policy
+    from ragen_core.policy.identity import weights_sha256
+    from ragen_core.training.checkpoint import load_checkpoint
+    from ragen_core.training.config import load_config
+
+    run = Path(run_dir)
+    if not is_run_dir(run):
+        raise ValueError(f"{run} is not a run folder (it needs config.toml and checkpoints/latest.pt)")
+    cfg = load_config(run / "config.toml")
+    path = "tiny-vision" if cfg.model.path == "tiny" and "Vision" in cfg.env.id else cfg.model.path
+    policy = load_policy(path, dtype=cfg.model.dtype)
+    try:
+        state = load_checkpoint(run)
+        policy.model.load_state_dict(state["model"])
+    except Exception as e:  # noqa: BLE001 - a damaged checkpoint is reported in one line, whatever torch raised
+        raise ValueError(f"cannot read the checkpoint of {run}: {type(e).__name__}: {str(e).splitlines()[0]}") from None
+    target = Path(out) if out is not None else run / "model"
+    target.mkdir(parents=True, exist_ok=True)
+    policy.model.save_pretrained(target)
+    policy.tokenizer.save_pretrained(target)
+    info = {"run": str(run.resolve()), "step": int(state.get("step", 0)),
+            "weights_sha256": weights_sha256(policy.model)}
+    (target / EXPORT_INFO).write_text(json.dumps(info, indent=1) + "\n")
+    return target
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description="Write a run's policy as a transformers model folder "
+                                "(save_pretrained weights, config and tokenizer).")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a training run folder (config.toml, checkpoints/latest.pt)")
+    p.add_argument("--out", default=None, help="where to write it (default RUN_DIR/model)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    args = build_parser(prog).parse_args(argv)
+    try:
+        target = export_run(args.run_dir, args.out)
+    except ValueError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 2
+    print(f"exported to {target} (load it with AutoModelForCausalLM.from_pretrained, or ragen diagnose --model)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
