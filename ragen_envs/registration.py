@@ -118,3 +118,44 @@ def describe(env_id: str) -> str:
         if spec.id == env_id:
             return spec.description
     raise KeyError(f"unknown env id {env_id!r}; known ids: {', '.join(env_ids())}")
+
+
+def accepted_kwargs(env_id: str) -> list[str]:
+    """The keyword arguments `gym.make(env_id, ...)` accepts: the parameters of the env class's ``__init__`` and of
+    its base classes' (an env passes ``**kwargs`` on to :class:`ragen_envs.base.TextAgentEnv`), sorted."""
+    import inspect
+
+    spec = gym.spec(env_id)
+    entry = spec.entry_point
+    cls = gym.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
+    names: set[str] = set()
+    for klass in getattr(cls, "__mro__", (cls,)):
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        try:
+            params = inspect.signature(init).parameters.values()
+        except (TypeError, ValueError):
+            continue
+        names |= {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self"}
+    names |= set(spec.kwargs or {})
+    return sorted(names)
+
+
+def kwarg_error(env_id: str, kwargs: dict[str, Any], exc: Exception) -> str:
+    """One line for a `gym.make` failure on env kwargs: an unknown name gets the closest accepted ones ("did you
+    mean ...?") and the list of accepted names; any other error its own message, without gymnasium's repetition of
+    the kwargs."""
+    import difflib
+
+    why = str(exc).split(" was raised from the environment creator")[0]
+    unknown = [k for k in kwargs if f"unexpected keyword argument '{k}'" in why]
+    if not unknown:
+        return why
+    accepted = accepted_kwargs(env_id)
+    parts = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, accepted, n=2, cutoff=0.6)
+        hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else "no close match"
+        parts.append(f"{env_id} has no kwarg {name!r} ({hint})")
+    return "; ".join(parts) + f"; it accepts: {', '.join(accepted)}"

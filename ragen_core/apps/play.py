@@ -2,7 +2,8 @@
 
 Type an action (`Up`, `Up || Left`) or a full response (`<think>..</think><answer>..</answer>`);
 the game shows the rendered state, the reward and the info. `q` quits, `r` restarts the same level (same
-seed), `?` shows the instructions again; an empty line or a stray arrow key costs no turn. A bare action is
+seed), `?` shows the instructions and the state again, Ctrl-C
+quits (exit status 130, no traceback); an empty line or a stray arrow key costs no turn. A bare action is
 wrapped into the response format for you, so the format penalty only applies to responses you type in full.
 Where Python has `readline` (not on Windows), the prompt has line editing (arrow keys, Ctrl-A/E) and history
 (up arrow) of the session's lines. Bad env kwargs (`bogus=1`, `num_boxes=abc`) are one `config error:` line and
@@ -26,7 +27,24 @@ _HIDDEN_INFO = {"instructions"}
 #: Terminal escape sequences (arrow keys without line editing: ``^[[A``), which are never actions.
 _ESCAPES = re.compile(r"(\x1b\[?[0-9;]*[A-Za-z~]?|\^\[\[?[0-9;]*[A-Za-z~]?)")
 PROG = "ragen play"
-BANNER = "commands: q quits, r restarts this level, ? shows the rules; type an action (e.g. Up || Left) or a response"
+BANNER = ("commands: q quits, r restarts this level, ? shows the rules and the state; type an action "
+          "(e.g. {example}) or a response")
+
+
+def example_action(env: Any) -> str:
+    """An action this env accepts in its current state (call after reset), in its own text: a draw of its
+    ``random_action`` hook (Sudoku's placements), else
+    the first actions of its ``ACTIONS`` list joined by ``||`` up to the actions allowed per turn."""
+    u = env.unwrapped
+    if callable(getattr(u, "random_action", None)) and not getattr(u, "ACTIONS", ()):
+        import numpy as np
+
+        return str(u.random_action(np.random.default_rng(0)))
+    actions = [str(a) for a in getattr(u, "ACTIONS", ())]
+    if not actions:
+        return "your answer"
+    per_turn = int(getattr(u, "max_actions_per_turn", 1) or 1)
+    return " || ".join(actions[: max(1, min(2, per_turn))])
 
 
 def wrap_response(line: str) -> str:
@@ -79,64 +97,78 @@ def play(
     try:
         gym.spec(env_id)
     except gym.error.Error as exc:
-        print(f"config error: cannot make {env_id!r}: {exc}. Run `ragen envs` for the list of ids.", file=out)
+        why = str(exc).rstrip(".")
+        print(f"config error: cannot make {env_id!r}: {why} (`ragen envs` lists the ids)", file=out)
         return 2
     try:
         env = gym.make(env_id, **(kwargs or {}))
     except (gym.error.Error, TypeError, ValueError) as exc:
-        why = str(exc).split(" was raised from the environment creator")[0]
-        print(f"config error: {env_id} with {kwargs or {}}: {why}", file=out)
+        from ragen_envs.registration import kwarg_error
+
+        print(f"config error: {env_id} with {kwargs or {}}: {kwarg_error(env_id, kwargs or {}, exc)}", file=out)
         return 2
-    # Every episode has a known seed, so that `r` can restart the same level.
-    episode_seed = random.randrange(2**31) if seed is None else int(seed)
-    restart = False
     try:
-        while True:
-            if restart:
-                episode_seed -= 1
-            obs, info = env.reset(seed=episode_seed)
-            print(f"{env_id}, seed {episode_seed}" + (" (restarted)" if restart else ""), file=out)
-            episode_seed += 1
-            restart = False
-            print(info["instructions"], file=out)
-            print("-" * 60, file=out)
-            print(BANNER, file=out)
-            _show_observation(obs, out)
-            total = 0.0
-            instructions = info.get("instructions", "")
-            while True:
-                try:
-                    raw = read_line("> ")
-                except EOFError:
-                    print(file=out)
-                    return 0
-                line = _ESCAPES.sub("", raw).strip()
-                if not line:
-                    # An empty line or a bare arrow key is not an answer: it costs no turn.
-                    if raw.strip():
-                        print("(arrow keys are not actions: type Up, Down, Left or Right)", file=out)
-                    continue
-                if line.lower() in {"q", "quit", "exit"}:
-                    return 0
-                if line == "?":
-                    print(instructions or env.unwrapped.instructions(), file=out)
-                    print(BANNER, file=out)
-                    continue
-                if line.lower() == "r":
-                    restart = True
-                    break
-                obs, reward, terminated, truncated, info = env.step(wrap_response(line))
-                total += reward
-                _show_observation(obs, out)
-                print(f"reward: {reward:+.2f}  (episode return {total:+.2f})", file=out)
-                _show_info(info, out)
-                if terminated or truncated:
-                    outcome = "solved" if info.get("success") else ("terminated" if terminated else "out of actions")
-                    print(f"episode over: {outcome}. New episode (q to quit).", file=out)
-                    print("=" * 60, file=out)
-                    break
+        return _play_loop(env, env_id, episode_seed=random.randrange(2**31) if seed is None else int(seed),
+                          read_line=read_line, out=out)
+    except KeyboardInterrupt:
+        print("\n(interrupted: bye)", file=out)
+        return 130
     finally:
         env.close()
+
+
+def _play_loop(env: Any, env_id: str, episode_seed: int, read_line: Callable[[str], str], out: TextIO) -> int:
+    """The episodes of :func:`play` until `q` or the end of input. Every episode has a known seed, so that `r`
+    can restart the same level."""
+    actions = [str(a) for a in getattr(env.unwrapped, "ACTIONS", ())]
+    restart = False
+    while True:
+        if restart:
+            episode_seed -= 1
+        obs, info = env.reset(seed=episode_seed)
+        print(f"{env_id}, seed {episode_seed}" + (" (restarted)" if restart else ""), file=out)
+        episode_seed += 1
+        restart = False
+        banner = BANNER.format(example=example_action(env))  # after reset: some examples depend on the state
+        print(info["instructions"], file=out)
+        print("-" * 60, file=out)
+        print(banner, file=out)
+        _show_observation(obs, out)
+        total = 0.0
+        instructions = info.get("instructions", "")
+        while True:
+            try:
+                raw = read_line("> ")
+            except EOFError:
+                print(file=out)
+                return 0
+            line = _ESCAPES.sub("", raw).strip()
+            if not line:
+                # An empty line or a bare arrow key is not an answer: it costs no turn.
+                if raw.strip():
+                    named = ", ".join(actions) if actions else "an answer"
+                    print(f"(arrow keys are not actions: type {named})", file=out)
+                continue
+            if line.lower() in {"q", "quit", "exit"}:
+                return 0
+            if line == "?":
+                print(instructions or env.unwrapped.instructions(), file=out)
+                print(banner, file=out)
+                _show_observation(obs, out)
+                continue
+            if line.lower() == "r":
+                restart = True
+                break
+            obs, reward, terminated, truncated, info = env.step(wrap_response(line))
+            total += reward
+            _show_observation(obs, out)
+            print(f"reward: {reward:+.2f}  (episode return {total:+.2f})", file=out)
+            _show_info(info, out)
+            if terminated or truncated:
+                outcome = "solved" if info.get("success") else ("terminated" if terminated else "out of actions")
+                print(f"episode over: {outcome}. New episode (q to quit).", file=out)
+                print("=" * 60, file=out)
+                break
 
 
 # --------------------------------------------------------------------------------------------------------------

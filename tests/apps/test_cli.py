@@ -148,3 +148,44 @@ def test_config_comments_name_their_own_file(config):
     """A config's `ragen train configs/X.toml` example runs that config, not another one."""
     named = re.findall(r"configs/[\w.\-]+\.toml", config.read_text())
     assert all(n == f"configs/{config.name}" for n in named), named
+
+
+@pytest.mark.parametrize("env_id", ["ragen/PocketCube-v0", "ragen/Sudoku-v0", "ragen/2048-v0", "ragen/Sokoban-v0"])
+def test_play_shows_an_example_the_env_accepts(env_id):
+    import gymnasium as gym
+
+    from ragen_core.apps.play import example_action, wrap_response
+
+    env = gym.make(env_id)
+    env.reset(seed=0)
+    example = example_action(env)
+    _, _, _, _, info = env.step(wrap_response(example))
+    assert info["format_error"] is None or not info["format_error"], (env_id, example, info)
+    assert not info["dropped_actions"], (env_id, example)
+    out = io.StringIO()
+    play(env_id, seed=0, read_line=_scripted(["q"]), out=out)
+    assert f"e.g. {example}" in out.getvalue()
+
+
+def test_play_question_mark_shows_the_state_again_and_ctrl_c_is_one_line():
+    out = io.StringIO()
+    play("ragen/Sokoban-v0", seed=3, read_line=_scripted(["?", "q"]), out=out)
+    text = out.getvalue()
+    assert text.count("Player") >= 2  # the state printed at the start and after `?`
+
+    def interrupt(prompt: str) -> str:
+        raise KeyboardInterrupt
+
+    out = io.StringIO()
+    assert play("ragen/Sokoban-v0", seed=3, read_line=interrupt, out=out) == 130
+    assert out.getvalue().rstrip().endswith("(interrupted: bye)")
+
+
+def test_a_misspelt_env_kwarg_gets_the_closest_names():
+    out = io.StringIO()
+    assert play("ragen/Sokoban-v0", kwargs={"dim_rom": (5, 5)}, read_line=_scripted([]), out=out) == 2
+    line = out.getvalue().strip()
+    assert len(line.splitlines()) == 1 and "did you mean 'dim_room'?" in line and "it accepts:" in line
+    out = io.StringIO()
+    play("ragen/Sudoko-v0", read_line=_scripted([]), out=out)
+    assert "?." not in out.getvalue() and "Sudoku" in out.getvalue()
