@@ -227,7 +227,7 @@ def test_every_command_answers_help_naming_the_ragen_command(command, capsys):
 
 
 #: What a command requires before a flag is judged (argparse reports a missing positional first).
-_REQUIRED = {"play": ["ragen/Sokoban-v0"], "diagnose": ["rollouts.jsonl"]}
+_REQUIRED = {"play": ["ragen/Sokoban-v0"], "diagnose": ["rollouts.jsonl"], "export": ["RUN_DIR"]}
 
 
 @pytest.mark.parametrize("command", list(cli.COMMANDS))
