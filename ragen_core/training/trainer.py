@@ -1078,8 +1078,10 @@ def preflight(cfg: TrainConfig) -> None:
     try:
         env = gym.make(cfg.env.id, **cfg.env.kwargs)
     except (TypeError, ValueError, gym.error.Error) as e:
-        why = str(e).split(" was raised from the environment creator")[0]  # gymnasium repeats the kwargs after it
-        raise ConfigError(f"env.kwargs {cfg.env.kwargs!r} for {cfg.env.id}: {why}") from None
+        from ragen_envs.registration import kwarg_error
+
+        raise ConfigError(f"env.kwargs {cfg.env.kwargs!r} for {cfg.env.id}: "
+                          f"{kwarg_error(cfg.env.id, dict(cfg.env.kwargs), e)}") from None
     env.close()
     if cfg.model.path not in ("tiny", "tiny-vision"):
         if not Path(cfg.model.path).expanduser().is_dir():

@@ -119,3 +119,10 @@ def test_summary_in_the_terminal_is_plain_text():
                             "\n**Collapse check**: no.")
     assert text.splitlines()[0] == "Run x"
     assert "H(Z|X) estimate  0.1    0.2" in text and "|" not in text.replace("H(Z|X)", "") and "**" not in text
+
+
+def test_a_misspelt_env_kwarg_names_the_closest(tmp_path, capsys):
+    assert train([_base(tmp_path), "env.id=ragen/Sokoban-v0", "env.kwargs.dim_rom=[5, 5]", "--run-dir",
+                  str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean 'dim_room'?" in err and not (tmp_path / "run").exists()
