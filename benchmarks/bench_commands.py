@@ -5,7 +5,8 @@
 Clones the current commit into a temporary folder (nothing of this checkout's `.venv` or caches is reused),
 then times ``make demo`` (which creates ``.venv`` and installs torch and the project first) and ``make test`` (the
 linter and the whole suite, on the existing ``.venv``), and measures the size of ``.venv`` and the number of tests
-that ran. Writes ``benchmarks/results/commands.json``; its table goes into the README (``results:commands``).
+that ran. Writes ``benchmarks/results/commands.json`` (its table goes into the README, ``results:commands``) and
+``demo.json`` (the demo's printed summary, into docs/train.md, ``results:demo``).
 The numbers are of this machine at that commit: a busier or slower machine takes longer.
 """
 
@@ -45,9 +46,14 @@ def main(argv: list[str] | None = None) -> int:
         clone = Path(tmp) / "clone"
         subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
         if not args.skip_demo:
-            seconds, status, _ = _timed(["make", "demo"], clone)
+            seconds, status, out = _timed(["make", "demo"], clone)
             rows.append({"command": "make demo", "seconds": seconds, "status": status,
                          "what": "create .venv, install torch and the project, train the Sokoban demo"})
+            summary = out[out.find("[4/4] summary"):].strip() if "[4/4] summary" in out else out.strip()[-3000:]
+            demo = {"benchmark": "demo", "machine": describe_machine(), "wall_s": seconds,
+                    "markdown": "What `make demo` printed at the end (a fresh clone, this machine):\n\n```text\n"
+                                + summary + "\n```\n"}
+            write_result(demo, RESULTS / "demo.json", show="")
         else:
             subprocess.run(["make", ".venv/.installed"], cwd=str(clone), check=True, capture_output=True)
         venv_mib = _folder_mib(clone / ".venv")
