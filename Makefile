@@ -2,7 +2,7 @@
 # Both create .venv if needed, install torch==2.13.0 first (the CPU build lies on this
 # machine's disk; any other spec would pull a multi-GB CUDA build), then the project with the
 # extras the suite needs (train: the RL core; dev, trl, ray).
-# Elsewhere choose the torch build by its index (README, Install), e.g.
+# Elsewhere choose the torch build by its index (docs/install.md), e.g.
 #   make test TORCH_INDEX=https://download.pytorch.org/whl/cpu
 PYTHON ?= python3
 TORCH ?= torch==2.13.0

@@ -24,6 +24,22 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def _commit() -> str | None:
+    """The git commit of this checkout (with "+changes" when tracked files differ), None outside one."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", str(root), "diff", "--quiet", "HEAD", "--"], capture_output=True,
+                               timeout=30).returncode != 0
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (head.stdout.strip() + ("+changes" if dirty else "")) if head.returncode == 0 else None
+
+
 def describe_machine() -> dict[str, object]:
     """cpu, cores, platform, python, numpy/torch versions (when importable), date (UTC)."""
     info: dict[str, object] = {
@@ -33,6 +49,7 @@ def describe_machine() -> dict[str, object]:
         "python": platform.python_version(),
         "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d"),
     }
+    info["commit"] = _commit()
     for module in ("numpy", "torch", "gymnasium", "transformers"):
         try:
             info[module] = __import__(module).__version__

@@ -1,9 +1,9 @@
-"""Regenerate the README's results tables from `benchmarks/results/*.json`.
+"""Regenerate the results tables of the README and the docs from `benchmarks/results/*.json`.
 
 Each benchmark writes `benchmarks/results/NAME.json` with at least a `"markdown"` field (its
-results table, Markdown) and a `"machine"` field. The README holds one block per benchmark
+results table, Markdown) and a `"machine"` field. The README and the pages of `docs/` hold one block per benchmark
 between `<!-- results:NAME:start -->` and `<!-- results:NAME:end -->`; this script replaces the
-inside of every block whose JSON exists, so no number in the README is typed by hand.
+inside of every block whose JSON exists, so no number on those pages is typed by hand.
 
     python -m benchmarks.readme_tables [--check]
 """
@@ -18,12 +18,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 README = ROOT / "README.md"
+#: Every page whose results blocks are filled.
+PAGES = (README, *sorted((ROOT / "docs").glob("*.md")))
 _BLOCK = re.compile(r"(<!-- results:(?P<name>[\w-]+):start -->\n)(?P<body>.*?)(<!-- results:(?P=name):end -->)", re.S)
 
 
 def machine_line(machine: dict) -> str:
     """One line describing the machine a result was measured on."""
-    keys = ("cpu", "cores", "platform", "python", "torch", "date")
+    keys = ("cpu", "cores", "platform", "python", "torch", "date", "commit")
     parts = [f"{k}: {machine[k]}" for k in keys if machine.get(k) not in (None, "")]
     return "Measured on " + "; ".join(parts) + "." if parts else ""
 
@@ -70,14 +72,20 @@ def update(text: str) -> tuple[str, list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if the README is out of date")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a page is out of date")
     args = parser.parse_args(argv)
-    old = README.read_text()
-    new, filled = update(old)
+    stale, filled = [], []
+    for page in PAGES:
+        old = page.read_text()
+        new, names = update(old)
+        filled += names
+        if new != old:
+            stale.append(page)
+            if not args.check:
+                page.write_text(new)
     if args.check:
-        return int(new != old)
-    README.write_text(new)
-    print(f"README tables regenerated: {', '.join(filled) or 'none'}")
+        return int(bool(stale))
+    print(f"results tables regenerated: {', '.join(filled) or 'none'}")
     return 0
 
 

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ragen_core.episode import ChatEpisode, EpisodeStart, safe_step, user_turn_text
+from ragen_core.episode import ChatEpisode, EpisodeStart
 
 __all__ = [
     "parse_context",
@@ -49,14 +49,11 @@ __all__ = [
     "Responder",
     "rollout",
     "build_batch",
-    "user_turn_text",
     "turn_bridge",
     "reasoning_prefix_length",
     "make_envs",
     "chat_episode",
-    "EpisodeStart",
     "reset_episode",
-    "safe_step",
 ]
 
 #: A scripted responder (warm start, tests): (envs, indices of active episodes) -> one response text each.

@@ -199,6 +199,15 @@ class TextAgentEnv(gym.Env):
         """Map one answer piece to a canonical action (default: the ACTIONS vocabulary)."""
         return self._matcher(piece)
 
+    def explain_refusal(self, piece: str) -> str:
+        """Why an answer piece was dropped, in one clause (for people: `ragen play` shows it; the observation the
+        model sees is unchanged). Envs with a notation of their own override it (PocketCube)."""
+        if not piece.strip():
+            return "an empty piece (two || in a row, or || at an end)"
+        if self.ACTIONS:
+            return f"not one of this game's actions ({', '.join(self.ACTIONS)}; case-insensitive)"
+        return "not an action this game accepts"
+
     def _answer_example(self) -> str:
         """An example answer for the instructions."""
         if not self.ACTIONS:

@@ -25,6 +25,7 @@ import math
 import os
 import resource
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,14 @@ _COLUMNS = (
     ("perf/step_s", "sec", "{:.1f}"),
 )
 _WIDTH = 6
+#: What each column means, printed once above the table.
+COLUMN_LEGEND = (
+    "columns: succ = success of the step's sampled training episodes, return = their mean return, format = share "
+    "of well-formed turns, kept = share of groups the filter kept, RVhet = reward-variance heterogeneity (std/mean "
+    "of the groups' reward variances; above 1: filtering separates signal from noise), H_tok = token entropy "
+    "(nats), MIseq = in-batch MI-Seq estimate (nats, at most log 8 = 2.08), R-acc = in-batch retrieval accuracy "
+    "(chance 1/8), val = validation success (held out, greedy), sec = seconds per step"
+)
 
 
 def peak_rss_mb() -> float:
@@ -207,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         if row is None:
             return
         if not header_printed:
-            print("[3/4] RL (one row per step; val = validation success on the held-out seeds)")
+            print("[3/4] RL (one row per step)")
+            print(textwrap.fill(COLUMN_LEGEND, width=110, subsequent_indent="  "))
             print(_header())
             header_printed = True
         print(row, flush=True)

@@ -274,13 +274,25 @@ def mi_report(
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    import ragen_core.policy.tiny  # noqa: F401  (registers the tiny vision model type)
     from ragen_core.math.metrics import regime_from_proxies
     from ragen_core.math.mi import cross_score, mi_proxies
+    from ragen_core.policy.identity import weights_sha256
 
-    names = list(groups)[: max_groups] if max_groups else list(groups)
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    model = AutoModelForCausalLM.from_pretrained(model_path).float().to(device)
+    scorer = weights_sha256(model)
+    notes: list[str] = []
+    names = list(groups)
+    own = [g for g in names if all(r.model == scorer for r in groups[g])]
+    if len(own) >= 2 and len(own) < len(names):
+        # A run's rollouts.jsonl holds batches of several weights: score the ones this model sampled.
+        notes.append(f"scored the {len(own)} of {len(names)} groups that this model sampled (the others name other "
+                     "weights)")
+        names = own
+    names = names[: max_groups] if max_groups else names
     if len(names) < 2:
         raise ValueError("--model needs at least two groups (P >= 2) to cross-score")
-    notes: list[str] = []
     for g in names:
         for r in groups[g]:
             if r.prompt is None or r.response is None:
@@ -292,13 +304,7 @@ def mi_report(
         notes.append(f"groups have different sizes; each is truncated to its first G={g_min} rollouts")
     prompts = [groups[g][0].prompt for g in names]
     responses = [[r.response for r in groups[g][:g_min]] for g in names]
-    import ragen_core.policy.tiny  # noqa: F401  (registers the tiny vision model type)
-    from ragen_core.policy.identity import weights_sha256
-
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    model = AutoModelForCausalLM.from_pretrained(model_path).float().to(device)
     samplers = {r.model for g in names for r in groups[g][:g_min]}
-    scorer = weights_sha256(model)
     L, lengths = cross_score(model, prompts, responses, batch_tokens=batch_tokens, tokenizer=tokenizer,
                              return_lengths=True)
     if bool((lengths == 0).any()):

@@ -22,7 +22,7 @@ def missing_train_modules(modules: Sequence[str] = TRAIN_EXTRA_MODULES) -> list[
 def extra_hint(command: str, missing: Sequence[str]) -> str:
     """The one line a command prints when the `train` extra is not installed."""
     return (f"ragen {command} needs the training extra (missing: {', '.join(missing)}): "
-            f"pip install 'ragen2[train]' (from a clone: pip install -e '.[train]'; README, Install)")
+            f"pip install 'ragen2[train]' (from a clone: pip install -e '.[train]'; docs/install.md)")
 
 
 def checkout_root() -> Path | None:

@@ -163,6 +163,10 @@ def _play_loop(env: Any, env_id: str, episode_seed: int, read_line: Callable[[st
             total += reward
             _show_observation(obs, out)
             print(f"reward: {reward:+.2f}  (episode return {total:+.2f})", file=out)
+            explain = getattr(env.unwrapped, "explain_refusal", None)
+            if callable(explain) and not info.get("refused"):  # Sudoku lists its own refusals
+                for piece in info.get("dropped_actions") or []:
+                    print(f"refused {piece!r}: {explain(str(piece))}", file=out)
             _show_info(info, out)
             if terminated or truncated:
                 outcome = "solved" if info.get("success") else ("terminated" if terminated else "out of actions")

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["TrainState", "RNGStreams", "LATEST", "save_checkpoint", "load_checkpoint"]
+__all__ = ["TrainState", "RNGStreams", "LATEST", "CheckpointError", "save_checkpoint", "load_checkpoint"]
 
 #: The checkpoint a run resumes from, relative to the run folder.
 LATEST = Path("checkpoints") / "latest.pt"
@@ -90,9 +90,26 @@ def save_checkpoint(run_dir: str | Path, state: dict[str, Any], step: int, keep_
     return path
 
 
+class CheckpointError(RuntimeError):
+    """A checkpoint file that exists but cannot be read (truncated, overwritten, not a checkpoint): the message is
+    one line saying which file and what to do."""
+
+
 def load_checkpoint(run_dir: str | Path) -> dict[str, Any]:
-    """The state saved by :func:`save_checkpoint` (FileNotFoundError when the run has none)."""
+    """The state saved by :func:`save_checkpoint` (FileNotFoundError when the run has none, CheckpointError when
+    the file cannot be read; the file is left as it is)."""
     path = Path(run_dir) / LATEST
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint to resume from: {path} does not exist")
-    return torch.load(path, map_location="cpu", weights_only=False)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        if not isinstance(state, dict) or "model" not in state or "step" not in state:
+            raise ValueError("it does not hold a training state")
+        return state
+    except Exception as e:  # noqa: BLE001 - torch raises RuntimeError, UnpicklingError, EOFError, ... on damage
+        copies = sorted(path.parent.glob("step_*.pt"))
+        what = (f"copy a numbered checkpoint over it to resume from there (latest: {copies[-1].name})" if copies
+                else "no numbered copy exists (run.keep_every), so start the run again")
+        detail = str(e).strip().splitlines()[0][:120] if str(e).strip() else ""
+        raise CheckpointError(f"{path} cannot be read ({type(e).__name__}{': ' + detail if detail else ''}): "
+                              f"the file is damaged or incomplete; {what}") from None

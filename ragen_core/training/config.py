@@ -98,6 +98,9 @@ class RunConfig:
     threads: int = 0
     #: Checkpoint every this many steps (1 = killing the process loses at most the current step).
     save_every: int = 1
+    #: ``rollouts.jsonl`` in the run folder keeps the first-turn rollouts of this many last steps (and, at the end,
+    #: a batch sampled by the final weights), in the format of ``ragen diagnose``; 0 = no file.
+    rollouts_steps: int = 2
     #: Also keep a numbered copy of the checkpoint every this many steps (0 = only the latest).
     keep_every: int = 0
     #: Stop training (then validate once more) when this many minutes have passed; 0 = no limit.
@@ -335,6 +338,7 @@ class TrainConfig:
                "run.device", "must be auto, cpu, cuda or cuda:N")
         _int("run.threads", self.run.threads, 0, "0 = torch's default")
         _int("run.save_every", self.run.save_every, 0, "0 = only at the end")
+        _int("run.rollouts_steps", self.run.rollouts_steps, 0, "0 = no rollouts.jsonl")
         _check(self.model.dtype in ("float32", "bfloat16"), "model.dtype", "must be float32 or bfloat16")
         _int("rollout.groups", self.rollout.groups, 1)
         _int("rollout.group_size", self.rollout.group_size, 1)
@@ -425,6 +429,7 @@ RESUME_KEYS: dict[str, str] = {
     "run.max_minutes": "the time limit",
     "run.progress": "the progress bars",
     "run.save_every": "checkpoint cadence",
+    "run.rollouts_steps": "how many last steps rollouts.jsonl keeps",
     "run.keep_every": "numbered checkpoint copies",
     "run.tensorboard": "the TensorBoard mirror of the metrics",
     "run.device": "where it computes (cpu, cuda)",

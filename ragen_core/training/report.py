@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,8 @@ import numpy as np
 from ragen_core.training.algorithms import get_algorithm
 from ragen_core.training.config import ConfigError, TrainConfig
 
-__all__ = ["METRICS", "VAL_OUTCOMES", "RunLog", "require_tensorboard", "write_plots", "write_summary"]
+__all__ = ["METRICS", "VAL_OUTCOMES", "RunLog", "markdown_to_text", "require_tensorboard", "write_plots",
+           "write_summary"]
 
 #: One JSON line of metrics per log call (the steps, the warm start, the validations), in the run folder.
 METRICS = "metrics.jsonl"
@@ -120,105 +122,112 @@ def _series(history: list[dict[str, Any]], key: str) -> tuple[list[int], list[fl
     return xs, ys
 
 
+def _legend_outside(ax: Any) -> None:
+    """The legend to the right of the axes, never over the curves."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+
+
+def _panels(plt: Any, rows: int, title: str) -> tuple[Any, Any]:
+    fig, axes = plt.subplots(rows, 1, figsize=(7.5, 1.9 * rows + 0.6), sharex=True, squeeze=False)
+    axes = [a[0] for a in axes]
+    axes[0].set_title(title)
+    axes[-1].set_xlabel("RL step")
+    return fig, axes
+
+
+def _save(fig: Any, path: Path, plt: Any) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
 def write_plots(run_dir: Path, history: list[dict[str, Any]]) -> list[Path]:
-    """success.png, entropy_mi.png, filter.png from the metrics history."""
+    """success.png, entropy_mi.png, filter.png (and probe.png with the probe) from the metrics history: one
+    quantity per axis (one panel each, with its unit), legends beside the axes."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     paths = []
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    for key, label in (("rollout/success", "train (sampled)"), ("val/success", "validation")):
+    fig, (ax,) = _panels(plt, 1, "Success")
+    for key, label in (("rollout/success", "training rollouts (sampled)"), ("val/success", "validation (held out)")):
         xs, ys = _series(history, key)
         if xs:
             ax.plot(xs, ys, marker="o" if key.startswith("val") else None, label=label)
-    ax.set_xlabel("step")
-    ax.set_ylabel("success rate")
+    ax.set_ylabel("success rate (0-1)")
     ax.set_ylim(-0.02, 1.02)
-    ax.legend()
-    ax.set_title("Success")
-    fig.tight_layout()
-    paths.append(run_dir / "success.png")
-    fig.savefig(paths[-1], dpi=100)
-    plt.close(fig)
+    _legend_outside(ax)
+    paths.append(_save(fig, run_dir / "success.png", plt))
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    xs, ys = _series(history, "collapse/token_entropy")
-    ax.plot(xs, ys, color="tab:blue", label="token entropy (nats)")
-    xs, ys = _series(history, "collapse/cond_entropy_est")
-    if xs:
-        ax.plot(xs, ys, color="tab:cyan", marker="s", label="H(Z|X) est. (nats/token)")
-    ax.set_xlabel("step")
-    ax.set_ylabel("entropy")
-    ax2 = ax.twinx()
+    fig, axes = _panels(plt, 3, "Entropy and input dependence (in-batch)")
+    for key, label, marker in (("collapse/token_entropy", "token entropy", None),
+                               ("collapse/cond_entropy_est", "H(Z|X) estimate", "s")):
+        xs, ys = _series(history, key)
+        if xs:
+            axes[0].plot(xs, ys, marker=marker, label=label)
+    axes[0].set_ylabel("nats / token")
     xs, ys = _series(history, "collapse/mi_seq_est")
     if xs:
-        ax2.plot(xs, ys, color="tab:red", marker="o", label="MI-Seq-Est (nats)")
+        axes[1].plot(xs, ys, marker="o", color="tab:red", label="MI-Seq-Est")
+    axes[1].set_ylabel("nats / trace")
     xs, ys = _series(history, "collapse/retrieval_acc")
     if xs:
-        ax2.plot(xs, ys, color="tab:orange", marker="^", label="Retrieval-Acc")
-    ax2.set_ylabel("mutual information proxies")
-    h1, l1 = ax.get_legend_handles_labels()
-    h2, l2 = ax2.get_legend_handles_labels()
-    ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="best")
-    ax.set_title("Entropy vs mutual information")
-    fig.tight_layout()
-    paths.append(run_dir / "entropy_mi.png")
-    fig.savefig(paths[-1], dpi=100)
-    plt.close(fig)
+        axes[2].plot(xs, ys, marker="^", color="tab:orange", label="Retrieval-Acc")
+    xs, ys = _series(history, "collapse/retrieval_chance")
+    if xs:
+        axes[2].plot(xs, ys, ":", color="tab:gray", label="chance")
+    axes[2].set_ylabel("share (0-1)")
+    axes[2].set_ylim(-0.02, 1.02)
+    for ax in axes:
+        _legend_outside(ax)
+    paths.append(_save(fig, run_dir / "entropy_mi.png", plt))
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig, axes = _panels(plt, 3, "Reward variance and filtering")
     xs, ys = _series(history, "filter/rv_mean")
-    ax.plot(xs, ys, label="RV mean")
+    axes[0].plot(xs, ys, label="mean per-group reward variance")
+    axes[0].set_ylabel("reward^2")
     xs, ys = _series(history, "filter/rv_heterogeneity")
-    ax.plot(xs, ys, label="RV heterogeneity (std/mean)")
-    ax.set_xlabel("step")
-    ax2 = ax.twinx()
+    axes[1].plot(xs, ys, color="tab:purple", label="RV heterogeneity (std / mean)")
+    axes[1].set_ylabel("ratio")
     xs, ys = _series(history, "filter/kept_fraction")
-    ax2.plot(xs, ys, color="tab:green", linestyle="--", label="kept fraction")
-    ax2.set_ylim(-0.02, 1.02)
-    h1, l1 = ax.get_legend_handles_labels()
-    h2, l2 = ax2.get_legend_handles_labels()
-    ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="best")
-    ax.set_title("Reward variance and filtering")
-    fig.tight_layout()
-    paths.append(run_dir / "filter.png")
-    fig.savefig(paths[-1], dpi=100)
-    plt.close(fig)
+    axes[2].plot(xs, ys, color="tab:green", label="groups kept")
+    xs, ys = _series(history, "filter/zero_fraction")
+    if xs:
+        axes[2].plot(xs, ys, ":", color="tab:gray", label="groups with zero variance")
+    axes[2].set_ylabel("share (0-1)")
+    axes[2].set_ylim(-0.02, 1.02)
+    for ax in axes:
+        _legend_outside(ax)
+    paths.append(_save(fig, run_dir / "filter.png", plt))
     if _series(history, "probe/retrieval_margin")[0]:
         paths.append(_probe_plot(run_dir, history, plt))
     return paths
 
 
 def _probe_plot(run_dir: Path, history: list[dict[str, Any]], plt: Any) -> Path:
-    """probe.png: the held-out probe's input dependence (margin, MI-Seq / log N) against its entropies, each
-    relative to step 0, with the +-25% band the collapse check uses (ragen_core.math.collapse)."""
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    """probe.png: the held-out probe's input dependence (margin, MI-Seq / log N) above its entropies relative to
+    step 0, with the +-25% band the collapse check uses (ragen_core.math.collapse)."""
+    fig, axes = _panels(plt, 2, "Held-out probe: input dependence vs entropy")
     for key, label, style in (("probe/retrieval_margin", "retrieval margin over chance", "o-"),
                               ("probe/mi_seq_norm", "MI-Seq-Est / log N", "s-")):
         xs, ys = _series(history, key)
-        ax.plot(xs, ys, style, label=label)
-    ax.set_ylim(-0.05, 1.05)
-    ax.set_xlabel("step")
-    ax.set_ylabel("input dependence (0 = chance, 1 = ceiling)")
-    ax2 = ax.twinx()
-    for key, label, color in (("probe/token_entropy", "token entropy / start", "tab:gray"),
-                              ("probe/cond_entropy_est", "H(Z|X) / start", "tab:cyan")):
+        axes[0].plot(xs, ys, style, label=label)
+    axes[0].set_ylim(-0.05, 1.05)
+    axes[0].set_ylabel("0 = chance, 1 = ceiling")
+    for key, label, color in (("probe/token_entropy", "token entropy", "tab:gray"),
+                              ("probe/cond_entropy_est", "H(Z|X)", "tab:cyan")):
         xs, ys = _series(history, key)
         if xs and ys[0] > 0:
-            ax2.plot(xs, [y / ys[0] for y in ys], "--", color=color, label=label)
-    ax2.axhspan(0.75, 1.25, color="tab:gray", alpha=0.1)
-    ax2.set_ylabel("entropy relative to step 0")
-    h1, l1 = ax.get_legend_handles_labels()
-    h2, l2 = ax2.get_legend_handles_labels()
-    ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="best")
-    ax.set_title("Held-out probe: input dependence vs entropy")
-    fig.tight_layout()
-    path = run_dir / "probe.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+            axes[1].plot(xs, [y / ys[0] for y in ys], "--", color=color, label=label)
+    axes[1].axhspan(0.75, 1.25, color="tab:gray", alpha=0.1, label="+-25% band")
+    axes[1].set_ylabel("relative to step 0")
+    for ax in axes:
+        _legend_outside(ax)
+    return _save(fig, run_dir / "probe.png", plt)
 
 
 def _first_last(history: list[dict[str, Any]], key: str) -> tuple[float | None, float | None]:
@@ -269,7 +278,8 @@ def write_summary(run_dir: Path, cfg: TrainConfig, history: list[dict[str, Any]]
     steps = [r["step"] for r in history if r.get("step", 0) > 0]
     lines = [f"# Run `{cfg.run.name}`", "",
              f"- env `{cfg.env.id}`, model `{cfg.model.path}`, "
-             f"{cfg.rollout.groups} groups x {cfg.rollout.group_size} rollouts, up to {cfg.rollout.max_turns} turns "
+             f"{cfg.rollout.groups} groups x {cfg.rollout.group_size} rollouts, up to {cfg.rollout.max_turns} "
+             f"turn{'s' if cfg.rollout.max_turns != 1 else ''} "
              f"({cfg.rollout.context} context)",
              f"- algorithm `{cfg.algo.name}`: {get_algorithm(cfg.algo.name).describe(cfg.algo)}",
              f"- filter: {'off' if not cfg.filter.enabled else f'{cfg.filter.strategy} {cfg.filter.value}'}; "
@@ -286,7 +296,10 @@ def write_summary(run_dir: Path, cfg: TrainConfig, history: list[dict[str, Any]]
         lines.append(f"| {label} | {_fmt(a)} | {_fmt(b)} |")
     regimes = [r["collapse/regime"] for r in history if isinstance(r.get("collapse/regime"), str)]
     if regimes:
-        lines += ["", f"Regime at the first / last MI check: {regimes[0]} / {regimes[-1]}."]
+        lines += ["", f"Regime at the first / last MI check: {regimes[0]} / {regimes[-1]} (the four regimes of "
+                  "docs/science.md section 1, read off the in-batch proxies: high or low H(Z|X) x high or low "
+                  "input dependence; compressed reasoning = low within-input diversity, still input-dependent, "
+                  "the normal end state of a policy that learned its task)."]
     files = "`config.toml`, `metrics.jsonl`, `checkpoints/latest.pt`, `success.png`, `entropy_mi.png`, `filter.png`"
     if _series(history, "probe/retrieval_margin")[0]:
         lines += ["", *_probe_summary(history)]
@@ -295,3 +308,31 @@ def write_summary(run_dir: Path, cfg: TrainConfig, history: list[dict[str, Any]]
     path = run_dir / "summary.md"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def markdown_to_text(text: str) -> str:
+    """A Markdown summary as terminal text: tables aligned in columns (separator rows dropped), ``\\|`` unescaped,
+    headings without ``#``, bold and code marks removed."""
+    out: list[str] = []
+    table: list[list[str]] = []
+
+    def flush() -> None:
+        if not table:
+            return
+        widths = [max(len(row[i]) if i < len(row) else 0 for row in table) for i in range(max(map(len, table)))]
+        for row in table:
+            out.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+        table.clear()
+
+    for line in text.splitlines():
+        plain = line.replace("**", "").replace("`", "")
+        if plain.startswith("|"):
+            cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", plain.strip())[1:-1]]
+            if all(set(c) <= set("-: ") for c in cells):
+                continue
+            table.append(cells)
+            continue
+        flush()
+        out.append(re.sub(r"^#+\s*", "", plain).replace("\\|", "|"))
+    flush()
+    return "\n".join(out) + "\n"

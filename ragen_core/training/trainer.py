@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import math
 import sys
 import time
@@ -54,10 +55,17 @@ from ragen_core.math.filtering import filter_groups, reward_variance, rv_statist
 from ragen_core.policy import load_policy
 from ragen_core.rollout import RolloutBatch, RolloutSettings, build_batch, make_envs, pad_token_id, rollout
 from ragen_core.training.algorithms import compute_advantages, get_algorithm, token_loss_mode
-from ragen_core.training.checkpoint import LATEST, RNGStreams, TrainState, load_checkpoint, save_checkpoint
+from ragen_core.training.checkpoint import (
+    LATEST,
+    CheckpointError,
+    RNGStreams,
+    TrainState,
+    load_checkpoint,
+    save_checkpoint,
+)
 from ragen_core.training.config import RESUME_KEYS, ConfigError, TrainConfig, dump_toml, load_config, resume_changes
 from ragen_core.training.provenance import write_provenance
-from ragen_core.training.report import RunLog, write_plots, write_summary
+from ragen_core.training.report import RunLog, markdown_to_text, write_plots, write_summary
 
 __all__ = [
     "Trainer",
@@ -294,6 +302,9 @@ class Trainer:
             self.probe = build_probe(cfg.env.id, cfg.env.kwargs, cfg.mi.probe_prompts, cfg.mi.probe_group_size,
                                      cfg.mi.probe_seed, self.settings, cfg.env.per_rollout_option)
         self.log = RunLog(self.run_dir, tensorboard=cfg.run.tensorboard, on_step=on_step)
+        self.rollouts_file = RolloutsFile(self.run_dir / ROLLOUTS, cfg.run.rollouts_steps)
+        #: Where :meth:`say` writes the run's progress lines (None: nowhere; `ragen train` sets stderr).
+        self.messages = None
         self.resumed = resume
         #: This step's update takes its old log-probs from its own forward (:meth:`old_logprobs_from_update`).
         self._old_from_update = False
@@ -326,6 +337,7 @@ class Trainer:
         # 1. rollout
         batch = self.collect()
         metrics.update(batch.summary())
+        self.rollouts_file.add(step, batch, self.policy)
 
         # 2. filter (and DAPO's refill of the dropped groups)
         kept, filter_metrics = self.filter_with_metrics(batch)
@@ -810,6 +822,29 @@ class Trainer:
         self.save_checkpoint()
         self._step0_measurements()
 
+    def say(self, text: str) -> None:
+        """One progress line for the person running `ragen train` (above the progress bar; nothing when no one
+        listens: :attr:`messages` None)."""
+        if self.messages is None:
+            return
+        if self.cfg.run.progress:
+            from tqdm.auto import tqdm
+
+            tqdm.write(text, file=self.messages)
+        else:
+            print(text, file=self.messages, flush=True)
+
+    def _say_measurements(self, metrics: dict[str, Any], bar: Any) -> None:
+        """A line for each validation and probe measurement in `metrics`."""
+        step = metrics.get("step")
+        if isinstance(metrics.get("val/success"), (int, float)):
+            self.say(f"step {step}: validation success {100 * metrics['val/success']:.1f}% "
+                     f"({self.cfg.eval.episodes} held-out episodes"
+                     f"{', after the warm start' if step == 0 else ''})")
+        if isinstance(metrics.get("probe/retrieval_margin"), (int, float)):
+            self.say(f"step {step}: probe retrieval margin {metrics['probe/retrieval_margin']:.3f} (0 = chance, "
+                     f"1 = ceiling), token entropy {metrics.get('probe/token_entropy', float('nan')):.3f} nats")
+
     def _step0_measurements(self) -> None:
         """The "before" validation and probe at step 0 that the run has not logged yet, then a checkpoint.
 
@@ -819,9 +854,13 @@ class Trainer:
         cfg = self.cfg
         logged = {k for rec in self.log.history if rec.get("step") == 0 for k in rec}
         if cfg.eval.at_start and cfg.eval.every and "val/success" not in logged:
-            self.log.log({"step": 0, **self._timed_evaluate(progress_label="validation at step 0")})
+            row = {"step": 0, **self._timed_evaluate(progress_label="validation at step 0")}
+            self.log.log(row)
+            self._say_measurements(row, None)
         if self.probe is not None and not any(k.startswith("probe/") for k in logged):
-            self.log.log({"step": 0, **self.probe_diagnostics(0)})  # the probe's "before": where RL starts from
+            row = {"step": 0, **self.probe_diagnostics(0)}  # the probe's "before": where RL starts from
+            self.log.log(row)
+            self._say_measurements(row, None)
         self.save_checkpoint()
 
     def fit(self) -> list[dict[str, Any]]:
@@ -834,19 +873,21 @@ class Trainer:
             else:
                 self._start()
         bar = _progress(cfg.run.steps, self.state.step, cfg.run.progress)
+        if bar is not None:
+            self.say(BAR_LEGEND)
         stopped = ""
         try:
             while self.state.step < cfg.run.steps:
                 metrics = self.train_step()
                 self.log.log(metrics)
+                self._say_measurements(metrics, bar)
                 if cfg.run.save_every and (self.state.step % cfg.run.save_every == 0 or
                                            self.state.step == cfg.run.steps):
                     self.save_checkpoint()
                 if bar is not None:
                     bar.update(1)
-                    bar.set_postfix({k.split("/")[-1]: f"{metrics[k]:.3g}" for k in
-                                     ("rollout/success", "filter/kept_fraction", "collapse/token_entropy",
-                                      "collapse/mi_est") if isinstance(metrics.get(k), float)})
+                    bar.set_postfix({label: f"{metrics[k]:.3g}" for k, label in BAR_FIELDS.items()
+                                     if isinstance(metrics.get(k), float)})
                 if self.should_stop():
                     stopped = (f"stopped after {self.state.empty_streak} consecutive empty steps "
                                f"(filter.max_empty_steps={cfg.filter.max_empty_steps})")
@@ -862,9 +903,21 @@ class Trainer:
         if cfg.eval.every and "val/success" not in last:
             # Always end with a validation of the last step (the "after" of the run), also when run.steps is not
             # a multiple of eval.every.
-            self.log.log({"step": self.state.step, **self._timed_evaluate()})
+            final = {"step": self.state.step, **self._timed_evaluate()}
+            self.log.log(final)
+            self._say_measurements(final, None)
         if not cfg.run.save_every or self.state.step % max(cfg.run.save_every, 1):
             self.save_checkpoint()
+        if self.rollouts_file.steps:
+            # After the last checkpoint and with its own sampler: a resumed, longer run draws what an uninterrupted
+            # one does. This batch is sampled by the final weights, the ones `ragen export` writes.
+            gen = torch.Generator(device="cpu").manual_seed(cfg.run.seed + 20_000 + self.state.step)
+            seeds = [cfg.env.train_seed + self.state.next_seed_offset + i for i in range(cfg.rollout.groups)]
+            self.model.eval()
+            with torch.no_grad():
+                batch = rollout(self.policy, self.envs, seeds, cfg.rollout.group_size, self.settings,
+                                generator=gen, reset_options=self._reset_options(seeds))
+            self.rollouts_file.add(self.state.step, batch, self.policy, final=True)
         write_plots(self.run_dir, history)
         write_summary(self.run_dir, cfg, history, stopped)
         return history
@@ -909,6 +962,64 @@ class Trainer:
         self.load_state_dict(load_checkpoint(self.run_dir))
         self.saved_step = self.state.step
         self.log.rewind(self.state.step)
+
+
+#: The progress bar's fields: metric -> its short name on the bar (explained once by BAR_LEGEND).
+BAR_FIELDS = {"rollout/success": "train_succ", "filter/kept_fraction": "kept", "collapse/token_entropy": "tok_H",
+              "collapse/mi_est": "MI"}
+BAR_LEGEND = ("progress bar: train_succ = success of this step's sampled training rollouts (validation is reported "
+              "on its own lines), kept = share of groups the filter kept, tok_H = token entropy (nats), "
+              "MI = in-batch MI estimate (nats/token)")
+#: The rollouts file of a run folder (the format of `ragen diagnose`).
+ROLLOUTS = "rollouts.jsonl"
+
+
+class RolloutsFile:
+    """``rollouts.jsonl``: the first-turn rollouts of the last `steps` training steps, one JSON line per
+    trajectory in the format of ``ragen diagnose``: ``group`` (``"s<step>-g<i>"``: a prompt group of one step),
+    ``reward`` (the episode's return), ``prompt`` and ``response`` (the first turn's text, the prompt with its chat
+    template), ``model`` (:func:`ragen_core.policy.identity.weights_sha256` of the weights that sampled it),
+    ``step`` and ``final`` (true for the batch sampled by the final weights at the end of the run). Rewritten
+    whole each time (small: `steps` batches)."""
+
+    def __init__(self, path: Path, steps: int):
+        self.path = Path(path)
+        self.steps = int(steps)
+        self.batches: list[list[dict[str, Any]]] = []
+        if self.steps and self.path.is_file():  # a resumed run keeps what it had
+            rows = [json.loads(x) for x in self.path.read_text(encoding="utf-8").splitlines() if x.strip()]
+            by_step: dict[Any, list[dict[str, Any]]] = {}
+            for r in rows:
+                if not r.get("final"):
+                    by_step.setdefault(r.get("step"), []).append(r)
+            self.batches = list(by_step.values())[-self.steps:]
+
+    def add(self, step: int, batch: RolloutBatch, policy: Any, final: bool = False) -> None:
+        if not self.steps:
+            return
+        from ragen_core.policy.identity import weights_sha256
+
+        sha = weights_sha256(policy.model)
+        tok = policy.tokenizer
+        rows = []
+        for traj in batch.trajectories:
+            if not traj.turns:
+                continue
+            turn = traj.turns[0]
+            rows.append({"group": f"{'final' if final else f's{step}'}-g{traj.group}", "reward": traj.episode_return,
+                         "prompt": tok.decode(list(turn.prompt_ids), skip_special_tokens=False),
+                         "response": turn.response_text, "model": sha, "step": step,
+                         **({"final": True} if final else {})})
+        if final:
+            kept = [*self.batches, rows]
+        else:
+            self.batches = [b for b in self.batches if b and b[0]["step"] < step][-(self.steps - 1):] if \
+                self.steps > 1 else []
+            self.batches.append(rows)
+            kept = self.batches
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text("".join(json.dumps(r) + "\n" for b in kept for r in b), encoding="utf-8")
+        tmp.replace(self.path)
 
 
 def _progress(total: int, done: int, enabled: bool, desc: str = "train", unit: str = "step"):
@@ -967,8 +1078,10 @@ def preflight(cfg: TrainConfig) -> None:
     try:
         env = gym.make(cfg.env.id, **cfg.env.kwargs)
     except (TypeError, ValueError, gym.error.Error) as e:
-        why = str(e).split(" was raised from the environment creator")[0]  # gymnasium repeats the kwargs after it
-        raise ConfigError(f"env.kwargs {cfg.env.kwargs!r} for {cfg.env.id}: {why}") from None
+        from ragen_envs.registration import kwarg_error
+
+        raise ConfigError(f"env.kwargs {cfg.env.kwargs!r} for {cfg.env.id}: "
+                          f"{kwarg_error(cfg.env.id, dict(cfg.env.kwargs), e)}") from None
     env.close()
     if cfg.model.path not in ("tiny", "tiny-vision"):
         if not Path(cfg.model.path).expanduser().is_dir():
@@ -1049,15 +1162,27 @@ def run(args: argparse.Namespace) -> int:
         return 2
     created = not run_dir.exists()
     trainer: Trainer | None = None
+    print(f"run folder: {run_dir}", file=sys.stderr, flush=True)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # "Loading weights" bars are noise between the run's own lines
     try:
         trainer = Trainer(cfg, run_dir, resume=bool(args.resume))
+        trainer.messages = sys.stderr
         if args.resume:
+            print(f"resuming at step {trainer.state.step} of {cfg.run.steps} (the last checkpoint)", file=sys.stderr)
             if changes:
                 print("resume: " + ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changes.items()),
                       file=sys.stderr)
             _record_resume(run_dir, trainer.state.step, changes)
             (run_dir / "config.toml").write_text(dump_toml(cfg))
+        elif cfg.warm_start.sft_episodes:
+            trainer.say(f"warm start: {cfg.warm_start.sft_episodes} demonstrations x {cfg.warm_start.epochs} epochs "
+                        "(cached by warm_start.cache_dir when set)")
         trainer.fit()
+    except CheckpointError as e:
+        print(f"cannot resume: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         saved = trainer.saved_step if trainer is not None else None
         if saved is None:
@@ -1083,5 +1208,5 @@ def run(args: argparse.Namespace) -> int:
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
     print(f"run folder: {run_dir}")
-    print((run_dir / "summary.md").read_text())
+    print(markdown_to_text((run_dir / "summary.md").read_text()))
     return 0

@@ -5,17 +5,12 @@
     print(sandbox_isolation().describe())          # which isolation is active here
     run_program("print(int(input()) * 2)", "21\\n")  # RunResult(verdict="ok", stdout="42\\n", ...)
 
-The env judges a function's return value with `values_equal` (exact ints, exception-safe), not with
-the sandbox's more lenient `values_match` (kept for callers of the sandbox alone).
+The env judges a function's return value with `values_equal` (exact ints, exception-safe).
 
 The sandbox is the package `ragen_envs.code.sandbox` (the caller API in its `__init__`, the
-bootstrap run in the sandbox in `inside`). Its modules used to sit next to this one as
-`sandbox_boot` (now `inside`), `sandbox_launch` (now `launch`, a script run by path),
-`sandbox_cgroup`, `sandbox_rootfs` and `sandbox_seccomp`; the old import paths of the four modules
-still work, with a DeprecationWarning, until the next release (`MOVED_SANDBOX_MODULES`).
+bootstrap run in the sandbox in `inside`, the launch script `launch.py` run by path).
 """
 
-from ragen_envs._moved import install
 from ragen_envs.code.env import CodeEnv, extract_program
 from ragen_envs.code.sandbox import (
     Isolation,
@@ -25,7 +20,6 @@ from ragen_envs.code.sandbox import (
     run_function,
     run_program,
     sandbox_isolation,
-    values_match,
 )
 from ragen_envs.code.tasks import (
     FAMILIES,
@@ -39,18 +33,6 @@ from ragen_envs.code.tasks import (
     standin_answers,
     values_equal,
 )
-
-#: The sandbox modules' old import paths -> their modules in the package. An old name is imported only
-#: after this package has run to the end, so installing the finder here is early enough. `sandbox_launch`
-#: is not in it: it was a script run by path, never imported (importing it would run the bootstrap's
-#: `main` with the importer's argv); the caller finds `sandbox/launch.py` next to `inside.py`.
-MOVED_SANDBOX_MODULES = {
-    "ragen_envs.code.sandbox_boot": "ragen_envs.code.sandbox.inside",
-    "ragen_envs.code.sandbox_cgroup": "ragen_envs.code.sandbox.cgroup",
-    "ragen_envs.code.sandbox_rootfs": "ragen_envs.code.sandbox.rootfs",
-    "ragen_envs.code.sandbox_seccomp": "ragen_envs.code.sandbox.seccomp",
-}
-install(MOVED_SANDBOX_MODULES)
 
 __all__ = [
     "FAMILIES",
@@ -72,5 +54,4 @@ __all__ = [
     "sandbox_isolation",
     "standin_answers",
     "values_equal",
-    "values_match",
 ]

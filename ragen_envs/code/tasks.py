@@ -6,7 +6,7 @@ A `CodeTask` is a problem statement plus hidden tests, in one of two styles:
   reads the input on stdin and must print the output (compared with `sandbox.outputs_match`).
 - function (LeetCode / DeepCoder "functional"): `fn_name` plus tests `(args, expected)`; the
   program defines the function (or a `class Solution` method) and the sandbox calls it with the
-  JSON arguments (compared with `sandbox.values_match`).
+  JSON arguments (compared with `values_equal`).
 
 Generator (`generate_task`, the default of `CodeEnv`): ten families of small problems, each with
 parameters drawn from the env's generator, a *reference solution* (program text, returned by the

@@ -329,6 +329,30 @@ class PocketCubeEnv(TextAgentEnv):
             state, d = after, d - 1
         return out
 
+    def explain_refusal(self, piece: str) -> str:
+        """Why `piece` is no face turn: the first thing in it that breaks the notation (a turn is a face letter U,
+        R, F, D, L or B, then nothing, one prime mark (' ’ ′), a 2, or a 2 with one prime mark)."""
+        text = piece.strip()
+        if not text:
+            return "an empty piece (two || in a row, or || at an end)"
+        if len(text.split()) > 1:
+            return "several turns in one piece: separate turns with ||"
+        if text[0].upper() not in C.FACES:
+            return f"{text[0]!r} is not a face: a turn starts with U, R, F, D, L or B"
+        rest = text[1:]
+        marks = [c for c in rest if c in PRIME_MARKS]
+        others = [c for c in rest if c not in PRIME_MARKS and c != "2"]
+        if others:
+            c = others[0]
+            if c in "\u02b9\u02bc\u00b4`\u2033\"":
+                return f"{c!r} is not a prime mark: write ' (or \u2019, \u2032)"
+            return f"{c!r} after the face is not part of a turn: write X, X', X2 or X2'"
+        if len(marks) > 1:
+            return "more than one prime mark: X' is written with one"
+        if rest.count("2") > 1:
+            return "more than one 2: a half turn is X2"
+        return f"not one of the 18 face turns ({', '.join(C.MOVE_NAMES)})"
+
     def oracle(self) -> list[str]:
         """The oracle's moves: `optimal_solution()` (`[]` when solved)."""
         return self.optimal_solution()

@@ -189,3 +189,9 @@ def test_a_misspelt_env_kwarg_gets_the_closest_names():
     out = io.StringIO()
     play("ragen/Sudoko-v0", read_line=_scripted([]), out=out)
     assert "?." not in out.getvalue() and "Sudoku" in out.getvalue()
+
+
+def test_play_says_why_a_piece_was_refused():
+    out = io.StringIO()
+    play("ragen/PocketCube-v0", seed=0, read_line=_scripted(["U3 || R", "q"]), out=out)
+    assert "refused 'U3': '3' after the face is not part of a turn" in out.getvalue()

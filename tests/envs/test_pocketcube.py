@@ -491,3 +491,16 @@ def test_oracle_step_feeds_the_warm_start_demonstrator():
     response = sft.oracle_response(env)
     info = env.step(response)[4]
     assert info["actions_executed"] == acts and info["format_penalty"] == 0.0
+
+
+def test_every_refused_piece_gets_a_reason_and_accepted_ones_are_turns():
+    import gymnasium as gym
+
+    env = gym.make("ragen/PocketCube-v0")
+    env.reset(seed=0)
+    u = env.unwrapped
+    for piece, why in (("U3", "'3' after the face"), ("X", "not a face"), ("U''", "more than one prime"),
+                       ("R U", "several turns"), ("U\u02bc", "not a prime mark"), ("U22", "more than one 2"),
+                       ("", "empty piece")):
+        assert u._match_action(piece) is None
+        assert why in u.explain_refusal(piece), piece

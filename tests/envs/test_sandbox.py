@@ -37,7 +37,6 @@ from ragen_envs.code import (
     run_program,
     sandbox,
     sandbox_isolation,
-    values_match,
 )
 from ragen_envs.code.sandbox import cgroup, inside, rootfs, seccomp
 
@@ -216,11 +215,6 @@ def test_output_judges_against_hand_written_cases():
     assert not outputs_match("1  2\n3\n", "1 2\n3\n")  # inner whitespace counts
     assert not outputs_match("\n1\n", "1\n")  # leading blank lines count
     assert not outputs_match("", "0\n")
-    assert values_match([1, [2.0000000001, "a"]], [1, [2, "a"]])
-    assert values_match({"a": 0.1 + 0.2}, {"a": 0.3})
-    assert not values_match(True, 1) and not values_match(1, True)
-    assert not values_match([1, 2], [1, 2, 3]) and not values_match("1", 1)
-    assert values_match(None, None) and not values_match(None, 0)
 
 
 # ----------------------------------------------------------------------------------------------- hostile corpus

@@ -1,5 +1,4 @@
-"""The sandbox package's layout: its modules' old import paths (`ragen_envs.code.sandbox_boot`, ...) still
-import, warn, and are the very module objects of the new paths; the launch script is found by path.
+"""The sandbox package's layout: the launch script is found by path, never imported.
 
 No sandbox run here (tests/envs/test_sandbox.py runs them, every one through `sandbox/launch.py`).
 """
@@ -14,60 +13,12 @@ from pathlib import Path
 import pytest
 
 import ragen_envs.code
-from ragen_envs.code import MOVED_SANDBOX_MODULES, sandbox
-from ragen_envs.code.sandbox import cgroup, inside, rootfs, seccomp
-
-OLD_TO_NEW = {
-    "ragen_envs.code.sandbox_boot": inside,
-    "ragen_envs.code.sandbox_cgroup": cgroup,
-    "ragen_envs.code.sandbox_rootfs": rootfs,
-    "ragen_envs.code.sandbox_seccomp": seccomp,
-}
-
-
-def _forget(monkeypatch, old: str) -> None:
-    """Undo an earlier import of `old` (in this process) so that importing it runs the finder again."""
-    monkeypatch.delitem(sys.modules, old, raising=False)
-    monkeypatch.delattr(ragen_envs.code, old.rpartition(".")[2], raising=False)
-
-
-def test_the_table_is_the_moved_modules():
-    assert MOVED_SANDBOX_MODULES == {old: new.__name__ for old, new in OLD_TO_NEW.items()}
-
-
-@pytest.mark.parametrize("old", sorted(OLD_TO_NEW))
-def test_old_path_imports_warns_and_is_the_new_module(monkeypatch, old):
-    new = OLD_TO_NEW[old]
-    _forget(monkeypatch, old)
-    with pytest.warns(DeprecationWarning, match=rf"{old} moved to {new.__name__}") as caught:
-        module = importlib.import_module(old)
-    assert module is new and sys.modules[old] is new
-    assert new.__name__.startswith("ragen_envs.code.sandbox.") and new.__spec__.name == new.__name__
-    assert len([w for w in caught if issubclass(w.category, DeprecationWarning)]) == 1
-
-
-@pytest.mark.parametrize("old", sorted(OLD_TO_NEW))
-def test_old_from_import_form(monkeypatch, old):
-    """`from ragen_envs.code import sandbox_boot` (the spelling the tests used) gives the new module too."""
-    _forget(monkeypatch, old)
-    name = old.rpartition(".")[2]
-    with pytest.warns(DeprecationWarning, match=name):
-        namespace: dict = {}
-        exec(f"from ragen_envs.code import {name}", namespace)
-    assert namespace[name] is OLD_TO_NEW[old]
-
-
-def test_monkeypatching_an_old_path_patches_the_new_module(monkeypatch):
-    _forget(monkeypatch, "ragen_envs.code.sandbox_boot")
-    with pytest.warns(DeprecationWarning):
-        old = importlib.import_module("ragen_envs.code.sandbox_boot")
-    monkeypatch.setattr(old, "EXIT_SETUP", -1)
-    assert inside.EXIT_SETUP == -1
+from ragen_envs.code import sandbox
+from ragen_envs.code.sandbox import inside
 
 
 def test_the_launch_script_is_not_an_import_path():
     """`sandbox_launch` was a script run by path: importing it (old or new name) would run the bootstrap."""
-    assert "ragen_envs.code.sandbox_launch" not in MOVED_SANDBOX_MODULES
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("ragen_envs.code.sandbox_launch")
 

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
+from ragen_core.episode import user_turn_text
 from ragen_core.rollout import (
     RolloutSettings,
     reasoning_prefix_length,
     rollout,
     turn_bridge,
-    user_turn_text,
 )
 from ragen_envs.base import TextAgentEnv
 

@@ -13,6 +13,6 @@ first use, so importing this package (or its TRL-free modules) never needs TRL;
 first and raises ``UnsupportedTRLVersionError`` naming the supported range.
 """
 
-from ragen_envs._moved import forward_to
+from ragen_core.integrations._lazy import forward_to
 
 __getattr__ = forward_to(__name__, "ragen_core.integrations.trl.grpo")

@@ -15,6 +15,6 @@ importing a verl-free module loads nothing else);
 ``ragen_core.integrations.verl.register`` is the name to give Ray's ``worker_process_setup_hook``.
 """
 
-from ragen_envs._moved import forward_to
+from ragen_core.integrations._lazy import forward_to
 
 __getattr__ = forward_to(__name__, "ragen_core.integrations.verl.adapter")

@@ -77,7 +77,7 @@ exit status 11 for a segfault), "time limit"
 (wall deadline, or CPU time of a process or of the whole run), "memory limit" (MemoryError under
 RLIMIT_AS, or the kernel killed a process of the run for memory), "output limit" (stdout/stderr cap
 or RLIMIT_FSIZE), "sandbox error" (the sandbox itself could not be set up). Judging the output
-(passed / wrong answer) is the caller's job: see `outputs_match`, `values_match`. Nothing a program
+(passed / wrong answer) is the caller's job: see `outputs_match` (and `tasks.values_equal`). Nothing a program
 does makes these functions raise: every failure is a verdict.
 """
 
@@ -124,7 +124,6 @@ __all__ = [
     "run_function",
     "run_program",
     "sandbox_isolation",
-    "values_match",
 ]
 
 #: Every verdict a run can get.
@@ -991,28 +990,3 @@ def outputs_match(actual: str, expected: str) -> bool:
     """Judge stdout: equal line by line after removing trailing whitespace of each line and
     trailing blank lines (the usual TACO/Codeforces leniency); nothing else is forgiven."""
     return _normal_lines(actual) == _normal_lines(expected)
-
-
-def values_match(actual: Any, expected: Any, rel_tol: float = 1e-6, abs_tol: float = 1e-9) -> bool:
-    """Judge a function's return value against the expected JSON value.
-
-    Lists/tuples compare element-wise, dicts key-wise; a float on either side compares with
-    `math.isclose(rel_tol, abs_tol)`; bools only equal bools (JSON true is not 1).
-    """
-    if isinstance(actual, bool) or isinstance(expected, bool):
-        return isinstance(actual, bool) and isinstance(expected, bool) and actual == expected
-    if isinstance(actual, (int, float)) and isinstance(expected, (int, float)):
-        if isinstance(actual, float) or isinstance(expected, float):
-            if math.isnan(actual) or math.isnan(expected):
-                return math.isnan(actual) and math.isnan(expected)
-            return math.isclose(actual, expected, rel_tol=rel_tol, abs_tol=abs_tol)
-        return actual == expected
-    if isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple)):
-        return len(actual) == len(expected) and all(
-            values_match(a, e, rel_tol, abs_tol) for a, e in zip(actual, expected)
-        )
-    if isinstance(actual, dict) and isinstance(expected, dict):
-        return actual.keys() == expected.keys() and all(
-            values_match(actual[k], expected[k], rel_tol, abs_tol) for k in actual
-        )
-    return type(actual) is type(expected) and actual == expected
