@@ -485,17 +485,17 @@ class CodeEnv(TextAgentEnv):
         return plan_sentence(self.task), answer
 
     def random_action(self, rng: np.random.Generator) -> str:
-        """An uninformed program (the random-action hook), drawn uniformly among stand-ins that run but ignore
-        the task: for stdin tasks echo the input, print 0 or print the first line reversed; for function tasks
-        return the first argument, 0 or None. In a fenced block, as `oracle()` writes programs."""
+        """An uninformed program (the random-action hook), drawn uniformly among one-line stand-ins that run but
+        ignore the task: for stdin tasks echo the input, print 0 or print the first line reversed; for function
+        tasks return the first argument, 0 or None (`def rotate(*args): return 0`). Bare, as a person would type
+        it at `ragen play` (the env takes bare programs and fenced blocks alike)."""
         if self.task is None:
             raise RuntimeError("call reset() before asking for a random action")
         if self.task.fn_name is None:
-            bodies = ["print(input())", "print(0)", "print(input()[::-1])"]
+            programs = ["print(input())", "print(0)", "print(input()[::-1])"]
         else:
-            name = self.task.fn_name
-            bodies = [f"def {name}(*args):\n    return {r}" for r in ("args[0]", "0", "None")]
-        return f"```python\n{bodies[int(rng.integers(len(bodies)))]}\n```"
+            programs = [f"def {self.task.fn_name}(*args): return {r}" for r in ("args[0]", "0", "None")]
+        return programs[int(rng.integers(len(programs)))]
 
     def oracle_answer(self) -> str | None:
         """A well-formed response holding `oracle()`'s answer, ready for `step()` (None if unknown)."""
