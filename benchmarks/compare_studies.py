@@ -87,6 +87,11 @@ def _overlap(a: list[float] | None, b: list[float] | None) -> str:
 
 
 def compare(old: dict[str, Any], new: dict[str, Any], label_old: str, label_new: str) -> dict[str, Any]:
+    # only the runs both studies finished are compared (a study cut short is compared on what it ran)
+    common = {r["name"] for r in old["records"]} & {r["name"] for r in new["records"]}
+    n_total = max(len({r["name"] for r in d["records"]}) for d in (old, new))
+    old = {**old, "records": [r for r in old["records"] if r["name"] in common]}
+    new = {**new, "records": [r for r in new["records"] if r["name"] in common]}
     v_old, v_new = verdicts(old["analysis"]), verdicts(new["analysis"])
     rows_v = [{"what": k, "old": v_old.get(k), "new": v_new.get(k), "same": v_old.get(k) == v_new.get(k)}
               for k in sorted(set(v_old) | set(v_new))]
@@ -99,7 +104,14 @@ def compare(old: dict[str, Any], new: dict[str, Any], label_old: str, label_new:
                        "margin_overlap": _overlap(o.get("margin"), n.get("margin"))})
     secs = {label: sum((r.get("sft_s") or 0.0) + (r.get("rl_s") or 0.0) for r in d["records"]) / 60.0
             for label, d in ((label_old, old), (label_new, new))}
-    lines = [f"Verdicts: {sum(r['same'] for r in rows_v)} of {len(rows_v)} the same in both studies.", "",
+    ratios = {}
+    for r in old["records"]:
+        m = next(x for x in new["records"] if x["name"] == r["name"])
+        if r.get("wall_s") and m.get("wall_s"):
+            ratios.setdefault((r["env"], r["arm"]), []).append(r["wall_s"] / m["wall_s"])
+    lines = [f"Runs compared: {len(common)} of {n_total} (the runs both studies finished). Verdicts: "
+             f"{sum(r['same'] for r in rows_v)} of {len(rows_v)} the same in both studies (a verdict that needs runs "
+             "one study lacks shows as None there).", "",
              f"| verdict | {label_old} | {label_new} |", "|---|---|---|"]
     for r in rows_v:
         mark = "" if r["same"] else " **(changed)**"
@@ -111,10 +123,16 @@ def compare(old: dict[str, Any], new: dict[str, Any], label_old: str, label_new:
                      f"{_fmt(r['new'].get('success'), True)} | {r['success_overlap']} | "
                      f"{_fmt(r['old'].get('margin'), False)} | {_fmt(r['new'].get('margin'), False)} | "
                      f"{r['margin_overlap']} |")
-    lines += ["", "Core-minutes of training and validation (the runs' own clocks, summed): "
-              + ", ".join(f"{k} {v:.0f}" for k, v in secs.items()) + "."]
-    return {"benchmark": "study_comparison", "labels": [label_old, label_new], "verdicts": rows_v, "arms": rows_a,
-            "core_minutes": secs, "markdown": "\n".join(lines) + "\n"}
+    lines += ["", "Core-minutes of training and validation over the compared runs (the runs' own clocks, summed): "
+              + ", ".join(f"{k} {v:.0f}" for k, v in secs.items()) + ".", "",
+              f"| config | arm | runs | wall time per run, {label_old} / {label_new} (min-max) |", "|---|---|---|---|"]
+    for (env, arm), rs in sorted(ratios.items()):
+        lines.append(f"| {env} | {arm} | {len(rs)} | {min(rs):.1f}x-{max(rs):.1f}x |")
+    lines += ["", "![validation success and probe margin per arm, both studies, mean and 95% band]"
+              "(../benchmarks/results/study_comparison.png)"]
+    return {"benchmark": "study_comparison", "labels": [label_old, label_new], "runs_compared": len(common),
+            "runs_total": n_total, "verdicts": rows_v, "arms": rows_a, "core_minutes": secs,
+            "wall_ratio": {f"{e}/{a}": rs for (e, a), rs in ratios.items()}, "markdown": "\n".join(lines) + "\n"}
 
 
 def figure(old: dict[str, Any], new: dict[str, Any], labels: list[str], path: Path) -> None:
@@ -160,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     old, new = (json.loads(Path(x).read_text()) for x in (args.old, args.new))
     result = compare(old, new, args.label_old, args.label_new)
+    names = {r["name"] for r in old["records"]} & {r["name"] for r in new["records"]}
+    old, new = ({**d, "records": [r for r in d["records"] if r["name"] in names]} for d in (old, new))
     result["machine"] = describe_machine()
     figure(old, new, result["labels"], RESULTS / "study_comparison.png")
     write_result(result, RESULTS / "study_comparison.json")

@@ -49,6 +49,8 @@ __all__ = [
     "Responder",
     "rollout",
     "build_batch",
+    "final_action_flag",
+    "per_turn_metrics",
     "turn_bridge",
     "reasoning_prefix_length",
     "make_envs",
@@ -143,6 +145,10 @@ class Turn:
     images: list[np.ndarray] = field(default_factory=list)
     #: The exception `env.step` raised on this response ("TypeName: message"), None when it returned normally.
     env_error: str | None = None
+    #: Whether the turn ran a final action (an answer that ends the task, e.g. SearchQA's ``finish[...]``), as
+    #: the env's ``is_final_action`` says (:func:`final_action_flag`); None when the env does not tell final
+    #: actions from tool calls (every action acts on the task).
+    final_action: bool | None = None
 
 
 @dataclass
@@ -257,10 +263,15 @@ class RolloutBatch:
         ``rollout/response_capped`` is the share of turns whose response hit ``max_new_tokens`` (finish reason
         "length"): a truncated response has no closing ``</answer>`` and costs the format penalty, so a high
         value means the token budget, not the policy, is failing the format.
+
+        Per-turn figures of multi-turn episodes: ``rollout/num_turns`` (turns per episode, mean) and the metrics
+        of :func:`per_turn_metrics`: ``rollout/invalid_action``, ``rollout/tool_use`` (envs with final actions
+        only), ``rollout/reward_turn`` and ``rollout/reward_share_turn{k}`` for k = 1..max_turns.
         """
         turns = [t for traj in self.trajectories for t in traj.turns]
         capped = sum(t.finish_reason == "length" for t in turns) / max(len(turns), 1)
         return {
+            **per_turn_metrics(self.trajectories, int(self.turn_rewards.shape[1])),
             "rollout/response_capped": float(capped),
             "rollout/env_errors": float(sum(t.env_error is not None for t in turns)),
             "rollout/success": float(self.success.float().mean()),
@@ -274,6 +285,49 @@ class RolloutBatch:
             "rollout/rows": float(self.input_ids.shape[0]),
             "rollout/seq_len": float(self.attention_mask.sum(dim=1).float().mean()),
         }
+
+
+# ---------------------------------------------------------------------------------------------- per-turn figures
+def final_action_flag(env: Any, info: dict[str, Any]) -> bool | None:
+    """Whether a step ran a final action: True when the env's optional ``is_final_action(action) -> bool`` holds
+    for one of the actions it executed (``info["actions_executed"]``; SearchQA's ``finish[...]``, WebShop's
+    ``click[Buy Now]``), False when it holds for none (a tool call, or nothing valid ran), None when the env has
+    no such method (it does not tell answers from tool calls: every action acts on the task)."""
+    judge = getattr(getattr(env, "unwrapped", env), "is_final_action", None)
+    if not callable(judge):
+        return None
+    return any(bool(judge(a)) for a in info.get("actions_executed") or [])
+
+
+def per_turn_metrics(trajectories: Sequence[Trajectory], max_turns: int) -> dict[str, float]:
+    """Where in multi-turn episodes things happen (`rollout/` metrics of :meth:`RolloutBatch.summary`).
+
+    - ``rollout/invalid_action``: share of all turns whose action was invalid (``action_valid`` False: nothing
+      ran, because the answer was malformed or named no action the env accepts);
+    - ``rollout/tool_use``: share of episodes whose first turn ran a valid action that is not final (a tool
+      call, e.g. a search or a click, before any answer). Only for envs that say which actions are final
+      (``is_final_action``; :attr:`Turn.final_action` not None); absent otherwise, where every action acts on
+      the task and there is no tool to use;
+    - ``rollout/reward_share_turn{k}`` for k = 1..`max_turns`: share of the batch's positive reward (each
+      turn's reward clipped at 0 from below, summed over all episodes) earned on turn k;
+    - ``rollout/reward_turn``: the mean turn (1-based) on which positive reward is earned, each turn weighted by
+      its positive reward (1.0 when all of it comes on the first turn).
+
+    The reward figures are NaN when the batch earned no positive reward (``metrics.jsonl`` writes null).
+    """
+    turns = [t for traj in trajectories for t in traj.turns]
+    out = {"rollout/invalid_action": sum(not t.action_valid for t in turns) / max(len(turns), 1)}
+    declared = [traj.turns[0] for traj in trajectories if traj.turns and traj.turns[0].final_action is not None]
+    if declared:
+        out["rollout/tool_use"] = sum(t.action_valid and not t.final_action for t in declared) / len(declared)
+    positive = [[max(float(t.reward), 0.0) for t in traj.turns] for traj in trajectories]
+    total = sum(sum(p) for p in positive)
+    for k in range(max_turns):
+        earned = sum(p[k] for p in positive if len(p) > k)
+        out[f"rollout/reward_share_turn{k + 1}"] = earned / total if total > 0 else float("nan")
+    weighted = sum((k + 1) * r for p in positive for k, r in enumerate(p))
+    out["rollout/reward_turn"] = weighted / total if total > 0 else float("nan")
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- prompt layout
@@ -407,6 +461,7 @@ def rollout(
                 finish_reason=finish,
                 images=images,
                 env_error=step.env_error,
+                final_action=final_action_flag(envs[i], step.info),
             ))
 
     for traj, ep in zip(trajs, episodes):

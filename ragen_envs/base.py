@@ -45,6 +45,16 @@ WebShop, Code); `[]` when nothing is left to do (solved, no legal move) and None
 no answer (no solution found, no reference). The older names (`oracle_actions`, `oracle_action`,
 `oracle_arm`, `oracle_answer`) stay as aliases in their old return forms.
 
+Three optional public methods serve training (docs/protocol.md):
+
+    oracle_step() -> (reasoning, [actions])   this turn's oracle action(s) with a short reasoning
+                                              read off the state (the warm start's demonstrator)
+    random_action(rng) -> str                 one valid but uninformed action, drawn from `rng`, for
+                                              an env without a fixed `ACTIONS` list
+    is_final_action(action) -> bool           for an env with a tool: whether an action is the final
+                                              answer (SearchQA's finish, WebShop's Buy Now) rather
+                                              than a tool call (the rollout's `rollout/tool_use`)
+
 A subclass never overrides `step()`, `reset()` or `_observation()`. Two limits end an episode:
 
 - `max_turns` (and the action budget `max_actions`) *truncate*: a time limit put on a task that

@@ -6,7 +6,7 @@ whose reasoning refers to the actual state, so that it depends on the input (hig
 section 1). Where that reasoning comes from, in this order:
 
 1. an env whose unwrapped object defines ``oracle_step() -> (reasoning, [actions])`` writes its own (PocketCube,
-   2048, Sudoku; the hook for new envs, nothing here);
+   2048, Sudoku, MetaMathQA, Code, SearchQA, WebShop; the hook for new envs, nothing here);
 2. else the env's class, or a class it derives from, has an entry in :data:`DEMONSTRATORS` (Sokoban, FrozenLake,
    Bandit, Countdown): the reasoning is written here from the env's public state and its ``oracle()`` answer;
 3. else there is no demonstrator and :func:`demonstrator_for` says so, naming the env.

@@ -5,18 +5,20 @@ responses written by a script instead of the model:
 
 - ``policy="oracle"``: the env's oracle (its ``oracle()`` answer: Sokoban's solver plan, FrozenLake's best move,
   the bandit's better arm, a Countdown solution), with the reasoning of the env's demonstrator: the env's own
-  ``oracle_step()`` hook (PocketCube, 2048, Sudoku), else its entry in
+  ``oracle_step()`` hook (PocketCube, 2048, Sudoku, MetaMathQA, Code, SearchQA, WebShop), else its entry in
   :data:`ragen_core.training.demonstrators.DEMONSTRATORS` (Sokoban, FrozenLake, Bandit, Countdown);
 - ``policy="random"``: uniformly random valid actions (teaches the format, not the task: used by learning tests
   so that RL, not the warm start, has to find the better answer): drawn from the env's ``ACTIONS`` list, or,
-  for an env without a fixed list (Sudoku's placements), from its ``random_action(rng) -> str`` hook, which
+  for an env without a fixed list (Sudoku's placements, MetaMathQA, Code, SearchQA, WebShop), from its
+  ``random_action(rng) -> str`` hook, which
   returns one random action the env accepts in its own text form. Noisy demonstrators
   (``noise_action="random"``) draw their replacement answers the same way.
 
 Each response is ``<think> reasoning </think> <answer> actions </answer>`` where the reasoning refers to the actual
 state (player / box / target coordinates and the chosen direction for Sokoban, the player and goal for FrozenLake,
-the two arm names for the bandit, the arithmetic for Countdown), so that the reasoning depends on the input (high
-I(X;Z), docs/science.md section 1).
+the two arm names for the bandit, the arithmetic for Countdown and MetaMathQA, the fact looked up for SearchQA, the
+goal attributes and options matched for WebShop, the plan of the program for Code), so that the reasoning depends
+on the input (high I(X;Z), docs/science.md section 1).
 The model is then fine-tuned with the mean negative log-likelihood of the generated tokens (the same loss mask as
 RL: prompt and observation tokens are not trained on).
 """

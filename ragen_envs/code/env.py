@@ -11,10 +11,20 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
+
 from ragen_envs import protocol
 from ragen_envs.base import TextAgentEnv
 from ragen_envs.code import sandbox
-from ragen_envs.code.tasks import CodeTask, CodeTaskConfig, CodeTest, answer_passes, generate_task, load_tasks
+from ragen_envs.code.tasks import (
+    CodeTask,
+    CodeTaskConfig,
+    CodeTest,
+    answer_passes,
+    generate_task,
+    load_tasks,
+    plan_sentence,
+)
 from ragen_envs.data import record_index
 from ragen_envs.spaces import fit_observation
 from ragen_envs.validation import require_int
@@ -173,6 +183,11 @@ class CodeEnv(TextAgentEnv):
         Expected: [1, 5]
         Got: null
         Submit a corrected program.
+
+    ## Training hooks
+
+    `oracle_step()` (a one-line plan of the reference program, then the program) and `random_action(rng)` (a
+    stand-in program that runs but ignores the task).
 
     ## Action format
 
@@ -457,6 +472,30 @@ class CodeEnv(TextAgentEnv):
         if ref is None:
             return None
         return [f"```python\n{ref.rstrip()}\n```"]
+
+    # ------------------------------------------------------------------ training hooks
+    def oracle_step(self) -> tuple[str, list[str]]:
+        """(reasoning, [the reference program in a fenced block]): a one-line plan from the task's family and
+        parameters (`ragen_envs.code.tasks.plan_sentence`, e.g. ``Reverse the words, then lower case.``), then
+        `oracle()`'s answer. ValueError for a data set task without a reference program."""
+        answer = self.oracle()
+        if answer is None:
+            raise ValueError(f"this {self.task.family} task has no reference program to demonstrate (a data set "
+                             "record without 'solutions'); use warm_start.policy='random'")
+        return plan_sentence(self.task), answer
+
+    def random_action(self, rng: np.random.Generator) -> str:
+        """An uninformed program (the random-action hook), drawn uniformly among one-line stand-ins that run but
+        ignore the task: for stdin tasks echo the input, print 0 or print the first line reversed; for function
+        tasks return the first argument, 0 or None (`def rotate(*args): return 0`). Bare, as a person would type
+        it at `ragen play` (the env takes bare programs and fenced blocks alike)."""
+        if self.task is None:
+            raise RuntimeError("call reset() before asking for a random action")
+        if self.task.fn_name is None:
+            programs = ["print(input())", "print(0)", "print(input()[::-1])"]
+        else:
+            programs = [f"def {self.task.fn_name}(*args): return {r}" for r in ("args[0]", "0", "None")]
+        return programs[int(rng.integers(len(programs)))]
 
     def oracle_answer(self) -> str | None:
         """A well-formed response holding `oracle()`'s answer, ready for `step()` (None if unknown)."""

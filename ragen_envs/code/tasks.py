@@ -94,6 +94,7 @@ __all__ = [
     "load_tasks",
     "passing_standins",
     "passing_wrong_readings",
+    "plan_sentence",
     "standin_answers",
     "answer_passes",
     "values_equal",
@@ -970,6 +971,30 @@ FAMILIES: dict[str, _Family] = {
         ),
     )
 }
+
+
+#: One-line plans of the generated families (`plan_sentence`), from the task's parameters.
+_PLANS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "sum_multiples": lambda p: f"Sum the numbers divisible by {p['m']}.",
+    "reverse_words": lambda p: "Reverse the words" + {"keep": ".", "upper": ", then upper case.",
+                                                       "lower": ", then lower case."}[p["case"]],
+    "count_letters": lambda p: f"Count the letters {p['letters']} in each line.",
+    "fizzbuzz": lambda p: f"{p['wa']} if i % {p['a']} == 0, {p['wb']} if i % {p['b']} == 0, else i.",
+    "subarray_extreme": lambda p: f"Kadane with {'max' if p['kind'] == 'maximum' else 'min'}.",
+    "gcd_lcm_pairs": lambda p: f"Print the {p['op']} of each pair.",
+    "rotate": lambda p: f"Rotate {p['direction']} by k mod len(xs).",
+    "is_palindrome": lambda p: ("Keep letters and digits, " if p["alnum_only"] else "Keep every character, ")
+    + ("lower case, " if p["ignore_case"] else "") + "compare with the reverse.",
+    "count_primes": lambda p: f"Count the primes {'<=' if p['inclusive'] else '<'} n.",
+    "running_stat": lambda p: f"Accumulate the {p['stat']} over xs.",
+}
+
+
+def plan_sentence(task: CodeTask) -> str:
+    """A one-line plan of the program that solves `task`, from its family and parameters (``Reverse the words,
+    then lower case.``); ``I write the reference program.`` for a data set task."""
+    plan = _PLANS.get(task.family)
+    return plan(task.params) if plan is not None and task.params else "I write the reference program."
 
 
 def _example_text(task_style: str, fn_name: str | None, test: CodeTest) -> str:

@@ -2,20 +2,39 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, ClassVar
+
+import numpy as np
 
 from ragen_envs.base import TextAgentEnv
 from ragen_envs.data import Field, load_records, record_index
 from ragen_envs.math.answer import ANSWER_MARKER, extract_gold
 from ragen_envs.math.checker import CHECK_TIMEOUT_S, check_answer_bounded, start_worker
-from ragen_envs.math.generator import PROBLEM_KINDS, MathConfig, generate_problem
+from ragen_envs.math.generator import PROBLEM_KINDS, MathConfig, generate_problem, key_computation
 from ragen_envs.protocol import FORMAT_PENALTY, ActionFormat
 from ragen_envs.spaces import MAX_OBSERVATION_CHARS
 from ragen_envs.validation import require_int
 
 INCORRECT_FEEDBACK = "Incorrect. Please think again."
 CORRECT_FEEDBACK = "Correct!"
+
+
+#: The longest reasoning `MathEnv.oracle_step` copies from a worked solution.
+ORACLE_REASONING_CHARS = 120
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def last_sentence(worked: str, limit: int = ORACLE_REASONING_CHARS) -> str:
+    """The last sentence of a worked solution before "The answer is:", clipped to `limit` characters
+    (``The answer follows.`` when there is none)."""
+    body = worked.rsplit(ANSWER_MARKER, 1)[0].strip()
+    sentences = [x for x in re.split(r"(?<=[.!?])\s+", body) if x.strip()]
+    if not sentences:
+        return "The answer follows."
+    text = " ".join(sentences[-1].split())
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 
 def _has_gold(response: str) -> str | None:
@@ -109,6 +128,10 @@ class MathEnv(TextAgentEnv):
 
     ## Action format
     `<think> ... </think> <answer> 3 </answer>`; LaTeX is fine (`<answer> \\frac{7}{4} </answer>`).
+
+    ## Training hooks
+    `oracle_step()` (the gold answer after the key computation, e.g. ``3 * 4 = 12, 20 - 12 = 8.``) and
+    `random_action(rng)` (a number of the question, drawn uniformly: an uninformed guess).
     """
 
     ROLE: ClassVar[str] = "You are a careful math solver."
@@ -150,6 +173,8 @@ class MathEnv(TextAgentEnv):
         self.problem_type = ""
         self.kind = ""
         self.solved = False
+        self.params: dict[str, Any] | None = None
+        self.worked = ""
         self._feedback: str | None = None
         self._correct: bool | None = None
         self._rule: str | None = None
@@ -167,11 +192,13 @@ class MathEnv(TextAgentEnv):
             record = self.records[index]
             self.query, self.gold = record["query"], extract_gold(record["response"])
             self.problem_type, self.kind = record["type"], "dataset"
+            self.params, self.worked = None, record["response"]
             extra["index"] = index
         else:
             item = generate_problem(self.np_random, self.config)
             self.query, self.gold = item["query"], item["answer"]
             self.problem_type, self.kind = item["type"], item["kind"]
+            self.params, self.worked = item["params"], item["response"]
         self.solved = False
         self._feedback = None
         self._correct = None
@@ -237,5 +264,29 @@ class MathEnv(TextAgentEnv):
         """The gold answer: `oracle()[0]`."""
         return self.oracle()[0]
 
+    # ------------------------------------------------------------------ training hooks
+    def oracle_step(self) -> tuple[str, list[str]]:
+        """(reasoning, [the gold answer]): the key computation of the problem, then the answer.
 
-__all__ = ["ANSWER_MARKER", "METAMATHQA_SCHEMA", "MathEnv"]
+        Generated problems of the one-line kinds: `ragen_envs.math.generator.key_computation` from the
+        problem's parameters (``3 * 4 = 12, 20 - 12 = 8.``, ``7 + 3 = 10, 10 * 2 = 20.``); the other kinds
+        and data set records: the last sentence of the worked solution, clipped to
+        `ORACLE_REASONING_CHARS` characters.
+        """
+        if not self.query:
+            raise RuntimeError("call reset() before asking for the oracle")
+        text = key_computation(self.kind, self.params) if self.params is not None else None
+        return text or last_sentence(self.worked, ORACLE_REASONING_CHARS), [self.gold]
+
+    def random_action(self, rng: np.random.Generator) -> str:
+        """An uninformed answer (the random-action hook): one of the numbers written in the question, drawn
+        uniformly (`12`), or an integer from 0 to `max_value` when it has none. Draws only from `rng`."""
+        if not self.query:
+            raise RuntimeError("call reset() before asking for a random action")
+        numbers = _NUMBER.findall(self.query)
+        if not numbers:
+            return str(int(rng.integers(0, self.config.max_value + 1)))
+        return numbers[int(rng.integers(len(numbers)))]
+
+
+__all__ = ["ANSWER_MARKER", "METAMATHQA_SCHEMA", "MathEnv", "last_sentence"]

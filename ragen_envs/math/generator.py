@@ -33,6 +33,7 @@ All draws come from the caller's `np.random.Generator`, so a seed reproduces the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -327,6 +328,60 @@ def generate_problem(rng: np.random.Generator, config: MathConfig | None = None)
         "answer": answer,
         "params": params,
     }
+
+
+# ---------------------------------------------------------------------- the key computation
+def _show(value: Fraction, money: bool = False) -> str:
+    """An exact value as the key computation writes it: `7`, `-3/2`, or with `money` a decimal (`12.5`)."""
+    if value.denominator == 1:
+        return str(value.numerator)
+    if money:
+        return f"{float(value):.2f}".rstrip("0").rstrip(".")
+    return f"{value.numerator}/{value.denominator}"
+
+
+def _chain_steps(start: int, ops: list[list[Any]]) -> str:
+    """`7 + 3 = 10, 10 * 2 = 20.`: one equation per operation of a `chain` problem."""
+    value, steps = Fraction(start), []
+    for kind, k in ops:
+        sym, new = {"add": ("+", value + k), "sub": ("-", value - k), "mul": ("*", value * k),
+                    "half": ("/", value / 2)}[kind]
+        steps.append(f"{_show(value)} {sym} {k} = {_show(new)}")
+        value = new
+    return ", ".join(steps) + "."
+
+
+def key_computation(kind: str, params: dict[str, Any]) -> str | None:
+    """The arithmetic that answers a generated problem, in one short line, from its `params` (recomputed here
+    with exact fractions, independently of the worked solution): e.g. `change` with 3 pens at $4 and a $20 bill
+    is ``3 * 4 = 12, 20 - 12 = 8.``; the last number is the answer. None for the kinds whose work does not fit
+    one line (`evaluate_polynomial`, `expand_product`, `fraction_sum`)."""
+    p = params
+    if kind == "change":
+        total = sum(c * q for c, q in zip(p["counts"], p["prices"], strict=True))
+        lines = " + ".join(f"{c} * {q}" for c, q in zip(p["counts"], p["prices"], strict=True))
+        return f"{lines} = {total}, {p['bill']} - {total} = {p['bill'] - total}."
+    if kind == "rate":
+        per = Fraction(p["made"], p["t1"])
+        return f"{p['made']} / {p['t1']} = {_show(per)}, {_show(per)} * {p['t2']} = {_show(per * p['t2'])}."
+    if kind == "fraction_of":
+        part = Fraction(p["num"], p["den"]) * p["total"]
+        return (f"{p['total']} * {p['num']}/{p['den']} = {_show(part)}, "
+                f"{p['total']} - {_show(part)} = {_show(p['total'] - part)}.")
+    if kind == "percent_off":
+        off = Fraction(p["price"] * p["off"], 100)
+        return (f"{p['off']}% of {p['price']} = {_show(off, True)}, "
+                f"{p['price']} - {_show(off, True)} = {_show(p['price'] - off, True)}.")
+    if kind == "chain":
+        return _chain_steps(p["start"], p["ops"])
+    if kind == "linear_equation":
+        lhs, rhs = p["a"] - p["c"], p["d"] - p["b"]
+        return f"{lhs}x = {rhs}, x = {_show(Fraction(rhs, lhs))}."
+    if kind == "quadratic_roots":
+        r1, r2 = p["roots"]
+        value = {"sum": r1 + r2, "product": r1 * r2, "larger": max(r1, r2)}[p["ask"]]
+        return f"x = {r1} or x = {r2}, so the {p['ask']} is {value}."
+    return None
 
 
 def generate_dataset(n: int, seed: int = 0, config: MathConfig | None = None) -> list[dict[str, Any]]:

@@ -309,6 +309,15 @@ def _unbracket(text: str) -> str:
     return text.replace("[", "(").replace("]", ")")
 
 
+#: How the demonstrator names each relation and attribute (`QAItem.facts`).
+FACT_WORDS = {
+    "birthplace": "birthplace", "employer": "employer", "founder": "founder", "headquarters": "headquarters",
+    "country": "country", "capital": "capital", "occupation": "occupation", "birth_year": "birth year",
+    "industry": "industry", "founded": "founding year", "river": "river", "currency": "currency",
+    "language": "language",
+}  # fmt: skip
+
+
 def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 3].rstrip() + "..."
 
@@ -402,6 +411,11 @@ class SearchQAEnv(TextAgentEnv):
     ## Action format
     `<think> I need the founder first. </think> <answer> search[Zentrix Labs] </answer>`, later
     `<answer> finish[Korford] </answer>`.
+
+    ## Training hooks
+    `oracle_step()` (the oracle's next action with a sentence about the fact it looks for or has
+    read), `random_action(rng)` (a search for a word of the question or an answer naming a random
+    entity) and `is_final_action(action)` (`finish[...]` is the answer; `search[...]` is the tool).
     """
 
     ROLE: ClassVar[str] = "You are answering a question by searching a collection of passages."
@@ -465,6 +479,7 @@ class SearchQAEnv(TextAgentEnv):
         self.queries: tuple[str, ...] = ()
         self.hops: int | None = None
         self.supporting: tuple[str, ...] = ()
+        self.facts: tuple[str, ...] = ()
         self._last_query: str | None = None
         self._last_results: list[tuple[Passage, float]] = []
         self._final: dict[str, Any] | None = None
@@ -495,12 +510,12 @@ class SearchQAEnv(TextAgentEnv):
             index = record_index(options, len(self.items), self.np_random)
             item = self.items[index]
             self.question, self.golds, self.queries = item.question, item.answers, item.queries
-            self.hops, self.supporting = None, ()
+            self.hops, self.supporting, self.facts = None, (), ()
             extra["index"] = index
         else:
             qa = self._draw_generated()
             self.question, self.golds, self.queries = qa.question, (qa.answer,), qa.queries
-            self.hops, self.supporting = qa.hops, qa.supporting
+            self.hops, self.supporting, self.facts = qa.hops, qa.supporting, qa.facts
         self._last_query = None
         self._last_results = []
         self._final = None
@@ -605,3 +620,71 @@ class SearchQAEnv(TextAgentEnv):
             # Brackets cannot appear inside the action; parentheses normalise the same (punctuation).
             action = f"finish[{_unbracket(self.golds[0])}]"
         return [action]
+
+    # ------------------------------------------------------------------ training hooks
+    def _hop_read(self) -> int:
+        """The hop whose passage the screen shows: i when the last search was for the chain's i-th entity
+        (`queries[i]`, case and spacing aside) and returned its passage; -1 otherwise."""
+        if self._last_query is None:
+            return -1
+        query = " ".join(self._last_query.split()).lower()
+        shown = {p.pid for p, _ in self._last_results}
+        hits = [i for i, (name, pid) in enumerate(zip(self.queries, self.supporting, strict=True))
+                if " ".join(_unbracket(name).split()).lower() == query and pid in shown]
+        return max(hits, default=-1)
+
+    def oracle_step(self) -> tuple[str, list[str]]:
+        """(reasoning, [action]): the oracle's next action with one sentence on why, read off the screen.
+
+        Generated questions: the action follows what the screen shows, the last query and its results.
+        When the last search was for the chain's last entity and returned its passage, the answer is
+        read from it (``The birth year of Mira Talven is 1982.``, `finish[1982]`); when it was for the
+        j-th entity, the next entity is read from that passage (``The founder of Zentrix Labs is Mira
+        Talven; next the birthplace of Mira Talven.``, `search[Mira Talven]`); otherwise the chain
+        starts (``I need the birth year of Mira Talven, so I search Mira Talven.``). On the oracle's own
+        path this is `oracle()`'s action; after a wasted search it searches again instead of answering
+        blind. The last turn always answers, as `oracle()` does. Data sets (no supporting passages
+        known): `oracle()`'s action, with ``I search <query>.`` or ``The passages say <answer>.``
+        """
+        if not self.question:
+            raise RuntimeError("call reset() before asking for the oracle")
+        answer = _unbracket(self.golds[0])
+        if not self.supporting:
+            (action,) = self.oracle()
+            if action.startswith("search["):
+                return f"I search {action[7:-1]}.", [action]
+            return f"The passages say {answer}.", [action]
+        if self._turn >= self.turn_limit - 1:
+            return f"This is my last turn, so I answer {answer}.", [f"finish[{answer}]"]
+        j = self._hop_read()
+        names = [_unbracket(q) for q in self.queries]
+        facts = [FACT_WORDS.get(f, f.replace("_", " ")) for f in self.facts]
+        if j == len(self.supporting) - 1:
+            return f"The {facts[j]} of {names[j]} is {answer}.", [f"finish[{answer}]"]
+        k = j + 1
+        if j < 0:
+            text = f"I need the {facts[k]} of {names[k]}, so I search {names[k]}."
+        else:
+            text = f"The {facts[j]} of {names[j]} is {names[k]}; next the {facts[k]} of {names[k]}."
+        return text, [f"search[{names[k]}]"]
+
+    def random_action(self, rng: np.random.Generator) -> str:
+        """A valid but uninformed action (the random-action hook): with probability 1/2 a search for one
+        word of the question, drawn uniformly (`search[born]`), else an answer naming an entity of the
+        world drawn uniformly (`finish[Korford]`; data sets: a word of the question). Draws only from `rng`."""
+        if not self.question:
+            raise RuntimeError("call reset() before asking for a random action")
+        words = _cased_words(self.question) or ["question"]
+        if rng.random() < 0.5:
+            return f"search[{words[int(rng.integers(len(words)))]}]"
+        if self.items is None and self.kb is not None:
+            names = sorted(_unbracket(e.name) for e in self.kb.entities.values())
+        else:
+            names = words
+        return f"finish[{names[int(rng.integers(len(names)))]}]"
+
+    def is_final_action(self, action: str) -> bool:
+        """Whether `action` (an action text, e.g. from `info["actions_executed"]`) answers the question:
+        `finish[...]` does; `search[...]`, the tool, and anything that is not an action do not."""
+        canonical = match_searchqa_action(action)
+        return canonical is not None and canonical.startswith("finish[")

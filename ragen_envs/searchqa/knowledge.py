@@ -21,8 +21,9 @@ entity's name or for one of its attributes:
     "What is the currency of the country of Korford?"             country + currency       -> 2 hops
 
 Relations are functional and chains never revisit an entity, so every answer is unique.
-`QAItem.supporting` lists the passage ids the reader needs, in order, and `QAItem.queries` the
-entity names an oracle searches for (one per supporting passage).
+`QAItem.supporting` lists the passage ids the reader needs, in order, `QAItem.queries` the
+entity names an oracle searches for (one per supporting passage) and `QAItem.facts` the relation or
+attribute read from each of them (what the demonstrator names when it explains a search).
 
 Difficulty knobs (`KnowledgeConfig`): `hops` (1-4; the oracle needs hops searches + 1 finish, so 4 is
 the most that fits in 5 turns), `num_entities` (corpus size), `distractors` (how many other passages
@@ -154,13 +155,19 @@ class KnowledgeBase:
 
 @dataclass(frozen=True)
 class QAItem:
-    """A question with its gold answer, supporting passage ids and the oracle's search queries."""
+    """A question with its gold answer, supporting passage ids and the oracle's search queries.
+
+    `facts[i]` is the relation (a key of RELATIONS) or attribute (e.g. "birth_year") that passage
+    `supporting[i]` is read for: the relation leading to the next entity of the chain, or at the end the
+    asked relation or attribute (empty for items built without it).
+    """
 
     question: str
     answer: str
     supporting: tuple[str, ...]
     queries: tuple[str, ...]
     hops: int
+    facts: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------------- names
@@ -384,7 +391,8 @@ def generate_question(
         support = chain[:-1]
     question = question[0].upper() + question[1:]
     queries = tuple(kb.entity(eid).name for eid in support)
-    return QAItem(question, answer, tuple(support), queries, hops)
+    facts = tuple(rels) + ((attribute,) if attribute is not None else ())
+    return QAItem(question, answer, tuple(support), queries, hops, facts)
 
 
 def oracle_retrieves_support(kb_retriever: PassageRetriever, item: QAItem, k: int) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,7 @@ from ragen_envs.webshop.catalog import (
     load_goals,
     load_products,
 )
-from ragen_envs.webshop.scoring import ScoreBreakdown, best_options, webshop_score
+from ragen_envs.webshop.scoring import ScoreBreakdown, attribute_matches, best_options, webshop_score
 
 _GOAL_TRIES = 64
 # The verb is ASCII letters only, dispatched on its ASCII lower case: under Unicode re.IGNORECASE
@@ -164,6 +165,12 @@ class WebShopEnv(TextAgentEnv):
     ## Action format
     `<think> the first result fits </think> <answer> click[B0K3L9QX2M] </answer>`; then
     `<answer> click[medium] </answer>`, `<answer> click[navy] </answer>`, `<answer> click[Buy Now] </answer>`.
+
+    ## Training hooks
+    `oracle_step()` (the oracle's next action with a sentence on the goal attributes, options and price it
+    matches), `random_action(rng)` (a search for a word of the instruction, or a click on a random element
+    of the page) and `is_final_action(action)` (Buy Now ends the session with a purchase; searches and
+    the other clicks are the tools).
     """  # noqa: E501 (the "Text format" sample reproduces one observation line verbatim)
 
     ROLE: ClassVar[str] = "You are shopping online for a product that matches an instruction."
@@ -384,3 +391,71 @@ class WebShopEnv(TextAgentEnv):
         else:
             action = f"click[{pages.BUY}]"
         return [action]
+
+    # ------------------------------------------------------------------ training hooks
+    def oracle_step(self) -> tuple[str, list[str]]:
+        """(reasoning, [action]): `oracle()`'s next action with one sentence on why, from the goal and the page.
+
+        E.g. on the search page ``I need a body pillow that is cooling, so I search for it.``; on the results
+        page ``Result 2: body pillow, cooling, $45.99 under $80.00.`` (the planned product's place on the page,
+        its type, the goal attributes it has and its price against the bound); on its page ``The goal asks for
+        size: king.`` then ``Selected king, yellow; $45.99 is under $80.00, so I buy.``; elsewhere a short
+        sentence on the way back (another search's results, another product's page, the plan's page).
+        """
+        (action,) = self.oracle()
+        return self._oracle_reason(action), [action]
+
+    def _oracle_reason(self, action: str) -> str:
+        """The sentence of `oracle_step` for `action` on the current page (see there)."""
+        goal, s, plan = self.goal, self.state, self.oracle_plan()
+        bound = "" if goal.price_upper is None else f" under {pages.money(goal.price_upper)}"
+        if s.page == "search":
+            want = f" that is {', '.join(goal.attributes)}" if goal.attributes else ""
+            return f"I need a {goal.type or 'product'}{want}, so I search for it."
+        if plan is None or s.page == "done":
+            return "No product fits better; I start again." if s.page != "done" else "I have bought it."
+        if s.page == "results":
+            if action == f"click[{pages.BACK}]":
+                return "These results are not from my search; I go back."
+            if action in (f"click[{pages.NEXT}]", f"click[{pages.PREV}]"):
+                return f"The product I want is on page {plan.rank // self.per_page + 1}."
+            product = self.catalog.products[self.catalog.by_asin[plan.asin]]
+            position = s.page_items(self.per_page).index(self.catalog.by_asin[plan.asin]) + 1
+            parts = [product.type or "product", *self._attributes_met(product)]
+            return f"Result {position}: {', '.join(parts)}, {pages.money(product.price)}{bound}."
+        if action == f"click[{pages.PREV}]":
+            return "This is not the product I want; I go back."
+        if action != f"click[{pages.BUY}]":
+            return f"The goal asks for {action[6:-1]}."
+        product = self.catalog.products[s.item]
+        chosen = f"Selected {', '.join(s.selected.values())}; " if s.selected else ""
+        price = pages.money(product.price)
+        return f"{chosen}{f'{price} is{bound}' if bound else f'it costs {price}'}, so I buy."
+
+    def _attributes_met(self, product: Product) -> list[str]:
+        """The goal attributes `product` has, in the goal's order (WebShop's attribute match, one by one)."""
+        return [a for a in self.goal.attributes
+                if attribute_matches(product, dataclasses.replace(self.goal, attributes=(a,)))]
+
+    def random_action(self, rng: np.random.Generator) -> str:
+        """A valid but uninformed action (the random-action hook): on the search page a search for one word of
+        the instruction, drawn uniformly; on any other page a click on one of its elements (products, option
+        values, buttons), drawn uniformly; after the purchase `click[Buy Now]` (a no-op). Draws only from `rng`."""
+        if self.goal is None:
+            raise RuntimeError("call reset() before asking for a random action")
+        if self.state.page == "search":
+            words = self.goal.instruction.replace("[", " ").replace("]", " ").split() or ["product"]
+            return f"search[{words[int(rng.integers(len(words)))]}]"
+        elements = sorted(set(pages.clickables(self.state, self.catalog, self.per_page).values()))
+        if not elements:
+            return f"click[{pages.BUY}]"
+        return f"click[{elements[int(rng.integers(len(elements)))]}]"
+
+    def is_final_action(self, action: str) -> bool:
+        """Whether `action` (an action text, e.g. from `info["actions_executed"]`) is the purchase: a click on
+        Buy Now (or its alias `buy`). Searches and every other click are tool use."""
+        m = _ACTION.match(action)
+        if not m or m.group(1).lower() != "click":
+            return False
+        arg = " ".join(m.group(2).split()).strip("[] ")
+        return protocol.fold_case(arg) in (protocol.fold_case(pages.BUY), "buy")

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from ragen_envs.protocol import fold_case
 from ragen_envs.webshop.catalog import Catalog, Goal, Product
 
-__all__ = ["BACK", "BUY", "NEXT", "PREV", "ShopState", "apply_click", "clickables", "render_page"]
+__all__ = ["BACK", "BUY", "NEXT", "PREV", "ShopState", "apply_click", "clickables", "money", "render_page"]
 
 BACK = "Back to Search"
 NEXT = "Next >"
@@ -127,7 +127,8 @@ def apply_click(state: ShopState, element: str, catalog: Catalog) -> bool:
     return False
 
 
-def _money(x: float) -> str:
+def money(x: float) -> str:
+    """A price as the pages show it: `$1,234.50`."""
     return f"${x:,.2f}"
 
 
@@ -156,12 +157,12 @@ def render_page(
             lines.append("No products match these keywords.")
         for i in state.page_items(per_page):
             p = catalog.products[i]
-            lines.append(f"[{p.asin}] {p.title} | {_money(p.price)}")
+            lines.append(f"[{p.asin}] {p.title} | {money(p.price)}")
     elif state.page == "item":
         p = catalog.products[state.item]
         lines.append(f"[{BACK}] [{PREV}]")
         lines.append(f"{p.title} (ASIN {p.asin})")
-        lines.append(f"Price: {_money(p.price)}")
+        lines.append(f"Price: {money(p.price)}")
         if p.attributes:
             lines.append("Attributes: " + ", ".join(p.attributes))
         for name, values in p.options.items():
@@ -176,7 +177,7 @@ def render_page(
             product, options, score = purchase
             opts = ", ".join(f"{k}: {v}" for k, v in options.items()) or "no options selected"
             lines.append(
-                f"You bought {product.title} ({opts}) for {_money(product.price)}. Score: {score:.2f}."
+                f"You bought {product.title} ({opts}) for {money(product.price)}. Score: {score:.2f}."
             )
         else:
             lines.append("The shopping session is over.")

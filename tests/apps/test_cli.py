@@ -150,7 +150,8 @@ def test_config_comments_name_their_own_file(config):
     assert all(n == f"configs/{config.name}" for n in named), named
 
 
-@pytest.mark.parametrize("env_id", ["ragen/PocketCube-v0", "ragen/Sudoku-v0", "ragen/2048-v0", "ragen/Sokoban-v0"])
+@pytest.mark.parametrize("env_id", ["ragen/PocketCube-v0", "ragen/Sudoku-v0", "ragen/2048-v0", "ragen/Sokoban-v0",
+                                    "ragen/SearchQA-v0", "ragen/WebShop-v0", "ragen/MetaMathQA-v0", "ragen/Code-v0"])
 def test_play_shows_an_example_the_env_accepts(env_id):
     import gymnasium as gym
 
