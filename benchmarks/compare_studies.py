@@ -86,12 +86,20 @@ def _overlap(a: list[float] | None, b: list[float] | None) -> str:
     return "yes" if a[1] <= b[2] and b[1] <= a[2] else "**no**"
 
 
-def compare(old: dict[str, Any], new: dict[str, Any], label_old: str, label_new: str) -> dict[str, Any]:
+def compare(old: dict[str, Any], new: dict[str, Any], label_old: str, label_new: str,
+            reanalyse: bool = True) -> dict[str, Any]:
+    """Compare two studies' results (``{"analysis", "records"}``) on the runs both finished; when one lacks runs,
+    both are re-analysed on the common runs (`reanalyse`) so that each verdict compares the same runs."""
     # only the runs both studies finished are compared (a study cut short is compared on what it ran)
     common = {r["name"] for r in old["records"]} & {r["name"] for r in new["records"]}
     n_total = max(len({r["name"] for r in d["records"]}) for d in (old, new))
     old = {**old, "records": [r for r in old["records"] if r["name"] in common]}
     new = {**new, "records": [r for r in new["records"] if r["name"] in common]}
+    if reanalyse and len(common) < n_total:
+        # verdicts of the same runs on both sides: both studies re-analysed on the runs both finished
+        from ragen_core.apps.reproduce.analysis import analyse
+
+        old, new = ({**d, "analysis": analyse(d["records"])} for d in (old, new))
     v_old, v_new = verdicts(old["analysis"]), verdicts(new["analysis"])
     rows_v = [{"what": k, "old": v_old.get(k), "new": v_new.get(k), "same": v_old.get(k) == v_new.get(k)}
               for k in sorted(set(v_old) | set(v_new))]
@@ -109,9 +117,9 @@ def compare(old: dict[str, Any], new: dict[str, Any], label_old: str, label_new:
         m = next(x for x in new["records"] if x["name"] == r["name"])
         if r.get("wall_s") and m.get("wall_s"):
             ratios.setdefault((r["env"], r["arm"]), []).append(r["wall_s"] / m["wall_s"])
-    lines = [f"Runs compared: {len(common)} of {n_total} (the runs both studies finished). Verdicts: "
-             f"{sum(r['same'] for r in rows_v)} of {len(rows_v)} the same in both studies (a verdict that needs runs "
-             "one study lacks shows as None there).", "",
+    lines = [f"Runs compared: {len(common)} of {n_total} (the runs both studies finished; "
+             + ("both studies re-analysed on them" if reanalyse and len(common) < n_total else "each study's own "
+                "verdicts") + f"). Verdicts: {sum(r['same'] for r in rows_v)} of {len(rows_v)} the same in both.", "",
              f"| verdict | {label_old} | {label_new} |", "|---|---|---|"]
     for r in rows_v:
         mark = "" if r["same"] else " **(changed)**"

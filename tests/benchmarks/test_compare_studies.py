@@ -21,7 +21,7 @@ def test_only_runs_both_studies_finished_are_compared_and_changed_verdicts_are_m
     new = {"analysis": _analysis("no collapse"), "records": [
         _rec("a-s1", "sokoban", "no_filter", 1, 0.6, 0.2, 200.0),
         _rec("a-s2", "sokoban", "no_filter", 2, 0.6, 0.4, 100.0)]}
-    out = compare(old, new, "old", "new")
+    out = compare(old, new, "old", "new", reanalyse=False)
     assert out["runs_compared"] == 2 and out["runs_total"] == 3
     assert [a["arm"] for a in out["arms"]] == ["no_filter"]  # top_p ran only in the old study
     # means by hand: success (0.5 + 0.7) / 2 and (0.6 + 0.6) / 2
