@@ -214,7 +214,7 @@ def detect_harmful_collapse(steps: Sequence[int], margin: Sequence[float], token
     fell = base.drop_step is not None
     not_higher = s_end <= s_peak
     harmful = fell and not_higher and flat
-    parts = [("the margin fell by half from its peak" if fell else "no MI drop: " + base.reason),
+    parts = [(f"the margin fell to at most {1 - drop:.0%} of its peak" if fell else base.reason),
              (f"success {s_peak:.3f} at step {val_steps[nearest]} -> {s_end:.3f} at the end"),
              ("entropies within the band to the end" if flat else
               f"entropies left the band (token {min(ent):.2f}x-{max(ent):.2f}x, H(Z|X) {min(cond):.2f}x-"

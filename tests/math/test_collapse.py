@@ -170,6 +170,7 @@ def test_harmful_collapse_needs_all_three_conditions():
     # no drop
     v = detect_harmful_collapse(steps, [0.5, 0.6, 0.5, 0.45, 0.4], flat, flat, val_steps, falling)
     assert not v.mi_fell and not v.harmful
+    assert v.reason.count("no MI drop") == 1, v.reason  # the reason reads once, not doubled
     # the evaluation nearest the peak; ties go to the earlier one
     v = detect_harmful_collapse(steps, margin, flat, flat, [0, 5, 15, 40], [0.1, 0.2, 0.9, 0.3])
     assert v.success_at_peak == 0.2
