@@ -91,3 +91,19 @@ def test_an_experiment_report_regenerates_from_its_results(tmp_path):
     md.unlink()
     assert main(["--from-results", str(results), "--report-dir", str(tmp_path)]) == 0
     assert md.read_text() == text
+
+
+def test_runs_that_never_trained_calibrate_the_probe_noise():
+    from ragen_core.apps.reproduce.experiments import analyse
+
+    frozen = _record("nopay_bottom_ent0", 1, [0.5, 0.4, 0.6], [0.1, 0.1, 0.1])
+    frozen["filter_log"] = [{"step": s, "kept_groups": 0, "skipped": 1} for s in (1, 2, 3)]
+    trained = _record("nopay_bottom_ent0", 2, [0.5, 0.3, 0.2], [0.1, 0.1, 0.1])
+    trained["filter_log"] = [{"step": 1, "kept_groups": 2, "skipped": 0}, {"step": 2, "kept_groups": 0, "skipped": 1}]
+    out = analyse("mechanism", [frozen, trained])
+    steps = {r["seed"]: r["trained_steps"] for r in out["runs"]}
+    assert steps == {1: 0, 2: 1}
+    noise = out["probe_noise"]
+    # by hand: margins 0.5, 0.4, 0.6 have mean 0.5 and sample SD sqrt((0 + 0.01 + 0.01) / 2) = 0.1
+    assert noise["n"] == 1 and noise["runs"] == ["nopay_bottom_ent0-s1"]
+    assert abs(noise["pooled_sd"] - 0.1) < 1e-12 and abs(noise["deltas"][0] - 0.1) < 1e-12

@@ -171,6 +171,25 @@ def _mean(xs: list[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
+def _sd(xs: list[float]) -> float:
+    m = sum(xs) / len(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def probe_noise(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The probe's measurement noise at a fixed policy, from the runs that never trained (every step skipped: the
+    policy is the warm start's at every measurement, so the margin moves only by the probe's own sampling).
+
+    Descriptive, not part of any pre-registered rule: the pooled SD of the margin across a run's measurements, and
+    those runs' step-0-to-end changes, which are pure measurement noise."""
+    frozen = [r for r in runs if r.get("trained_steps") == 0 and r.get("margin_sd") is not None]
+    if not frozen:
+        return {"n": 0}
+    return {"n": len(frozen), "runs": [f"{r['arm']}-s{r['seed']}" for r in frozen],
+            "pooled_sd": math.sqrt(sum(r["margin_sd"] ** 2 for r in frozen) / len(frozen)),
+            "deltas": [r["delta"] for r in frozen if r.get("delta") is not None]}
+
+
 def run_summary(r: dict[str, Any]) -> dict[str, Any]:
     """The numbers of one run the experiments report: margin, entropies, success, template share at the start and
     the end, the filter log's means and the per-step return-vs-PMI covariances, and the harmful-collapse verdict."""
@@ -195,6 +214,12 @@ def run_summary(r: dict[str, Any]) -> dict[str, Any]:
     for side in ("kept", "dropped"):
         out[f"pmi_cov_{side}"] = _mean([m.get(f"pmi_return_cov_{side}") for m in mi])
     log = r.get("filter_log") or []
+    # a step trains when the filter kept a group and did not skip it; a run with none never changed its policy
+    counted = [e for e in log if e.get("kept_groups") is not None]
+    out["trained_steps"] = sum(1 for e in counted if not e.get("skipped") and e["kept_groups"] > 0) \
+        if counted else None
+    if len(margin) >= 2:
+        out["margin_sd"] = _sd([v for _, v in margin])
     out["kept_zero_adv_share"] = _mean([e.get("kept_zero_adv_share") for e in log])
     out["zero_fraction"] = _mean([e.get("zero_fraction") for e in log])
     if len(margin) >= 2 and len(ent) == len(margin) == len(cond) and val:
@@ -278,7 +303,7 @@ def analyse(name: str, records: list[dict[str, Any]]) -> dict[str, Any]:
         dose = _paired(delta.get(DOSE[0], {}), delta.get(DOSE[1], {}))
         payoff = _paired(delta.get("pays_all", {}), delta.get("nopay_all", {}))
         out.update(arms=arms, dose=dose, payoff=payoff,
-                   accounts=[_account_verdict(a, arms, dose) for a in PREDICTIONS])
+                   accounts=[_account_verdict(a, arms, dose) for a in PREDICTIONS], probe_noise=probe_noise(runs))
     else:
         cands = {}
         for a, rs in by_arm.items():
@@ -318,13 +343,14 @@ def markdown(result: dict[str, Any], header: dict[str, Any]) -> str:
         lines += _mechanism_md(result)
     else:
         lines += _search_md(result)
-    lines += ["", "## Every run", "", "| arm | seed | steps | margin start -> min -> end | token entropy end/start | "
-              "success start -> end | template share start -> end | verdict (emerges and hurts) |",
+    lines += ["", "## Every run", "", "| arm | seed | steps (trained) | margin start -> min -> end | token entropy "
+              "end/start | success start -> end | template share start -> end | verdict (emerges and hurts) |",
               "|---|---|---|---|---|---|---|---|"]
     for r in result["runs"]:
         h = r.get("harmful") or {}
         lines.append(
-            f"| `{r['arm']}` | {r['seed']} | {r.get('steps')} | {_f(r.get('margin_start'))} -> "
+            f"| `{r['arm']}` | {r['seed']} | {r.get('steps')} ({_f(r.get('trained_steps'), '{:d}')}) | "
+            f"{_f(r.get('margin_start'))} -> "
             f"{_f(r.get('margin_min'))} -> {_f(r.get('margin_end'))} | "
             f"{_f(r.get('token_entropy_ratio_end'), '{:.2f}')} | "
             f"{_f(r.get('success_start'), '{:.3f}')} -> {_f(r.get('success_end'), '{:.3f}')} | "
@@ -352,6 +378,16 @@ def _mechanism_md(res: dict[str, Any]) -> list[str]:
         lines.append("")
         lines.append(f"Paired, {label}: mean {_f(c.get('mean'), '{:+.3f}')}, 95% CI {_ci(c, 'ci95')}, 90% CI "
                      f"{_ci(c, 'ci90')} over seeds {c.get('seeds')}: **{c['direction']}**.")
+    noise = res.get("probe_noise") or {"n": 0}
+    if noise["n"]:
+        d = noise["deltas"]
+        lines += ["", "## The probe's noise at a fixed policy (descriptive, not a pre-registered rule)", "",
+                  f"{noise['n']} runs never trained (the filter kept no group at any step, so their policy is the "
+                  f"warm start's at every measurement): {', '.join(noise['runs'])}. Their margin moves only by the "
+                  f"probe's own sampling: SD across a run's measurements {_f(noise['pooled_sd'])} (pooled); their "
+                  f"step-0-to-end changes {', '.join(_f(x, '{:+.3f}') for x in d)}"
+                  + (f" (mean {_f(sum(d) / len(d), '{:+.3f}')})" if d else "") + ". A change of an arm's margin "
+                  "of this size is within the measurement's noise."]
     lines += ["", "## The two accounts", ""]
     for acc in res["accounts"]:
         lines += [f"### {acc['account']} account: **{acc['verdict']}**", "", acc["why"] + ".", "",
