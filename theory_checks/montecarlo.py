@@ -31,7 +31,7 @@ Claims the run cannot support were dropped: the Monte Carlo Fano bound and the M
 that the exact checks verify on the same quantities (they added no power); "E[Retrieval-Acc] = 1/P under
 collapse" holds for any winner function and is reported as a sanity identity.
 
-Checks (each a :class:`~theory_checks.bounds.Check` with ``method="monte-carlo"``):
+Checks (each a :class:`~theory_checks.records.Check` with ``method="monte-carlo"``):
 
 - T2 SNR: g_hat = (1/G) sum_k (R_k - b) s_k; validate E||g_hat - g||^2 against ``estimator_mse``; then
   SNR <= sqrt(G RV_mu) / sigma and the T3 floor (sigma^2 / RV) E||s||^2 / K <= MSE_GRPO, both tight at
@@ -58,7 +58,8 @@ from typing import Any
 
 import numpy as np
 
-from .bounds import Check, bayes_accuracy, bound, expected_seq_proxy, identity
+from .mi_proxies import bayes_accuracy, expected_seq_proxy
+from .records import Check, bound, identity
 from .reference import retrieval_hits as _retrieval_hits
 from .reference import seq_proxy_terms, token_proxy_terms
 from .reference import topk_by_variance as _topk_by_variance

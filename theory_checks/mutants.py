@@ -45,8 +45,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .bounds import Check
 from .catalog import entry
+from .records import Check
 
 __all__ = ["MutantResult", "evaluate_mutants", "mutation_summary", "forced_reason", "FAILING", "NO_INFORMATIVE",
            "BY_CONSTRUCTION"]

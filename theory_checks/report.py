@@ -7,7 +7,7 @@ A row of the summary aggregates all records of one check name (tightness instanc
   that holds by construction, or a corollary: reported apart, not counted); see :mod:`theory_checks.catalog`.
 - ``instances``: number of records (testbeds, channel pairs, Monte Carlo configurations, proofs).
 - ``max ratio``: bounds: the largest (lhs - atol) / rhs over the non-tight instances (how close the bound
-  gets; atol is the ~1e-12 rounding allowance, see :mod:`theory_checks.bounds`);
+  gets; atol is the ~1e-12 rounding allowance, see :mod:`theory_checks.records`);
   strict inequalities: the largest lhs / rhs (< 1); identities: the largest relative error;
   Monte Carlo validations: the largest |mean - exact| / half-width (<= 1 passes);
   counterexamples: the smallest lhs / claimed rhs (> 1 reproduces); searches: the best ratio found.
@@ -36,10 +36,12 @@ from typing import Any
 
 import numpy as np
 
-from .bounds import Check, mixture_mi, run_exact
 from .catalog import entry
+from .contraction import mixture_mi
+from .exact import run_exact
 from .montecarlo import TARGET_ERROR, run_montecarlo
 from .mutants import MutantResult, evaluate_mutants, mutation_summary
+from .records import Check
 from .symbolic import COVERS, run_symbolic
 from .testbed import random_channel
 

@@ -13,7 +13,7 @@ positive is a sum/product of positive symbols or an even power of a real express
 test cannot decide (S9), the numerator is split into one-variable quadratics whose sign conditions are
 solved exactly over t > 0 (``solveset``).
 
-Proved statements (each a :class:`~theory_checks.bounds.Check` with ``kind="symbolic"``):
+Proved statements (each a :class:`~theory_checks.records.Check` with ``kind="symbolic"``):
 
 - S1  s_1 = c (1 - p), s_0 = -c p, and g = c Delta p(1-p), E s^2 = c^2 p(1-p), RV_mu = Delta^2 p(1-p).
 - S2  T1 equality: ||g|| = sqrt(RV E s^2) when sigma = 0.
@@ -52,7 +52,8 @@ from collections.abc import Callable
 import numpy as np
 import sympy as sp
 
-from .bounds import Check, entropy_rows, mi_logit_gradient, mi_time_derivative
+from .entropy_bonus import entropy_rows, mi_logit_gradient, mi_time_derivative
+from .records import Check
 from .testbed import softmax
 
 __all__ = ["run_symbolic", "two_action_symbols", "COVERS", "prove_nonneg_quadratic", "refuted_nonneg",
