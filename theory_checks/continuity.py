@@ -58,21 +58,21 @@ def t8_checks(w: np.ndarray, p0: np.ndarray, p1: np.ndarray, family: str = "rand
         delta = math.sqrt(max(float(kl.max()), 0.0) / 2)
         if delta <= 1 - 1 / D:
             d_nosqrt = min(max(float(kl.max()), 0.0) / 2, 1 - 1 / D)
-            out.append(bound("T8 paper: |dI| <= 2(delta log(|X||Z|-1) + h2(delta))", dI, _t8_paper(delta, D),
+            out.append(bound("t8_paper", dI, _t8_paper(delta, D),
                              atol=1e-14, note=note, variants={"rhs x0.25": (dI, 0.25 * _t8_paper(delta, D)),
                                        "delta = sup KL / 2 (square root dropped)": (dI, _t8_paper(d_nosqrt, D))}))
     dbar = float(w @ (0.5 * np.abs(p1 - p0).sum(axis=1)))
-    out.append(bound("T8 Z-free (AFW): |dI| <= 2 dbar log|X| + (1+dbar) h2(dbar/(1+dbar))", dI, _afw(dbar, X),
+    out.append(bound("t8_afw", dI, _afw(dbar, X),
                      atol=1e-14, note=note, variants={"drop the (1+dbar) h2 term": (dI, 2 * dbar * math.log(X)),
                                "factor 2 -> 1 on dbar log|X|": (dI, _afw(dbar, X, 1.0))}))
-    out.append(bound("T8 classical X: |dI| <= dbar log|X| + (1+dbar) h2(dbar/(1+dbar))", dI, _afw(dbar, X, 1.0),
+    out.append(bound("t8_classical", dI, _afw(dbar, X, 1.0),
                      atol=1e-14, note=note, variants={"drop the (1+dbar) h2 term": (dI, dbar * math.log(X)),
                                "drop dbar log|X|": (dI, _afw(dbar, X, 0.0))}))
     if np.all(np.isfinite(kl)):
         ekl = max(float(w @ kl), 0.0)
         pinsker = min(1.0, math.sqrt(ekl / 2))
-        out.append(bound("T8 Z-free with dbar <= sqrt(E KL/2)", dI, _afw(pinsker, X), atol=1e-14, note=note))
-        out.append(bound("T8 Pinsker: E_x TV_x <= sqrt(E_x KL/2)", dbar, pinsker, atol=1e-15, note=note,
+        out.append(bound("t8_afw_pinsker", dI, _afw(pinsker, X), atol=1e-14, note=note))
+        out.append(bound("t8_pinsker", dbar, pinsker, atol=1e-15, note=note,
                          variants={"no square root: E TV <= E KL / 2": (dbar, ekl / 2)}))
     return out
 
@@ -191,17 +191,16 @@ def check_t8_families(rng: np.random.Generator, quick: bool = False) -> list[Che
         for a in grid:
             out += t8_checks(*t8_symmetric_pair(n, float(a)), family=f"symmetric n={n} a={a:.3f}")
     sizes = ((2, 2), (3, 3)) if quick else ((2, 2), (2, 4), (3, 3), (4, 4), (6, 3))
-    for target, label in (("paper", "paper"), ("pinsker", "Z-free with dbar <= sqrt(E KL/2)"), ("afw", "Z-free (AFW)"),
-                          ("classical", "classical X")):
+    for target, check_id in (("paper", "t8_search_paper"), ("pinsker", "t8_search_afw_pinsker"),
+                             ("afw", "t8_search_afw"), ("classical", "t8_search_classical")):
         best = -1.0
         for X, Z in sizes:
             for _ in range(1 if quick else 3):
                 r, inst = t8_adversarial_search(rng, target, X, Z, gens=80 if quick else 250)
                 out += t8_checks(*inst, family=f"adversarial ({target}) X={X} Z={Z}")
                 best = max(best, r)
-        out.append(search_record(f"T8 adversarial search: largest |dI| / rhs, {label}", best,
-                                 f"evolution strategy on the logits, sizes {list(sizes)}"))
+        out.append(search_record(check_id, best, f"evolution strategy on the logits, sizes {list(sizes)}"))
     caps = np.array([t8_paper_cap(X, Z) for X in range(2, 9) for Z in range(2, 9)])
-    out.append(bound("T8 paper: ratio cap from the classical-X bound <= 1/2", caps, np.full(caps.size, 0.5),
+    out.append(bound("t8_paper_cap", caps, np.full(caps.size, 0.5),
                      note=f"|X|, |Z| in 2..8; largest cap {caps.max():.4f} (limit 1/2 as delta -> 0)"))
     return out

@@ -36,13 +36,12 @@ def check_t4(
     atol = 1e-15 * (1.0 + I0)
     inner = slice(1, -1)
     rhs = (1 - ALPHAS[inner]) * I0
-    sfx = " [tight]" if tight else ""
     # tightness is asserted only where I is well above the float64 floor of the inputs (I > 1e-6)
-    out = [bound("T4 contraction: I_alpha <= (1-alpha) I" + sfx, I_a[inner], rhs, atol=atol, tight=tight and I0 > 1e-6,
+    out = [bound("t4_contraction", I_a[inner], rhs, atol=atol, tight=tight and I0 > 1e-6,
                  variants={"(1-alpha)^2 instead of (1-alpha)": (I_a[inner], (1 - ALPHAS[inner]) ** 2 * I0)})]
-    out.append(bound("T4 convexity of alpha -> I_alpha", I_a[1:-1], (I_a[:-2] + I_a[2:]) / 2, atol=atol))
+    out.append(bound("t4_convexity", I_a[1:-1], (I_a[:-2] + I_a[2:]) / 2, atol=atol))
     if label == "q = p(z)" and I0 > 1e-8:
-        out.append(strict("T4 strict contraction with q = p(z)", I_a[inner], rhs))
+        out.append(strict("t4_strict_contraction", I_a[inner], rhs))
     return out
 
 

@@ -26,7 +26,7 @@ def check_t6(rng: np.random.Generator) -> list[Check]:
     probs = rng.dirichlet(np.ones(K))
     atoms = rng.normal(size=(K, d))
     out = []
-    for label, at in (("diffusive m = 0", atoms - probs @ atoms), ("ballistic m != 0", atoms)):
+    for check_id, at in (("t6_drift_diffusive", atoms - probs @ atoms), ("t6_drift_ballistic", atoms)):
         idx, w = enumerate_outcomes(probs, T)
         disp = eta * at[idx].sum(axis=1)
         lhs = float(np.sum(w * np.sum(disp * disp, axis=1)))
@@ -34,8 +34,8 @@ def check_t6(rng: np.random.Generator) -> list[Check]:
         v = float(probs @ np.sum(at * at, axis=1))
         rhs = eta**2 * (T * v + T * (T - 1) * float(m @ m))
         variants = {"eta instead of eta^2": (lhs, eta * (T * v + T * (T - 1) * float(m @ m)))}
-        if label.startswith("ballistic"):
+        if check_id == "t6_drift_ballistic":
             variants["T^2 instead of T(T-1)"] = (lhs, eta**2 * (T * v + T * T * float(m @ m)))
             variants["drop the ballistic term T(T-1)||m||^2"] = (lhs, eta**2 * T * v)
-        out.append(identity(f"T6 drift {label}", lhs, rhs, atol=1e-14 * eta**2 * T**2 * (1 + v), variants=variants))
+        out.append(identity(check_id, lhs, rhs, atol=1e-14 * eta**2 * T**2 * (1 + v), variants=variants))
     return out

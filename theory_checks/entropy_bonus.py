@@ -43,7 +43,7 @@ def check_t9(tb: SoftmaxTestbed, tb2: SoftmaxTestbed) -> list[Check]:
     dmarg = tb2.marginal_entropy() - tb.marginal_entropy()
     din = tb2.cond_entropy() - tb.cond_entropy()
     scale = 1.0 + tb.marginal_entropy() + tb2.marginal_entropy()
-    return [identity("T9 dI = Delta_marg - Delta_in", dI, dmarg - din, atol=1e-13 * scale,
+    return [identity("t9_decomposition", dI, dmarg - din, atol=1e-13 * scale,
                      variants={"dI = Delta_marg + Delta_in": (dI, dmarg + din)})]
 
 
@@ -79,14 +79,14 @@ def check_t9_counterexample() -> list[Check]:
     control_step = {"symmetric prompts, logits (2, 0, 0) and (0, 2, 0), where the claim holds": (
         _mi_of_logits(w, sym + 0.05 * vel_s), _mi_of_logits(w, sym))}
     return [
-        identity("T9 counterexample I = 0.0783 (4 d.p.)", round(I0, 4), 0.0783, rtol=0.0, atol=1e-12,
+        identity("t9_counterexample_mi", round(I0, 4), 0.0783, rtol=0.0, atol=1e-12,
                  variants={"I in bits (log2)": (round(I_bits, 4), 0.0783)}),
-        identity("T9 counterexample dI/dt = 0.030 (3 d.p.)", round(dIdt, 3), 0.030, rtol=0.0, atol=1e-12,
+        identity("t9_counterexample_rate", round(dIdt, 3), 0.030, rtol=0.0, atol=1e-12,
                  variants={"ascent of H(Z|X) (velocity weighted by w(x))": (round(dIdt_weighted, 3), 0.030)}),
-        identity("T9 dI/dt analytic = finite difference", dIdt, fd, rtol=1e-6,
+        identity("t9_rate_finite_difference", dIdt, fd, rtol=1e-6,
                  variants={"MI logit gradient without its -KL centring": (dIdt_nocentre, fd)}),
-        counterexample("T9 'entropy bonus lowers I' (false): dI/dt > 0", dIdt, 0.0, variants=control),
-        counterexample("T9 entropy-ascent step raises I", step, I0, variants=control_step),
+        counterexample("t9_entropy_bonus_false", dIdt, 0.0, variants=control),
+        counterexample("t9_ascent_step", step, I0, variants=control_step),
     ]
 
 

@@ -64,7 +64,7 @@ def check_t7_identity(tb: SoftmaxTestbed, S: Iterable[int], G: int,
     sig2 = float(np.sum(tb.estimator_mse(G)[S]))
     rhs = sig2 / n**2
     ms, ps = scales(tb)
-    return [identity("T7 identity E||gbar_hat_S - gbar_S||^2 = sum sigma_i^2 / n^2", lhs, rhs,
+    return [identity("t7_identity", lhs, rhs,
                      atol=1e-12 * (ms * ps) ** 2, variants={"1/n instead of 1/n^2": (lhs, sig2 / n)},
                      note=f"S = {S} of {tb.X} prompts")]
 
@@ -92,9 +92,9 @@ def check_t7_counterexample(G: int = 8, P: int = 8, n: int = 4) -> list[Check]:
     mse_all = float(np.sum(sig2) / P**2)
     mse_s = float(np.sum(sig2[:n]) / n**2)
     return [
-        counterexample("T7 'filtering reduces MSE' (false)", mse_s, mse_all,
+        counterexample("t7_filtering_false", mse_s, mse_all,
                        variants={"1/n instead of 1/n^2": (float(np.sum(sig2[:n]) / n), float(np.sum(sig2) / P))}),
-        identity("T7 equal sigma: MSE_S / MSE_all = P / n", mse_s / mse_all, P / n),
+        identity("t7_equal_sigma_ratio", mse_s / mse_all, P / n),
     ]
 
 
@@ -156,17 +156,17 @@ def check_t7_paper_setting() -> list[Check]:
                 "the MSE holds)")
     rv = np.array([float(t.reward_variance()[0]) for t in prompts])
     out = [
-        identity("T7 paper setting: population RV = 0.34, 0.11", rv, np.array([cfg["rv_high"], cfg["rv_low"]])),
-        identity("T7 paper setting: sigma_i^2 formula = enumeration (4^8 tuples)", formula, enum, atol=1e-15,
+        identity("t7_paper_rv", rv, np.array([cfg["rv_high"], cfg["rv_low"]])),
+        identity("t7_paper_mse_enumeration", formula, enum, atol=1e-15,
                  variants={"drop the noise term": (noiseless, enum)}),
-        identity("T7 paper setting: sigma_i^2 = 2-action closed form", formula, closed,
+        identity("t7_paper_mse_closed_form", formula, closed,
                  variants={"drop sigma^2": (formula, ps * (1 - ps) * (1 - 2 * ps) ** 2 / G)}),
     ]
     mse_pair = float(formula.sum() / 4)
     mse_high = float(formula[0])
     pair = np.array([0, 1])
     snr_pair, snr_high1 = snr([0, 1], pair), snr([0], pair)
-    out.append(counterexample("T7 paper setting: keeping only the high-RV group lowers the MSE (false)", mse_high,
+    out.append(counterexample("t7_paper_high_group_false", mse_high,
                               mse_pair,
                               note=f"MSE {mse_pair:.6f} (both) -> {mse_high:.6f} (high-RV group only), "
                                    f"G = {G}, sigma = {sigma}; batch SNR {snr_pair:.2f} -> {snr_high1:.2f}",
@@ -180,7 +180,7 @@ def check_t7_paper_setting() -> list[Check]:
     mse_kept = float(sig2[kept].sum() / len(kept) ** 2)
     every = list(range(P))
     snr_all, snr_kept = snr(every, kinds), snr(kept, kinds)
-    out.append(counterexample("T7 paper setting: top-p (rho = 0.9, P = 8) lowers the MSE (false)", mse_kept, mse_all,
+    out.append(counterexample("t7_paper_top_p_false", mse_kept, mse_all,
                               note=f"keeps {len(kept)} of {P} groups; MSE {mse_all:.6g} -> {mse_kept:.6g}; "
                                    f"batch SNR {snr_all:.2f} -> {snr_kept:.2f}",
                               variants={snr_note: (snr_all, snr_kept)}))
@@ -198,7 +198,7 @@ def check_t7_paper_setting() -> list[Check]:
 
     lhs = [float(len(kept)), ratio] + ([float(n_core)] if n_core is not None else [])
     rhs = [7.0, 1.15] + ([7.0] if n_core is not None else [])
-    out.append(identity("T7 paper setting: top-p (rho = 0.9, P = 8) keeps 7 groups, MSE x1.15", np.array(lhs),
+    out.append(identity("t7_paper_top_p_kept", np.array(lhs),
                         np.array(rhs), rtol=0.0, atol=1e-12,
                         note=f"top_p_by_score keeps {len(kept)}, ragen_core select_groups keeps "
                              f"{'n/a' if n_core is None else n_core}; MSE ratio {mse_kept / mse_all:.4f}",
@@ -208,13 +208,13 @@ def check_t7_paper_setting() -> list[Check]:
                                       np.array([float(min_p), kept_ratio(min_p)] + lhs[2:]), np.array(rhs))}))
     high = list(range(P // 2))
     snr_half = snr(high, kinds)
-    out.append(counterexample("T7 paper setting: keeping the high-RV half lowers the MSE (false)",
+    out.append(counterexample("t7_paper_high_half_false",
                               float(sig2[high].sum() / len(high) ** 2), mse_all,
                               note=f"batch SNR {snr_all:.2f} -> {snr_half:.2f}",
                               variants={snr_note: (snr_all, snr_half)}))
     proper = [list(S) for n in range(1, P) for S in itertools.combinations(range(P), n)]
     mse_s = np.array([float(sig2[S].sum() / len(S) ** 2) for S in proper])
-    out.append(bound("T7 paper setting: MSE_all <= MSE_S for every proper subset S (P = 8)",
+    out.append(bound("t7_paper_no_subset_lower",
                      np.full(mse_s.size, mse_all), mse_s,
                      note=f"{len(proper)} proper subsets; "
                           f"smallest MSE_S / MSE_all = {float(mse_s.min() / mse_all):.4f}"))
@@ -242,8 +242,8 @@ def check_t7_snr(rng: np.random.Generator, G: int) -> list[Check]:
     keep = np.arange(Xb)
     snr_all = float(norm(g.sum(axis=0)) / np.sqrt(s2.sum()))
     snr_keep = float(norm(g[keep].sum(axis=0)) / np.sqrt(s2[keep].sum()))
-    out = [identity("T7 sum_D g = 0 (construction)", float(norm(g[Xb:].sum(axis=0))), 0.0,
+    out = [identity("t7_dropped_gradient_zero", float(norm(g[Xb:].sum(axis=0))), 0.0,
                     atol=1e-12 * (1 + norm(g).max()))]
     if snr_keep > 0:
-        out.append(strict("T7 batch SNR rises when dropping sum_D g = 0", snr_all, snr_keep))
+        out.append(strict("t7_batch_snr_rises", snr_all, snr_keep))
     return out

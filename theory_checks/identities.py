@@ -32,20 +32,20 @@ def check_identities(tb: SoftmaxTestbed, rng: np.random.Generator) -> list[Check
     wts = np.concatenate([pi / 2, pi / 2], axis=1)
     mean_r = np.sum(wts * vals, axis=1)
     var_r = np.sum(wts * (vals - mean_r[:, None]) ** 2, axis=1)
-    out.append(identity("RV = Var(mu|x) + E sigma^2", var_r, tb.reward_variance(), atol=1e-12 * ms**2,
+    out.append(identity("rv_decomposition", var_r, tb.reward_variance(), atol=1e-12 * ms**2,
                         variants={"drop E sigma^2": (var_r, tb.signal_variance())}))
-    out.append(bound("RV >= sigma^2", tb.mean_noise_variance(), var_r, atol=1e-12 * ms**2))
+    out.append(bound("rv_above_noise", tb.mean_noise_variance(), var_r, atol=1e-12 * ms**2))
     es = np.einsum("xz,xzd->xd", pi, tb.score())
-    out.append(identity("E_pi s = 0", norm(es), np.zeros(tb.X), atol=1e-13 * ps,
+    out.append(identity("score_mean_zero", norm(es), np.zeros(tb.X), atol=1e-13 * ps,
                         variants={"score without the mean subtraction": (
                             norm(np.einsum("xz,xzd->xd", pi, tb.features)), np.zeros(tb.X))}))
     H, Hc, mi = tb.marginal_entropy(), tb.cond_entropy(), tb.mutual_information()
-    out.append(identity("H(Z) = H(Z|X) + I", H, Hc + mi, atol=1e-13 * (1 + H), variants={"drop I": (H, Hc)}))
+    out.append(identity("entropy_decomposition", H, Hc + mi, atol=1e-13 * (1 + H), variants={"drop I": (H, Hc)}))
     Hx = float(-np.sum(tb.prompt_probs[tb.prompt_probs > 0] * np.log(tb.prompt_probs[tb.prompt_probs > 0])))
-    out.append(bound("I <= H(X)", mi, Hx, atol=1e-13))
+    out.append(bound("mi_below_prompt_entropy", mi, Hx, atol=1e-13))
     c = tb.baseline() + rng.normal(size=tb.X) * ms * 10
     gdiff = norm(tb.task_gradient(c) - tb.task_gradient())
-    out.append(identity("g independent of baseline", gdiff, np.zeros(tb.X), atol=1e-12 * (ms * 11) * ps))
+    out.append(identity("gradient_baseline_free", gdiff, np.zeros(tb.X), atol=1e-12 * (ms * 11) * ps))
     ref = softmax(tb.logits() + rng.normal(size=(tb.X, tb.Z)), axis=1)
     s = tb.score()
     log_ratio = np.log(pi) - np.log(ref)
@@ -55,9 +55,9 @@ def check_identities(tb: SoftmaxTestbed, rng: np.random.Generator) -> list[Check
     # wrong tabular forms: the centring term (- KL, + H) dropped
     kl_nocentre = np.einsum("xz,xzd->xd", pi * log_ratio, tb.features)
     h_nocentre = np.einsum("xz,xzd->xd", -pi * np.log(pi), tb.features)
-    out.append(identity("grad KL: tabular = score form", tb.kl_gradient(ref), kl_sf, atol=gscale,
+    out.append(identity("grad_kl_forms", tb.kl_gradient(ref), kl_sf, atol=gscale,
                         variants={"drop the -KL centring term": (kl_nocentre, kl_sf)}))
-    out.append(identity("grad H: tabular = score form", tb.entropy_gradient(), h_sf, atol=gscale,
+    out.append(identity("grad_entropy_forms", tb.entropy_gradient(), h_sf, atol=gscale,
                         variants={"drop the -H centring term": (h_nocentre, h_sf)}))
     return out
 
@@ -91,14 +91,14 @@ def check_estimator_enumeration(tb: SoftmaxTestbed, G: int, baseline: np.ndarray
     atol = 1e-12 * (ms * ps) ** 2
     formula = tb.estimator_mse(G, baseline=baseline)
     noiseless = SoftmaxTestbed(tb.features, tb.theta, tb.mu, np.zeros_like(tb.sigma), tb.prompt_probs)
-    out.append(identity("MSE_G formula = enumeration", mse_enum, formula, atol=atol,
+    out.append(identity("mse_enumeration", mse_enum, formula, atol=atol,
                         variants={"drop the noise term E[sigma^2 ||s||^2]": (
                                       mse_enum, noiseless.estimator_mse(G, baseline=baseline)),
                                   "1/G^2 instead of 1/G": (mse_enum, formula / G)}))
     keep = rv > 1e-12 * ms**2
     if keep.any() and baseline is None:
         grpo = tb.grpo_mse(G)[keep]
-        out.append(identity("GRPO MSE formula = enumeration", mse_grpo[keep], grpo, atol=atol,
+        out.append(identity("grpo_mse_enumeration", mse_grpo[keep], grpo, atol=atol,
                             variants={"normalised by sqrt(RV_mu) instead of sqrt(RV)": (
                                 mse_grpo[keep], formula[keep] / np.maximum(tb.signal_variance()[keep], 1e-300))}))
     return out

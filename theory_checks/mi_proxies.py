@@ -50,10 +50,10 @@ def check_mi_proxy_exact(rng: np.random.Generator) -> list[Check]:
     p = softmax(logits, 1)
     u = np.full(P, 1.0 / P)
     I_P = channel_marginal_entropy(u, p) - channel_cond_entropy(u, p)
-    out.append(identity("MI-Seq-Est: E = I_P when scorer = sampler", expected_seq_proxy(p, p), I_P, atol=1e-13))
+    out.append(identity("mi_seq_mean", expected_seq_proxy(p, p), I_P, atol=1e-13))
     T = float(np.exp(rng.uniform(np.log(0.3), np.log(3.0))))
     q = softmax(logits / T, 1)
-    out.append(bound("MI-Seq-Est: E <= I_P(sampler), sampler at T != 1", expected_seq_proxy(q, p),
+    out.append(bound("mi_seq_below_sampler_mi", expected_seq_proxy(q, p),
                      channel_mutual_information(u, q), atol=1e-13))
     # batches drawn from a larger pool
     Xpool = int(rng.integers(3, 8))
@@ -63,21 +63,21 @@ def check_mi_proxy_exact(rng: np.random.Generator) -> list[Check]:
         channel_mutual_information(np.full(Pb, 1.0 / Pb), pool[list(c)])
         for c in itertools.combinations(range(Xpool), Pb)
     ]
-    out.append(bound("E_batch[I_P] <= I(X;Z)", float(np.mean(vals)),
+    out.append(bound("batch_mi_below_mi", float(np.mean(vals)),
                      channel_mutual_information(np.full(Xpool, 1.0 / Xpool), pool), atol=1e-13))
     # collapse: every prompt has the same p(z); scorer arbitrary integer table (ties) with argmax tie-break
     pz = rng.dirichlet(np.ones(Z))
     scorer = rng.integers(-2, 3, size=(Z, P)).astype(float)
     winner = np.argmax(scorer, axis=1)  # first index among ties
     acc = float(np.mean([np.sum(pz[winner == i]) for i in range(P)]))
-    out.append(identity("Retrieval-Acc under collapse: E = 1/P", acc, 1.0 / P))
+    out.append(identity("retrieval_collapse", acc, 1.0 / P))
     acc_b = bayes_accuracy(p)
-    out.append(bound("Fano (Bayes scorer)", fano_lower(acc_b, P), I_P, atol=1e-13,
+    out.append(bound("fano", fano_lower(acc_b, P), I_P, atol=1e-13,
                      variants={"drop (1-Acc) log(P-1)": (fano_lower(acc_b, P) + (1 - acc_b) * math.log(P - 1), I_P)}))
     a = float(rng.uniform(1.0 / P + 0.01, 0.99))
     sym = np.full((P, P), (1 - a) / (P - 1)) + np.eye(P) * (a - (1 - a) / (P - 1))
     I_sym = channel_mutual_information(np.full(P, 1.0 / P), sym)
     acc_s = bayes_accuracy(sym)
-    out.append(bound("Fano (Bayes scorer) [tight]", fano_lower(acc_s, P), I_sym, atol=1e-13, tight=True,
+    out.append(bound("fano", fano_lower(acc_s, P), I_sym, atol=1e-13, tight=True,
                      variants={"drop (1-Acc) log(P-1)": (fano_lower(acc_s, P) + (1 - acc_s) * math.log(P - 1), I_sym)}))
     return out

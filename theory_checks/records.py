@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import catalog
+
 __all__ = ["Check", "RTOL", "TIGHT_TOL", "CE_MARGIN", "Variants", "bound", "strict", "identity", "counterexample",
            "search_record"]
 
@@ -45,13 +47,18 @@ CE_MARGIN = 1e-6
 class Check:
     """One compared pair of numbers (see the module docstring for the kinds).
 
+    ``id`` names the check (its row): a key of :data:`~theory_checks.catalog.CATALOG`, or for a search of
+    :data:`~theory_checks.catalog.SEARCHES`; any other id raises ``ValueError``.  Every record of one check
+    (random instances, equality instances marked ``tight``) carries the same id, and :attr:`name` is the label
+    the catalog gives it, for display only.
+
     ``mutants`` holds ``(label, holds)`` for every deliberately wrong variant of the statement that was
     evaluated on the same numbers by the same acceptance rule (:mod:`theory_checks.mutants`): a mutant is
     *caught* when ``holds`` is False.  ``detect`` is a per-record power figure (Monte Carlo: the smallest
     relative error of the exact value that this record would have flagged).
     """
 
-    name: str
+    id: str
     lhs: float
     rhs: float
     holds: bool
@@ -62,6 +69,17 @@ class Check:
     note: str = ""
     mutants: tuple[tuple[str, bool], ...] = ()
     detect: float = math.nan
+
+    def __post_init__(self) -> None:
+        known = self.id in (catalog.SEARCHES if self.kind == "search" else catalog.CATALOG)
+        if not known:
+            where = "SEARCHES" if self.kind == "search" else "CATALOG"
+            raise ValueError(f"check id {self.id!r} ({self.kind}) is not in theory_checks.catalog.{where}")
+
+    @property
+    def name(self) -> str:
+        """The check's label (display text), from the catalog."""
+        return catalog.label(self.id)
 
 
 Variants = Mapping[str, tuple["float | np.ndarray", "float | np.ndarray"]]
@@ -91,7 +109,7 @@ def _pair(lhs: float | np.ndarray, rhs: float | np.ndarray) -> tuple[np.ndarray,
 
 
 def bound(
-    name: str,
+    check_id: str,
     lhs: float | np.ndarray,
     rhs: float | np.ndarray,
     atol: float | np.ndarray = 0.0,
@@ -129,8 +147,8 @@ def bound(
         muts.append(("rhs x2", holds(lhs_a, 2.0 * rhs_a)))
     for label, (lv, rv) in (variants or {}).items():
         muts.append((label, holds(*_pair(lv, rv))))
-    return Check(name, float(lhs_a[i]), float(rhs_a[i]), bool(ok.all()), float(ratio[i]), "bound", tight, method, note,
-                 tuple(muts))
+    return Check(check_id, float(lhs_a[i]), float(rhs_a[i]), bool(ok.all()), float(ratio[i]), "bound", tight,
+                 method, note, tuple(muts))
 
 
 def _strict_eval(lhs_a: np.ndarray, rhs_a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -139,7 +157,7 @@ def _strict_eval(lhs_a: np.ndarray, rhs_a: np.ndarray) -> tuple[np.ndarray, np.n
     return ratio < 1.0 - RTOL, ratio
 
 
-def strict(name: str, lhs: float | np.ndarray, rhs: float | np.ndarray, method: str = "exact", note: str = "",
+def strict(check_id: str, lhs: float | np.ndarray, rhs: float | np.ndarray, method: str = "exact", note: str = "",
            variants: Variants | None = None) -> Check:
     """lhs < rhs strictly (ratio < 1 - RTOL); rhs must be positive.  Mutants: ``rhs x0.5``, ``reversed``."""
     lhs_a, rhs_a = _pair(lhs, rhs)
@@ -151,8 +169,8 @@ def strict(name: str, lhs: float | np.ndarray, rhs: float | np.ndarray, method: 
     ]
     for label, (lv, rv) in (variants or {}).items():
         muts.append((label, bool(_strict_eval(*_pair(lv, rv))[0].all())))
-    return Check(name, float(lhs_a[i]), float(rhs_a[i]), bool(ok.all()), float(ratio[i]), "strict", False, method, note,
-                 tuple(muts))
+    return Check(check_id, float(lhs_a[i]), float(rhs_a[i]), bool(ok.all()), float(ratio[i]), "strict", False,
+                 method, note, tuple(muts))
 
 
 def _identity_eval(
@@ -170,7 +188,7 @@ def _identity_eval(
 
 
 def identity(
-    name: str,
+    check_id: str,
     lhs: float | np.ndarray,
     rhs: float | np.ndarray,
     atol: float | np.ndarray = 0.0,
@@ -198,15 +216,15 @@ def identity(
         muts = [(f"rhs x{c:g}", holds(lhs_a, c * rhs_a)) for c in (0.5, 0.9, 2.0)]
     for label, (lv, rv) in (variants or {}).items():
         muts.append((label, holds(*_pair(lv, rv))))
-    return Check(name, float(lhs_a[i]), float(rhs_a[i]), bool(ok.all()), float(rel[i]), "identity", False, method, note,
-                 tuple(muts))
+    return Check(check_id, float(lhs_a[i]), float(rhs_a[i]), bool(ok.all()), float(rel[i]), "identity", False,
+                 method, note, tuple(muts))
 
 
 def _ce_holds(lhs: float, rhs: float) -> bool:
     return bool(lhs > rhs * (1.0 + CE_MARGIN) if rhs >= 0 else lhs > rhs)
 
 
-def counterexample(name: str, lhs: float, rhs: float, method: str = "exact", note: str = "",
+def counterexample(check_id: str, lhs: float, rhs: float, method: str = "exact", note: str = "",
                    variants: Variants | None = None) -> Check:
     """A claimed ``lhs <= rhs`` that fails: reproduced when lhs > rhs (1 + CE_MARGIN).
 
@@ -217,10 +235,10 @@ def counterexample(name: str, lhs: float, rhs: float, method: str = "exact", not
     muts = [("reversed", _ce_holds(rhs, lhs))]
     for label, (lv, rv) in (variants or {}).items():
         muts.append((label, _ce_holds(float(lv), float(rv))))
-    return Check(name, float(lhs), float(rhs), _ce_holds(lhs, rhs), float(ratio), "counterexample", False, method, note,
-                 tuple(muts))
+    return Check(check_id, float(lhs), float(rhs), _ce_holds(lhs, rhs), float(ratio), "counterexample", False,
+                 method, note, tuple(muts))
 
 
-def search_record(name: str, best: float, note: str = "") -> Check:
+def search_record(check_id: str, best: float, note: str = "") -> Check:
     """A search result (the largest ratio found), reported but not a claim: it never fails a run."""
-    return Check(name, best, 1.0, True, best, "search", False, "exact", note)
+    return Check(check_id, best, 1.0, True, best, "search", False, "exact", note)

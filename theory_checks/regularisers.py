@@ -28,14 +28,13 @@ def check_t5(tb: SoftmaxTestbed, rng: np.random.Generator, tight: bool = False) 
     cap = np.sqrt(tb.reward_variance() * tb.score_sq_norm())
     ref = softmax(tb.logits() + rng.normal(size=(tb.X, tb.Z)) * rng.uniform(0.1, 3), axis=1)
     beta = float(np.exp(rng.uniform(np.log(1e-3), np.log(10.0))))
-    sfx = " [tight]" if tight else ""
-    for label, greg in (("KL", beta * tb.kl_gradient(ref)), ("entropy", beta * tb.entropy_gradient())):
+    for check_id, greg in (("t5_rho_kl", beta * tb.kl_gradient(ref)), ("t5_rho_entropy", beta * tb.entropy_gradient())):
         rn = norm(greg)
         keep = rn > 0
         if not keep.any():
             continue
         lower = rn[keep] / (rn[keep] + cap[keep])
-        out.append(bound(f"T5 rho lower bound ({label})" + sfx, lower, _rho(greg, g)[keep], atol=1e-12, tight=tight))
+        out.append(bound(check_id, lower, _rho(greg, g)[keep], atol=1e-12, tight=tight))
     return out
 
 
@@ -56,5 +55,5 @@ def check_t5_counterexample() -> list[Check]:
         return float(rho[int(np.argmax(rv))]), float(rho[int(np.argmin(rv))])
 
     quiet = SoftmaxTestbed(tb.features, tb.theta, tb.mu, np.zeros(2))
-    return [counterexample("T5 'smaller RV => larger rho' (false)", *claim(tb),
+    return [counterexample("t5_smaller_rv_false", *claim(tb),
                            variants={"noise prompt without its noise (sigma = 0)": claim(quiet)})]

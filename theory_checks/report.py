@@ -1,7 +1,7 @@
 """Run every check, summarise per check, and write the table, JSON, and a Markdown report with PNG plots.
 
-A row of the summary aggregates all records of one check name (tightness instances, marked
-``[tight]`` in the record name, are folded into the row of their bound):
+A row of the summary aggregates all records of one check, by its id (``Check.id``; tightness instances,
+``tight`` records, share the id of their bound), and shows the check's label from the catalog:
 
 - ``category``: ``evidence`` (counted among the verified results) or ``sanity`` (a definition, a property
   that holds by construction, or a corollary: reported apart, not counted); see :mod:`theory_checks.catalog`.
@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from .catalog import entry
+from .catalog import entry, label
 from .contraction import mixture_mi
 from .exact import run_exact
 from .montecarlo import TARGET_ERROR, run_montecarlo
@@ -56,7 +56,7 @@ N_TESTBEDS_QUICK = 150
 class Summary:
     """One row of the result table (see the module docstring)."""
 
-    name: str
+    id: str
     kind: str
     method: str
     category: str = "evidence"
@@ -71,6 +71,11 @@ class Summary:
     why: str = ""
     detects: str = ""
     ratios: list[float] = field(default_factory=list, repr=False)
+
+    @property
+    def name(self) -> str:
+        """The check's label (display text), from the catalog."""
+        return label(self.id)
 
     @property
     def ok(self) -> bool:
@@ -105,10 +110,6 @@ class RunResult:
         return self.mutants is None or not any(m.failed for m in self.mutants)
 
 
-def _base_name(name: str) -> str:
-    return name.replace(" [tight]", "")
-
-
 def _can_detect(row: Summary) -> str:
     """The 'can detect' text: the power of the row from its numbers, then what the catalog says."""
     if row.kind == "bound" and row.method == "monte-carlo":
@@ -136,15 +137,16 @@ def _can_detect(row: Summary) -> str:
 
 
 def summarise(checks: list[Check]) -> list[Summary]:
-    """Aggregate records by (method, base name), in order of first appearance."""
+    """Aggregate records by (method, check id), in order of first appearance; every check but a search has its
+    category, why and detects from the catalog (KeyError for an id without an entry)."""
     rows: dict[tuple[str, str], Summary] = {}
     for c in checks:
-        key = (c.method, _base_name(c.name))
+        key = (c.method, c.id)
         row = rows.get(key)
         if row is None:
-            e = entry(key[1])
-            row = rows[key] = Summary(key[1], c.kind, c.method)
-            if e is not None:
+            row = rows[key] = Summary(c.id, c.kind, c.method)
+            if c.kind != "search":
+                e = entry(c.id)
                 row.category, row.why, row.detects = e.category, e.why, e.detects
         row.instances += 1
         if not math.isnan(c.detect):
@@ -176,7 +178,7 @@ def summarise(checks: list[Check]) -> list[Summary]:
             row.status = "skipped"
         elif row.kind == "search":
             row.status = "searched"
-            row.note = next((c.note for c in checks if _base_name(c.name) == row.name), "")
+            row.note = next((c.note for c in checks if c.id == row.id), "")
         elif row.kind == "counterexample":
             row.status = "reproduced" if row.ok else "NOT REPRODUCED"
         elif row.kind == "symbolic":
@@ -285,8 +287,8 @@ def to_json(result: RunResult) -> dict[str, Any]:
         "verified_results": sum(s.counted for s in result.summaries),
         "checks": [
             {
-                "name": s.name, "type": s.kind, "method": s.method, "category": s.category, "instances": s.instances,
-                "tight_instances": s.tight_instances, "failures": s.failures,
+                "id": s.id, "name": s.name, "type": s.kind, "method": s.method, "category": s.category,
+                "instances": s.instances, "tight_instances": s.tight_instances, "failures": s.failures,
                 "max_ratio": _clean(s.max_ratio), "tight_ratio": _clean(s.tight_ratio),
                 "detectable_error": _clean(s.detect) if s.kind == "mc-validation" else None,
                 "can_detect": _can_detect(s),
@@ -299,8 +301,8 @@ def to_json(result: RunResult) -> dict[str, Any]:
         out["mutants"] = {
             "summary": mutation_summary(result.mutants),
             "status": "pass" if result.mutants_ok else "fail",
-            "results": [{"check": m.row, "method": m.method, "category": m.category, "mutant": m.label,
-                         "caught": m.caught, "status": m.status, "reason": m.reason or None}
+            "results": [{"check_id": m.check_id, "check": m.row, "method": m.method, "category": m.category,
+                         "mutant": m.label, "caught": m.caught, "status": m.status, "reason": m.reason or None}
                         for m in result.mutants],
         }
     return out
@@ -598,8 +600,7 @@ def write_report(
     if sym:
         parts += ["### What each proof covers", "", "| proof | statement | covers |", "|---|---|---|"]
         for c in sym:
-            key = c.name.split(" ")[0]
-            parts.append(f"| {_md_cell(c.name)} | {_md_cell(c.note)} | {_md_cell(COVERS.get(key, ''))} |")
+            parts.append(f"| {_md_cell(c.name)} | {_md_cell(c.note)} | {_md_cell(COVERS[c.id])} |")
         parts += [""]
     parts += ["## Definitions, constructions and corollaries (not counted)", "",
               "Rows that hold by definition or by construction of the code, or follow from other rows. They still run",

@@ -47,18 +47,17 @@ def check_t1(tb: SoftmaxTestbed, rng: np.random.Generator | None = None, tight: 
     rv, rvmu, es2 = tb.reward_variance(), tb.signal_variance(), tb.score_sq_norm()
     eig = np.linalg.eigvalsh(tb.fisher())
     lam = eig[:, -1]
-    sfx = " [tight]" if tight else ""
     out = [
-        bound("T1 paper: ||g|| <= sqrt(RV E||s||^2)" + sfx, gn, np.sqrt(rv * es2), atol=atol, tight=tight,
+        bound("t1_paper", gn, np.sqrt(rv * es2), atol=atol, tight=tight,
               variants={"drop sqrt(E||s||^2)": (gn, np.sqrt(rv)),
                         "RV -> sigma^2": (gn, np.sqrt(tb.mean_noise_variance() * es2))}),
-        bound("T1 sharper: ||g|| <= sqrt(RV_mu lambda_max F)" + sfx, gn, np.sqrt(rvmu * np.maximum(lam, 0)), atol=atol,
+        bound("t1_sharper", gn, np.sqrt(rvmu * np.maximum(lam, 0)), atol=atol,
               tight=tight, variants={"lambda_max -> lambda_min": (gn, np.sqrt(rvmu * np.maximum(eig[:, 0], 0)))}),
     ]
     if rng is not None and not tight:
         c = tb.baseline() + rng.normal(size=tb.X) * ms * 10
         gc = norm(tb.task_gradient(c))
-        out.append(bound("T1 any baseline: ||E[(R-c)s]|| <= sqrt(RV E||s||^2)", gc, np.sqrt(rv * es2), atol=atol * 11))
+        out.append(bound("t1_any_baseline", gc, np.sqrt(rv * es2), atol=atol * 11))
     return out
 
 
@@ -83,23 +82,22 @@ def check_t2(tb: SoftmaxTestbed, G: int, rng: np.random.Generator | None = None,
         return out
     snr = _snr(tb, G)[pos]
     rv, rvmu = tb.reward_variance()[pos], tb.signal_variance()[pos]
-    sfx = " [tight]" if tight else ""
     if tb.heteroscedastic:
         seff = tb.effective_noise_variance()[pos]
         sbar = tb.mean_noise_variance()[pos]
-        out.append(bound("T2 heteroscedastic: SNR <= sqrt(G RV_mu)/sigma_eff", snr, np.sqrt(G * rvmu / seff),
+        out.append(bound("t2_heteroscedastic", snr, np.sqrt(G * rvmu / seff),
                          variants={"sigma_eff -> plain average sigma": (snr, np.sqrt(G * rvmu / sbar))}))
         return out
     s2 = sig2[pos, 0]
     if not tight:
-        out.append(bound("T2 paper: SNR <= sqrt(G RV)/sigma", snr, np.sqrt(G * rv / s2),
+        out.append(bound("t2_paper", snr, np.sqrt(G * rv / s2),
                          variants={"drop sqrt(G)": (snr, np.sqrt(rv / s2))}))
-    out.append(bound("T2 sharper: SNR <= sqrt(G RV_mu)/sigma" + sfx, snr, np.sqrt(G * rvmu / s2), tight=tight,
+    out.append(bound("t2_sharper", snr, np.sqrt(G * rvmu / s2), tight=tight,
                      variants={"drop sqrt(G)": (snr, np.sqrt(rvmu / s2))}))
     if rng is not None and not tight:
         ms, _ = scales(tb)
         c = tb.baseline() + rng.normal(size=tb.X) * ms
-        out.append(bound("T2 baseline c != b: SNR_c <= sqrt(G RV_mu)/sigma", _snr(tb, G, c)[pos],
+        out.append(bound("t2_other_baseline", _snr(tb, G, c)[pos],
                          np.sqrt(G * rvmu / s2), variants={"drop sqrt(G)": (_snr(tb, G, c)[pos], np.sqrt(rvmu / s2))}))
     return out
 
@@ -109,12 +107,12 @@ def check_t2_two_action(p: float, sigma: float, G: int) -> list[Check]:
     tb = SoftmaxTestbed.two_action(p, sigma)
     snr2 = float(_snr(tb, G)[0] ** 2)
     closed = G * p * (1 - p) / ((1 - 2 * p) ** 2 + sigma**2)
-    out = [identity("T2 2-action SNR^2 closed form", snr2, closed,
+    out = [identity("t2_two_action_closed_form", snr2, closed,
                     variants={"drop sigma^2 from the denominator": (snr2,
                                                                     G * p * (1 - p) / max((1 - 2 * p) ** 2, 1e-300))})]
     g = float(norm(tb.task_gradient())[0])
     es2_uncentred = float(tb.probs()[0] @ np.sum(tb.features[0] ** 2, axis=1))  # E phi^2 = p: score not centred
-    out.append(identity("T1 2-action g = p(1-p) = E s^2 = RV_mu",
+    out.append(identity("t1_two_action_values",
                         np.array([g, tb.score_sq_norm()[0], tb.signal_variance()[0]]), p * (1 - p),
                         variants={"score without the mean subtraction (E phi^2 = p)": (
                             np.array([g, es2_uncentred, tb.signal_variance()[0]]), p * (1 - p))}))
@@ -134,12 +132,12 @@ def check_t2_heteroscedastic_counterexample(G: int = 8) -> list[Check]:
     homo = SoftmaxTestbed(tb.features, tb.theta, tb.mu, np.sqrt(tb.mean_noise_variance()))
     snr2g_homo = float(_snr(homo, G)[0] ** 2 / G)
     out = [
-        counterexample("T2 sharper with plain-average sigma^2 (false)", snr2g,
+        counterexample("t2_sharper_plain_sigma_false", snr2g,
                        rvmu / float(tb.mean_noise_variance()[0]),
                        variants={"corrected claim (sigma_eff)": (snr2g, rvmu / seff)}),
-        identity("T2 counterexample value SNR^2/G = 6/11", snr2g, 6.0 / 11.0,
+        identity("t2_counterexample_value", snr2g, 6.0 / 11.0,
                  variants={"noise spread evenly (homoscedastic at the plain average)": (snr2g_homo, 6.0 / 11.0)}),
-        bound("T2 heteroscedastic: SNR <= sqrt(G RV_mu)/sigma_eff", snr2g, rvmu / seff,
+        bound("t2_heteroscedastic", snr2g, rvmu / seff,
               variants={"sigma_eff -> plain average sigma": (snr2g, rvmu / float(tb.mean_noise_variance()[0]))}),
     ]
     return out
@@ -153,7 +151,7 @@ def check_t2_paper_two_action_heteroscedastic(p: float, var0: float, var1: float
     tb = SoftmaxTestbed(base.features, base.theta, base.mu, np.sqrt(np.array([[var0, var1]])))
     snr = float(_snr(tb, G)[0])
     rv, sbar = float(tb.reward_variance()[0]), float(tb.mean_noise_variance()[0])
-    return [bound("T2 paper with plain-average sigma, 2-action heteroscedastic: SNR <= sqrt(G RV)/sigma", snr,
+    return [bound("t2_paper_plain_sigma_two_action", snr,
                   math.sqrt(G * rv / sbar), variants={"drop sqrt(G)": (snr, math.sqrt(rv / sbar))})]
 
 
@@ -179,9 +177,9 @@ def check_t2_paper_heteroscedastic_counterexample(G: int = 8) -> list[Check]:
         tb.probs()[0] * np.sum(tb.score()[0] ** 2, axis=1)))) / G
     snr2g_flat = float(np.sum(tb.task_gradient()[0] ** 2)) / (mse + extra) / G
     return [
-        counterexample("T2 paper with plain-average sigma (false with >= 3 outcomes)", snr2g, claimed,
+        counterexample("t2_paper_plain_sigma_false", snr2g, claimed,
                        variants={"corrected claim (sigma_eff)": (snr2g, rv / seff if seff > 0 else math.inf)}),
-        identity("T2 paper counterexample values SNR^2/G = 2, RV/sigma^2 = 5/3", np.array([snr2g, claimed]),
+        identity("t2_paper_counterexample_values", np.array([snr2g, claimed]),
                  np.array([2.0, 5.0 / 3.0]),
                  variants={"RV without its noise term (RV_mu / sigma^2)": (
                      np.array([snr2g, float(tb.signal_variance()[0]) / sbar]), np.array([2.0, 5.0 / 3.0])),
@@ -210,15 +208,14 @@ def check_t3(tb: SoftmaxTestbed, K: int, tight: bool = False) -> list[Check]:
         return []
     es2 = tb.score_sq_norm()[pos]
     mse = tb.grpo_mse(K)[pos]
-    sfx = " [tight]" if tight else ""
     if tb.heteroscedastic:
         floor = tb.effective_noise_variance()[pos] / rv[pos] * es2 / K
-        return [bound("T3 heteroscedastic: floor(sigma_eff) <= MSE_GRPO", floor, mse,
+        return [bound("t3_heteroscedastic", floor, mse,
                       variants={"drop 1/K": (floor * K, mse)})]
     floor = tb.noise_variance()[pos, 0] / rv[pos] * es2 / K
-    out = [bound("T3 floor <= MSE_GRPO" + sfx, floor, mse, tight=tight, variants={"drop 1/K": (floor * K, mse)})]
+    out = [bound("t3_floor", floor, mse, tight=tight, variants={"drop 1/K": (floor * K, mse)})]
     if not tight:
-        out.append(bound("T3 floor <= E||s||^2 / K (saturation)", floor, es2 / K))
+        out.append(bound("t3_floor_saturation", floor, es2 / K))
     return out
 
 
@@ -228,7 +225,7 @@ def check_t3_two_action(p: float, sigma: float, K: int) -> list[Check]:
     mse = float(tb.grpo_mse(K)[0])
     closed = p * (1 - p) * ((1 - 2 * p) ** 2 + sigma**2) / (K * (p * (1 - p) + sigma**2))
     wrong = p * (1 - p) * (1 - 2 * p) ** 2 / (K * (p * (1 - p) + sigma**2))
-    return [identity("T3 2-action GRPO MSE closed form", mse, closed,
+    return [identity("t3_two_action_closed_form", mse, closed,
                      variants={"drop sigma^2 from the numerator": (mse, wrong)})]
 
 
@@ -241,5 +238,5 @@ def check_t3_heteroscedastic_counterexample(K: int = 8) -> list[Check]:
     rv = float(tb.reward_variance()[0])
     floor = float(tb.mean_noise_variance()[0] / rv * tb.score_sq_norm()[0] / K)
     floor_eff = float(tb.effective_noise_variance()[0] / rv * tb.score_sq_norm()[0] / K)
-    return [counterexample("T3 floor with plain-average sigma^2 (false)", floor, float(tb.grpo_mse(K)[0]),
+    return [counterexample("t3_floor_plain_sigma_false", floor, float(tb.grpo_mse(K)[0]),
                            variants={"corrected claim (sigma_eff)": (floor_eff, float(tb.grpo_mse(K)[0]))})]
