@@ -48,100 +48,42 @@ Which variant is implemented (docs/theory_report/theory.md):
 
 from __future__ import annotations
 
-from .continuity import (
-    check_t8,
-    check_t8_families,
-    t8_adversarial_search,
-    t8_checks,
-    t8_paper_cap,
-    t8_small_weight_pair,
-    t8_symmetric_pair,
+from . import (
+    continuity,
+    contraction,
+    drift,
+    entropy_bonus,
+    exact,
+    filtering,
+    identities,
+    mi_proxies,
+    records,
+    regularisers,
+    snr,
 )
-from .contraction import ALPHAS, check_t4, mixture_mi, t4_instances
-from .drift import check_t6
-from .entropy_bonus import check_t9, check_t9_counterexample, entropy_rows, mi_logit_gradient, mi_time_derivative
-from .exact import run_exact
-from .filtering import (
-    T7_PAPER_SETTING,
-    check_t7_counterexample,
-    check_t7_identity,
-    check_t7_paper_setting,
-    check_t7_snr,
-    check_t7_subsets,
-    t7_paper_prompt,
-)
-from .identities import check_estimator_enumeration, check_identities
-from .mi_proxies import bayes_accuracy, check_mi_proxy_exact, expected_seq_proxy, fano_lower
-from .records import CE_MARGIN, RTOL, TIGHT_TOL, Check, bound, counterexample, identity, search_record, strict
+from .continuity import *  # noqa: F403
+from .contraction import *  # noqa: F403
+from .drift import *  # noqa: F403
+from .entropy_bonus import *  # noqa: F403
+from .exact import *  # noqa: F403
+from .filtering import *  # noqa: F403
+from .identities import *  # noqa: F403
+from .mi_proxies import *  # noqa: F403
+from .records import *  # noqa: F403
 from .reference import top_p_by_score
-from .regularisers import check_t5, check_t5_counterexample
-from .snr import (
-    check_t1,
-    check_t2,
-    check_t2_heteroscedastic_counterexample,
-    check_t2_paper_heteroscedastic_counterexample,
-    check_t2_paper_two_action_heteroscedastic,
-    check_t2_two_action,
-    check_t3,
-    check_t3_heteroscedastic_counterexample,
-    check_t3_two_action,
-    t2_paper_plain_ratio,
-)
+from .regularisers import *  # noqa: F403
+from .snr import *  # noqa: F403
 from .testbed import SoftmaxTestbed
 
-__all__ = [
-    "Check",
-    "SoftmaxTestbed",
-    "RTOL",
-    "TIGHT_TOL",
-    "CE_MARGIN",
-    "T7_PAPER_SETTING",
-    "ALPHAS",
-    "bound",
-    "strict",
-    "identity",
-    "counterexample",
-    "search_record",
-    "check_identities",
-    "check_estimator_enumeration",
-    "check_t1",
-    "check_t2",
-    "check_t2_two_action",
-    "check_t2_heteroscedastic_counterexample",
-    "check_t2_paper_two_action_heteroscedastic",
-    "check_t2_paper_heteroscedastic_counterexample",
-    "t2_paper_plain_ratio",
-    "check_t3",
-    "check_t3_two_action",
-    "check_t3_heteroscedastic_counterexample",
-    "check_t4",
-    "mixture_mi",
-    "t4_instances",
-    "check_t5",
-    "check_t5_counterexample",
-    "check_t6",
-    "check_t7_identity",
-    "check_t7_subsets",
-    "check_t7_counterexample",
-    "check_t7_paper_setting",
-    "check_t7_snr",
-    "t7_paper_prompt",
-    "check_t8",
-    "check_t8_families",
-    "t8_checks",
-    "t8_small_weight_pair",
-    "t8_symmetric_pair",
-    "t8_adversarial_search",
-    "t8_paper_cap",
-    "check_t9",
-    "check_t9_counterexample",
-    "mi_logit_gradient",
-    "mi_time_derivative",
-    "entropy_rows",
-    "check_mi_proxy_exact",
-    "expected_seq_proxy",
-    "bayes_accuracy",
-    "fano_lower",
-    "top_p_by_score",
-    "run_exact",
-]
+__all__ = ["SoftmaxTestbed", "top_p_by_score"]
+__all__ += records.__all__
+__all__ += identities.__all__
+__all__ += snr.__all__
+__all__ += contraction.__all__
+__all__ += regularisers.__all__
+__all__ += drift.__all__
+__all__ += filtering.__all__
+__all__ += continuity.__all__
+__all__ += entropy_bonus.__all__
+__all__ += mi_proxies.__all__
+__all__ += exact.__all__

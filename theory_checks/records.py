@@ -28,7 +28,7 @@ Every constructor also evaluates deliberately wrong variants of its statement on
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -108,6 +108,37 @@ def _pair(lhs: float | np.ndarray, rhs: float | np.ndarray) -> tuple[np.ndarray,
     return a, b
 
 
+#: an elementwise acceptance rule: (lhs, rhs, atol), arrays of one shape -> (accepted, ratio)
+_Rule = Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+#: the fixed mutants of a rule, from the record's (lhs, rhs, atol): [(label, (lhs', rhs'))]
+_Fixed = Callable[[np.ndarray, np.ndarray, np.ndarray], list[tuple[str, tuple[np.ndarray, np.ndarray]]]]
+
+
+def _record(check_id: str, kind: str, rule: _Rule, lhs: float | np.ndarray, rhs: float | np.ndarray,
+            atol: float | np.ndarray, worst: Callable[[np.ndarray], int], fixed: _Fixed, tight: bool, method: str,
+            note: str, variants: Variants | None) -> Check:
+    """The record of ``rule`` applied to lhs and rhs elementwise (broadcast, flattened).
+
+    It holds when every element is accepted and keeps the first rejected element, else the element ``worst``
+    picks from the ratios.  Its mutants are the ``fixed`` ones (e.g. ``rhs x0.5``) and then the ``variants``,
+    each judged by the same rule with the same atol.
+    """
+    lhs_a, rhs_a = _pair(lhs, rhs)
+    atol_f = _flat(atol)
+    atol_a = np.broadcast_to(atol_f, lhs_a.shape)
+    ok, ratio = rule(lhs_a, rhs_a, atol_a)
+    i = int(np.flatnonzero(~ok)[0]) if not ok.all() else worst(ratio)
+
+    def holds(lv: float | np.ndarray, rv: float | np.ndarray) -> bool:
+        la, ra = _pair(lv, rv)
+        return bool(rule(la, ra, np.broadcast_to(atol_f, la.shape))[0].all())
+
+    cases = fixed(lhs_a, rhs_a, atol_a) + list((variants or {}).items())
+    muts = tuple((label, holds(lv, rv)) for label, (lv, rv) in cases)
+    return Check(check_id, float(lhs_a[i]), float(rhs_a[i]), bool(ok.all()), float(ratio[i]), kind, tight, method,
+                 note, muts)
+
+
 def bound(
     check_id: str,
     lhs: float | np.ndarray,
@@ -124,31 +155,20 @@ def bound(
     on an equality instance (``tight``), and every ``variants`` entry ``label -> (lhs', rhs')`` (a wrong
     formula evaluated on the same instance, e.g. with a factor dropped).
     """
-    lhs_a, rhs_a = _pair(lhs, rhs)
-    atol_a = np.broadcast_to(_flat(atol), lhs_a.shape)
-    ok, ratio = _bound_eval(lhs_a, rhs_a, atol_a, tight)
-    if not ok.all():
-        i = int(np.flatnonzero(~ok)[0])
-    elif np.all(np.isnan(ratio)):
-        i = 0
-    else:
-        i = int(np.nanargmax(np.abs(ratio - 1.0)) if tight else np.nanargmax(ratio))
 
-    def holds(lv: np.ndarray, rv: np.ndarray) -> bool:
-        la, ra = np.broadcast_arrays(lv, rv)
-        return bool(_bound_eval(la, ra, np.broadcast_to(atol_a, la.shape), tight)[0].all())
+    def rule(la: np.ndarray, ra: np.ndarray, aa: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return _bound_eval(la, ra, aa, tight)
 
-    muts = [
-        ("rhs x0.5", holds(lhs_a, 0.5 * rhs_a)),
-        ("rhs x0.9", holds(lhs_a, 0.9 * rhs_a)),
-        ("reversed", holds(rhs_a, lhs_a)),
-    ]
-    if tight:
-        muts.append(("rhs x2", holds(lhs_a, 2.0 * rhs_a)))
-    for label, (lv, rv) in (variants or {}).items():
-        muts.append((label, holds(*_pair(lv, rv))))
-    return Check(check_id, float(lhs_a[i]), float(rhs_a[i]), bool(ok.all()), float(ratio[i]), "bound", tight,
-                 method, note, tuple(muts))
+    def worst(ratio: np.ndarray) -> int:
+        if np.all(np.isnan(ratio)):
+            return 0
+        return int(np.nanargmax(np.abs(ratio - 1.0)) if tight else np.nanargmax(ratio))
+
+    def fixed(la: np.ndarray, ra: np.ndarray, aa: np.ndarray) -> list[tuple[str, tuple[np.ndarray, np.ndarray]]]:
+        out = [("rhs x0.5", (la, 0.5 * ra)), ("rhs x0.9", (la, 0.9 * ra)), ("reversed", (ra, la))]
+        return out + [("rhs x2", (la, 2.0 * ra))] if tight else out
+
+    return _record(check_id, "bound", rule, lhs, rhs, atol, worst, fixed, tight, method, note, variants)
 
 
 def _strict_eval(lhs_a: np.ndarray, rhs_a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -160,17 +180,10 @@ def _strict_eval(lhs_a: np.ndarray, rhs_a: np.ndarray) -> tuple[np.ndarray, np.n
 def strict(check_id: str, lhs: float | np.ndarray, rhs: float | np.ndarray, method: str = "exact", note: str = "",
            variants: Variants | None = None) -> Check:
     """lhs < rhs strictly (ratio < 1 - RTOL); rhs must be positive.  Mutants: ``rhs x0.5``, ``reversed``."""
-    lhs_a, rhs_a = _pair(lhs, rhs)
-    ok, ratio = _strict_eval(lhs_a, rhs_a)
-    i = int(np.flatnonzero(~ok)[0]) if not ok.all() else int(np.argmax(ratio))
-    muts = [
-        ("rhs x0.5", bool(_strict_eval(lhs_a, 0.5 * rhs_a)[0].all())),
-        ("reversed", bool(_strict_eval(rhs_a, lhs_a)[0].all())),
-    ]
-    for label, (lv, rv) in (variants or {}).items():
-        muts.append((label, bool(_strict_eval(*_pair(lv, rv))[0].all())))
-    return Check(check_id, float(lhs_a[i]), float(rhs_a[i]), bool(ok.all()), float(ratio[i]), "strict", False,
-                 method, note, tuple(muts))
+    return _record(check_id, "strict", lambda la, ra, _: _strict_eval(la, ra), lhs, rhs, 0.0,
+                   lambda ratio: int(np.argmax(ratio)),
+                   lambda la, ra, _: [("rhs x0.5", (la, 0.5 * ra)), ("reversed", (ra, la))],
+                   False, method, note, variants)
 
 
 def _identity_eval(
@@ -202,22 +215,14 @@ def identity(
     Mutants: ``rhs x0.5``, ``rhs x0.9``, ``rhs x2`` (only when some element is above the absolute floor:
     scaling 0 = 0 changes nothing) and the ``variants``.
     """
-    lhs_a, rhs_a = _pair(lhs, rhs)
-    atol_a = np.broadcast_to(_flat(atol), lhs_a.shape)
-    ok, rel = _identity_eval(lhs_a, rhs_a, atol_a, rtol)
-    i = int(np.flatnonzero(~ok)[0]) if not ok.all() else int(np.argmax(rel))
 
-    def holds(lv: np.ndarray, rv: np.ndarray) -> bool:
-        la, ra = np.broadcast_arrays(lv, rv)
-        return bool(_identity_eval(la, ra, np.broadcast_to(atol_a, la.shape), rtol)[0].all())
+    def fixed(la: np.ndarray, ra: np.ndarray, aa: np.ndarray) -> list[tuple[str, tuple[np.ndarray, np.ndarray]]]:
+        if not np.any(np.maximum(np.abs(la), np.abs(ra)) > 2 * aa):
+            return []
+        return [(f"rhs x{c:g}", (la, c * ra)) for c in (0.5, 0.9, 2.0)]
 
-    muts: list[tuple[str, bool]] = []
-    if np.any(np.maximum(np.abs(lhs_a), np.abs(rhs_a)) > 2 * atol_a):
-        muts = [(f"rhs x{c:g}", holds(lhs_a, c * rhs_a)) for c in (0.5, 0.9, 2.0)]
-    for label, (lv, rv) in (variants or {}).items():
-        muts.append((label, holds(*_pair(lv, rv))))
-    return Check(check_id, float(lhs_a[i]), float(rhs_a[i]), bool(ok.all()), float(rel[i]), "identity", False,
-                 method, note, tuple(muts))
+    return _record(check_id, "identity", lambda la, ra, aa: _identity_eval(la, ra, aa, rtol), lhs, rhs, atol,
+                   lambda rel: int(np.argmax(rel)), fixed, False, method, note, variants)
 
 
 def _ce_holds(lhs: float, rhs: float) -> bool:

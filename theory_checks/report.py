@@ -314,6 +314,26 @@ def write_json(result: RunResult, path: str | os.PathLike[str]) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ plots
+def _mc_points(ax: Any, pts: list[dict[str, float]], x: str, y: str, lo: str, hi: str) -> None:
+    """The Monte Carlo points ``pts`` at (q[x], q[y]) with their confidence intervals [q[lo], q[hi]]."""
+    yerr = np.array([[q[y] - q[lo] for q in pts], [q[hi] - q[y] for q in pts]])
+    ax.errorbar(np.array([q[x] for q in pts]), np.array([q[y] for q in pts]), yerr=yerr, fmt="o", color="k", ms=4,
+                capsize=3, label="Monte Carlo (CI)")
+
+
+def _finish(fig: Any, ax: Any, path: Path, xlabel: str, ylabel: str, title: str) -> None:
+    """Axis labels, title and legend; then the figure is written to ``path`` (PNG, dpi 110) and closed."""
+    import matplotlib.pyplot as plt
+
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def _plots(result: RunResult, out: Path) -> list[tuple[str, str]]:
     import matplotlib
 
@@ -357,17 +377,9 @@ def _plots(result: RunResult, out: Path) -> list[tuple[str, str]]:
     ax.plot(rvmu, np.sqrt(G * rvmu) / sig, "--", label=r"T2 sharper $\sqrt{G\,RV_\mu}/\sigma$", color="tab:green")
     ax.plot(rvmu, np.sqrt(G * (rvmu + sig**2)) / sig, ":", label=r"T2 paper $\sqrt{G\,RV}/\sigma$", color="tab:orange")
     pts = result.plot["snr_points"]
-    x = np.array([q["rv_mu"] for q in pts])
-    y = np.array([q["snr"] for q in pts])
-    yerr = np.array([[q["snr"] - q["snr_lo"] for q in pts], [q["snr_hi"] - q["snr"] for q in pts]])
-    ax.errorbar(x, y, yerr=yerr, fmt="o", color="k", ms=4, capsize=3, label="Monte Carlo (CI)")
-    ax.set_xlabel(r"$RV_\mu = p(1-p)$")
-    ax.set_ylabel("SNR")
-    ax.set_title(f"T2: SNR against signal variance (G={G}, sigma={sig})")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "snr_vs_rv.png", dpi=110)
-    plt.close(fig)
+    _mc_points(ax, pts, "rv_mu", "snr", "snr_lo", "snr_hi")
+    _finish(fig, ax, out / "snr_vs_rv.png", r"$RV_\mu = p(1-p)$", "SNR",
+            f"T2: SNR against signal variance (G={G}, sigma={sig})")
     made.append(("snr_vs_rv.png", "T2: exact and simulated SNR with the paper's and the sharper bound"))
 
     # 3. GRPO MSE vs RV with the floor
@@ -379,17 +391,9 @@ def _plots(result: RunResult, out: Path) -> list[tuple[str, str]]:
     ax.plot(rv, mse, label="exact GRPO MSE (2-action)", color="tab:blue")
     ax.plot(rv, floor, "--", label=r"T3 floor $(1/K)(\sigma^2/RV)\,E s^2$", color="tab:red")
     ax.plot(rv, rvmu / K, ":", label=r"$E s^2 / K$ (floor saturates below it)", color="tab:gray")
-    xm = np.array([q["rv"] for q in pts])
-    ym = np.array([q["grpo_mse"] for q in pts])
-    yerr = np.array([[q["grpo_mse"] - q["grpo_lo"] for q in pts], [q["grpo_hi"] - q["grpo_mse"] for q in pts]])
-    ax.errorbar(xm, ym, yerr=yerr, fmt="o", color="k", ms=4, capsize=3, label="Monte Carlo (CI)")
-    ax.set_xlabel(r"$RV = p(1-p) + \sigma^2$")
-    ax.set_ylabel("MSE of the normalised estimator")
-    ax.set_title(f"T3: GRPO noise floor (K={K}, sigma={sig}); equality at p = 1/2")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "grpo_mse_vs_rv.png", dpi=110)
-    plt.close(fig)
+    _mc_points(ax, pts, "rv", "grpo_mse", "grpo_lo", "grpo_hi")
+    _finish(fig, ax, out / "grpo_mse_vs_rv.png", r"$RV = p(1-p) + \sigma^2$", "MSE of the normalised estimator",
+            f"T3: GRPO noise floor (K={K}, sigma={sig}); equality at p = 1/2")
     made.append(("grpo_mse_vs_rv.png", "T3: GRPO estimator MSE, its floor, and simulated points"))
 
     # 4. MI contraction against alpha
@@ -407,13 +411,8 @@ def _plots(result: RunResult, out: Path) -> list[tuple[str, str]]:
     q_dis = np.zeros(Z + 1)
     q_dis[-1] = 1.0
     ax.plot(alphas, mixture_mi(w, ext, q_dis, alphas), ".", ms=4, label="q on an unused outcome (equality)")
-    ax.set_xlabel(r"template weight $\alpha$")
-    ax.set_ylabel(r"$I_\alpha(X;Z)$ (nats)")
-    ax.set_title("T4: MI contraction under template mixing")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "mi_contraction.png", dpi=110)
-    plt.close(fig)
+    _finish(fig, ax, out / "mi_contraction.png", r"template weight $\alpha$", r"$I_\alpha(X;Z)$ (nats)",
+            "T4: MI contraction under template mixing")
     made.append(("mi_contraction.png", "T4: I_alpha against alpha for three templates"))
 
     # 5. drift
@@ -429,13 +428,8 @@ def _plots(result: RunResult, out: Path) -> list[tuple[str, str]]:
             ax.plot(T, [r["exact"] for r in rr], "-", color=color, alpha=0.6, label=f"exact, {label}")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xlabel("steps T")
-        ax.set_ylabel(r"$E\|\theta_T-\theta_0\|^2$")
-        ax.set_title("T6: diffusive (slope 1) vs ballistic (slope 2) drift")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(out / "drift.png", dpi=110)
-        plt.close(fig)
+        _finish(fig, ax, out / "drift.png", "steps T", r"$E\|\theta_T-\theta_0\|^2$",
+                "T6: diffusive (slope 1) vs ballistic (slope 2) drift")
         made.append(("drift.png", "T6: squared drift against T, simulated and exact"))
     return made
 
