@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .bounds import Check
+from .records import Check
 from .testbed import SoftmaxTestbed
 
 if TYPE_CHECKING:

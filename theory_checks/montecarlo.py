@@ -31,7 +31,7 @@ Claims the run cannot support were dropped: the Monte Carlo Fano bound and the M
 that the exact checks verify on the same quantities (they added no power); "E[Retrieval-Acc] = 1/P under
 collapse" holds for any winner function and is reported as a sanity identity.
 
-Checks (each a :class:`~theory_checks.bounds.Check` with ``method="monte-carlo"``):
+Checks (each a :class:`~theory_checks.records.Check` with ``method="monte-carlo"``):
 
 - T2 SNR: g_hat = (1/G) sum_k (R_k - b) s_k; validate E||g_hat - g||^2 against ``estimator_mse``; then
   SNR <= sqrt(G RV_mu) / sigma and the T3 floor (sigma^2 / RV) E||s||^2 / K <= MSE_GRPO, both tight at
@@ -58,7 +58,8 @@ from typing import Any
 
 import numpy as np
 
-from .bounds import Check, bayes_accuracy, bound, expected_seq_proxy, identity
+from .mi_proxies import bayes_accuracy, expected_seq_proxy
+from .records import Check, bound, identity
 from .reference import retrieval_hits as _retrieval_hits
 from .reference import seq_proxy_terms, token_proxy_terms
 from .reference import topk_by_variance as _topk_by_variance
@@ -166,7 +167,7 @@ class MCBudget:
 
 
 def _validate(
-    name: str, iv: Interval, exact: float, note: str = "", variants: Mapping[str, float] | None = None
+    check_id: str, iv: Interval, exact: float, note: str = "", variants: Mapping[str, float] | None = None
 ) -> Check:
     """Simulator validation: |mean - exact| <= half-width; ratio = |mean - exact| / half-width.
 
@@ -186,12 +187,12 @@ def _validate(
     full = f"n={iv.n}, mean={iv.mean:.6g}, exact={exact:.6g}, halfwidth={iv.halfwidth:.3g}" + (
         f"; {note}" if note else ""
     )
-    return Check(name, iv.mean, exact, bool(ok), err / iv.halfwidth if iv.halfwidth > 0 else 0.0, "mc-validation",
+    return Check(check_id, iv.mean, exact, bool(ok), err / iv.halfwidth if iv.halfwidth > 0 else 0.0, "mc-validation",
                  False, "monte-carlo", full, tuple(muts), detect)
 
 
 def _mc_bound(
-    name: str, lhs: Est, rhs: Est, note: str = "", variants: Mapping[str, tuple[Est, Est]] | None = None
+    check_id: str, lhs: Est, rhs: Est, note: str = "", variants: Mapping[str, tuple[Est, Est]] | None = None
 ) -> Check:
     """Bound lhs <= rhs between quantities with intervals: violated only when lhs.lo > rhs.hi.
 
@@ -208,12 +209,12 @@ def _mc_bound(
     ratio = lhs.est / rhs.est if rhs.est > 0 else (math.inf if lhs.est > 0 else 0.0)
     detect = lhs.lo / rhs.hi if rhs.hi > 0 else math.nan
     return Check(
-        name, lhs.est, rhs.est, holds(lhs, rhs), ratio, "bound", False, "monte-carlo", note, tuple(muts), detect
+        check_id, lhs.est, rhs.est, holds(lhs, rhs), ratio, "bound", False, "monte-carlo", note, tuple(muts), detect
     )
 
 
 def _mc_counterexample(
-    name: str, lhs: Est, rhs: Est, note: str = "", variants: Mapping[str, tuple[Est, Est]] | None = None
+    check_id: str, lhs: Est, rhs: Est, note: str = "", variants: Mapping[str, tuple[Est, Est]] | None = None
 ) -> Check:
     """A claimed lhs <= rhs is reproduced false only when lhs.lo > rhs.hi.  Mutants: ``reversed`` and ``variants``."""
 
@@ -225,7 +226,7 @@ def _mc_counterexample(
     ]
     ratio = lhs.est / rhs.est if rhs.est > 0 else math.inf
     return Check(
-        name, lhs.est, rhs.est, reproduced(lhs, rhs), ratio, "counterexample", False, "monte-carlo", note,
+        check_id, lhs.est, rhs.est, reproduced(lhs, rhs), ratio, "counterexample", False, "monte-carlo", note,
         tuple(muts), lhs.lo / rhs.hi if rhs.hi > 0 else math.nan,
     )
 
@@ -322,7 +323,7 @@ def mc_t2_t3(rng: np.random.Generator, budget: MCBudget, n: int, plot: dict[str,
 
         iv = _sized(budget, draw, 0.0, hi, f"T2 {label}", n)
         exact = float(tb.estimator_mse(G)[0])
-        checks.append(_validate("MC validate: E||g_hat - g||^2 = MSE_G", iv, exact, f"{label}, G={G}",
+        checks.append(_validate("mc_mse", iv, exact, f"{label}, G={G}",
                                 variants={"drop the noise term": exact - float(
                                     tb.noise_variance()[0] @ (tb.probs()[0] * np.sum(tb.score()[0] ** 2, 1))) / G}))
         gn = float(np.linalg.norm(tb.task_gradient()[0]))
@@ -330,13 +331,13 @@ def mc_t2_t3(rng: np.random.Generator, budget: MCBudget, n: int, plot: dict[str,
         rvmu, rv = float(tb.signal_variance()[0]), float(tb.reward_variance()[0])
         mse = Est.of(iv)
         snr = mse.map(lambda v, gn=gn: gn / math.sqrt(max(v, 1e-300)))
-        checks.append(_mc_bound("MC T2 sharper: SNR <= sqrt(G RV_mu)/sigma", snr, Est.exact(math.sqrt(G * rvmu / s2)),
+        checks.append(_mc_bound("mc_t2_sharper", snr, Est.exact(math.sqrt(G * rvmu / s2)),
                                 f"{label}, G={G}, draw variance {float(np.var(iv_draws[0])):.3g}",
                                 variants={"drop sqrt(G)": (snr, Est.exact(math.sqrt(rvmu / s2)))}))
         # T3: the population-normalised GRPO estimator is g_hat / sqrt(RV): its MSE is MSE_G / RV
         floor = s2 / rv * float(tb.score_sq_norm()[0]) / G
         grpo = Est.of(iv, 1.0 / rv)
-        checks.append(_mc_bound("MC T3 floor <= MSE_GRPO", Est.exact(floor), grpo,
+        checks.append(_mc_bound("mc_t3_floor", Est.exact(floor), grpo,
                                 f"{label}, K={G}, draw variance {float(np.var(iv_draws[0])):.3g}",
                                 variants={"drop 1/K": (Est.exact(floor * G), grpo)}))
         if label.startswith("2-action"):
@@ -350,13 +351,13 @@ def mc_t2_t3(rng: np.random.Generator, budget: MCBudget, n: int, plot: dict[str,
     tb = SoftmaxTestbed.heteroscedastic_counterexample()
     y, hi = _raw_errors(rng, tb, 0, n, 1)
     iv = budget.interval(y, 0.0, hi, "T2 heteroscedastic counterexample")
-    checks.append(_validate("MC validate: E||g_hat - g||^2 = MSE_G, simulated noise", iv, float(tb.estimator_mse(1)[0]),
+    checks.append(_validate("mc_mse_simulated_noise", iv, float(tb.estimator_mse(1)[0]),
                             "heteroscedastic counterexample, G=1"))
     g2 = float(np.sum(tb.task_gradient()[0] ** 2))
     snr2 = Est.of(iv).map(lambda v: g2 / max(v, 1e-300))
     claimed = float(tb.signal_variance()[0] / tb.mean_noise_variance()[0])
     corrected = float(tb.signal_variance()[0] / tb.effective_noise_variance()[0])
-    checks.append(_mc_counterexample("MC T2 sharper with plain-average sigma^2 (false)", snr2, Est.exact(claimed),
+    checks.append(_mc_counterexample("mc_t2_sharper_plain_sigma_false", snr2, Est.exact(claimed),
                                      "p=0.4, noise variance 1 on action 0; SNR^2/G vs RV_mu/E sigma^2",
                                      variants={"corrected claim (sigma_eff)": (snr2, Est.exact(corrected))}))
     return checks
@@ -396,13 +397,13 @@ def mc_t1_sample(rng: np.random.Generator, budget: MCBudget, n: int, core: dict[
             adv = dr_grpo(Rt).numpy()
             var = reward_variance(Rt, ddof=0).numpy()
             scale = 1e-12 * (1 + np.abs(R).max())
-            checks.append(identity("RL core Dr.GRPO advantage = R - mean(R)", adv, adv_np, atol=scale,
+            checks.append(identity("core_dr_grpo", adv, adv_np, atol=scale,
                                    method="monte-carlo",
                                    variants={"mean over the whole batch instead of the group": (
                                                  adv, R - R.mean()),
                                              "GRPO (divided by the group std)": (
                                                  adv, adv_np / (R.std(axis=1, ddof=1, keepdims=True) + 1e-6))}))
-            checks.append(identity("RL core reward_variance(ddof=0) = numpy var", var, var_np,
+            checks.append(identity("core_reward_variance", var, var_np,
                                    atol=1e-12 * (1 + np.abs(R).max()) ** 2, method="monte-carlo",
                                    variants={"ddof = 1": (var * G / (G - 1), var_np)}))
         else:
@@ -412,7 +413,7 @@ def mc_t1_sample(rng: np.random.Generator, budget: MCBudget, n: int, core: dict[
         rhs = np.sqrt(var) * np.sqrt(np.mean(np.sum(s * s, axis=2), axis=1))
         atol = 1e-12 * (1 + np.abs(R).max()) * (1 + np.abs(s).max())
         note = f"n={n // 4} draws, G={G}" + ("" if use_core else ", numpy advantages (RL core not available)")
-        checks.append(bound("MC T1 sample version (every draw)", lhs, rhs, atol=atol, method="monte-carlo", note=note))
+        checks.append(bound("mc_t1_sample", lhs, rhs, atol=atol, method="monte-carlo", note=note))
         # validation: E[(1/G) sum (R_k - Rbar) s_k] . u = (1 - 1/G) ||g||, noise integrated out (it enters linearly)
         g = tb.task_gradient()[0]
         u = g / np.linalg.norm(g)
@@ -427,7 +428,7 @@ def mc_t1_sample(rng: np.random.Generator, budget: MCBudget, n: int, core: dict[
         span = float(np.ptp(tb.mu[0]) * np.max(np.abs(su)))
         iv = _sized(budget, proj, -span, span, f"T1 sample mean G={G}", n)
         exact = (1 - 1 / G) * float(np.linalg.norm(g))
-        checks.append(_validate("MC validate: E[sample-baseline g_hat] . u = (1 - 1/G) ||g||", iv, exact, f"G={G}",
+        checks.append(_validate("mc_sample_baseline", iv, exact, f"G={G}",
                                 variants={"drop the factor (1 - 1/G)": float(np.linalg.norm(g))}))
     return checks
 
@@ -451,7 +452,8 @@ def mc_t6(rng: np.random.Generator, budget: MCBudget, n: int, plot: dict[str, An
     m_reg = kl_dir / np.linalg.norm(kl_dir) * math.sqrt(v)  # a persistent regulariser direction, ||m||^2 = v
     am = float(np.max(np.linalg.norm(a, axis=1)))
     rows = []
-    for label, m in (("m = 0", np.zeros(tb.d)), ("m = KL direction", m_reg)):
+    for check_id, label, m in (("mc_t6_drift_diffusive", "m = 0", np.zeros(tb.d)),
+                               ("mc_t6_drift_kl", "m = KL direction", m_reg)):
         for T in (1, 2, 4, 8):
 
             def drift(k: int, T: int = T, m: np.ndarray = m) -> np.ndarray:
@@ -471,8 +473,7 @@ def mc_t6(rng: np.random.Generator, budget: MCBudget, n: int, plot: dict[str, An
                 if T > 1 and label != "m = 0"
                 else {}
             )
-            checks.append(_validate(f"MC T6 drift E||theta_T - theta_0||^2 ({label})", iv, exact, f"T={T}",
-                                    variants=wrong))
+            checks.append(_validate(check_id, iv, exact, f"T={T}", variants=wrong))
             rows.append({"label": label, "T": T, "mean": iv.mean, "lo": iv.lower, "hi": iv.upper, "exact": exact})
     plot["drift"] = rows
     return checks
@@ -493,7 +494,7 @@ def mc_t7(rng: np.random.Generator, budget: MCBudget, n: int, core: dict[str, st
     y = np.sum(mh * mh, axis=1) + ns[idx].sum(axis=(1, 2)) / (G**2 * k**2)
     hi = float(np.max(np.sum(a * a, axis=1)) + np.max(ns) / (G * k))
     iv = budget.interval(y, 0.0, hi, "T7 fixed subset")
-    checks.append(_validate("MC T7 identity, fixed S: E||gbar_hat_S - gbar_S||^2 = sum sigma^2 / n^2", iv,
+    checks.append(_validate("mc_t7_identity", iv,
                             k * sig2 / k**2, f"P={P}, G={G}, |S|={k}", variants={"1/n instead of 1/n^2": k * sig2 / k}))
     # S chosen from the same rollouts: simulated noise, top-k by sample variance
     m = n // 4
@@ -517,7 +518,7 @@ def mc_t7(rng: np.random.Generator, budget: MCBudget, n: int, core: dict[str, st
             agree += int(np.array_equal(res.mask.numpy(), mask[i]))
             agree_hi += int(np.array_equal(res.mask.numpy(), mask_hi[i]))
         # rewards mu +- sigma take 4 values, so tied variances are common and the tie-break rule is tested
-        checks.append(identity("RL core filter_groups(top_k_abs) = numpy top-k by variance", float(agree),
+        checks.append(identity("core_filter_groups", float(agree),
                                float(m_core), method="monte-carlo",
                                note=f"{m_core} batches, {m_core - agree_hi} of them decided by the tie-break",
                                variants={"ties toward the higher index": (float(agree_hi), float(m_core))}))
@@ -529,7 +530,7 @@ def mc_t7(rng: np.random.Generator, budget: MCBudget, n: int, core: dict[str, st
     fixed = np.sum(np.sum(err[:, :k], axis=1) ** 2, axis=1) / k**2
     iv3 = budget.interval(fixed, 0.0, B * B, "T7 fixed subset, same draws")
     claimed = sig2 / k
-    checks.append(_mc_counterexample("MC T7 identity with S chosen from the same rollouts (false)", Est.of(iv2),
+    checks.append(_mc_counterexample("mc_t7_selected_false", Est.of(iv2),
                                      Est.exact(claimed),
                                      f"P={P} equal prompts, G={G}, top-{k} by sample variance; "
                                      f"exact identity value {claimed:.4g}",
@@ -592,36 +593,36 @@ def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core
     if have_mi:
         outs = [proxies(L) for L in Ls[:4]]
         ours = np.array([seq_proxy_terms(L).mean() for L in Ls[:4]])
-        checks.append(identity("ragen_core.math.mi mi_seq_est = numpy sequence proxy",
+        checks.append(identity("core_mi_seq",
                                np.array([o["mi_seq_est"] for o in outs]), ours, atol=1e-12, method="monte-carlo",
                                variants={"log-sum instead of log-mean (drop log P)": (
                                    np.array([o["mi_seq_est"] for o in outs]), ours - math.log(P))}))
         core_acc = np.array([o["retrieval_acc"] for o in outs])
-        checks.append(identity("ragen_core.math.mi retrieval_acc = numpy argmax", core_acc,
+        checks.append(identity("core_retrieval", core_acc,
                                np.array([_retrieval_hits(L).mean() for L in Ls[:4]]), atol=1e-12,
                                method="monte-carlo",
                                variants={"recall@2 instead of the top-1 accuracy": (core_acc, np.array(
                                    [(np.argsort(-L, axis=2, kind="stable")[:, :, :2]
                                      == np.arange(P)[:, None, None]).any(axis=2).mean() for L in Ls[:4]]))}))
     iv = budget.interval(unit, lo_term, math.log(P), "MI seq proxy")
-    checks.append(_validate("MC validate: E[MI-Seq-Est] = I_P, scorer = sampler", iv, I_P,
+    checks.append(_validate("mc_mi_seq", iv, I_P,
                             f"P={P}, {batches} batches of G={G}",
                             variants={"I(X;Z) with H(Z|X) dropped (= H(Z))":
                                       I_P + float(np.mean([-(r * np.log(r)).sum() for r in p]))}))
     iva = budget.interval(hit, 0.0, 1.0, "MI retrieval")
-    checks.append(_validate("MC validate: E[Retrieval-Acc] = Bayes accuracy", iva, bayes_accuracy(p), f"P={P}",
+    checks.append(_validate("mc_retrieval", iva, bayes_accuracy(p), f"P={P}",
                             variants={"chance level 1/P": 1.0 / P}))
     # per-batch bound MI-Seq-Est <= log P: random batches (small G, where it is closest) and disjoint supports
     # (equality)
     small = np.array([seq_proxy_terms(_cross_scores(rng, p, logp, 4)[0]).mean() for _ in range(200)])
-    checks.append(bound("MC MI-Seq-Est <= log P (every batch)", small, math.log(P), atol=1e-12, method="monte-carlo"))
+    checks.append(bound("mc_mi_seq_below_log_p", small, math.log(P), atol=1e-12, method="monte-carlo"))
     disjoint = np.zeros((P, 2 * P))
     for i in range(P):
         disjoint[i, 2 * i : 2 * i + 2] = (0.3, 0.7)
     with np.errstate(divide="ignore"):
         dlog = np.log(disjoint)
     Ld = [_cross_scores(rng, disjoint, dlog, 16)[0] for _ in range(4)]
-    checks.append(bound("MC MI-Seq-Est <= log P (every batch) [tight]",
+    checks.append(bound("mc_mi_seq_below_log_p",
                         np.array([seq_proxy_terms(L).mean() for L in Ld]), math.log(P),
                         atol=1e-12, tight=True, method="monte-carlo",
                         note="disjoint supports: every term equals log P"))
@@ -630,7 +631,7 @@ def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core
         lengths = rng.integers(1, 40, size=L0.shape[:2]).astype(np.float64)
         o = proxies(L0, lengths)
         matched, marginal = token_proxy_terms(L0, lengths)
-        checks.append(identity("ragen_core.math.mi per-token estimates = plain-loop reference",
+        checks.append(identity("core_token_estimates",
                                np.array([o["cond_entropy_est"], o["marginal_entropy_est"], o["mi_est"]]),
                                np.array([-matched.mean(), -marginal.mean(), (matched - marginal).mean()]), atol=1e-12,
                                method="monte-carlo",
@@ -638,21 +639,21 @@ def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core
                                    np.array([o["cond_entropy_est"], o["marginal_entropy_est"], o["mi_est"]]),
                                    np.array([-matched.mean(), -(marginal + math.log(P) / lengths).mean(),
                                              (matched - marginal - math.log(P) / lengths).mean()]))}))
-        checks.append(identity("ragen_core.math.mi H_hat(Z) = H_hat(Z|X) + MI-Est",
+        checks.append(identity("core_entropy_decomposition",
                                o["marginal_entropy_est"] - o["cond_entropy_est"], o["mi_est"],
                                atol=1e-12, method="monte-carlo"))
         shift = rng.normal(size=(P, L0.shape[1], 1)) * 50.0
         o_shift = proxies(L0 + shift, lengths)
-        checks.append(identity("ragen_core.math.mi row shift: mi_est unchanged", o_shift["mi_est"], o["mi_est"],
+        checks.append(identity("core_mi_row_shift", o_shift["mi_est"], o["mi_est"],
                                atol=1e-9,
                                method="monte-carlo",
                                variants={"the matched term alone (no log-mean over prompts)": (
                                    -o_shift["cond_entropy_est"], -o["cond_entropy_est"])}))
-        checks.append(identity("ragen_core.math.mi row shift: retrieval_acc unchanged", o_shift["retrieval_acc"],
+        checks.append(identity("core_retrieval_row_shift", o_shift["retrieval_acc"],
                                o["retrieval_acc"], atol=1e-12, method="monte-carlo",
                                variants={"prompt and trace indices swapped (argmax_j L[j, k, i])": (
                                    _transposed_hits(L0 + shift).mean(), _transposed_hits(L0).mean())}))
-        checks.append(identity("ragen_core.math.mi |z| = 1: mi_est = mi_seq_est", proxies(L0)["mi_est"],
+        checks.append(identity("core_single_token", proxies(L0)["mi_est"],
                                proxies(L0)["mi_seq_est"], atol=1e-12, method="monte-carlo"))
         Lsmall = [_cross_scores(rng, p, logp, 4)[0] for _ in range(20)]
         core_small = np.array([proxies(L)["mi_seq_est"] for L in Lsmall])
@@ -663,10 +664,10 @@ def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core
                 return float(np.mean(np.einsum("iki->ik", L) - L.mean(axis=2)))
 
         wrong = "log-mean-exp over prompts replaced by the mean of the log-probs"
-        checks.append(bound("ragen_core.math.mi mi_seq_est <= log P", core_small, math.log(P), atol=1e-12,
+        checks.append(bound("core_mi_seq_below_log_p", core_small, math.log(P), atol=1e-12,
                             method="monte-carlo",
                             variants={wrong: (np.array([mean_of_logs(L) for L in Lsmall]), math.log(P))}))
-        checks.append(bound("ragen_core.math.mi mi_seq_est <= log P [tight]",
+        checks.append(bound("core_mi_seq_below_log_p",
                             np.array([proxies(L)["mi_seq_est"] for L in Ld]), math.log(P), atol=1e-12, tight=True,
                             method="monte-carlo", note="disjoint supports",
                             variants={wrong: (np.array([mean_of_logs(L) for L in Ld]), math.log(P))}))
@@ -676,10 +677,10 @@ def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core
         units_q, _, Ls_q = seq_units(q)
         ivq = budget.interval(units_q, lo_term, math.log(P), f"MI T={T}")
         exact_q = expected_seq_proxy(q, p)
-        checks.append(_validate("MC validate: E[MI-Seq-Est] at sampler T != 1", ivq, exact_q, f"T={T}",
+        checks.append(_validate("mc_mi_seq_temperature", ivq, exact_q, f"T={T}",
                                 variants={"I_P(sampler) (scorer = sampler)": channel_mutual_information(u, q)}))
         if have_mi:
-            checks.append(identity("ragen_core.math.mi mi_seq_est = numpy sequence proxy",
+            checks.append(identity("core_mi_seq",
                                    np.array([proxies(L)["mi_seq_est"] for L in Ls_q[:2]]),
                                    np.array([seq_proxy_terms(L).mean() for L in Ls_q[:2]]), atol=1e-12,
                                    method="monte-carlo"))
@@ -699,20 +700,20 @@ def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core
             accs_core.append(proxies(La)["retrieval_acc"])
             accs_hi.append((_retrieval_hits(La, ties="lower").mean(), _retrieval_hits(La, ties="higher").mean()))
     zero_terms_a = np.array(zero_terms)
-    checks.append(identity("MC collapse, scorer = sampler: MI-Seq-Est = 0 (every batch)", zero_terms_a, 0.0, atol=1e-12,
+    checks.append(identity("mc_collapse_mi_seq", zero_terms_a, 0.0, atol=1e-12,
                            method="monte-carlo",
                            variants={"log-sum instead of log-mean (drop log P)": (zero_terms_a - math.log(P), 0.0)}))
     iv0 = budget.interval(np.concatenate(accs), 0.0, 1.0, "collapse acc")
-    checks.append(_validate("MC collapse, arbitrary scorer: E[Retrieval-Acc] = 1/P", iv0, 1.0 / P,
+    checks.append(_validate("mc_collapse_retrieval", iv0, 1.0 / P,
                             "holds for any winner function"))
     if have_mi:
-        checks.append(identity("ragen_core.math.mi collapse: mi_seq_est = 0 (every batch)", np.array(zero_core), 0.0,
+        checks.append(identity("core_collapse_mi_seq", np.array(zero_core), 0.0,
                                atol=1e-12, method="monte-carlo",
                                variants={"log-sum instead of log-mean (drop log P)": (
                                    np.array(zero_core) - math.log(P), 0.0)}))
         tied = float(np.mean([np.mean(np.sum(La_k == La_k.max(axis=2, keepdims=True), axis=2) > 1)
                               for La_k in [arbitrary[:, z].transpose(1, 2, 0)]]))
-        checks.append(identity("ragen_core.math.mi collapse: retrieval_acc = numpy argmax", np.array(accs_core),
+        checks.append(identity("core_collapse_retrieval", np.array(accs_core),
                                np.array([a.mean() for a in accs[:4]]), atol=1e-12, method="monte-carlo",
                                note=f"integer scorer: {tied:.0%} of the traces of the last batch have a tied maximum",
                                variants={"ties toward the lower index": (np.array(accs_core),
@@ -720,7 +721,7 @@ def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core
                                          "ties toward the higher index": (np.array(accs_core),
                                                                           np.array([a[1] for a in accs_hi]))}))
     else:
-        checks.append(Check("ragen_core.math.mi mi_proxies checks", math.nan, math.nan, True, math.nan, "skipped",
+        checks.append(Check("core_mi_skipped", math.nan, math.nan, True, math.nan, "skipped",
                             False, "monte-carlo", core["ragen_core.math.mi"]))
     return checks
 

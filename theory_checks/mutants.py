@@ -3,7 +3,8 @@ whose rejection says something about the data.
 
 Each check constructor in :mod:`theory_checks.bounds`, :mod:`theory_checks.montecarlo` and
 :mod:`theory_checks.symbolic` also evaluates deliberately wrong variants of its statement on the *same*
-numbers with the *same* acceptance rule, and stores ``(label, holds)`` in ``Check.mutants``:
+numbers with the *same* acceptance rule, and stores ``(label, holds)`` in ``Check.mutants``.  Results are
+keyed by the check's id (``Check.id``, :mod:`theory_checks.catalog`), never by its display label:
 
 - bounds: the right side x0.5, x0.9 and (on equality instances) x2, the inequality reversed;
 - identities: one side x0.5, x0.9, x2 (when not both 0);
@@ -45,8 +46,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .bounds import Check
-from .catalog import entry
+from .catalog import entry, label
+from .records import Check
 
 __all__ = ["MutantResult", "evaluate_mutants", "mutation_summary", "forced_reason", "FAILING", "NO_INFORMATIVE",
            "BY_CONSTRUCTION"]
@@ -62,9 +63,9 @@ _SCALING = re.compile(r"rhs x[0-9.]+")
 
 @dataclass(frozen=True)
 class MutantResult:
-    """One (row, mutant) pair after aggregating the row's records."""
+    """One (check, mutant) pair after aggregating the check's records (``label`` is the mutant's)."""
 
-    row: str
+    check_id: str
     method: str
     kind: str
     category: str
@@ -72,6 +73,11 @@ class MutantResult:
     caught: bool
     status: str
     reason: str = ""
+
+    @property
+    def row(self) -> str:
+        """The check's label (display text)."""
+        return label(self.check_id)
 
     @property
     def counted(self) -> bool:
@@ -83,20 +89,16 @@ class MutantResult:
         return self.category == "evidence" and self.status in FAILING
 
 
-def _row(name: str) -> str:
-    return name.replace(" [tight]", "")
-
-
-def forced_reason(c: Check, label: str) -> str:
-    """Why record ``c`` holding implies that mutant ``label`` is rejected ("" when it does not)."""
-    e = entry(c.name)
-    if e is not None and label in e.by_construction:
-        return e.by_construction[label]
-    if label == "reversed" or label.startswith("reversed "):
+def forced_reason(c: Check, mutant: str) -> str:
+    """Why record ``c`` holding implies that mutant ``mutant`` is rejected ("" when it does not)."""
+    e = entry(c.id)
+    if mutant in e.by_construction:
+        return e.by_construction[mutant]
+    if mutant == "reversed" or mutant.startswith("reversed "):
         if c.kind == "counterexample":
             return "the reversed claim of a reproduced counterexample"
         return "the reversed inequality: rejected unless every instance is an exact equality"
-    if _SCALING.fullmatch(label):
+    if _SCALING.fullmatch(mutant):
         if c.kind == "identity":
             return "a scaling of an identity that holds with a non-zero value"
         if c.kind == "bound" and c.tight:
@@ -105,31 +107,30 @@ def forced_reason(c: Check, label: str) -> str:
 
 
 def evaluate_mutants(checks: list[Check]) -> list[MutantResult]:
-    """Aggregate ``Check.mutants`` per (method, row, label), in order of first appearance; then one
+    """Aggregate ``Check.mutants`` per (method, check id, mutant label), in order of first appearance; then one
     ``NO INFORMATIVE MUTANT`` entry per evidence row without a counted mutant (searches and skipped
-    checks have none by design)."""
+    checks have none by design).  Every check with a mutant must have a catalog entry (KeyError otherwise)."""
     caught: dict[tuple[str, str, str], bool] = {}
     caught_inf: dict[tuple[str, str, str], bool] = {}
     forced_all: dict[tuple[str, str, str], str] = {}  # "" once a record does not imply the rejection
     kinds: dict[tuple[str, str], str] = {}
     for c in checks:
-        key = (c.method, _row(c.name))
+        key = (c.method, c.id)
         kinds.setdefault(key, c.kind)
-        for label, holds in c.mutants:
-            k = (*key, label)
-            why = forced_reason(c, label)
+        for mutant, holds in c.mutants:
+            k = (*key, mutant)
+            why = forced_reason(c, mutant)
             caught[k] = caught.get(k, False) or not holds
             caught_inf[k] = caught_inf.get(k, False) or (not holds and not why)
             forced_all[k] = why if forced_all.get(k, why) and why else ""
     out: list[MutantResult] = []
-    for (method, row, label), was_caught in caught.items():
-        e = entry(row)
-        category = e.category if e is not None else "evidence"
-        kind = kinds[(method, row)]
-        k = (method, row, label)
+    for (method, check_id, mutant), was_caught in caught.items():
+        e = entry(check_id)
+        kind = kinds[(method, check_id)]
+        k = (method, check_id, mutant)
         reason = ""
-        if e is not None and label in e.equivalent:
-            reason = e.equivalent[label]
+        if mutant in e.equivalent:
+            reason = e.equivalent[mutant]
             status = "CONTRADICTED" if was_caught else "equivalent"
         elif forced_all[k]:
             status, reason = BY_CONSTRUCTION, forced_all[k] + ("" if was_caught else " (not rejected here)")
@@ -137,18 +138,19 @@ def evaluate_mutants(checks: list[Check]) -> list[MutantResult]:
             status = "caught"
         elif was_caught:
             status, reason = BY_CONSTRUCTION, "rejected only at instances where the check's own acceptance implies it"
-        elif kind == "bound" and label == "rhs x0.9" and not (e is not None and e.sharp):
+        elif kind == "bound" and mutant == "rhs x0.9" and not e.sharp:
             status, reason = "not claimed", "the bound does not claim a supremum ratio of 1"
         else:
             status = "SURVIVED"
-        out.append(MutantResult(row, method, kind, category, label, was_caught, status, reason))
-    counted_rows = {(m.method, m.row) for m in out if m.counted}
-    for (method, row), kind in kinds.items():
-        e = entry(row)
-        category = e.category if e is not None else "evidence"
-        if category != "evidence" or kind in ("search", "skipped") or (method, row) in counted_rows:
+        out.append(MutantResult(check_id, method, kind, e.category, mutant, was_caught, status, reason))
+    counted_rows = {(m.method, m.check_id) for m in out if m.counted}
+    for (method, check_id), kind in kinds.items():
+        if kind in ("search", "skipped") or (method, check_id) in counted_rows:
             continue
-        out.append(MutantResult(row, method, kind, category, NO_MUTANT_LABEL, False, NO_INFORMATIVE,
+        category = entry(check_id).category
+        if category != "evidence":
+            continue
+        out.append(MutantResult(check_id, method, kind, category, NO_MUTANT_LABEL, False, NO_INFORMATIVE,
                                 "every mutant of this row is by construction, equivalent or not claimed"))
     return out
 
@@ -168,5 +170,5 @@ def mutation_summary(results: list[MutantResult]) -> dict[str, int]:
         "not_claimed": sum(r.status == "not claimed" for r in ev),
         "no_informative": sum(r.status == NO_INFORMATIVE for r in ev),
         "sanity": sum(r.category != "evidence" for r in results),
-        "rows": len({(r.method, r.row) for r in counted}),
+        "rows": len({(r.method, r.check_id) for r in counted}),
     }

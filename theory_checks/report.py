@@ -1,13 +1,13 @@
 """Run every check, summarise per check, and write the table, JSON, and a Markdown report with PNG plots.
 
-A row of the summary aggregates all records of one check name (tightness instances, marked
-``[tight]`` in the record name, are folded into the row of their bound):
+A row of the summary aggregates all records of one check, by its id (``Check.id``; tightness instances,
+``tight`` records, share the id of their bound), and shows the check's label from the catalog:
 
 - ``category``: ``evidence`` (counted among the verified results) or ``sanity`` (a definition, a property
   that holds by construction, or a corollary: reported apart, not counted); see :mod:`theory_checks.catalog`.
 - ``instances``: number of records (testbeds, channel pairs, Monte Carlo configurations, proofs).
 - ``max ratio``: bounds: the largest (lhs - atol) / rhs over the non-tight instances (how close the bound
-  gets; atol is the ~1e-12 rounding allowance, see :mod:`theory_checks.bounds`);
+  gets; atol is the ~1e-12 rounding allowance, see :mod:`theory_checks.records`);
   strict inequalities: the largest lhs / rhs (< 1); identities: the largest relative error;
   Monte Carlo validations: the largest |mean - exact| / half-width (<= 1 passes);
   counterexamples: the smallest lhs / claimed rhs (> 1 reproduces); searches: the best ratio found.
@@ -36,10 +36,12 @@ from typing import Any
 
 import numpy as np
 
-from .bounds import Check, mixture_mi, run_exact
-from .catalog import entry
+from .catalog import entry, label
+from .contraction import mixture_mi
+from .exact import run_exact
 from .montecarlo import TARGET_ERROR, run_montecarlo
 from .mutants import MutantResult, evaluate_mutants, mutation_summary
+from .records import Check
 from .symbolic import COVERS, run_symbolic
 from .testbed import random_channel
 
@@ -54,7 +56,7 @@ N_TESTBEDS_QUICK = 150
 class Summary:
     """One row of the result table (see the module docstring)."""
 
-    name: str
+    id: str
     kind: str
     method: str
     category: str = "evidence"
@@ -69,6 +71,11 @@ class Summary:
     why: str = ""
     detects: str = ""
     ratios: list[float] = field(default_factory=list, repr=False)
+
+    @property
+    def name(self) -> str:
+        """The check's label (display text), from the catalog."""
+        return label(self.id)
 
     @property
     def ok(self) -> bool:
@@ -103,10 +110,6 @@ class RunResult:
         return self.mutants is None or not any(m.failed for m in self.mutants)
 
 
-def _base_name(name: str) -> str:
-    return name.replace(" [tight]", "")
-
-
 def _can_detect(row: Summary) -> str:
     """The 'can detect' text: the power of the row from its numbers, then what the catalog says."""
     if row.kind == "bound" and row.method == "monte-carlo":
@@ -134,15 +137,16 @@ def _can_detect(row: Summary) -> str:
 
 
 def summarise(checks: list[Check]) -> list[Summary]:
-    """Aggregate records by (method, base name), in order of first appearance."""
+    """Aggregate records by (method, check id), in order of first appearance; every check but a search has its
+    category, why and detects from the catalog (KeyError for an id without an entry)."""
     rows: dict[tuple[str, str], Summary] = {}
     for c in checks:
-        key = (c.method, _base_name(c.name))
+        key = (c.method, c.id)
         row = rows.get(key)
         if row is None:
-            e = entry(key[1])
-            row = rows[key] = Summary(key[1], c.kind, c.method)
-            if e is not None:
+            row = rows[key] = Summary(c.id, c.kind, c.method)
+            if c.kind != "search":
+                e = entry(c.id)
                 row.category, row.why, row.detects = e.category, e.why, e.detects
         row.instances += 1
         if not math.isnan(c.detect):
@@ -174,7 +178,7 @@ def summarise(checks: list[Check]) -> list[Summary]:
             row.status = "skipped"
         elif row.kind == "search":
             row.status = "searched"
-            row.note = next((c.note for c in checks if _base_name(c.name) == row.name), "")
+            row.note = next((c.note for c in checks if c.id == row.id), "")
         elif row.kind == "counterexample":
             row.status = "reproduced" if row.ok else "NOT REPRODUCED"
         elif row.kind == "symbolic":
@@ -283,8 +287,8 @@ def to_json(result: RunResult) -> dict[str, Any]:
         "verified_results": sum(s.counted for s in result.summaries),
         "checks": [
             {
-                "name": s.name, "type": s.kind, "method": s.method, "category": s.category, "instances": s.instances,
-                "tight_instances": s.tight_instances, "failures": s.failures,
+                "id": s.id, "name": s.name, "type": s.kind, "method": s.method, "category": s.category,
+                "instances": s.instances, "tight_instances": s.tight_instances, "failures": s.failures,
                 "max_ratio": _clean(s.max_ratio), "tight_ratio": _clean(s.tight_ratio),
                 "detectable_error": _clean(s.detect) if s.kind == "mc-validation" else None,
                 "can_detect": _can_detect(s),
@@ -297,8 +301,8 @@ def to_json(result: RunResult) -> dict[str, Any]:
         out["mutants"] = {
             "summary": mutation_summary(result.mutants),
             "status": "pass" if result.mutants_ok else "fail",
-            "results": [{"check": m.row, "method": m.method, "category": m.category, "mutant": m.label,
-                         "caught": m.caught, "status": m.status, "reason": m.reason or None}
+            "results": [{"check_id": m.check_id, "check": m.row, "method": m.method, "category": m.category,
+                         "mutant": m.label, "caught": m.caught, "status": m.status, "reason": m.reason or None}
                         for m in result.mutants],
         }
     return out
@@ -310,6 +314,26 @@ def write_json(result: RunResult, path: str | os.PathLike[str]) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ plots
+def _mc_points(ax: Any, pts: list[dict[str, float]], x: str, y: str, lo: str, hi: str) -> None:
+    """The Monte Carlo points ``pts`` at (q[x], q[y]) with their confidence intervals [q[lo], q[hi]]."""
+    yerr = np.array([[q[y] - q[lo] for q in pts], [q[hi] - q[y] for q in pts]])
+    ax.errorbar(np.array([q[x] for q in pts]), np.array([q[y] for q in pts]), yerr=yerr, fmt="o", color="k", ms=4,
+                capsize=3, label="Monte Carlo (CI)")
+
+
+def _finish(fig: Any, ax: Any, path: Path, xlabel: str, ylabel: str, title: str) -> None:
+    """Axis labels, title and legend; then the figure is written to ``path`` (PNG, dpi 110) and closed."""
+    import matplotlib.pyplot as plt
+
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def _plots(result: RunResult, out: Path) -> list[tuple[str, str]]:
     import matplotlib
 
@@ -353,17 +377,9 @@ def _plots(result: RunResult, out: Path) -> list[tuple[str, str]]:
     ax.plot(rvmu, np.sqrt(G * rvmu) / sig, "--", label=r"T2 sharper $\sqrt{G\,RV_\mu}/\sigma$", color="tab:green")
     ax.plot(rvmu, np.sqrt(G * (rvmu + sig**2)) / sig, ":", label=r"T2 paper $\sqrt{G\,RV}/\sigma$", color="tab:orange")
     pts = result.plot["snr_points"]
-    x = np.array([q["rv_mu"] for q in pts])
-    y = np.array([q["snr"] for q in pts])
-    yerr = np.array([[q["snr"] - q["snr_lo"] for q in pts], [q["snr_hi"] - q["snr"] for q in pts]])
-    ax.errorbar(x, y, yerr=yerr, fmt="o", color="k", ms=4, capsize=3, label="Monte Carlo (CI)")
-    ax.set_xlabel(r"$RV_\mu = p(1-p)$")
-    ax.set_ylabel("SNR")
-    ax.set_title(f"T2: SNR against signal variance (G={G}, sigma={sig})")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "snr_vs_rv.png", dpi=110)
-    plt.close(fig)
+    _mc_points(ax, pts, "rv_mu", "snr", "snr_lo", "snr_hi")
+    _finish(fig, ax, out / "snr_vs_rv.png", r"$RV_\mu = p(1-p)$", "SNR",
+            f"T2: SNR against signal variance (G={G}, sigma={sig})")
     made.append(("snr_vs_rv.png", "T2: exact and simulated SNR with the paper's and the sharper bound"))
 
     # 3. GRPO MSE vs RV with the floor
@@ -375,17 +391,9 @@ def _plots(result: RunResult, out: Path) -> list[tuple[str, str]]:
     ax.plot(rv, mse, label="exact GRPO MSE (2-action)", color="tab:blue")
     ax.plot(rv, floor, "--", label=r"T3 floor $(1/K)(\sigma^2/RV)\,E s^2$", color="tab:red")
     ax.plot(rv, rvmu / K, ":", label=r"$E s^2 / K$ (floor saturates below it)", color="tab:gray")
-    xm = np.array([q["rv"] for q in pts])
-    ym = np.array([q["grpo_mse"] for q in pts])
-    yerr = np.array([[q["grpo_mse"] - q["grpo_lo"] for q in pts], [q["grpo_hi"] - q["grpo_mse"] for q in pts]])
-    ax.errorbar(xm, ym, yerr=yerr, fmt="o", color="k", ms=4, capsize=3, label="Monte Carlo (CI)")
-    ax.set_xlabel(r"$RV = p(1-p) + \sigma^2$")
-    ax.set_ylabel("MSE of the normalised estimator")
-    ax.set_title(f"T3: GRPO noise floor (K={K}, sigma={sig}); equality at p = 1/2")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "grpo_mse_vs_rv.png", dpi=110)
-    plt.close(fig)
+    _mc_points(ax, pts, "rv", "grpo_mse", "grpo_lo", "grpo_hi")
+    _finish(fig, ax, out / "grpo_mse_vs_rv.png", r"$RV = p(1-p) + \sigma^2$", "MSE of the normalised estimator",
+            f"T3: GRPO noise floor (K={K}, sigma={sig}); equality at p = 1/2")
     made.append(("grpo_mse_vs_rv.png", "T3: GRPO estimator MSE, its floor, and simulated points"))
 
     # 4. MI contraction against alpha
@@ -403,13 +411,8 @@ def _plots(result: RunResult, out: Path) -> list[tuple[str, str]]:
     q_dis = np.zeros(Z + 1)
     q_dis[-1] = 1.0
     ax.plot(alphas, mixture_mi(w, ext, q_dis, alphas), ".", ms=4, label="q on an unused outcome (equality)")
-    ax.set_xlabel(r"template weight $\alpha$")
-    ax.set_ylabel(r"$I_\alpha(X;Z)$ (nats)")
-    ax.set_title("T4: MI contraction under template mixing")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "mi_contraction.png", dpi=110)
-    plt.close(fig)
+    _finish(fig, ax, out / "mi_contraction.png", r"template weight $\alpha$", r"$I_\alpha(X;Z)$ (nats)",
+            "T4: MI contraction under template mixing")
     made.append(("mi_contraction.png", "T4: I_alpha against alpha for three templates"))
 
     # 5. drift
@@ -425,13 +428,8 @@ def _plots(result: RunResult, out: Path) -> list[tuple[str, str]]:
             ax.plot(T, [r["exact"] for r in rr], "-", color=color, alpha=0.6, label=f"exact, {label}")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xlabel("steps T")
-        ax.set_ylabel(r"$E\|\theta_T-\theta_0\|^2$")
-        ax.set_title("T6: diffusive (slope 1) vs ballistic (slope 2) drift")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(out / "drift.png", dpi=110)
-        plt.close(fig)
+        _finish(fig, ax, out / "drift.png", "steps T", r"$E\|\theta_T-\theta_0\|^2$",
+                "T6: diffusive (slope 1) vs ballistic (slope 2) drift")
         made.append(("drift.png", "T6: squared drift against T, simulated and exact"))
     return made
 
@@ -596,8 +594,7 @@ def write_report(
     if sym:
         parts += ["### What each proof covers", "", "| proof | statement | covers |", "|---|---|---|"]
         for c in sym:
-            key = c.name.split(" ")[0]
-            parts.append(f"| {_md_cell(c.name)} | {_md_cell(c.note)} | {_md_cell(COVERS.get(key, ''))} |")
+            parts.append(f"| {_md_cell(c.name)} | {_md_cell(c.note)} | {_md_cell(COVERS[c.id])} |")
         parts += [""]
     parts += ["## Definitions, constructions and corollaries (not counted)", "",
               "Rows that hold by definition or by construction of the code, or follow from other rows. They still run",

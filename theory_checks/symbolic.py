@@ -13,7 +13,7 @@ positive is a sum/product of positive symbols or an even power of a real express
 test cannot decide (S9), the numerator is split into one-variable quadratics whose sign conditions are
 solved exactly over t > 0 (``solveset``).
 
-Proved statements (each a :class:`~theory_checks.bounds.Check` with ``kind="symbolic"``):
+Proved statements (each a :class:`~theory_checks.records.Check` with ``kind="symbolic"``):
 
 - S1  s_1 = c (1 - p), s_0 = -c p, and g = c Delta p(1-p), E s^2 = c^2 p(1-p), RV_mu = Delta^2 p(1-p).
 - S2  T1 equality: ||g|| = sqrt(RV E s^2) when sigma = 0.
@@ -52,7 +52,8 @@ from collections.abc import Callable
 import numpy as np
 import sympy as sp
 
-from .bounds import Check, entropy_rows, mi_logit_gradient, mi_time_derivative
+from .entropy_bonus import entropy_rows, mi_logit_gradient, mi_time_derivative
+from .records import Check
 from .testbed import softmax
 
 __all__ = ["run_symbolic", "two_action_symbols", "COVERS", "prove_nonneg_quadratic", "refuted_nonneg",
@@ -65,19 +66,27 @@ Delta = sp.Symbol("Delta", positive=True)  # reward gap mu(1) - mu(0)
 c_feat = sp.Symbol("c", positive=True)  # feature scale phi = (0, c)
 p_of_t = t / (1 + t)
 
-#: What each proof covers, exactly (the report prints it next to the proof).
+_COVERS_S4 = "2-action softmax, homoscedastic noise, any c, Delta, G, sigma > 0, all p (not more actions)"
+_COVERS_S5 = "2-action softmax, homoscedastic noise, any c, Delta, K, sigma > 0, all p (not more actions)"
+
+#: What each proof covers, exactly, by check id (the report prints it next to the proof).
 COVERS = {
-    "S1": "2-action softmax, any feature scale c > 0, any reward gap Delta > 0 (offset irrelevant), all p in (0, 1)",
-    "S2": "2-action softmax, sigma = 0, any c, Delta, all p",
-    "S3": "2-action softmax, homoscedastic noise sigma > 0, any c, Delta, G, all p",
-    "S4": "2-action softmax, homoscedastic noise, any c, Delta, G, sigma > 0, all p (not more actions)",
-    "S5": "2-action softmax, homoscedastic noise, any c, Delta, K, sigma > 0, all p (not more actions)",
-    "S6": "any finite X and Z, any prompt weights w > 0, channel p(z|x) and template q(z) (P, Q > 0 on the support)",
-    "S7": "one instance (p = 2/5, noise variance 1 on action 0 only), exact rationals",
-    "S8": "one instance (the T9 logits), 30 significant digits",
-    "S9": "2-action softmax with noise variances sigma_0^2, sigma_1^2 > 0, mu = 1[a = 1] "
-          "(any gap and feature scale by rescaling), any G, all p",
-    "S10": "one family (3 outcomes, uniform policy, noise variance v on the zero-score outcome), exact in v",
+    "s1_two_action": "2-action softmax, any feature scale c > 0, any reward gap Delta > 0 (offset irrelevant), all p "
+                     "in (0, 1)",
+    "s2_t1_equality": "2-action softmax, sigma = 0, any c, Delta, all p",
+    "s3_t2_closed_form": "2-action softmax, homoscedastic noise sigma > 0, any c, Delta, G, all p",
+    "s4_t2_sharper": _COVERS_S4,
+    "s4_t2_paper": _COVERS_S4,
+    "s5_t3_floor": _COVERS_S5,
+    "s5_t3_equality": _COVERS_S5,
+    "s6_t4_contraction": "any finite X and Z, any prompt weights w > 0, channel p(z|x) and template q(z) (P, Q > 0 on "
+                         "the support)",
+    "s7_heteroscedastic_counterexample": "one instance (p = 2/5, noise variance 1 on action 0 only), exact rationals",
+    "s8_t9_rate_positive": "one instance (the T9 logits), 30 significant digits",
+    "s9_t2_paper_plain_sigma": "2-action softmax with noise variances sigma_0^2, sigma_1^2 > 0, mu = 1[a = 1] "
+                               "(any gap and feature scale by rescaling), any G, all p",
+    "s10_t2_paper_three_outcomes": "one family (3 outcomes, uniform policy, noise variance v on the zero-score "
+                                   "outcome), exact in v",
 }
 
 
@@ -129,10 +138,10 @@ def refuted_identity(expr: sp.Expr) -> bool:
     return any(_sign(v) != 0 for v in _instances(expr))
 
 
-def _proved(name: str, ok: bool, statement: str, started: float, mutants: dict[str, bool] | None = None) -> Check:
+def _proved(check_id: str, ok: bool, statement: str, started: float, mutants: dict[str, bool] | None = None) -> Check:
     note = f"{statement} ({time.perf_counter() - started:.2f}s)"
     muts = tuple((label, bool(v)) for label, v in (mutants or {}).items())
-    return Check(name, math.nan, math.nan, bool(ok), math.nan, "symbolic", False, "symbolic", note, muts)
+    return Check(check_id, math.nan, math.nan, bool(ok), math.nan, "symbolic", False, "symbolic", note, muts)
 
 
 def _is_zero(expr: sp.Expr) -> bool:
@@ -254,7 +263,7 @@ def run_symbolic() -> list[Check]:
                 and _is_zero(q["g"] - k * c * D * p * (1 - p))
                 and _is_zero(q["es2"] - c**2 * p * (1 - p)) and _is_zero(q["rvmu"] - D**2 * p * (1 - p)))
 
-    out.append(_proved("S1 2-action: g = c Delta p(1-p), E s^2 = c^2 p(1-p), RV_mu = Delta^2 p(1-p)",
+    out.append(_proved("s1_two_action",
                        s1_ok(sp.Integer(1)),
                        "s1 = c(1-p), s0 = -cp, g = c Delta p(1-p), E s^2 = c^2 p(1-p), RV_mu = Delta^2 p(1-p)", t0,
                        {"g x2": not refuted_identity(q["g"] - 2 * c * D * p * (1 - p)),
@@ -264,7 +273,7 @@ def run_symbolic() -> list[Check]:
 
     t0 = time.perf_counter()
     ok = _is_zero(sp.sqrt(q["rvmu"] * q["es2"]) - q["g"])
-    out.append(_proved("S2 T1 equality case (sigma = 0)", ok, "||g|| = sqrt(RV E s^2) for all p, c, Delta", t0,
+    out.append(_proved("s2_t1_equality", ok, "||g|| = sqrt(RV E s^2) for all p, c, Delta", t0,
                        {"rhs x0.9": not refuted_identity(sp.Rational(9, 10) * sp.sqrt(q["rvmu"] * q["es2"]) - q["g"]),
                         "drop sqrt(E s^2)": not refuted_identity(sp.sqrt(q["rvmu"]) - q["g"])}))
 
@@ -272,7 +281,7 @@ def run_symbolic() -> list[Check]:
     mse_G = (q["second"] - q["g"] ** 2) / G
     snr2 = q["g"] ** 2 / mse_G
     closed = G * p * (1 - p) * D**2 / ((1 - 2 * p) ** 2 * D**2 + sigma**2)
-    out.append(_proved("S3 T2 2-action SNR^2 closed form", _is_zero(snr2 - closed),
+    out.append(_proved("s3_t2_closed_form", _is_zero(snr2 - closed),
                        "SNR^2 = G p(1-p) Delta^2/((1-2p)^2 Delta^2 + sigma^2)", t0,
                        {"drop sigma^2": not refuted_identity(snr2 - G * p * (1 - p) * D**2 / ((1 - 2 * p) ** 2 * D**2)),
                         "closed form x2": not refuted_identity(snr2 - 2 * closed)}))
@@ -283,12 +292,12 @@ def run_symbolic() -> list[Check]:
     gap_form = G * p * (1 - p) * (1 - 2 * p) ** 2 * D**4 / (sigma**2 * ((1 - 2 * p) ** 2 * D**2 + sigma**2))
     ok = _is_zero(gap - gap_form) and _nonneg(gap)
     paper_rhs = G * (q["rvmu"] + sigma**2) / sigma**2
-    out.append(_proved("S4 T2 sharper bound, 2-action", ok,
+    out.append(_proved("s4_t2_sharper", ok,
                        "G RV_mu/sigma^2 - SNR^2 = G p(1-p)(1-2p)^2 Delta^4/(sigma^2((1-2p)^2 Delta^2+sigma^2)) >= 0",
                        t0, {"rhs x0.9": not refuted_nonneg(sp.Rational(9, 10) * sharp_rhs - snr2),
                             "reversed": not refuted_nonneg(snr2 - sharp_rhs),
                             "drop G": not refuted_nonneg(sharp_rhs / G - snr2)}))
-    out.append(_proved("S4 T2 paper bound, 2-action", _nonneg(paper_rhs - snr2), "G RV/sigma^2 - SNR^2 >= 0", t0,
+    out.append(_proved("s4_t2_paper", _nonneg(paper_rhs - snr2), "G RV/sigma^2 - SNR^2 >= 0", t0,
                        {"rhs x0.9": not refuted_nonneg(sp.Rational(9, 10) * paper_rhs - snr2),
                         "reversed": not refuted_nonneg(snr2 - paper_rhs),
                         "drop G": not refuted_nonneg(paper_rhs / G - snr2)}))
@@ -303,7 +312,7 @@ def run_symbolic() -> list[Check]:
     ok = (_is_zero(mse_grpo - closed3)
           and _is_zero(gap3 - c**2 * D**2 * p * (1 - p) * (1 - 2 * p) ** 2 / (K * (D**2 * p * (1 - p) + sigma**2)))
           and _nonneg(gap3))
-    out.append(_proved("S5 T3 GRPO MSE closed form and floor", ok,
+    out.append(_proved("s5_t3_floor", ok,
                        "MSE = c^2 p(1-p)[(1-2p)^2 Delta^2+sigma^2]/(K(Delta^2 p(1-p)+sigma^2)) >= floor", t0,
                        {"floor x1.1": not refuted_nonneg(mse_grpo - sp.Rational(11, 10) * floor),
                         "reversed": not refuted_nonneg(floor - mse_grpo),
@@ -314,11 +323,11 @@ def run_symbolic() -> list[Check]:
 
     # equality exactly at p = 1/2: p = 1/2 <=> t = 1, the only positive root of the gap's numerator
     ok_eq = _is_zero(gap3.subs(t, 1)) and equality_points(gap3) == {1}
-    out.append(_proved("S5 T3 equality iff p = 1/2", ok_eq, "MSE - floor = 0 at p = 1/2 and nowhere else in (0,1)", t0,
+    out.append(_proved("s5_t3_equality", ok_eq, "MSE - floor = 0 at p = 1/2 and nowhere else in (0,1)", t0,
                        {"equality at p = 1/3": not refuted_identity(gap3.subs(t, sp.Rational(1, 2)))}))
 
     t0 = time.perf_counter()
-    out.append(_proved("S6 T4 convexity and contraction, any finite X and Z", _t4_general(),
+    out.append(_proved("s6_t4_contraction", _t4_general(),
                        "d^2 I_alpha/d alpha^2 = sum_x,z w_x (P'Q - PQ')^2/(P Q^2) >= 0 and I_1 = 0, "
                        "so I_alpha <= (1-alpha) I", t0,
                        {"lemma without the square": not _t4_lemma_refuted(lambda a, b: a - b, square=False),
@@ -328,7 +337,7 @@ def run_symbolic() -> list[Check]:
     snr2g, claimed, floor_h, mse_h, snr2g_eff = _t2_heteroscedastic_rationals()
     ok = (snr2g == sp.Rational(6, 11) and claimed == sp.Rational(2, 5) and bool(snr2g > claimed)
           and bool(floor_h > mse_h))
-    out.append(_proved("S7 heteroscedastic counterexample (exact rationals)", ok,
+    out.append(_proved("s7_heteroscedastic_counterexample", ok,
                        f"SNR^2/G = {snr2g} > {claimed}; "
                        f"T3 plain floor {sp.nsimplify(floor_h)} > MSE {sp.nsimplify(mse_h)} (x 1/K)", t0,
                        {"corrected claim (sigma_eff)": bool(snr2g > snr2g_eff), "reversed": bool(claimed > snr2g)}))
@@ -342,18 +351,18 @@ def run_symbolic() -> list[Check]:
     w = np.full(2, 0.5)
     velocity = -pi * (np.log(pi) + entropy_rows(pi)[:, None])
     weighted = float(np.sum(mi_logit_gradient(w, logits) * (w[:, None] * velocity)))
-    out.append(_proved("S8 T9 dI/dt > 0 (30 digits)", ok, f"dI/dt = {sp.N(val, 12)} (float64 {num:.12f})", t0,
+    out.append(_proved("s8_t9_rate_positive", ok, f"dI/dt = {sp.N(val, 12)} (float64 {num:.12f})", t0,
                        {"reversed (dI/dt < 0)": bool(val < 0), "value x0.9": abs(float(val) * 0.9 - num) <= 1e-12,
                         "ascent of H(Z|X) (velocity weighted by w(x))": abs(float(val) - weighted) <= 1e-12}))
 
     t0 = time.perf_counter()
     ok, muts = _t2_paper_two_action_heteroscedastic()
-    out.append(_proved("S9 T2 paper bound, plain-average sigma, 2-action heteroscedastic", ok,
+    out.append(_proved("s9_t2_paper_plain_sigma", ok,
                        "G RV/E_pi sigma^2 - SNR^2 >= 0 for all p, sigma_0^2, sigma_1^2 > 0", t0, muts))
 
     t0 = time.perf_counter()
     ok, statement, muts = _t2_paper_three_outcome_counterexample()
-    out.append(_proved("S10 T2 paper bound, plain-average sigma, fails with 3 outcomes", ok, statement, t0, muts))
+    out.append(_proved("s10_t2_paper_three_outcomes", ok, statement, t0, muts))
     return out
 
 

@@ -91,13 +91,13 @@ def test_estimator_enumeration_and_t7_identity() -> None:
 
 # ------------------------------------------------------------------------------- negative controls
 def test_bound_check_can_fail() -> None:
-    assert not B.bound("x", 1.0 + 1e-6, 1.0).holds
-    assert B.bound("x", 1.0 + 1e-12, 1.0).holds  # within rtol
-    assert not B.bound("x", 0.5, 1.0, tight=True).holds  # a tight case that is not tight
-    assert not B.strict("x", 1.0, 1.0).holds
-    assert not B.identity("x", 1.0, 1.0 + 1e-6).holds
-    assert not B.counterexample("x", 0.9, 1.0).holds
-    assert B.counterexample("x", 1.1, 1.0).holds
+    assert not B.bound("t1_paper", 1.0 + 1e-6, 1.0).holds
+    assert B.bound("t1_paper", 1.0 + 1e-12, 1.0).holds  # within rtol
+    assert not B.bound("t1_paper", 0.5, 1.0, tight=True).holds  # a tight case that is not tight
+    assert not B.strict("t4_strict_contraction", 1.0, 1.0).holds
+    assert not B.identity("mse_enumeration", 1.0, 1.0 + 1e-6).holds
+    assert not B.counterexample("t5_smaller_rv_false", 0.9, 1.0).holds
+    assert B.counterexample("t5_smaller_rv_false", 1.1, 1.0).holds
 
 
 def test_wrong_bound_is_caught() -> None:
@@ -105,7 +105,7 @@ def test_wrong_bound_is_caught() -> None:
     tb = SoftmaxTestbed.two_action(0.3)
     gn = np.linalg.norm(tb.task_gradient(), axis=1)
     wrong = np.sqrt(tb.reward_variance() / 2 * tb.score_sq_norm())
-    assert not B.bound("T1 with RV/2", gn, wrong).holds
+    assert not B.bound("t1_paper", gn, wrong).holds
 
 
 def test_wrong_mse_formula_is_caught_by_enumeration(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -174,12 +174,13 @@ def test_sized_interval_redraws_until_powered() -> None:
 
 def test_mc_bound_flags_only_when_interval_clears() -> None:
     one = M.Est.exact(1.0)
-    assert M._mc_bound("x", M.Est(1.2, 0.99, 1.4), one).holds  # estimate above, interval still reaches the bound
-    assert not M._mc_bound("x", M.Est(1.2, 1.05, 1.4), one).holds
-    c = M._mc_bound("x", M.Est(0.95, 0.93, 0.97), one)
+    # estimate above, interval still reaches the bound
+    assert M._mc_bound("mc_t2_sharper", M.Est(1.2, 0.99, 1.4), one).holds
+    assert not M._mc_bound("mc_t2_sharper", M.Est(1.2, 1.05, 1.4), one).holds
+    c = M._mc_bound("mc_t2_sharper", M.Est(0.95, 0.93, 0.97), one)
     assert dict(c.mutants) == {"rhs x0.5": False, "rhs x0.9": False, "reversed": False}
-    assert M._mc_counterexample("x", M.Est(1.3, 1.1, 1.5), one).holds
-    assert not M._mc_counterexample("x", M.Est(1.3, 0.9, 1.5), one).holds
+    assert M._mc_counterexample("mc_t7_selected_false", M.Est(1.3, 1.1, 1.5), one).holds
+    assert not M._mc_counterexample("mc_t7_selected_false", M.Est(1.3, 0.9, 1.5), one).holds
 
 
 # ------------------------------------------------------------------------------- MI proxies
@@ -221,7 +222,7 @@ def test_core_availability_is_reported() -> None:
 def test_exact_run_is_reproducible() -> None:
     a = B.run_exact(np.random.default_rng(7), 3)
     b = B.run_exact(np.random.default_rng(7), 3)
-    assert [(c.name, c.lhs, c.rhs) for c in a] == [(c.name, c.lhs, c.rhs) for c in b]
+    assert [(c.id, c.lhs, c.rhs) for c in a] == [(c.id, c.lhs, c.rhs) for c in b]
 
 
 # ------------------------------------------------------------------------ issue 12: new checks against plain references
@@ -245,8 +246,7 @@ def test_t8_small_weight_pair_matches_plain_entropies(n: int, eps: float) -> Non
     assert dI == pytest.approx(_plain_h2(eps) + eps * math.log(n - 1), rel=1e-9)
     checks = B.t8_checks(w, p0, p1)
     _all_hold(checks)
-    names = {c.name for c in checks}
-    assert not any(n.startswith("T8 paper") for n in names)  # infinite KL: the KL bounds do not apply
+    assert "t8_paper" not in {c.id for c in checks}  # infinite KL: the KL bounds do not apply
 
 
 def test_t8_near_tight_instances_catch_a_ten_percent_weaker_constant() -> None:
@@ -269,7 +269,7 @@ def test_t8_near_tight_instances_catch_a_ten_percent_weaker_constant() -> None:
         c
         for a in np.linspace(0.05, 0.9, 18)
         for c in B.t8_checks(*B.t8_symmetric_pair(2, float(a)))
-        if c.name.startswith("T8 paper")
+        if c.id == "t8_paper"
     ]
     caught = {label for c in checks for label, holds in c.mutants if not holds}
     assert "rhs x0.25" in caught and "rhs x0.5" not in caught
@@ -331,16 +331,16 @@ def test_t7_paper_setting_numbers_by_plain_enumeration() -> None:
     assert s2[0] == pytest.approx(0.09 * 0.25 / 8, rel=1e-12)  # 0.0028125
     pair = (s2[0] + s2[1]) / 4
     assert pair == pytest.approx(0.0013344, abs=5e-8) and s2[0] / pair > 2.1
-    checks = {c.name: c for c in B.check_t7_paper_setting()}
-    ce = checks["T7 paper setting: keeping only the high-RV group lowers the MSE (false)"]
+    checks = {c.id: c for c in B.check_t7_paper_setting()}
+    ce = checks["t7_paper_high_group_false"]
     assert ce.lhs == pytest.approx(s2[0], rel=1e-12) and ce.rhs == pytest.approx(pair, rel=1e-12) and ce.holds
     # top-p with rho = 0.9 on the population RV of 4 + 4 prompts keeps 7 groups and raises the MSE
     kept = B.top_p_by_score(np.array([0.34] * 4 + [0.11] * 4), 0.9)
     assert len(kept) == 7
     sig2 = [s2[0]] * 4 + [s2[1]] * 4
     assert sum(sig2[i] for i in kept) / 49 > sum(sig2) / 64
-    assert checks["T7 paper setting: top-p (rho = 0.9, P = 8) lowers the MSE (false)"].holds
-    assert checks["T7 paper setting: MSE_all <= MSE_S for every proper subset S (P = 8)"].holds
+    assert checks["t7_paper_top_p_false"].holds
+    assert checks["t7_paper_no_subset_lower"].holds
 
 
 def test_t7_identity_is_enumerated_on_proper_subsets() -> None:
@@ -354,17 +354,17 @@ def test_t7_identity_is_enumerated_on_proper_subsets() -> None:
 
 
 def test_check_constructors_evaluate_their_mutants() -> None:
-    tight = B.bound("x", 1.0, 1.0, tight=True)
+    tight = B.bound("t1_paper", 1.0, 1.0, tight=True)
     assert dict(tight.mutants) == {"rhs x0.5": False, "rhs x0.9": False, "reversed": True, "rhs x2": False}
-    loose = B.bound("x", 0.3, 1.0, variants={"dropped": (0.3, 0.2)})
+    loose = B.bound("t1_paper", 0.3, 1.0, variants={"dropped": (0.3, 0.2)})
     assert dict(loose.mutants) == {"rhs x0.5": True, "rhs x0.9": True, "reversed": False, "dropped": False}
-    zero = B.identity("x", 0.0, 0.0, atol=1e-12)
+    zero = B.identity("mse_enumeration", 0.0, 0.0, atol=1e-12)
     assert zero.mutants == ()  # scaling 0 = 0 is not a wrong statement
-    ident = B.identity("x", 2.0, 2.0)
+    ident = B.identity("mse_enumeration", 2.0, 2.0)
     assert not any(h for _, h in ident.mutants)
-    ce = B.counterexample("x", 1.5, 1.0, variants={"corrected": (1.0, 2.0)})
+    ce = B.counterexample("t5_smaller_rv_false", 1.5, 1.0, variants={"corrected": (1.0, 2.0)})
     assert dict(ce.mutants) == {"reversed": False, "corrected": False}
-    st = B.strict("x", 0.8, 1.0)
+    st = B.strict("t4_strict_contraction", 0.8, 1.0)
     assert dict(st.mutants) == {"rhs x0.5": False, "reversed": False}
 
 

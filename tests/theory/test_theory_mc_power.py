@@ -12,19 +12,19 @@ from theory_checks import montecarlo as M
 
 def test_t2_t3_x09_mutants_are_caught_at_a_non_degenerate_configuration() -> None:
     checks = M.mc_t2_t3(np.random.default_rng(0), M.MCBudget(), 200_000, {})
-    for name in ("MC T2 sharper: SNR <= sqrt(G RV_mu)/sigma", "MC T3 floor <= MSE_GRPO"):
-        rec = [c for c in checks if c.name == name and "p=0.45" in c.note]
-        assert len(rec) == 1, name
+    for check_id in ("mc_t2_sharper", "mc_t3_floor"):
+        rec = [c for c in checks if c.id == check_id and "p=0.45" in c.note]
+        assert len(rec) == 1, check_id
         c = rec[0]
-        assert c.holds and dict(c.mutants)["rhs x0.9"] is False, (name, c.mutants)
+        assert c.holds and dict(c.mutants)["rhs x0.9"] is False, (check_id, c.mutants)
         variance = float(c.note.split("draw variance ")[1])
         assert variance > 0  # the draws vary: a real sample, unlike p = 1/2
-        degenerate = [d for d in checks if d.name == name and "p=0.5," in d.note]
+        degenerate = [d for d in checks if d.id == check_id and "p=0.5," in d.note]
         assert degenerate and "draw variance 0" in degenerate[0].note
 
 
 def _collapse_row(checks):
-    return next(c for c in checks if c.name == "ragen_core.math.mi collapse: retrieval_acc = numpy argmax")
+    return next(c for c in checks if c.id == "core_collapse_retrieval")
 
 
 def test_collapse_retrieval_row_uses_ties_and_rejects_both_index_tie_breaks() -> None:
@@ -63,7 +63,7 @@ def test_top_k_selection_row_is_decided_by_ties_and_rejects_the_higher_index_rul
     if core["ragen_core.math.filtering"] != "available":
         pytest.skip(core["ragen_core.math.filtering"])
     checks = M.mc_t7(np.random.default_rng(0), M.MCBudget(), 8000, core)
-    c = next(c for c in checks if c.name == "RL core filter_groups(top_k_abs) = numpy top-k by variance")
+    c = next(c for c in checks if c.id == "core_filter_groups")
     assert c.holds and dict(c.mutants)["ties toward the higher index"] is False
     decided = int(c.note.split(", ")[1].split(" of them")[0])
     assert decided > 100  # hundreds of the 2000 batches have tied variances at the cut
