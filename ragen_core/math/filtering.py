@@ -58,15 +58,23 @@ _FLOOR_SLACK = 1e-9
 class FilterSpecError(ValueError):
     """A bad filter setting: the :class:`FilterSpec` field it concerns and what is wrong with it.
 
-    The message is ``f"{field} {problem}"``; a front-end that names the setting otherwise (``filter.value`` in the
-    training config, ``rv_filter_value`` in TRL, ``ragen_filter.value`` in verl) re-raises with its own key and
-    the same ``problem``, so that every front-end rejects the same values with the same explanation.
+    The message is ``f"{key} {problem}"``, where ``key`` is the setting's name in the front-end that read it
+    (``filter.value`` in the training config, ``rv_filter_value`` in TRL, ``ragen_filter.value`` in verl; the field
+    name by default): every front-end rejects the same values with the same explanation.
     """
 
-    def __init__(self, field: str, problem: str) -> None:
-        super().__init__(f"{field} {problem}")
+    def __init__(self, field: str, problem: str, key: str | None = None) -> None:
         self.field = field
         self.problem = problem
+        self.key = key or field
+        super().__init__(f"{self.key} {problem}")
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickles (Ray workers) with its three arguments
+        return (FilterSpecError, (self.field, self.problem, self.key))
+
+    def renamed(self, key: str) -> FilterSpecError:
+        """The same error, naming the setting ``key``."""
+        return FilterSpecError(self.field, self.problem, key)
 
 
 def _choice(field: str, value: Any, accepted: tuple[str, ...]) -> None:
