@@ -37,7 +37,7 @@ from typing import Any
 
 from ragen_core.math.filtering import FilterSpec, FilterSpecError
 from ragen_core.math.losses import KL_ESTIMATORS
-from ragen_core.rollout import parse_context
+from ragen_core.rollout import RolloutOptions
 from ragen_core.training.algorithms import ALGORITHMS as _ALGORITHM_TABLE
 from ragen_core.training.algorithms import AUTO, config_errors
 from ragen_core.training.sft import NOISE_ACTIONS, REASONING_STYLES, TEMPLATE_ANSWERS
@@ -72,7 +72,6 @@ __all__ = [
 
 #: The trainer's algorithms (the table of ragen_core.training.algorithms).
 ALGORITHMS = tuple(_ALGORITHM_TABLE)
-REWARD_PLACEMENTS = ("last_token", "per_turn")
 #: `algo.lr_schedule` values (see `AlgoConfig.lr_schedule` and `ragen_core.training.trainer.lr_fraction`).
 LR_SCHEDULES = ("constant", "linear")
 
@@ -144,25 +143,16 @@ class EnvConfig:
 
 
 @dataclass
-class RolloutConfig:
-    """P groups x G rollouts per step, multi-turn (RAGEN prompt layout)."""
+class RolloutConfig(RolloutOptions):
+    """P groups x G rollouts per step, multi-turn (RAGEN prompt layout).
+
+    The other keys (turns, context, sampling, reward placement, length limit, system prompt) are the fields of
+    :class:`ragen_core.rollout.RolloutOptions`, defined and checked there once, and read by
+    ``RolloutSettings.from_config``.
+    """
 
     groups: int = 8
     group_size: int = 16
-    max_turns: int = 5
-    #: "full" (whole history), "window:N" (last N turns), "single_turn" (current state only).
-    context: str = "full"
-    max_new_tokens: int = 128
-    temperature: float = 1.0
-    top_p: float = 1.0
-    #: "last_token" (the episode return on the last generated token) or "per_turn".
-    reward_placement: str = "last_token"
-    #: The length limit stated in the format reminder (tokens); 0 = max_new_tokens.
-    length_limit: int = 0
-    #: Send the env's instructions (rules, legend, format) as the system message. The tiny CPU configs turn
-    #: it off: a model that small cannot read ~300 tokens of rules, learns the format from the warm start,
-    #: and trains about twice as fast on the shorter sequences.
-    system_prompt: bool = True
 
 
 @dataclass
@@ -353,15 +343,10 @@ class TrainConfig:
         _check(self.model.dtype in ("float32", "bfloat16"), "model.dtype", "must be float32 or bfloat16")
         _int("rollout.groups", self.rollout.groups, 1)
         _int("rollout.group_size", self.rollout.group_size, 1)
-        _int("rollout.max_turns", self.rollout.max_turns, 1)
-        _int("rollout.max_new_tokens", self.rollout.max_new_tokens, 1)
-        _check(self.rollout.temperature > 0, "rollout.temperature", "must be > 0")
-        _check(0 < self.rollout.top_p <= 1, "rollout.top_p", "must be in (0, 1]")
-        _one_of("rollout.reward_placement", self.rollout.reward_placement, REWARD_PLACEMENTS)
         try:
-            parse_context(self.rollout.context)
-        except ValueError as e:
-            raise ConfigError(f"rollout.context: {e}") from None
+            self.rollout.check()
+        except ValueError as e:  # its messages start with the option's name
+            raise ConfigError(f"rollout.{e}") from None
         for key, what in config_errors(self.algo, self.rollout.group_size):
             raise ConfigError(f"{key} {what}")
         _check(self.algo.lr > 0, "algo.lr", "must be > 0")
