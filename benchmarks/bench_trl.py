@@ -94,7 +94,7 @@ def run_ragen(cfg: Any, run_dir: Path) -> dict[str, Any]:
 
 def trl_arguments(cfg: Any, output_dir: Path) -> Any:
     """``RagenGRPOConfig`` equal to `cfg` where the two engines share a setting (module docstring)."""
-    from ragen_core.integrations.trl import RagenGRPOConfig
+    from ragen_core.integrations.trl import RagenGRPOConfig, rv_filter_arguments
 
     a, r, f = cfg.algo, cfg.rollout, cfg.filter
     if a.name != "grpo" or a.epochs != 1 or a.kl_coef or cfg.algo.dynamic_sampling:
@@ -116,8 +116,7 @@ def trl_arguments(cfg: Any, output_dir: Path) -> Any:
         scale_rewards="group", num_iterations=1,
         # TRL turns activation checkpointing on by default; the package's trainer only when asked.
         gradient_checkpointing=cfg.model.gradient_checkpointing,
-        rv_filter=f.strategy if f.enabled else None, rv_filter_value=f.value, rv_filter_score=f.score,
-        rv_filter_include_zero=f.include_zero, rv_filter_order=f.order, rv_filter_eps=f.eps,
+        **rv_filter_arguments(f.spec if f.enabled else None),
     )
 
 

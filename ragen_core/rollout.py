@@ -39,9 +39,12 @@ import numpy as np
 import torch
 
 from ragen_core.episode import ChatEpisode, EpisodeStart
+from ragen_envs.validation import require_int
 
 __all__ = [
     "parse_context",
+    "REWARD_PLACEMENTS",
+    "RolloutOptions",
     "RolloutSettings",
     "Turn",
     "Trajectory",
@@ -63,12 +66,8 @@ Responder = Callable[[Sequence[Any], Sequence[int]], Sequence[str]]
 
 _SENTINELS = ("A", "B")
 
-#: RolloutSettings fields with no ``[rollout]`` config key: ``greedy`` (validation overrides it from
-#: ``eval.greedy``) and ``stop`` (the stop strings; config runs use the default ``("</answer>",)``).
-SETTINGS_NOT_IN_CONFIG = ("greedy", "stop")
-#: ``[rollout]`` config keys that RolloutSettings does not carry: the batch sizes, which are arguments of
-#: :func:`rollout` (``len(seeds)`` groups of ``group_size``).
-CONFIG_NOT_IN_SETTINGS = ("groups", "group_size")
+#: Where the rewards go in the token batch (module docstring).
+REWARD_PLACEMENTS = ("last_token", "per_turn")
 
 
 def parse_context(context: str) -> int | None:
@@ -91,39 +90,61 @@ def parse_context(context: str) -> int | None:
 
 
 @dataclass
-class RolloutSettings:
-    """Per-call rollout options (the `[rollout]` config section minus the batch sizes)."""
+class RolloutOptions:
+    """The rollout options a run's config sets: the one definition of the fields that the ``[rollout]`` config
+    section (``ragen_core.training.config.RolloutConfig``, which adds the batch sizes) and :class:`RolloutSettings`
+    (which adds the per-call options) share. :meth:`check` validates them for both."""
 
     max_turns: int = 5
+    #: "full" (whole history), "window:N" (last N turns), "single_turn" (current state only).
     context: str = "full"
     max_new_tokens: int = 128
     temperature: float = 1.0
     top_p: float = 1.0
-    greedy: bool = False
+    #: "last_token" (the episode return on the last generated token) or "per_turn" (:data:`REWARD_PLACEMENTS`).
     reward_placement: str = "last_token"
     #: Length limit stated in the reminder (tokens); 0 = max_new_tokens.
     length_limit: int = 0
-    stop: tuple[str, ...] = ("</answer>",)
     #: Send the env's ``info["instructions"]`` as the system message (False: no system message; the first user
-    #: turn opens the conversation, e.g. for a tiny model that learns the format from the warm start).
+    #: turn opens the conversation, e.g. for a tiny model that learns the format from the warm start: the tiny
+    #: CPU configs turn it off, since a model that small cannot read ~300 tokens of rules, and trains about twice
+    #: as fast on the shorter sequences).
     system_prompt: bool = True
 
-    @classmethod
-    def from_config(cls, rollout_cfg: Any, **overrides: Any) -> RolloutSettings:
-        """Settings from a ``[rollout]`` config section (``ragen_core.training.config.RolloutConfig``) plus overrides.
+    def check(self) -> None:
+        """Raise ValueError naming the first option out of range (the message starts with the field's name)."""
+        for name in ("max_turns", "max_new_tokens"):
+            require_int(name, getattr(self, name), low=1)
+        parse_context(self.context)
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0; got {self.temperature!r}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1]; got {self.top_p!r}")
+        if self.reward_placement not in REWARD_PLACEMENTS:
+            raise ValueError(f"reward_placement must be one of {', '.join(REWARD_PLACEMENTS)}; "
+                             f"got {self.reward_placement!r}")
 
-        Every field is read from the section under its own name, except :data:`SETTINGS_NOT_IN_CONFIG` (per-call
-        options the config has no key for; their defaults apply unless overridden).
-        """
-        names = [f.name for f in fields(cls) if f.name not in SETTINGS_NOT_IN_CONFIG]
-        return cls(**{**{k: getattr(rollout_cfg, k) for k in names}, **overrides})
+
+@dataclass
+class RolloutSettings(RolloutOptions):
+    """Per-call rollout options: the :class:`RolloutOptions` of the ``[rollout]`` config section plus the options
+    a call chooses (the batch sizes are arguments of :func:`rollout`)."""
+
+    #: Argmax decoding (validation sets it from ``eval.greedy``).
+    greedy: bool = False
+    #: Stop strings (config runs use this default).
+    stop: tuple[str, ...] = ("</answer>",)
+
+    @classmethod
+    def from_config(cls, rollout_cfg: RolloutOptions, **overrides: Any) -> RolloutSettings:
+        """Settings from a ``[rollout]`` config section (``ragen_core.training.config.RolloutConfig``, a
+        :class:`RolloutOptions`): every option read from it, the per-call fields at their defaults; ``overrides``
+        win."""
+        options = {f.name: getattr(rollout_cfg, f.name) for f in fields(RolloutOptions)}
+        return cls(**{**options, **overrides})
 
     def __post_init__(self) -> None:
-        parse_context(self.context)
-        if self.reward_placement not in ("last_token", "per_turn"):
-            raise ValueError(f"reward_placement must be 'last_token' or 'per_turn'; got {self.reward_placement!r}")
-        if self.max_turns < 1:
-            raise ValueError(f"max_turns must be >= 1; got {self.max_turns}")
+        self.check()
 
 
 @dataclass

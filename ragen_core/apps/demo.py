@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
                              *args.overrides])
     run_dir = new_run_dir(cfg)
     print("RAGEN-2 demo: tiny offline model -> Sokoban warm start (a noisy demonstrator) -> GRPO + top-p filtering "
-          f"(rho = {cfg.filter.value}) on CPU")
+          f"(rho = {cfg.filter.spec.value}) on CPU")
     policy = HFPolicy.from_pretrained(model_dir)
     from ragen_core.policy.tiny import count_parameters
 

@@ -5,7 +5,10 @@ reward variance ``V_i`` (the paper's) or its standard deviation (the official co
 keeps the high-signal groups. Dropped groups are removed from the batch (:func:`compact`), which is where the
 backward-pass saving comes from; masking them out would save nothing.
 
-Everything here is a pure function of tensors. Variants implemented (all selectable, none silently adopted):
+The settings are one :class:`FilterSpec` (frozen, validated when built), the single definition that the
+training config's ``[filter]`` section, the TRL adapter's ``rv_filter_*`` fields and verl's ``ragen_filter``
+section all build. Everything else here is a pure function of tensors. Variants implemented (all selectable,
+none silently adopted):
 
 - ``score="variance"`` (paper, default) or ``"std"`` (official RAGEN code). On ``[9, 1, 1, 1]`` with
   ``value=0.9`` the variance keeps 3 groups and the std keeps 4.
@@ -27,11 +30,14 @@ from typing import Any
 import torch
 
 __all__ = [
+    "FilterSpec",
+    "FilterSpecError",
     "FilterResult",
     "STRATEGIES",
     "SCORES",
     "ORDERS",
     "ZERO_TOL",
+    "check_ddof",
     "reward_variance",
     "rv_statistics",
     "select_groups",
@@ -47,6 +53,128 @@ ORDERS = ("largest", "smallest")
 ZERO_TOL = 1e-10
 # Float slack for floor(value * P): 0.29 * 100 evaluates to 28.999999999999996 in binary floating point.
 _FLOOR_SLACK = 1e-9
+
+
+class FilterSpecError(ValueError):
+    """A bad filter setting: the :class:`FilterSpec` field it concerns and what is wrong with it.
+
+    The message is ``f"{key} {problem}"``, where ``key`` is the setting's name in the front-end that read it
+    (``filter.value`` in the training config, ``rv_filter_value`` in TRL, ``ragen_filter.value`` in verl; the field
+    name by default): every front-end rejects the same values with the same explanation.
+    """
+
+    def __init__(self, field: str, problem: str, key: str | None = None) -> None:
+        self.field = field
+        self.problem = problem
+        self.key = key or field
+        super().__init__(f"{self.key} {problem}")
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickles (Ray workers) with its three arguments
+        return (FilterSpecError, (self.field, self.problem, self.key))
+
+    def renamed(self, key: str) -> FilterSpecError:
+        """The same error, naming the setting ``key``."""
+        return FilterSpecError(self.field, self.problem, key)
+
+
+def _choice(field: str, value: Any, accepted: tuple[str, ...]) -> None:
+    if value not in accepted:
+        raise FilterSpecError(field, f"must be one of {', '.join(repr(a) for a in accepted)}; got {value!r}")
+
+
+def check_ddof(ddof: Any, field: str = "ddof") -> int:
+    """``ddof`` (delta degrees of freedom of a group variance) as an int >= 0, else :class:`FilterSpecError`."""
+    if isinstance(ddof, bool) or not isinstance(ddof, int) or ddof < 0:
+        raise FilterSpecError(field, f"must be a non-negative integer (0 or 1 in practice); got {ddof!r}")
+    return ddof
+
+
+def _keep_value(strategy: str, value: Any) -> float:
+    """``value`` as a float: a positive integer count for ``top_k_abs``, a rate in (0, 1] for the others."""
+    if strategy == "top_k_abs":
+        try:
+            count = float(value)
+        except (TypeError, ValueError):
+            count = math.nan
+        if not (math.isfinite(count) and count >= 1 and count == int(count)):
+            raise FilterSpecError("value", f"must be a positive integer count for strategy='top_k_abs'; got {value!r}")
+        return count
+    try:
+        rate = float(value)
+    except (TypeError, ValueError):
+        raise FilterSpecError("value", f"must be a number in (0, 1] for strategy={strategy!r}; got {value!r}") from None
+    if not (0.0 < rate <= 1.0):
+        raise FilterSpecError("value", f"must be in (0, 1] for strategy={strategy!r} (a keep rate); got {value!r}")
+    return rate
+
+
+@dataclass(frozen=True)
+class FilterSpec:
+    """What the filter keeps: the one definition of the filter settings, validated here and nowhere else.
+
+    Every front-end builds one: the ``[filter]`` section of the training config holds it (its fields are keys of
+    the section), ``RagenGRPOConfig`` builds it from its flat ``rv_filter_*`` fields, and verl's
+    ``ragen_core.integrations.verl.core.FilterSpec`` extends it with the adapter's own fields. Adding a filter
+    parameter is adding a field here (and its ``rv_filter_*`` field in TRL's config, whose test checks that each
+    field has one).
+
+    Attributes:
+        strategy: one of ``STRATEGIES``.
+        value: keep rate rho in (0, 1] (``top_p``, ``top_k``, ``random``; paper default 0.9), ratio p in (0, 1]
+            (``min_p``) or a positive integer count (``top_k_abs``); stored as a float.
+        score: ``"variance"`` (``V_i``, the paper's) or ``"std"`` (``sqrt(V_i)``, the official code's).
+        include_zero: keep zero-variance groups eligible (True) or drop them before ranking (False).
+        order: ``"largest"`` (the method) or ``"smallest"`` (the reverse ablation).
+        ddof: delta degrees of freedom of the group variance, 1 (sample variance, the paper's) or 0; needs
+            G > ddof rollouts per group (:meth:`check_group_size`).
+        eps: non-negative slack of the top-p threshold ``value * total - eps`` (paper 0, official code 0.01).
+
+    Raises:
+        FilterSpecError: (a ``ValueError``) naming the first bad field.
+    """
+
+    strategy: str = "top_p"
+    value: float = 0.9
+    score: str = "variance"
+    include_zero: bool = True
+    order: str = "largest"
+    ddof: int = 1
+    eps: float = 0.0
+
+    def __post_init__(self) -> None:
+        _choice("strategy", self.strategy, STRATEGIES)
+        _choice("score", self.score, SCORES)
+        _choice("order", self.order, ORDERS)
+        if not isinstance(self.include_zero, bool):
+            raise FilterSpecError("include_zero", f"must be true or false; got {self.include_zero!r}")
+        check_ddof(self.ddof)
+        try:
+            eps = float(self.eps)
+        except (TypeError, ValueError):
+            eps = math.nan
+        if not eps >= 0.0:
+            raise FilterSpecError("eps", f"must be a non-negative number; got {self.eps!r}")
+        object.__setattr__(self, "eps", eps)
+        object.__setattr__(self, "value", _keep_value(self.strategy, self.value))
+
+    @classmethod
+    def of(cls, *args: Any, **kwargs: Any) -> FilterSpec:
+        """A spec given either as itself (``of(spec)`` is ``spec``) or as the arguments of ``FilterSpec(...)``.
+
+        This is how :func:`filter_groups` and :func:`select_groups` read their settings, so that
+        ``filter_groups(r, "top_k", 0.5, order="smallest")`` and ``filter_groups(r, spec)`` both work.
+        """
+        if args and isinstance(args[0], FilterSpec):
+            if len(args) > 1 or kwargs:
+                raise TypeError("pass either a FilterSpec or the filter settings, not both")
+            return args[0]
+        return cls(*args, **kwargs)
+
+    def check_group_size(self, group_size: int) -> None:
+        """Raise :class:`FilterSpecError` (on ``ddof``) unless groups of ``group_size`` rollouts define a variance."""
+        if not group_size > self.ddof:
+            raise FilterSpecError("ddof", f"needs G > ddof rollouts per group to define a variance; got G={group_size} "
+                                  f"with ddof={self.ddof} (use G >= {self.ddof + 1} or a smaller ddof)")
 
 
 @dataclass(frozen=True)
@@ -130,8 +258,7 @@ def reward_variance(rewards: torch.Tensor, ddof: int = 1) -> torch.Tensor:
     """
     rewards = _check_rewards(rewards)
     g = rewards.shape[1]
-    if isinstance(ddof, bool) or not isinstance(ddof, int) or ddof < 0:
-        raise ValueError(f"ddof must be a non-negative integer (0 or 1 in practice); got {ddof!r}")
+    check_ddof(ddof)
     if g - ddof < 1:
         raise ValueError(
             f"rewards needs G > ddof rollouts per group to define a variance; got G={g} with ddof={ddof} "
@@ -178,21 +305,6 @@ def rv_statistics(variances: torch.Tensor) -> dict[str, float]:
     return out
 
 
-def _check_choice(name: str, value: str, accepted: tuple[str, ...]) -> None:
-    if value not in accepted:
-        raise ValueError(f"{name} must be one of {', '.join(repr(a) for a in accepted)}; got {value!r}")
-
-
-def _check_fraction(value: float, strategy: str) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"value must be a number in (0, 1] for strategy={strategy!r}; got {value!r}") from None
-    if not (0.0 < v <= 1.0):
-        raise ValueError(f"value must be in (0, 1] for strategy={strategy!r} (a keep rate); got {value!r}")
-    return v
-
-
 def _top_p_count(sorted_scores: torch.Tensor, value: float, eps: float) -> int:
     """Smallest prefix length k >= 1 with cumsum(sorted_scores)[k-1] >= value * total - eps (0 if total <= 0)."""
     if sorted_scores.numel() == 0:
@@ -209,13 +321,10 @@ def _top_p_count(sorted_scores: torch.Tensor, value: float, eps: float) -> int:
 
 def select_groups(
     scores: torch.Tensor,
-    strategy: str = "top_p",
-    value: float = 0.9,
-    include_zero: bool = True,
-    order: str = "largest",
-    eps: float = 0.0,
+    *settings: Any,
     generator: torch.Generator | None = None,
     variances: torch.Tensor | None = None,
+    **named: Any,
 ) -> FilterResult:
     """Select groups from precomputed non-negative scores (docs/science.md section 4: top-p and its variants).
 
@@ -240,44 +349,23 @@ def select_groups(
 
     Args:
         scores: tensor ``[P]`` of non-negative scores; NaN allowed (never kept).
-        strategy: one of ``STRATEGIES``.
-        value: keep rate rho in (0, 1] (``top_p``, ``top_k``, ``random``), ratio p in (0, 1] (``min_p``) or a
-            positive integer count (``top_k_abs``).
-        include_zero: when False, groups with score <= ``ZERO_TOL`` are dropped before ranking.
-        order: ``"largest"`` (the method) or ``"smallest"`` (the reverse ablation).
-        eps: non-negative slack subtracted from the top-p threshold (official code: 0.01).
+        *settings, **named: a :class:`FilterSpec`, or its fields (``strategy``, ``value``, ``include_zero``,
+            ``order``, ``eps``; default top-p at 0.9) as for ``FilterSpec(...)``: :meth:`FilterSpec.of`. The
+            spec's ``score`` and ``ddof`` do not apply here (the scores are given).
         generator: ``torch.Generator`` for ``strategy="random"`` (required there, unused otherwise).
         variances: optional ``[P]`` reward variances for the batch statistics (defaults to ``scores``).
 
     Returns:
         :class:`FilterResult`.
     """
-    _check_choice("strategy", strategy, STRATEGIES)
-    _check_choice("order", order, ORDERS)
+    spec = FilterSpec.of(*settings, **named)
+    strategy, value_f, include_zero, order, eps_f = spec.strategy, spec.value, spec.include_zero, spec.order, spec.eps
     s = torch.as_tensor(scores)
     if s.dim() != 1 or s.numel() < 1:
         raise ValueError(f"scores must be a non-empty 1-D tensor [P]; got shape {tuple(s.shape)}")
     s = s.to(torch.float64)
     if bool((s < 0).any()):
         raise ValueError("scores must be non-negative (variances or standard deviations); got a negative entry")
-    try:
-        eps_f = float(eps)
-    except (TypeError, ValueError):
-        raise ValueError(f"eps must be a non-negative number; got {eps!r}") from None
-    if not eps_f >= 0.0:
-        raise ValueError(f"eps must be a non-negative number; got {eps!r}")
-    if strategy == "top_k_abs":
-        try:
-            count = float(value)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"value must be a positive integer count for strategy='top_k_abs'; got {value!r}"
-            ) from None
-        if not (count >= 1 and count == int(count)):
-            raise ValueError(f"value must be a positive integer count for strategy='top_k_abs'; got {value!r}")
-        value_f = count
-    else:
-        value_f = _check_fraction(value, strategy)
     if strategy == "random" and not isinstance(generator, torch.Generator):
         raise ValueError("generator must be a torch.Generator for strategy='random' (no global random state)")
 
@@ -358,14 +446,9 @@ def select_groups(
 
 def filter_groups(
     rewards: torch.Tensor,
-    strategy: str = "top_p",
-    value: float = 0.9,
-    score: str = "variance",
-    include_zero: bool = True,
-    order: str = "largest",
-    ddof: int = 1,
-    eps: float = 0.0,
+    *settings: Any,
     generator: torch.Generator | None = None,
+    **named: Any,
 ) -> FilterResult:
     """SNR-Aware Filtering of a rollout batch (docs/science.md section 4, the paper's algorithm and its variants).
 
@@ -375,31 +458,19 @@ def filter_groups(
 
     Args:
         rewards: float tensor ``[P, G]`` (NaN allowed: that group is never kept and counted in ``n_nan``).
-        strategy: ``"top_p"`` (default), ``"top_k"``, ``"top_k_abs"``, ``"min_p"`` or ``"random"``.
-        value: keep rate rho in (0, 1] (paper default 0.9); a count for ``top_k_abs``.
-        score: ``"variance"`` or ``"std"``.
-        include_zero: keep zero-variance groups eligible (True) or drop them before ranking (False).
-        order: ``"largest"`` or ``"smallest"`` (reverse ablation).
-        ddof: 1 (paper) or 0; needs G > ddof.
-        eps: non-negative top-p threshold slack (0 in the paper, 0.01 in the official code).
+        *settings, **named: a :class:`FilterSpec`, or its fields as for ``FilterSpec(...)`` (in order:
+            ``strategy``, ``value``, ``score``, ``include_zero``, ``order``, ``ddof``, ``eps``; the defaults are
+            the paper's top-p at 0.9 on the sample variance): ``filter_groups(r, spec)``,
+            ``filter_groups(r, "top_k", 0.25, order="smallest")``. ``ddof`` needs G > ddof.
         generator: ``torch.Generator``, required for ``strategy="random"``.
 
     Returns:
         :class:`FilterResult` with ``kept`` ``[n_kept]``, ``mask`` ``[P]``, ``scores`` ``[P]``.
     """
-    _check_choice("score", score, SCORES)
-    variances = reward_variance(rewards, ddof=ddof)
-    scores = variances.sqrt() if score == "std" else variances
-    return select_groups(
-        scores,
-        strategy=strategy,
-        value=value,
-        include_zero=include_zero,
-        order=order,
-        eps=eps,
-        generator=generator,
-        variances=variances,
-    )
+    spec = FilterSpec.of(*settings, **named)
+    variances = reward_variance(rewards, ddof=spec.ddof)
+    scores = variances.sqrt() if spec.score == "std" else variances
+    return select_groups(scores, spec, generator=generator, variances=variances)
 
 
 def compact(

@@ -61,10 +61,10 @@ def token_loss_mode(loss_agg_mode: str) -> tuple[str, bool]:
     return loss_agg_mode, False
 
 
-def _grpo_or_centred(returns_pg: torch.Tensor) -> torch.Tensor:
-    """GRPO advantages; with G = 1 (no group std) the centred returns (all 0)."""
+def _grpo_or_centred(returns_pg: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """GRPO advantages (``eps`` added to the group std); with G = 1 (no group std) the centred returns (all 0)."""
     if returns_pg.shape[1] >= 2:
-        return adv_lib.grpo(returns_pg)
+        return adv_lib.grpo(returns_pg, eps=eps)
     return returns_pg - returns_pg.mean(dim=1, keepdim=True)
 
 
@@ -78,7 +78,10 @@ class Algorithm:
     #: Train a value model (ragen_core.training.trainer.ValueModel) and use token-level GAE over its values.
     critic: bool = False
     #: Outcome advantages from the ``[P, G]`` episode returns (None iff `critic`).
-    group_advantage: Callable[[torch.Tensor], torch.Tensor] | None = None
+    group_advantage: Callable[..., torch.Tensor] | None = None
+    #: `group_advantage` divides by the group std and takes the constant added to it as ``eps=`` (see
+    #: :meth:`group_advantages`).
+    takes_std_eps: bool = False
     #: Loss aggregation (verl's names); with `fixed_loss_agg` the config may not name another one.
     loss_agg_mode: str = "token-mean"
     fixed_loss_agg: bool = False
@@ -92,6 +95,15 @@ class Algorithm:
             raise ValueError(f"{self.name}: exactly one of critic (GAE) or group_advantage must be set")
         if self.loss_agg_mode not in adv_lib.TRAINER_LOSS_AGG_MODES:
             raise ValueError(f"{self.name}: unknown loss_agg_mode {self.loss_agg_mode!r}")
+
+    def group_advantages(self, returns_pg: torch.Tensor, std_eps: float = 1e-6) -> torch.Tensor:
+        """The entry's advantages of the ``[P, G]`` returns; ``std_eps`` is the constant added to the group std by
+        the entries that divide by it (`takes_std_eps`; verl's ``epsilon``), unused by the others."""
+        if self.group_advantage is None:
+            raise ValueError(f"{self.name} has no group advantage (it trains a critic)")
+        if self.takes_std_eps:
+            return self.group_advantage(returns_pg, eps=std_eps)
+        return self.group_advantage(returns_pg)
 
     def resolve_loss_agg_mode(self, configured: str) -> str:
         """The aggregation a run uses: the config's, unless it is "auto" or the entry fixes it."""
@@ -112,13 +124,13 @@ ALGORITHMS: dict[str, Algorithm] = {
         Algorithm("ppo", "critic + token-level GAE (gamma, lambda), advantages whitened over the batch",
                   critic=True),
         Algorithm("grpo", "group-normalised returns (advantages.grpo), no critic",
-                  group_advantage=_grpo_or_centred),
+                  group_advantage=_grpo_or_centred, takes_std_eps=True),
         Algorithm("dr_grpo", "group-centred returns without std (advantages.dr_grpo), constant length normaliser "
                   "C = max_turns * max_new_tokens", group_advantage=adv_lib.dr_grpo,
                   loss_agg_mode="seq-mean-token-sum-norm", fixed_loss_agg=True),
         Algorithm("dapo", "GRPO advantages with DAPO's token-level loss and dynamic sampling; "
                   "with dynamic sampling off it runs exactly as grpo with token-mean",
-                  group_advantage=_grpo_or_centred, loss_agg_mode="token-mean", fixed_loss_agg=True,
+                  group_advantage=_grpo_or_centred, takes_std_eps=True, loss_agg_mode="token-mean", fixed_loss_agg=True,
                   dynamic_sampling=True),
         Algorithm("rloo", "REINFORCE leave-one-out baseline (advantages.rloo), no critic",
                   group_advantage=adv_lib.rloo, min_group_size=2),

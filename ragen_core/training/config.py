@@ -27,6 +27,7 @@ the accepted ones; values are type-checked (ints are accepted where floats are e
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import sys
 import typing
@@ -34,9 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragen_core.math.filtering import ORDERS, SCORES, STRATEGIES
+from ragen_core.math.filtering import FilterSpec, FilterSpecError
 from ragen_core.math.losses import KL_ESTIMATORS
-from ragen_core.rollout import parse_context
+from ragen_core.rollout import RolloutOptions
 from ragen_core.training.algorithms import ALGORITHMS as _ALGORITHM_TABLE
 from ragen_core.training.algorithms import AUTO, config_errors
 from ragen_core.training.sft import NOISE_ACTIONS, REASONING_STYLES, TEMPLATE_ANSWERS
@@ -71,7 +72,6 @@ __all__ = [
 
 #: The trainer's algorithms (the table of ragen_core.training.algorithms).
 ALGORITHMS = tuple(_ALGORITHM_TABLE)
-REWARD_PLACEMENTS = ("last_token", "per_turn")
 #: `algo.lr_schedule` values (see `AlgoConfig.lr_schedule` and `ragen_core.training.trainer.lr_fraction`).
 LR_SCHEDULES = ("constant", "linear")
 
@@ -143,25 +143,16 @@ class EnvConfig:
 
 
 @dataclass
-class RolloutConfig:
-    """P groups x G rollouts per step, multi-turn (RAGEN prompt layout)."""
+class RolloutConfig(RolloutOptions):
+    """P groups x G rollouts per step, multi-turn (RAGEN prompt layout).
+
+    The other keys (turns, context, sampling, reward placement, length limit, system prompt) are the fields of
+    :class:`ragen_core.rollout.RolloutOptions`, defined and checked there once, and read by
+    ``RolloutSettings.from_config``.
+    """
 
     groups: int = 8
     group_size: int = 16
-    max_turns: int = 5
-    #: "full" (whole history), "window:N" (last N turns), "single_turn" (current state only).
-    context: str = "full"
-    max_new_tokens: int = 128
-    temperature: float = 1.0
-    top_p: float = 1.0
-    #: "last_token" (the episode return on the last generated token) or "per_turn".
-    reward_placement: str = "last_token"
-    #: The length limit stated in the format reminder (tokens); 0 = max_new_tokens.
-    length_limit: int = 0
-    #: Send the env's instructions (rules, legend, format) as the system message. The tiny CPU configs turn
-    #: it off: a model that small cannot read ~300 tokens of rules, learns the format from the warm start,
-    #: and trains about twice as fast on the shorter sequences.
-    system_prompt: bool = True
 
 
 @dataclass
@@ -221,17 +212,27 @@ class AlgoConfig:
 
 @dataclass
 class FilterConfig:
-    """SNR-aware filtering (docs/science.md section 4), applied between rollout and update."""
+    """SNR-aware filtering (docs/science.md section 4), applied between rollout and update.
+
+    What it keeps is one :class:`ragen_core.math.filtering.FilterSpec` (``spec``), whose fields are keys of the
+    ``[filter]`` section itself: ``strategy``, ``value``, ``score``, ``include_zero``, ``order``, ``ddof``, ``eps``
+    (defaults: top-p at 0.9 on the sample variance, the paper's). Change it with
+    ``dataclasses.replace(cfg.filter.spec, ...)``, or with ``filter.KEY=value`` overrides.
+    """
 
     enabled: bool = True
-    strategy: str = "top_p"
-    value: float = 0.9
-    score: str = "variance"
-    include_zero: bool = True
-    order: str = "largest"
-    eps: float = 0.0
+    spec: FilterSpec = field(default_factory=FilterSpec)
     #: Stop after this many consecutive empty steps (official code: 5); 0 = never stop.
     max_empty_steps: int = 5
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _SPEC_KEYS:  # a plain attribute would be silently ignored: the spec is what the trainer reads
+            raise AttributeError(f"filter.{name} is a field of the frozen filter.spec; set "
+                                 f"filter.spec = dataclasses.replace(filter.spec, {name}=...)")
+        super().__setattr__(name, value)
+
+
+_SPEC_KEYS = frozenset(f.name for f in dataclasses.fields(FilterSpec))
 
 
 @dataclass
@@ -342,15 +343,10 @@ class TrainConfig:
         _check(self.model.dtype in ("float32", "bfloat16"), "model.dtype", "must be float32 or bfloat16")
         _int("rollout.groups", self.rollout.groups, 1)
         _int("rollout.group_size", self.rollout.group_size, 1)
-        _int("rollout.max_turns", self.rollout.max_turns, 1)
-        _int("rollout.max_new_tokens", self.rollout.max_new_tokens, 1)
-        _check(self.rollout.temperature > 0, "rollout.temperature", "must be > 0")
-        _check(0 < self.rollout.top_p <= 1, "rollout.top_p", "must be in (0, 1]")
-        _one_of("rollout.reward_placement", self.rollout.reward_placement, REWARD_PLACEMENTS)
         try:
-            parse_context(self.rollout.context)
-        except ValueError as e:
-            raise ConfigError(f"rollout.context: {e}") from None
+            self.rollout.check()
+        except ValueError as e:  # its messages start with the option's name
+            raise ConfigError(f"rollout.{e}") from None
         for key, what in config_errors(self.algo, self.rollout.group_size):
             raise ConfigError(f"{key} {what}")
         _check(self.algo.lr > 0, "algo.lr", "must be > 0")
@@ -370,13 +366,12 @@ class TrainConfig:
         _check(self.algo.adam_eps > 0, "algo.adam_eps", "must be > 0")
         _one_of("algo.lr_schedule", self.algo.lr_schedule, LR_SCHEDULES)
         _int("algo.max_refill_rounds", self.algo.max_refill_rounds, 0)
-        _one_of("filter.strategy", self.filter.strategy, STRATEGIES)
-        _one_of("filter.score", self.filter.score, SCORES)
-        _one_of("filter.order", self.filter.order, ORDERS)
-        if self.filter.strategy == "top_k_abs":
-            _check(self.filter.value >= 1, "filter.value", "must be a count >= 1 for top_k_abs")
-        else:
-            _check(0 < self.filter.value <= 1, "filter.value", "must be in (0, 1]")
+        # filter.spec validated itself when it was built; the trainer filters groups of G >= 2 only.
+        if self.filter.enabled and self.rollout.group_size >= 2:
+            try:
+                self.filter.spec.check_group_size(self.rollout.group_size)
+            except FilterSpecError as e:
+                raise ConfigError(f"filter.{e.field} {e.problem} (rollout.group_size)") from None
         _int("filter.max_empty_steps", self.filter.max_empty_steps, 0, "0 = never stop")
         _int("mi.every", self.mi.every, 0, "0 = never")
         _check(0 <= self.mi.ema_alpha < 1, "mi.ema_alpha", "must be in [0, 1)")
@@ -476,6 +471,18 @@ def _field_types(cls: type) -> dict[str, Any]:
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
 
+def _section_keys(cls: type) -> dict[str, tuple[str | None, Any]]:
+    """The keys of a section: ``key -> (owner, type)``. A field whose type is a dataclass (``filter.spec``) is
+    inlined: its own fields are keys of the section, with that field as owner; the other fields have owner None."""
+    keys: dict[str, tuple[str | None, Any]] = {}
+    for name, typ in _field_types(cls).items():
+        if dataclasses.is_dataclass(typ):
+            keys.update((key, (name, sub)) for key, sub in _field_types(typ).items())
+        else:
+            keys[name] = (None, typ)
+    return keys
+
+
 def _coerce(key: str, value: Any, typ: Any) -> Any:
     """Check `value` against the annotation `typ` (int -> float allowed)."""
     origin = typing.get_origin(typ)
@@ -512,19 +519,31 @@ def config_from_nested(cfg: TrainConfig, data: dict[str, Any]) -> TrainConfig:
     sections = {f.name: f for f in dataclasses.fields(TrainConfig)}
     out = {}
     for name in sections:
-        out[name] = dataclasses.replace(getattr(cfg, name))
+        out[name] = copy.copy(getattr(cfg, name))
     for sec_name, sec_data in data.items():
         if sec_name not in sections:
             raise ConfigError(f"unknown config section {sec_name!r}; accepted sections: {', '.join(sections)}")
         if not isinstance(sec_data, dict):
             raise ConfigError(f"config section {sec_name!r} must be a table of key = value pairs")
         section = out[sec_name]
-        types = _field_types(type(section))
+        keys = _section_keys(type(section))
+        inlined: dict[str, dict[str, Any]] = {}
         for key, value in sec_data.items():
-            if key not in types:
+            if key not in keys:
                 raise ConfigError(f"unknown config key {sec_name}.{key}; accepted keys in [{sec_name}]: "
-                                  f"{', '.join(types)}")
-            setattr(section, key, _coerce(f"{sec_name}.{key}", value, types[key]))
+                                  f"{', '.join(keys)}")
+            owner, typ = keys[key]
+            value = _coerce(f"{sec_name}.{key}", value, typ)
+            if owner is None:
+                setattr(section, key, value)
+            else:
+                inlined.setdefault(owner, {})[key] = value
+        for owner, values in inlined.items():
+            # All keys of the frozen part at once: it validates itself, and its messages start with the field name.
+            try:
+                setattr(section, owner, dataclasses.replace(getattr(section, owner), **values))
+            except ValueError as e:
+                raise ConfigError(f"{sec_name}.{e}") from None
     return TrainConfig(**out)
 
 
@@ -541,6 +560,11 @@ def apply_overrides(cfg: TrainConfig, overrides: list[str] | tuple[str, ...]) ->
 
     `env.kwargs.NAME=value` sets one env keyword argument.
     """
+    return config_from_nested(cfg, _nested_overrides(overrides, cfg.env.kwargs))
+
+
+def _nested_overrides(overrides: list[str] | tuple[str, ...], env_kwargs: Any) -> dict[str, Any]:
+    """`section.key=value` overrides as nested dicts; `env.kwargs.NAME` overrides update a copy of `env_kwargs`."""
     nested: dict[str, Any] = {}
     for item in overrides:
         if "=" not in item:
@@ -554,16 +578,20 @@ def apply_overrides(cfg: TrainConfig, overrides: list[str] | tuple[str, ...]) ->
         if len(parts) > 2:
             if parts[:2] != ["env", "kwargs"] or len(parts) != 3:
                 raise ConfigError(f"unknown config key {key!r}: only env.kwargs.NAME may have three parts")
-            kwargs = nested.setdefault("env", {}).setdefault("kwargs", dict(cfg.env.kwargs))
+            kwargs = nested.setdefault("env", {}).setdefault("kwargs", dict(env_kwargs))
             kwargs[parts[2]] = value
             continue
         nested.setdefault(parts[0], {})[parts[1]] = value
-    return config_from_nested(cfg, nested)
+    return nested
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
-    """Defaults <- TOML file (if given) <- overrides; validated."""
-    cfg = TrainConfig()
+    """Defaults <- TOML file (if given) <- overrides; validated.
+
+    The overrides are merged into the file's tables before anything is built, so that settings checked together
+    (`filter.strategy` and `filter.value`) are checked on their final values.
+    """
+    data: dict[str, Any] = {}
     if path is not None:
         p = Path(path)
         if not p.is_file():
@@ -572,14 +600,26 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
             data = tomllib.loads(p.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"{p}: invalid TOML: {e}") from None
-        cfg = config_from_nested(cfg, data)
-    cfg = apply_overrides(cfg, list(overrides))
-    return cfg.validate()
+    env = data.get("env")
+    kwargs = env.get("kwargs") if isinstance(env, dict) else None
+    nested = _nested_overrides(list(overrides), kwargs if isinstance(kwargs, dict) else TrainConfig().env.kwargs)
+    for sec_name, values in nested.items():
+        section = data.setdefault(sec_name, {})
+        if isinstance(section, dict):
+            section.update(values)
+        # else: config_from_nested names the section that is not a table
+    return config_from_nested(TrainConfig(), data).validate()
 
 
 def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:
-    """Nested plain dict (JSON/TOML ready)."""
-    return dataclasses.asdict(cfg)
+    """Nested plain dict (JSON/TOML ready): ``{section: {key: value}}``, the keys of the config file (the fields of
+    ``filter.spec`` are keys of ``[filter]``)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cfg):
+        section = dataclasses.asdict(getattr(cfg, f.name))
+        keys = _section_keys(type(getattr(cfg, f.name)))
+        out[f.name] = {key: section[key] if owner is None else section[owner][key] for key, (owner, _) in keys.items()}
+    return out
 
 
 def _toml_value(value: Any) -> str:

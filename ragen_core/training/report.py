@@ -282,7 +282,7 @@ def write_summary(run_dir: Path, cfg: TrainConfig, history: list[dict[str, Any]]
              f"turn{'s' if cfg.rollout.max_turns != 1 else ''} "
              f"({cfg.rollout.context} context)",
              f"- algorithm `{cfg.algo.name}`: {get_algorithm(cfg.algo.name).describe(cfg.algo)}",
-             f"- filter: {'off' if not cfg.filter.enabled else f'{cfg.filter.strategy} {cfg.filter.value}'}; "
+             f"- filter: {'off' if not cfg.filter.enabled else f'{cfg.filter.spec.strategy} {cfg.filter.spec.value}'}; "
              f"steps run: {max(steps) if steps else 0} of {cfg.run.steps}" + (f"; {stopped}" if stopped else ""),
              f"- empty (skipped) steps: {int(sum(r.get('filter/skipped', 0) or 0 for r in history))}", "",
              "| metric | start | end |", "|---|---|---|"]

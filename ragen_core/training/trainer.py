@@ -463,8 +463,7 @@ class Trainer:
         fc = self.cfg.filter
         if not fc.enabled or batch.group_size < 2:
             return None
-        return filter_groups(batch.rewards_pg, strategy=fc.strategy, value=fc.value, score=fc.score,
-                             include_zero=fc.include_zero, order=fc.order, eps=fc.eps, generator=self.rng.filter)
+        return filter_groups(batch.rewards_pg, fc.spec, generator=self.rng.filter)
 
     def filter_with_metrics(self, batch: RolloutBatch) -> tuple[torch.Tensor, dict[str, float]]:
         """The kept group indices and the `filter/` metrics (reward-variance statistics also when off)."""

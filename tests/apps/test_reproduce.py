@@ -210,12 +210,12 @@ def test_full_and_quick_studies(tmp_path, configs_dir):
         if spec.arm in ("no_filter", "entropy_bonus"):
             assert cfg.filter.enabled is False
         if spec.arm == "top_p":
-            assert cfg.filter.enabled and cfg.filter.strategy == "top_p" and cfg.filter.value == 0.9
+            assert cfg.filter.enabled and cfg.filter.spec.strategy == "top_p" and cfg.filter.spec.value == 0.9
         if spec.arm == "random":
-            assert cfg.filter.enabled and cfg.filter.strategy == "random" and cfg.filter.value == 0.9
+            assert cfg.filter.enabled and cfg.filter.spec.strategy == "random" and cfg.filter.spec.value == 0.9
         if spec.arm.startswith("rv_"):
-            assert cfg.filter.enabled and cfg.filter.strategy == "top_k" and cfg.filter.value == 0.25
-            assert cfg.filter.order == ("largest" if "top" in spec.arm else "smallest")
+            assert cfg.filter.enabled and cfg.filter.spec.strategy == "top_k" and cfg.filter.spec.value == 0.25
+            assert cfg.filter.spec.order == ("largest" if "top" in spec.arm else "smallest")
         if spec.arm == "entropy_bonus":
             assert cfg.algo.entropy_coef == 1.0
     quick = build_study(study_seeds(None, quick=True), True, configs_dir, tmp_path / "cache")

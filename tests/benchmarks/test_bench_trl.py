@@ -50,7 +50,7 @@ def test_trl_arguments_mirror_the_config(tmp_path):
     assert args.entropy_coef == cfg.algo.entropy_coef and args.beta == 0.0
     assert (args.epsilon, args.epsilon_high) == (cfg.algo.clip_low, cfg.algo.clip_high)
     assert args.gradient_checkpointing == cfg.model.gradient_checkpointing
-    assert args.rv_filter == "top_p" and args.rv_filter_value == cfg.filter.value
+    assert args.rv_filter == "top_p" and args.filter_spec() == cfg.filter.spec
     assert cfg.rollout.max_turns == 1  # the cross-check plays single-turn episodes
     bad = bench_trl.make_config("sokoban", 1, False, tmp_path, extra=["algo.kl_coef=0.1"])
     with pytest.raises(ValueError, match="no KL"):

@@ -312,11 +312,11 @@ def test_config_rejects_bad_filter_settings(tmp_path):
 
     common = dict(output_dir=str(tmp_path), report_to="none", use_cpu=True, num_generations=2,
                   per_device_train_batch_size=2)
-    with pytest.raises(ValueError, match="strategy must be one of"):
+    with pytest.raises(ValueError, match="^rv_filter must be one of"):
         RagenGRPOConfig(rv_filter="top_q", **common)
-    with pytest.raises(ValueError, match=r"value must be in \(0, 1\]"):
+    with pytest.raises(ValueError, match=r"^rv_filter_value must be in \(0, 1\]"):
         RagenGRPOConfig(rv_filter="top_p", rv_filter_value=1.5, **common)
-    with pytest.raises(ValueError, match="G > ddof"):
+    with pytest.raises(ValueError, match="^rv_filter_ddof needs G > ddof"):
         RagenGRPOConfig(rv_filter="top_p", rv_filter_ddof=2, **common)
     with pytest.raises(ValueError, match="mi_every"):
         RagenGRPOConfig(mi_every=-1, **common)

@@ -269,22 +269,33 @@ def test_system_prompt_can_be_left_out_and_capped_responses_are_counted(policy):
     assert with_sys.summary()["rollout/response_capped"] == 0.0
 
 
-def test_settings_carry_every_rollout_config_field():
-    """RolloutSettings.from_config reads every [rollout] key by name; a config key it does not carry, or a setting
-    the config lacks, must be listed as such (a new field on one side fails here until it is placed)."""
+def test_rollout_options_are_defined_once():
+    """The [rollout] config section and RolloutSettings share one definition of the options (RolloutOptions): the
+    config adds the batch sizes, the settings the per-call options, and from_config carries every option."""
     from dataclasses import fields, replace
 
-    from ragen_core.rollout import CONFIG_NOT_IN_SETTINGS, SETTINGS_NOT_IN_CONFIG
+    from ragen_core.rollout import RolloutOptions
     from ragen_core.training.config import RolloutConfig
 
-    cfg_names = {f.name for f in fields(RolloutConfig)}
-    set_names = {f.name for f in fields(RolloutSettings)}
-    assert cfg_names - set_names == set(CONFIG_NOT_IN_SETTINGS)
-    assert set_names - cfg_names == set(SETTINGS_NOT_IN_CONFIG)
+    options = [f.name for f in fields(RolloutOptions)]
+    assert [f.name for f in fields(RolloutConfig)] == [*options, "groups", "group_size"]
+    assert [f.name for f in fields(RolloutSettings)] == [*options, "greedy", "stop"]
     cfg = replace(RolloutConfig(), max_turns=3, context="window:2", max_new_tokens=17, temperature=0.5, top_p=0.9,
                   reward_placement="per_turn", length_limit=40, system_prompt=False)
     s = RolloutSettings.from_config(cfg, greedy=True)
-    for name in cfg_names & set_names:
-        assert getattr(s, name) == getattr(cfg, name) != getattr(RolloutSettings(), name), name
+    for name in options:
+        assert getattr(s, name) == getattr(cfg, name) != getattr(RolloutOptions(), name), name
     assert s.greedy and s.stop == RolloutSettings().stop
     assert RolloutSettings.from_config(cfg, max_turns=9).max_turns == 9  # overrides win
+
+
+@pytest.mark.parametrize("key, value", [("max_turns", 0), ("max_new_tokens", 0), ("max_turns", 2.0),
+                                        ("temperature", 0.0), ("top_p", 1.5), ("context", "window:0"),
+                                        ("reward_placement", "first")])
+def test_settings_and_config_reject_the_same_options(key, value):
+    from ragen_core.training.config import ConfigError, load_config
+
+    with pytest.raises(ValueError, match=f"^{key} "):
+        RolloutSettings(**{key: value})
+    with pytest.raises(ConfigError, match=f"^rollout.{key} "):
+        load_config(None, [f"rollout.{key}={value!r}".replace("'", '"')])

@@ -40,7 +40,7 @@ which masks dropped groups in the loss:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
@@ -63,7 +63,7 @@ from ragen_core.integrations.trl.rows import (
     take_rows,
 )
 from ragen_core.integrations.trl.version import TESTED_TRL_VERSION, check_trl_version
-from ragen_core.math.filtering import FilterResult, filter_groups
+from ragen_core.math.filtering import FilterResult, FilterSpec, FilterSpecError, filter_groups
 from ragen_core.math.mi import DEFAULT_BATCH_TOKENS, MIZScoreEMA, cross_score, flatten_proxies, mi_proxies
 
 check_trl_version()
@@ -73,6 +73,8 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 __all__ = [
     "append_finite",
+    "RV_FILTER_FIELDS",
+    "rv_filter_arguments",
     "RagenGRPOConfig",
     "RagenGRPOTrainer",
     "RagenEnvironment",
@@ -107,18 +109,29 @@ def append_finite(store: Any, metrics: dict[str, float]) -> None:
             store[key].append(value)
 
 
+#: The ``RagenGRPOConfig`` field of each :class:`~ragen_core.math.filtering.FilterSpec` field: ``rv_filter`` holds the
+#: strategy (None = no filtering), ``rv_filter_<name>`` the others.
+RV_FILTER_FIELDS = {f.name: "rv_filter" if f.name == "strategy" else f"rv_filter_{f.name}" for f in fields(FilterSpec)}
+_SPEC = FilterSpec()  # the defaults of the rv_filter_* fields
+
+
+def rv_filter_arguments(spec: FilterSpec | None) -> dict[str, Any]:
+    """The ``rv_filter*`` arguments of ``RagenGRPOConfig`` that give ``spec`` (None: ``rv_filter=None``, off)."""
+    if spec is None:
+        return {"rv_filter": None}
+    return {key: getattr(spec, name) for name, key in RV_FILTER_FIELDS.items()}
+
+
 @dataclass
 class RagenGRPOConfig(GRPOConfig):
     """``GRPOConfig`` plus the filter and MI settings (every TRL field keeps its meaning and default).
 
-    Filter (``ragen_core.math.filtering.filter_groups``; off when ``rv_filter`` is None):
-        rv_filter: strategy, one of ``"top_p"``, ``"top_k"``, ``"top_k_abs"``, ``"min_p"``, ``"random"``.
-        rv_filter_value: keep rate rho (top_p, top_k, random), ratio (min_p) or count (top_k_abs). Paper: 0.9.
-        rv_filter_score: ``"variance"`` (paper) or ``"std"`` (official RAGEN code).
-        rv_filter_include_zero: keep zero-variance groups eligible.
-        rv_filter_order: ``"largest"`` or ``"smallest"`` (reverse ablation).
-        rv_filter_ddof: 1 (sample variance, paper) or 0.
-        rv_filter_eps: top-p slack, ``threshold = rho * total - eps`` (paper 0, official code 0.01).
+    Filter (``ragen_core.math.filtering.filter_groups``; off when ``rv_filter`` is None): the fields of one
+    :class:`~ragen_core.math.filtering.FilterSpec` (:meth:`filter_spec`, which checks them), in TRL's flat style:
+        rv_filter: the strategy, one of ``"top_p"``, ``"top_k"``, ``"top_k_abs"``, ``"min_p"``, ``"random"``.
+        rv_filter_value, rv_filter_score, rv_filter_include_zero, rv_filter_order, rv_filter_ddof, rv_filter_eps:
+            ``FilterSpec.value`` ... ``FilterSpec.eps`` (keep rate / ratio / count, ``"variance"`` or ``"std"``, ...),
+            with its defaults (the paper's: top-p at 0.9 on the sample variance).
     MI proxies (``ragen_core.math.mi``; off when ``mi_every`` is 0):
         mi_every: cross-score the batch every this many optimizer steps (the first generation included).
         mi_batch_tokens: token budget of one cross-scoring forward call.
@@ -126,12 +139,12 @@ class RagenGRPOConfig(GRPOConfig):
     """
 
     rv_filter: str | None = field(default=None, metadata={"help": "Reward-variance filter strategy; None = off."})
-    rv_filter_value: float = field(default=0.9, metadata={"help": "Keep rate, min-p ratio or top_k_abs count."})
-    rv_filter_score: str = field(default="variance", metadata={"help": "'variance' (paper) or 'std'."})
-    rv_filter_include_zero: bool = field(default=True, metadata={"help": "Zero-variance groups stay eligible."})
-    rv_filter_order: str = field(default="largest", metadata={"help": "'largest' or 'smallest' (ablation)."})
-    rv_filter_ddof: int = field(default=1, metadata={"help": "Delta degrees of freedom of the group variance."})
-    rv_filter_eps: float = field(default=0.0, metadata={"help": "Top-p threshold slack."})
+    rv_filter_value: float = field(default=_SPEC.value, metadata={"help": "Keep rate, min-p ratio or top_k_abs count."})
+    rv_filter_score: str = field(default=_SPEC.score, metadata={"help": "'variance' (paper) or 'std'."})
+    rv_filter_include_zero: bool = field(default=_SPEC.include_zero, metadata={"help": "Zero-variance groups kept."})
+    rv_filter_order: str = field(default=_SPEC.order, metadata={"help": "'largest' or 'smallest' (ablation)."})
+    rv_filter_ddof: int = field(default=_SPEC.ddof, metadata={"help": "Delta dof of the group variance."})
+    rv_filter_eps: float = field(default=_SPEC.eps, metadata={"help": "Top-p threshold slack."})
     mi_every: int = field(default=0, metadata={"help": "Log the MI proxies every this many steps; 0 = off."})
     mi_batch_tokens: int = field(default=DEFAULT_BATCH_TOKENS, metadata={"help": "Tokens per cross-score call."})
     mi_ema_alpha: float = field(default=0.9, metadata={"help": "MI-ZScore-EMA smoothing."})
@@ -139,10 +152,12 @@ class RagenGRPOConfig(GRPOConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.rv_filter is not None:
-            g = int(self.num_generations)
-            # A dry run on a [1, G] batch: the filtering module's own checks name the bad setting.
-            filter_groups(torch.zeros(1, g), **_filter_kwargs(self, torch.Generator().manual_seed(0)))
+        spec = self.filter_spec()
+        if spec is not None:
+            try:
+                spec.check_group_size(int(self.num_generations))
+            except FilterSpecError as e:
+                raise FilterSpecError(e.field, f"{e.problem} (num_generations)", RV_FILTER_FIELDS[e.field]) from None
         if isinstance(self.mi_every, bool) or not isinstance(self.mi_every, int) or self.mi_every < 0:
             raise ValueError(f"mi_every must be a non-negative integer (0 = off); got {self.mi_every!r}")
         if self.mi_every:
@@ -152,17 +167,16 @@ class RagenGRPOConfig(GRPOConfig):
                 raise ValueError(f"mi_batch_tokens must be a positive integer; got {self.mi_batch_tokens!r}")
 
 
-def _filter_kwargs(args: RagenGRPOConfig, generator: torch.Generator) -> dict[str, Any]:
-    return dict(
-        strategy=args.rv_filter,
-        value=args.rv_filter_value,
-        score=args.rv_filter_score,
-        include_zero=args.rv_filter_include_zero,
-        order=args.rv_filter_order,
-        ddof=args.rv_filter_ddof,
-        eps=args.rv_filter_eps,
-        generator=generator,
-    )
+    def filter_spec(self) -> FilterSpec | None:
+        """The :class:`~ragen_core.math.filtering.FilterSpec` of the ``rv_filter*`` fields; None when ``rv_filter`` is
+        None (no filtering). A bad setting raises ``FilterSpecError`` (a ValueError) naming its field here
+        (``rv_filter_value must be ...``)."""
+        if self.rv_filter is None:
+            return None
+        try:
+            return FilterSpec(**{name: getattr(self, key) for name, key in RV_FILTER_FIELDS.items()})
+        except FilterSpecError as e:
+            raise e.renamed(RV_FILTER_FIELDS[e.field]) from None
 
 
 class RagenGRPOTrainer(GRPOTrainer):
@@ -180,6 +194,7 @@ class RagenGRPOTrainer(GRPOTrainer):
                 f"got {type(config).__name__}"
             )
         super().__init__(*args, **kwargs)
+        self._rv_spec = self.args.filter_spec()
         self._rv_rewards_per_func: torch.Tensor | None = None
         self._rv_skip_update = False
         # The random strategy draws from its own seeded stream, never from torch's global state.
@@ -202,7 +217,7 @@ class RagenGRPOTrainer(GRPOTrainer):
         if self.args.mi_every and (self._mi_last_step is None or step - self._mi_last_step >= self.args.mi_every):
             self._mi_last_step = step
             self._log_mi(output)
-        if self.args.rv_filter is None:
+        if self._rv_spec is None:
             return output
         return self._filter(output)
 
@@ -219,8 +234,7 @@ class RagenGRPOTrainer(GRPOTrainer):
             raise RuntimeError("no rewards were recorded for this batch (is _calculate_rewards still called?)")
         g = self.num_generations
         rpf = self._rv_rewards_per_func
-        result = filter_groups(group_rewards(rpf, self.reward_weights, g),
-                               **_filter_kwargs(self.args, self._rv_generator))
+        result = filter_groups(group_rewards(rpf, self.reward_weights, g), self._rv_spec, generator=self._rv_generator)
         n_local = output["completion_ids"].shape[0]
         start = self.accelerator.process_index * n_local
         row_mask = result.mask.to(rpf.device).repeat_interleave(g)  # [N]

@@ -40,7 +40,9 @@ import numpy as np
 import torch
 
 from ragen_core.math import advantages as adv_mod
-from ragen_core.math.filtering import ORDERS, SCORES, STRATEGIES, FilterResult, select_groups
+from ragen_core.math import filtering
+from ragen_core.math.filtering import FilterResult, FilterSpecError, check_ddof, select_groups
+from ragen_core.training.algorithms import ALGORITHMS
 
 __all__ = [
     "MODES",
@@ -65,21 +67,24 @@ __all__ = [
 #: ``"remove"``: dropped groups leave the batch (the point of the method); ``"mask"``: their advantages are 0
 #: (what an advantage estimator alone can do, and what PR #7894 does).
 MODES = ("remove", "mask")
-#: Group estimators of ``ragen_core.math.advantages`` usable on the kept groups.
-ESTIMATORS = ("grpo", "dr_grpo", "rloo")
+#: The advantage estimators of the kept groups: the entries of the algorithm table
+#: (``ragen_core.training.algorithms.ALGORITHMS``) that have a group advantage (grpo, dr_grpo, dapo's = grpo's, rloo).
+ESTIMATORS = tuple(name for name, algo in ALGORITHMS.items() if algo.group_advantage is not None)
 
 # PR #7894's config names -> ours; "top_p"/"top_k" are handled apart because they also carry the value.
 _ALIASES = {"variance_ddof": "ddof", "selection_eps": "eps"}
 
 
 @dataclass(frozen=True)
-class FilterSpec:
-    """What to keep, read from a verl config section (``algorithm.ragen_filter``).
+class FilterSpec(filtering.FilterSpec):
+    """What to keep and how, read from a verl config section (``algorithm.ragen_filter``).
+
+    The filter's own settings are those of :class:`ragen_core.math.filtering.FilterSpec`, inherited with their
+    defaults and checks (``strategy``, ``value``, ``score``, ``include_zero``, ``order``, ``ddof``, ``eps``);
+    this adds the adapter's fields. A bad setting raises ``FilterSpecError`` (a ValueError) naming it
+    ``ragen_filter.<field>``.
 
     Attributes:
-        strategy, value, score, include_zero, order, ddof, eps: as :func:`ragen_core.math.filtering.select_groups`
-            (``value`` is a keep rate for ``top_p``/``top_k``/``random``, a ratio for ``min_p``, a count for
-            ``top_k_abs``).
         mode: one of ``MODES``.
         estimator: one of ``ESTIMATORS``, the advantage of the kept groups.
         norm_eps: constant added to the group std by ``grpo`` (verl's ``epsilon``, 1e-6).
@@ -87,13 +92,6 @@ class FilterSpec:
         enable: False turns the filter off (every group kept).
     """
 
-    strategy: str = "top_p"
-    value: float = 0.9
-    score: str = "variance"
-    include_zero: bool = True
-    order: str = "largest"
-    ddof: int = 1
-    eps: float = 0.0
     mode: str = "remove"
     estimator: str = "grpo"
     norm_eps: float = 1e-6
@@ -101,20 +99,24 @@ class FilterSpec:
     enable: bool = True
 
     def __post_init__(self) -> None:
-        for name, value, accepted in (("strategy", self.strategy, STRATEGIES), ("score", self.score, SCORES),
-                                      ("order", self.order, ORDERS), ("mode", self.mode, MODES),
-                                      ("estimator", self.estimator, ESTIMATORS)):
-            if value not in accepted:
-                raise ValueError(f"ragen_filter.{name} must be one of {', '.join(map(repr, accepted))}; got {value!r}")
-        if isinstance(self.ddof, bool) or not isinstance(self.ddof, int) or self.ddof < 0:
-            raise ValueError(f"ragen_filter.ddof must be a non-negative integer; got {self.ddof!r}")
-        if not float(self.eps) >= 0.0:
-            raise ValueError(f"ragen_filter.eps must be >= 0; got {self.eps!r}")
-        if not float(self.norm_eps) >= 0.0:
-            raise ValueError(f"ragen_filter.norm_eps must be >= 0; got {self.norm_eps!r}")
-        # The value's range is checked by select_groups, with the strategy in the message; check it now too.
-        select_groups(torch.ones(1), strategy=self.strategy, value=self.value,
-                      generator=torch.Generator() if self.strategy == "random" else None)
+        try:
+            super().__post_init__()
+            for name, value, accepted in (("mode", self.mode, MODES), ("estimator", self.estimator, ESTIMATORS)):
+                if value not in accepted:
+                    raise FilterSpecError(name, f"must be one of {', '.join(map(repr, accepted))}; got {value!r}")
+            try:
+                norm_eps = float(self.norm_eps)
+            except (TypeError, ValueError):
+                norm_eps = math.nan
+            if not norm_eps >= 0.0:
+                raise FilterSpecError("norm_eps", f"must be a number >= 0; got {self.norm_eps!r}")
+            object.__setattr__(self, "norm_eps", norm_eps)
+            if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+                raise FilterSpecError("seed", f"must be an integer; got {self.seed!r}")
+            if not isinstance(self.enable, bool):
+                raise FilterSpecError("enable", f"must be true or false; got {self.enable!r}")
+        except FilterSpecError as e:
+            raise e.renamed(f"ragen_filter.{e.field}") from None
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any] | None) -> FilterSpec:
@@ -148,9 +150,6 @@ class FilterSpec:
             else:
                 raise ValueError(f"ragen_filter keys {sorted(pr_value)} do not match strategy={strategy!r} "
                                  "(top_p goes with strategy top_p, top_k with strategy top_k)")
-        for key in ("include_zero", "enable"):
-            if key in out:
-                out[key] = _as_bool(key, out[key])
         return cls(strategy=strategy, **out)
 
     @classmethod
@@ -159,12 +158,6 @@ class FilterSpec:
         base = {"strategy": "top_p", "value": 0.9, "include_zero": False, "eps": 0.01, "ddof": 1}
         base.update(overrides)
         return cls(**base)
-
-
-def _as_bool(name: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    raise ValueError(f"ragen_filter.{name} must be true or false; got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -273,8 +266,7 @@ def group_variances(
     g = torch.as_tensor(group_of_row, dtype=torch.long).reshape(-1)
     if r.shape != g.shape:
         raise ValueError(f"rewards [B] and group_of_row [B] must match; got {tuple(r.shape)} and {tuple(g.shape)}")
-    if isinstance(ddof, bool) or not isinstance(ddof, int) or ddof < 0:
-        raise ValueError(f"ddof must be a non-negative integer; got {ddof!r}")
+    check_ddof(ddof)
     lv = torch.ones_like(g, dtype=torch.bool) if live is None else torch.as_tensor(live).reshape(-1) != 0
     if lv.shape != g.shape:
         raise ValueError(f"live must be [B] = [{g.numel()}]; got shape {tuple(lv.shape)}")
@@ -323,8 +315,7 @@ def filter_rows(
     var = group_variances(rewards, group_of_row, len(group_uids), spec.ddof, live)
     scores = var.sqrt() if spec.score == "std" else var
     if spec.enable:
-        res = select_groups(scores, strategy=spec.strategy, value=spec.value, include_zero=spec.include_zero,
-                            order=spec.order, eps=spec.eps, generator=generator, variances=var)
+        res = select_groups(scores, spec, generator=generator, variances=var)
     else:
         # Keep all: the identity "filter" still reports the batch statistics.
         res = select_groups(torch.ones(len(group_uids)), strategy="top_k", value=1.0, variances=var)
@@ -370,12 +361,13 @@ def group_advantages(
     """GRPO-family outcome advantages of a verl batch, by ``ragen_core.math.advantages`` on the ``[P, G]`` returns.
 
     The rows are gathered into ``[P, G]`` (group i = i-th uid seen, rollouts in row order), the estimator runs
-    there (``grpo``: ``(R - mean) / (std + eps)``, std with ddof 1 as verl; ``dr_grpo``: ``R - mean``;
-    ``rloo``: ``R - mean of the others``) and the result is scattered back and broadcast on the response tokens.
+    there (the algorithm table's entry: ``grpo``: ``(R - mean) / (std + eps)``, std with ddof 1 as verl, the
+    centred returns when G = 1; ``dr_grpo``: ``R - mean``; ``rloo``: ``R - mean of the others``) and the result
+    is scattered back and broadcast on the response tokens.
 
     Args:
         token_level_rewards, response_mask: ``[B, T]``.
-        uids: ``[B]``; every group must have the same size G (>= 2 for grpo and rloo).
+        uids: ``[B]``; every group must have the same size G (>= 2 for rloo).
         estimator: one of ``ESTIMATORS``.
         eps: the grpo std constant.
 
@@ -396,13 +388,7 @@ def group_advantages(
     g = int(counts[0])
     # Stable sort by group: order[i * G + k] is the k-th row (in row order) of group i.
     order = torch.sort(group_of_row, stable=True).indices
-    grid = rewards[order].reshape(p, g)
-    if estimator == "grpo":
-        a = adv_mod.grpo(grid, eps=eps)
-    elif estimator == "dr_grpo":
-        a = adv_mod.dr_grpo(grid)
-    else:
-        a = adv_mod.rloo(grid)
+    a = ALGORITHMS[estimator].group_advantages(rewards[order].reshape(p, g), std_eps=eps)
     per_row = torch.empty_like(rewards)
     per_row[order] = a.reshape(-1)
     m = torch.as_tensor(response_mask)
