@@ -142,10 +142,10 @@ def test_mc_validation_detects_a_five_percent_error() -> None:
     y, hi = M._rb_errors(rng, tb, 0, 200_000, 4)
     iv = budget.interval(y, 0.0, hi)
     exact = float(tb.estimator_mse(4)[0])
-    c = M._validate("ok", iv, exact)
+    c = M._validate("mc_mse", iv, exact)
     assert c.holds and c.detect < M.TARGET_ERROR
     assert dict(c.mutants) == {"exact x1.05": False, "exact x0.95": False}  # both 5% errors caught
-    assert not M._validate("wrong", iv, exact * 1.05).holds
+    assert not M._validate("mc_mse", iv, exact * 1.05).holds
 
 
 def test_rao_blackwell_errors_match_the_raw_simulation() -> None:
