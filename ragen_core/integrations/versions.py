@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import warnings
+from dataclasses import dataclass
 from importlib import metadata
 
-__all__ = ["release", "format_release", "check_supported"]
+__all__ = ["release", "format_release", "check_supported", "VersionGate"]
 
 
 def release(version: str) -> tuple[int, ...]:
@@ -74,3 +75,39 @@ def check_supported(
         warnings.warn(f"{message} ({override_env}=1: trying anyway)", RuntimeWarning, stacklevel=3)
         return version
     raise error(f"{message} (set {override_env}=1 to try it anyway)")
+
+
+@dataclass(frozen=True)
+class VersionGate:
+    """What an adapter accepts of the library it adapts, and the check its modules run first.
+
+    Attributes:
+        dist: the distribution (``"trl"``), also the name of the ragen2 extra that installs it.
+        label: how the messages name it (``"TRL"``).
+        tested: the exact version the test suite ran against (the extra pins it).
+        supported: half-open range ``(low, high)`` of accepted releases.
+        error: the ImportError subclass raised for a missing or unsupported version.
+        why: a sentence on why other versions are refused (appended to the message).
+    """
+
+    dist: str
+    label: str
+    tested: str
+    supported: tuple[tuple[int, ...], tuple[int, ...]]
+    error: type[ImportError]
+    why: str = ""
+
+    @property
+    def override_env(self) -> str:
+        """``RAGEN2_ALLOW_UNTESTED_<DIST>=1`` turns the refusal into a ``RuntimeWarning``."""
+        return f"RAGEN2_ALLOW_UNTESTED_{self.dist.upper()}"
+
+    def check(self, version: str | None = None) -> str:
+        """Return the installed version (or `version`) if supported, else raise ``error`` naming the range.
+
+        Raises:
+            error: the library is not installed, or its version is outside ``supported`` (unless
+                ``override_env`` is ``1``, which warns instead).
+        """
+        return check_supported(self.dist, version, label=self.label, supported=self.supported, tested=self.tested,
+                               extra=self.dist, override_env=self.override_env, error=self.error, why=self.why)

@@ -29,6 +29,7 @@ __all__ = [
     "masked_mean",
     "masked_whiten",
     "aggregate_loss",
+    "check_same_shape",
 ]
 
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
@@ -46,7 +47,8 @@ def _check_unit_interval(name: str, value: float) -> float:
     return v
 
 
-def _check_same_shape(**tensors: torch.Tensor) -> None:
+def check_same_shape(**tensors: torch.Tensor) -> None:
+    """Raise ValueError listing the shapes unless every named tensor has the same shape (shared with losses)."""
     shapes = {name: tuple(t.shape) for name, t in tensors.items()}
     if len(set(shapes.values())) != 1:
         raise ValueError(f"shapes must match: {shapes}")
@@ -81,7 +83,7 @@ def gae(
     """
     if values.dim() != 2:
         raise ValueError(f"values must be [B, T]; got shape {tuple(values.shape)}")
-    _check_same_shape(values=values, mask=mask)
+    check_same_shape(values=values, mask=mask)
     gamma = _check_unit_interval("gamma", gamma)
     lam = _check_unit_interval("lam", lam)
     m = mask != 0
@@ -89,7 +91,7 @@ def gae(
         if rewards.shape[0] != values.shape[0]:
             raise ValueError(f"rewards [B] must have B={values.shape[0]} entries; got {rewards.shape[0]}")
         rewards = place_on_last_token(rewards, m)
-    _check_same_shape(rewards=rewards, values=values)
+    check_same_shape(rewards=rewards, values=values)
     dtype = torch.promote_types(values.dtype, rewards.dtype)
     r = rewards.to(dtype)
     v = values.to(dtype).detach()
@@ -288,7 +290,7 @@ def aggregate_loss(
     """
     if mode not in LOSS_AGG_MODES:
         raise ValueError(f"mode must be one of {', '.join(repr(m) for m in LOSS_AGG_MODES)}; got {mode!r}")
-    _check_same_shape(loss_mat=loss_mat, mask=mask)
+    check_same_shape(loss_mat=loss_mat, mask=mask)
     if loss_mat.dim() != 2:
         raise ValueError(f"loss_mat must be [B, T]; got shape {tuple(loss_mat.shape)}")
     m = (mask != 0).to(loss_mat.dtype)

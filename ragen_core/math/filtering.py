@@ -37,7 +37,10 @@ __all__ = [
     "SCORES",
     "ORDERS",
     "ZERO_TOL",
+    "check_bool",
+    "check_choice",
     "check_ddof",
+    "check_non_negative",
     "reward_variance",
     "rv_statistics",
     "select_groups",
@@ -77,9 +80,27 @@ class FilterSpecError(ValueError):
         return FilterSpecError(self.field, self.problem, key)
 
 
-def _choice(field: str, value: Any, accepted: tuple[str, ...]) -> None:
+def check_choice(field: str, value: Any, accepted: tuple[str, ...]) -> None:
+    """:class:`FilterSpecError` on ``field`` unless ``value`` is one of ``accepted``."""
     if value not in accepted:
         raise FilterSpecError(field, f"must be one of {', '.join(repr(a) for a in accepted)}; got {value!r}")
+
+
+def check_bool(field: str, value: Any) -> None:
+    """:class:`FilterSpecError` on ``field`` unless ``value`` is a bool."""
+    if not isinstance(value, bool):
+        raise FilterSpecError(field, f"must be true or false; got {value!r}")
+
+
+def check_non_negative(field: str, value: Any) -> float:
+    """``value`` as a float >= 0, else :class:`FilterSpecError` on ``field``."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not number >= 0.0:
+        raise FilterSpecError(field, f"must be a non-negative number; got {value!r}")
+    return number
 
 
 def check_ddof(ddof: Any, field: str = "ddof") -> int:
@@ -142,19 +163,12 @@ class FilterSpec:
     eps: float = 0.0
 
     def __post_init__(self) -> None:
-        _choice("strategy", self.strategy, STRATEGIES)
-        _choice("score", self.score, SCORES)
-        _choice("order", self.order, ORDERS)
-        if not isinstance(self.include_zero, bool):
-            raise FilterSpecError("include_zero", f"must be true or false; got {self.include_zero!r}")
+        check_choice("strategy", self.strategy, STRATEGIES)
+        check_choice("score", self.score, SCORES)
+        check_choice("order", self.order, ORDERS)
+        check_bool("include_zero", self.include_zero)
         check_ddof(self.ddof)
-        try:
-            eps = float(self.eps)
-        except (TypeError, ValueError):
-            eps = math.nan
-        if not eps >= 0.0:
-            raise FilterSpecError("eps", f"must be a non-negative number; got {self.eps!r}")
-        object.__setattr__(self, "eps", eps)
+        object.__setattr__(self, "eps", check_non_negative("eps", self.eps))
         object.__setattr__(self, "value", _keep_value(self.strategy, self.value))
 
     @classmethod

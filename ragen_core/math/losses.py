@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from ragen_core.math.advantages import LOSS_AGG_MODES, aggregate_loss, masked_mean
+from ragen_core.math.advantages import LOSS_AGG_MODES, aggregate_loss, check_same_shape, masked_mean
 
 __all__ = [
     "KL_ESTIMATORS",
@@ -29,12 +29,6 @@ KL_ESTIMATORS = ("k1", "k2", "k3", "low-var-kl", "low_var_kl")
 _LOG_RATIO_CLAMP = 20.0
 # verl clamps the k3 estimate to [-10, 10] ("low_var_kl").
 _K3_CLAMP = 10.0
-
-
-def _check_shapes(**tensors: torch.Tensor) -> None:
-    shapes = {name: tuple(t.shape) for name, t in tensors.items()}
-    if len(set(shapes.values())) != 1:
-        raise ValueError(f"shapes must match: {shapes}")
 
 
 def ppo_policy_loss(
@@ -74,7 +68,7 @@ def ppo_policy_loss(
         ``(loss, stats)`` with scalar ``loss`` and floats ``clipfrac`` (share of valid tokens where the clip
         is active), ``dual_clipfrac``, ``approx_kl`` (mean of old - new log-prob, k1).
     """
-    _check_shapes(log_probs=log_probs, old_log_probs=old_log_probs, advantages=advantages, mask=mask)
+    check_same_shape(log_probs=log_probs, old_log_probs=old_log_probs, advantages=advantages, mask=mask)
     if not (0.0 <= clip_eps_low < 1.0):
         raise ValueError(f"clip_eps_low must be in [0, 1); got {clip_eps_low!r}")
     if not clip_eps_high >= 0.0:
@@ -126,7 +120,7 @@ def kl_penalty(log_probs: torch.Tensor, ref_log_probs: torch.Tensor, kind: str =
     """
     if kind not in KL_ESTIMATORS:
         raise ValueError(f"kind must be one of {', '.join(repr(k) for k in KL_ESTIMATORS)}; got {kind!r}")
-    _check_shapes(log_probs=log_probs, ref_log_probs=ref_log_probs)
+    check_same_shape(log_probs=log_probs, ref_log_probs=ref_log_probs)
     d = log_probs - ref_log_probs
     if kind == "k1":
         return d
@@ -160,7 +154,7 @@ def value_loss(
     Returns:
         ``(loss, stats)`` with ``vf_clipfrac`` (share of valid tokens where the clipped term is larger).
     """
-    _check_shapes(values=values, old_values=old_values, returns=returns, mask=mask)
+    check_same_shape(values=values, old_values=old_values, returns=returns, mask=mask)
     if clip_range is not None and not clip_range > 0:
         raise ValueError(f"clip_range must be > 0 (or None to disable); got {clip_range!r}")
     unclipped = (values - returns) ** 2

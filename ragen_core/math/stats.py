@@ -38,7 +38,7 @@ Equivalence (two one-sided tests, TOST: "the difference lies within +-B"):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import mpmath
 
@@ -120,17 +120,14 @@ def paired_power(effect: float, sd: float, n: int, alpha: float = 0.05) -> float
     # ~1e-10 with 4000 panels.
     m = 4000
     top = math.sqrt(df) + 12.0
-    h = top / m
-    log_norm = (df / 2.0 - 1.0) * math.log(2.0) + math.lgamma(df / 2.0)
     total = 0.0
-    for i in range(m + 1):
-        u = i * h
+    for u, dens, weight in _chi_nodes(df, top, m):
         if u == 0.0:
             continue  # the density is 0 at u = 0 for df >= 2 and finite for df = 1: its Simpson weight is h/3
-        dens = math.exp((df - 1) * math.log(u) - u * u / 2.0 - log_norm)
         x = c * u / math.sqrt(df)
         val = dens * (_phi(lam - x) + _phi(-lam - x))
-        total += val * (1 if i == m else (4 if i % 2 else 2))
+        total += val * weight
+    h = top / m
     if df == 1:  # chi(1) density at 0 is sqrt(2/pi); both tails there are Phi(lam) + Phi(-lam) = 1
         total += math.sqrt(2.0 / math.pi)
     return total * h / 3.0
@@ -175,17 +172,25 @@ def _chi_simpson(df: int, top: float, f, m: int = 4000) -> float:
     sqrt(2/pi) for df = 1 and 0 otherwise."""
     if top <= 0.0:
         return 0.0
+    total = 0.0
+    for u, dens, weight in _chi_nodes(df, top, m):
+        total += dens * f(u) * weight
+    return total * (top / m) / 3.0
+
+
+def _chi_nodes(df: int, top: float, m: int) -> Iterator[tuple[float, float, int]]:
+    """The nodes of composite Simpson with `m` panels on [0, top]: ``(u, chi_df density at u, Simpson weight)``
+    (weights 1, 4, 2, ..., 4, 1; the whole rule is ``h / 3 * sum(weight * density * f(u))`` with ``h = top / m``).
+    The chi density ``u^(df-1) exp(-u^2/2) / (2^(df/2-1) Gamma(df/2))`` is sqrt(2/pi) at u = 0 for df = 1, else 0."""
     h = top / m
     log_norm = (df / 2.0 - 1.0) * math.log(2.0) + math.lgamma(df / 2.0)
-    total = 0.0
     for i in range(m + 1):
         u = i * h
         if u == 0.0:
             dens = math.sqrt(2.0 / math.pi) if df == 1 else 0.0
         else:
             dens = math.exp((df - 1) * math.log(u) - u * u / 2.0 - log_norm)
-        total += dens * f(u) * (1 if i in (0, m) else (4 if i % 2 else 2))
-    return total * h / 3.0
+        yield u, dens, (1 if i in (0, m) else (4 if i % 2 else 2))
 
 
 def equivalence_power(effect: float, sd: float, n: int, bound: float, alpha: float = 0.05) -> float:

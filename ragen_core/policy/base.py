@@ -59,9 +59,33 @@ class PolicyOutput:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class SamplingRequest:
+    """The checked arguments of :meth:`Policy.generate`, as a backend's ``_sample(prompts, request)`` gets them.
+
+    Attributes:
+        max_new_tokens, temperature, top_p, generator, images: as passed to `generate`.
+        stop: the non-empty stop strings, as a tuple.
+        greedy: argmax decoding: asked for, or ``temperature == 0``.
+    """
+
+    max_new_tokens: int
+    temperature: float
+    top_p: float
+    stop: tuple[str, ...]
+    generator: torch.Generator | None
+    images: Sequence[ImageList] | None
+    greedy: bool
+
+
 @runtime_checkable
 class Policy(Protocol):
-    """The interface every backend implements (see the module docstring for conventions)."""
+    """The interface every backend implements (see the module docstring for conventions).
+
+    A backend that subclasses it inherits :meth:`generate` (the argument checks, one contract for every backend)
+    and implements ``_sample(prompts, request: SamplingRequest) -> list[Generation]`` for a non-empty batch of
+    checked prompts; any other object with these members is a `Policy` too.
+    """
 
     #: The `torch.nn.Module` the trainer optimises (a transformers causal LM or compatible).
     model: torch.nn.Module
@@ -87,8 +111,27 @@ class Policy(Protocol):
         images: Sequence[ImageList] | None = None,
         greedy: bool = False,
     ) -> list[Generation]:
-        """Sample one response per prompt (batched, KV-cached)."""
-        ...
+        """Sample one response per prompt (batched, KV-cached).
+
+        Args:
+            prompts: token-id lists (from `encode_chat`), each non-empty.
+            max_new_tokens: per response, >= 1.
+            temperature: > 0 for sampling (0 is accepted and means greedy).
+            top_p: nucleus mass in (0, 1].
+            stop: stop strings (or one string), matched on the decoded response; empty strings are ignored.
+            generator: torch.Generator for the draws (same generator state -> same samples).
+            images: one list of uint8 HxWx3 arrays per prompt (vision models).
+            greedy: argmax decoding.
+        """
+        prompts = check_generate_args(prompts, max_new_tokens, temperature, top_p)
+        if not prompts:
+            return []
+        if isinstance(stop, str):
+            stop = (stop,)
+        request = SamplingRequest(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                                  stop=tuple(s for s in stop if s), generator=generator, images=images,
+                                  greedy=greedy or temperature == 0)
+        return self._sample(prompts, request)
 
     def forward_logprobs(
         self,

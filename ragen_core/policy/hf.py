@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-from ragen_core.policy.base import Generation, ImageList, PolicyOutput, check_generate_args
+from ragen_core.policy.base import Generation, ImageList, Policy, PolicyOutput, SamplingRequest
 from ragen_core.policy.fast_qwen2 import FastQwen2, unsupported_reason
 
 #: Prompt layout for tokenizers without a chat template (documented in the module docstring).
@@ -154,7 +154,25 @@ def _forward_param_names(model: torch.nn.Module) -> set[str]:
     return names
 
 
-class HFPolicy:
+class _Decoding:
+    """The per-row state of one batched decoding: responses and their log-probs so far, the text of rows cut at a
+    stop string, each row's finish reason, and the rows still generating."""
+
+    def __init__(self, prompts: list[list[int]], stop: tuple[str, ...]):
+        n = len(prompts)
+        self.prompts = prompts
+        self.stop = stop
+        self.responses: list[list[int]] = [[] for _ in range(n)]
+        self.logprobs: list[list[float]] = [[] for _ in range(n)]
+        self.texts: list[str | None] = [None] * n
+        self.reasons = ["length"] * n
+        self.active = list(range(n))
+        # A stop string spans at most len(stop) tokens (each token carries >= 1 byte of it), so decoding a short
+        # tail each step finds it the step it is completed.
+        self.window = max((len(s.encode("utf-8")) for s in stop), default=0) + 2
+
+
+class HFPolicy(Policy):
     """`Policy` over a transformers causal LM (see the module docstring).
 
     Args:
@@ -374,48 +392,19 @@ class HFPolicy:
         return out.logits[:, -1, :], new_cache
 
     @torch.no_grad()
-    def generate(
-        self,
-        prompts: Sequence[Sequence[int]],
-        *,
-        max_new_tokens: int = 128,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        stop: Sequence[str] = ("</answer>",),
-        generator: torch.Generator | None = None,
-        images: Sequence[ImageList] | None = None,
-        greedy: bool = False,
-    ) -> list[Generation]:
-        """Sample one response per prompt (batched, left-padded, KV-cached; module docstring).
-
-        Args:
-            prompts: token-id lists (from `encode_chat`), each non-empty.
-            max_new_tokens: per response, >= 1.
-            temperature: > 0 for sampling (0 is accepted and means greedy).
-            top_p: nucleus mass in (0, 1].
-            stop: stop strings, matched on the decoded response.
-            generator: torch.Generator for the draws (same generator state -> same samples).
-            images: one list of uint8 HxWx3 arrays per prompt (vision models).
-            greedy: argmax decoding.
-        """
-        prompts = check_generate_args(prompts, max_new_tokens, temperature, top_p)
-        if not prompts:
-            return []
-        if isinstance(stop, str):
-            stop = (stop,)
-        stop = tuple(s for s in stop if s)
-        greedy = greedy or temperature == 0
-
+    def _sample(self, prompts: list[list[int]], request: SamplingRequest) -> list[Generation]:
+        """`Policy.generate` after its checks: batched, left-padded, KV-cached (module docstring)."""
+        r = request
         was_training = self.model.training
         self.model.eval()
         try:
-            fast = self._fast_model() if not images or not any(len(x or []) for x in images) else None
+            fast = self._fast_model() if not r.images or not any(len(x or []) for x in r.images) else None
             if fast is not None:
                 return self._generate_fast(
-                    fast, prompts, max_new_tokens, temperature, top_p, stop, generator, greedy
+                    fast, prompts, r.max_new_tokens, r.temperature, r.top_p, r.stop, r.generator, r.greedy
                 )
             return self._generate(
-                prompts, max_new_tokens, temperature, top_p, stop, generator, images, greedy
+                prompts, r.max_new_tokens, r.temperature, r.top_p, r.stop, r.generator, r.images, r.greedy
             )
         finally:
             self.model.train(was_training)
@@ -428,58 +417,23 @@ class HFPolicy:
         positions = (attn.cumsum(-1) - 1).clamp(min=0)
         logits, cache = self._forward(input_ids, attn, positions, None, True, **extra)
 
-        responses: list[list[int]] = [[] for _ in range(B)]
-        logprobs: list[list[float]] = [[] for _ in range(B)]
-        texts: list[str | None] = [None] * B
-        reasons = ["length"] * B
-        active = list(range(B))
-        # A stop string spans at most len(stop) tokens (each token carries >= 1 byte of it), so
-        # decoding a short tail each step finds it the step it is completed.
-        window = max((len(s.encode("utf-8")) for s in stop), default=0) + 2
+        dec = _Decoding(prompts, stop)
         next_tok = torch.full((B,), self.pad_token_id, dtype=torch.long, device=device)
         for step in range(max_new_tokens):
             tokens, lps = sample_from_logits(
                 logits, temperature=temperature or 1.0, top_p=top_p, greedy=greedy, generator=generator
             )
             tok_list, lp_list = tokens.tolist(), lps.tolist()
-            still = []
-            for b in active:
-                t = tok_list[b]
-                if t in self.eos_token_ids:
-                    reasons[b] = "stop"
-                    continue
-                responses[b].append(t)
-                logprobs[b].append(lp_list[b])
-                if stop:
-                    tail = self.tokenizer.decode(responses[b][-window:], skip_special_tokens=True)
-                    if any(s in tail for s in stop):
-                        reasons[b] = "stop"
-                        texts[b] = self._cut_at_stop(self.decode(responses[b]), stop)
-                        continue
-                still.append(b)
-            active = still
-            if not active or step == max_new_tokens - 1:
+            dec.active = [b for b in dec.active if self._take_token(dec, b, tok_list[b], lp_list[b], True)]
+            if not dec.active or step == max_new_tokens - 1:
                 break
             # finished rows keep being fed (the pad id) so the batch stays rectangular; ignored
             next_tok.fill_(self.pad_token_id)
-            next_tok[active] = tokens[active]
+            next_tok[dec.active] = tokens[dec.active]
             attn = torch.cat([attn, attn.new_ones((B, 1))], dim=1)
             positions = positions[:, -1:] + 1
             logits, cache = self._forward(next_tok[:, None], attn, positions, cache, True)
-
-        out = []
-        for b in range(B):
-            text = texts[b] if texts[b] is not None else self.decode(responses[b])
-            out.append(
-                Generation(
-                    text=text,
-                    prompt_ids=prompts[b],
-                    response_ids=responses[b],
-                    response_logprobs=logprobs[b],
-                    finish_reason=reasons[b],
-                )
-            )
-        return out
+        return self._generations(dec)
 
     def _generate_fast(self, fast, prompts, max_new_tokens, temperature, top_p, stop, generator, greedy):
         """:meth:`_generate` on the lean forward: each distinct prompt is computed once, and each step computes
@@ -488,51 +442,57 @@ class HFPolicy:
         B = len(prompts)
         device = self.device
         state = fast.start_decoding(prompts, max_new_tokens, self.pad_token_id)
-        responses: list[list[int]] = [[] for _ in range(B)]
-        logprobs: list[list[float]] = [[] for _ in range(B)]
-        texts: list[str | None] = [None] * B
-        reasons = ["length"] * B
-        active = list(range(B))
-        window = max((len(s.encode("utf-8")) for s in stop), default=0) + 2
+        dec = _Decoding(prompts, stop)
         may_stop = self._stop_completing_tokens(stop)
         logits = state.step(torch.arange(B, device=device), state.next_tokens)
         for step in range(max_new_tokens):
             u = None if greedy else draw_uniform(B, generator, device)
-            rows = torch.tensor(active, device=device)
+            rows = torch.tensor(dec.active, device=device)
             tokens, lps = sample_from_logits(
                 logits, temperature=temperature or 1.0, top_p=top_p, greedy=greedy, generator=generator,
                 uniform=None if u is None else u[rows],
             )
             tok_list, lp_list = tokens.tolist(), lps.tolist()
             still, fed = [], []
-            for j, b in enumerate(active):
+            for j, b in enumerate(dec.active):
                 t = tok_list[j]
-                if t in self.eos_token_ids:
-                    reasons[b] = "stop"
-                    continue
-                responses[b].append(t)
-                logprobs[b].append(lp_list[j])
-                if stop and (may_stop is None or t in may_stop):
-                    tail = self.tokenizer.decode(responses[b][-window:], skip_special_tokens=True)
-                    if any(s in tail for s in stop):
-                        reasons[b] = "stop"
-                        texts[b] = self._cut_at_stop(self.decode(responses[b]), stop)
-                        continue
-                still.append(b)
-                fed.append(t)
-            active = still
-            if not active or step == max_new_tokens - 1:
+                if self._take_token(dec, b, t, lp_list[j], may_stop is None or t in may_stop):
+                    still.append(b)
+                    fed.append(t)
+            dec.active = still
+            if not dec.active or step == max_new_tokens - 1:
                 break
-            logits = state.step(torch.tensor(active, device=device), torch.tensor(fed, device=device))
+            logits = state.step(torch.tensor(dec.active, device=device), torch.tensor(fed, device=device))
+        return self._generations(dec)
+
+    def _take_token(self, dec: _Decoding, b: int, token: int, logprob: float, may_stop: bool) -> bool:
+        """Row `b` of a decoding takes a sampled token; False when the row is finished: at an EOS id (not part of
+        the response), or when the token completes a stop string (checked only where `may_stop`)."""
+        if token in self.eos_token_ids:
+            dec.reasons[b] = "stop"
+            return False
+        dec.responses[b].append(token)
+        dec.logprobs[b].append(logprob)
+        if dec.stop and may_stop:
+            tail = self.tokenizer.decode(dec.responses[b][-dec.window:], skip_special_tokens=True)
+            if any(s in tail for s in dec.stop):
+                dec.reasons[b] = "stop"
+                dec.texts[b] = self._cut_at_stop(self.decode(dec.responses[b]), dec.stop)
+                return False
+        return True
+
+    def _generations(self, dec: _Decoding) -> list[Generation]:
+        """The finished decoding as one `Generation` per prompt (the text cut at a stop string, else decoded)."""
         return [
             Generation(
-                text=texts[b] if texts[b] is not None else self.decode(responses[b]),
-                prompt_ids=prompts[b],
-                response_ids=responses[b],
-                response_logprobs=logprobs[b],
-                finish_reason=reasons[b],
+                text=text if text is not None else self.decode(response),
+                prompt_ids=prompt,
+                response_ids=response,
+                response_logprobs=logprobs,
+                finish_reason=reason,
             )
-            for b in range(B)
+            for prompt, response, logprobs, text, reason in zip(dec.prompts, dec.responses, dec.logprobs, dec.texts,
+                                                                 dec.reasons)
         ]
 
     def _stop_completing_tokens(self, stop: Sequence[str]) -> frozenset[int] | None:

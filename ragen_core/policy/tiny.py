@@ -439,11 +439,12 @@ def build_tiny_model(
     else:
         texts, used = [_BUILTIN_TEXT, *(str(t) for t in corpus)], []
     tokenizer = build_tokenizer(texts, vocab_size=vocab_size)
+    intermediate = intermediate or 4 * hidden
 
     common = dict(
         vocab_size=len(tokenizer),
         hidden_size=hidden,
-        intermediate_size=intermediate or 4 * hidden,
+        intermediate_size=intermediate,
         num_hidden_layers=layers,
         num_attention_heads=heads,
         num_key_value_heads=kv,
@@ -487,7 +488,7 @@ def build_tiny_model(
             layers=layers,
             heads=heads,
             kv_heads=kv,
-            intermediate=intermediate or 4 * hidden,
+            intermediate=intermediate,
             vocab_size=vocab_size,
             max_positions=max_positions,
             image_size=image_size,

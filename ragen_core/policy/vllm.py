@@ -42,7 +42,7 @@ from typing import Any
 
 import torch
 
-from ragen_core.policy.base import Generation, ImageList, PolicyOutput, check_generate_args
+from ragen_core.policy.base import Generation, Policy, PolicyOutput, SamplingRequest
 from ragen_core.policy.hf import HFPolicy
 
 _INSTALL_HINT = "VLLMPolicy needs vLLM and a CUDA GPU: pip install 'ragen2[vllm]' (or pip install vllm)"
@@ -61,7 +61,7 @@ def _weights_version(model: torch.nn.Module) -> int:
     return sum(int(p._version) for p in model.parameters())
 
 
-class VLLMPolicy:
+class VLLMPolicy(Policy):
     """`Policy` whose `generate` runs on a vLLM engine, synced from `trainer.model` (module docstring).
 
     Args:
@@ -188,39 +188,24 @@ class VLLMPolicy:
             cls = self._sampling_params_cls = _import_vllm().SamplingParams
         return cls(**kwargs)
 
-    def generate(
-        self,
-        prompts: Sequence[Sequence[int]],
-        *,
-        max_new_tokens: int = 128,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        stop: Sequence[str] = ("</answer>",),
-        generator: torch.Generator | None = None,
-        images: Sequence[ImageList] | None = None,
-        greedy: bool = False,
-    ) -> list[Generation]:
-        """Same contract as `HFPolicy.generate`; see the module docstring for the vLLM mapping."""
-        prompts = check_generate_args(prompts, max_new_tokens, temperature, top_p)
-        if images is not None and any(len(x or []) for x in images):
+    def _sample(self, prompts: list[list[int]], request: SamplingRequest) -> list[Generation]:
+        """`Policy.generate` after its checks (the contract of `HFPolicy`); see the module docstring for the vLLM
+        mapping."""
+        if request.images is not None and any(len(x or []) for x in request.images):
             raise ValueError("VLLMPolicy does not take images yet; use HFPolicy with a vision model")
-        if not prompts:
-            return []
-        if isinstance(stop, str):
-            stop = (stop,)
         if self.auto_sync:
             self.sync_weights()
 
-        greedy = greedy or temperature == 0
+        generator, greedy = request.generator, request.greedy
         seed_device = generator.device if generator is not None else torch.device("cpu")
         seeds = torch.randint(0, 2**31 - 1, (len(prompts),), generator=generator, device=seed_device).tolist()
         params = [
             self._sampling_params(
                 n=1,
-                temperature=0.0 if greedy else float(temperature),
-                top_p=1.0 if greedy else float(top_p),
-                max_tokens=int(max_new_tokens),
-                stop=[s for s in stop if s] or None,
+                temperature=0.0 if greedy else float(request.temperature),
+                top_p=1.0 if greedy else float(request.top_p),
+                max_tokens=int(request.max_new_tokens),
+                stop=list(request.stop) or None,
                 include_stop_str_in_output=True,
                 logprobs=0,
                 seed=int(seed),

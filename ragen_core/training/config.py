@@ -5,10 +5,11 @@ A run is described by one :class:`TrainConfig`, made of small sections::
     [run]       name, output folder, seed, number of steps, device, logging/checkpoint cadence
     [model]     policy path ("tiny" = the offline tiny model), dtype, critic learning rate
     [env]       env id and kwargs, train / validation seeds (RAGEN: 10000 / 123)
-    [rollout]   P groups x G rollouts, turns, context mode, sampling, reward placement
+    [rollout]   P groups x G rollouts, and ragen_core.rollout.RolloutOptions: turns, context, sampling, rewards
     [algo]      an entry of ragen_core.training.algorithms (ppo | grpo | dr_grpo | dapo | rloo), learning
                 rate, clipping, entropy / KL coefficients, GAE
-    [filter]    SNR-aware filtering (docs/science.md section 4): strategy, keep rate, empty-step policy
+    [filter]    SNR-aware filtering (docs/science.md section 4): on/off, the fields of one
+                ragen_core.math.filtering.FilterSpec (strategy, keep rate, score, ...), empty-step policy
     [mi]        MI diagnostics cadence and EMA constants (docs/science.md section 2)
     [eval]      validation cadence and size
     [warm_start] supervised warm start on oracle trajectories

@@ -349,8 +349,12 @@ def test_verl_version_module_mirrors_trl_version(monkeypatch):
     for version, parts in expected.items():
         assert release(version) == parts
         assert format_release(parts) == ".".join(map(str, parts))
-    # one check for both adapters: both modules call the shared one (their messages differ only by name)
-    assert verl_version.check_supported is versions.check_supported is trl_version.check_supported
+    # one check for both adapters: each module's check is a shared VersionGate's (messages differ only by name)
+    assert isinstance(verl_version.VERL_GATE, versions.VersionGate) and check == verl_version.VERL_GATE.check
+    assert isinstance(trl_version.TRL_GATE, versions.VersionGate)
+    assert trl_version.check_trl_version == trl_version.TRL_GATE.check
+    assert (verl_version.VERL_GATE.override_env, trl_version.TRL_GATE.override_env) == (
+        "RAGEN2_ALLOW_UNTESTED_VERL", "RAGEN2_ALLOW_UNTESTED_TRL")
     monkeypatch.setenv("RAGEN2_ALLOW_UNTESTED_VERL", "1")
     with pytest.warns(RuntimeWarning, match="RAGEN2_ALLOW_UNTESTED_VERL=1: trying anyway"):
         assert check("0.10.0") == "0.10.0"

@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ragen_core.episode import ChatEpisode, rollout_option, safe_step
+from ragen_core.integrations._views import read_only
 
 __all__ = ["RagenEnvironment", "ragen_environment_factory", "seed_dataset", "TOOL_HINT", "EnvReward",
            "single_turn_dataset", "stop_at", "tool_chat_template", "use_tool_chat_template"]
@@ -128,20 +129,11 @@ class RagenEnvironment:
     # Properties, not methods: TRL offers an environment's public *functions* as tools (it lists them with
     # ``inspect.getmembers(type(env), inspect.isfunction)``), and a property is not one, so these stay out of
     # the tool list while the tool-calling warm start (ragen_core.integrations.warm) and users can read them.
-    @property
-    def episode_done(self) -> bool:
-        """Whether the current episode has ended (terminated or truncated)."""
-        return self._episode.done
-
-    @property
-    def episode_success(self) -> bool:
-        """Whether the current episode ended in success (the env's ``info["success"]``)."""
-        return self._episode.success
-
-    @property
-    def episode_turns(self) -> int:
-        """Turns (``act`` calls that reached the env) played in the current episode."""
-        return self._episode.turn
+    episode_done = read_only("_episode.done", "Whether the current episode has ended (terminated or truncated).")
+    episode_success = read_only("_episode.success",
+                                'Whether the current episode ended in success (the env\'s ``info["success"]``).')
+    episode_turns = read_only("_episode.turn", "Turns (``act`` calls that reached the env) played in the current "
+                              "episode.")
 
 
 def ragen_environment_factory(env_id: str, **options: Any) -> Callable[[], RagenEnvironment]:

@@ -8,31 +8,21 @@ warning, for users who want to try a newer TRL at their own risk.
 
 from __future__ import annotations
 
-from ragen_core.integrations.versions import check_supported
+from ragen_core.integrations.versions import VersionGate
 
-__all__ = ["TESTED_TRL_VERSION", "SUPPORTED_TRL_RANGE", "check_trl_version", "UnsupportedTRLVersionError"]
+__all__ = ["TESTED_TRL_VERSION", "SUPPORTED_TRL_RANGE", "TRL_GATE", "check_trl_version", "UnsupportedTRLVersionError"]
 
 #: The exact version the test suite ran against (the ``trl`` extra of pyproject.toml pins it).
 TESTED_TRL_VERSION = "1.16.0"
 #: Half-open range ``[low, high)`` of accepted versions: the tested minor series.
 SUPPORTED_TRL_RANGE = ((1, 16, 0), (1, 17, 0))
-_OVERRIDE_ENV = "RAGEN2_ALLOW_UNTESTED_TRL"
 
 
 class UnsupportedTRLVersionError(ImportError):
     """TRL is missing, or its version is outside ``SUPPORTED_TRL_RANGE``."""
 
 
-def check_trl_version(version: str | None = None) -> str:
-    """Return the installed TRL version, or raise :class:`UnsupportedTRLVersionError` with the supported range.
-
-    Args:
-        version: the version string to check (default: the installed ``trl`` distribution's).
-
-    Raises:
-        UnsupportedTRLVersionError: TRL is not installed, or ``version`` is outside ``SUPPORTED_TRL_RANGE``
-            (unless ``RAGEN2_ALLOW_UNTESTED_TRL=1``, which warns instead).
-    """
-    return check_supported("trl", version, label="TRL", supported=SUPPORTED_TRL_RANGE, tested=TESTED_TRL_VERSION,
-                           extra="trl", override_env=_OVERRIDE_ENV, error=UnsupportedTRLVersionError,
-                           why="It overrides GRPOTrainer hooks whose signatures change between TRL releases.")
+TRL_GATE = VersionGate("trl", "TRL", TESTED_TRL_VERSION, SUPPORTED_TRL_RANGE, UnsupportedTRLVersionError,
+                       why="It overrides GRPOTrainer hooks whose signatures change between TRL releases.")
+#: ``check_trl_version(version=None) -> str``: the installed TRL version, or UnsupportedTRLVersionError.
+check_trl_version = TRL_GATE.check

@@ -133,18 +133,9 @@ class RagenSNREstimator:
     def __init__(self, handoff: StepHandoff | None = None) -> None:
         self.handoff = StepHandoff() if handoff is None else handoff
 
-    def __call__(
-        self,
-        token_level_rewards: torch.Tensor,
-        response_mask: torch.Tensor,
-        index: np.ndarray | None = None,
-        epsilon: float = 1e-6,
-        norm_adv_by_std_in_grpo: bool = True,
-        config: Any = None,
-        **kwargs: Any,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        return ragen_snr_advantage(token_level_rewards, response_mask, index, epsilon, norm_adv_by_std_in_grpo,
-                                   config, handoff=self.handoff, **kwargs)
+    def __call__(self, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """:func:`ragen_snr_advantage` (verl's estimator arguments) with this estimator's ``handoff``."""
+        return ragen_snr_advantage(*args, handoff=self.handoff, **kwargs)
 
 
 def register() -> None:

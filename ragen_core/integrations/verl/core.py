@@ -41,7 +41,15 @@ import torch
 
 from ragen_core.math import advantages as adv_mod
 from ragen_core.math import filtering
-from ragen_core.math.filtering import FilterResult, FilterSpecError, check_ddof, select_groups
+from ragen_core.math.filtering import (
+    FilterResult,
+    FilterSpecError,
+    check_bool,
+    check_choice,
+    check_ddof,
+    check_non_negative,
+    select_groups,
+)
 from ragen_core.training.algorithms import ALGORITHMS
 
 __all__ = [
@@ -101,20 +109,12 @@ class FilterSpec(filtering.FilterSpec):
     def __post_init__(self) -> None:
         try:
             super().__post_init__()
-            for name, value, accepted in (("mode", self.mode, MODES), ("estimator", self.estimator, ESTIMATORS)):
-                if value not in accepted:
-                    raise FilterSpecError(name, f"must be one of {', '.join(map(repr, accepted))}; got {value!r}")
-            try:
-                norm_eps = float(self.norm_eps)
-            except (TypeError, ValueError):
-                norm_eps = math.nan
-            if not norm_eps >= 0.0:
-                raise FilterSpecError("norm_eps", f"must be a number >= 0; got {self.norm_eps!r}")
-            object.__setattr__(self, "norm_eps", norm_eps)
+            check_choice("mode", self.mode, MODES)
+            check_choice("estimator", self.estimator, ESTIMATORS)
+            object.__setattr__(self, "norm_eps", check_non_negative("norm_eps", self.norm_eps))
             if isinstance(self.seed, bool) or not isinstance(self.seed, int):
                 raise FilterSpecError("seed", f"must be an integer; got {self.seed!r}")
-            if not isinstance(self.enable, bool):
-                raise FilterSpecError("enable", f"must be true or false; got {self.enable!r}")
+            check_bool("enable", self.enable)
         except FilterSpecError as e:
             raise e.renamed(f"ragen_filter.{e.field}") from None
 

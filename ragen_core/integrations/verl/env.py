@@ -22,6 +22,7 @@ import gymnasium as gym
 
 import ragen_envs  # noqa: F401  (registers the ragen/ ids)
 from ragen_core.episode import ChatEpisode
+from ragen_core.integrations._views import read_only
 
 __all__ = ["EnvEpisode", "episode_from_extra_info"]
 
@@ -55,25 +56,11 @@ class EnvEpisode:
         self.chat = ChatEpisode(self.env, length_limit=length_limit, system_prompt=self.system_prompt,
                                 max_turns=max_turns)
 
-    @property
-    def turn(self) -> int:
-        return self.chat.turn
-
-    @property
-    def total_reward(self) -> float:
-        return self.chat.total_reward
-
-    @property
-    def turn_rewards(self) -> list[float]:
-        return self.chat.rewards
-
-    @property
-    def done(self) -> bool:
-        return self.chat.done
-
-    @property
-    def success(self) -> bool:
-        return self.chat.success
+    turn = read_only("chat.turn", "Assistant turns played so far.")
+    total_reward = read_only("chat.total_reward", "The sum of the per-turn rewards so far.")
+    turn_rewards = read_only("chat.rewards", "The reward of each turn played, in order.")
+    done = read_only("chat.done", "Whether the episode has ended (terminated, truncated or out of turns).")
+    success = read_only("chat.success", "Whether the episode ended in success (the env's info['success']).")
 
     def start(self) -> list[dict[str, str]]:
         """Reset the env; return the opening messages (system, if asked, and the first user turn)."""
