@@ -27,8 +27,9 @@ then the loop logs the metrics (ragen_core.training.report.RunLog) and saves the
 Algorithms (`algo.name`) are the entries of ragen_core.training.algorithms.ALGORITHMS (ppo, grpo, dr_grpo, dapo, rloo):
 whether a critic is trained, the advantage, the loss aggregation, whether dynamic sampling is allowed.
 
-Metrics are namespaced: ``rollout/`` ``filter/`` ``collapse/`` ``loss/`` ``perf/`` ``val/``.
-The run folder holds ``config.toml`` (resolved), ``metrics.jsonl``, ``checkpoints/``, PNG plots and ``summary.md``
+Metrics are namespaced: ``rollout/`` ``filter/`` ``collapse/`` ``loss/`` ``perf/`` ``val/`` (and ``probe/``,
+``sft/``); every key is a constant of :mod:`ragen_core.training.metrics`, with its meaning and unit. The run folder
+holds ``config.toml`` (resolved), ``metrics.jsonl``, ``checkpoints/``, PNG plots and ``summary.md``
 (ragen_core.training.report).
 """
 
@@ -64,6 +65,7 @@ from ragen_core.training.checkpoint import (
     save_checkpoint,
 )
 from ragen_core.training.config import RESUME_KEYS, ConfigError, TrainConfig, dump_toml, load_config, resume_changes
+from ragen_core.training.metrics import Collapse, Filter, Loss, Perf, Probe, Rollout, Val
 from ragen_core.training.provenance import write_provenance
 from ragen_core.training.report import RunLog, markdown_to_text, write_plots, write_summary
 
@@ -343,11 +345,11 @@ class Trainer:
         kept, filter_metrics = self.filter_with_metrics(batch)
         filter_kept = kept  # of `batch` (a DAPO refill renumbers the groups of the batch it trains on)
         metrics.update(filter_metrics)
-        metrics["filter/groups_total"] = float(batch.groups)
+        metrics[Filter.GROUPS_TOTAL] = float(batch.groups)
         train_batch = batch
         if cfg.algo.dynamic_sampling:
             train_batch, kept, refill_rounds = self.refill(batch, kept)
-            metrics["filter/refill_rounds"] = float(refill_rounds)
+            metrics[Filter.REFILL_ROUNDS] = float(refill_rounds)
         t_rollout = time.perf_counter() - t0
 
         # 3. diagnostics on the whole batch (kept and dropped groups)
@@ -367,7 +369,7 @@ class Trainer:
             # first forward: see old_logprobs_from_update)
             t2 = time.perf_counter()
             self._old_from_update = cfg.algo.recompute_old_logprobs and self.old_logprobs_from_update(rows)
-            metrics["perf/old_logprob_pass"] = float(cfg.algo.recompute_old_logprobs and not self._old_from_update)
+            metrics[Perf.OLD_LOGPROB_PASS] = float(cfg.algo.recompute_old_logprobs and not self._old_from_update)
             if cfg.algo.recompute_old_logprobs and not self._old_from_update:
                 rows["old_logprobs"] = self._score(self.policy, rows, images)
             if self.ref_policy is not None:
@@ -384,13 +386,13 @@ class Trainer:
             t_score = time.perf_counter() - t2
             m = rows["loss_mask"] != 0
             advs = rows["advantages"]
-            metrics["filter/kept_zero_adv_share"] = zero_advantage_share(advs, m, rows["row_group"])
-            metrics["loss/advantage_mean"] = float(advs[m].mean()) if m.any() else 0.0
-            metrics["loss/advantage_std"] = float(advs[m].std(unbiased=False)) if m.any() else 0.0
+            metrics[Filter.KEPT_ZERO_ADV_SHARE] = zero_advantage_share(advs, m, rows["row_group"])
+            metrics[Loss.ADVANTAGE_MEAN] = float(advs[m].mean()) if m.any() else 0.0
+            metrics[Loss.ADVANTAGE_STD] = float(advs[m].std(unbiased=False)) if m.any() else 0.0
             if self.loss_agg_mode == TRAJ_MEAN:
                 rows["token_weights"] = trajectory_token_weights(rows["row_traj"], rows["loss_mask"])
                 # The net push on the model's own samples: 0 for zero-mean group advantages.
-                metrics["loss/weighted_advantage_mean"] = (
+                metrics[Loss.WEIGHTED_ADVANTAGE_MEAN] = (
                     float((advs * rows["token_weights"])[m].mean()) if m.any() else 0.0)
 
             # 7. update
@@ -399,12 +401,12 @@ class Trainer:
             self._old_from_update = False
             t_update = time.perf_counter() - t3
             metrics.update(upd)
-            if "loss/entropy" in upd:
-                metrics["collapse/token_entropy"] = upd["loss/entropy"]
-            metrics["perf/tokens_trained"] = float(m.sum())
+            if Loss.ENTROPY in upd:
+                metrics[Collapse.TOKEN_ENTROPY] = upd[Loss.ENTROPY]
+            metrics[Perf.TOKENS_TRAINED] = float(m.sum())
 
-        metrics.update({"perf/rollout_s": t_rollout, "perf/mi_s": t_mi, "perf/score_s": t_score,
-                        "perf/update_s": t_update, "perf/step_s": time.perf_counter() - t0})
+        metrics.update({Perf.ROLLOUT_S: t_rollout, Perf.MI_S: t_mi, Perf.SCORE_S: t_score, Perf.UPDATE_S: t_update,
+                        Perf.STEP_S: time.perf_counter() - t0})
         self.state.step = step
 
         # 8. validation, and the held-out MI probe
@@ -425,7 +427,7 @@ class Trainer:
         t = time.perf_counter()
         out = probe_metrics(self.policy, self.probe, sample_seed=1_000_003 * (self.cfg.run.seed + 1) + step,
                             span=self.cfg.mi.span, batch_tokens=self.cfg.mi.batch_tokens, **self._probe_templates())
-        out["perf/probe_s"] = time.perf_counter() - t
+        out[Perf.PROBE_S] = time.perf_counter() - t
         return out
 
     def _probe_templates(self) -> dict[str, Any]:
@@ -467,15 +469,17 @@ class Trainer:
                              include_zero=fc.include_zero, order=fc.order, eps=fc.eps, generator=self.rng.filter)
 
     def filter_with_metrics(self, batch: RolloutBatch) -> tuple[torch.Tensor, dict[str, float]]:
-        """The kept group indices and the `filter/` metrics (reward-variance statistics also when off)."""
-        rv = rv_statistics(reward_variance(batch.rewards_pg)) if batch.group_size >= 2 else {}
+        """The kept group indices and the filter's decision metrics (:data:`Filter.DECISION`), the same keys with
+        the filter off (or G < 2): every group kept, and the reward-variance statistics (NaN where undefined)."""
         res = self.filter(batch)
         if res is not None:
-            return res.kept, res.as_metrics("filter/")
-        metrics = {"filter/kept_groups": float(batch.groups), "filter/kept_fraction": 1.0, "filter/empty": 0.0}
-        for k in ("rv_mean", "rv_std", "rv_heterogeneity", "zero_fraction"):
-            if k in rv:
-                metrics[f"filter/{k}"] = rv[k]
+            return res.kept, res.as_metrics(Filter.PREFIX)
+        rv = rv_statistics(reward_variance(batch.rewards_pg)) if batch.group_size >= 2 else {}
+        metrics = {Filter.KEPT_GROUPS: float(batch.groups), Filter.KEPT_FRACTION: 1.0, Filter.EMPTY: 0.0,
+                   Filter.RV_MEAN: rv.get("rv_mean", math.nan), Filter.RV_STD: rv.get("rv_std", math.nan),
+                   Filter.RV_HETEROGENEITY: rv.get("rv_heterogeneity", math.nan),
+                   Filter.ZERO_FRACTION: rv.get("zero_fraction", math.nan),
+                   Filter.NAN_GROUPS: rv.get("n_nan", math.nan)}
         return torch.arange(batch.groups), metrics
 
     def refill(self, batch: RolloutBatch, kept: torch.Tensor) -> tuple[RolloutBatch, torch.Tensor, int]:
@@ -526,7 +530,7 @@ class Trainer:
         if batch.groups < 2:
             return {}
         if batch.images is not None:
-            return {"collapse/mi_skipped_vision": 1.0}
+            return {Collapse.MI_SKIPPED_VISION: 1.0}
         prompts, traces = batch.mi_inputs(span=self.cfg.mi.span)
         eos = getattr(self.policy.tokenizer, "eos_token_id", None)
         stand_in = int(eos if eos is not None else pad_token_id(self.policy.tokenizer))
@@ -541,19 +545,18 @@ class Trainer:
         L, lengths = policy_cross_score(self.policy, prompts, traces, self.cfg.mi.batch_tokens)
         keys = [tuple(p) for p in prompts]
         stats = mi_proxies(L, lengths, prompt_ids=keys)
-        out = flatten_proxies(stats, prefix="collapse/")
-        out["collapse/mi_zscore_ema"] = self.ema.update(stats)
-        out["collapse/regime"] = regime_from_proxies(stats)
-        out["collapse/empty_traces"] = float(empty)
+        out = flatten_proxies(stats, prefix=Collapse.PREFIX)
+        out[Collapse.MI_ZSCORE_EMA] = self.ema.update(stats)
+        out[Collapse.REGIME] = regime_from_proxies(stats)
+        out[Collapse.EMPTY_TRACES] = float(empty)
         if kept is not None:
             from ragen_core.training.probe import pmi_return_association
 
             mask = torch.zeros(batch.groups, dtype=torch.bool)
             mask[kept.long()] = True
-            for name, sel in (("kept", mask), ("dropped", ~mask)):
-                cov, corr = pmi_return_association(L, batch.rewards_pg, groups=sel)
-                out[f"collapse/pmi_return_cov_{name}"] = cov
-                out[f"collapse/pmi_return_corr_{name}"] = corr
+            for cov_key, corr_key, sel in ((Collapse.PMI_RETURN_COV_KEPT, Collapse.PMI_RETURN_CORR_KEPT, mask),
+                                           (Collapse.PMI_RETURN_COV_DROPPED, Collapse.PMI_RETURN_CORR_DROPPED, ~mask)):
+                out[cov_key], out[corr_key] = pmi_return_association(L, batch.rewards_pg, groups=sel)
         return out
 
     # ------------------------------------------------------------------ 4. empty steps, compaction
@@ -561,10 +564,10 @@ class Trainer:
         if empty:
             self.state.empty_streak += 1
             self.state.empty_total += 1
-            return {"filter/skipped": 1.0, "filter/empty_streak": float(self.state.empty_streak),
-                    "filter/empty_total": float(self.state.empty_total)}
+            return {Filter.SKIPPED: 1.0, Filter.EMPTY_STREAK: float(self.state.empty_streak),
+                    Filter.EMPTY_TOTAL: float(self.state.empty_total)}
         self.state.empty_streak = 0
-        return {"filter/skipped": 0.0, "filter/empty_streak": 0.0, "filter/empty_total": float(self.state.empty_total)}
+        return {Filter.SKIPPED: 0.0, Filter.EMPTY_STREAK: 0.0, Filter.EMPTY_TOTAL: float(self.state.empty_total)}
 
     def kept_rows(self, batch: RolloutBatch, kept: torch.Tensor):
         """The row tensors (and images) of the kept groups, and the `filter/` row and token counts."""
@@ -577,8 +580,8 @@ class Trainer:
             rows = select_groups_rows(rows, kept)
             if images is not None:
                 images = [images[int(i)] for i in keep_rows]
-        metrics = {"filter/rows_kept": float(rows["input_ids"].shape[0]), "filter/rows_total": float(n_rows_before),
-                   "filter/tokens_kept_fraction": float(rows["attention_mask"].sum()) / max(tokens_before, 1)}
+        metrics = {Filter.ROWS_KEPT: float(rows["input_ids"].shape[0]), Filter.ROWS_TOTAL: float(n_rows_before),
+                   Filter.TOKENS_KEPT_FRACTION: float(rows["attention_mask"].sum()) / max(tokens_before, 1)}
         return rows, images, metrics
 
     # ------------------------------------------------------------------ 5. scoring
@@ -777,8 +780,8 @@ class Trainer:
         if record:
             self.log.log_val_outcomes(self.state.step, validation_seeds(self.cfg),
                                       [int(x) for x in batch.success.tolist()])
-        return {"val/success": s["rollout/success"], "val/return": s["rollout/return"],
-                "val/format_valid": s["rollout/format_valid"], "val/response_length": s["rollout/response_length"]}
+        return {Val.SUCCESS: s[Rollout.SUCCESS], Val.RETURN: s[Rollout.RETURN],
+                Val.FORMAT_VALID: s[Rollout.FORMAT_VALID], Val.RESPONSE_LENGTH: s[Rollout.RESPONSE_LENGTH]}
 
     def _timed_evaluate(self, progress_label: str = "") -> dict[str, float]:
         """:meth:`evaluate` with its time; `progress_label` shows a bar over its turns (with `run.progress`)."""
@@ -794,7 +797,7 @@ class Trainer:
             self.policy = policy
             if bar is not None:
                 bar.close()
-        m["perf/eval_s"] = time.perf_counter() - t
+        m[Perf.EVAL_S] = time.perf_counter() - t
         return m
 
     # ------------------------------------------------------------------ the loop
@@ -837,13 +840,13 @@ class Trainer:
     def _say_measurements(self, metrics: dict[str, Any], bar: Any) -> None:
         """A line for each validation and probe measurement in `metrics`."""
         step = metrics.get("step")
-        if isinstance(metrics.get("val/success"), (int, float)):
-            self.say(f"step {step}: validation success {100 * metrics['val/success']:.1f}% "
+        if isinstance(metrics.get(Val.SUCCESS), (int, float)):
+            self.say(f"step {step}: validation success {100 * metrics[Val.SUCCESS]:.1f}% "
                      f"({self.cfg.eval.episodes} held-out episodes"
                      f"{', after the warm start' if step == 0 else ''})")
-        if isinstance(metrics.get("probe/retrieval_margin"), (int, float)):
-            self.say(f"step {step}: probe retrieval margin {metrics['probe/retrieval_margin']:.3f} (0 = chance, "
-                     f"1 = ceiling), token entropy {metrics.get('probe/token_entropy', float('nan')):.3f} nats")
+        if isinstance(metrics.get(Probe.RETRIEVAL_MARGIN), (int, float)):
+            self.say(f"step {step}: probe retrieval margin {metrics[Probe.RETRIEVAL_MARGIN]:.3f} (0 = chance, "
+                     f"1 = ceiling), token entropy {metrics.get(Probe.TOKEN_ENTROPY, float('nan')):.3f} nats")
 
     def _step0_measurements(self) -> None:
         """The "before" validation and probe at step 0 that the run has not logged yet, then a checkpoint.
@@ -853,11 +856,11 @@ class Trainer:
         """
         cfg = self.cfg
         logged = {k for rec in self.log.history if rec.get("step") == 0 for k in rec}
-        if cfg.eval.at_start and cfg.eval.every and "val/success" not in logged:
+        if cfg.eval.at_start and cfg.eval.every and Val.SUCCESS not in logged:
             row = {"step": 0, **self._timed_evaluate(progress_label="validation at step 0")}
             self.log.log(row)
             self._say_measurements(row, None)
-        if self.probe is not None and not any(k.startswith("probe/") for k in logged):
+        if self.probe is not None and not any(k.startswith(Probe.PREFIX) for k in logged):
             row = {"step": 0, **self.probe_diagnostics(0)}  # the probe's "before": where RL starts from
             self.log.log(row)
             self._say_measurements(row, None)
@@ -900,7 +903,7 @@ class Trainer:
                 bar.close()
         history = self.log.history
         last = history[-1] if history else {}
-        if cfg.eval.every and "val/success" not in last:
+        if cfg.eval.every and Val.SUCCESS not in last:
             # Always end with a validation of the last step (the "after" of the run), also when run.steps is not
             # a multiple of eval.every.
             final = {"step": self.state.step, **self._timed_evaluate()}
@@ -965,8 +968,8 @@ class Trainer:
 
 
 #: The progress bar's fields: metric -> its short name on the bar (explained once by BAR_LEGEND).
-BAR_FIELDS = {"rollout/success": "train_succ", "filter/kept_fraction": "kept", "collapse/token_entropy": "tok_H",
-              "collapse/mi_est": "MI"}
+BAR_FIELDS = {Rollout.SUCCESS: "train_succ", Filter.KEPT_FRACTION: "kept", Collapse.TOKEN_ENTROPY: "tok_H",
+              Collapse.MI_EST: "MI"}
 BAR_LEGEND = ("progress bar: train_succ = success of this step's sampled training rollouts (validation is reported "
               "on its own lines), kept = share of groups the filter kept, tok_H = token entropy (nats), "
               "MI = in-batch MI estimate (nats/token)")

@@ -14,6 +14,7 @@ from ragen_core.apps.train import main
 from ragen_core.policy import HFPolicy
 from ragen_core.training.algorithms import ALGORITHMS, compute_advantages, traj_token_view
 from ragen_core.training.config import ConfigError, TrainConfig, apply_overrides, dump_toml, load_config
+from ragen_core.training.metrics import unknown_keys
 from ragen_core.training.trainer import Trainer, select_groups_rows
 from ragen_envs.base import TextAgentEnv
 
@@ -104,6 +105,7 @@ def test_two_step_smoke_per_algorithm(model_dir, tmp_path, algo):
         assert (tmp_path / name).is_file(), name
     lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert lines == history
+    assert unknown_keys(history) == set()  # every key is in the metrics schema
 
 
 def test_filtering_on_vs_off_changes_the_kept_batch(model_dir, tmp_path):
@@ -118,6 +120,8 @@ def test_filtering_on_vs_off_changes_the_kept_batch(model_dir, tmp_path):
     assert off_steps[0]["filter/kept_fraction"] == 1.0
     assert on_steps[0]["filter/kept_fraction"] < 1.0
     assert on_steps[0]["filter/rows_kept"] < off_steps[0]["filter/rows_kept"]
+    # The same filter/ keys on and off (both steps updated).
+    assert {k for k in on_steps[0] if k.startswith("filter/")} == {k for k in off_steps[0] if k.startswith("filter/")}
     assert on_steps[0]["perf/tokens_trained"] < off_steps[0]["perf/tokens_trained"]
 
 
