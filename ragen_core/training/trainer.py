@@ -637,36 +637,98 @@ class Trainer:
 
     # ------------------------------------------------------------------ 7. update
     def update(self, rows: dict[str, torch.Tensor], images: list | None) -> dict[str, float]:
-        """PPO-style epochs over mini-batches of the kept rows; returns `loss/` metrics.
+        """PPO-style epochs over mini-batches of the kept rows; returns the `loss/` metrics.
 
         Each of ``algo.epochs`` passes shuffles the rows and splits them into mini-batches of
-        ``algo.mini_batch_size`` rows; a mini-batch accumulates its gradient over micro-batches of
-        ``algo.micro_batch_size`` rows (:meth:`_accumulate_minibatch`) and then takes one optimiser step
-        (:meth:`_optimizer_step`), unless the KL early stop fires first (then this step's updates end).
+        ``algo.mini_batch_size`` rows. A mini-batch accumulates its gradient over micro-batches of
+        ``algo.micro_batch_size`` rows, each weighted by its share of the mini-batch (tokens for token-mean, rows for
+        the sequence-level modes) so that the sum is the mini-batch's gradient, and then takes one optimiser step,
+        unless the KL early stop fires first (then this step's updates end). The loss of a micro-batch is
+        ``pg_loss - entropy_coef * entropy (+ kl_coef * kl)``, and the critic's value loss when there is one.
+        The `loss/` metrics are means over the micro-batches (over the optimiser steps for the gradient norms).
         """
         cfg = self.cfg.algo
-        frac = self._set_learning_rates()
+        mode, by_trajectory = token_loss_mode(self.loss_agg_mode)
+        norm_c = float(self.cfg.rollout.max_turns * self.cfg.rollout.max_new_tokens)  # Dr.GRPO's constant C
+        grad_clip = cfg.grad_clip if cfg.grad_clip > 0 else float("inf")
+        lr_frac = self._set_learning_rates()
         stats: dict[str, list[float]] = {}
+
+        def add(key: str, value: float) -> None:
+            stats.setdefault(key, []).append(float(value))
+
         updates = 0
         stopped_early = False
         for mini in self._minibatches(rows["input_ids"].shape[0]):
             mini_tokens = float((rows["loss_mask"][mini] != 0).sum())
             if mini_tokens == 0:
                 continue
-            mini_kl = self._accumulate_minibatch(rows, images, mini, mini_tokens, stats)
+            # Accumulate the mini-batch's gradient, micro-batch by micro-batch.
+            self.model.train()
+            self.optimizer.zero_grad(set_to_none=True)
+            if self.critic is not None:
+                self.critic.train()
+                self.critic_optimizer.zero_grad(set_to_none=True)
+            mini_kl = 0.0  # its approximate KL to the sampling policy (token-weighted), for the early stop
+            for idx in mini.split(cfg.micro_batch_size):
+                mb, imgs = self._slice(rows, idx, images)
+                mask = mb["loss_mask"]
+                n_tok = float((mask != 0).sum())
+                if n_tok == 0:
+                    continue
+                w = n_tok / mini_tokens if mode == "token-mean" else idx.numel() / mini.numel()
+                out = self.policy.forward_logprobs(mb["input_ids"], mb["attention_mask"], images=imgs,
+                                                   with_entropy=True, score_mask=mask != 0, **self._temp_kw())
+                logp = out.logprobs.float()
+                # One epoch of one mini-batch: the parameters have not moved yet, so this forward is the old policy's.
+                old_logp = logp.detach() if self._old_from_update else mb["old_logprobs"]
+                adv = mb["advantages"] * mb["token_weights"] if by_trajectory else mb["advantages"]
+                pg_loss, pg_stats = losses.ppo_policy_loss(
+                    logp, old_logp, adv, mask, clip_eps_low=cfg.clip_low,
+                    clip_eps_high=cfg.clip_high, dual_clip_c=cfg.dual_clip or None, loss_agg_mode=mode,
+                    norm_constant=norm_c)
+                entropy = aggregate_loss(out.entropy.float(), mask, "token-mean")
+                loss = pg_loss - cfg.entropy_coef * entropy
+                if self.ref_policy is not None:
+                    kl_mat = losses.kl_penalty(logp, mb["ref_logprobs"], kind=cfg.kl_estimator)
+                    kl = aggregate_loss(kl_mat, mask, mode, norm_constant=norm_c)
+                    loss = loss + cfg.kl_coef * kl
+                    add(Loss.KL, kl.item())
+                (loss * w).backward()
+                add(Loss.POLICY, pg_loss.item())
+                add(Loss.ENTROPY, entropy.item())
+                add(Loss.TOTAL, loss.item())
+                add(Loss.CLIP_FRACTION, pg_stats["clipfrac"])
+                add(Loss.DUAL_CLIP_FRACTION, pg_stats["dual_clipfrac"])
+                add(Loss.APPROX_KL, pg_stats["approx_kl"])
+                mini_kl += pg_stats["approx_kl"] * n_tok / mini_tokens
+                if self.critic is not None:
+                    values = self.critic(mb["input_ids"], mb["attention_mask"])
+                    v_loss, v_stats = losses.value_loss(
+                        values, mb["old_values"], mb["returns"], mask,
+                        clip_range=cfg.value_clip or None, loss_agg_mode="token-mean")
+                    (v_loss * (n_tok / mini_tokens)).backward()
+                    add(Loss.VALUE, v_loss.item())
+                    add(Loss.VALUE_CLIP_FRACTION, v_stats["vf_clipfrac"])
             if cfg.target_kl > 0 and mini_kl > 1.5 * cfg.target_kl:
                 # The policy has moved far enough from the one that sampled the batch: stop this step's
                 # updates before applying this mini-batch (the early stop of Spinning Up / SB3's target_kl).
                 stopped_early = True
                 break
-            self._optimizer_step(stats)
+            # Clip the accumulated gradients (`algo.grad_clip`; 0 = none) and step the policy (and critic).
+            params = [p for p in self.model.parameters() if p.grad is not None]
+            add(Loss.GRAD_NORM, torch.nn.utils.clip_grad_norm_(params, grad_clip))
+            self.optimizer.step()
+            if self.critic is not None:
+                add(Loss.CRITIC_GRAD_NORM, torch.nn.utils.clip_grad_norm_(self.critic.parameters(), grad_clip))
+                self.critic_optimizer.step()
             updates += 1
         self.model.eval()
-        out = {k: float(np.mean(v)) for k, v in stats.items()}
-        out["loss/updates"] = float(updates)
-        out["loss/lr"] = cfg.lr * frac
-        out["loss/kl_early_stop"] = float(stopped_early)
-        return out
+        result = {k: float(np.mean(v)) for k, v in stats.items()}
+        result[Loss.UPDATES] = float(updates)
+        result[Loss.LR] = cfg.lr * lr_frac
+        result[Loss.KL_EARLY_STOP] = float(stopped_early)
+        return result
 
     def _set_learning_rates(self) -> float:
         """Set this step's learning rates; returns the schedule's fraction of the base rate.
@@ -688,85 +750,6 @@ class Trainer:
             perm = torch.randperm(n, generator=self.rng.update)
             for start in range(0, n, self.cfg.algo.mini_batch_size):
                 yield perm[start : start + self.cfg.algo.mini_batch_size]
-
-    def _accumulate_minibatch(self, rows: dict[str, torch.Tensor], images: list | None, mini: torch.Tensor,
-                              mini_tokens: float, stats: dict[str, list[float]]) -> float:
-        """Backpropagate the mini-batch's loss, micro-batch by micro-batch; returns its approximate KL to the
-        sampling policy (token-weighted), for the early stop.
-
-        Loss of a micro-batch: ``pg_loss - entropy_coef * entropy (+ kl_coef * kl)``, scaled by its share of the
-        mini-batch (tokens for token-mean, rows for the sequence-level modes) so that the accumulated gradient is
-        the mini-batch's.
-        """
-        cfg = self.cfg.algo
-        mode, by_trajectory = token_loss_mode(self.loss_agg_mode)
-        norm_c = float(self.cfg.rollout.max_turns * self.cfg.rollout.max_new_tokens)  # Dr.GRPO's constant C
-
-        def add(k: str, v: float) -> None:
-            stats.setdefault(k, []).append(float(v))
-
-        mini_kl = 0.0
-        self.model.train()
-        self.optimizer.zero_grad(set_to_none=True)
-        if self.critic is not None:
-            self.critic.train()
-            self.critic_optimizer.zero_grad(set_to_none=True)
-        for j in range(0, mini.numel(), cfg.micro_batch_size):
-            idx = mini[j : j + cfg.micro_batch_size]
-            mb, imgs = self._slice(rows, idx, images)
-            mask = mb["loss_mask"]
-            n_tok = float((mask != 0).sum())
-            if n_tok == 0:
-                continue
-            # Weight of this micro-batch in the mini-batch's aggregate (exact for token-mean,
-            # row-proportional for the sequence-level modes).
-            w = n_tok / mini_tokens if mode == "token-mean" else idx.numel() / mini.numel()
-            out = self.policy.forward_logprobs(mb["input_ids"], mb["attention_mask"], images=imgs,
-                                               with_entropy=True, score_mask=mask != 0, **self._temp_kw())
-            logp = out.logprobs.float()
-            # One epoch of one mini-batch: the parameters have not moved yet, so this forward is the old policy's.
-            old_logp = logp.detach() if self._old_from_update else mb["old_logprobs"]
-            adv = mb["advantages"] * mb["token_weights"] if by_trajectory else mb["advantages"]
-            pg_loss, pg_stats = losses.ppo_policy_loss(
-                logp, old_logp, adv, mask, clip_eps_low=cfg.clip_low,
-                clip_eps_high=cfg.clip_high, dual_clip_c=cfg.dual_clip or None, loss_agg_mode=mode,
-                norm_constant=norm_c)
-            entropy = aggregate_loss(out.entropy.float(), mask, "token-mean")
-            loss = pg_loss - cfg.entropy_coef * entropy
-            if self.ref_policy is not None:
-                kl_mat = losses.kl_penalty(logp, mb["ref_logprobs"], kind=cfg.kl_estimator)
-                kl = aggregate_loss(kl_mat, mask, mode, norm_constant=norm_c)
-                loss = loss + cfg.kl_coef * kl
-                add("loss/kl", kl.item())
-            (loss * w).backward()
-            add("loss/policy", pg_loss.item())
-            add("loss/entropy", entropy.item())
-            add("loss/total", loss.item())
-            add("loss/clip_fraction", pg_stats["clipfrac"])
-            add("loss/dual_clip_fraction", pg_stats["dual_clipfrac"])
-            add("loss/approx_kl", pg_stats["approx_kl"])
-            mini_kl += pg_stats["approx_kl"] * n_tok / mini_tokens
-            if self.critic is not None:
-                values = self.critic(mb["input_ids"], mb["attention_mask"])
-                v_loss, v_stats = losses.value_loss(
-                    values, mb["old_values"], mb["returns"], mask,
-                    clip_range=cfg.value_clip or None, loss_agg_mode="token-mean")
-                (v_loss * (n_tok / mini_tokens)).backward()
-                add("loss/value", v_loss.item())
-                add("loss/value_clip_fraction", v_stats["vf_clipfrac"])
-        return mini_kl
-
-    def _optimizer_step(self, stats: dict[str, list[float]]) -> None:
-        """Clip the accumulated gradients (``algo.grad_clip``; 0 = none) and step the policy (and critic)."""
-        grad_clip = self.cfg.algo.grad_clip if self.cfg.algo.grad_clip > 0 else float("inf")
-        params = [p for p in self.model.parameters() if p.grad is not None]
-        gn = torch.nn.utils.clip_grad_norm_(params, grad_clip)
-        stats.setdefault("loss/grad_norm", []).append(float(gn))
-        self.optimizer.step()
-        if self.critic is not None:
-            cg = torch.nn.utils.clip_grad_norm_(self.critic.parameters(), grad_clip)
-            stats.setdefault("loss/critic_grad_norm", []).append(float(cg))
-            self.critic_optimizer.step()
 
     # ------------------------------------------------------------------ 8. validation
     @torch.no_grad()
