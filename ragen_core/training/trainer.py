@@ -177,17 +177,18 @@ def validation_seeds(cfg: TrainConfig) -> list[int]:
 
 @torch.no_grad()
 def validation_rollout(policy: Any, envs: Sequence[Any], cfg: TrainConfig, settings: RolloutSettings,
-                       step: int) -> RolloutBatch:
+                       step: int, on_turn: Callable[[int], None] | None = None) -> RolloutBatch:
     """One rollout of each validation seed after `step` RL steps (decoding per `settings`, greedy by default).
 
     The sampler is seeded from ``run.seed`` and `step`, so a model validated at the same step by another engine
-    (the TRL cross-check) sees the same episodes and, when sampling, the same random stream.
+    (the TRL cross-check) sees the same episodes and, when sampling, the same random stream. `on_turn` is the
+    rollout's per-turn callback (a progress bar).
     """
     seeds = validation_seeds(cfg)
     gen = torch.Generator(device="cpu").manual_seed(cfg.run.seed + 10_000 + step)
     policy.model.eval()
     opts = per_rollout_options(cfg.env.per_rollout_option, seeds, 1)
-    return rollout(policy, envs, seeds, 1, settings, generator=gen, reset_options=opts)
+    return rollout(policy, envs, seeds, 1, settings, generator=gen, reset_options=opts, on_turn=on_turn)
 
 
 def zero_advantage_share(advantages: torch.Tensor, loss_mask: torch.Tensor, row_group: torch.Tensor) -> float:
@@ -753,12 +754,14 @@ class Trainer:
 
     # ------------------------------------------------------------------ 8. validation
     @torch.no_grad()
-    def evaluate(self, record: bool = True) -> dict[str, float]:
+    def evaluate(self, record: bool = True, on_turn: Callable[[int], None] | None = None) -> dict[str, float]:
         """Held-out validation: `eval.episodes` distinct seeds from `env.val_seed`, one rollout each.
 
         With `record`, the per-episode outcomes are appended to ``val_outcomes.jsonl`` in the run folder.
+        `on_turn` is called after each turn of the rollout (a progress bar).
         """
-        batch = validation_rollout(self.policy, self.val_envs, self.cfg, self.val_settings, self.state.step)
+        batch = validation_rollout(self.policy, self.val_envs, self.cfg, self.val_settings, self.state.step,
+                                   on_turn=on_turn)
         s = batch.summary()
         if record:
             self.log.log_val_outcomes(self.state.step, validation_seeds(self.cfg),
@@ -767,17 +770,16 @@ class Trainer:
                 Val.FORMAT_VALID: s[Rollout.FORMAT_VALID], Val.RESPONSE_LENGTH: s[Rollout.RESPONSE_LENGTH]}
 
     def _timed_evaluate(self, progress_label: str = "") -> dict[str, float]:
-        """:meth:`evaluate` with its time; `progress_label` shows a bar over its turns (with `run.progress`)."""
+        """:meth:`evaluate` with its time; `progress_label` shows a bar over its turns (with `run.progress`): a
+        batched rollout plays one turn of all its episodes at a time, so the bar's total is `rollout.max_turns`
+        (an upper bound: a rollout whose episodes all end early closes it sooner)."""
         t = time.perf_counter()
-        policy = self.policy
         bar = None
         if progress_label and self.cfg.run.progress:
             bar = _progress(self.cfg.rollout.max_turns, 0, True, desc=progress_label, unit="turn")
-            self.policy = _TurnProgress(policy, bar)
         try:
-            m = self.evaluate()
+            m = self.evaluate(on_turn=None if bar is None else lambda _turn: bar.update(1))
         finally:
-            self.policy = policy
             if bar is not None:
                 bar.close()
         m[Perf.EVAL_S] = time.perf_counter() - t
@@ -1014,24 +1016,6 @@ def _progress(total: int, done: int, enabled: bool, desc: str = "train", unit: s
     from tqdm.auto import tqdm
 
     return tqdm(total=total, initial=done, desc=desc, unit=unit, dynamic_ncols=True, leave=False)
-
-
-class _TurnProgress:
-    """A policy that advances a progress bar after each `generate` call: a batched rollout generates once per
-    turn for all its episodes, so the bar counts turns (its total is `rollout.max_turns`, an upper bound: a
-    rollout whose episodes all end early closes it sooner). Everything else is the wrapped policy's."""
-
-    def __init__(self, policy: Any, bar: Any):
-        self._policy = policy
-        self._bar = bar
-
-    def generate(self, *args: Any, **kwargs: Any) -> Any:
-        out = self._policy.generate(*args, **kwargs)
-        self._bar.update(1)
-        return out
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._policy, name)
 
 
 # ---------------------------------------------------------------------------------------------- CLI
