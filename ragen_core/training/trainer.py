@@ -220,27 +220,25 @@ def _overlaps(a: range, b: range) -> bool:
 
 
 def _check_seed_ranges(cfg: TrainConfig) -> None:
-    """Validation seeds must not be trained on (RL or warm start)."""
+    """Held-out seeds are never trained on: the validation seeds overlap neither the warm start's nor the train seed
+    stream (``env.train_seed``, +1, ...: one per group, never reused), and the probe's (with the probe) none of those
+    three. Raises ConfigError naming the key."""
     val = range(cfg.env.val_seed, cfg.env.val_seed + cfg.eval.episodes)
     ws = range(cfg.warm_start.seed, cfg.warm_start.seed + cfg.warm_start.sft_episodes)
-    if _overlaps(ws, val):
-        raise ConfigError(f"warm_start.seed: warm-start seeds {ws.start}..{ws.stop - 1} overlap the validation "
-                          f"seeds {val.start}..{val.stop - 1}")
-    # Train seeds are train_seed, train_seed + 1, ... (one per group, never reused).
-    if val.stop > cfg.env.train_seed:
-        raise ConfigError(f"env.val_seed: validation seeds {val.start}..{val.stop - 1} overlap the train seed "
-                          f"stream starting at env.train_seed={cfg.env.train_seed}")
+    train = range(cfg.env.train_seed, sys.maxsize)
+    checks = [("warm_start.seed", "warm-start", ws, "validation", val),
+              ("env.val_seed", "validation", val, "train", train)]
     if cfg.mi.probe_prompts:  # the probe's levels are held out from everything else
         from ragen_core.training.probe import probe_seed_range
 
-        pr = probe_seed_range(cfg.mi.probe_seed, cfg.mi.probe_prompts)
-        for name, other in (("validation", val), ("warm-start", ws)):
-            if _overlaps(pr, other):
-                raise ConfigError(f"mi.probe_seed: probe seeds {pr.start}..{pr.stop - 1} overlap the {name} seeds "
-                                  f"{other.start}..{other.stop - 1}")
-        if pr.stop > cfg.env.train_seed:
-            raise ConfigError(f"mi.probe_seed: probe seeds {pr.start}..{pr.stop - 1} overlap the train seed stream "
-                              f"starting at env.train_seed={cfg.env.train_seed}")
+        probe = probe_seed_range(cfg.mi.probe_seed, cfg.mi.probe_prompts)
+        checks += [("mi.probe_seed", "probe", probe, name, other)
+                   for name, other in (("validation", val), ("warm-start", ws), ("train", train))]
+    for key, name, seeds, other_name, other in checks:
+        if _overlaps(seeds, other):
+            where = (f"the train seed stream starting at env.train_seed={cfg.env.train_seed}" if other is train
+                     else f"the {other_name} seeds {other.start}..{other.stop - 1}")
+            raise ConfigError(f"{key}: {name} seeds {seeds.start}..{seeds.stop - 1} overlap {where}")
 
 
 # ---------------------------------------------------------------------------------------------- the trainer
