@@ -177,9 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
+    from ragen_core.apps.train import new_run_dir
     from ragen_core.policy import HFPolicy, default_tiny_model_dir
     from ragen_core.training.config import load_config
-    from ragen_core.training.trainer import Trainer, new_run_dir
+    from ragen_core.training.trainer import Trainer
 
     t = time.perf_counter()
     model_dir = default_tiny_model_dir()
