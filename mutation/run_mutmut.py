@@ -236,14 +236,9 @@ def _machine() -> str:
     import importlib.metadata
     import platform
 
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from ragen_core.training.provenance import cpu_model
+
+    cpu = cpu_model() or "unknown CPU"
     try:
         import torch
 

@@ -428,6 +428,7 @@ def rollout(
     generator: torch.Generator | None = None,
     responder: Responder | None = None,
     reset_options: Sequence[dict[str, Any] | None] | None = None,
+    on_turn: Callable[[int], None] | None = None,
 ) -> RolloutBatch:
     """Play ``len(seeds)`` groups of `group_size` episodes and return the training batch.
 
@@ -442,6 +443,8 @@ def rollout(
         responder: scripted responses instead of the policy's (warm start, tests); see :data:`Responder`.
         reset_options: optional per-episode `options` for `env.reset` (length P * G;
             ``ragen_core.episode.per_rollout_options`` builds them from ``env.per_rollout_option``).
+        on_turn: called with the turn number (1-based) after each turn, which plays every episode still running
+            (a progress bar; at most ``settings.max_turns`` calls, fewer when every episode ends early).
 
     Returns:
         :class:`RolloutBatch`.
@@ -461,7 +464,7 @@ def rollout(
     for i, ep in enumerate(episodes):
         ep.reset(int(seeds[i // g]), reset_options[i] if reset_options is not None else None)
 
-    for _ in range(s.max_turns):  # every episode ends within max_turns (ChatEpisode counts them)
+    for turn in range(s.max_turns):  # every episode ends within max_turns (ChatEpisode counts them)
         idx = [i for i in range(n) if not episodes[i].done]
         if not idx:
             break
@@ -484,6 +487,8 @@ def rollout(
                 env_error=step.env_error,
                 final_action=final_action_flag(envs[i], step.info),
             ))
+        if on_turn is not None:
+            on_turn(turn + 1)
 
     for traj, ep in zip(trajs, episodes):
         traj.messages = ep.messages

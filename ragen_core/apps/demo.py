@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ragen_core.training.metrics import STEP, Collapse, Filter, Perf, Rollout, Sft, Val
+
 #: The demo's settings as overrides of the defaults: configs/sokoban_tiny.toml, except `DEMO_ONLY`.
 DEMO_OVERRIDES = [
     'run.name="demo-sokoban"',
@@ -74,17 +76,17 @@ DEMO_ONLY = ("run.name", "run.max_minutes", "run.progress")
 
 #: (metric, column title, number format); every column is _WIDTH characters wide.
 _COLUMNS = (
-    ("step", "step", "{:d}"),
-    ("rollout/success", "succ", "{:.2f}"),
-    ("rollout/return", "return", "{:.2f}"),
-    ("rollout/format_valid", "format", "{:.2f}"),
-    ("filter/kept_fraction", "kept", "{:.2f}"),
-    ("filter/rv_heterogeneity", "RVhet", "{:.2f}"),
-    ("collapse/token_entropy", "H_tok", "{:.2f}"),
-    ("collapse/mi_seq_est", "MIseq", "{:.2f}"),
-    ("collapse/retrieval_acc", "R-acc", "{:.2f}"),
-    ("val/success", "val", "{:.2f}"),
-    ("perf/step_s", "sec", "{:.1f}"),
+    (STEP, "step", "{:d}"),
+    (Rollout.SUCCESS, "succ", "{:.2f}"),
+    (Rollout.RETURN, "return", "{:.2f}"),
+    (Rollout.FORMAT_VALID, "format", "{:.2f}"),
+    (Filter.KEPT_FRACTION, "kept", "{:.2f}"),
+    (Filter.RV_HETEROGENEITY, "RVhet", "{:.2f}"),
+    (Collapse.TOKEN_ENTROPY, "H_tok", "{:.2f}"),
+    (Collapse.MI_SEQ_EST, "MIseq", "{:.2f}"),
+    (Collapse.RETRIEVAL_ACC, "R-acc", "{:.2f}"),
+    (Val.SUCCESS, "val", "{:.2f}"),
+    (Perf.STEP_S, "sec", "{:.1f}"),
 )
 _WIDTH = 6
 #: What each column means, printed once above the table.
@@ -116,7 +118,7 @@ def _header() -> str:
 
 def table_row(metrics: dict[str, Any]) -> str | None:
     """One line of the live table (None for records without a training step, e.g. the warm start)."""
-    if "rollout/success" not in metrics and "val/success" not in metrics:
+    if Rollout.SUCCESS not in metrics and Val.SUCCESS not in metrics:
         return None
     return " | ".join(_cell(metrics, key, fmt) for key, _, fmt in _COLUMNS)
 
@@ -175,9 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
+    from ragen_core.apps.train import new_run_dir
     from ragen_core.policy import HFPolicy, default_tiny_model_dir
     from ragen_core.training.config import load_config
-    from ragen_core.training.trainer import Trainer, new_run_dir
+    from ragen_core.training.trainer import Trainer
 
     t = time.perf_counter()
     model_dir = default_tiny_model_dir()
@@ -199,18 +202,18 @@ def main(argv: list[str] | None = None) -> int:
 
     def on_step(m: dict[str, Any]) -> None:
         nonlocal header_printed
-        if "sft/loss_last" in m:
-            phase["warm start"] = m["perf/sft_s"]
+        if Sft.LOSS_LAST in m:
+            phase["warm start"] = m[Perf.SFT_S]
             ws = cfg.warm_start
-            print(f"[2/4] warm start: {int(m['sft/episodes'])} episodes of a demonstrator that reasons like the solver "
+            print(f"[2/4] warm start: {int(m[Sft.EPISODES])} episodes of a demonstrator that reasons like the solver "
                   f"but answers its habit ({ws.noise_action} action) {ws.action_noise:.0%} of the time, "
-                  f"x {ws.epochs} epochs: NLL {m['sft/loss_first']:.2f} -> {m['sft/loss_last']:.2f} in "
-                  f"{m['perf/sft_s']:.0f} s")
+                  f"x {ws.epochs} epochs: NLL {m[Sft.LOSS_FIRST]:.2f} -> {m[Sft.LOSS_LAST]:.2f} in "
+                  f"{m[Perf.SFT_S]:.0f} s")
             return
-        if m.get("step") == 0 and "val/success" in m:
-            phase["validation"] = phase.get("validation", 0.0) + m.get("perf/eval_s", 0.0)
+        if m.get(STEP) == 0 and Val.SUCCESS in m:
+            phase["validation"] = phase.get("validation", 0.0) + m.get(Perf.EVAL_S, 0.0)
             print(f"      validation after the warm start (greedy, {cfg.eval.episodes} held-out seeds): success "
-                  f"{m['val/success']:.1%}, format-valid turns {m['val/format_valid']:.1%}", flush=True)
+                  f"{m[Val.SUCCESS]:.1%}, format-valid turns {m[Val.FORMAT_VALID]:.1%}", flush=True)
             return
         row = table_row(m)
         if row is None:
@@ -227,33 +230,33 @@ def main(argv: list[str] | None = None) -> int:
     untrained = trainer.evaluate(record=False)  # the same held-out seeds, before any training
     phase["validation"] = time.perf_counter() - t
     print(f"      untrained model (greedy, {cfg.eval.episodes} held-out seeds): success "
-          f"{untrained['val/success']:.1%}, format-valid turns {untrained['val/format_valid']:.1%} "
+          f"{untrained[Val.SUCCESS]:.1%}, format-valid turns {untrained[Val.FORMAT_VALID]:.1%} "
           f"({phase['validation']:.0f} s)", flush=True)
     history = trainer.fit()
     wall = time.perf_counter() - t0
-    phase["validation"] += sum(r.get("perf/eval_s", 0.0) or 0.0 for r in history if r.get("step", 0) > 0)
-    phase["RL steps"] = sum(r.get("perf/step_s", 0.0) or 0.0 for r in history)
+    phase["validation"] += sum(r.get(Perf.EVAL_S, 0.0) or 0.0 for r in history if r.get(STEP, 0) > 0)
+    phase["RL steps"] = sum(r.get(Perf.STEP_S, 0.0) or 0.0 for r in history)
     phase["other"] = wall - sum(phase.values())
 
-    val = [(r["step"], r["val/success"]) for r in history if r.get("val/success") is not None]
+    val = [(r[STEP], r[Val.SUCCESS]) for r in history if r.get(Val.SUCCESS) is not None]
     before = val[0] if val else None
     after = val[-1] if val else None
-    h0, h1 = _first_last(history, "collapse/token_entropy")
-    m0, m1 = _first_last(history, "collapse/mi_seq_est")
-    a0, a1 = _first_last(history, "collapse/retrieval_acc")
-    c0, c1 = _first_last(history, "collapse/cond_entropy_est")
-    k0, k1 = _first_last(history, "filter/kept_fraction")
-    steps = max((r["step"] for r in history), default=0)
+    h0, h1 = _first_last(history, Collapse.TOKEN_ENTROPY)
+    m0, m1 = _first_last(history, Collapse.MI_SEQ_EST)
+    a0, a1 = _first_last(history, Collapse.RETRIEVAL_ACC)
+    c0, c1 = _first_last(history, Collapse.COND_ENTROPY_EST)
+    k0, k1 = _first_last(history, Filter.KEPT_FRACTION)
+    steps = max((r[STEP] for r in history), default=0)
     print("[4/4] summary")
     print(f"  RL steps: {steps} ({cfg.rollout.groups} groups x {cfg.rollout.group_size} rollouts, "
           f"up to {cfg.rollout.max_turns} turns); empty (skipped) steps: "
-          f"{int(sum(r.get('filter/skipped', 0) or 0 for r in history))}")
+          f"{int(sum(r.get(Filter.SKIPPED, 0) or 0 for r in history))}")
     n = cfg.eval.episodes
     print(f"  task: {_task_words(cfg)}")
     gain_line = "  gain: n/a (no validation after RL)"
     if before and after:
         print(f"  validation success on {n} held-out seeds (seed {cfg.env.val_seed}+, greedy): untrained "
-              f"{untrained['val/success']:.1%} -> after the warm start (before RL) {before[1]:.1%} -> "
+              f"{untrained[Val.SUCCESS]:.1%} -> after the warm start (before RL) {before[1]:.1%} -> "
               f"after RL (step {after[0]}) {after[1]:.1%}")
         paired = paired_gain(run_dir)
         if paired is not None:
@@ -264,11 +267,11 @@ def main(argv: list[str] | None = None) -> int:
             gain_line = (f"  gain from RL: {100 * gain:+.1f} points, 95% CI [{100 * lo:+.1f}, {100 * hi:+.1f}] "
                          f"(paired over the same {n_ep} episodes): {verdict}")
         print(gain_line)
-    f0, f1 = _first_last(history, "rollout/format_valid")
-    v0, v1 = _first_last(history, "val/format_valid")
-    s0, s1 = _first_last(history, "rollout/success")
+    f0, f1 = _first_last(history, Rollout.FORMAT_VALID)
+    v0, v1 = _first_last(history, Val.FORMAT_VALID)
+    s0, s1 = _first_last(history, Rollout.SUCCESS)
     print(f"  train (sampled, T = {cfg.rollout.temperature:g}) success {_f(s0, 2)} -> {_f(s1, 2)} (first -> last step)")
-    print(f"  format-valid turns: untrained {untrained['val/format_valid']:.2f}; train {_f(f0, 2)} -> {_f(f1, 2)}, "
+    print(f"  format-valid turns: untrained {untrained[Val.FORMAT_VALID]:.2f}; train {_f(f0, 2)} -> {_f(f1, 2)}, "
           f"validation {_f(v0, 2)} -> {_f(v1, 2)}")
     print(f"  token entropy (nats/token): {_f(h0)} -> {_f(h1)};  H(Z|X) estimate: {_f(c0)} -> {_f(c1)}")
     print(f"  MI-Seq-Est of the reasoning (nats, ceiling log P = {math.log(cfg.rollout.groups):.2f}): "
@@ -281,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
           f"torch threads {torch.get_num_threads()}")
     with open(Path(run_dir) / "summary.md", "a", encoding="utf-8") as f:
         f.write(f"\nDemo: {_task_words(cfg)}. Validation success (greedy, {n} held-out seeds): untrained "
-                f"{untrained['val/success']:.3f}, after the warm start {_f(before[1] if before else None)}, "
+                f"{untrained[Val.SUCCESS]:.3f}, after the warm start {_f(before[1] if before else None)}, "
                 f"after RL {_f(after[1] if after else None)}.\n{gain_line.strip()}\n"
                 f"Demo wall time {wall / 60:.1f} min ({times}), peak RSS {peak_rss_mb():.0f} MB.\n")
     return 0

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PROVENANCE", "config_sha256", "git_state", "write_provenance"]
+__all__ = ["PROVENANCE", "config_sha256", "cpu_model", "git_state", "write_provenance"]
 
 #: The file name in the run folder.
 PROVENANCE = "provenance.json"
@@ -44,6 +44,17 @@ def git_state(path: str | Path | None = None) -> tuple[str | None, bool | None]:
     except (OSError, subprocess.SubprocessError):
         return None, None
     return commit.stdout.strip(), diff.returncode != 0
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name from ``/proc/cpuinfo`` (Linux); None where it cannot be read."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
 
 
 def _version() -> str | None:

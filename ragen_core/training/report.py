@@ -19,6 +19,7 @@ import numpy as np
 
 from ragen_core.training.algorithms import get_algorithm
 from ragen_core.training.config import ConfigError, TrainConfig
+from ragen_core.training.metrics import STEP, Collapse, Filter, Probe, Rollout, Val
 
 __all__ = ["METRICS", "VAL_OUTCOMES", "RunLog", "markdown_to_text", "require_tensorboard", "write_plots",
            "write_summary"]
@@ -91,7 +92,7 @@ class RunLog:
             for line in mpath.read_text(encoding="utf-8").splitlines():
                 if line.strip():
                     rec = json.loads(line)
-                    if rec.get("step", 0) <= step:
+                    if rec.get(STEP, 0) <= step:
                         history.append(rec)
         self.history = history
         mpath.write_text("".join(json.dumps(r) + "\n" for r in history))
@@ -108,8 +109,8 @@ class RunLog:
 
             self._tb = SummaryWriter(str(self.run_dir / "tensorboard"))
         for k, v in metrics.items():
-            if k != "step" and isinstance(v, (int, float)):
-                self._tb.add_scalar(k, v, metrics["step"])
+            if k != STEP and isinstance(v, (int, float)):
+                self._tb.add_scalar(k, v, metrics[STEP])
 
 
 def _series(history: list[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
@@ -117,7 +118,7 @@ def _series(history: list[dict[str, Any]], key: str) -> tuple[list[int], list[fl
     for rec in history:
         v = rec.get(key)
         if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
-            xs.append(int(rec["step"]))
+            xs.append(int(rec[STEP]))
             ys.append(float(v))
     return xs, ys
 
@@ -144,66 +145,53 @@ def _save(fig: Any, path: Path, plt: Any) -> Path:
     return path
 
 
+#: y label and limits of a panel that shows shares.
+_SHARE = ("share (0-1)", (-0.02, 1.02))
+#: The figures of :func:`write_plots`: file -> (title, panels). A panel is (y label, y limits or None, curves), a
+#: curve (metric, legend label, matplotlib style); a curve without data is left out.
+_FIGURES: dict[str, tuple[str, list[tuple[Any, ...]]]] = {
+    "success.png": ("Success", [
+        ("success rate (0-1)", (-0.02, 1.02), [(Rollout.SUCCESS, "training rollouts (sampled)", {}),
+                                               (Val.SUCCESS, "validation (held out)", {"marker": "o"})]),
+    ]),
+    "entropy_mi.png": ("Entropy and input dependence (in-batch)", [
+        ("nats / token", None, [(Collapse.TOKEN_ENTROPY, "token entropy", {}),
+                                (Collapse.COND_ENTROPY_EST, "H(Z|X) estimate", {"marker": "s"})]),
+        ("nats / trace", None, [(Collapse.MI_SEQ_EST, "MI-Seq-Est", {"marker": "o", "color": "tab:red"})]),
+        (*_SHARE, [(Collapse.RETRIEVAL_ACC, "Retrieval-Acc", {"marker": "^", "color": "tab:orange"}),
+                   (Collapse.RETRIEVAL_CHANCE, "chance", {"linestyle": ":", "color": "tab:gray"})]),
+    ]),
+    "filter.png": ("Reward variance and filtering", [
+        ("reward^2", None, [(Filter.RV_MEAN, "mean per-group reward variance", {})]),
+        ("ratio", None, [(Filter.RV_HETEROGENEITY, "RV heterogeneity (std / mean)", {"color": "tab:purple"})]),
+        (*_SHARE, [(Filter.KEPT_FRACTION, "groups kept", {"color": "tab:green"}),
+                   (Filter.ZERO_FRACTION, "groups with zero variance", {"linestyle": ":", "color": "tab:gray"})]),
+    ]),
+}
+
+
 def write_plots(run_dir: Path, history: list[dict[str, Any]]) -> list[Path]:
-    """success.png, entropy_mi.png, filter.png (and probe.png with the probe) from the metrics history: one
-    quantity per axis (one panel each, with its unit), legends beside the axes."""
+    """success.png, entropy_mi.png, filter.png (:data:`_FIGURES`; and probe.png with the probe) from the metrics
+    history: one quantity per axis (one panel each, with its unit), legends beside the axes."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     paths = []
-    fig, (ax,) = _panels(plt, 1, "Success")
-    for key, label in (("rollout/success", "training rollouts (sampled)"), ("val/success", "validation (held out)")):
-        xs, ys = _series(history, key)
-        if xs:
-            ax.plot(xs, ys, marker="o" if key.startswith("val") else None, label=label)
-    ax.set_ylabel("success rate (0-1)")
-    ax.set_ylim(-0.02, 1.02)
-    _legend_outside(ax)
-    paths.append(_save(fig, run_dir / "success.png", plt))
-
-    fig, axes = _panels(plt, 3, "Entropy and input dependence (in-batch)")
-    for key, label, marker in (("collapse/token_entropy", "token entropy", None),
-                               ("collapse/cond_entropy_est", "H(Z|X) estimate", "s")):
-        xs, ys = _series(history, key)
-        if xs:
-            axes[0].plot(xs, ys, marker=marker, label=label)
-    axes[0].set_ylabel("nats / token")
-    xs, ys = _series(history, "collapse/mi_seq_est")
-    if xs:
-        axes[1].plot(xs, ys, marker="o", color="tab:red", label="MI-Seq-Est")
-    axes[1].set_ylabel("nats / trace")
-    xs, ys = _series(history, "collapse/retrieval_acc")
-    if xs:
-        axes[2].plot(xs, ys, marker="^", color="tab:orange", label="Retrieval-Acc")
-    xs, ys = _series(history, "collapse/retrieval_chance")
-    if xs:
-        axes[2].plot(xs, ys, ":", color="tab:gray", label="chance")
-    axes[2].set_ylabel("share (0-1)")
-    axes[2].set_ylim(-0.02, 1.02)
-    for ax in axes:
-        _legend_outside(ax)
-    paths.append(_save(fig, run_dir / "entropy_mi.png", plt))
-
-    fig, axes = _panels(plt, 3, "Reward variance and filtering")
-    xs, ys = _series(history, "filter/rv_mean")
-    axes[0].plot(xs, ys, label="mean per-group reward variance")
-    axes[0].set_ylabel("reward^2")
-    xs, ys = _series(history, "filter/rv_heterogeneity")
-    axes[1].plot(xs, ys, color="tab:purple", label="RV heterogeneity (std / mean)")
-    axes[1].set_ylabel("ratio")
-    xs, ys = _series(history, "filter/kept_fraction")
-    axes[2].plot(xs, ys, color="tab:green", label="groups kept")
-    xs, ys = _series(history, "filter/zero_fraction")
-    if xs:
-        axes[2].plot(xs, ys, ":", color="tab:gray", label="groups with zero variance")
-    axes[2].set_ylabel("share (0-1)")
-    axes[2].set_ylim(-0.02, 1.02)
-    for ax in axes:
-        _legend_outside(ax)
-    paths.append(_save(fig, run_dir / "filter.png", plt))
-    if _series(history, "probe/retrieval_margin")[0]:
+    for name, (title, panels) in _FIGURES.items():
+        fig, axes = _panels(plt, len(panels), title)
+        for ax, (ylabel, ylim, curves) in zip(axes, panels):
+            for key, label, style in curves:
+                xs, ys = _series(history, key)
+                if xs:
+                    ax.plot(xs, ys, label=label, **style)
+            ax.set_ylabel(ylabel)
+            if ylim is not None:
+                ax.set_ylim(*ylim)
+            _legend_outside(ax)
+        paths.append(_save(fig, run_dir / name, plt))
+    if _series(history, Probe.RETRIEVAL_MARGIN)[0]:
         paths.append(_probe_plot(run_dir, history, plt))
     return paths
 
@@ -212,14 +200,14 @@ def _probe_plot(run_dir: Path, history: list[dict[str, Any]], plt: Any) -> Path:
     """probe.png: the held-out probe's input dependence (margin, MI-Seq / log N) above its entropies relative to
     step 0, with the +-25% band the collapse check uses (ragen_core.math.collapse)."""
     fig, axes = _panels(plt, 2, "Held-out probe: input dependence vs entropy")
-    for key, label, style in (("probe/retrieval_margin", "retrieval margin over chance", "o-"),
-                              ("probe/mi_seq_norm", "MI-Seq-Est / log N", "s-")):
+    for key, label, style in ((Probe.RETRIEVAL_MARGIN, "retrieval margin over chance", "o-"),
+                              (Probe.MI_SEQ_NORM, "MI-Seq-Est / log N", "s-")):
         xs, ys = _series(history, key)
         axes[0].plot(xs, ys, style, label=label)
     axes[0].set_ylim(-0.05, 1.05)
     axes[0].set_ylabel("0 = chance, 1 = ceiling")
-    for key, label, color in (("probe/token_entropy", "token entropy", "tab:gray"),
-                              ("probe/cond_entropy_est", "H(Z|X)", "tab:cyan")):
+    for key, label, color in ((Probe.TOKEN_ENTROPY, "token entropy", "tab:gray"),
+                              (Probe.COND_ENTROPY_EST, "H(Z|X)", "tab:cyan")):
         xs, ys = _series(history, key)
         if xs and ys[0] > 0:
             axes[1].plot(xs, [y / ys[0] for y in ys], "--", color=color, label=label)
@@ -243,21 +231,21 @@ def _probe_summary(history: list[dict[str, Any]]) -> list[str]:
     """The held-out probe's start/end table and the collapse verdict (ragen_core.math.collapse)."""
     from ragen_core.math.collapse import collapse_from_history
 
-    rows = [r for r in history if isinstance(r.get("probe/retrieval_margin"), (int, float))]
+    rows = [r for r in history if isinstance(r.get(Probe.RETRIEVAL_MARGIN), (int, float))]
     first, last = rows[0], rows[-1]
-    n = int(first.get("probe/n_prompts", 0))
-    out = [f"## Held-out MI probe ({n} prompts x {int(first.get('probe/group_size', 0))} samples, steps "
-           f"{int(first['step'])}..{int(last['step'])})", "",
+    n = int(first.get(Probe.N_PROMPTS, 0))
+    out = [f"## Held-out MI probe ({n} prompts x {int(first.get(Probe.GROUP_SIZE, 0))} samples, steps "
+           f"{int(first[STEP])}..{int(last[STEP])})", "",
            "| metric | start | end | chance | ceiling |", "|---|---|---|---|---|"]
     for key, label, chance, ceiling in (
-            ("probe/retrieval_acc", "Retrieval-Acc", _fmt(first.get("probe/retrieval_chance")), "1"),
-            ("probe/recall_at_8", "Recall@8", _fmt(first.get("probe/recall_at_8_chance")), "1"),
-            ("probe/retrieval_margin", "retrieval margin over chance", "0", "1"),
-            ("probe/mi_seq_est", "MI-Seq-Est (nats)", "0", _fmt(first.get("probe/mi_upper_bound"))),
-            ("probe/token_entropy", "token entropy (nats)", "", ""),
-            ("probe/cond_entropy_est", "H(Z\\|X) est. (nats/token)", "", "")):
+            (Probe.RETRIEVAL_ACC, "Retrieval-Acc", _fmt(first.get(Probe.RETRIEVAL_CHANCE)), "1"),
+            (Probe.RECALL_AT_8, "Recall@8", _fmt(first.get(Probe.RECALL_AT_8_CHANCE)), "1"),
+            (Probe.RETRIEVAL_MARGIN, "retrieval margin over chance", "0", "1"),
+            (Probe.MI_SEQ_EST, "MI-Seq-Est (nats)", "0", _fmt(first.get(Probe.MI_UPPER_BOUND))),
+            (Probe.TOKEN_ENTROPY, "token entropy (nats)", "", ""),
+            (Probe.COND_ENTROPY_EST, "H(Z\\|X) est. (nats/token)", "", "")):
         out.append(f"| {label} | {_fmt(first.get(key))} | {_fmt(last.get(key))} | {chance} | {ceiling} |")
-    corr = [float(r["probe/pmi_return_corr"]) for r in rows if isinstance(r.get("probe/pmi_return_corr"), (int, float))]
+    corr = [float(r[Probe.PMI_RETURN_CORR]) for r in rows if isinstance(r.get(Probe.PMI_RETURN_CORR), (int, float))]
     if corr:  # which way the task gradient pushed input dependence (ragen_core.training.probe.pmi_return_association)
         mean = sum(corr) / len(corr)
         way = ("the traces that depend more on their input earned more: the task gradient raised the MI" if mean > 0
@@ -275,7 +263,7 @@ def _probe_summary(history: list[dict[str, Any]]) -> list[str]:
 
 def write_summary(run_dir: Path, cfg: TrainConfig, history: list[dict[str, Any]], stopped: str = "") -> Path:
     """summary.md: what was run, the numbers at start and end, where the files are."""
-    steps = [r["step"] for r in history if r.get("step", 0) > 0]
+    steps = [r[STEP] for r in history if r.get(STEP, 0) > 0]
     lines = [f"# Run `{cfg.run.name}`", "",
              f"- env `{cfg.env.id}`, model `{cfg.model.path}`, "
              f"{cfg.rollout.groups} groups x {cfg.rollout.group_size} rollouts, up to {cfg.rollout.max_turns} "
@@ -284,24 +272,24 @@ def write_summary(run_dir: Path, cfg: TrainConfig, history: list[dict[str, Any]]
              f"- algorithm `{cfg.algo.name}`: {get_algorithm(cfg.algo.name).describe(cfg.algo)}",
              f"- filter: {'off' if not cfg.filter.enabled else f'{cfg.filter.spec.strategy} {cfg.filter.spec.value}'}; "
              f"steps run: {max(steps) if steps else 0} of {cfg.run.steps}" + (f"; {stopped}" if stopped else ""),
-             f"- empty (skipped) steps: {int(sum(r.get('filter/skipped', 0) or 0 for r in history))}", "",
+             f"- empty (skipped) steps: {int(sum(r.get(Filter.SKIPPED, 0) or 0 for r in history))}", "",
              "| metric | start | end |", "|---|---|---|"]
-    for key, label in (("val/success", "validation success"), ("rollout/success", "train success"),
-                       ("rollout/format_valid", "format-valid rate"), ("rollout/return", "mean return"),
-                       ("collapse/token_entropy", "token entropy (nats)"),
-                       ("collapse/cond_entropy_est", "H(Z\\|X) estimate"), ("collapse/mi_est", "MI-Est"),
-                       ("collapse/mi_seq_est", "MI-Seq-Est"), ("collapse/retrieval_acc", "Retrieval-Acc"),
-                       ("filter/kept_fraction", "kept fraction"), ("filter/rv_heterogeneity", "RV heterogeneity")):
+    for key, label in ((Val.SUCCESS, "validation success"), (Rollout.SUCCESS, "train success"),
+                       (Rollout.FORMAT_VALID, "format-valid rate"), (Rollout.RETURN, "mean return"),
+                       (Collapse.TOKEN_ENTROPY, "token entropy (nats)"),
+                       (Collapse.COND_ENTROPY_EST, "H(Z\\|X) estimate"), (Collapse.MI_EST, "MI-Est"),
+                       (Collapse.MI_SEQ_EST, "MI-Seq-Est"), (Collapse.RETRIEVAL_ACC, "Retrieval-Acc"),
+                       (Filter.KEPT_FRACTION, "kept fraction"), (Filter.RV_HETEROGENEITY, "RV heterogeneity")):
         a, b = _first_last(history, key)
         lines.append(f"| {label} | {_fmt(a)} | {_fmt(b)} |")
-    regimes = [r["collapse/regime"] for r in history if isinstance(r.get("collapse/regime"), str)]
+    regimes = [r[Collapse.REGIME] for r in history if isinstance(r.get(Collapse.REGIME), str)]
     if regimes:
         lines += ["", f"Regime at the first / last MI check: {regimes[0]} / {regimes[-1]} (the four regimes of "
                   "docs/science.md section 1, read off the in-batch proxies: high or low H(Z|X) x high or low "
                   "input dependence; compressed reasoning = low within-input diversity, still input-dependent, "
                   "the normal end state of a policy that learned its task)."]
     files = "`config.toml`, `metrics.jsonl`, `checkpoints/latest.pt`, `success.png`, `entropy_mi.png`, `filter.png`"
-    if _series(history, "probe/retrieval_margin")[0]:
+    if _series(history, Probe.RETRIEVAL_MARGIN)[0]:
         lines += ["", *_probe_summary(history)]
         files += ", `probe.png`"
     lines += ["", f"Files: {files}."]

@@ -1,9 +1,7 @@
-"""The small-scale trainer: `ragen train CONFIG|PRESET [key=value ...]`, `ragen train --resume RUN_DIR [key=value]`.
+"""The small-scale trainer: :class:`Trainer`, one run's models, optimisers and RNG streams, and its loop.
 
-CONFIG is a TOML file, PRESET the name of a shipped config (`ragen configs`). Before anything starts the config is
-checked (:func:`preflight`); a resume may change only :data:`ragen_core.training.config.RESUME_KEYS` (logged in the
-run's
-``resume_log.jsonl``); Ctrl-C stops with the command that resumes (:func:`run`).
+The command that runs it, `ragen train CONFIG|PRESET [key=value ...]` (preflight, run folder, resume log, Ctrl-C),
+is :mod:`ragen_core.apps.train`.
 
 One training step, top to bottom (:meth:`Trainer.train_step`, CleanRL style; every piece of math is a pure
 function of `ragen_core`):
@@ -27,14 +25,14 @@ then the loop logs the metrics (ragen_core.training.report.RunLog) and saves the
 Algorithms (`algo.name`) are the entries of ragen_core.training.algorithms.ALGORITHMS (ppo, grpo, dr_grpo, dapo, rloo):
 whether a critic is trained, the advantage, the loss aggregation, whether dynamic sampling is allowed.
 
-Metrics are namespaced: ``rollout/`` ``filter/`` ``collapse/`` ``loss/`` ``perf/`` ``val/``.
-The run folder holds ``config.toml`` (resolved), ``metrics.jsonl``, ``checkpoints/``, PNG plots and ``summary.md``
+Metrics are namespaced: ``rollout/`` ``filter/`` ``collapse/`` ``loss/`` ``perf/`` ``val/`` (and ``probe/``,
+``sft/``); every key is a constant of :mod:`ragen_core.training.metrics`, with its meaning and unit. The run folder
+holds ``config.toml`` (resolved), ``metrics.jsonl``, ``checkpoints/``, PNG plots and ``summary.md``
 (ragen_core.training.report).
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import math
@@ -55,17 +53,11 @@ from ragen_core.math.filtering import filter_groups, reward_variance, rv_statist
 from ragen_core.policy import load_policy
 from ragen_core.rollout import RolloutBatch, RolloutSettings, build_batch, make_envs, pad_token_id, rollout
 from ragen_core.training.algorithms import compute_advantages, get_algorithm, token_loss_mode
-from ragen_core.training.checkpoint import (
-    LATEST,
-    CheckpointError,
-    RNGStreams,
-    TrainState,
-    load_checkpoint,
-    save_checkpoint,
-)
-from ragen_core.training.config import RESUME_KEYS, ConfigError, TrainConfig, dump_toml, load_config, resume_changes
+from ragen_core.training.checkpoint import RNGStreams, TrainState, load_checkpoint, save_checkpoint
+from ragen_core.training.config import ConfigError, TrainConfig, dump_toml
+from ragen_core.training.metrics import Collapse, Filter, Loss, Perf, Probe, Rollout, Val
 from ragen_core.training.provenance import write_provenance
-from ragen_core.training.report import RunLog, markdown_to_text, write_plots, write_summary
+from ragen_core.training.report import RunLog, write_plots, write_summary
 
 __all__ = [
     "Trainer",
@@ -74,8 +66,6 @@ __all__ = [
     "select_groups_rows",
     "zero_advantage_share",
     "validation_rollout",
-    "new_run_dir",
-    "run",
 ]
 
 
@@ -175,17 +165,18 @@ def validation_seeds(cfg: TrainConfig) -> list[int]:
 
 @torch.no_grad()
 def validation_rollout(policy: Any, envs: Sequence[Any], cfg: TrainConfig, settings: RolloutSettings,
-                       step: int) -> RolloutBatch:
+                       step: int, on_turn: Callable[[int], None] | None = None) -> RolloutBatch:
     """One rollout of each validation seed after `step` RL steps (decoding per `settings`, greedy by default).
 
     The sampler is seeded from ``run.seed`` and `step`, so a model validated at the same step by another engine
-    (the TRL cross-check) sees the same episodes and, when sampling, the same random stream.
+    (the TRL cross-check) sees the same episodes and, when sampling, the same random stream. `on_turn` is the
+    rollout's per-turn callback (a progress bar).
     """
     seeds = validation_seeds(cfg)
     gen = torch.Generator(device="cpu").manual_seed(cfg.run.seed + 10_000 + step)
     policy.model.eval()
     opts = per_rollout_options(cfg.env.per_rollout_option, seeds, 1)
-    return rollout(policy, envs, seeds, 1, settings, generator=gen, reset_options=opts)
+    return rollout(policy, envs, seeds, 1, settings, generator=gen, reset_options=opts, on_turn=on_turn)
 
 
 def zero_advantage_share(advantages: torch.Tensor, loss_mask: torch.Tensor, row_group: torch.Tensor) -> float:
@@ -217,27 +208,25 @@ def _overlaps(a: range, b: range) -> bool:
 
 
 def _check_seed_ranges(cfg: TrainConfig) -> None:
-    """Validation seeds must not be trained on (RL or warm start)."""
+    """Held-out seeds are never trained on: the validation seeds overlap neither the warm start's nor the train seed
+    stream (``env.train_seed``, +1, ...: one per group, never reused), and the probe's (with the probe) none of those
+    three. Raises ConfigError naming the key."""
     val = range(cfg.env.val_seed, cfg.env.val_seed + cfg.eval.episodes)
     ws = range(cfg.warm_start.seed, cfg.warm_start.seed + cfg.warm_start.sft_episodes)
-    if _overlaps(ws, val):
-        raise ConfigError(f"warm_start.seed: warm-start seeds {ws.start}..{ws.stop - 1} overlap the validation "
-                          f"seeds {val.start}..{val.stop - 1}")
-    # Train seeds are train_seed, train_seed + 1, ... (one per group, never reused).
-    if val.stop > cfg.env.train_seed:
-        raise ConfigError(f"env.val_seed: validation seeds {val.start}..{val.stop - 1} overlap the train seed "
-                          f"stream starting at env.train_seed={cfg.env.train_seed}")
+    train = range(cfg.env.train_seed, sys.maxsize)
+    checks = [("warm_start.seed", "warm-start", ws, "validation", val),
+              ("env.val_seed", "validation", val, "train", train)]
     if cfg.mi.probe_prompts:  # the probe's levels are held out from everything else
         from ragen_core.training.probe import probe_seed_range
 
-        pr = probe_seed_range(cfg.mi.probe_seed, cfg.mi.probe_prompts)
-        for name, other in (("validation", val), ("warm-start", ws)):
-            if _overlaps(pr, other):
-                raise ConfigError(f"mi.probe_seed: probe seeds {pr.start}..{pr.stop - 1} overlap the {name} seeds "
-                                  f"{other.start}..{other.stop - 1}")
-        if pr.stop > cfg.env.train_seed:
-            raise ConfigError(f"mi.probe_seed: probe seeds {pr.start}..{pr.stop - 1} overlap the train seed stream "
-                              f"starting at env.train_seed={cfg.env.train_seed}")
+        probe = probe_seed_range(cfg.mi.probe_seed, cfg.mi.probe_prompts)
+        checks += [("mi.probe_seed", "probe", probe, name, other)
+                   for name, other in (("validation", val), ("warm-start", ws), ("train", train))]
+    for key, name, seeds, other_name, other in checks:
+        if _overlaps(seeds, other):
+            where = (f"the train seed stream starting at env.train_seed={cfg.env.train_seed}" if other is train
+                     else f"the {other_name} seeds {other.start}..{other.stop - 1}")
+            raise ConfigError(f"{key}: {name} seeds {seeds.start}..{seeds.stop - 1} overlap {where}")
 
 
 # ---------------------------------------------------------------------------------------------- the trainer
@@ -343,11 +332,11 @@ class Trainer:
         kept, filter_metrics = self.filter_with_metrics(batch)
         filter_kept = kept  # of `batch` (a DAPO refill renumbers the groups of the batch it trains on)
         metrics.update(filter_metrics)
-        metrics["filter/groups_total"] = float(batch.groups)
+        metrics[Filter.GROUPS_TOTAL] = float(batch.groups)
         train_batch = batch
         if cfg.algo.dynamic_sampling:
             train_batch, kept, refill_rounds = self.refill(batch, kept)
-            metrics["filter/refill_rounds"] = float(refill_rounds)
+            metrics[Filter.REFILL_ROUNDS] = float(refill_rounds)
         t_rollout = time.perf_counter() - t0
 
         # 3. diagnostics on the whole batch (kept and dropped groups)
@@ -367,7 +356,7 @@ class Trainer:
             # first forward: see old_logprobs_from_update)
             t2 = time.perf_counter()
             self._old_from_update = cfg.algo.recompute_old_logprobs and self.old_logprobs_from_update(rows)
-            metrics["perf/old_logprob_pass"] = float(cfg.algo.recompute_old_logprobs and not self._old_from_update)
+            metrics[Perf.OLD_LOGPROB_PASS] = float(cfg.algo.recompute_old_logprobs and not self._old_from_update)
             if cfg.algo.recompute_old_logprobs and not self._old_from_update:
                 rows["old_logprobs"] = self._score(self.policy, rows, images)
             if self.ref_policy is not None:
@@ -384,13 +373,13 @@ class Trainer:
             t_score = time.perf_counter() - t2
             m = rows["loss_mask"] != 0
             advs = rows["advantages"]
-            metrics["filter/kept_zero_adv_share"] = zero_advantage_share(advs, m, rows["row_group"])
-            metrics["loss/advantage_mean"] = float(advs[m].mean()) if m.any() else 0.0
-            metrics["loss/advantage_std"] = float(advs[m].std(unbiased=False)) if m.any() else 0.0
+            metrics[Filter.KEPT_ZERO_ADV_SHARE] = zero_advantage_share(advs, m, rows["row_group"])
+            metrics[Loss.ADVANTAGE_MEAN] = float(advs[m].mean()) if m.any() else 0.0
+            metrics[Loss.ADVANTAGE_STD] = float(advs[m].std(unbiased=False)) if m.any() else 0.0
             if self.loss_agg_mode == TRAJ_MEAN:
                 rows["token_weights"] = trajectory_token_weights(rows["row_traj"], rows["loss_mask"])
                 # The net push on the model's own samples: 0 for zero-mean group advantages.
-                metrics["loss/weighted_advantage_mean"] = (
+                metrics[Loss.WEIGHTED_ADVANTAGE_MEAN] = (
                     float((advs * rows["token_weights"])[m].mean()) if m.any() else 0.0)
 
             # 7. update
@@ -399,12 +388,12 @@ class Trainer:
             self._old_from_update = False
             t_update = time.perf_counter() - t3
             metrics.update(upd)
-            if "loss/entropy" in upd:
-                metrics["collapse/token_entropy"] = upd["loss/entropy"]
-            metrics["perf/tokens_trained"] = float(m.sum())
+            if Loss.ENTROPY in upd:
+                metrics[Collapse.TOKEN_ENTROPY] = upd[Loss.ENTROPY]
+            metrics[Perf.TOKENS_TRAINED] = float(m.sum())
 
-        metrics.update({"perf/rollout_s": t_rollout, "perf/mi_s": t_mi, "perf/score_s": t_score,
-                        "perf/update_s": t_update, "perf/step_s": time.perf_counter() - t0})
+        metrics.update({Perf.ROLLOUT_S: t_rollout, Perf.MI_S: t_mi, Perf.SCORE_S: t_score, Perf.UPDATE_S: t_update,
+                        Perf.STEP_S: time.perf_counter() - t0})
         self.state.step = step
 
         # 8. validation, and the held-out MI probe
@@ -425,7 +414,7 @@ class Trainer:
         t = time.perf_counter()
         out = probe_metrics(self.policy, self.probe, sample_seed=1_000_003 * (self.cfg.run.seed + 1) + step,
                             span=self.cfg.mi.span, batch_tokens=self.cfg.mi.batch_tokens, **self._probe_templates())
-        out["perf/probe_s"] = time.perf_counter() - t
+        out[Perf.PROBE_S] = time.perf_counter() - t
         return out
 
     def _probe_templates(self) -> dict[str, Any]:
@@ -466,15 +455,17 @@ class Trainer:
         return filter_groups(batch.rewards_pg, fc.spec, generator=self.rng.filter)
 
     def filter_with_metrics(self, batch: RolloutBatch) -> tuple[torch.Tensor, dict[str, float]]:
-        """The kept group indices and the `filter/` metrics (reward-variance statistics also when off)."""
-        rv = rv_statistics(reward_variance(batch.rewards_pg)) if batch.group_size >= 2 else {}
+        """The kept group indices and the filter's decision metrics (:data:`Filter.DECISION`), the same keys with
+        the filter off (or G < 2): every group kept, and the reward-variance statistics (NaN where undefined)."""
         res = self.filter(batch)
         if res is not None:
-            return res.kept, res.as_metrics("filter/")
-        metrics = {"filter/kept_groups": float(batch.groups), "filter/kept_fraction": 1.0, "filter/empty": 0.0}
-        for k in ("rv_mean", "rv_std", "rv_heterogeneity", "zero_fraction"):
-            if k in rv:
-                metrics[f"filter/{k}"] = rv[k]
+            return res.kept, res.as_metrics(Filter.PREFIX)
+        rv = rv_statistics(reward_variance(batch.rewards_pg)) if batch.group_size >= 2 else {}
+        metrics = {Filter.KEPT_GROUPS: float(batch.groups), Filter.KEPT_FRACTION: 1.0, Filter.EMPTY: 0.0,
+                   Filter.RV_MEAN: rv.get("rv_mean", math.nan), Filter.RV_STD: rv.get("rv_std", math.nan),
+                   Filter.RV_HETEROGENEITY: rv.get("rv_heterogeneity", math.nan),
+                   Filter.ZERO_FRACTION: rv.get("zero_fraction", math.nan),
+                   Filter.NAN_GROUPS: rv.get("n_nan", math.nan)}
         return torch.arange(batch.groups), metrics
 
     def refill(self, batch: RolloutBatch, kept: torch.Tensor) -> tuple[RolloutBatch, torch.Tensor, int]:
@@ -525,7 +516,7 @@ class Trainer:
         if batch.groups < 2:
             return {}
         if batch.images is not None:
-            return {"collapse/mi_skipped_vision": 1.0}
+            return {Collapse.MI_SKIPPED_VISION: 1.0}
         prompts, traces = batch.mi_inputs(span=self.cfg.mi.span)
         eos = getattr(self.policy.tokenizer, "eos_token_id", None)
         stand_in = int(eos if eos is not None else pad_token_id(self.policy.tokenizer))
@@ -540,19 +531,18 @@ class Trainer:
         L, lengths = policy_cross_score(self.policy, prompts, traces, self.cfg.mi.batch_tokens)
         keys = [tuple(p) for p in prompts]
         stats = mi_proxies(L, lengths, prompt_ids=keys)
-        out = flatten_proxies(stats, prefix="collapse/")
-        out["collapse/mi_zscore_ema"] = self.ema.update(stats)
-        out["collapse/regime"] = regime_from_proxies(stats)
-        out["collapse/empty_traces"] = float(empty)
+        out = flatten_proxies(stats, prefix=Collapse.PREFIX)
+        out[Collapse.MI_ZSCORE_EMA] = self.ema.update(stats)
+        out[Collapse.REGIME] = regime_from_proxies(stats)
+        out[Collapse.EMPTY_TRACES] = float(empty)
         if kept is not None:
             from ragen_core.training.probe import pmi_return_association
 
             mask = torch.zeros(batch.groups, dtype=torch.bool)
             mask[kept.long()] = True
-            for name, sel in (("kept", mask), ("dropped", ~mask)):
-                cov, corr = pmi_return_association(L, batch.rewards_pg, groups=sel)
-                out[f"collapse/pmi_return_cov_{name}"] = cov
-                out[f"collapse/pmi_return_corr_{name}"] = corr
+            for cov_key, corr_key, sel in ((Collapse.PMI_RETURN_COV_KEPT, Collapse.PMI_RETURN_CORR_KEPT, mask),
+                                           (Collapse.PMI_RETURN_COV_DROPPED, Collapse.PMI_RETURN_CORR_DROPPED, ~mask)):
+                out[cov_key], out[corr_key] = pmi_return_association(L, batch.rewards_pg, groups=sel)
         return out
 
     # ------------------------------------------------------------------ 4. empty steps, compaction
@@ -560,10 +550,10 @@ class Trainer:
         if empty:
             self.state.empty_streak += 1
             self.state.empty_total += 1
-            return {"filter/skipped": 1.0, "filter/empty_streak": float(self.state.empty_streak),
-                    "filter/empty_total": float(self.state.empty_total)}
+            return {Filter.SKIPPED: 1.0, Filter.EMPTY_STREAK: float(self.state.empty_streak),
+                    Filter.EMPTY_TOTAL: float(self.state.empty_total)}
         self.state.empty_streak = 0
-        return {"filter/skipped": 0.0, "filter/empty_streak": 0.0, "filter/empty_total": float(self.state.empty_total)}
+        return {Filter.SKIPPED: 0.0, Filter.EMPTY_STREAK: 0.0, Filter.EMPTY_TOTAL: float(self.state.empty_total)}
 
     def kept_rows(self, batch: RolloutBatch, kept: torch.Tensor):
         """The row tensors (and images) of the kept groups, and the `filter/` row and token counts."""
@@ -576,8 +566,8 @@ class Trainer:
             rows = select_groups_rows(rows, kept)
             if images is not None:
                 images = [images[int(i)] for i in keep_rows]
-        metrics = {"filter/rows_kept": float(rows["input_ids"].shape[0]), "filter/rows_total": float(n_rows_before),
-                   "filter/tokens_kept_fraction": float(rows["attention_mask"].sum()) / max(tokens_before, 1)}
+        metrics = {Filter.ROWS_KEPT: float(rows["input_ids"].shape[0]), Filter.ROWS_TOTAL: float(n_rows_before),
+                   Filter.TOKENS_KEPT_FRACTION: float(rows["attention_mask"].sum()) / max(tokens_before, 1)}
         return rows, images, metrics
 
     # ------------------------------------------------------------------ 5. scoring
@@ -633,36 +623,98 @@ class Trainer:
 
     # ------------------------------------------------------------------ 7. update
     def update(self, rows: dict[str, torch.Tensor], images: list | None) -> dict[str, float]:
-        """PPO-style epochs over mini-batches of the kept rows; returns `loss/` metrics.
+        """PPO-style epochs over mini-batches of the kept rows; returns the `loss/` metrics.
 
         Each of ``algo.epochs`` passes shuffles the rows and splits them into mini-batches of
-        ``algo.mini_batch_size`` rows; a mini-batch accumulates its gradient over micro-batches of
-        ``algo.micro_batch_size`` rows (:meth:`_accumulate_minibatch`) and then takes one optimiser step
-        (:meth:`_optimizer_step`), unless the KL early stop fires first (then this step's updates end).
+        ``algo.mini_batch_size`` rows. A mini-batch accumulates its gradient over micro-batches of
+        ``algo.micro_batch_size`` rows, each weighted by its share of the mini-batch (tokens for token-mean, rows for
+        the sequence-level modes) so that the sum is the mini-batch's gradient, and then takes one optimiser step,
+        unless the KL early stop fires first (then this step's updates end). The loss of a micro-batch is
+        ``pg_loss - entropy_coef * entropy (+ kl_coef * kl)``, and the critic's value loss when there is one.
+        The `loss/` metrics are means over the micro-batches (over the optimiser steps for the gradient norms).
         """
         cfg = self.cfg.algo
-        frac = self._set_learning_rates()
+        mode, by_trajectory = token_loss_mode(self.loss_agg_mode)
+        norm_c = float(self.cfg.rollout.max_turns * self.cfg.rollout.max_new_tokens)  # Dr.GRPO's constant C
+        grad_clip = cfg.grad_clip if cfg.grad_clip > 0 else float("inf")
+        lr_frac = self._set_learning_rates()
         stats: dict[str, list[float]] = {}
+
+        def add(key: str, value: float) -> None:
+            stats.setdefault(key, []).append(float(value))
+
         updates = 0
         stopped_early = False
         for mini in self._minibatches(rows["input_ids"].shape[0]):
             mini_tokens = float((rows["loss_mask"][mini] != 0).sum())
             if mini_tokens == 0:
                 continue
-            mini_kl = self._accumulate_minibatch(rows, images, mini, mini_tokens, stats)
+            # Accumulate the mini-batch's gradient, micro-batch by micro-batch.
+            self.model.train()
+            self.optimizer.zero_grad(set_to_none=True)
+            if self.critic is not None:
+                self.critic.train()
+                self.critic_optimizer.zero_grad(set_to_none=True)
+            mini_kl = 0.0  # its approximate KL to the sampling policy (token-weighted), for the early stop
+            for idx in mini.split(cfg.micro_batch_size):
+                mb, imgs = self._slice(rows, idx, images)
+                mask = mb["loss_mask"]
+                n_tok = float((mask != 0).sum())
+                if n_tok == 0:
+                    continue
+                w = n_tok / mini_tokens if mode == "token-mean" else idx.numel() / mini.numel()
+                out = self.policy.forward_logprobs(mb["input_ids"], mb["attention_mask"], images=imgs,
+                                                   with_entropy=True, score_mask=mask != 0, **self._temp_kw())
+                logp = out.logprobs.float()
+                # One epoch of one mini-batch: the parameters have not moved yet, so this forward is the old policy's.
+                old_logp = logp.detach() if self._old_from_update else mb["old_logprobs"]
+                adv = mb["advantages"] * mb["token_weights"] if by_trajectory else mb["advantages"]
+                pg_loss, pg_stats = losses.ppo_policy_loss(
+                    logp, old_logp, adv, mask, clip_eps_low=cfg.clip_low,
+                    clip_eps_high=cfg.clip_high, dual_clip_c=cfg.dual_clip or None, loss_agg_mode=mode,
+                    norm_constant=norm_c)
+                entropy = aggregate_loss(out.entropy.float(), mask, "token-mean")
+                loss = pg_loss - cfg.entropy_coef * entropy
+                if self.ref_policy is not None:
+                    kl_mat = losses.kl_penalty(logp, mb["ref_logprobs"], kind=cfg.kl_estimator)
+                    kl = aggregate_loss(kl_mat, mask, mode, norm_constant=norm_c)
+                    loss = loss + cfg.kl_coef * kl
+                    add(Loss.KL, kl.item())
+                (loss * w).backward()
+                add(Loss.POLICY, pg_loss.item())
+                add(Loss.ENTROPY, entropy.item())
+                add(Loss.TOTAL, loss.item())
+                add(Loss.CLIP_FRACTION, pg_stats["clipfrac"])
+                add(Loss.DUAL_CLIP_FRACTION, pg_stats["dual_clipfrac"])
+                add(Loss.APPROX_KL, pg_stats["approx_kl"])
+                mini_kl += pg_stats["approx_kl"] * n_tok / mini_tokens
+                if self.critic is not None:
+                    values = self.critic(mb["input_ids"], mb["attention_mask"])
+                    v_loss, v_stats = losses.value_loss(
+                        values, mb["old_values"], mb["returns"], mask,
+                        clip_range=cfg.value_clip or None, loss_agg_mode="token-mean")
+                    (v_loss * (n_tok / mini_tokens)).backward()
+                    add(Loss.VALUE, v_loss.item())
+                    add(Loss.VALUE_CLIP_FRACTION, v_stats["vf_clipfrac"])
             if cfg.target_kl > 0 and mini_kl > 1.5 * cfg.target_kl:
                 # The policy has moved far enough from the one that sampled the batch: stop this step's
                 # updates before applying this mini-batch (the early stop of Spinning Up / SB3's target_kl).
                 stopped_early = True
                 break
-            self._optimizer_step(stats)
+            # Clip the accumulated gradients (`algo.grad_clip`; 0 = none) and step the policy (and critic).
+            params = [p for p in self.model.parameters() if p.grad is not None]
+            add(Loss.GRAD_NORM, torch.nn.utils.clip_grad_norm_(params, grad_clip))
+            self.optimizer.step()
+            if self.critic is not None:
+                add(Loss.CRITIC_GRAD_NORM, torch.nn.utils.clip_grad_norm_(self.critic.parameters(), grad_clip))
+                self.critic_optimizer.step()
             updates += 1
         self.model.eval()
-        out = {k: float(np.mean(v)) for k, v in stats.items()}
-        out["loss/updates"] = float(updates)
-        out["loss/lr"] = cfg.lr * frac
-        out["loss/kl_early_stop"] = float(stopped_early)
-        return out
+        result = {k: float(np.mean(v)) for k, v in stats.items()}
+        result[Loss.UPDATES] = float(updates)
+        result[Loss.LR] = cfg.lr * lr_frac
+        result[Loss.KL_EARLY_STOP] = float(stopped_early)
+        return result
 
     def _set_learning_rates(self) -> float:
         """Set this step's learning rates; returns the schedule's fraction of the base rate.
@@ -685,115 +737,37 @@ class Trainer:
             for start in range(0, n, self.cfg.algo.mini_batch_size):
                 yield perm[start : start + self.cfg.algo.mini_batch_size]
 
-    def _accumulate_minibatch(self, rows: dict[str, torch.Tensor], images: list | None, mini: torch.Tensor,
-                              mini_tokens: float, stats: dict[str, list[float]]) -> float:
-        """Backpropagate the mini-batch's loss, micro-batch by micro-batch; returns its approximate KL to the
-        sampling policy (token-weighted), for the early stop.
-
-        Loss of a micro-batch: ``pg_loss - entropy_coef * entropy (+ kl_coef * kl)``, scaled by its share of the
-        mini-batch (tokens for token-mean, rows for the sequence-level modes) so that the accumulated gradient is
-        the mini-batch's.
-        """
-        cfg = self.cfg.algo
-        mode, by_trajectory = token_loss_mode(self.loss_agg_mode)
-        norm_c = float(self.cfg.rollout.max_turns * self.cfg.rollout.max_new_tokens)  # Dr.GRPO's constant C
-
-        def add(k: str, v: float) -> None:
-            stats.setdefault(k, []).append(float(v))
-
-        mini_kl = 0.0
-        self.model.train()
-        self.optimizer.zero_grad(set_to_none=True)
-        if self.critic is not None:
-            self.critic.train()
-            self.critic_optimizer.zero_grad(set_to_none=True)
-        for j in range(0, mini.numel(), cfg.micro_batch_size):
-            idx = mini[j : j + cfg.micro_batch_size]
-            mb, imgs = self._slice(rows, idx, images)
-            mask = mb["loss_mask"]
-            n_tok = float((mask != 0).sum())
-            if n_tok == 0:
-                continue
-            # Weight of this micro-batch in the mini-batch's aggregate (exact for token-mean,
-            # row-proportional for the sequence-level modes).
-            w = n_tok / mini_tokens if mode == "token-mean" else idx.numel() / mini.numel()
-            out = self.policy.forward_logprobs(mb["input_ids"], mb["attention_mask"], images=imgs,
-                                               with_entropy=True, score_mask=mask != 0, **self._temp_kw())
-            logp = out.logprobs.float()
-            # One epoch of one mini-batch: the parameters have not moved yet, so this forward is the old policy's.
-            old_logp = logp.detach() if self._old_from_update else mb["old_logprobs"]
-            adv = mb["advantages"] * mb["token_weights"] if by_trajectory else mb["advantages"]
-            pg_loss, pg_stats = losses.ppo_policy_loss(
-                logp, old_logp, adv, mask, clip_eps_low=cfg.clip_low,
-                clip_eps_high=cfg.clip_high, dual_clip_c=cfg.dual_clip or None, loss_agg_mode=mode,
-                norm_constant=norm_c)
-            entropy = aggregate_loss(out.entropy.float(), mask, "token-mean")
-            loss = pg_loss - cfg.entropy_coef * entropy
-            if self.ref_policy is not None:
-                kl_mat = losses.kl_penalty(logp, mb["ref_logprobs"], kind=cfg.kl_estimator)
-                kl = aggregate_loss(kl_mat, mask, mode, norm_constant=norm_c)
-                loss = loss + cfg.kl_coef * kl
-                add("loss/kl", kl.item())
-            (loss * w).backward()
-            add("loss/policy", pg_loss.item())
-            add("loss/entropy", entropy.item())
-            add("loss/total", loss.item())
-            add("loss/clip_fraction", pg_stats["clipfrac"])
-            add("loss/dual_clip_fraction", pg_stats["dual_clipfrac"])
-            add("loss/approx_kl", pg_stats["approx_kl"])
-            mini_kl += pg_stats["approx_kl"] * n_tok / mini_tokens
-            if self.critic is not None:
-                values = self.critic(mb["input_ids"], mb["attention_mask"])
-                v_loss, v_stats = losses.value_loss(
-                    values, mb["old_values"], mb["returns"], mask,
-                    clip_range=cfg.value_clip or None, loss_agg_mode="token-mean")
-                (v_loss * (n_tok / mini_tokens)).backward()
-                add("loss/value", v_loss.item())
-                add("loss/value_clip_fraction", v_stats["vf_clipfrac"])
-        return mini_kl
-
-    def _optimizer_step(self, stats: dict[str, list[float]]) -> None:
-        """Clip the accumulated gradients (``algo.grad_clip``; 0 = none) and step the policy (and critic)."""
-        grad_clip = self.cfg.algo.grad_clip if self.cfg.algo.grad_clip > 0 else float("inf")
-        params = [p for p in self.model.parameters() if p.grad is not None]
-        gn = torch.nn.utils.clip_grad_norm_(params, grad_clip)
-        stats.setdefault("loss/grad_norm", []).append(float(gn))
-        self.optimizer.step()
-        if self.critic is not None:
-            cg = torch.nn.utils.clip_grad_norm_(self.critic.parameters(), grad_clip)
-            stats.setdefault("loss/critic_grad_norm", []).append(float(cg))
-            self.critic_optimizer.step()
-
     # ------------------------------------------------------------------ 8. validation
     @torch.no_grad()
-    def evaluate(self, record: bool = True) -> dict[str, float]:
+    def evaluate(self, record: bool = True, on_turn: Callable[[int], None] | None = None) -> dict[str, float]:
         """Held-out validation: `eval.episodes` distinct seeds from `env.val_seed`, one rollout each.
 
         With `record`, the per-episode outcomes are appended to ``val_outcomes.jsonl`` in the run folder.
+        `on_turn` is called after each turn of the rollout (a progress bar).
         """
-        batch = validation_rollout(self.policy, self.val_envs, self.cfg, self.val_settings, self.state.step)
+        batch = validation_rollout(self.policy, self.val_envs, self.cfg, self.val_settings, self.state.step,
+                                   on_turn=on_turn)
         s = batch.summary()
         if record:
             self.log.log_val_outcomes(self.state.step, validation_seeds(self.cfg),
                                       [int(x) for x in batch.success.tolist()])
-        return {"val/success": s["rollout/success"], "val/return": s["rollout/return"],
-                "val/format_valid": s["rollout/format_valid"], "val/response_length": s["rollout/response_length"]}
+        return {Val.SUCCESS: s[Rollout.SUCCESS], Val.RETURN: s[Rollout.RETURN],
+                Val.FORMAT_VALID: s[Rollout.FORMAT_VALID], Val.RESPONSE_LENGTH: s[Rollout.RESPONSE_LENGTH]}
 
     def _timed_evaluate(self, progress_label: str = "") -> dict[str, float]:
-        """:meth:`evaluate` with its time; `progress_label` shows a bar over its turns (with `run.progress`)."""
+        """:meth:`evaluate` with its time; `progress_label` shows a bar over its turns (with `run.progress`): a
+        batched rollout plays one turn of all its episodes at a time, so the bar's total is `rollout.max_turns`
+        (an upper bound: a rollout whose episodes all end early closes it sooner)."""
         t = time.perf_counter()
-        policy = self.policy
         bar = None
         if progress_label and self.cfg.run.progress:
             bar = _progress(self.cfg.rollout.max_turns, 0, True, desc=progress_label, unit="turn")
-            self.policy = _TurnProgress(policy, bar)
         try:
-            m = self.evaluate()
+            m = self.evaluate(on_turn=None if bar is None else lambda _turn: bar.update(1))
         finally:
-            self.policy = policy
             if bar is not None:
                 bar.close()
-        m["perf/eval_s"] = time.perf_counter() - t
+        m[Perf.EVAL_S] = time.perf_counter() - t
         return m
 
     # ------------------------------------------------------------------ the loop
@@ -836,13 +810,13 @@ class Trainer:
     def _say_measurements(self, metrics: dict[str, Any], bar: Any) -> None:
         """A line for each validation and probe measurement in `metrics`."""
         step = metrics.get("step")
-        if isinstance(metrics.get("val/success"), (int, float)):
-            self.say(f"step {step}: validation success {100 * metrics['val/success']:.1f}% "
+        if isinstance(metrics.get(Val.SUCCESS), (int, float)):
+            self.say(f"step {step}: validation success {100 * metrics[Val.SUCCESS]:.1f}% "
                      f"({self.cfg.eval.episodes} held-out episodes"
                      f"{', after the warm start' if step == 0 else ''})")
-        if isinstance(metrics.get("probe/retrieval_margin"), (int, float)):
-            self.say(f"step {step}: probe retrieval margin {metrics['probe/retrieval_margin']:.3f} (0 = chance, "
-                     f"1 = ceiling), token entropy {metrics.get('probe/token_entropy', float('nan')):.3f} nats")
+        if isinstance(metrics.get(Probe.RETRIEVAL_MARGIN), (int, float)):
+            self.say(f"step {step}: probe retrieval margin {metrics[Probe.RETRIEVAL_MARGIN]:.3f} (0 = chance, "
+                     f"1 = ceiling), token entropy {metrics.get(Probe.TOKEN_ENTROPY, float('nan')):.3f} nats")
 
     def _step0_measurements(self) -> None:
         """The "before" validation and probe at step 0 that the run has not logged yet, then a checkpoint.
@@ -852,11 +826,11 @@ class Trainer:
         """
         cfg = self.cfg
         logged = {k for rec in self.log.history if rec.get("step") == 0 for k in rec}
-        if cfg.eval.at_start and cfg.eval.every and "val/success" not in logged:
+        if cfg.eval.at_start and cfg.eval.every and Val.SUCCESS not in logged:
             row = {"step": 0, **self._timed_evaluate(progress_label="validation at step 0")}
             self.log.log(row)
             self._say_measurements(row, None)
-        if self.probe is not None and not any(k.startswith("probe/") for k in logged):
+        if self.probe is not None and not any(k.startswith(Probe.PREFIX) for k in logged):
             row = {"step": 0, **self.probe_diagnostics(0)}  # the probe's "before": where RL starts from
             self.log.log(row)
             self._say_measurements(row, None)
@@ -899,7 +873,7 @@ class Trainer:
                 bar.close()
         history = self.log.history
         last = history[-1] if history else {}
-        if cfg.eval.every and "val/success" not in last:
+        if cfg.eval.every and Val.SUCCESS not in last:
             # Always end with a validation of the last step (the "after" of the run), also when run.steps is not
             # a multiple of eval.every.
             final = {"step": self.state.step, **self._timed_evaluate()}
@@ -964,8 +938,8 @@ class Trainer:
 
 
 #: The progress bar's fields: metric -> its short name on the bar (explained once by BAR_LEGEND).
-BAR_FIELDS = {"rollout/success": "train_succ", "filter/kept_fraction": "kept", "collapse/token_entropy": "tok_H",
-              "collapse/mi_est": "MI"}
+BAR_FIELDS = {Rollout.SUCCESS: "train_succ", Filter.KEPT_FRACTION: "kept", Collapse.TOKEN_ENTROPY: "tok_H",
+              Collapse.MI_EST: "MI"}
 BAR_LEGEND = ("progress bar: train_succ = success of this step's sampled training rollouts (validation is reported "
               "on its own lines), kept = share of groups the filter kept, tok_H = token entropy (nats), "
               "MI = in-batch MI estimate (nats/token)")
@@ -1027,185 +1001,3 @@ def _progress(total: int, done: int, enabled: bool, desc: str = "train", unit: s
     from tqdm.auto import tqdm
 
     return tqdm(total=total, initial=done, desc=desc, unit=unit, dynamic_ncols=True, leave=False)
-
-
-class _TurnProgress:
-    """A policy that advances a progress bar after each `generate` call: a batched rollout generates once per
-    turn for all its episodes, so the bar counts turns (its total is `rollout.max_turns`, an upper bound: a
-    rollout whose episodes all end early closes it sooner). Everything else is the wrapped policy's."""
-
-    def __init__(self, policy: Any, bar: Any):
-        self._policy = policy
-        self._bar = bar
-
-    def generate(self, *args: Any, **kwargs: Any) -> Any:
-        out = self._policy.generate(*args, **kwargs)
-        self._bar.update(1)
-        return out
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._policy, name)
-
-
-# ---------------------------------------------------------------------------------------------- CLI
-# The parser and `main` of `ragen train` are ragen_core.apps.train's; :func:`run` is what they call.
-def new_run_dir(cfg: TrainConfig) -> Path:
-    base = Path(cfg.run.out_dir) / cfg.run.name
-    if not base.exists():
-        return base
-    i = 1
-    while Path(f"{base}-{i}").exists():
-        i += 1
-    return Path(f"{base}-{i}")
-
-
-#: Every resume of a run, one JSON line each: when, from which step, and the config keys it changed.
-RESUME_LOG = "resume_log.jsonl"
-
-
-def preflight(cfg: TrainConfig) -> None:
-    """Check what the config names before anything starts (no run folder yet): the env id and its kwargs (one env
-    is made and closed) and the model path. Raises ConfigError naming the key."""
-    import gymnasium as gym
-
-    import ragen_envs  # noqa: F401  (registers the ids)
-
-    try:
-        gym.spec(cfg.env.id)
-    except gym.error.Error as e:
-        raise ConfigError(f"env.id: {e} (`ragen envs` lists the ids)") from None
-    try:
-        env = gym.make(cfg.env.id, **cfg.env.kwargs)
-    except (TypeError, ValueError, gym.error.Error) as e:
-        from ragen_envs.registration import kwarg_error
-
-        raise ConfigError(f"env.kwargs {cfg.env.kwargs!r} for {cfg.env.id}: "
-                          f"{kwarg_error(cfg.env.id, dict(cfg.env.kwargs), e)}") from None
-    env.close()
-    if cfg.model.path not in ("tiny", "tiny-vision"):
-        if not Path(cfg.model.path).expanduser().is_dir():
-            raise ConfigError(f"model.path {cfg.model.path!r} is not a folder: give a local transformers model "
-                              "folder (weights, config and tokenizer), or tiny for the offline tiny model")
-
-
-def _nothing_to_resume(run_dir: Path) -> str:
-    return (f"nothing to resume in {run_dir}: it has no checkpoint ({LATEST}), so it stopped before its warm start "
-            f"finished. Start it again from its config: ragen train {run_dir / 'config.toml'} --run-dir {run_dir}")
-
-
-def _record_resume(run_dir: Path, step: int, changes: dict[str, tuple[Any, Any]]) -> None:
-    import json
-    from datetime import datetime, timezone
-
-    rec = {"time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "step": step,
-           "changes": {k: {"from": a, "to": b} for k, (a, b) in changes.items()}}
-    with open(run_dir / RESUME_LOG, "a", encoding="utf-8") as f:
-        f.write(json.dumps(rec) + "\n")
-
-
-def _prepare(args: argparse.Namespace) -> tuple[TrainConfig, Path, dict[str, tuple[Any, Any]]]:
-    """The config, the run folder and (resume) the accepted changes; ConfigError or ValueError when unusable."""
-    config, overrides = args.config, list(args.overrides)
-    if config is not None and "=" in config:  # `ragen train --resume DIR key=value`: no CONFIG given
-        overrides.insert(0, config)
-        config = None
-    if args.resume:
-        if config is not None:
-            raise ConfigError(f"--resume uses the run's own config.toml: drop {config!r} (only key=value overrides "
-                              f"of {', '.join(RESUME_KEYS)} are allowed)")
-        run_dir = Path(args.resume)
-        cfg_path = run_dir / "config.toml"
-        if not cfg_path.is_file():
-            raise ConfigError(f"--resume {run_dir}: {cfg_path} does not exist (is {run_dir} a run folder?)")
-        if not (run_dir / LATEST).is_file():
-            raise _NothingToResume(_nothing_to_resume(run_dir))
-        saved = load_config(cfg_path)
-        cfg = load_config(cfg_path, overrides)
-        changes = resume_changes(saved, cfg)
-        preflight(cfg)
-        return cfg, run_dir, changes
-    if config is None:
-        raise ConfigError("a CONFIG file or preset name is required (`ragen configs` lists the presets), "
-                          "or --resume RUN_DIR")
-    from ragen_core.training.presets import resolve_config
-
-    try:
-        path, note = resolve_config(config)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-    if note:
-        print(note, file=sys.stderr)
-    cfg = load_config(path, overrides)
-    preflight(cfg)
-    run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(cfg)
-    return cfg, run_dir, {}
-
-
-class _NothingToResume(Exception):
-    """`--resume` on a run folder without a checkpoint (the message says how to restart it)."""
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run `ragen train` from parsed arguments; returns an exit code (2: config error, 130: interrupted).
-
-    Everything the config names is checked before the run folder is made (:func:`preflight`); a start that fails
-    before the first checkpoint removes the folder it made. Ctrl-C stops with one line saying how to resume.
-    """
-    try:
-        cfg, run_dir, changes = _prepare(args)
-    except ConfigError as e:
-        print(f"config error: {e}", file=sys.stderr)
-        return 2
-    except _NothingToResume as e:
-        print(str(e), file=sys.stderr)
-        return 2
-    created = not run_dir.exists()
-    trainer: Trainer | None = None
-    print(f"run folder: {run_dir}", file=sys.stderr, flush=True)
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # "Loading weights" bars are noise between the run's own lines
-    try:
-        trainer = Trainer(cfg, run_dir, resume=bool(args.resume))
-        trainer.messages = sys.stderr
-        if args.resume:
-            print(f"resuming at step {trainer.state.step} of {cfg.run.steps} (the last checkpoint)", file=sys.stderr)
-            if changes:
-                print("resume: " + ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changes.items()),
-                      file=sys.stderr)
-            _record_resume(run_dir, trainer.state.step, changes)
-            (run_dir / "config.toml").write_text(dump_toml(cfg))
-        elif cfg.warm_start.sft_episodes:
-            trainer.say(f"warm start: {cfg.warm_start.sft_episodes} demonstrations x {cfg.warm_start.epochs} epochs "
-                        "(cached by warm_start.cache_dir when set)")
-        trainer.fit()
-    except CheckpointError as e:
-        print(f"cannot resume: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        saved = trainer.saved_step if trainer is not None else None
-        if saved is None:
-            if created and run_dir.exists():
-                import shutil
-
-                shutil.rmtree(run_dir, ignore_errors=True)
-                where = f"removed {run_dir}"
-            else:
-                where = f"restart with: ragen train {run_dir / 'config.toml'} --run-dir {run_dir}"
-            print(f"\ninterrupted before the first checkpoint (warm start): nothing to resume; {where}",
-                  file=sys.stderr)
-        else:
-            at = trainer.state.step if trainer is not None else saved
-            print(f"\ninterrupted at step {at} of {cfg.run.steps} (last checkpoint: step {saved}); resume with "
-                  f"`ragen train --resume {run_dir}`", file=sys.stderr)
-        return 130
-    except BaseException:
-        # A start that failed before its first checkpoint leaves no folder behind (it has nothing to resume).
-        if created and run_dir.exists() and (trainer is None or trainer.saved_step is None):
-            import shutil
-
-            shutil.rmtree(run_dir, ignore_errors=True)
-        raise
-    print(f"run folder: {run_dir}")
-    print(markdown_to_text((run_dir / "summary.md").read_text()))
-    return 0

@@ -11,6 +11,7 @@ import random
 from pathlib import Path
 
 import pytest
+from counted_stats import pearson_loop, ranks_by_counting
 
 from ragen_core.apps.reproduce.analysis import (
     average_ranks,
@@ -36,23 +37,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 # ------------------------------------------------------------------------------------------- statistics
-def _ranks_by_counting(xs):
-    """Independent reference: rank = #smaller + (#equal + 1) / 2."""
-    return [sum(y < x for y in xs) + (sum(y == x for y in xs) + 1) / 2 for x in xs]
-
-
-def _pearson(a, b):
-    n = len(a)
-    ma, mb = sum(a) / n, sum(b) / n
-    num = sum((x - ma) * (y - mb) for x, y in zip(a, b))
-    return num / math.sqrt(sum((x - ma) ** 2 for x in a) * sum((y - mb) ** 2 for y in b))
-
-
 def test_average_ranks_match_counting_with_ties():
     rng = random.Random(0)
     for _ in range(200):
         xs = [rng.choice([0.0, 0.5, 1.0, 2.0, 3.5]) for _ in range(rng.randint(1, 12))]
-        assert average_ranks(xs) == _ranks_by_counting(xs)
+        assert average_ranks(xs) == ranks_by_counting(xs)
 
 
 def test_spearman_without_ties_equals_the_d_squared_formula():
@@ -76,7 +65,7 @@ def test_spearman_with_ties_is_pearson_of_counted_ranks():
         if len(set(x)) == 1:
             assert math.isnan(spearman(x, y))
             continue
-        assert spearman(x, y) == pytest.approx(_pearson(_ranks_by_counting(x), _ranks_by_counting(y)), abs=1e-12)
+        assert spearman(x, y) == pytest.approx(pearson_loop(ranks_by_counting(x), ranks_by_counting(y)), abs=1e-12)
 
 
 def test_spearman_edge_cases():

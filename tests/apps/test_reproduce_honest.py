@@ -11,6 +11,7 @@ import random
 from pathlib import Path
 
 import pytest
+from counted_stats import pearson_loop, ranks_by_counting
 
 from ragen_core.apps.reproduce import cli
 from ragen_core.apps.reproduce.analysis import (
@@ -217,20 +218,9 @@ def test_finding_3_counts_the_early_pair_and_repeats_without_it(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------- co-movement
-def _ranks_by_counting(xs):
-    return [sum(y < x for y in xs) + (sum(y == x for y in xs) + 1) / 2 for x in xs]
-
-
-def _pearson_loop(xs, ys):
-    n = len(xs)
-    mx, my = sum(xs) / n, sum(ys) / n
-    num = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
-    return num / math.sqrt(sum((x - mx) ** 2 for x in xs) * sum((y - my) ** 2 for y in ys))
-
-
 def _auc_rank_sum(pos, neg):
     """AUC of 'lower is positive' from the Mann-Whitney rank sum of the negatives: U / (n_pos n_neg)."""
-    ranks = _ranks_by_counting(list(pos) + list(neg))
+    ranks = ranks_by_counting(list(pos) + list(neg))
     r_neg = sum(ranks[len(pos):])
     return (r_neg - len(neg) * (len(neg) + 1) / 2) / (len(pos) * len(neg))
 
@@ -264,8 +254,8 @@ def test_co_movement_against_plain_loops(tmp_path):
         r = next(r for r in recs if r["name"] == x["name"])
         m = [p["retrieval_margin"] for p in r["probe"]]
         t = [p["token_entropy"] for p in r["probe"]]
-        assert x["pearson"] == pytest.approx(_pearson_loop(m, t))
-        assert x["spearman"] == pytest.approx(_pearson_loop(_ranks_by_counting(m), _ranks_by_counting(t)))
+        assert x["pearson"] == pytest.approx(pearson_loop(m, t))
+        assert x["spearman"] == pytest.approx(pearson_loop(ranks_by_counting(m), ranks_by_counting(t)))
         assert x["token_end_start"] == pytest.approx(t[-1] / t[0])
         c = [p["cond_entropy_est"] for p in r["probe"]]
         assert x["cond_end_start"] == pytest.approx(c[-1] / c[0])
@@ -284,12 +274,12 @@ def test_co_movement_against_plain_loops(tmp_path):
     centred_m, centred_s = [], []
     for e in ("collapse_sokoban", "collapse_frozenlake"):
         xs = [x for x in cm["runs"] if x["env"] == e]
-        rm = _ranks_by_counting([x["margin_end"] for x in xs])
-        rs = _ranks_by_counting([x["final_success"] for x in xs])
-        assert ms[e]["rho"] == pytest.approx(_pearson_loop(rm, rs))
+        rm = ranks_by_counting([x["margin_end"] for x in xs])
+        rs = ranks_by_counting([x["final_success"] for x in xs])
+        assert ms[e]["rho"] == pytest.approx(pearson_loop(rm, rs))
         centred_m += [(r - (len(xs) + 1) / 2) / len(xs) for r in rm]
         centred_s += [(r - (len(xs) + 1) / 2) / len(xs) for r in rs]
-    assert ms["within_env"]["rho"] == pytest.approx(_pearson_loop(centred_m, centred_s))
+    assert ms["within_env"]["rho"] == pytest.approx(pearson_loop(centred_m, centred_s))
     # Success was built to rise where the margin falls: strongly negative, and so is every bootstrap interval's
     # upper end (seeds resampled, 5 seeds).
     assert ms["within_env"]["rho"] < -0.5 and ms["within_env"]["ci95"][0] <= ms["within_env"]["ci95"][1] < 0

@@ -19,9 +19,10 @@ import numpy as np
 import pytest
 import torch
 
+from ragen_core.apps.train import preflight
 from ragen_core.rollout import RolloutSettings, reset_episode
 from ragen_core.training.config import load_config
-from ragen_core.training.trainer import Trainer, preflight
+from ragen_core.training.trainer import Trainer
 from ragen_envs.sokoban.env import SokobanEnv
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"

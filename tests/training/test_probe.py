@@ -4,13 +4,13 @@ training."""
 from __future__ import annotations
 
 import math
-from typing import Any
 
-import gymnasium as gym
 import pytest
 import torch
 
 transformers = pytest.importorskip("transformers")
+
+from stand_in_envs import ValueEnv, register  # noqa: E402
 
 from ragen_core.math.mi import cross_score, mi_proxies  # noqa: E402
 from ragen_core.policy import HFPolicy  # noqa: E402
@@ -18,40 +18,21 @@ from ragen_core.rollout import RolloutSettings  # noqa: E402
 from ragen_core.training.config import ConfigError, load_config  # noqa: E402
 from ragen_core.training.probe import build_probe  # noqa: E402
 from ragen_core.training.trainer import Trainer  # noqa: E402
-from ragen_envs.base import TextAgentEnv  # noqa: E402
 
 ENV_ID = "test/Levels-v0"
 
 
-class LevelsEnv(TextAgentEnv):
+class LevelsEnv(ValueEnv):
     """One-turn stand-in env: the observation is a level number in [0, n_levels); reward 1 for an even-length
     answer, so group rewards vary."""
 
-    ACTIONS = ("go",)
-
-    def __init__(self, n_levels: int = 100, **kw: Any):
-        super().__init__(action_format="plain", max_turns=1, **kw)
-        self.n_levels = n_levels
-
-    def _reset_task(self, options):
-        self.value = int(self.np_random.integers(0, self.n_levels))
-        return {}
+    INSTRUCTIONS = "Say anything."
 
     def _execute(self, action):
         return (1.0 if len(action) % 2 == 0 else 0.0), True
 
-    def _state_text(self):
-        return f"value {self.value}"
 
-    def _task_instructions(self):
-        return "Say anything."
-
-    def _is_success(self):
-        return False
-
-
-if ENV_ID not in gym.registry:
-    gym.register(id=ENV_ID, entry_point=LevelsEnv)
+register(ENV_ID, LevelsEnv)
 
 
 # ------------------------------------------------------------------------------------------------------------

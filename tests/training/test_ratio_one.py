@@ -10,49 +10,29 @@ chat-template bridge counted on the wrong side, images not fed. Every such bug s
 
 from __future__ import annotations
 
-from typing import Any
-
-import gymnasium as gym
 import pytest
+from stand_in_envs import ValueEnv, register
 
 from ragen_core.policy import HFPolicy
 from ragen_core.training import trainer as train_mod
 from ragen_core.training.algorithms import ALGORITHMS
 from ragen_core.training.config import load_config
 from ragen_core.training.trainer import Trainer
-from ragen_envs.base import TextAgentEnv
 
 ENV_ID = "test/Echo-v0"
 
 
-class EchoEnv(TextAgentEnv):
+class EchoEnv(ValueEnv):
     """Three-turn stand-in env whose observation changes every turn (so turn boundaries matter)."""
 
-    ACTIONS = ("go",)
-
-    def __init__(self, **kw: Any):
-        super().__init__(action_format="plain", max_turns=3, **kw)
-
-    def _reset_task(self, options):
-        self.value = int(self.np_random.integers(0, 100))
-        return {}
+    TURNS = 3
 
     def _execute(self, action):
         self.value += 1
         return float(self.np_random.random() < 0.5), False
 
-    def _state_text(self):
-        return f"value {self.value}"
 
-    def _task_instructions(self):
-        return "Say go."
-
-    def _is_success(self):
-        return False
-
-
-if ENV_ID not in gym.registry:
-    gym.register(id=ENV_ID, entry_point=EchoEnv)
+register(ENV_ID, EchoEnv)
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from ragen_core.apps.train import main
+from ragen_core.apps.train import RESUME_LOG, main
 from ragen_core.training import trainer as train_mod
 from ragen_core.training import warm_cache
+from ragen_core.training.checkpoint import LATEST
 from ragen_core.training.config import ConfigError, load_config, resume_changes
-from ragen_core.training.trainer import LATEST, RESUME_LOG, Trainer
+from ragen_core.training.trainer import Trainer
 
 
 @pytest.fixture(scope="module")

@@ -6,48 +6,27 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Any
 
-import gymnasium as gym
 import pytest
 import torch
+from stand_in_envs import ValueEnv, register
 
 from ragen_core.policy import HFPolicy
 from ragen_core.training.config import load_config
 from ragen_core.training.probe import modal_share, reasoning_text, template_match_share
 from ragen_core.training.trainer import Trainer, zero_advantage_share
-from ragen_envs.base import TextAgentEnv
 
 ENV_ID = "test/CoinRecords-v0"
 
 
-class CoinEnv(TextAgentEnv):
+class CoinEnv(ValueEnv):
     """One-turn stand-in env: reward 1 on a coin flip (so some groups have reward variance, some none)."""
-
-    ACTIONS = ("go",)
-
-    def __init__(self, **kw: Any):
-        super().__init__(action_format="plain", max_turns=1, **kw)
-
-    def _reset_task(self, options):
-        self.value = int(self.np_random.integers(0, 100))
-        return {}
 
     def _execute(self, action):
         return float(self.np_random.random() < 0.5), True
 
-    def _state_text(self):
-        return f"value {self.value}"
 
-    def _task_instructions(self):
-        return "Say go."
-
-    def _is_success(self):
-        return False
-
-
-if ENV_ID not in gym.registry:
-    gym.register(id=ENV_ID, entry_point=CoinEnv)
+register(ENV_ID, CoinEnv)
 
 
 @pytest.fixture(scope="module")

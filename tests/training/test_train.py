@@ -6,48 +6,36 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import gymnasium as gym
 import pytest
 import torch
+from stand_in_envs import ValueEnv, register
 
 from ragen_core.apps.train import main
 from ragen_core.policy import HFPolicy
 from ragen_core.training.algorithms import ALGORITHMS, compute_advantages, traj_token_view
 from ragen_core.training.config import ConfigError, TrainConfig, apply_overrides, dump_toml, load_config
+from ragen_core.training.metrics import unknown_keys
 from ragen_core.training.trainer import Trainer, select_groups_rows
-from ragen_envs.base import TextAgentEnv
 
 ENV_ID = "test/Parity-v0"
 
 
-class ParityEnv(TextAgentEnv):
+class ParityEnv(ValueEnv):
     """Two-turn stand-in env: the reward of a turn is 1 if the response has an even number of characters.
 
     Sampled responses of a random model have random parity, so group rewards vary and filtering has work to do;
     a seed-dependent observation gives every group its own prompt.
     """
 
-    ACTIONS = ("go",)
+    TURNS = 2
+    INSTRUCTIONS = "Say anything."
 
     def __init__(self, constant: bool = False, **kw: Any):
-        super().__init__(action_format="plain", max_turns=2, **kw)
+        super().__init__(**kw)
         self.constant = constant
-
-    def _reset_task(self, options):
-        self.value = int(self.np_random.integers(0, 100))
-        return {}
 
     def _execute(self, action):
         return 0.0, False
-
-    def _state_text(self):
-        return f"value {self.value}"
-
-    def _task_instructions(self):
-        return "Say anything."
-
-    def _is_success(self):
-        return False
 
     def step(self, action):
         obs, _, terminated, truncated, info = super().step(action)
@@ -56,8 +44,7 @@ class ParityEnv(TextAgentEnv):
         return obs, reward, terminated, truncated, info
 
 
-if ENV_ID not in gym.registry:
-    gym.register(id=ENV_ID, entry_point=ParityEnv)
+register(ENV_ID, ParityEnv)
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +91,7 @@ def test_two_step_smoke_per_algorithm(model_dir, tmp_path, algo):
         assert (tmp_path / name).is_file(), name
     lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert lines == history
+    assert unknown_keys(history) == set()  # every key is in the metrics schema
 
 
 def test_filtering_on_vs_off_changes_the_kept_batch(model_dir, tmp_path):
@@ -118,6 +106,8 @@ def test_filtering_on_vs_off_changes_the_kept_batch(model_dir, tmp_path):
     assert off_steps[0]["filter/kept_fraction"] == 1.0
     assert on_steps[0]["filter/kept_fraction"] < 1.0
     assert on_steps[0]["filter/rows_kept"] < off_steps[0]["filter/rows_kept"]
+    # The same filter/ keys on and off (both steps updated).
+    assert {k for k in on_steps[0] if k.startswith("filter/")} == {k for k in off_steps[0] if k.startswith("filter/")}
     assert on_steps[0]["perf/tokens_trained"] < off_steps[0]["perf/tokens_trained"]
 
 
@@ -425,19 +415,19 @@ UPDATE_FINGERPRINTS: dict[str, dict[str, str]] = {
 REFERENCE_PATH = ("model.fast_forward=false", "algo.old_logprobs_from_update=false")
 
 
+@pytest.mark.parametrize("path", ["reference", "default"])
 @pytest.mark.parametrize("variant", list(UPDATE_VARIANTS))
-def test_update_numbers_are_pinned(model_dir, tmp_path, variant):
-    got = _update_fingerprint(model_dir, tmp_path, (*UPDATE_VARIANTS[variant], *REFERENCE_PATH))
-    assert got == UPDATE_FINGERPRINTS[variant]
-
-
-@pytest.mark.parametrize("variant", list(UPDATE_VARIANTS))
-def test_the_lean_forward_and_the_skipped_pass_keep_the_pinned_numbers(model_dir, tmp_path, variant):
-    """The default path (the lean forward; old log-probs from the update's own forward where that is exact) gives
-    the pinned numbers to float rounding: every sum within 1e-5 relative (absolute 1e-7 for sums near 0, such as
-    the approx-KL, which the skipped pass makes exactly 0 instead of rounding noise)."""
-    got = _update_fingerprint(model_dir, tmp_path, UPDATE_VARIANTS[variant])
+def test_update_numbers_are_pinned(model_dir, tmp_path, variant, path):
+    """The reference path gives the pinned numbers exactly. The default path (the lean forward; old log-probs from
+    the update's own forward where that is exact) gives them to float rounding: every sum within 1e-5 relative
+    (absolute 1e-6 for sums near 0, such as the approx-KL, which the skipped pass makes exactly 0 instead of
+    rounding noise)."""
+    reference = path == "reference"
+    got = _update_fingerprint(model_dir, tmp_path, (*UPDATE_VARIANTS[variant], *(REFERENCE_PATH if reference else ())))
     pinned = UPDATE_FINGERPRINTS[variant]
+    if reference:
+        assert got == pinned
+        return
     assert set(got) == set(pinned)
     for key, value in pinned.items():
         assert float(got[key]) == pytest.approx(float(value), rel=1e-5, abs=1e-6), key

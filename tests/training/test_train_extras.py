@@ -119,3 +119,37 @@ def test_auto_threads_leave_torch_alone_for_large_models_and_gpus():
     assert cpu_threads(0, large, cpu) == 0  # 0: torch's default (one per core)
     assert cpu_threads(0, small, gpu) == 0
     assert cpu_threads(3, large, cpu) == 3 and cpu_threads(3, small, gpu) == 3  # an explicit setting wins
+
+
+def test_the_validation_bar_counts_turns_through_the_rollout_callback(make_tiny_policy, tmp_path, monkeypatch):
+    """The bar advances once per turn of the batched validation rollout, driven by the rollout's `on_turn`
+    callback: the trainer's policy stays the one it was given."""
+    from ragen_core.training import trainer as train_mod
+    from ragen_core.training.config import load_config
+    from ragen_core.training.trainer import Trainer
+
+    class Bar:
+        def __init__(self, total, done, enabled, desc, unit):
+            self.total, self.desc, self.unit, self.updates, self.closed = total, desc, unit, 0, False
+
+        def update(self, n):
+            assert trainer.policy is policy  # no stand-in policy while the rollout runs
+            self.updates += n
+
+        def close(self):
+            self.closed = True
+
+    bars, batches = [], []
+    monkeypatch.setattr(train_mod, "_progress", lambda *a, **k: bars.append(Bar(*a, **k)) or bars[-1])
+    real_rollout = train_mod.rollout
+    monkeypatch.setattr(train_mod, "rollout", lambda *a, **k: batches.append(real_rollout(*a, **k)) or batches[-1])
+    policy = make_tiny_policy("Player Boxes Targets")
+    cfg = load_config(None, ["env.id=ragen/Sokoban-v0", "env.kwargs.max_actions_per_turn=1", "rollout.groups=1",
+                             "rollout.group_size=2", "rollout.max_turns=3", "rollout.max_new_tokens=4",
+                             "eval.episodes=2", "run.device=cpu", "run.progress=true"])
+    trainer = Trainer(cfg, tmp_path, policy=policy)
+    metrics = trainer._timed_evaluate(progress_label="validation at step 0")
+    (bar,) = bars
+    assert (bar.total, bar.desc, bar.unit) == (3, "validation at step 0", "turn") and bar.closed
+    assert bar.updates == max(len(t.turns) for t in batches[0].trajectories) and metrics["val/response_length"] > 0
+    assert trainer._timed_evaluate() and len(bars) == 1  # no label: no bar

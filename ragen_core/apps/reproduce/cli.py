@@ -102,16 +102,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         runs_dir.mkdir(parents=True, exist_ok=True)
     mode = "quick" if args.quick else "full"
     print(f"study: {len(specs)} runs ({mode}, seeds {seeds[0]}..{seeds[-1]}) in {runs_dir}", file=sys.stderr)
-    failed = ""
-    if not args.report_only:
-        try:
-            if args.ray:
-                run_ray(specs, runs_dir, args.ray, progress=not args.no_progress)
-            else:
-                run_local(specs, runs_dir, workers=args.workers, progress=not args.no_progress)
-        except RuntimeError as e:
-            failed = str(e)
-            print(f"ragen reproduce: {e}", file=sys.stderr)
+    failed = "" if args.report_only else _run(specs, runs_dir, args, ray=args.ray)
     records, missing = finished_records(specs, runs_dir)
     if missing:
         print(f"ragen reproduce: {len(missing)} of {len(specs)} runs missing (reported as such): "
@@ -142,6 +133,20 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     return 1 if failed else 0
 
 
+def _run(specs: list, runs_dir: Path, args: argparse.Namespace, ray: str | None = None) -> str:
+    """Run the specs not finished yet: local workers (``--workers``), or Ray tasks on the cluster `ray`. Returns
+    "" when every run finished, else the failures (also printed)."""
+    try:
+        if ray:
+            run_ray(specs, runs_dir, ray, progress=not args.no_progress)
+        else:
+            run_local(specs, runs_dir, workers=args.workers, progress=not args.no_progress)
+    except RuntimeError as e:
+        print(f"ragen reproduce: {e}", file=sys.stderr)
+        return str(e)
+    return ""
+
+
 def run_experiment(args: argparse.Namespace) -> int:
     """``--experiment NAME``: its runs on --first-seed .. (+ --seeds, default 5), then its report."""
     from ragen_core.apps.reproduce.experiments import build_experiment
@@ -161,11 +166,7 @@ def run_experiment(args: argparse.Namespace) -> int:
     failed = ""
     if not args.report_only:
         runs_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            run_local(specs, runs_dir, workers=args.workers, progress=not args.no_progress)
-        except RuntimeError as e:
-            failed = str(e)
-            print(f"ragen reproduce: {e}", file=sys.stderr)
+        failed = _run(specs, runs_dir, args)
     records, missing = finished_records(specs, runs_dir)
     if not records:
         print("ragen reproduce: no finished run to report", file=sys.stderr)
@@ -238,14 +239,9 @@ def _machine() -> str:
 
     import torch
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from ragen_core.training.provenance import cpu_model
+
+    cpu = cpu_model() or platform.processor() or platform.machine()
     return (f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, torch {torch.__version__}, "
             "one torch thread per run")
 

@@ -21,26 +21,33 @@ from pathlib import Path
 from typing import Any
 
 from ragen_core.apps.reproduce.study import RunSpec
+from ragen_core.training.metrics import STEP, Collapse, Filter, Perf, Probe, Sft, Val
 
 __all__ = ["execute_run", "read_run", "run_local", "run_ray", "finished_records"]
 
-#: Metrics read from each MI measurement (collapse/ prefix in metrics.jsonl).
-MI_KEYS = ("mi_zscore_ema", "mi_seq_est", "mi_upper_bound", "retrieval_acc", "retrieval_chance",
-           "cond_entropy_est", "marginal_entropy_est", "token_entropy", "regime",
-           # within-group covariance of return and pointwise MI over the kept / the dropped groups
-           "pmi_return_cov_kept", "pmi_return_cov_dropped")
-#: Metrics read from each held-out probe measurement (probe/ prefix; ragen_core.training.probe); a row counts as a probe
-#: measurement when it has probe/retrieval_margin.
-PROBE_KEYS = ("retrieval_acc", "retrieval_chance", "retrieval_margin", "mi_seq_est", "mi_upper_bound",
-              "mi_seq_norm", "token_entropy", "cond_entropy_est", "recall_at_2", "recall_at_2_chance",
-              "recall_at_4", "recall_at_4_chance", "recall_at_8", "recall_at_8_chance",
-              # the probe traces' mean reasoning length in tokens, and the share that match the template exactly
-              "reasoning_tokens", "template_share", "modal_share")
-#: The per-step filter log: record field -> metric (filter/ prefix). A step's entry has every field, None where
-#: that metric was not logged (runs from before the field existed).
-FILTER_LOG_KEYS = {"groups_total": "filter/groups_total", "kept_groups": "filter/kept_groups",
-                   "zero_fraction": "filter/zero_fraction", "kept_zero_adv_share": "filter/kept_zero_adv_share",
-                   "skipped": "filter/skipped"}
+def _fields(*keys: str) -> dict[str, str]:
+    """Record field -> metric: the field is the metric's name without its namespace."""
+    return {key.split("/", 1)[1]: key for key in keys}
+
+
+#: The fields of each MI measurement (a row with collapse/mi_seq_est): field -> metric.
+MI_KEYS = _fields(Collapse.MI_ZSCORE_EMA, Collapse.MI_SEQ_EST, Collapse.MI_UPPER_BOUND, Collapse.RETRIEVAL_ACC,
+                  Collapse.RETRIEVAL_CHANCE, Collapse.COND_ENTROPY_EST, Collapse.MARGINAL_ENTROPY_EST,
+                  Collapse.TOKEN_ENTROPY, Collapse.REGIME,
+                  # within-group covariance of return and pointwise MI over the kept / the dropped groups
+                  Collapse.PMI_RETURN_COV_KEPT, Collapse.PMI_RETURN_COV_DROPPED)
+#: The fields of each held-out probe measurement (ragen_core.training.probe): field -> metric. A row counts as a
+#: probe measurement when it has probe/retrieval_margin.
+PROBE_KEYS = _fields(Probe.RETRIEVAL_ACC, Probe.RETRIEVAL_CHANCE, Probe.RETRIEVAL_MARGIN, Probe.MI_SEQ_EST,
+                     Probe.MI_UPPER_BOUND, Probe.MI_SEQ_NORM, Probe.TOKEN_ENTROPY, Probe.COND_ENTROPY_EST,
+                     Probe.RECALL_AT_2, Probe.RECALL_AT_2_CHANCE, Probe.RECALL_AT_4, Probe.RECALL_AT_4_CHANCE,
+                     Probe.RECALL_AT_8, Probe.RECALL_AT_8_CHANCE,
+                     # the probe traces' mean reasoning length in tokens, and the share that match the template
+                     Probe.REASONING_TOKENS, Probe.TEMPLATE_SHARE, Probe.MODAL_SHARE)
+#: The per-step filter log: field -> metric. A step's entry has every field, None where that metric was not logged
+#: (runs from before the field existed).
+FILTER_LOG_KEYS = _fields(Filter.GROUPS_TOTAL, Filter.KEPT_GROUPS, Filter.ZERO_FRACTION, Filter.KEPT_ZERO_ADV_SHARE,
+                          Filter.SKIPPED)
 
 
 def execute_run(spec: RunSpec, runs_dir: str | Path) -> dict[str, Any]:
@@ -90,41 +97,41 @@ def read_run(run_dir: str | Path, spec: RunSpec) -> dict[str, Any]:
     rows = [json.loads(x) for x in (Path(run_dir) / "metrics.jsonl").read_text().splitlines() if x.strip()]
     val: dict[int, float] = {}
     for r in rows:
-        if isinstance(r.get("val/success"), (int, float)):
-            val[int(r["step"])] = float(r["val/success"])  # the last record of a step wins
+        if isinstance(r.get(Val.SUCCESS), (int, float)):
+            val[int(r[STEP])] = float(r[Val.SUCCESS])  # the last record of a step wins
     mi = []
     for r in rows:
-        if isinstance(r.get("collapse/mi_seq_est"), (int, float)):
-            mi.append({"step": int(r["step"]), **{k: r.get(f"collapse/{k}") for k in MI_KEYS}})
+        if isinstance(r.get(Collapse.MI_SEQ_EST), (int, float)):
+            mi.append({"step": int(r[STEP]), **{k: r.get(m) for k, m in MI_KEYS.items()}})
     probe: dict[int, dict[str, Any]] = {}
     for r in rows:
-        if isinstance(r.get("probe/retrieval_margin"), (int, float)):
-            probe[int(r["step"])] = {"step": int(r["step"]), **{k: _finite(r.get(f"probe/{k}")) for k in PROBE_KEYS},
-                                     "probe_s": _finite(r.get("perf/probe_s"))}  # the last record of a step wins
-    first = next((r for r in rows if int(r.get("step", 0)) == 1 and "filter/rv_heterogeneity" in r), {})
-    zero = [float(r["filter/zero_fraction"]) for r in rows if isinstance(r.get("filter/zero_fraction"), (int, float))]
-    sft = next((r for r in rows if "sft/loss_last" in r), {})
-    steps = [r for r in rows if "perf/step_s" in r]
-    rv_h = first.get("filter/rv_heterogeneity")
+        if isinstance(r.get(Probe.RETRIEVAL_MARGIN), (int, float)):
+            probe[int(r[STEP])] = {"step": int(r[STEP]), **{k: _finite(r.get(m)) for k, m in PROBE_KEYS.items()},
+                                   "probe_s": _finite(r.get(Perf.PROBE_S))}  # the last record of a step wins
+    first = next((r for r in rows if int(r.get(STEP, 0)) == 1 and Filter.RV_HETEROGENEITY in r), {})
+    zero = [float(r[Filter.ZERO_FRACTION]) for r in rows if isinstance(r.get(Filter.ZERO_FRACTION), (int, float))]
+    sft = next((r for r in rows if Sft.LOSS_LAST in r), {})
+    steps = [r for r in rows if Perf.STEP_S in r]
+    rv_h = first.get(Filter.RV_HETEROGENEITY)
     filter_steps: dict[int, dict[str, Any]] = {}
     for r in rows:
-        if int(r.get("step", 0)) >= 1 and any(m in r for m in FILTER_LOG_KEYS.values()):
+        if int(r.get(STEP, 0)) >= 1 and any(m in r for m in FILTER_LOG_KEYS.values()):
             # the last record of a step wins, as for the probe
-            filter_steps[int(r["step"])] = {"step": int(r["step"]),
-                                            **{k: _finite(r.get(m)) for k, m in FILTER_LOG_KEYS.items()}}
+            filter_steps[int(r[STEP])] = {"step": int(r[STEP]),
+                                          **{k: _finite(r.get(m)) for k, m in FILTER_LOG_KEYS.items()}}
     filter_log = [filter_steps[k] for k in sorted(filter_steps)]
     provenance = _provenance(Path(run_dir))
     return {
         "env": spec.env, "arm": spec.arm, "seed": spec.seed, "name": spec.name,
-        "steps": max((int(r["step"]) for r in steps), default=0),
+        "steps": max((int(r[STEP]) for r in steps), default=0),
         "val": sorted(val.items()),
         "mi": mi,
         "probe": [probe[k] for k in sorted(probe)],
         "rv_heterogeneity_first": float(rv_h) if isinstance(rv_h, (int, float)) and math.isfinite(rv_h) else None,
         "zero_variance_fraction": sum(zero) / len(zero) if zero else None,
-        "sft_s": sft.get("perf/sft_s"),  # the time this run spent: training the warm start, or loading it
-        "sft_cached": bool(sft.get("sft/cached", 0.0)),
-        "rl_s": sum(float(r["perf/step_s"]) + float(r.get("perf/eval_s", 0.0) or 0.0) for r in steps),
+        "sft_s": sft.get(Perf.SFT_S),  # the time this run spent: training the warm start, or loading it
+        "sft_cached": bool(sft.get(Sft.CACHED, 0.0)),
+        "rl_s": sum(float(r[Perf.STEP_S]) + float(r.get(Perf.EVAL_S, 0.0) or 0.0) for r in steps),
         "planned_steps": _planned_steps(Path(run_dir)),
         "commit": provenance.get("commit"),
         "config_sha256": provenance.get("config_sha256"),
