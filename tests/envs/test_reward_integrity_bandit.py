@@ -52,7 +52,7 @@ def _pull(seed: int, answer: str, response: str | None = None) -> tuple[float, d
 
 def _arms(seed: int) -> tuple[str, str]:
     _ENV.reset(seed=seed)
-    better = _ENV.oracle_arm()
+    better = _ENV.oracle()[0]
     return better, _ENV.low_arm if better == _ENV.high_arm else _ENV.high_arm
 
 

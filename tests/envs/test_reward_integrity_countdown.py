@@ -58,7 +58,7 @@ def _answer(seed: int, answer: str, response: str | None = None) -> tuple[float,
 def _instance(seed: int) -> tuple[int, tuple[int, ...], str, str]:
     """(target, numbers, a correct expression, a wrong expression over the same numbers)."""
     _ENV.reset(seed=seed)
-    target, nums, right = _ENV.target, tuple(_ENV.nums), _ENV.oracle_answer()
+    target, nums, right = _ENV.target, tuple(_ENV.nums), _ENV.oracle()[0]
     for wrong in (" + ".join(map(str, nums)), " * ".join(map(str, nums)), " - ".join(map(str, nums))):
         if _answer(seed, wrong)[0] == 0.1:
             return target, nums, right, wrong

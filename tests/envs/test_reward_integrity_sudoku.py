@@ -71,7 +71,7 @@ def _at(state) -> SudokuEnv:
 def _one_from_solved(seed: int):
     _ENV.reset(seed=seed)
     puzzle = list(_ENV.puzzle)
-    plan = _ENV.oracle_actions()
+    plan = _ENV.oracle()
     return seed, tuple(puzzle), tuple(plan[:-1]), plan[-1]
 
 
@@ -187,7 +187,7 @@ def test_random_play_is_paid_exactly_for_the_solution(state, answers, oracle_fir
     env = _at((state[0], state[1], (), ""))
     solution = [v for row in env.solution for v in row]
     givens = [i for i, v in enumerate(env.puzzle) if v]
-    for action in env.oracle_actions()[:oracle_first]:
+    for action in env.oracle()[:oracle_first]:
         env.step(_respond(action))
     for pieces in answers:
         _, reward, term, _, info = env.step(_respond(" || ".join(pieces)))

@@ -40,7 +40,7 @@ def run_oracle(env, seed, options=None):
     env.reset(seed=seed, options=options)
     total, done, info = 0.0, False, {}
     while not done:
-        _, r, term, trunc, info = env.step(respond(env.oracle_answer()))
+        _, r, term, trunc, info = env.step(respond(env.oracle()[0]))
         total += r
         done = term or trunc
     return total, info
@@ -336,7 +336,7 @@ def test_oracle_with_a_fixed_world_and_its_searches_return_the_supporting_passag
         retrieved = []
         done = False
         while not done:
-            _, r, term, trunc, info = env.step(respond(env.oracle_answer()))
+            _, r, term, trunc, info = env.step(respond(env.oracle()[0]))
             retrieved += info.get("search_results", [])
             done = term or trunc
         assert r == 1.0
@@ -350,7 +350,7 @@ def test_check_env_and_determinism():
     oa, _ = a.reset(seed=11)
     ob, _ = b.reset(seed=11)
     assert oa == ob
-    for act in ("search[founder]", "bad", a.oracle_answer()):
+    for act in ("search[founder]", "bad", a.oracle()[0]):
         ra, rb = a.step(respond(act)), b.step(respond(act))
         assert ra[0] == rb[0] and ra[1] == rb[1]
     questions = {SearchQAEnv().reset(seed=s)[1]["question"] for s in range(8)}

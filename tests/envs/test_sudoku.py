@@ -224,7 +224,7 @@ def test_overwrite_and_erase_own_digits_but_success_only_for_the_solution():
     assert reward == 0.0 and env.board[i] == 0
     env.step(_respond(_name(env, i, wrong)))
     # the oracle corrects the wrong digit and still solves the puzzle
-    plan = env.oracle_actions()
+    plan = env.oracle()
     cell = _name(env, i, 0).split("=")[0]
     assert any(a.split("=")[0] == cell for a in plan)
     total = 0.0
@@ -372,7 +372,7 @@ def test_the_grid_and_the_notice_survive_any_number_of_refused_pieces(seed, piec
     env = _fresh(seed=seed)
     answer = " || ".join(pieces * repeat)
     if oracle_first:
-        answer = f"{env.oracle_actions()[0]} || {answer}"
+        answer = f"{env.oracle()[0]} || {answer}"
     obs, _, _, _, info = env.step(f"<think>t</think><answer>{answer}</answer>")
     lines = obs.splitlines()
     assert _grid_in_text(obs, 4) == env.board

@@ -46,7 +46,7 @@ def run_oracle(env, seed, options=None):
     env.reset(seed=seed, options=options)
     total, done, info, steps = 0.0, False, {}, 0
     while not done:
-        _, r, term, trunc, info = env.step(respond(env.oracle_answer()))
+        _, r, term, trunc, info = env.step(respond(env.oracle()[0]))
         total += r
         steps += 1
         done = term or trunc
@@ -250,7 +250,7 @@ def test_check_env_determinism_and_catalogue_cache():
     b, _ = other.reset(seed=4)
     assert a == b
     for _ in range(4):
-        act = respond(env.oracle_answer())
+        act = respond(env.oracle()[0])
         assert env.step(act)[:2] == other.step(act)[:2]
 
 
