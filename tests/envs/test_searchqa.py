@@ -11,6 +11,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from observation_checks import assert_async_vector_env_cleans
 
 from ragen_envs.data import fixture_path
 from ragen_envs.protocol import FORMAT_PENALTY
@@ -526,13 +527,5 @@ def test_echoed_surrogates_and_astral_characters_stay_in_the_observation_space(t
 
 
 def test_async_vector_env_survives_a_lone_surrogate():
-    import gymnasium as gym
-
-    venv = gym.make_vec("ragen/SearchQA-v0", num_envs=2, vectorization_mode="async")
-    try:
-        venv.reset(seed=[1, 2])
-        for response in (respond("search[\ud83d]"), respond("search[Zentrix]"), respond("finish[\udfff]")):
-            obs, rewards, term, trunc, _ = venv.step([response, response])
-            assert all("\ud83d" not in o for o in obs)
-    finally:
-        venv.close()
+    responses = (respond("search[\ud83d]"), respond("search[Zentrix]"), respond("finish[\udfff]"))
+    assert_async_vector_env_cleans("ragen/SearchQA-v0", responses, "\ud83d")

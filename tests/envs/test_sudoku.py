@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from observation_checks import assert_refusals_capped
 
 import ragen_envs  # noqa: F401  (registers the ids)
 from ragen_envs.protocol import FORMAT_PENALTY
@@ -377,11 +378,7 @@ def test_the_grid_and_the_notice_survive_any_number_of_refused_pieces(seed, piec
     lines = obs.splitlines()
     assert _grid_in_text(obs, 4) == env.board
     assert lines[-1] == f"Empty cells: {env.board.count(0)}"
-    refused = [line for line in lines if line.startswith("Refused ")]
-    assert len(refused) == min(5, len(info["refused"]))
-    more = [line for line in lines if line.startswith("... and ")]
-    assert more == ([f"... and {len(info['refused']) - 5} more refused pieces of your answer."]
-                    if len(info["refused"]) > 5 else [])
+    assert_refusals_capped(lines, info)
     if not info["actions_executed"]:
         header = next(i for i, line in enumerate(lines) if line.split()[:1] == ["C1"])
         assert lines[header - 1] == "Your answer had no valid action; the state is unchanged."
