@@ -290,7 +290,7 @@ class TextAgentEnv(gym.Env):
 
         Called once per turn, on the current state, by `ragen_core.training.sft` (every scripted turn of
         `warm_start.policy = "oracle"`, and the templates of a partly input-dependent demonstrator) and by the
-        oracle agent of `ragen env-demo` and the benchmarks (its actions only). Its text must be a function of
+        oracle agent of `ragen_core.apps.env_demo` and the benchmarks (its actions only). Its text must be a function of
         the state (the same state gives the same text). Default: NotImplementedError (the env has no
         demonstrator; the warm start then says to use `warm_start.policy = "random"`)."""
         raise NotImplementedError(f"{type(self).__name__} defines no oracle_step() hook")
