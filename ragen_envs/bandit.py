@@ -51,7 +51,7 @@ class BanditEnv(TextAgentEnv):
     `high_reward` (1.0) with probability `high_prob` (0.25), else `high_miss_reward` (0). With
     the defaults the high arm has the higher mean (0.25 > 0.1), so picking it is the success
     criterion (`info["success"]`, as in RAGEN); in general success means picking the arm with the
-    higher expected payoff (`oracle_arm()`), ties going to the low arm. The task probes whether a
+    higher expected payoff (`oracle()`), ties going to the low arm. The task probes whether a
     policy reasons about the names or collapses onto one answer regardless of them.
 
     Where we differ from RAGEN: all draws come from `self.np_random` (RAGEN adds a per-instance
@@ -188,9 +188,28 @@ class BanditEnv(TextAgentEnv):
         means = self.expected_payoffs
         return [self.high_arm if means[self.high_arm] > means[self.low_arm] else self.low_arm]
 
-    def oracle_arm(self) -> str:
-        """The oracle's arm: `oracle()[0]`."""
-        return self.oracle()[0]
+    # ------------------------------------------------------------------ the warm start's demonstrator
+    def oracle_step(self, reasoning: str = "full") -> tuple[str, list[str]]:
+        """(reasoning about both arms, [the oracle's arm]): see `_arms_reasoning`."""
+        return self._arms_reasoning(), [self.oracle()[0]]
+
+    def random_step(self, rng: np.random.Generator) -> tuple[str, list[str]]:
+        """A uniformly random arm of the two shown, after the same reasoning."""
+        return self._arms_reasoning(), [self.arm_names[int(rng.integers(len(self.arm_names)))]]
+
+    def noise_answer(self, kind: str, rng: np.random.Generator) -> str:
+        """The habit ``"first"``: the arm shown first; ``"random"``: a uniformly random arm of the two shown."""
+        arms = list(self.arm_names)
+        return arms[0] if kind == "first" else str(arms[int(rng.integers(len(arms)))])
+
+    def _arms_reasoning(self) -> str:
+        """Both arms, in the order shown, each with the kind its name suggests; the pick comes after, in the answer.
+
+        E.g. ``Janitor sounds steady, Trader sounds risky.`` The reasoning reads the whole input before the choice,
+        so the choice (the answer token) can depend on it: what RL has to learn after a random-arm warm start.
+        """
+        kinds = ["steady" if name == self.low_arm else "risky" for name in self.arm_names]
+        return f"{self.arm_names[0]} sounds {kinds[0]}, {self.arm_names[1]} sounds {kinds[1]}."
 
     def _reset_task(self, options: dict[str, Any]) -> dict[str, Any]:
         rng = self.np_random
@@ -239,7 +258,7 @@ class BanditEnv(TextAgentEnv):
         }
 
     def _is_success(self) -> bool:
-        return self.pulled is not None and self.pulled == self.oracle_arm()
+        return self.pulled is not None and self.pulled == self.oracle()[0]
 
     # ------------------------------------------------------------------ text
     def _state_text(self) -> str:

@@ -34,26 +34,30 @@ and optionally:
                                           (e.g. a turn counter)
     _render_rgb(), _image_space()         the picture (required for vision variants)
 
-An env that knows how to solve its task from the current state says so through one public method,
+The RL core (`ragen_core`), the apps and the benchmarks read an env through a fixed set of public names, the
+env-trainer contract. Every name is declared on this class with its docstring (who reads it, when) and a default;
+the core reads them from `env.unwrapped`, with `getattr` and the same defaults where a name is optional (so that
+an object that is not a TextAgentEnv reads the same):
 
-    oracle() -> list[str] | None          the oracle's answers from here, in order, each in the
-                                          env's own action text (what goes inside `<answer>`)
+    action_format                         (attribute) "tagged", "answer" or "plain": the answer format
+    format_penalty_value                  (attribute) the reward of a malformed answer (<= 0)
+    max_actions_per_turn, actions_left    (attributes) actions per turn; actions the budget has left (or None)
+    vision                                (attribute) whether an observation carries a picture
+    ACTIONS                               the fixed action vocabulary; () for free-form answers
+    STEP_REWARD                           a per-action cost (Sokoban's -0.1), or None
+    explain_refusal(piece) -> str         why a piece of an answer was dropped (`ragen play`)
+    oracle() -> list[str] | None          the oracle's answers from here (default: NotImplementedError)
+    oracle_step(reasoning) -> (str, [str])   the warm start's demonstrator (default: NotImplementedError)
+    random_step(rng) -> (str, [str])      the random policy's turn (default: `I try <action>.`)
+    noise_answer(kind, rng) -> str        what a noisy demonstrator answers instead (default: from the actions)
+    random_action                         `random_action(rng) -> str`, or None (the default): no such hook
+    is_final_action                       `is_final_action(action) -> bool`, or None (the default): no tool
 
-the whole plan where the env is deterministic and the plan is known (Sokoban, Sudoku, PocketCube),
-else the next answer alone, `[answer]` (FrozenLake, Bandit, 2048, Countdown, MetaMathQA, SearchQA,
-WebShop, Code); `[]` when nothing is left to do (solved, no legal move) and None when the oracle has
-no answer (no solution found, no reference). The older names (`oracle_actions`, `oracle_action`,
-`oracle_arm`, `oracle_answer`) stay as aliases in their old return forms.
-
-Three optional public methods serve training (docs/protocol.md):
-
-    oracle_step() -> (reasoning, [actions])   this turn's oracle action(s) with a short reasoning
-                                              read off the state (the warm start's demonstrator)
-    random_action(rng) -> str                 one valid but uninformed action, drawn from `rng`, for
-                                              an env without a fixed `ACTIONS` list
-    is_final_action(action) -> bool           for an env with a tool: whether an action is the final
-                                              answer (SearchQA's finish, WebShop's Buy Now) rather
-                                              than a tool call (the rollout's `rollout/tool_use`)
+`oracle()` gives the whole plan where the env is deterministic and the plan is known (Sokoban, Sudoku,
+PocketCube), else the next answer alone, `[answer]` (FrozenLake, Bandit, 2048, Countdown, MetaMathQA, SearchQA,
+WebShop, Code); `[]` when nothing is left to do (solved, no legal move) and None when the oracle has no answer
+(no solution found, no reference); each answer in the env's own action text (what goes inside `<answer>`).
+How to add an env, and what the warm start needs of it: docs/architecture.md, "Adding an env".
 
 A subclass never overrides `step()`, `reset()` or `_observation()`. Two limits end an episode:
 
@@ -81,6 +85,7 @@ so a batched rollout may keep stepping envs that are already done.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -114,12 +119,44 @@ class TextAgentEnv(gym.Env):
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
 
-    #: Canonical action names (used by the default matcher and the instructions).
+    #: Canonical action names (used by the default matcher and the instructions); () for free-form answers. Also
+    #: read by `ragen play` (its example action) and by the defaults of `random_step` and `noise_answer`.
     ACTIONS: ClassVar[tuple[str, ...]] = ()
     #: Extra accepted spellings, alias -> canonical name.
     ACTION_ALIASES: ClassVar[dict[str, str]] = {}
     #: First line of the instructions.
     ROLE: ClassVar[str] = "You are an agent solving a task step by step."
+
+    # ------------------------------------------------------------------ the env-trainer contract: attributes
+    # (the methods are below, under "the env-trainer contract: methods"; the module docstring lists them all)
+    #: Reward of one executed action that changes nothing else (a per-action cost: Sokoban's -0.1), or None (the
+    #: default): actions cost nothing. Read before a run by `ragen_core.training.trainer.format_penalty_warning`:
+    #: a format penalty above STEP_REWARD x max_actions_per_turn makes a malformed answer the cheaper failure.
+    STEP_REWARD: ClassVar[float | None] = None
+    #: The optional hook ``random_action(rng: np.random.Generator) -> str``: one valid but uninformed action in the
+    #: env's own text, drawn from `rng` only, for an env without a fixed `ACTIONS` list (Sudoku's placements,
+    #: MetaMathQA, Code, SearchQA, WebShop). None (the default): no such hook; random actions come from `ACTIONS`.
+    #: Read with ``callable(getattr(env.unwrapped, "random_action", None))`` by `ragen play` (the example action of
+    #: its banner, after each reset) and by the defaults of `random_step` and `noise_answer` (the warm start).
+    random_action: ClassVar[Callable[[np.random.Generator], str] | None] = None
+    #: The optional hook ``is_final_action(action: str) -> bool`` of an env with a tool: whether an action is the
+    #: final answer (SearchQA's ``finish[...]``, WebShop's ``click[Buy Now]``) rather than a tool call. None (the
+    #: default): the env has no tool, every action acts on the task. Read after every step of a rollout, on the
+    #: actions it executed, by `ragen_core.rollout.final_action_flag` (the figure ``rollout/tool_use``).
+    is_final_action: ClassVar[Callable[[str], bool] | None] = None
+    #: The answer format ("tagged": <think> then <answer>; "answer"; "plain"; `action_format=`). Read by
+    #: `ragen_core.episode.response_format` for the format reminder of every prompt.
+    action_format: protocol.ActionFormat
+    #: The reward of a malformed answer or an invalid action (<= 0; `format_penalty=`). Read by
+    #: `ragen_core.episode.safe_step` (the reward of a turn whose step raised) and by the trainer's format-penalty
+    #: check (see `STEP_REWARD`).
+    format_penalty_value: float
+    #: The most actions one answer may hold (`max_actions_per_turn=`). Read by the trainer's format-penalty check,
+    #: `ragen play` (its example action) and the demonstrators (`oracle_step`: this turn's actions).
+    max_actions_per_turn: int
+    #: Whether an observation is ``{"text": str, "image": uint8 HxWx3}`` (`vision=`); read by the integrations,
+    #: which pass text only.
+    vision: bool
 
     def __init__(
         self,
@@ -173,6 +210,13 @@ class TextAgentEnv(gym.Env):
         """Actions the episode's budget still allows (`info["actions_left"]`); None when there is no budget."""
         return self._actions_left
 
+    def _actions_this_turn(self) -> int:
+        """How many actions one answer can run now: `max_actions_per_turn`, no more than the budget has left, at
+        least 1 (what a demonstrator's `oracle_step` puts in one answer)."""
+        if self._actions_left is None:
+            return self.max_actions_per_turn
+        return max(1, min(self.max_actions_per_turn, self._actions_left))
+
     # ------------------------------------------------------------------ hooks for subclasses
     def _reset_task(self, options: dict[str, Any]) -> dict[str, Any]:
         raise NotImplementedError
@@ -209,20 +253,85 @@ class TextAgentEnv(gym.Env):
         """Map one answer piece to a canonical action (default: the ACTIONS vocabulary)."""
         return self._matcher(piece)
 
+    def _answer_example(self) -> str:
+        """An example answer for the instructions."""
+        if not self.ACTIONS:
+            return "your answer"
+        return f" {protocol.ACTION_SEPARATOR} ".join(self.ACTIONS[: min(2, self.max_actions_per_turn)])
+
+    # ------------------------------------------------------------------ the env-trainer contract: methods
     def explain_refusal(self, piece: str) -> str:
-        """Why an answer piece was dropped, in one clause (for people: `ragen play` shows it; the observation the
-        model sees is unchanged). Envs with a notation of their own override it (PocketCube)."""
+        """Why an answer piece was dropped, in one clause, for people: `ragen play` prints it after each step for
+        every piece of `info["dropped_actions"]` (the observation the model sees is unchanged). Envs with a notation
+        of their own override it (PocketCube)."""
         if not piece.strip():
             return "an empty piece (two || in a row, or || at an end)"
         if self.ACTIONS:
             return f"not one of this game's actions ({', '.join(self.ACTIONS)}; case-insensitive)"
         return "not an action this game accepts"
 
-    def _answer_example(self) -> str:
-        """An example answer for the instructions."""
+    def oracle(self) -> list[str] | None:
+        """The oracle's answers from the current state, each in the env's own action text (what goes inside
+        `<answer>`): the whole plan where the env is deterministic and the plan is known, else `[next answer]`;
+        `[]` when nothing is left to do, None when the oracle has no answer (module docstring).
+
+        Called on the current state (after `reset()`) by the env's own `oracle_step` (most envs build their
+        demonstration on it), by tests and benchmarks; the core reaches it through `oracle_step`.
+        Default: NotImplementedError (the env has no oracle)."""
+        raise NotImplementedError(f"{type(self).__name__} has no oracle (it does not define oracle())")
+
+    def oracle_step(self, reasoning: str = "full") -> tuple[str, list[str]]:
+        """The demonstrator's turn: (a short reasoning read off the current state, this turn's oracle action(s)).
+
+        The reasoning names what the state shows (cells, numbers, the fact looked up) so that it depends on the
+        input; the actions are the oracle's for this turn, at most `max_actions_per_turn` and no more than the
+        budget has left, each in the env's own action text. `reasoning` is the style the warm start asks for
+        (`warm_start.reasoning`: ``"full"`` sentences or the short ``"plan"``); an env with one style ignores it.
+
+        Called once per turn, on the current state, by `ragen_core.training.sft` (every scripted turn of
+        `warm_start.policy = "oracle"`, and the templates of a partly input-dependent demonstrator) and by the
+        oracle agent of `ragen_core.apps.env_demo` and the benchmarks (its actions only). Its text must be a function of
+        the state (the same state gives the same text). Default: NotImplementedError (the env has no
+        demonstrator; the warm start then says to use `warm_start.policy = "random"`)."""
+        raise NotImplementedError(f"{type(self).__name__} defines no oracle_step() hook")
+
+    def random_step(self, rng: np.random.Generator) -> tuple[str, list[str]]:
+        """The random policy's turn: (reasoning, [one uniformly random valid action]), every draw from `rng`.
+
+        Called once per turn by `ragen_core.training.sft` for `warm_start.policy = "random"` (it teaches the
+        format, not the task). Default: ``I try <action>.`` with the action from `random_action(rng)` where the
+        env has that hook and no `ACTIONS`, else a uniform draw of `ACTIONS` (ValueError when it has neither). Envs
+        that can say something about the state override it (Sokoban, FrozenLake, Bandit)."""
+        action = self._uniform_action(rng)
+        return f"I try {action}.", [action]
+
+    def noise_answer(self, kind: str, rng: np.random.Generator) -> str:
+        """What a noisy demonstrator answers instead of the oracle's action (`warm_start.action_noise`).
+
+        `kind` (`warm_start.noise_action`): ``"first"``, a habit that ignores the state; ``"random"``, a uniformly
+        random valid answer drawn from `rng`. Called by `ragen_core.training.sft.oracle_response`, once per
+        replaced action, on the turns the noise draw hits. Default: the first of `ACTIONS`, or a draw as
+        `random_step`'s; a ValueError naming the env when it has no `ACTIONS` to take the first of (or none to
+        draw from). Envs with another vocabulary override it (Bandit's arms, Countdown's expressions)."""
+        if kind == "first":
+            if not self.ACTIONS:
+                if callable(self.random_action):
+                    raise ValueError(f"{type(self).__name__} has no fixed action list (ACTIONS), hence no first action "
+                                     "for noise_action='first'; use noise_action='random' (its random_action hook)")
+                raise ValueError(f"{type(self).__name__} has no action vocabulary (ACTIONS) and no "
+                                 "random_action(rng) hook to draw actions from")
+            return self.ACTIONS[0]
+        return self._uniform_action(rng)
+
+    def _uniform_action(self, rng: np.random.Generator) -> str:
+        """One random action: `random_action(rng)` for an env with that hook and no `ACTIONS`, else a uniform draw
+        of `ACTIONS` (envs with a list keep drawing from it, so that their warm starts replay exactly)."""
+        if not self.ACTIONS and callable(self.random_action):
+            return str(self.random_action(rng))
         if not self.ACTIONS:
-            return "your answer"
-        return f" {protocol.ACTION_SEPARATOR} ".join(self.ACTIONS[: min(2, self.max_actions_per_turn)])
+            raise ValueError(f"{type(self).__name__} has no action vocabulary (ACTIONS) and no random_action(rng) "
+                             "hook to draw random actions from")
+        return str(self.ACTIONS[int(rng.integers(len(self.ACTIONS)))])
 
     # ------------------------------------------------------------------ shared behaviour
     def instructions(self) -> str:

@@ -22,26 +22,13 @@ import ragen_envs
 
 
 def _response(answer: str) -> str:
-    if "<answer>" in answer:  # some oracles already return a full response
-        return answer
     return f"<think>I decide from the current state.</think><answer>{answer}</answer>"
 
 
 def oracle_answer(env: gym.Env) -> str:
-    """The answer text the env's own solver/oracle would give now."""
-    base = env.unwrapped
-    if hasattr(base, "oracle_step"):  # the generic hook (reasoning, actions of this turn)
-        return " || ".join(base.oracle_step()[1])
-    if hasattr(base, "oracle_actions"):
-        actions = list(base.oracle_actions() or [])
-        return " || ".join(actions[: base.max_actions_per_turn]) if actions else base.ACTIONS[0]
-    if hasattr(base, "oracle_action"):
-        return str(base.oracle_action())
-    if hasattr(base, "oracle_arm"):
-        return str(base.oracle_arm())
-    if hasattr(base, "oracle_answer"):
-        return str(base.oracle_answer())
-    raise TypeError(f"{type(base).__name__} has no oracle")
+    """The answer text the env's own solver/oracle would give now: this turn's actions of its demonstrator
+    (`oracle_step()`, declared on `ragen_envs.base.TextAgentEnv`), joined by ``||``."""
+    return " || ".join(env.unwrapped.oracle_step()[1])
 
 
 def random_answer(env: gym.Env, rng: np.random.Generator) -> str:

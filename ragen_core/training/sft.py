@@ -3,16 +3,17 @@
 Scripted episodes are played through the same rollout code as RL (same prompt layout, same context mode), with
 responses written by a script instead of the model:
 
-- ``policy="oracle"``: the env's oracle (its ``oracle()`` answer: Sokoban's solver plan, FrozenLake's best move,
-  the bandit's better arm, a Countdown solution), with the reasoning of the env's demonstrator: the env's own
-  ``oracle_step()`` hook (PocketCube, 2048, Sudoku, MetaMathQA, Code, SearchQA, WebShop), else its entry in
-  :data:`ragen_core.training.demonstrators.DEMONSTRATORS` (Sokoban, FrozenLake, Bandit, Countdown);
+- ``policy="oracle"``: the env's oracle (Sokoban's solver plan, FrozenLake's best move, the bandit's better arm, a
+  Countdown solution, ...), with the reasoning of the env's demonstrator: its ``oracle_step(reasoning)`` hook;
 - ``policy="random"``: uniformly random valid actions (teaches the format, not the task: used by learning tests
-  so that RL, not the warm start, has to find the better answer): drawn from the env's ``ACTIONS`` list, or,
-  for an env without a fixed list (Sudoku's placements, MetaMathQA, Code, SearchQA, WebShop), from its
-  ``random_action(rng) -> str`` hook, which
-  returns one random action the env accepts in its own text form. Noisy demonstrators
-  (``noise_action="random"``) draw their replacement answers the same way.
+  so that RL, not the warm start, has to find the better answer): the env's ``random_step(rng)`` hook, by default
+  ``I try <action>.`` with a draw of the env's ``ACTIONS`` list, or, for an env without a fixed list (Sudoku's
+  placements, MetaMathQA, Code, SearchQA, WebShop), of its ``random_action(rng) -> str`` hook. Noisy
+  demonstrators draw their replacement answers from the env's ``noise_answer(kind, rng)`` hook (by default the
+  same way).
+
+The hooks are declared, with their defaults, on :class:`ragen_envs.base.TextAgentEnv` and read by
+:mod:`ragen_core.training.demonstrators`; nothing here depends on the env.
 
 Each response is ``<think> reasoning </think> <answer> actions </answer>`` where the reasoning refers to the actual
 state (player / box / target coordinates and the chosen direction for Sokoban, the player and goal for FrozenLake,
@@ -34,7 +35,7 @@ import torch
 
 from ragen_core.episode import per_rollout_options
 from ragen_core.rollout import Responder, RolloutBatch, RolloutSettings, make_envs, rollout
-from ragen_core.training.demonstrators import demonstrator_for, find_demonstrator
+from ragen_core.training import demonstrators
 
 __all__ = [
     "oracle_response",
@@ -67,58 +68,11 @@ FILLER_WORDS = ("so", "then", "now", "well", "ok", "first", "here", "next")
 
 
 def _oracle_parts(env: Any, reasoning: str) -> tuple[str, list[str]]:
-    """(reasoning text, the oracle's action(s) for this turn) for an env that has a demonstrator.
-
-    An env that defines ``oracle_step() -> (reasoning, [actions])`` on its unwrapped object writes its own
-    demonstration (the hook new envs use); the others have an entry in
-    :data:`ragen_core.training.demonstrators.DEMONSTRATORS` (a ValueError naming the env when they have neither)."""
+    """(reasoning text, the oracle's action(s) for this turn): the env's demonstrator
+    (:func:`ragen_core.training.demonstrators.oracle_turn`; a ValueError naming the env when it has none)."""
     if reasoning not in REASONING_STYLES:
         raise ValueError(f"reasoning must be one of {REASONING_STYLES}; got {reasoning!r}")
-    u = getattr(env, "unwrapped", env)
-    if hasattr(u, "oracle_step"):  # the generic hook: the env writes its own state-derived reasoning
-        text, acts = u.oracle_step()
-        return str(text), [str(a) for a in acts]
-    # At most max_actions_per_turn actions, and no more than the budget has left.
-    per_turn = int(getattr(u, "max_actions_per_turn", 1) or 1)
-    left = getattr(u, "actions_left", None)
-    if left is not None:
-        per_turn = max(1, min(per_turn, int(left)))
-    return demonstrator_for(u).oracle_turn(u, reasoning, per_turn)
-
-
-def _noise_answer(u: Any, kind: str, rng: np.random.Generator) -> str:
-    """What a noisy demonstrator answers instead of the oracle (see :func:`oracle_response`): the env's own
-    noise answer when its demonstrator has one (Countdown), else a draw from the random-action hook (``"random"``
-    on an env without ``ACTIONS``), else the first or a random answer of the env's vocabulary."""
-    found = find_demonstrator(u)
-    if found is not None and found.noise_answer is not None:
-        return found.noise_answer(u, kind, rng)
-    if kind == "random" and _uses_random_hook(u):
-        return str(u.random_action(rng))
-    vocab = _action_vocabulary(u)
-    return vocab[0] if kind == "first" else str(vocab[int(rng.integers(len(vocab)))])
-
-
-def _uses_random_hook(u: Any) -> bool:
-    """True when random actions come from the env's ``random_action(rng)`` hook: the env has one and no fixed
-    action list (``ACTIONS``). Envs with a list keep drawing from it, so their warm starts replay exactly."""
-    return not getattr(u, "ACTIONS", ()) and callable(getattr(u, "random_action", None))
-
-
-def _action_vocabulary(u: Any) -> list[str]:
-    """The answers an env accepts, in the order it shows or lists them (its demonstrator's vocabulary, e.g. the
-    bandit's arms as shown; else ``ACTIONS``)."""
-    found = find_demonstrator(u)
-    if found is not None and found.vocabulary is not None:
-        return found.vocabulary(u)
-    actions = list(getattr(u, "ACTIONS", ()))
-    if not actions:
-        if callable(getattr(u, "random_action", None)):  # only the "first" habit needs a list here
-            raise ValueError(f"{type(u).__name__} has no fixed action list (ACTIONS), hence no first action for "
-                             "noise_action='first'; use noise_action='random' (its random_action hook)")
-        raise ValueError(f"{type(u).__name__} has no action vocabulary (ACTIONS) and no random_action(rng) hook "
-                         "to draw actions from")
-    return actions
+    return demonstrators.oracle_turn(env, reasoning)
 
 
 def oracle_response(env: Any, reasoning: str = "full", noise: float = 0.0, noise_action: str = "random",
@@ -129,8 +83,8 @@ def oracle_response(env: Any, reasoning: str = "full", noise: float = 0.0, noise
 
     `reasoning` (Sokoban only; other envs have one style): ``"full"`` sentences naming the player, box and
     target cells and the move(s); ``"plan"`` the short form of Sokoban's demonstrator
-    (:mod:`ragen_core.training.demonstrators`: fewer tokens, and it names the push the solver's plan leads to, which a
-    tiny model learns more easily).
+    (``SokobanEnv.oracle_step``: fewer tokens, and it names the push the solver's plan leads to, which a tiny model
+    learns more easily).
 
     A noisy demonstrator (``noise`` > 0, ``warm_start.action_noise``): with probability `noise` the answer is
     replaced, while the reasoning stays the oracle's, by ``noise_action``: ``"random"`` (a uniformly random valid
@@ -178,28 +132,14 @@ def oracle_response(env: Any, reasoning: str = "full", noise: float = 0.0, noise
                         + [text])
     if noise > 0.0 and not (templated and template_answer == "oracle"):
         if gen.random() < noise:
-            u = getattr(env, "unwrapped", env)
-            acts = [_noise_answer(u, noise_action, gen) for _ in acts]
+            acts = [demonstrators.noise_answer(env, noise_action, gen) for _ in acts]
     return _format(text, acts)
 
 
 def random_response(env: Any, rng: np.random.Generator) -> str:
-    """A well-formed response with a uniformly random valid action: reasoning about the state as the oracle's
-    where the env's demonstrator writes it (Sokoban, FrozenLake, Bandit), else ``I try <action>.``; the action
-    drawn from ``ACTIONS``, or from the ``random_action(rng)`` hook of an env without that list."""
-    u = getattr(env, "unwrapped", env)
-    found = find_demonstrator(u)
-    if found is not None and found.random_turn is not None:
-        return _format(*found.random_turn(u, rng))
-    if _uses_random_hook(u):
-        a = str(u.random_action(rng))
-        return _format(f"I try {a}.", [a])
-    actions = list(getattr(u, "ACTIONS", ()))
-    if not actions:
-        raise ValueError(f"{type(u).__name__} has no action vocabulary (ACTIONS) and no random_action(rng) hook "
-                         "to draw random actions from")
-    a = actions[int(rng.integers(len(actions)))]
-    return _format(f"I try {a}.", [a])
+    """A well-formed response with a uniformly random valid action: the env's ``random_step(rng)`` (reasoning about
+    the state as the oracle's where the env writes it: Sokoban, FrozenLake, Bandit; else ``I try <action>.``)."""
+    return _format(*demonstrators.random_turn(env, rng))
 
 
 def template_reasoning(env_id: str, env_kwargs: dict[str, Any], reasoning: str = "full", seed: int = 0) -> str:

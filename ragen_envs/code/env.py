@@ -474,7 +474,7 @@ class CodeEnv(TextAgentEnv):
         return [f"```python\n{ref.rstrip()}\n```"]
 
     # ------------------------------------------------------------------ training hooks
-    def oracle_step(self) -> tuple[str, list[str]]:
+    def oracle_step(self, reasoning: str = "full") -> tuple[str, list[str]]:
         """(reasoning, [the reference program in a fenced block]): a one-line plan from the task's family and
         parameters (`ragen_envs.code.tasks.plan_sentence`, e.g. ``Reverse the words, then lower case.``), then
         `oracle()`'s answer. ValueError for a data set task without a reference program."""
@@ -496,10 +496,3 @@ class CodeEnv(TextAgentEnv):
         else:
             programs = [f"def {self.task.fn_name}(*args): return {r}" for r in ("args[0]", "0", "None")]
         return programs[int(rng.integers(len(programs)))]
-
-    def oracle_answer(self) -> str | None:
-        """A well-formed response holding `oracle()`'s answer, ready for `step()` (None if unknown)."""
-        answer = self.oracle()
-        if answer is None:
-            return None
-        return f"<think>reference solution</think>\n<answer>\n{answer[0]}\n</answer>"

@@ -5,8 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
+
 from ragen_envs.base import TextAgentEnv
-from ragen_envs.countdown.expression import ExpressionError, parse_expression, uses_numbers_exactly
+from ragen_envs.countdown.expression import (
+    ExpressionError,
+    arithmetic_steps,
+    parse_expression,
+    uses_numbers_exactly,
+)
 from ragen_envs.countdown.generator import CountdownConfig, generate_countdown
 from ragen_envs.countdown.solver import CountdownSolver
 from ragen_envs.data import Field, load_records, record_index
@@ -160,7 +167,7 @@ class CountdownEnv(TextAgentEnv):
             index = record_index(options, len(self.records), self.np_random)
             record = self.records[index]
             self.target, self.nums = int(record["target"]), [int(n) for n in record["nums"]]
-            self._solution = None  # solved lazily by oracle_answer()
+            self._solution = None  # solved lazily by oracle()
             extra = {"index": index}
         else:
             item = generate_countdown(self.np_random, self.config)
@@ -230,9 +237,25 @@ class CountdownEnv(TextAgentEnv):
             self._solution = CountdownSolver(self.nums).solve(self.target)
         return None if self._solution is None else [self._solution]
 
-    def oracle_answer(self) -> str:
-        """The oracle's expression, `oracle()[0]`; a ValueError when the instance has no solution."""
+    # ------------------------------------------------------------------ the warm start's demonstrator
+    def oracle_step(self, reasoning: str = "full") -> tuple[str, list[str]]:
+        """(the arithmetic of the oracle's expression, innermost operation first, [the expression]): e.g.
+        ``2 * 5 = 10, 10 - 1 = 9.`` (`arithmetic_steps`); a ValueError when the instance has no solution."""
         answer = self.oracle()
-        if answer is None:
-            raise ValueError(f"the instance target={self.target}, nums={self.nums} has no solution")
-        return answer[0]
+        if not answer:
+            raise ValueError(f"the Countdown instance target={self.target}, nums={self.nums} has no solution to "
+                             "demonstrate")
+        return arithmetic_steps(answer[0]), [answer[0]]
+
+    def noise_answer(self, kind: str, rng: np.random.Generator) -> str:
+        """The habit ``"first"``: the sum of the numbers in the order shown; ``"random"``: a random expression over
+        them (each number once, random operations and nesting)."""
+        nums = self.nums
+        if kind == "first":
+            return " + ".join(str(n) for n in nums)
+        order = [str(nums[int(i)]) for i in rng.permutation(len(nums))]
+        expr = order[0]
+        for x in order[1:]:
+            op = "+-*/"[int(rng.integers(4))]
+            expr = f"({expr}) {op} {x}" if rng.random() < 0.5 else f"{x} {op} ({expr})"
+        return expr

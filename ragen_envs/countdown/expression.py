@@ -167,3 +167,31 @@ def _stated_value(text: str) -> int | None:
 def uses_numbers_exactly(parsed: ParsedExpression, nums: Sequence[int]) -> bool:
     """True when the literals are exactly `nums` as a multiset (each number used once, none added)."""
     return Counter(parsed.numbers) == Counter(int(n) for n in nums)
+
+
+def arithmetic_steps(expression: str) -> str:
+    """The arithmetic of an expression, innermost operation first: ``(2 * 5) - 1`` -> ``2 * 5 = 10, 10 - 1 = 9.``
+
+    Values are exact fractions (``8 / 3`` is written ``8/3``), as the env evaluates them. For well-formed answers
+    over integers with binary + - * / only (the solver's and the generator's); a ValueError otherwise.
+    """
+    ops = {ast.Add: ("+", lambda a, b: a + b), ast.Sub: ("-", lambda a, b: a - b),
+           ast.Mult: ("*", lambda a, b: a * b), ast.Div: ("/", lambda a, b: a / b)}
+    steps: list[str] = []
+
+    def show(v: Fraction) -> str:
+        return str(v.numerator) if v.denominator == 1 else f"{v.numerator}/{v.denominator}"
+
+    def walk(node: ast.AST) -> Fraction:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return Fraction(node.value)
+        if isinstance(node, ast.BinOp) and type(node.op) in ops:
+            a, b = walk(node.left), walk(node.right)
+            sym, fn = ops[type(node.op)]
+            v = fn(a, b)
+            steps.append(f"{show(a)} {sym} {show(b)} = {show(v)}")
+            return v
+        raise ValueError(f"not an arithmetic expression over integers: {expression!r}")
+
+    walk(ast.parse(expression, mode="eval").body)
+    return ", ".join(steps) + "."

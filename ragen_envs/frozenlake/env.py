@@ -12,6 +12,7 @@ from gymnasium import spaces
 from ragen_envs import protocol
 from ragen_envs.base import TextAgentEnv
 from ragen_envs.frozenlake.maps import check_random_map_args, generate_random_map, validate_desc
+from ragen_envs.grid import DIRECTION_WORDS, coords, moved
 
 LEFT, DOWN, RIGHT, UP = 0, 1, 2, 3
 ACTION_NAMES: tuple[str, ...] = ("Left", "Down", "Right", "Up")
@@ -237,9 +238,11 @@ class FrozenLakeEnv(TextAgentEnv):
     `step` `prob` (the probability of the last sampled transition, Gymnasium's key; None when no
     action ran) and `action_is_effective` (the position changed during the turn, RAGEN's key).
 
-    Oracles (for demos and tests): `oracle_action()` is the action with the highest probability of
-    reaching the goal within the remaining budget (value iteration over `P`, ties broken towards
-    reaching it sooner), `optimal_success_probability()` that probability from the episode's start.
+    Oracles (for demos and tests): `oracle()` is [the action with the highest probability of
+    reaching the goal within the remaining budget] (value iteration over `P`, ties broken towards
+    reaching it sooner), `optimal_success_probability()` that probability from the episode's start;
+    `oracle_step()` is the warm start's demonstration (that action, with the player, the goal and the
+    cell it aims at).
 
     ## Arguments
     ```python
@@ -462,10 +465,6 @@ class FrozenLakeEnv(TextAgentEnv):
         state = self.s if from_current else self.start_state
         return float(goal_values(self._matrix(), goal, hole, horizon)[state])
 
-    def oracle_action(self) -> str:
-        """The oracle's next action: `oracle()[0]`."""
-        return self.oracle()[0]
-
     def oracle(self) -> list[str]:
         """[the action name] that maximises the probability of reaching the goal in the remaining budget.
 
@@ -483,3 +482,23 @@ class FrozenLakeEnv(TextAgentEnv):
         q_soon = T[self.s] @ goal_values(T, goal, hole, horizon, discount=_TIE_BREAK_DISCOUNT)
         candidates = np.flatnonzero(q >= q.max() - _TIE_TOL)
         return [ACTION_NAMES[int(candidates[np.argmax(q_soon[candidates])])]]
+
+    # ------------------------------------------------------------------ the warm start's demonstrator
+    def oracle_step(self, reasoning: str = "full") -> tuple[str, list[str]]:
+        """(reasoning, [the oracle's action]): one move per turn (the next state depends on the slip)."""
+        action = self.oracle()[0]
+        return self._move_reasoning(action), [action]
+
+    def random_step(self, rng: np.random.Generator) -> tuple[str, list[str]]:
+        """A uniformly random move, with the same reasoning about it."""
+        action = self._uniform_action(rng)
+        return self._move_reasoning(action), [action]
+
+    def _move_reasoning(self, action: str) -> str:
+        """``I am at (r, c) and the goal is at (r, c). Moving <dir> goes to (r, c) and avoids the holes.`` (the cell
+        the move aims at, before any slip)."""
+        pos = tuple(int(x) for x in self.player_position)
+        goal = [(r, c) for r, row in enumerate(self.desc) for c, ch in enumerate(row) if ch == "G"]
+        return (f"I am at {coords([pos])} and the goal is at {coords(goal)}. "
+                f"Moving {DIRECTION_WORDS.get(action, action)} goes to {coords([moved(pos, action)])} "
+                "and avoids the holes.")

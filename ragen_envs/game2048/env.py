@@ -93,7 +93,7 @@ class Game2048Env(TextAgentEnv):
     same turn left them nothing to do), `spawned` (`[row, col, value]` per new tile) and
     `action_is_effective` (the board changed).
 
-    Oracle: `oracle_action()` (the expectimax move, `oracle_depth` moves deep), `oracle_step()` (one move
+    Oracle: `oracle()` ([the expectimax move], `oracle_depth` moves deep), `oracle_step()` (one move
     and a sentence about its merges and the empty cells it leaves).
 
     ## Arguments
@@ -268,17 +268,13 @@ class Game2048Env(TextAgentEnv):
         action = best_move(self.board, self.oracle_depth)
         return [] if action is None else [action]
 
-    def oracle_action(self) -> str | None:
-        """The oracle's move, `oracle()[0]`; None when no move is legal."""
-        moves = self.oracle()
-        return moves[0] if moves else None
-
-    def oracle_step(self) -> tuple[str, list[str]]:
+    def oracle_step(self, reasoning: str = "full") -> tuple[str, list[str]]:
         """(reasoning, [the oracle's move]): one move per turn (the next board depends on the new tile), with
         what it merges, its score and the empty cells it leaves, computed from the board."""
-        action = self.oracle_action()
-        if action is None:
+        moves = self.oracle()
+        if not moves:
             return "No move changes the board.", []
+        action = moves[0]
         new, gained, _ = move(self.board, action)
         empty = int((new == 0).sum())
         merges = f"merges for +{gained}" if gained else "merges nothing"

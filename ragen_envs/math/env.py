@@ -260,12 +260,8 @@ class MathEnv(TextAgentEnv):
         """[the gold answer of the current problem] (the text after "The answer is:")."""
         return [self.gold]
 
-    def oracle_answer(self) -> str:
-        """The gold answer: `oracle()[0]`."""
-        return self.oracle()[0]
-
     # ------------------------------------------------------------------ training hooks
-    def oracle_step(self) -> tuple[str, list[str]]:
+    def oracle_step(self, reasoning: str = "full") -> tuple[str, list[str]]:
         """(reasoning, [the gold answer]): the key computation of the problem, then the answer.
 
         Generated problems of the one-line kinds: `ragen_envs.math.generator.key_computation` from the

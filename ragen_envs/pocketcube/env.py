@@ -357,16 +357,13 @@ class PocketCubeEnv(TextAgentEnv):
         """The oracle's moves: `optimal_solution()` (`[]` when solved)."""
         return self.optimal_solution()
 
-    def oracle_step(self) -> tuple[str, list[str]]:
+    def oracle_step(self, reasoning: str = "full") -> tuple[str, list[str]]:
         """(reasoning, the oracle's moves for this turn): the first moves of `optimal_solution()`, as many as a
         turn and the budget allow. The reasoning names the distance and the whole shortest solution."""
         plan = self.optimal_solution()
-        per_turn = self.max_actions_per_turn
-        if self._actions_left is not None:
-            per_turn = max(1, min(per_turn, self._actions_left))
         if not plan:
             return "The cube is already solved.", [C.MOVE_NAMES[0]]
-        acts = plan[:per_turn]
+        acts = plan[: self._actions_this_turn()]
         text = (
             f"The cube is {len(plan)} turn{'s' if len(plan) != 1 else ''} from solved. "
             f"A shortest solution is {' '.join(plan)}, so I turn {' '.join(acts)}."

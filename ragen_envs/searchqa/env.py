@@ -600,10 +600,6 @@ class SearchQAEnv(TextAgentEnv):
         return f"{notice}\n{text}" if notice else text
 
     # ------------------------------------------------------------------ oracle
-    def oracle_answer(self) -> str:
-        """The oracle's next action: `oracle()[0]`."""
-        return self.oracle()[0]
-
     def oracle(self) -> list[str]:
         """[the next answer of an oracle policy] (the action, e.g. `search[Zentrix Labs]`, to put in
         `<answer>...</answer>`, as `ragen_core.apps.env_demo` does): search each supporting entity, then finish.
@@ -633,7 +629,7 @@ class SearchQAEnv(TextAgentEnv):
                 if " ".join(_unbracket(name).split()).lower() == query and pid in shown]
         return max(hits, default=-1)
 
-    def oracle_step(self) -> tuple[str, list[str]]:
+    def oracle_step(self, reasoning: str = "full") -> tuple[str, list[str]]:
         """(reasoning, [action]): the oracle's next action with one sentence on why, read off the screen.
 
         Generated questions: the action follows what the screen shows, the last query and its results.

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 from gymnasium import spaces
 
 from ragen_envs.base import INVALID_NOTICE, TextAgentEnv
+from ragen_envs.grid import DIRECTION_WORDS, coords, moved
 from ragen_envs.sokoban.generator import SokobanGenerator
 from ragen_envs.sokoban.level import RAGEN_LEGEND, RAGEN_SYMBOLS, Level, parse_xsb
 from ragen_envs.sokoban.render import (
@@ -116,8 +118,9 @@ class SokobanEnv(TextAgentEnv):
     `instructions` (the system prompt) and `optimal_steps`: the length of a shortest solution in
     steps (exact for generated rooms; for a loaded level the solver's answer within
     `level_solver_max_states`, or None when unsolvable or over that budget).
-    `env.unwrapped.to_xsb()` gives the current state in XSB, `oracle_actions()` a shortest
-    remaining solution, `player_position`, `box_positions`, `target_positions` the pieces.
+    `env.unwrapped.to_xsb()` gives the current state in XSB, `oracle()` a shortest remaining
+    solution, `oracle_step(reasoning)` the warm start's demonstration (this turn's moves of that plan
+    with the cells they involve), `player_position`, `box_positions`, `target_positions` the pieces.
 
     ## Arguments
 
@@ -273,7 +276,67 @@ class SokobanEnv(TextAgentEnv):
         (or not solved within `max_states` search states)."""
         return solve(self.current_level(), max_states=max_states)
 
-    oracle_actions = oracle  # the older name
+    # ------------------------------------------------------------------ the warm start's demonstrator
+    def oracle_step(self, reasoning: str = "full") -> tuple[str, list[str]]:
+        """The first moves of the solver's shortest plan, as many as this turn allows (the first action when it has
+        none: solved, or beyond its search limit), with the reasoning of `reasoning`: ``"full"`` sentences naming
+        the player, box and target cells and the move (`_move_reasoning`), or the short ``"plan"``
+        (`_plan_reasoning`: fewer tokens, and it names the push the plan leads to)."""
+        plan = list(self.oracle() or [])
+        acts = plan[: self._actions_this_turn()] or [self.ACTIONS[0]]
+        if reasoning == "plan":
+            return self._plan_reasoning(plan, acts), acts
+        return self._move_reasoning(acts), acts
+
+    def random_step(self, rng: np.random.Generator) -> tuple[str, list[str]]:
+        """A uniformly random move, with the full reasoning about it."""
+        action = self._uniform_action(rng)
+        return self._move_reasoning([action]), [action]
+
+    def _move_reasoning(self, actions: Sequence[str]) -> str:
+        """Full style: ``I am at (2, 3). Box at (3, 2), target at (3, 1). I move down to (3, 3).`` (the move of
+        `actions[0]`: a walk or a push, read off the board; ``Then <dir>.`` for a second action)."""
+        player = tuple(int(x) for x in self.player_position)
+        boxes_set = {tuple(int(x) for x in b) for b in self.box_positions}
+        targets = self.target_positions
+        left = sorted(boxes_set - {tuple(int(x) for x in t) for t in targets})
+        parts = [f"I am at {coords([player])}.",
+                 f"Box at {coords(left or boxes_set)}, target at {coords(targets)}."]
+        if actions:
+            nxt = moved(player, actions[0])
+            if nxt in boxes_set:
+                parts.append(
+                    f"Moving {DIRECTION_WORDS[actions[0]]} pushes the box to {coords([moved(nxt, actions[0])])}."
+                )
+            else:
+                parts.append(f"I move {DIRECTION_WORDS[actions[0]]} to {coords([nxt])}.")
+            if len(actions) > 1:
+                parts.append(f"Then {DIRECTION_WORDS.get(actions[1], actions[1])}.")
+        return " ".join(parts)
+
+    def _plan_reasoning(self, plan: Sequence[str], actions: Sequence[str]) -> str:
+        """Short reasoning (``warm_start.reasoning="plan"``): the pieces, the solver's first push, the next move.
+
+        E.g. ``Player (2, 2), box (1, 2), target (1, 4). Push Right from (1, 1). Go Left.`` ("Push now." when the
+        next move is that push). Every cell is read off the current state; the push is the first push of the
+        solver's shortest plan, so the text is a true (if abridged) account of why the answer is what it is.
+        """
+        player = tuple(int(x) for x in self.player_position)
+        boxes_set = {tuple(int(x) for x in b) for b in self.box_positions}
+        targets_set = {tuple(int(x) for x in t) for t in self.target_positions}
+        left = sorted(boxes_set - targets_set) or sorted(boxes_set)
+        free = sorted(targets_set - boxes_set) or sorted(targets_set)
+        s = (f"Player {coords([player])}, box{'es' if len(left) > 1 else ''} {coords(left)}, "
+             f"target{'s' if len(free) > 1 else ''} {coords(free)}.")
+        push = _first_push(player, boxes_set, plan)
+        if push is not None:
+            s += f" Push {push[0]} from {coords([push[1]])}."
+        if actions:
+            if moved(player, actions[0]) in boxes_set:
+                s += " Push now."
+            else:
+                s += f" Go {actions[0]}."
+        return s
 
     @property
     def player_position(self) -> tuple[int, int]:
@@ -393,3 +456,15 @@ class SokobanEnv(TextAgentEnv):
             flat[pos[b]] = BOX_ON_TARGET if b in targets else BOX
         flat[pos[self._player]] = PLAYER_ON_TARGET if self._player in targets else PLAYER
         return render_tiles(tiles)
+
+
+def _first_push(
+    player: tuple[int, int], boxes: set[tuple[int, int]], plan: Sequence[str]
+) -> tuple[str, tuple[int, int]] | None:
+    """(direction, cell the player pushes from) of the first push of `plan`, or None if it has no push."""
+    for a in plan:
+        nxt = moved(player, a)
+        if nxt in boxes:
+            return a, player
+        player = nxt
+    return None

@@ -121,7 +121,7 @@ class SudokuEnv(TextAgentEnv):
     reset; in `step` `empty_cells`, `refused` (a list of `{"action", "reason"}`, the answer pieces refused
     this turn, in order) and `action_is_effective` (the board changed).
 
-    Oracles: `solution` (the unique solution, rows), `oracle_actions()` (placements that solve the board
+    Oracles: `solution` (the unique solution, rows), `oracle()` (placements that solve the board
     from the current state, wrong digits corrected first), `oracle_step()` (this turn's placements and a
     short reasoning: the digits the cell sees, or the unit where the digit has one place). `random_action(rng)`
     draws a random placement the rules allow (Sudoku has no fixed `ACTIONS` list; warm starts use it for random
@@ -439,15 +439,10 @@ class SudokuEnv(TextAgentEnv):
         """Placements (`R<row>C<col>=<digit>`) that solve the grid from the current state, in order."""
         return [a for a, _ in self._plan()]
 
-    oracle_actions = oracle  # the older name
-
-    def oracle_step(self) -> tuple[str, list[str]]:
+    def oracle_step(self, reasoning: str = "full") -> tuple[str, list[str]]:
         """(reasoning, placements) for this turn: the oracle's next `max_actions_per_turn` placements (fewer when
         the budget is nearly spent) and one short sentence per placement, derived from the board."""
-        per_turn = self.max_actions_per_turn
-        if self._actions_left is not None:
-            per_turn = max(1, min(per_turn, self._actions_left))
-        plan = self._plan()[:per_turn]
+        plan = self._plan()[: self._actions_this_turn()]
         if not plan:
             return "The grid is solved.", []
         return " ".join(why for _, why in plan), [a for a, _ in plan]

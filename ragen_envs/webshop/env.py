@@ -356,10 +356,6 @@ class WebShopEnv(TextAgentEnv):
             self._planned = True
         return self._plan
 
-    def oracle_answer(self) -> str:
-        """The oracle's next action: `oracle()[0]`."""
-        return self.oracle()[0]
-
     def oracle(self) -> list[str]:
         """[the next answer of an oracle policy] (the action, e.g. `click[Buy Now]`, to put in
         `<answer>...</answer>`, as `ragen_core.apps.env_demo` does): search the goal keywords, open the
@@ -393,7 +389,7 @@ class WebShopEnv(TextAgentEnv):
         return [action]
 
     # ------------------------------------------------------------------ training hooks
-    def oracle_step(self) -> tuple[str, list[str]]:
+    def oracle_step(self, reasoning: str = "full") -> tuple[str, list[str]]:
         """(reasoning, [action]): `oracle()`'s next action with one sentence on why, from the goal and the page.
 
         E.g. on the search page ``I need a body pillow that is cooling, so I search for it.``; on the results

@@ -37,6 +37,49 @@ def with_hedges(*specific: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*HEDGES, *specific)))
 
 
+#: Letter -> lookalike from another script (Cyrillic, Greek, Armenian, Cherokee, ...), for the letters of the four
+#: move names (Up, Down, Left, Right).
+MOVE_HOMOGLYPHS = {"e": "е", "o": "о", "p": "р", "i": "і", "U": "Ս", "L": "Ⅼ", "D": "Ꭰ", "R": "Ꮢ", "g": "ɡ", "t": "τ"}
+
+#: Whole responses that show the winning action {m} but commit to another one, {o}: {m} in the reasoning, after the
+#: answer, or in a second <answer> block (before or after {o}'s: two blocks are malformed). None may succeed or earn
+#: more than committing to {o}.
+OUTSIDE_THE_ANSWER: tuple[str, ...] = (
+    "<think>{m}</think><answer>{o}</answer>",
+    "<think>t</think><answer>{o}</answer><answer>{m}</answer>",
+    "<think>t</think><answer>{o}</answer> {m}",
+    "<think>t</think><answer>{m}</answer><answer>{o}</answer>",
+)
+#: Responses with {m} but no well-formed answer block (under the default tagged format): for the envs where the
+#: format penalty is no more than committing to a losing action.
+WITHOUT_AN_ANSWER: tuple[str, ...] = (
+    "<think>t</think>{m}",
+    "<answer>{m}</answer>",
+)
+
+
+def fill(templates: tuple[str, ...], m: str, o: str = "") -> list[str]:
+    """The templates with {m} and {o} filled in (by replacement: an action may hold braces)."""
+    return [t.replace("{m}", m).replace("{o}", o) for t in templates]
+
+
+def misspell(word: str, i: int, kind: str, homoglyphs: dict[str, str]) -> str | None:
+    """`word` with one slip at character i: "homoglyph" (a lookalike from another script, from `homoglyphs`),
+    "drop" (left out), "swap" (exchanged with the next) or "double" (typed twice); None where the slip is not
+    possible (no lookalike of that letter, a swap at the end or of two equal characters)."""
+    if kind == "homoglyph":
+        return word[:i] + homoglyphs[word[i]] + word[i + 1 :] if word[i] in homoglyphs else None
+    if kind == "drop":
+        return word[:i] + word[i + 1 :]
+    if kind == "swap":
+        if i == len(word) - 1 or word[i] == word[i + 1]:
+            return None
+        return word[:i] + word[i + 1] + word[i] + word[i + 2 :]
+    if kind == "double":
+        return word[: i + 1] + word[i] + word[i + 1 :]
+    raise ValueError(f"unknown slip {kind!r}")
+
+
 # ---------------------------------------------------------------------- MetaMathQA: a grammar of hedges
 # A math answer hedges when it states two values, or one value with a word that is neither a lead-in ("the
 # answer is") nor a unit ("dollars"). `math_two_values` and `math_qualified` build such answers from the parts

@@ -12,14 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from hedge_templates import HEDGES
+from hedge_templates import HEDGES, MOVE_HOMOGLYPHS, OUTSIDE_THE_ANSWER, fill, misspell
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 #: The shared hedges without "{o} {m}": in these envs that is a two-move plan, o then m, which may legally win.
 HOSTILE = tuple(t for t in HEDGES if t != "{o} {m}")
-#: Letter -> lookalike from another script (Cyrillic / Greek).
-HOMOGLYPHS = {"e": "е", "o": "о", "p": "р", "i": "і", "U": "Ս", "L": "Ⅼ", "D": "Ꭰ", "R": "Ꮢ", "g": "ɡ", "t": "τ"}
 
 State = tuple[int, tuple[str, ...], str]
 
@@ -55,19 +53,6 @@ class WinningMoveProbe:
         assert not info["success"] and reward <= committed_wrong, (response, reward, committed_wrong)
 
 
-def misspell(move: str, i: int, kind: str) -> str | None:
-    """`move` with letter i replaced by a lookalike, dropped, swapped with the next or doubled (None: no change)."""
-    if kind == "homoglyph":
-        return move[:i] + HOMOGLYPHS[move[i]] + move[i + 1 :] if move[i] in HOMOGLYPHS else None
-    if kind == "drop":
-        return move[:i] + move[i + 1 :]
-    if kind == "swap":
-        if i == len(move) - 1 or move[i] == move[i + 1]:
-            return None
-        return move[:i] + move[i + 1] + move[i] + move[i + 2 :]
-    return move[: i + 1] + move[i] + move[i + 1 :]
-
-
 def one_move_tests(probe: WinningMoveProbe, states: Sequence[State], examples: int) -> dict[str, Callable]:
     """The three tests, by name, for ``globals().update(...)`` in a test module."""
     run = settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -86,7 +71,7 @@ def one_move_tests(probe: WinningMoveProbe, states: Sequence[State], examples: i
         move = state[2]
         other, committed_wrong = probe.losing_move(state)
         i = data.draw(st.integers(0, len(move) - 1))
-        bad = misspell(move, i, data.draw(st.sampled_from(["homoglyph", "drop", "swap", "double"])))
+        bad = misspell(move, i, data.draw(st.sampled_from(["homoglyph", "drop", "swap", "double"])), MOVE_HOMOGLYPHS)
         if bad is not None:
             probe.check(state, respond(bad), committed_wrong)
 
@@ -95,12 +80,7 @@ def one_move_tests(probe: WinningMoveProbe, states: Sequence[State], examples: i
         for state in states:
             move = state[2]
             other, committed_wrong = probe.losing_move(state)
-            for response in (
-                f"<think>{move}</think><answer>{other}</answer>",
-                f"<think>t</think><answer>{other}</answer><answer>{move}</answer>",
-                f"<think>t</think><answer>{other}</answer> {move}",
-                f"<think>t</think><answer>{move}</answer><answer>{other}</answer>",
-            ):
+            for response in fill(OUTSIDE_THE_ANSWER, move, other):
                 probe.check(state, response, committed_wrong)
             # the committed winning move does win (the check can fail)
             assert probe.at(state).step(respond(move))[4]["success"]

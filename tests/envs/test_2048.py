@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from observation_checks import assert_refusals_capped
 
 import ragen_envs  # noqa: F401  (registers the ids)
 from ragen_envs.game2048 import Game2048Env, best_move, legal_moves, move, slide_row_left, spawn
@@ -275,11 +276,7 @@ def test_the_board_and_the_notice_survive_any_number_of_refused_pieces(seed, pie
     board = _board_in_text(obs, 4)
     assert board is not None and np.array_equal(board, env.board), obs[-400:]
     assert lines[-2] == f"Score: {env.score}. Target: 2048." and lines[-1].startswith("Moves that change the board:")
-    refused = [line for line in lines if line.startswith("Refused ")]
-    assert len(refused) == min(5, len(info["refused"]))
-    more = [line for line in lines if line.startswith("... and ")]
-    assert more == ([f"... and {len(info['refused']) - 5} more refused pieces of your answer."]
-                    if len(info["refused"]) > 5 else [])
+    assert_refusals_capped(lines, info)
     if not info["actions_executed"]:
         assert lines[-7] == "Your answer had no valid action; the state is unchanged."
     assert len(obs) < 1_000

@@ -50,10 +50,10 @@ def test_configurable_payoffs() -> None:
     assert info["expected_payoffs"] == {info["low_arm"]: 0.5, info["high_arm"]: pytest.approx(0.6 * 2 - 0.4)}
 
 
-def test_oracle_arm_and_success() -> None:
+def test_oracle_and_success() -> None:
     env = BanditEnv()  # high arm mean 0.25 > 0.1
     _, info = env.reset(seed=1)
-    assert env.oracle_arm() == info["high_arm"]
+    assert env.oracle()[0] == info["high_arm"]
     *_, info = env.step(answer(info["high_arm"]))
     assert info["success"]
     _, info = env.reset(seed=1)
@@ -62,10 +62,10 @@ def test_oracle_arm_and_success() -> None:
 
     cautious = BanditEnv(high_prob=0.05)  # 0.05 < 0.1: the low arm is better
     _, info = cautious.reset(seed=1)
-    assert cautious.oracle_arm() == info["low_arm"]
+    assert cautious.oracle()[0] == info["low_arm"]
     tie = BanditEnv(high_prob=0.1)  # equal means: the low arm (no variance)
     _, info = tie.reset(seed=1)
-    assert tie.oracle_arm() == info["low_arm"]
+    assert tie.oracle()[0] == info["low_arm"]
 
 
 def test_names_come_from_the_lists_in_random_order() -> None:

@@ -231,3 +231,52 @@ def test_vector_envs_return_current_strings(mode):
             venv.close()
     finally:
         gym.registry.pop("ragen_test/Corridor-v0")
+
+
+# ------------------------------------------------------------------------------------------ the env-trainer contract
+def test_the_contract_is_declared_with_defaults_that_read_as_absent():
+    """Every public name the core reads is declared on the base class; the optional ones default to what the
+    core's `getattr(..., default)` reads from an env without them."""
+    import numpy as np
+
+    env = Corridor(max_actions=4, max_actions_per_turn=3)
+    env.reset(seed=0)
+    assert env.STEP_REWARD is None and env.random_action is None and env.is_final_action is None
+    assert not callable(getattr(env, "random_action", None)) and not callable(getattr(env, "is_final_action", None))
+    assert (env.action_format, env.format_penalty_value, env.max_actions_per_turn, env.vision) == (
+        "tagged", FORMAT_PENALTY, 3, False)
+    with pytest.raises(NotImplementedError, match="Corridor has no oracle"):
+        env.oracle()
+    with pytest.raises(NotImplementedError, match="Corridor defines no oracle_step"):
+        env.oracle_step()
+    # The default random turn and noise answers draw from ACTIONS, the same draw as the warm start always made.
+    rng, replay = np.random.default_rng(4), np.random.default_rng(4)
+    text, (action,) = env.random_step(rng)
+    assert action == Corridor.ACTIONS[int(replay.integers(2))] and text == f"I try {action}."
+    assert env.noise_answer("first", rng) == "Left"
+    assert env.noise_answer("random", rng) == Corridor.ACTIONS[int(replay.integers(2))]
+    assert env._actions_this_turn() == 3
+    env.step(respond("Left || Left || Left"))
+    assert env._actions_this_turn() == 1  # the budget has one action left
+
+
+def test_the_random_hooks_of_an_env_without_actions():
+    """Without ACTIONS the defaults draw from `random_action(rng)`; with neither, a ValueError names the env."""
+    import numpy as np
+
+    class Free(Corridor):
+        ACTIONS = ()
+
+    with pytest.raises(ValueError, match="Free has no action vocabulary"):
+        Free().random_step(np.random.default_rng(0))
+    with pytest.raises(ValueError, match="Free has no action vocabulary"):
+        Free().noise_answer("first", np.random.default_rng(0))
+
+    class Drawn(Free):
+        def random_action(self, rng):
+            return f"go {int(rng.integers(10))}"
+
+    assert Drawn().random_step(np.random.default_rng(0)) == ("I try go 8.", ["go 8"])
+    assert Drawn().noise_answer("random", np.random.default_rng(0)) == "go 8"
+    with pytest.raises(ValueError, match="Drawn has no fixed action list"):
+        Drawn().noise_answer("first", np.random.default_rng(0))

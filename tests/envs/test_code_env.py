@@ -31,7 +31,7 @@ def test_reference_program_passes_the_solver_tests_in_the_sandbox(family):
     env = CodeEnv(families=(family,), num_tests=5, limits=FAST, submission_wall_seconds=SLACK)
     env.reset(seed=3)
     assert env.task.family == family
-    _, reward, terminated, _, info = env.step(env.oracle_answer())
+    _, reward, terminated, _, info = env.step(_answer(env.reference_solution()))
     assert len(env.task.tests) >= 5 and len(env.task.public_tests) == 3
     assert info["verdicts"] == ["passed"] * len(env.task.tests), info["test_results"]
     assert reward == 1.0 and terminated and info["success"]
@@ -92,10 +92,10 @@ def test_fixture_loads_both_styles_and_its_solutions_pass():
     env = CodeEnv(dataset=fixture_path("code_sample.jsonl"), limits=FAST, submission_wall_seconds=SLACK)
     for i in range(3):
         env.reset(seed=0, options={"index": i})
-        _, reward, _, _, info = env.step(env.oracle_answer())
+        _, reward, _, _, info = env.step(_answer(env.reference_solution()))
         assert reward == 1.0, info["test_results"]
     env.reset(seed=0, options={"index": 3})
-    assert env.oracle_answer() is None
+    assert env.oracle() is None
     # Float results compare with a tolerance: 0.1 + 0.2 != 0.3 exactly.
     _, reward, _, _, info = env.step(_answer("def mean(xs):\n    return sum(xs) / len(xs)"))
     assert reward == 1.0, info
@@ -213,7 +213,7 @@ def test_multi_turn_repair_shows_the_first_failing_test_and_rewards_improvement(
     assert "First failing test" in obs and "Expected output:" in obs and "Submit a corrected program." in obs
     obs, r_same, term, trunc, _ = env.step(_answer("print(1)"))
     assert r_same == 0.0 and not term  # no reward for repeating the same partial answer
-    obs, r2, term, trunc, info = env.step(env.oracle_answer())
+    obs, r2, term, trunc, info = env.step(_answer(env.reference_solution()))
     assert term and not trunc and info["success"]
     assert r1 + r_same + r2 == pytest.approx(1.0)
     assert "Submit a corrected program." not in obs

@@ -317,7 +317,7 @@ def test_check_env_and_oracle_and_determinism():
     obs, info = env.reset(seed=11)
     assert obs == f"Target: {info['target']}, nums: {info['nums']}"
     assert env.reset(seed=11)[0] == obs
-    _, r, terminated, _, info = env.step(_respond(env.oracle_answer()))
+    _, r, terminated, _, info = env.step(_respond(env.oracle()[0]))
     assert r == 1.0 and terminated and info["success"]
     assert "Countdown" in env.instructions() and "<answer>" in env.instructions()
 
@@ -342,7 +342,7 @@ def test_fixture_loads_and_every_record_is_solved_by_the_oracle():
     for index, record in enumerate(records):
         obs, info = env.reset(seed=0, options={"index": index})
         assert obs == f"Target: {record['target']}, nums: {record['nums']}" and info["index"] == index
-        _, r, *_ = env.step(_respond(env.oracle_answer()))
+        _, r, *_ = env.step(_respond(env.oracle()[0]))
         assert r == 1.0
     seen = {env.reset(seed=s)[1]["index"] for s in range(40)}
     assert len(seen) > 1

@@ -385,11 +385,11 @@ def test_oracle_action_is_optimal_at_every_visited_state() -> None:
         while not done:
             left, s = env.unwrapped._actions_left, env.s
             best = expectimax(desc, 0.8, True, s, left)
-            a = ["Left", "Down", "Right", "Up"].index(env.oracle_action())
+            a = ["Left", "Down", "Right", "Up"].index(env.oracle()[0])
             q = sum(p * expectimax(desc, 0.8, True, nxt, left - 1) for p, nxt, _r, _t in gym_P[s][a])
             assert q == pytest.approx(best, abs=1e-12)
             assert env.optimal_success_probability(from_current=True) == pytest.approx(best, abs=1e-12)
-            _, _, term, trunc, _ = env.step(answer(env.oracle_action()))
+            _, _, term, trunc, _ = env.step(answer(env.oracle()[0]))
             done = term or trunc
 
 
@@ -403,7 +403,7 @@ def test_oracle_success_rate_matches_its_probability() -> None:
         p_opt = env.optimal_success_probability()
         done, info = False, {}
         while not done:
-            _, _, term, trunc, info = env.step(f"<think>.</think><answer>{env.oracle_action()}</answer>")
+            _, _, term, trunc, info = env.step(f"<think>.</think><answer>{env.oracle()[0]}</answer>")
             done = term or trunc
         wins += info["success"]
         env.reset(seed=seed)
@@ -425,7 +425,7 @@ def test_deterministic_oracle_takes_a_shortest_path() -> None:
         env.reset(seed=0)
         steps, terminated = 0, False
         while not terminated and steps < 50:  # the cap turns an idling oracle into a failure, not a hang
-            _, _, terminated, _, _ = env.step(answer(env.oracle_action()))
+            _, _, terminated, _, _ = env.step(answer(env.oracle()[0]))
             steps += 1
         assert env._is_success()
         # Shortest path length by BFS over the grid (independent of the env's planner).

@@ -473,7 +473,7 @@ def test_check_env_oracle_and_determinism():
     assert len({env.reset(seed=s)[0] for s in range(10)}) > 5
     for seed in range(15):
         env.reset(seed=seed)
-        _, r, terminated, _, _ = env.step(_respond(env.oracle_answer()))
+        _, r, terminated, _, _ = env.step(_respond(env.oracle()[0]))
         assert r == 1.0 and terminated, (env.query, env.gold)
 
 
@@ -496,8 +496,8 @@ def test_fixture_loads_and_the_oracle_solves_every_record():
     for index, record in enumerate(records):
         obs, info = env.reset(seed=0, options={"index": index})
         assert obs == f"Question: {record['query']}" and info["kind"] == "dataset"
-        assert env.oracle_answer() == extract_gold(record["response"])
-        _, r, *_ = env.step(_respond(env.oracle_answer()))
+        assert env.oracle()[0] == extract_gold(record["response"])
+        _, r, *_ = env.step(_respond(env.oracle()[0]))
         assert r == 1.0
     env.reset(options={"index": 1})  # gold \frac{1}{2}
     assert env.step(_respond("0.5"))[1] == 1.0

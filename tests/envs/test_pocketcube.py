@@ -35,91 +35,29 @@ def nets(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.strip("\n").splitlines())
 
 
-SOLVED_NET = """
-      Up
-      W W
-      W W
-Left  Front Right Back
-O O   G G   R R   B B
-O O   G G   R R   B B
-      Down
-      Y Y
-      Y Y
-"""
+def net(up: str, sides: str, down: str) -> str:
+    """A net drawn by hand, face by face, in `net_text`'s layout: Up's and Down's two rows (``"W W / W W"``) and the
+    two rows of the four side faces, Left, Front, Right, Back (``"O O   G G   R R   B B / O O   G G   R R   B B"``)."""
+    (u1, u2), (s1, s2), (d1, d2) = (part.split(" / ") for part in (up, sides, down))
+    return "\n".join(["      Up", f"      {u1}", f"      {u2}", "Left  Front Right Back", s1, s2,
+                      "      Down", f"      {d1}", f"      {d2}"])
+
+
+SOLVED_NET = net("W W / W W", "O O   G G   R R   B B / O O   G G   R R   B B", "Y Y / Y Y")
 # Drawn by hand from the notation (a face turn moves the adjacent rows/columns of the four neighbours).
 AFTER = {
     # U clockwise from above: Front's top row comes from Right, Left's from Front, ...
-    "U": """
-      Up
-      W W
-      W W
-Left  Front Right Back
-G G   R R   B B   O O
-O O   G G   R R   B B
-      Down
-      Y Y
-      Y Y
-""",
+    "U": net("W W / W W", "G G   R R   B B   O O / O O   G G   R R   B B", "Y Y / Y Y"),
     # R: Front's right column goes up to Up, Up's to Back (Back's left column), Back's down to Down.
-    "R": """
-      Up
-      W G
-      W G
-Left  Front Right Back
-O O   G Y   R R   W B
-O O   G Y   R R   W B
-      Down
-      Y B
-      Y B
-""",
+    "R": net("W G / W G", "O O   G Y   R R   W B / O O   G Y   R R   W B", "Y B / Y B"),
     # F: Up's bottom row goes to Right's left column, that to Down's top row, that to Left's right column.
-    "F": """
-      Up
-      W W
-      O O
-Left  Front Right Back
-O Y   G G   W R   B B
-O Y   G G   W R   B B
-      Down
-      R R
-      Y Y
-""",
+    "F": net("W W / O O", "O Y   G G   W R   B B / O Y   G G   W R   B B", "R R / Y Y"),
     # D clockwise from below: Front's bottom row goes to Right.
-    "D": """
-      Up
-      W W
-      W W
-Left  Front Right Back
-O O   G G   R R   B B
-B B   O O   G G   R R
-      Down
-      Y Y
-      Y Y
-""",
+    "D": net("W W / W W", "O O   G G   R R   B B / B B   O O   G G   R R", "Y Y / Y Y"),
     # L: Up's left column goes down to Front.
-    "L": """
-      Up
-      B W
-      B W
-Left  Front Right Back
-O O   W G   R R   B Y
-O O   W G   R R   B Y
-      Down
-      G Y
-      G Y
-""",
+    "L": net("B W / B W", "O O   W G   R R   B Y / O O   W G   R R   B Y", "G Y / G Y"),
     # B: Up's top row goes to Left's left column, that to Down's bottom row, that to Right's right column.
-    "B": """
-      Up
-      R R
-      W W
-Left  Front Right Back
-W O   G G   R Y   B B
-W O   G G   R Y   B B
-      Down
-      Y Y
-      O O
-""",
+    "B": net("R R / W W", "W O   G G   R Y   B B / W O   G G   R Y   B B", "Y Y / O O"),
 }
 
 

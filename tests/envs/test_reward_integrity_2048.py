@@ -10,7 +10,7 @@ more than committing to the least-paid other move does, and none changes the boa
 from __future__ import annotations
 
 import numpy as np
-from hedge_templates import with_hedges
+from hedge_templates import MOVE_HOMOGLYPHS, OUTSIDE_THE_ANSWER, WITHOUT_AN_ANSWER, fill, misspell, with_hedges
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,7 +30,6 @@ HOSTILE = with_hedges(
     "win",
     "{n}",
 )
-HOMOGLYPHS = {"e": "е", "o": "о", "p": "р", "i": "і", "U": "Ս", "L": "Ⅼ", "D": "Ꭰ", "R": "Ꮢ", "g": "ɡ", "t": "τ"}
 #: Non-target tiles: never target/2, so only the planted pair can make the target.
 SMALL = st.sampled_from([0, 0, 0, 0, 2, 4, 8, 16, 32, 64])
 
@@ -99,20 +98,9 @@ def test_lookalike_or_misspelled_moves_do_not_win(case, data):
     board, wins, others = case
     m = data.draw(st.sampled_from(wins))
     i = data.draw(st.integers(0, len(m) - 1))
-    kind = data.draw(st.sampled_from(["homoglyph", "drop", "swap", "double"]))
-    if kind == "homoglyph":
-        if m[i] not in HOMOGLYPHS:
-            return
-        bad = m[:i] + HOMOGLYPHS[m[i]] + m[i + 1 :]
-    elif kind == "drop":
-        bad = m[:i] + m[i + 1 :]
-    elif kind == "swap":
-        if i == len(m) - 1 or m[i] == m[i + 1]:
-            return
-        bad = m[:i] + m[i + 1] + m[i] + m[i + 2 :]
-    else:
-        bad = m[: i + 1] + m[i] + m[i + 1 :]
-    _check(board, others, _respond(bad))
+    bad = misspell(m, i, data.draw(st.sampled_from(["homoglyph", "drop", "swap", "double"])), MOVE_HOMOGLYPHS)
+    if bad is not None:
+        _check(board, others, _respond(bad))
 
 
 @given(case=boards())
@@ -120,13 +108,7 @@ def test_lookalike_or_misspelled_moves_do_not_win(case, data):
 def test_the_winning_move_outside_the_answer_does_not_count(case):
     board, wins, others = case
     m, o = wins[0], others[0]
-    for response in (
-        f"<think>{m}</think><answer>{o}</answer>",
-        f"<think>t</think><answer>{o}</answer><answer>{m}</answer>",
-        f"<think>t</think><answer>{o}</answer> {m}",
-        f"<think>t</think><answer>{m}</answer><answer>{o}</answer>",
-        f"<think>t</think>{m}",
-    ):
+    for response in fill(OUTSIDE_THE_ANSWER + WITHOUT_AN_ANSWER, m, o):
         # the answer that counts is o: no more than committing to o
         committed_o, _, _ = _step(board, _respond(o))
         reward, info, _ = _step(board, response)

@@ -9,6 +9,7 @@ success), and none may earn more than the low arm's 0.1.
 
 from __future__ import annotations
 
+from hedge_templates import OUTSIDE_THE_ANSWER, WITHOUT_AN_ANSWER, fill, misspell
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -52,7 +53,7 @@ def _pull(seed: int, answer: str, response: str | None = None) -> tuple[float, d
 
 def _arms(seed: int) -> tuple[str, str]:
     _ENV.reset(seed=seed)
-    better = _ENV.oracle_arm()
+    better = _ENV.oracle()[0]
     return better, _ENV.low_arm if better == _ENV.high_arm else _ENV.high_arm
 
 
@@ -72,18 +73,14 @@ def test_lookalike_or_misspelled_names_pull_nothing(seed, data):
     better, other = _arms(seed)
     i = data.draw(st.integers(0, len(better) - 1))
     kind = data.draw(st.sampled_from(["homoglyph", "drop", "double", "space"]))
-    if kind == "homoglyph":
-        if better[i] not in HOMOGLYPHS:
-            return
-        bad = better[:i] + HOMOGLYPHS[better[i]] + better[i + 1 :]
-    elif kind == "drop":
-        bad = better[:i] + better[i + 1 :]
-    elif kind == "double":
-        bad = better[: i + 1] + better[i] + better[i + 1 :]
-    else:
+    if kind == "space":
         if i == 0 or better[i - 1] == " " or better[i] == " ":
             return
         bad = better[:i] + " " + better[i:]
+    else:
+        bad = misspell(better, i, kind, HOMOGLYPHS)
+        if bad is None:
+            return
     committed_wrong, _ = _pull(seed, other)
     reward, info = _pull(seed, bad)
     assert not info["success"] and reward <= committed_wrong, (bad, reward)
@@ -93,12 +90,7 @@ def test_the_better_arm_outside_the_answer_does_not_count():
     for seed in range(10):
         better, other = _arms(seed)
         committed_wrong, _ = _pull(seed, other)
-        for response in (
-            f"<think>{better}</think><answer>{other}</answer>",
-            f"<think>t</think><answer>{other}</answer><answer>{better}</answer>",
-            f"<think>t</think><answer>{better}</answer><answer>{other}</answer>",
-            f"<think>t</think><answer>{other}</answer> {better}",
-        ):
+        for response in fill(OUTSIDE_THE_ANSWER + WITHOUT_AN_ANSWER, better, other):
             reward, info = _pull(seed, "", response)
             assert not info["success"] and reward <= committed_wrong, (response, reward)
         assert _pull(seed, better)[1]["success"]  # the check can fail: naming it alone pulls it

@@ -290,7 +290,7 @@ def test_the_red_teams_wrong_readings_fail_in_the_sandbox(case):
     _, reward, _, _, info = _step(env, template.format(**env.task.params))
     assert not info["success"] and reward < 1.0, (env.task.params, info["verdicts"])
     env.reset(seed=seed)
-    _, reward, _, _, info = env.step(env.oracle_answer())
+    _, reward, _, _, info = _step(env, env.reference_solution())
     assert info["success"] and reward == 1.0, info["verdicts"]
 
 

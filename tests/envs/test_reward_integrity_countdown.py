@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from functools import cache
 
+from hedge_templates import OUTSIDE_THE_ANSWER, WITHOUT_AN_ANSWER, fill
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -58,7 +59,7 @@ def _answer(seed: int, answer: str, response: str | None = None) -> tuple[float,
 def _instance(seed: int) -> tuple[int, tuple[int, ...], str, str]:
     """(target, numbers, a correct expression, a wrong expression over the same numbers)."""
     _ENV.reset(seed=seed)
-    target, nums, right = _ENV.target, tuple(_ENV.nums), _ENV.oracle_answer()
+    target, nums, right = _ENV.target, tuple(_ENV.nums), _ENV.oracle()[0]
     for wrong in (" + ".join(map(str, nums)), " * ".join(map(str, nums)), " - ".join(map(str, nums))):
         if _answer(seed, wrong)[0] == 0.1:
             return target, nums, right, wrong
@@ -150,12 +151,7 @@ def test_a_neutral_wrapper_that_puts_the_dropped_number_back_uses_the_right_numb
 def test_the_right_expression_outside_the_answer_does_not_count():
     for seed in range(10):
         target, _, right, wrong = _instance(seed)
-        for response in (
-            f"<think>{right}</think><answer>{wrong}</answer>",
-            f"<think>t</think><answer>{wrong}</answer><answer>{right}</answer>",
-            f"<think>t</think><answer>{right}</answer><answer>{wrong}</answer>",
-            f"<think>t</think><answer>{wrong}</answer> {right}",
-        ):
+        for response in fill(OUTSIDE_THE_ANSWER + WITHOUT_AN_ANSWER, right, wrong):
             reward, info = _answer(seed, "", response)
             assert not info["success"] and reward <= 0.1, (response, reward)
         assert _answer(seed, right)[1]["success"]  # the check can fail: the right expression succeeds

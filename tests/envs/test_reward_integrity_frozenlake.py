@@ -23,7 +23,7 @@ def _one_from_goal(seed: int) -> State | None:
     moves: list[str] = []
     for _ in range(40):
         env = PROBE.at((seed, tuple(moves), ""))
-        move = env.oracle_action()
+        move = env.oracle()[0]
         _, _, terminated, truncated, info = env.step(respond(move))
         if info["success"]:
             return seed, tuple(moves), move

@@ -302,7 +302,7 @@ def _env_with_problem(seed: int) -> MathEnv:
 @pytest.mark.parametrize("seed", range(4))
 def test_right_answer_outside_the_answer_block_earns_nothing(seed):
     env = _env_with_problem(seed)
-    gold = env.oracle_answer()
+    gold = env.oracle()[0]
     wrong = str(Fraction(_plain(gold)) + 1)
     committed_wrong = _env_with_problem(seed).step(f"<think>guess</think><answer>{wrong}</answer>")[1]
     for response in (

@@ -14,7 +14,7 @@ face one colour, and every executed turn is a piece of the answer naming that tu
 from __future__ import annotations
 
 import numpy as np
-from hedge_templates import with_hedges
+from hedge_templates import OUTSIDE_THE_ANSWER, WITHOUT_AN_ANSWER, fill, with_hedges
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -108,14 +108,7 @@ def test_other_notations_lookalikes_and_misspellings_do_not_solve(level, data):
 def test_the_solving_turn_outside_the_answer_does_not_count():
     for level in LEVELS:
         _, m, o, _ = level
-        for response in (
-            f"<think>{m}</think><answer>{o}</answer>",
-            f"<think>t</think><answer>{o}</answer><answer>{m}</answer>",
-            f"<think>t</think><answer>{o}</answer> {m}",
-            f"<think>t</think><answer>{m}</answer><answer>{o}</answer>",
-            f"<think>t</think>{m}",
-            f"<answer>{m}</answer>",  # no <think> block: malformed under the default tagged format
-        ):
+        for response in fill(OUTSIDE_THE_ANSWER + WITHOUT_AN_ANSWER, m, o):
             _check(level, response)
         assert _at(level[0]).step(_respond(m))[4]["success"]  # the committed solving turn does solve
 

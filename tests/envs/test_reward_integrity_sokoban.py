@@ -19,7 +19,7 @@ PROBE = WinningMoveProbe(SokobanEnv(min_solution_len=1, max_solution_len=1), mov
 
 def _one_push_from_solved(seed: int) -> State | None:
     """(seed, no moves, winning move) of a level solved by one push."""
-    plan = PROBE.at((seed, (), "")).oracle_actions()
+    plan = PROBE.at((seed, (), "")).oracle()
     return (seed, (), plan[0]) if plan and len(plan) == 1 else None
 
 

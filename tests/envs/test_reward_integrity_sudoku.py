@@ -14,7 +14,7 @@ import functools
 import re
 
 import numpy as np
-from hedge_templates import with_hedges
+from hedge_templates import OUTSIDE_THE_ANSWER, WITHOUT_AN_ANSWER, fill, misspell, with_hedges
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -71,7 +71,7 @@ def _at(state) -> SudokuEnv:
 def _one_from_solved(seed: int):
     _ENV.reset(seed=seed)
     puzzle = list(_ENV.puzzle)
-    plan = _ENV.oracle_actions()
+    plan = _ENV.oracle()
     return seed, tuple(puzzle), tuple(plan[:-1]), plan[-1]
 
 
@@ -136,14 +136,10 @@ def test_lookalike_or_misspelled_placements_do_not_solve(state, data):
     elif kind == "letter":
         letter = data.draw(st.sampled_from(["R", "C"]))
         bad = m.replace(letter, data.draw(st.sampled_from(LETTER_LOOKALIKES[letter])), 1)
-    elif kind == "drop":
-        bad = m[:i] + m[i + 1 :]
-    elif kind == "swap":
-        if i == len(m) - 1 or m[i] == m[i + 1]:
+    elif kind in ("drop", "swap", "double"):
+        bad = misspell(m, i, kind, {})
+        if bad is None:
             return
-        bad = m[:i] + m[i + 1] + m[i] + m[i + 2 :]
-    elif kind == "double":
-        bad = m[: i + 1] + m[i] + m[i + 1 :]
     else:  # row and column exchanged: a different cell (a given or a clash), unless on the diagonal
         r, c = re.fullmatch(r"R(\d+)C(\d+)", cell).groups()
         if r == c:
@@ -157,14 +153,7 @@ def test_the_winning_placement_outside_the_answer_does_not_count():
         m, cell, v, d = _parts(state)
         other = _other(state)
         bar = _committed_wrong(state)
-        for response in (
-            f"<think>{m}</think><answer>{other}</answer>",
-            f"<think>t</think><answer>{other}</answer><answer>{m}</answer>",
-            f"<think>t</think><answer>{other}</answer> {m}",
-            f"<think>t</think><answer>{m}</answer><answer>{other}</answer>",
-            f"<think>t</think>{m}",
-            f"<answer>{m}</answer>",
-        ):
+        for response in fill(OUTSIDE_THE_ANSWER + WITHOUT_AN_ANSWER, m, other):
             _check(state, response, bar)
         # the committed winning placement does solve (the check can fail)
         _, reward, term, _, info = _at(state).step(_respond(m))
@@ -187,7 +176,7 @@ def test_random_play_is_paid_exactly_for_the_solution(state, answers, oracle_fir
     env = _at((state[0], state[1], (), ""))
     solution = [v for row in env.solution for v in row]
     givens = [i for i, v in enumerate(env.puzzle) if v]
-    for action in env.oracle_actions()[:oracle_first]:
+    for action in env.oracle()[:oracle_first]:
         env.step(_respond(action))
     for pieces in answers:
         _, reward, term, _, info = env.step(_respond(" || ".join(pieces)))

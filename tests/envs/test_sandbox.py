@@ -38,7 +38,7 @@ from ragen_envs.code import (
     sandbox,
     sandbox_isolation,
 )
-from ragen_envs.code.sandbox import cgroup, inside, rootfs, seccomp
+from ragen_envs.code.sandbox import cgroup, inside, isolation, rootfs, runner, seccomp
 
 pytestmark = pytest.mark.xdist_group("sandbox")
 
@@ -395,7 +395,7 @@ def _leftovers(run_id: str) -> list[str]:
         left.append("a mount")
     tmp = tempfile.gettempdir()
     left += [f"temp dir {n}" for n in os.listdir(tmp) if n.startswith(run_id)]
-    setup = sandbox._ensure()[1]["cgroups"]
+    setup = isolation.ensure_probed()[1]["cgroups"]
     left += [f"cgroup {p}" for p in cgroup.stale_run_cgroups(setup) if run_id in p]
     return left
 
@@ -488,11 +488,11 @@ def test_hostile_program_is_contained(name, hostile_setup):
 @pytest.fixture
 def guard_mode(monkeypatch):
     monkeypatch.setenv("RAGEN_SANDBOX_MODE", "guard")
-    sandbox._reset_probe_cache()
+    isolation.reset_probe_cache()
     assert sandbox_isolation().mode == "guard"
     yield
     monkeypatch.delenv("RAGEN_SANDBOX_MODE")
-    sandbox._reset_probe_cache()
+    isolation.reset_probe_cache()
 
 
 @pytest.mark.parametrize("name", GUARD_SUBSET)
@@ -512,7 +512,7 @@ def _needs_seccomp():
 
 
 def _needs_cgroups():
-    setup = sandbox._ensure()[1]["cgroups"]
+    setup = isolation.ensure_probed()[1]["cgroups"]
     if setup.mechanism == "watch":
         pytest.skip("no writable cgroup hierarchy here (the process-tree watch applies): " + "; ".join(setup.notes))
     return setup
@@ -616,11 +616,11 @@ def test_whole_run_memory_and_cpu_are_bounded():
 @pytest.fixture
 def watch_mode(monkeypatch):
     monkeypatch.setenv("RAGEN_SANDBOX_CGROUP", "watch")
-    sandbox._reset_probe_cache()
+    isolation.reset_probe_cache()
     assert "process-tree watch" in sandbox_isolation().resources
     yield
     monkeypatch.delenv("RAGEN_SANDBOX_CGROUP")
-    sandbox._reset_probe_cache()
+    isolation.reset_probe_cache()
 
 
 def test_whole_run_limits_hold_with_the_process_tree_watch(watch_mode):
@@ -1326,8 +1326,8 @@ def test_the_program_process_joins_the_root_built_after_it_was_forked(tmp_path, 
 
 
 def test_a_failed_hardening_step_is_a_sandbox_error_end_to_end():
-    cfg = dict(sandbox._ensure()[1], seccomp="00" * 12)  # a filter the kernel cannot load
-    res, _ = sandbox._run(cfg, "print('ran')", "", LIMITS, None, ())
+    cfg = dict(isolation.ensure_probed()[1], seccomp="00" * 12)  # a filter the kernel cannot load
+    res, _ = runner.run_once(cfg, "print('ran')", "", LIMITS, None, ())
     assert res.verdict == "sandbox error" and "ran" not in res.stdout, res
     assert "seccomp" in res.detail
 
@@ -1336,8 +1336,8 @@ def test_a_supervisor_failure_is_a_sandbox_error_and_the_program_process_ends():
     """The program process is forked before the supervisor builds the root: when the build fails, the
     run is a sandbox error, nothing runs and nothing of the run is left."""
     _needs_namespaces()
-    cfg = dict(sandbox._ensure()[1], root_plan=[["no such entry", "/x"]])
-    res, _ = sandbox._run(cfg, "print('ran')", "", LIMITS, None, ())
+    cfg = dict(isolation.ensure_probed()[1], root_plan=[["no such entry", "/x"]])
+    res, _ = runner.run_once(cfg, "print('ran')", "", LIMITS, None, ())
     assert res.verdict == "sandbox error" and "unknown root plan entry" in res.detail, res
     assert "ran" not in res.stdout and not _no_survivors(res.run_id) and not _leftovers(res.run_id)
 
@@ -1371,7 +1371,7 @@ def test_caller_death_ends_the_run():
         "limits={'wall_seconds': 600, 'cpu_seconds': 600})\n"
     )
     root = str(Path(ragen_envs.__file__).resolve().parents[1])
-    launch = sandbox._LAUNCH.encode()  # the run's processes are the ones with it on their command line
+    launch = runner.LAUNCH.encode()  # the run's processes are the ones with it on their command line
     caller = subprocess.Popen([sys.executable, "-c", code, root], stdout=subprocess.PIPE)
     try:
         assert caller.stdout.readline() == b"probed\n"  # the probe's own runs are over
@@ -1390,7 +1390,7 @@ def test_caller_death_ends_the_run():
         while _surviving(run_id) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not _surviving(run_id), f"run {run_id} outlived its caller"
-        removed = sandbox._sweep_stale(sandbox._ensure()[1]["cgroups"])
+        removed = isolation.sweep_stale(isolation.ensure_probed()[1]["cgroups"])
         assert not _leftovers(run_id), (removed, _leftovers(run_id))
     finally:
         if caller.poll() is None:
@@ -1531,7 +1531,7 @@ def test_bootstrap_is_a_standard_library_module_run_by_path():
     package = Path(sandbox.__file__).resolve().parent
     launch = package / "launch.py"
     assert Path(inside.__file__).resolve() == package / "inside.py"
-    assert launch.is_file() and sandbox._LAUNCH == str(launch)
+    assert launch.is_file() and runner.LAUNCH == str(launch)
     # launch.py puts this directory first on sys.path while it imports `inside`: no module here may
     # shadow a standard-library module that import (or the interpreter's start-up) would load.
     assert not {p.stem for p in package.glob("*.py")} & set(sys.stdlib_module_names)

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 import ragen_envs.code
-from ragen_envs.code import sandbox
-from ragen_envs.code.sandbox import inside
+from ragen_envs.code.sandbox import inside, runner
 
 
 def test_the_launch_script_is_not_an_import_path():
@@ -24,10 +23,10 @@ def test_the_launch_script_is_not_an_import_path():
 
 
 def test_the_launch_script_is_next_to_inside_and_runs_it_by_path():
-    """`sandbox._LAUNCH` is the package's launch.py, and run by path with `-I -S` (as the sandbox runs it)
+    """`sandbox.runner.LAUNCH` is the package's launch.py, and run by path with `-I -S` (as the sandbox runs it)
     it imports the bootstrap as the top-level module `inside` and hands it the arguments: here too few,
     so `inside.main` fails on them, which shows it ran and that nothing else of the project was needed."""
-    launch = Path(sandbox._LAUNCH)
+    launch = Path(runner.LAUNCH)
     assert launch == Path(inside.__file__).resolve().with_name("launch.py") and launch.is_file()
     assert launch.parent.name == "sandbox" and launch.parent.parent == Path(ragen_envs.code.__file__).resolve().parent
     proc = subprocess.run([sys.executable, "-I", "-S", str(launch)], capture_output=True, text=True, timeout=60,

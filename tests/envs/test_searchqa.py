@@ -11,6 +11,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from observation_checks import assert_async_vector_env_cleans
 
 from ragen_envs.data import fixture_path
 from ragen_envs.protocol import FORMAT_PENALTY
@@ -40,7 +41,7 @@ def run_oracle(env, seed, options=None):
     env.reset(seed=seed, options=options)
     total, done, info = 0.0, False, {}
     while not done:
-        _, r, term, trunc, info = env.step(respond(env.oracle_answer()))
+        _, r, term, trunc, info = env.step(respond(env.oracle()[0]))
         total += r
         done = term or trunc
     return total, info
@@ -336,7 +337,7 @@ def test_oracle_with_a_fixed_world_and_its_searches_return_the_supporting_passag
         retrieved = []
         done = False
         while not done:
-            _, r, term, trunc, info = env.step(respond(env.oracle_answer()))
+            _, r, term, trunc, info = env.step(respond(env.oracle()[0]))
             retrieved += info.get("search_results", [])
             done = term or trunc
         assert r == 1.0
@@ -350,7 +351,7 @@ def test_check_env_and_determinism():
     oa, _ = a.reset(seed=11)
     ob, _ = b.reset(seed=11)
     assert oa == ob
-    for act in ("search[founder]", "bad", a.oracle_answer()):
+    for act in ("search[founder]", "bad", a.oracle()[0]):
         ra, rb = a.step(respond(act)), b.step(respond(act))
         assert ra[0] == rb[0] and ra[1] == rb[1]
     questions = {SearchQAEnv().reset(seed=s)[1]["question"] for s in range(8)}
@@ -526,13 +527,5 @@ def test_echoed_surrogates_and_astral_characters_stay_in_the_observation_space(t
 
 
 def test_async_vector_env_survives_a_lone_surrogate():
-    import gymnasium as gym
-
-    venv = gym.make_vec("ragen/SearchQA-v0", num_envs=2, vectorization_mode="async")
-    try:
-        venv.reset(seed=[1, 2])
-        for response in (respond("search[\ud83d]"), respond("search[Zentrix]"), respond("finish[\udfff]")):
-            obs, rewards, term, trunc, _ = venv.step([response, response])
-            assert all("\ud83d" not in o for o in obs)
-    finally:
-        venv.close()
+    responses = (respond("search[\ud83d]"), respond("search[Zentrix]"), respond("finish[\udfff]"))
+    assert_async_vector_env_cleans("ragen/SearchQA-v0", responses, "\ud83d")

@@ -189,7 +189,7 @@ def test_default_budget_and_generated_levels_fit_it():
     for seed in range(5):
         _, info = env.reset(seed=seed)
         assert 1 <= info["optimal_steps"] <= 10
-        assert len(env.oracle_actions()) == info["optimal_steps"]
+        assert len(env.oracle()) == info["optimal_steps"]
 
 
 def test_seed_determinism():
@@ -202,7 +202,7 @@ def test_oracle_plays_to_success():
     env = SokobanEnv(dim_room=(8, 8), num_boxes=2, max_actions=60)
     _, info = env.reset(seed=10000)
     lv = env.current_level()
-    plan = env.oracle_actions()
+    plan = env.oracle()
     assert len(plan) == info["optimal_steps"]
     total, done = 0.0, False
     for i in range(0, len(plan), 2):
@@ -214,7 +214,7 @@ def test_oracle_plays_to_success():
         player, boxes, r = ref_step(lv.walls, player, boxes, lv.targets, a)
         expected += r
     assert total == pytest.approx(expected) and boxes == lv.targets
-    assert env.oracle_actions() == []
+    assert env.oracle() == []
 
 
 def test_loaded_level_optimal_steps_and_errors():

@@ -171,8 +171,18 @@ def test_searchqa_names_every_relation_and_attribute():
     assert set(FACT_WORDS) == set(RELATIONS) | {a for _, a in ATTRIBUTE_QUESTIONS}
 
 
-def test_searchqa_dataset_oracle_step_solves_the_fixture():
-    env = gym.make("ragen/SearchQA-v0", dataset=fixture_path("searchqa_sample.jsonl"))
+#: The data-set fixtures of the tool envs, whose four records oracle_step() solves.
+FIXTURES: dict[str, tuple[str, dict[str, Any]]] = {
+    "searchqa": ("ragen/SearchQA-v0", {"dataset": fixture_path("searchqa_sample.jsonl")}),
+    "webshop": ("ragen/WebShop-v0", {"products": fixture_path("webshop_products.jsonl"),
+                                     "instructions": fixture_path("webshop_instructions.jsonl")}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FIXTURES))
+def test_oracle_step_solves_the_data_set_fixture(case):
+    env_id, kwargs = FIXTURES[case]
+    env = gym.make(env_id, **kwargs)
     for i in range(4):
         env.reset(seed=0, options={"index": i})
         while True:
@@ -233,19 +243,6 @@ def test_webshop_reasoning_turns_pages():
         texts.append(text)
         assert text == f"The product I want is on page {u.oracle_plan().rank // u.per_page + 1}."
     assert texts
-
-
-def test_webshop_oracle_step_solves_the_fixture_instructions():
-    env = gym.make("ragen/WebShop-v0", products=fixture_path("webshop_products.jsonl"),
-                   instructions=fixture_path("webshop_instructions.jsonl"))
-    for i in range(4):
-        env.reset(seed=0, options={"index": i})
-        while True:
-            text, (action,) = env.unwrapped.oracle_step()
-            *_, term, trunc, info = env.step(respond(text, action))
-            if term or trunc:
-                break
-        assert info["success"]
 
 
 @pytest.mark.parametrize("action, final", [

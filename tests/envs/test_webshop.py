@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
+from observation_checks import assert_async_vector_env_cleans
 
 from ragen_envs.data import fixture_path
 from ragen_envs.protocol import FORMAT_PENALTY
@@ -46,7 +47,7 @@ def run_oracle(env, seed, options=None):
     env.reset(seed=seed, options=options)
     total, done, info, steps = 0.0, False, {}, 0
     while not done:
-        _, r, term, trunc, info = env.step(respond(env.oracle_answer()))
+        _, r, term, trunc, info = env.step(respond(env.oracle()[0]))
         total += r
         steps += 1
         done = term or trunc
@@ -250,7 +251,7 @@ def test_check_env_determinism_and_catalogue_cache():
     b, _ = other.reset(seed=4)
     assert a == b
     for _ in range(4):
-        act = respond(env.oracle_answer())
+        act = respond(env.oracle()[0])
         assert env.step(act)[:2] == other.step(act)[:2]
 
 
@@ -489,13 +490,5 @@ def test_echoed_surrogates_stay_in_the_observation_space(text):
 
 
 def test_async_vector_env_survives_a_lone_surrogate():
-    import gymnasium as gym
-
-    venv = gym.make_vec("ragen/WebShop-v0", num_envs=2, vectorization_mode="async", num_products=100)
-    try:
-        venv.reset(seed=[1, 2])
-        for response in (respond("search[\ud800 shirt]"), respond("click[Back to Search]"), respond("search[mug]")):
-            obs, rewards, term, trunc, _ = venv.step([response, response])
-            assert all("\ud800" not in o for o in obs)
-    finally:
-        venv.close()
+    responses = (respond("search[\ud800 shirt]"), respond("click[Back to Search]"), respond("search[mug]"))
+    assert_async_vector_env_cleans("ragen/WebShop-v0", responses, "\ud800", num_products=100)

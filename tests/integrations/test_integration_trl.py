@@ -383,7 +383,7 @@ def test_env_reward_plays_each_completion_as_one_turn():
     for seed in (7, 8):
         env.reset(seed=seed)
         # The better (risky) arm: it pays 1 or 0 by the payoff seed, so the rollouts of a group differ.
-        answers += [f"<think>x</think> <answer>{env.oracle_arm()}</answer>"] * (g - 1)
+        answers += [f"<think>x</think> <answer>{env.oracle()[0]}</answer>"] * (g - 1)
         answers.append("no answer at all")  # malformed: the format penalty
     completions = [[{"role": "assistant", "content": a}] for a in answers]
     got = reward([None] * len(answers), completions, seed=seeds)

@@ -7,10 +7,11 @@ input dependence with a paying template, filler words, the random policy), and c
 texts with a hash recorded below. A setting the demonstrator refuses for an env (Sudoku has no first action,
 Countdown no action list for random answers) is pinned as the name of the error it raises.
 
-The hashes were computed on the code before the per-env demonstrators moved into a table
-(``ragen_core.training.demonstrators``) and the envs' oracles got one public ``oracle()`` method; that refactor
-changed no
-text, and any later change to a demonstration has to update them on purpose.
+The hashes of the first seven envs were computed on the code before the per-env demonstrators moved into a table
+(``ragen_core.training.demonstrators``) and the envs' oracles got one public ``oracle()`` method; those of
+``sokoban_turns``, MetaMathQA, SearchQA, WebShop and Code on the code before the table moved into the envs' own
+hooks (``oracle_step``, ``random_step``, ``noise_answer`` of :class:`ragen_envs.base.TextAgentEnv`; commit 8cd4b01).
+Neither refactor changed a text, and any later change to a demonstration has to update them on purpose.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 import pytest
 
 from ragen_core.rollout import make_envs
-from ragen_core.training.sft import oracle_response, scripted_responder, template_reasoning
+from ragen_core.training.sft import oracle_response, random_response, scripted_responder, template_reasoning
 
 #: (env id, env kwargs, seeds, turns per episode) of each pinned env.
 ENVS: dict[str, tuple[str, dict[str, Any], tuple[int, ...], int]] = {
@@ -37,6 +38,15 @@ ENVS: dict[str, tuple[str, dict[str, Any], tuple[int, ...], int]] = {
     "2048": ("ragen/2048-v0", {"oracle_depth": 1}, (0, 1), 3),
     "pocketcube": ("ragen/PocketCube-v0", {"scramble_depth": [1, 2], "max_actions_per_turn": 1, "max_actions": 2},
                    (0, 1, 2), 2),
+    "sokoban_turns": ("ragen/Sokoban-v0", {"max_solution_len": 4, "max_actions_per_turn": 3, "max_actions": 5},
+                      (0, 1, 2), 3),
+    "math": ("ragen/MetaMathQA-v0", {"max_turns": 2}, (0, 1, 2, 3), 2),
+    "searchqa": ("ragen/SearchQA-v0", {"hops": 1, "num_entities": 12, "distractors": 1, "top_k": 2, "max_turns": 3},
+                 (0, 1, 2), 3),
+    "webshop": ("ragen/WebShop-v0", {"num_products": 40, "goal_attributes": (1, 1), "results_per_page": 3,
+                                     "max_results": 6, "max_turns": 6}, (0, 1), 4),
+    "code": ("ragen/Code-v0", {"num_tests": 2, "num_public_tests": 1, "limits": {"cpu_seconds": 2, "wall_seconds": 4},
+                               "families": ("reverse_words", "is_palindrome")}, (0, 1), 2),
 }
 
 #: Demonstrator settings: scripted_responder's keyword arguments ("template": how many reference levels).
@@ -118,6 +128,18 @@ EXPECTED: dict[str, dict[str, str]] = {
         "plan": "228707d608c60a280e58d9329f76afcbdbd1ea4ce37aa0362b9f2c55eed5570b",
         "random": "ad4756bf710183777891fee62e246a6f6b96a8c350eb340e1863439156b2fdde",
     },
+    "code": {
+        "dep0.5_oracle": "962e148770aff2787e76f10ec21308dcce12e3985cfe0919a67faff54f4ae73e",
+        "dep0.5_pool": "6f640fae24815981ba804cb265e814ff85cca9a1cef14f6e52ebbd9c1c965b4d",
+        "filler3": "e74a8edc09dc7be22d50d6d1e6f77211240963406d935d5dd230c3939da959fc",
+        "full": "ca88433d1a8df8ec990fd9653039f05c75aec01c650d37b11fc89bc00491fe12",
+        "noise0.6_first": "e29551cee46a3a1aba2ee3495b3c7394fb93b6857c10badcd30cbdecc4919a16",
+        "noise0.6_random": "1be2e63ecf2dac708676cc5e066b10c10f0e532a85b35595cbd4b58e6a034296",
+        "noise1_first": "e29551cee46a3a1aba2ee3495b3c7394fb93b6857c10badcd30cbdecc4919a16",
+        "noise1_random": "518bae025407f15509920983ca37e9ac626a86adbc06bde41134d6a328088240",
+        "plan": "ca88433d1a8df8ec990fd9653039f05c75aec01c650d37b11fc89bc00491fe12",
+        "random": "f5de3572eaf917769a54b3fdf5c531ad9dc8e8ff4f4659d82239614272789598",
+    },
     "countdown": {
         "dep0.5_oracle": "e9de01cd5814750d4edf62064459d6ba2e5a49840aa5b6c3cae61ee87f5b28b5",
         "dep0.5_pool": "13e6c3ac094823854d562bd7f82c47146e2b336cd9b3eb80352fb38806ab87f7",
@@ -142,6 +164,18 @@ EXPECTED: dict[str, dict[str, str]] = {
         "plan": "45598d6c48e3e2bbc8bf88a81bc4dbbaab87eee3143d8dfce3e0d9459076446a",
         "random": "5802d692372cf7ed3328d636c9f1ad89e704fbe861a203ce2cf41def0df03684",
     },
+    "math": {
+        "dep0.5_oracle": "e29551cee46a3a1aba2ee3495b3c7394fb93b6857c10badcd30cbdecc4919a16",
+        "dep0.5_pool": "3bf104b5b39af38f2933bf0617cbbc46fbbec0ff0afda13709919e39f0cfd27e",
+        "filler3": "97c640c2fea26e835f74696c9de3a7f83fbcfe65f2e7213a28dfc275006ec5a7",
+        "full": "9a4b0f1509c3e54add7a926eb4edca6ab091a6c0d3b8852b457d81bf01dd44ef",
+        "noise0.6_first": "e29551cee46a3a1aba2ee3495b3c7394fb93b6857c10badcd30cbdecc4919a16",
+        "noise0.6_random": "1b395d241a4f3fbc60369a385f9f257c2b1dd8d1424243a4fc003baef57a6a94",
+        "noise1_first": "e29551cee46a3a1aba2ee3495b3c7394fb93b6857c10badcd30cbdecc4919a16",
+        "noise1_random": "c92ca0c8730b975dd3f73e38df130afefcc435b9eced5ae508ebb00cab45727d",
+        "plan": "9a4b0f1509c3e54add7a926eb4edca6ab091a6c0d3b8852b457d81bf01dd44ef",
+        "random": "64ea4e921bc1b5994f9d3b565f4077b9d908b04b8eb54b1746900efee2230983",
+    },
     "pocketcube": {
         "dep0.5_oracle": "15c4209742765501432caadc91d8318c039819f0a70e12ad98086471e18c5e9e",
         "dep0.5_pool": "e101b99247b032568e7072479c16c3e8346a8e5c899947f1c99b3092d9c0f6fa",
@@ -153,6 +187,18 @@ EXPECTED: dict[str, dict[str, str]] = {
         "noise1_random": "ce8c8db388309bbc52ccbfe07c11494644d0799ed1ca5d27d19cb323ff560a6a",
         "plan": "c8ee37d7e8add19de6b8c389d3ab072f8ad8e27cc5b6ad47e658d5079aff98bb",
         "random": "7638ad54b71dcd2bc22287386c6b235c15d9625d48ec591d5f6eb2a6617143a3",
+    },
+    "searchqa": {
+        "dep0.5_oracle": "e29551cee46a3a1aba2ee3495b3c7394fb93b6857c10badcd30cbdecc4919a16",
+        "dep0.5_pool": "dabd0153bea52f874b11f52972f50b0165f0555f77ef706f492f0b84dd211f7d",
+        "filler3": "ac3deef9b0eaf41c8d2d40aa74ef6aeb1e5e845b031bb02507e21666590f63b6",
+        "full": "54563340b378b1b8e604d65fbd2c3e063510d58107354e4fa52dc41e1dace4c4",
+        "noise0.6_first": "e29551cee46a3a1aba2ee3495b3c7394fb93b6857c10badcd30cbdecc4919a16",
+        "noise0.6_random": "798cafbbd2dd9f24b011872093d7f07cd21953c93560af517e47a64e146002f8",
+        "noise1_first": "e29551cee46a3a1aba2ee3495b3c7394fb93b6857c10badcd30cbdecc4919a16",
+        "noise1_random": "85b2ebbd7886eaf5a5cc41084a301aaf1fefdb244227a1c391793fb5faf36cfb",
+        "plan": "54563340b378b1b8e604d65fbd2c3e063510d58107354e4fa52dc41e1dace4c4",
+        "random": "2ee6af6d484738b532e24d19313f38564c1cd45bfe9f589699cc3a3f1a665743",
     },
     "sokoban": {
         "dep0.5_oracle": "fd829a53f15208ae80eaa1686db4c29d38f8d9e2858c73f4d61df557e7746a9a",
@@ -166,6 +212,18 @@ EXPECTED: dict[str, dict[str, str]] = {
         "plan": "a04da78afaad7e2d3c586bc30e9f5cd12ba0050c9521e8e6d6c1e04433ac92b7",
         "random": "14c6d37f950eeb5b0b0776e2378e9cd864656364c81d2d70ed123cecc742280a",
     },
+    "sokoban_turns": {
+        "dep0.5_oracle": "afde1539ca9740f8160a40c146c7b7385fb3aee9c3a05866d05d7e097c60a031",
+        "dep0.5_pool": "35aeba2dde2e00bc2599d2fc2537171ce58ba9c41be66d6df6a5498875753881",
+        "filler3": "87ac6631f25f9e3c1d6b91700cead9871c773d32c8a0116909cfe09185187803",
+        "full": "73362b364a4dd6797675dd9b467b3db1bb786bfd35d25ea0608aed7591834044",
+        "noise0.6_first": "66cec4f6ab1c9743c992464c58142dba9d79b93f102ef8f2f633ba8873b35d88",
+        "noise0.6_random": "6288624b07bd8214c5375945a6c7b3ca5d4ac208a90c8b4ec4a8b144f23eb89e",
+        "noise1_first": "422d27d3f74567558979cbc3d299090d9e8d01e2b3db3423abd7214627938627",
+        "noise1_random": "40aedd2e53f4ff6334ae9c3908015cb89a5e181b1ecf80270a96453bfde796b0",
+        "plan": "12daa4cbec6ee8dc6e31c885cf4193b29655caf8c25c73a08a089893ddae1a6c",
+        "random": "00345250ed112793b38b566fc3eb8989da32d4064106e12c5484e46f87f86969",
+    },
     "sudoku": {
         "dep0.5_oracle": "e29551cee46a3a1aba2ee3495b3c7394fb93b6857c10badcd30cbdecc4919a16",
         "dep0.5_pool": "fe5273684f6c99b0b17edb5dd8475e766033edfecebf82690610176ec89b7293",
@@ -178,6 +236,18 @@ EXPECTED: dict[str, dict[str, str]] = {
         "plan": "6e2cd0bcd2bdc7550a3430ed7d0f5dafbe4d9b1af54110bc63713b8d3712b37f",
         "random": "0c9f752028d894588a88ae38fe8ab32e290664aea54570bc09a9f18c4715237c",
     },
+    "webshop": {
+        "dep0.5_oracle": "b124e393c00bc2ab8870df44840a4f4c795d4b457cc080b175f02c8e0223e8a6",
+        "dep0.5_pool": "2def0bdf74b1efae43ec7457b2535fc5a13661ca7861780a37f693c51adc6bbb",
+        "filler3": "d37c1260cdd8f7ba8a3b6026b55312027802ff464e8feac450d4c8d87d41ec78",
+        "full": "bf0ecf954f5f0a0140fc60d891b685762d984dafe6d0d7530ed4bf85a5162d8e",
+        "noise0.6_first": "e29551cee46a3a1aba2ee3495b3c7394fb93b6857c10badcd30cbdecc4919a16",
+        "noise0.6_random": "afbe9a05056f005e6bb83fe03cef537b82df9c913a14d66f6d9bad402863e052",
+        "noise1_first": "e29551cee46a3a1aba2ee3495b3c7394fb93b6857c10badcd30cbdecc4919a16",
+        "noise1_random": "897f5638f475f01ab10d84a33fba3567f0b85b13d0ed43597dde89d4e58e0543",
+        "plan": "bf0ecf954f5f0a0140fc60d891b685762d984dafe6d0d7530ed4bf85a5162d8e",
+        "random": "93dd5eb35a372623567f05e0c8f2a42c9640df958aa4def69a68ae25df8518d9",
+    },
 }
 
 EXPECTED_TEMPLATES: dict[str, str] = {
@@ -189,6 +259,10 @@ EXPECTED_TEMPLATES: dict[str, str] = {
     "bandit/full/7": "b5f09ca51778b5228a11ed11152f45fc8f7a75e422f656b3300a88acef57837a",
     "bandit/plan/0": "94262f0ab7bb6ef848a3df254adae2b0d05d155ab3dd5b038b2d5d07305a4e26",
     "bandit/plan/7": "d418e1a7862aa44f98b65ac7befbe2fb20c209b3e8749bdf524fada0a77ba817",
+    "code/full/0": "febe332e4392eba9ac2a8896047c538e5f13894a69b8e2bdc4c2e51639f26afe",
+    "code/full/7": "58c82a424161985a002398dff90f87848b4b13f7054fd1a04d7b54e80054fe6b",
+    "code/plan/0": "5669adad3e10bbfe22166423fa6d5307e3254111b2a629ad49103f7d3c4d7d97",
+    "code/plan/7": "72c3be03bd07a110fca450ddfb9399d01b742a84f2a7883bd5e147575bff94b9",
     "countdown/full/0": "52872185c2f1e142f3461c8108a30509f60aee18626774f9851414dd803f7dc3",
     "countdown/full/7": "dee1e6fd38a92a20bc35285f1e06b9878b8e3e6c42ba932f41cb138d46be1b39",
     "countdown/plan/0": "06a70e8362bff084ac85dbe0a334b2e39e1a64cad65df9ca1bc35deab668644b",
@@ -197,18 +271,34 @@ EXPECTED_TEMPLATES: dict[str, str] = {
     "frozenlake/full/7": "2b3c40e9debde5a01e82dbdc2e1dc61d85c2b25a71467a2aa444a8c0dc61391b",
     "frozenlake/plan/0": "e9d947cc8d40b84be696a3805d472b7eb6e6ecb7d5acba0528eea50dfa5020bc",
     "frozenlake/plan/7": "7743afbf1702ecdee29167c7cb8a1ca34f0b7076c55389c8532e27aa6c6f7f84",
+    "math/full/0": "212559b6e5bc0cff2e03677eefe5f06431d9f3c1c4e62f4bed4cc9f843afb48d",
+    "math/full/7": "342590f7da9fb4152cd7e34e74c3922023786c08ddafc965d58a6e3918810729",
+    "math/plan/0": "29c665bbdd50001780ed4534c186aa6e6df0fea744874c96e6ad6cb71372885d",
+    "math/plan/7": "bf4f22a87481a2a7434284e32e0c8e5ced73698ec7cc050b501234ab70fc0b1f",
     "pocketcube/full/0": "7250dbd500dc58ecb164b3afa0c09c814c01f9cd75877dda55f6c608abe8b3fb",
     "pocketcube/full/7": "c00c1fe343dc82c66b4b5d5da5f6e23b592e6394c571a468609edfae6aceedc5",
     "pocketcube/plan/0": "9b5056e3a3f4a0f3545bb08083a3547d9ef8282bb06e1df48c276e9d9a13a9d6",
     "pocketcube/plan/7": "1ea8f92d31922d56331f58abebe228a976e6ed97fc089cfb95ffdd96632baa2f",
+    "searchqa/full/0": "29e2d0c5b5b120394fe8178c2b93dc0c676d2ec4ade5ad633a7b5926a1efaf83",
+    "searchqa/full/7": "aed72c96200d8a3f537d60440d26e8efd64678911a82484279de8eb5ee79a02b",
+    "searchqa/plan/0": "e17e4af12f0db2817cf17ee55fce74002cff07101374fb443f35a0a940717dea",
+    "searchqa/plan/7": "9439410d4595080a71a3a97135bd6107c7585914bd0947ffddb0ac1329137622",
     "sokoban/full/0": "435536d8739f109389ce860ab7fa24431f4602e4ba19bb230cc92c38538fe340",
     "sokoban/full/7": "95457651d1dea04246b3b87587c61e7f3780bc59c46542ddb31071d9e14678c7",
     "sokoban/plan/0": "7f8edc3f77770d030810331a7b73bbc3dea9ee0c49fdec740c44473ca3be3902",
     "sokoban/plan/7": "8ffedfa12bfe8549eecf0cb92999855cbc4c2fcbe77f8e813575f8adbbaea50d",
+    "sokoban_turns/full/0": "479ddaf834c3cde8d304cb5057db5a13019f2dad8145587aaf99a4f44afb59e7",
+    "sokoban_turns/full/7": "a1b158295875fc10e73e121a7e8eaa51b6a2a56bd7ec2c4d97b77c87dac9b9c5",
+    "sokoban_turns/plan/0": "f1269f07fc4a34b8cec44f627cdf0b78a196b1a8029575a3b5ee625c870cda61",
+    "sokoban_turns/plan/7": "344f14737d0469591c10ffda2c76c08453e14c6f981f21a69355d64a9eb7c852",
     "sudoku/full/0": "ea974914ce9bad6a63bb9ee530868aadfcbe73ee461ce5c7d40b1a9ae9ad3ad8",
     "sudoku/full/7": "fcd211e0dff18b1e61568aabe8c980db77fe218d2866e38ff4c6e528e6c90890",
     "sudoku/plan/0": "d9088e705a0bd8177ec58fdd22837406e404cfd4c1e643e82f45792ad3be2a0c",
     "sudoku/plan/7": "f901a8b61b0ba7590e854072ca0e729df752f760b54531668d1369c8e313e03b",
+    "webshop/full/0": "3f6fd5956958b88c3a7c18b97bb72c7944ecebbbb2379bed784fce85233ea1a0",
+    "webshop/full/7": "e998fac49cfea452432d51806b99d156ce242b308860d4ea71fddc7e8a14a560",
+    "webshop/plan/0": "2f5d9665cc3c71e1355188d2b38223973b542932c07c9465da2d66e0c772bec4",
+    "webshop/plan/7": "db20daea65cff0f182d6b7a6ad20b4ae49e97eae8741e4c331e780d0a5628098",
 }
 
 
@@ -248,69 +338,63 @@ def test_the_pins_see_the_knobs():
 
 
 # ---------------------------------------------------------------------------------------------- the oracle API
-#: The older oracle names and how they read `oracle()` (first answer, whole list).
-_ALIASES = {"oracle_actions": "list", "oracle_action": "first", "oracle_arm": "first", "oracle_answer": "first"}
+#: The older oracle names, gone: every env has one name per hook (`oracle`, `oracle_step`).
+_OLD_NAMES = ("oracle_actions", "oracle_action", "oracle_arm", "oracle_answer")
 
 
-@pytest.mark.parametrize("name", sorted(ENVS))
-def test_oracle_is_the_one_method_and_the_old_names_agree(name):
-    """Every pinned env answers `oracle() -> list[str] | None` (strings in the env's action text), along an
-    episode played by the oracle, and its older oracle names return the same answer in their old forms."""
+@pytest.mark.parametrize("name", ["2048", "bandit", "countdown", "frozenlake", "pocketcube", "sokoban", "sudoku"])
+def test_oracle_is_the_one_method(name):
+    """Every env of the games answers `oracle() -> list[str] | None` (strings in the env's action text), along an
+    episode played by the oracle, and the demonstrator's actions are the oracle's first ones (the tool envs'
+    demonstrators read the screen as well: tests/envs/test_training_hooks.py)."""
     env_id, kwargs, seeds, turns = ENVS[name]
     env = make_envs(env_id, 1, kwargs)[0]
     u = env.unwrapped
-    checked = 0
     for seed in seeds[:2]:
         env.reset(seed=seed)
         for _ in range(turns):
             answer = u.oracle()
             assert answer is None or (isinstance(answer, list) and all(isinstance(a, str) for a in answer))
-            for old, form in _ALIASES.items():
-                if hasattr(u, old):
-                    got = getattr(u, old)()
-                    assert got == (answer if form == "list" else (answer[0] if answer else None)), old
-                    checked += 1
+            assert not any(hasattr(u, old) for old in _OLD_NAMES)
             assert u.actions_left == env.unwrapped._actions_left
             if not answer:
                 break
+            assert u.oracle_step()[1] == answer[: len(u.oracle_step()[1])]
             *_, term, trunc, info = env.step(oracle_response(env))
             assert info["actions_left"] == u.actions_left
             if term or trunc:
                 break
-    assert checked or name in ("pocketcube",)  # PocketCube has no older name (optimal_solution)
     with pytest.raises(AttributeError):
         u.actions_left = 3  # read-only
 
 
-def test_every_env_with_an_oracle_defines_oracle():
-    """Read from the sources (importing every env is slow): each env class of ragen_envs that has an older
-    oracle method or the oracle_step hook also defines `oracle`."""
+def test_every_env_defines_oracle_and_its_demonstrator():
+    """Read from the sources (importing every env is slow): each env class of ragen_envs defines `oracle` and
+    `oracle_step` (its demonstrator), and none keeps an older oracle name."""
     import ast
     import pathlib
 
     import ragen_envs
 
     root = pathlib.Path(ragen_envs.__file__).parent
-    older = {"oracle_actions", "oracle_action", "oracle_arm", "oracle_answer", "oracle_step"}
     seen = {}
     for path in sorted(root.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ClassDef):
+            if isinstance(node, ast.ClassDef) and node.name.endswith("Env") and node.name != "TextAgentEnv":
                 methods = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
                 methods |= {t.id for n in node.body if isinstance(n, ast.Assign) for t in n.targets
                             if isinstance(t, ast.Name)}
-                if methods & older:
-                    seen[node.name] = "oracle" in methods
+                seen[node.name] = methods
     assert set(seen) >= {"SokobanEnv", "FrozenLakeEnv", "BanditEnv", "CountdownEnv", "MathEnv", "SearchQAEnv",
                          "WebShopEnv", "CodeEnv", "SudokuEnv", "Game2048Env", "PocketCubeEnv"}
-    assert all(seen.values()), [k for k, v in seen.items() if not v]
+    assert [k for k, m in seen.items() if not {"oracle", "oracle_step"} <= m] == []
+    assert [k for k, m in seen.items() if m & set(_OLD_NAMES)] == []
 
 
-def test_demonstrators_are_looked_up_by_env_class():
-    """The table is keyed by the env class (subclasses share it); an env with neither oracle_step() nor an
-    entry gets a ValueError that names it."""
-    from ragen_core.training.demonstrators import DEMONSTRATORS, demonstrator_for, find_demonstrator
-    from ragen_envs.game2048.env import Game2048Env
+def test_the_demonstrator_is_the_envs_hook():
+    """A subclass inherits its base's demonstrator; an env without one (the base class's `oracle_step`, or an
+    object without the hooks) gets a ValueError that names it."""
+    from ragen_envs.base import TextAgentEnv
     from ragen_envs.sokoban.env import SokobanEnv
 
     class MySokoban(SokobanEnv):
@@ -318,22 +402,26 @@ def test_demonstrators_are_looked_up_by_env_class():
 
     env = MySokoban(max_solution_len=2)
     env.reset(seed=3)
-    assert find_demonstrator(env) is DEMONSTRATORS[SokobanEnv]
     base = SokobanEnv(max_solution_len=2)
     base.reset(seed=3)
     assert oracle_response(env) == oracle_response(base) and "I am at" in oracle_response(env)
-    assert find_demonstrator(Game2048Env()) is None  # writes its own reasoning (oracle_step)
 
-    class NoDemo:
+    class NoDemo(TextAgentEnv):
         ACTIONS = ("A", "B")
 
         def oracle(self):
             return ["A"]
 
     with pytest.raises(ValueError, match="NoDemo has no demonstrator"):
-        demonstrator_for(NoDemo())
-    with pytest.raises(ValueError, match="NoDemo has no demonstrator"):
         oracle_response(NoDemo())
+    assert random_response(NoDemo(), np.random.default_rng(0)) in (
+        "<think> I try A. </think> <answer> A </answer>", "<think> I try B. </think> <answer> B </answer>")
+
+    class NotAnEnv:
+        ACTIONS = ("A", "B")
+
+    with pytest.raises(ValueError, match="NotAnEnv has no demonstrator"):
+        oracle_response(NotAnEnv())
 
 
 if __name__ == "__main__":  # prints the tables above, to record them after an intended change

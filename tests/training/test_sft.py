@@ -28,7 +28,7 @@ def test_sokoban_oracle_response_refers_to_the_state():
         text = oracle_response(env)
         parsed = parse_response(text, vocabulary_matcher(u.ACTIONS), max_actions=2)
         assert parsed.format_error is None and not parsed.dropped
-        assert list(parsed.actions) == u.oracle_actions()[:2]
+        assert list(parsed.actions) == u.oracle()[:2]
         r, c = u.player_position
         assert f"I am at ({r}, {c})" in parsed.think
         for tr, tc in u.target_positions:
@@ -53,7 +53,7 @@ def test_bandit_oracle_and_random_responses():
         env.reset(seed=seed)
         u = env.unwrapped
         text = oracle_response(env)
-        assert f"<answer> {u.oracle_arm()} </answer>" in text
+        assert f"<answer> {u.oracle()[0]} </answer>" in text
         # Reasoning about this episode's two arms, in the order shown, each with its kind.
         kinds = {u.low_arm: "steady", u.high_arm: "risky"}
         a, b = u.arm_names
@@ -100,7 +100,7 @@ def test_plan_reasoning_names_the_real_cells_and_the_solver_move():
         u = env.unwrapped
         text = oracle_response(env, reasoning="plan")
         parsed = parse_response(text, vocabulary_matcher(u.ACTIONS), max_actions=1)
-        assert parsed.format_error is None and parsed.actions == (u.oracle_actions()[0],)
+        assert parsed.format_error is None and parsed.actions == (u.oracle()[0],)
         r, c = (int(x) for x in u.player_position)
         assert f"Player ({r}, {c})" in parsed.think
         for br, bc in u.box_positions:
@@ -236,22 +236,21 @@ def test_graded_reasoning_dependence_mixes_state_reasoning_with_one_fixed_templa
 
 
 def test_an_env_with_oracle_step_writes_its_own_demonstration():
-    """The generic demonstrator hook: `oracle_step()` wins over the older envs' oracle attributes, and its
-    reasoning and action(s) are what the demonstration says."""
+    """The demonstrator hook: `oracle_step(reasoning)`'s reasoning and action(s) are what the demonstration says,
+    and the default noise answers come from the env's `ACTIONS` (the first one for the "first" habit)."""
+    from ragen_envs.base import TextAgentEnv
 
-    class Hooked:
+    class Hooked(TextAgentEnv):
         ACTIONS = ("Left", "Right")
 
-        def oracle_step(self):
-            return "the light is red", ["Right"]
-
-        def oracle_action(self):  # would give FrozenLake's text if the hook were ignored
-            raise AssertionError("oracle_step must take precedence")
+        def oracle_step(self, reasoning="full"):
+            return f"the light is red ({reasoning})", ["Right"]
 
     text = oracle_response(Hooked())
-    assert text == "<think> the light is red </think> <answer> Right </answer>"
+    assert text == "<think> the light is red (full) </think> <answer> Right </answer>"
+    assert oracle_response(Hooked(), "plan") == "<think> the light is red (plan) </think> <answer> Right </answer>"
     noisy = oracle_response(Hooked(), noise=1.0, noise_action="first", rng=np.random.default_rng(0))
-    assert noisy == "<think> the light is red </think> <answer> Left </answer>"
+    assert noisy == "<think> the light is red (full) </think> <answer> Left </answer>"
 
 
 def test_a_template_that_pays_keeps_the_noise_off_the_template_answers():

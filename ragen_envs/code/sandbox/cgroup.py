@@ -395,11 +395,7 @@ class TreeWatch:
         while todo and len(seen) < 4096:
             pid = todo.pop()
             seen.append(pid)
-            try:
-                for tid in os.listdir(f"/proc/{pid}/task"):
-                    todo += [int(c) for c in _read(f"/proc/{pid}/task/{tid}/children").split()]
-            except (OSError, ValueError):
-                continue
+            todo += _children(pid)
         return seen
 
     def sample(self) -> tuple[float, int, int]:

@@ -43,22 +43,22 @@ def raw(number, *args):
 
 
 # ---------------------------------------------------------------------- get_next_ino: one new inode each
-def via_pipe():
-    r, w = os.pipe()
+def read_end_inode(fds):
+    """The inode number of a new pipe's read end; both ends closed."""
+    r, w = fds
     try:
         return os.fstat(r).st_ino
     finally:
         os.close(r)
         os.close(w)
+
+
+def via_pipe():
+    return read_end_inode(os.pipe())
 
 
 def via_pipe2():
-    r, w = os.pipe2(os.O_CLOEXEC)
-    try:
-        return os.fstat(r).st_ino
-    finally:
-        os.close(r)
-        os.close(w)
+    return read_end_inode(os.pipe2(os.O_CLOEXEC))
 
 
 def via_unix_socket():
