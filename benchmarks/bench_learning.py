@@ -11,8 +11,10 @@ starts nothing and aggregates the finished runs, naming the missing ones in the 
 Results: `benchmarks/results/learning.json` (`learning_quick.json` with `--quick`): per run the validation
 curve (greedy success on the config's held-out seeds against the RL step; step 0 is after the warm start), per
 config and variant the mean curve with its min-max band over seeds, the gain after RL with its 95% t-interval over
-seeds, and a Markdown table for the README; `learning.png` plots the curves. The full run (4 configs x 3 seeds x
+seeds, and a Markdown table for the README; `learning.png` plots the curves. The full run (12 configs x 3 seeds x
 2 variants) takes hours; `--quick` (one seed, top-p only, `run.steps` / 3) is what `make bench` runs.
+A run of some configs (`--configs a,b`) keeps the other configs' runs of the results file it rewrites (each record
+names the commit it was measured at), so the table grows config by config.
 """
 
 from __future__ import annotations
@@ -36,6 +38,14 @@ CONFIGS = {
     "sokoban": "configs/sokoban_tiny.toml",
     "frozenlake": "configs/frozenlake_tiny.toml",
     "countdown": "configs/countdown_tiny.toml",
+    "pocketcube": "configs/pocketcube_tiny.toml",
+    "searchqa": "configs/searchqa_tiny.toml",
+    "webshop": "configs/webshop_tiny.toml",
+    "sudoku": "configs/sudoku_tiny.toml",
+    "game2048": "configs/game2048_tiny.toml",
+    "math": "configs/math_tiny.toml",
+    "code": "configs/code_tiny.toml",
+    "sokoban_vision": "configs/sokoban_vision_tiny.toml",
 }
 VARIANTS = {"top_p": [], "no_filter": ["filter.enabled=false"]}
 
@@ -61,8 +71,29 @@ def run_one(name: str, seed: int, variant: str, runs_dir: Path, extra: list[str]
         raise RuntimeError(f"{run_dir.name} failed (exit {status}); see {run_dir / 'train.log'}")
     record = curve_record(run_dir, name, seed, variant)
     record["wall_s"] = time.perf_counter() - start
+    record["commit"] = _commit()
     done.write_text(json.dumps(record))
     return record
+
+
+def _commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True).stdout.strip()
+        return out.stdout.strip() + ("+changes" if dirty else "") if out.returncode == 0 else None
+    except OSError:
+        return None
+
+
+def kept_records(previous: dict[str, Any] | None, new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runs of an earlier results file that this run did not redo: a (config, variant, seed) measured now
+    replaces the earlier record; configs no longer in CONFIGS are dropped."""
+    if not previous:
+        return []
+    redone = {(r["config"], r["variant"], r["seed"]) for r in new}
+    return [r for r in previous.get("runs", []) if r.get("config") in CONFIGS
+            and (r["config"], r["variant"], r["seed"]) not in redone]
 
 
 def curve_record(run_dir: Path, name: str, seed: int, variant: str) -> dict[str, Any]:
@@ -115,6 +146,13 @@ def aggregate(records: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _commits_text(records: list[dict[str, Any]]) -> str:
+    by_commit: dict[str, set[str]] = {}
+    for r in records:
+        by_commit.setdefault(r.get("commit") or "not recorded", set()).add(r["config"])
+    return "; ".join(f"{c} ({', '.join(n for n in CONFIGS if n in names)})" for c, names in by_commit.items())
+
+
 def _pct(x: float | None) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}"
 
@@ -140,8 +178,12 @@ def plot(summary: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     names = [n for n in CONFIGS if any(k.startswith(n + "/") for k in summary)]
-    fig, axes = plt.subplots(1, max(len(names), 1), figsize=(4.2 * max(len(names), 1), 3.4), squeeze=False)
-    for ax, name in zip(axes[0], names):
+    cols = min(4, max(len(names), 1))
+    rows = max(1, math.ceil(len(names) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+    for ax in axes.flat[len(names):]:
+        ax.set_visible(False)
+    for ax, name in zip(axes.flat, names):
         for variant, color in (("top_p", "tab:blue"), ("no_filter", "tab:orange")):
             s = summary.get(f"{name}/{variant}")
             if not s:
@@ -153,7 +195,8 @@ def plot(summary: dict[str, Any], path: Path) -> None:
         ax.set_xlabel("RL step (0 = after the warm start)")
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("validation success (greedy, held-out)")
+    for row in axes:
+        row[0].set_ylabel("validation success (greedy, held-out)")
     axes[0][0].legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -213,6 +256,9 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as exc:  # report and go on: the other runs still count
                 failures.append(f"{futures[fut]}: {exc}")
                 print(f"FAILED {futures[fut]}: {exc}", file=sys.stderr)
+    out_json = RESULTS / f"learning{suffix}.json"
+    previous = json.loads(out_json.read_text()) if out_json.is_file() else None
+    records = [*records, *kept_records(previous, records)]
     summary = aggregate(records)
     run_minutes = sum((r.get("sft_s") or 0.0) + r["rl_s"] for r in records) / 60.0
     from benchmarks.machine import describe_machine
@@ -228,10 +274,11 @@ def main(argv: list[str] | None = None) -> int:
         "machine": describe_machine(),
         "markdown": markdown(summary)
         + f"\n\n{len(records)} runs, {run_minutes:.0f} minutes of one core in all (warm start + RL + "
-        f"validation), {max(1, args.workers)} at a time. Curves: `benchmarks/results/{png.name}`."
+        f"validation), {max(1, args.workers)} at a time; measured at commit(s) {_commits_text(records)}. "
+        f"Curves: `benchmarks/results/{png.name}`."
         + (f" Not run yet: {', '.join(missing)}." if missing else ""),
     }
-    (RESULTS / f"learning{suffix}.json").write_text(json.dumps(result, indent=1))
+    out_json.write_text(json.dumps(result, indent=1))
     print(markdown(summary))
     return 1 if failures else 0
 

@@ -70,3 +70,24 @@ def test_no_run_aggregates_finished_runs_and_names_the_missing(tmp_path, monkeyp
     assert out["missing"] == ["sokoban/top_p/s1"]
     assert "Not run yet: sokoban/top_p/s1." in out["markdown"]
     assert math.isclose(out["run_minutes_total"], 2 * (30.0 + 2.0) / 60.0)
+
+
+def test_a_run_of_some_configs_keeps_the_other_configs_records(tmp_path, monkeypatch):
+    import benchmarks.bench_learning as bl
+
+    runs = tmp_path / "runs"
+    _write_run(runs / "sokoban-top_p-s0", [(0, 0.1), (10, 0.5)])
+    rec = curve_record(runs / "sokoban-top_p-s0", "sokoban", 0, "top_p")
+    (runs / "sokoban-top_p-s0" / "done.json").write_text(json.dumps({**rec, "commit": "new"}))
+    old = [{**rec, "config": "bandit", "commit": "old"}, {**rec, "before": 0.0, "commit": "old"},
+           {**rec, "config": "retired_config"}]
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "learning.json").write_text(json.dumps({"runs": old}))
+    monkeypatch.setattr(bl, "RESULTS", tmp_path / "results")
+    assert bl.main(["--no-run", "--configs", "sokoban", "--variants", "top_p", "--seeds", "0",
+                    "--runs-dir", str(runs)]) == 0
+    out = json.loads((tmp_path / "results" / "learning.json").read_text())
+    # sokoban's seed 0 measured now replaces the old record; bandit's stays; an unknown config is dropped
+    assert sorted((r["config"], r["commit"]) for r in out["runs"]) == [("bandit", "old"), ("sokoban", "new")]
+    assert out["summary"]["sokoban/top_p"]["before"] == [0.1]
+    assert "old (bandit)" in out["markdown"] and "new (sokoban)" in out["markdown"]
