@@ -13,6 +13,7 @@ The numbers are of this machine at that commit: a busier or slower machine takes
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import tempfile
@@ -30,6 +31,14 @@ def _folder_mib(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink()) / 2**20
 
 
+def _load_average() -> float | None:
+    """The machine's 1-minute load average (Linux), None elsewhere: how busy the cores were with other work."""
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _timed(cmd: list[str], cwd: Path) -> tuple[float, int, str]:
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=str(cwd), capture_output=True, text=True)
@@ -42,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-test", action="store_true")
     args = parser.parse_args(argv)
     rows = []
+    load_start = _load_average()
     with tempfile.TemporaryDirectory(prefix="ragen-commands-") as tmp:
         clone = Path(tmp) / "clone"
         subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
@@ -70,7 +80,12 @@ def main(argv: list[str] | None = None) -> int:
             result += ", " + ", ".join(f"{n} {k}" for k, n in r["tests"].items())
         lines.append(f"| `{r['command']}` | {r['what']} | {r['seconds'] / 60:.1f} min | {result} |")
     lines += ["", f"The `.venv` they install: {venv_mib / 1024:.2f} GiB (the CPU build of torch is most of it)."]
-    result = {"benchmark": "commands", "rows": rows, "venv_mib": venv_mib, "machine": describe_machine(),
+    if load_start is not None:
+        # The times scale with what else runs: say how busy the cores were before these commands started.
+        lines.append(f"Load average of the machine before the commands started: {load_start:.1f} on "
+                     f"{os.cpu_count()} cores (0 = idle; {os.cpu_count()} = every core busy with other work).")
+    result = {"benchmark": "commands", "rows": rows, "venv_mib": venv_mib, "load_average_start": load_start,
+              "machine": describe_machine(),
               "markdown": "\n".join(lines) + "\n"}
     write_result(result, RESULTS / "commands.json")
     return int(any(r["status"] for r in rows))
