@@ -1,0 +1,154 @@
+"""Behaviour unchanged by a refactor: the same short run of every tiny config at two commits, metrics compared.
+
+    python -m benchmarks.same_seed run CODE_DIR OUT_DIR      # one short run per config with the code in CODE_DIR
+    python -m benchmarks.same_seed compare OLD_DIR NEW_DIR   # the two sets of runs, key by key
+
+``run`` trains each of :data:`CONFIGS` for :data:`STEPS` RL steps on one seed with a shortened warm start (at most
+:data:`WARM_EPISODES` demonstrations; configs without a warm start keep none), validating every 2 steps on 16
+episodes and probing every step on 8 prompts where the config has a probe, one torch thread, in a process whose
+working directory and import path are CODE_DIR (a checkout of the other commit: ``git worktree add DIR COMMIT``).
+Each run has its own warm-start cache under OUT_DIR, so the warm start is recomputed by each commit's code.
+
+``compare`` reads every run's ``metrics.jsonl`` and compares them row by row and key by key, exactly, except the
+keys that are wall-clock times (``perf/*_s``); ``val_outcomes.jsonl`` and ``rollouts.jsonl`` must be equal byte for
+byte. A key present in one commit only is reported as such. Writes ``benchmarks/results/same_seed.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+RESULTS = Path(__file__).resolve().parent / "results"
+CONFIGS = ("bandit_tiny", "code_tiny", "collapse_frozenlake", "collapse_sokoban", "countdown_tiny", "frozenlake_tiny",
+           "game2048_tiny", "math_tiny", "pocketcube_tiny", "searchqa_tiny", "sokoban_tiny", "sokoban_vision_tiny",
+           "sudoku_tiny", "webshop_tiny")
+STEPS = 3
+WARM_EPISODES = 150
+SEED = 5
+COMPARED_FILES = ("val_outcomes.jsonl", "rollouts.jsonl")
+
+
+def overrides(config_file: Path, cache_dir: Path) -> list[str]:
+    """The short run's overrides of one config (its warm start capped, its probe shrunk if it has one)."""
+    data = tomllib.loads(config_file.read_text())
+    out = [f"run.seed={SEED}", f"run.steps={STEPS}", f'warm_start.cache_dir="{cache_dir}"', "eval.every=2",
+           "eval.episodes=16", "mi.every=1", "run.progress=false", "run.threads=1", "run.max_minutes=0",
+           "run.save_every=0"]
+    episodes = data.get("warm_start", {}).get("sft_episodes", 0)
+    if episodes:
+        out.append(f"warm_start.sft_episodes={min(episodes, WARM_EPISODES)}")
+    if data.get("mi", {}).get("probe_prompts", 0):
+        out += ["mi.probe_prompts=8", "mi.probe_every=1"]
+    return out
+
+
+def run_all(code: Path, out: Path, configs: tuple[str, ...] = CONFIGS) -> dict[str, int]:
+    """Train every config with the code of `code` into `out`/NAME; the exit status per config."""
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(code), "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    status = {}
+    for name in configs:
+        cfg = code / "configs" / f"{name}.toml"
+        cmd = [sys.executable, "-m", "ragen_core.apps.train", str(cfg), *overrides(cfg, out / "wscache"),
+               "--run-dir", str(out / name)]
+        with open(out / f"{name}.log", "w", encoding="utf-8") as log:
+            status[name] = subprocess.run(cmd, cwd=code, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+        print(f"{name}: exit {status[name]}", flush=True)
+    return status
+
+
+def _is_time(key: str) -> bool:
+    return key.startswith("perf/") and key.endswith("_s")
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    return [{k: v for k, v in json.loads(line).items() if not _is_time(k)}
+            for line in path.read_text().splitlines() if line.strip()]
+
+
+def compare_run(old: Path, new: Path) -> dict[str, Any]:
+    """One config's two runs: rows, keys, and every difference (a list of strings; empty = identical)."""
+    a, b = _rows(old / "metrics.jsonl"), _rows(new / "metrics.jsonl")
+    diffs = [] if len(a) == len(b) else [f"rows: {len(a)} vs {len(b)}"]
+    only_old, only_new = set(), set()
+    for i, (x, y) in enumerate(zip(a, b)):
+        for k in sorted(set(x) | set(y)):
+            if k not in y:
+                only_old.add(k)
+            elif k not in x:
+                only_new.add(k)
+            elif x[k] != y[k]:
+                diffs.append(f"row {i} (step {x.get('step')}): {k} {x[k]!r} vs {y[k]!r}")
+    diffs += [f"only in the old run: {k}" for k in sorted(only_old)]
+    diffs += [f"only in the new run: {k}" for k in sorted(only_new)]
+    for f in COMPARED_FILES:
+        if (old / f).exists() != (new / f).exists():
+            diffs.append(f"{f} in one run only")
+        elif (old / f).exists() and (old / f).read_bytes() != (new / f).read_bytes():
+            diffs.append(f"{f} differs")
+    return {"rows": len(a), "keys": len({k for r in a for k in r}), "differences": diffs,
+            "only_new": sorted(only_new), "only_old": sorted(only_old)}
+
+
+def compare_all(old: Path, new: Path) -> dict[str, Any]:
+    names = sorted(p.name for p in old.iterdir() if (p / "metrics.jsonl").is_file())
+    missing = [n for n in names if not (new / n / "metrics.jsonl").is_file()]
+    runs = {n: compare_run(old / n, new / n) for n in names if n not in missing}
+    return {"runs": runs, "missing_in_new": missing}
+
+
+def markdown(result: dict[str, Any], old_label: str, new_label: str) -> str:
+    lines = [f"Same seed ({SEED}), {STEPS} RL steps, warm start of at most {WARM_EPISODES} demonstrations, per config: "
+             f"{old_label} against {new_label}, every key of metrics.jsonl except wall-clock times, "
+             f"and {', '.join(COMPARED_FILES)} byte for byte.", "",
+             "| config | rows | keys compared | result |", "|---|---:|---:|---|"]
+    for name, r in result["runs"].items():
+        verdict = "identical" if not r["differences"] else f"{len(r['differences'])} differences"
+        if r["only_new"] and len(r["differences"]) == len(r["only_new"]):
+            verdict = "identical; new keys: " + ", ".join(f"`{k}`" for k in r["only_new"])
+        lines.append(f"| {name} | {r['rows']} | {r['keys']} | {verdict} |")
+    if result["missing_in_new"]:
+        lines.append(f"\nNo new run: {', '.join(result['missing_in_new'])}.")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="one short run per config with the code of CODE_DIR")
+    r.add_argument("code", type=Path)
+    r.add_argument("out", type=Path)
+    r.add_argument("--configs", default=",".join(CONFIGS))
+    c = sub.add_parser("compare", help="compare two sets of runs")
+    c.add_argument("old", type=Path)
+    c.add_argument("new", type=Path)
+    c.add_argument("--old-label", default="old")
+    c.add_argument("--new-label", default="new")
+    args = parser.parse_args(argv)
+    if args.cmd == "run":
+        status = run_all(args.code.resolve(), args.out.resolve(), tuple(n for n in args.configs.split(",") if n))
+        return int(any(status.values()))
+    from benchmarks.machine import describe_machine
+    from benchmarks.readme_tables import write_result
+
+    result = compare_all(args.old, args.new)
+    result.update(benchmark="same_seed", old=args.old_label, new=args.new_label, machine=describe_machine())
+    result["markdown"] = markdown(result, args.old_label, args.new_label)
+    write_result(result, RESULTS / "same_seed.json")
+    changed = [n for n, x in result["runs"].items() if len(x["differences"]) != len(x["only_new"])]
+    return int(bool(changed or result["missing_in_new"]))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
