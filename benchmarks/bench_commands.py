@@ -39,6 +39,20 @@ def _load_average() -> float | None:
         return None
 
 
+def demo_summary(output: str) -> str:
+    """The demo's closing summary: the ``[4/4] summary`` line and its indented lines after it (pip's and the build
+    backend's warnings, interleaved on stderr, are left out); the output's last 3000 characters if it has none."""
+    if "[4/4] summary" not in output:
+        return output.strip()[-3000:]
+    lines = output[output.find("[4/4] summary"):].splitlines()
+    kept = [lines[0]]
+    for line in lines[1:]:
+        if not line.startswith("  ") or line.lstrip().startswith(("/", "!!", "*")):
+            break
+        kept.append(line)
+    return "\n".join(kept)
+
+
 def _timed(cmd: list[str], cwd: Path) -> tuple[float, int, str]:
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=str(cwd), capture_output=True, text=True)
@@ -59,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             seconds, status, out = _timed(["make", "demo"], clone)
             rows.append({"command": "make demo", "seconds": seconds, "status": status,
                          "what": "create .venv, install torch and the project, train the Sokoban demo"})
-            summary = out[out.find("[4/4] summary"):].strip() if "[4/4] summary" in out else out.strip()[-3000:]
+            summary = demo_summary(out)
             demo = {"benchmark": "demo", "machine": describe_machine(), "wall_s": seconds,
                     "markdown": "What `make demo` printed at the end (a fresh clone, this machine):\n\n```text\n"
                                 + summary + "\n```\n"}
