@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.machine import describe_machine
+from benchmarks.machine import describe_machine, load_average
 from benchmarks.readme_tables import write_result
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,14 +29,6 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 def _folder_mib(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink()) / 2**20
-
-
-def _load_average() -> float | None:
-    """The machine's 1-minute load average (Linux), None elsewhere: how busy the cores were with other work."""
-    try:
-        return float(Path("/proc/loadavg").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def demo_summary(output: str) -> str:
@@ -65,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-test", action="store_true")
     args = parser.parse_args(argv)
     rows = []
-    load_start = _load_average()
+    load_start = load_average()
     with tempfile.TemporaryDirectory(prefix="ragen-commands-") as tmp:
         clone = Path(tmp) / "clone"
         subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.machine import describe_machine
+from benchmarks.machine import describe_machine, load_average
 from benchmarks.readme_tables import write_result
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,13 +44,19 @@ def run_example(name: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.parse_args(argv)
+    load_start = load_average()
     rows = [run_example(name) for name in EXAMPLES]
     lines = ["| example (defaults) | wall time | CPU time | what it printed last |", "|---|---:|---:|---|"]
     for r in rows:
         status = "" if r["status"] == 0 else f" (exit {r['status']})"
         lines.append(f"| `python examples/{r['example']}` | {r['wall_s']:.0f} s{status} | {r['cpu_s']:.0f} s | "
                      f"{r['summary']} |")
-    result = {"benchmark": "examples", "rows": rows, "machine": describe_machine(), "markdown": "\n".join(lines) + "\n"}
+    if load_start is not None:
+        # Wall time grows with other work on the machine; CPU time much less: say how busy it was.
+        lines += ["", f"Load average of the machine before the examples started: {load_start:.1f} on "
+                      f"{os.cpu_count()} cores (0 = idle); the CPU time is the figure to compare across machines."]
+    result = {"benchmark": "examples", "rows": rows, "load_average_start": load_start, "machine": describe_machine(),
+              "markdown": "\n".join(lines) + "\n"}
     write_result(result, RESULTS / "examples.json")
     return int(any(r["status"] for r in rows))
 

@@ -40,6 +40,15 @@ def _commit() -> str | None:
     return (head.stdout.strip() + ("+changes" if dirty else "")) if head.returncode == 0 else None
 
 
+def load_average() -> float | None:
+    """The machine's 1-minute load average (Linux), None elsewhere: how busy the cores were with other work."""
+    try:
+        with open("/proc/loadavg", encoding="utf-8") as fh:
+            return float(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def describe_machine() -> dict[str, object]:
     """cpu, cores, platform, python, numpy/torch versions (when importable), date (UTC)."""
     info: dict[str, object] = {
