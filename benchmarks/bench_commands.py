@@ -61,12 +61,15 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="ragen-commands-") as tmp:
         clone = Path(tmp) / "clone"
         subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
+        # The commit measured is the clone's (this checkout may move on while the commands run).
+        cloned = subprocess.run(["git", "-C", str(clone), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True).stdout.strip()
         if not args.skip_demo:
             seconds, status, out = _timed(["make", "demo"], clone)
             rows.append({"command": "make demo", "seconds": seconds, "status": status,
                          "what": "create .venv, install torch and the project, train the Sokoban demo"})
             summary = demo_summary(out)
-            demo = {"benchmark": "demo", "machine": describe_machine(), "wall_s": seconds,
+            demo = {"benchmark": "demo", "machine": {**describe_machine(), "commit": cloned}, "wall_s": seconds,
                     "markdown": "What `make demo` printed at the end (a fresh clone, this machine):\n\n```text\n"
                                 + summary + "\n```\n"}
             write_result(demo, RESULTS / "demo.json", show="")
@@ -91,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"Load average of the machine before the commands started: {load_start:.1f} on "
                      f"{os.cpu_count()} cores (0 = idle; {os.cpu_count()} = every core busy with other work).")
     result = {"benchmark": "commands", "rows": rows, "venv_mib": venv_mib, "load_average_start": load_start,
-              "machine": describe_machine(),
+              "machine": {**describe_machine(), "commit": cloned},
               "markdown": "\n".join(lines) + "\n"}
     write_result(result, RESULTS / "commands.json")
     return int(any(r["status"] for r in rows))
