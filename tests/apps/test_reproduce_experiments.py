@@ -75,7 +75,8 @@ def test_the_search_needs_every_seed(tmp_path):
     for r in (harmful, helped):
         r["env"] = "search"
     res = ex.analyse("search", [harmful, helped])
-    assert res["candidates"]["sokoban_nopay"] == {"seeds": [130, 131], "harmful": [True, False], "shows_it": False}
+    assert res["candidates"]["sokoban_nopay"] == {"seeds": [130, 131], "harmful": [True, False], "needed": 2,
+                                                      "shows_it": False}
 
 
 def test_an_experiment_report_regenerates_from_its_results(tmp_path):
@@ -107,3 +108,21 @@ def test_runs_that_never_trained_calibrate_the_probe_noise():
     # by hand: margins 0.5, 0.4, 0.6 have mean 0.5 and sample SD sqrt((0 + 0.01 + 0.01) / 2) = 0.1
     assert noise["n"] == 1 and noise["runs"] == ["nopay_bottom_ent0-s1"]
     assert abs(noise["pooled_sd"] - 0.1) < 1e-12 and abs(noise["deltas"][0] - 0.1) < 1e-12
+
+
+
+def test_confirm_ships_a_candidate_at_four_of_five_seeds_and_refuses_tuning_seeds(tmp_path, monkeypatch):
+    search = {v.name: v.overrides for v in ex.EXPERIMENTS["search"].variants}
+    for v in ex.EXPERIMENTS["confirm"].variants:  # each candidate runs exactly as it did in the search
+        assert v.overrides == search[v.name]
+    assert ex.EXPERIMENTS["confirm"].common == ex.EXPERIMENTS["search"].common
+    with pytest.raises(ValueError, match="tuning seeds"):
+        ex.build_experiment("confirm", [130], tmp_path, tmp_path)
+    arm = ex.EXPERIMENTS["confirm"].variants[0].name
+    for flags, ships in (([True] * 4 + [False], True), ([True] * 3 + [False] * 2, False), ([True] * 5, True)):
+        verdicts = iter(flags)
+        monkeypatch.setattr(ex, "run_summary", lambda r, v=verdicts: {"arm": r["arm"], "seed": r["seed"],
+                                                                     "harmful": {"harmful": next(v)}})
+        recs = [{"arm": arm, "seed": 40 + i} for i in range(len(flags))]
+        cand = ex.analyse("confirm", recs)["candidates"][arm]
+        assert (cand["needed"], cand["shows_it"], cand["harmful"]) == (4, ships, flags)

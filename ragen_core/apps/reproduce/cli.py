@@ -52,7 +52,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--report-only", action="store_true", help="start nothing: report the finished runs")
     p.add_argument("--experiment", default=None, metavar="NAME",
                    help="run a pre-registered collapse experiment instead of the findings study: "
-                        "mechanism (fresh seeds) or search (tuning seeds 100-199); docs/collapse.md section 7")
+                        "mechanism (fresh seeds), search (tuning seeds 100-199) or confirm (fresh seeds: the "
+                        "search's candidates); docs/collapse.md section 7")
     p.add_argument("--from-results", metavar="RESULTS_JSON", default=None,
                    help="start nothing, read no run folder: regenerate the report from the run records kept in a "
                         "results.json (written to --report-dir, default: the folder that holds RESULTS_JSON's "

@@ -19,6 +19,8 @@ regenerates it).
   judged by :func:`ragen_core.math.collapse.detect_harmful_collapse` (the margin halves from its peak, success at
   the end no higher than at the peak, both entropies within +-25% of the peak's values to the end). A candidate
   *shows it* when every seed does.
+- ``confirm`` (fresh seeds 40-44): each candidate that showed it in the search, judged the same way; it ships when
+  4 of 5 seeds meet the conditions (``Experiment.needed_share``).
 """
 
 from __future__ import annotations
@@ -58,6 +60,9 @@ class Experiment:
     seeds_kind: str
     #: overrides of every run
     common: tuple[str, ...] = ()
+    #: a candidate "shows it" when at least this share of its seeds meets the three conditions (the search: every
+    #: seed; the confirmation on fresh seeds: 4 of 5, docs/collapse.md section 7.2)
+    needed_share: float = 1.0
 
 
 _NOPAY = ('warm_start.template_answer="demonstrator"',)
@@ -106,6 +111,13 @@ EXPERIMENTS: dict[str, Experiment] = {
                 (*_NOPAY, *_ALL, "env.kwargs.is_slippery=true", "run.steps=100"),
                 "slippery, 100 steps"),
     ), seeds_kind="tuning", common=("eval.every=10", "filter.max_empty_steps=0")),
+    # The candidates that showed it on both tuning seeds, each on fresh seeds (40-44): a candidate ships if 4 of 5
+    # meet the conditions (docs/collapse.md section 7.2, registered before the search ran).
+    "confirm": Experiment("confirm", (
+        Variant("frozenlake_nopay_slippery_long", "collapse_frozenlake.toml",
+                (*_NOPAY, *_ALL, "env.kwargs.is_slippery=true", "run.steps=100"),
+                "the search's candidate that showed it on both tuning seeds: slippery, no payoff, 100 steps"),
+    ), seeds_kind="fresh", common=("eval.every=10", "filter.max_empty_steps=0"), needed_share=0.8),
 }
 
 #: What each account predicts for the mechanism experiment, per arm ("falls", "stable", "rises" or a set of them)
@@ -308,7 +320,9 @@ def analyse(name: str, records: list[dict[str, Any]]) -> dict[str, Any]:
         cands = {}
         for a, rs in by_arm.items():
             flags = [bool(r.get("harmful", {}).get("harmful")) for r in rs]
-            cands[a] = {"seeds": [r["seed"] for r in rs], "harmful": flags, "shows_it": bool(flags) and all(flags)}
+            needed = math.ceil(EXPERIMENTS[name].needed_share * len(flags) - 1e-9)
+            cands[a] = {"seeds": [r["seed"] for r in rs], "harmful": flags, "needed": needed,
+                        "shows_it": bool(flags) and sum(flags) >= needed}
         out["candidates"] = cands
     return out
 
@@ -400,7 +414,9 @@ def _mechanism_md(res: dict[str, Any]) -> list[str]:
 
 
 def _search_md(res: dict[str, Any]) -> list[str]:
-    lines = ["## Candidates", "", "A candidate shows a collapse that emerges and hurts when every seed meets all three "
+    rule = ("every seed meets" if res["experiment"] == "search" else
+            f"at least {EXPERIMENTS[res['experiment']].needed_share:.0%} of its seeds (4 of 5) meet")
+    lines = ["## Candidates", "", f"A candidate shows a collapse that emerges and hurts when {rule} all three "
              "conditions (`ragen_core.math.collapse.detect_harmful_collapse`): the probe margin halves from its peak "
              "and stays there, success at the end is no higher than at the peak, token entropy and H(Z|X) stay "
              "within +-25% of the peak's values to the end of the run.", "",
