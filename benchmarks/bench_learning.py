@@ -274,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
         "machine": describe_machine(),
         "markdown": markdown(summary)
         + f"\n\n{len(records)} runs, {run_minutes:.0f} minutes of one core in all (warm start + RL + "
-        f"validation), {max(1, args.workers)} at a time; measured at commit(s) {_commits_text(records)}. "
+        f"validation){'' if args.no_run else f', {max(1, args.workers)} at a time'}; measured at commit(s) "
+        f"{_commits_text(records)}. "
         f"Curves: `benchmarks/results/{png.name}`."
         + (f" Not run yet: {', '.join(missing)}." if missing else ""),
     }
