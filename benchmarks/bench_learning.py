@@ -71,19 +71,11 @@ def run_one(name: str, seed: int, variant: str, runs_dir: Path, extra: list[str]
         raise RuntimeError(f"{run_dir.name} failed (exit {status}); see {run_dir / 'train.log'}")
     record = curve_record(run_dir, name, seed, variant)
     record["wall_s"] = time.perf_counter() - start
+    from benchmarks.machine import _commit  # the checkout's commit, "+changes" when tracked files differ
+
     record["commit"] = _commit()
     done.write_text(json.dumps(record))
     return record
-
-
-def _commit() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True).stdout.strip()
-        return out.stdout.strip() + ("+changes" if dirty else "") if out.returncode == 0 else None
-    except OSError:
-        return None
 
 
 def kept_records(previous: dict[str, Any] | None, new: list[dict[str, Any]]) -> list[dict[str, Any]]:
