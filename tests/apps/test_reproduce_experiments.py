@@ -126,3 +126,89 @@ def test_confirm_ships_a_candidate_at_four_of_five_seeds_and_refuses_tuning_seed
         recs = [{"arm": arm, "seed": 40 + i} for i in range(len(flags))]
         cand = ex.analyse("confirm", recs)["candidates"][arm]
         assert (cand["needed"], cand["shows_it"], cand["harmful"]) == (4, ships, flags)
+
+
+# ---------------------------------------------------------------------------------------------- finding 3 on it
+def test_the_filter_experiments_no_filter_arm_is_the_confirmation_run_and_the_arms_differ_only_in_the_filter():
+    import dataclasses
+
+    from ragen_core.training.config import load_config
+
+    confirm = ex.EXPERIMENTS["confirm"]
+    filt = ex.EXPERIMENTS["filter"]
+    arms = {v.name: v for v in filt.variants}
+    assert set(arms) == {"no_filter", "top_p", "random"} and filt.seeds_kind == "fresh"
+    # the same base, overrides and common overrides: a seed's no-filter run is the confirmation's run
+    assert (arms["no_filter"].config, arms["no_filter"].overrides) == (confirm.variants[0].config,
+                                                                        confirm.variants[0].overrides)
+    assert filt.common == confirm.common
+    cfgs = {}
+    for spec in ex.build_experiment("filter", [50], Path("configs").resolve(), Path("/tmp/c")):
+        cfgs[spec.arm] = dataclasses.asdict(load_config(spec.config, list(spec.overrides)))
+    base = cfgs.pop("no_filter")
+    assert base["filter"]["enabled"] is False and base["run"]["steps"] == 100
+    for arm, cfg in cfgs.items():
+        assert {k for k in cfg if cfg[k] != base[k]} == {"filter"}, arm
+        assert cfg["filter"]["enabled"] is True and cfg["filter"]["spec"]["value"] == 0.9
+        assert cfg["filter"]["spec"]["strategy"] == arm and cfg["filter"]["max_empty_steps"] == 0
+
+
+def _simulated_power(effect: float, sd: float, n: int, reps: int = 4000) -> float:
+    """Share of `reps` simulated paired t-tests (normal differences) whose 95% interval excludes 0: a plain loop,
+    independent of the noncentral-t code that sizes the plan."""
+    import random
+    import statistics
+
+    from ragen_core.math.stats import t_quantile
+
+    rng = random.Random(7)
+    t = t_quantile(0.975, n - 1)
+    hits = 0
+    for _ in range(reps):
+        d = [rng.gauss(effect, sd) for _ in range(n)]
+        half = t * statistics.stdev(d) / n ** 0.5
+        hits += abs(statistics.fmean(d)) > half
+    return hits / reps
+
+
+def test_the_seed_plan_detects_the_effect_and_stays_within_its_limits():
+    lo, hi = ex.FILTER_SEEDS
+    assert ex.seed_plan(0.01)["n"] == lo  # a tiny SD needs few seeds: the floor
+    big = ex.seed_plan(1.0)
+    assert big["n"] == hi and big["capped"] and big["mde"] > ex.FILTER_EFFECT
+    for bad in (None, 0.0, float("nan")):
+        assert ex.seed_plan(bad)["n"] == hi
+    plan = ex.seed_plan(0.15)  # the paired SDs measured on the earlier testbeds: 0.108-0.150
+    assert lo <= plan["n"] <= hi and plan["n"] >= max(plan["n_detect"], plan["n_equiv"]) or plan["capped"]
+    # the planned n detects the effect with ~80% power, one seed fewer with less (simulated, not computed)
+    n = plan["n_detect"]
+    assert _simulated_power(ex.FILTER_EFFECT, 0.15, n) > 0.77
+    assert _simulated_power(ex.FILTER_EFFECT, 0.15, n - 1) < 0.83
+
+
+def _filter_record(arm: str, seed: int, end: float) -> dict:
+    r = _record(arm, seed, [0.5, 0.45, 0.4, 0.35, end], [0.18, 0.18, 0.18])
+    r.update(env="filter", name=f"filter-{arm}-s{seed}")
+    return r
+
+
+def test_finding_3_on_the_emergent_collapse_reads_the_studys_verdicts(tmp_path):
+    from ragen_core.apps.reproduce.cli import write_experiment
+
+    seeds = range(50, 58)
+    higher = [_filter_record("no_filter", s, 0.2 + 0.01 * (s % 3)) for s in seeds]
+    higher += [_filter_record("top_p", s, 0.5 + 0.01 * (s % 4)) for s in seeds]
+    higher += [_filter_record("random", s, 0.2 + 0.02 * (s % 2)) for s in seeds]
+    res = ex.analyse("filter", higher)
+    comp = res["filtering"]["comparisons"]
+    assert comp["top_p-no_filter"]["margin_end"]["verdict"] == "held"
+    assert comp["top_p-random"]["margin_end"]["verdict"] == "held"
+    # the same end margins on every seed, up to a small spread: equivalent within the bound
+    same = [_filter_record(a, s, 0.2 + 0.01 * ((s + i) % 3)) for i, a in enumerate(("no_filter", "top_p", "random"))
+            for s in seeds]
+    res = ex.analyse("filter", same)
+    assert res["filtering"]["comparisons"]["top_p-no_filter"]["margin_end"]["verdict"].startswith("equivalent")
+    sd = res["filtering"]["comparisons"]["top_p-no_filter"]["margin_end"]["sd"]
+    assert res["seed_plan"] == ex.seed_plan(sd)
+    md = write_experiment("filter", same, tmp_path, {"seeds": list(seeds), "n_runs": len(same)}).read_text()
+    assert "## Comparisons, paired by seed" in md and "equivalent (within +-0.150)" in md and "seeds**" in md

@@ -21,6 +21,10 @@ regenerates it).
   *shows it* when every seed does.
 - ``confirm`` (fresh seeds 40-44): each candidate that showed it in the search, judged the same way; it ships when
   4 of 5 seeds meet the conditions (``Experiment.needed_share``).
+- ``filter`` (fresh seeds): finding 3 on the confirmed candidate: ``top_p`` minus ``no_filter`` (primary: the end
+  margin) and minus ``random``, by the study's rules (:func:`ragen_core.apps.reproduce.analysis.finding_filtering`:
+  held / contradicted / equivalent within the bounds / inconclusive); :func:`seed_plan` sizes the main run from a
+  pilot's paired SD (docs/collapse.md section 7.4).
 """
 
 from __future__ import annotations
@@ -30,12 +34,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ragen_core.apps.reproduce.analysis import (
+    OUTCOMES,
+    equivalence_seeds,
+    finding_filtering,
+    fmt_unit,
+    mde,
+    power_analysis,
+    seeds_needed,
+)
 from ragen_core.apps.reproduce.study import TUNING_SEEDS, RunSpec
 from ragen_core.math.collapse import detect_harmful_collapse
 from ragen_core.math.stats import mean_ci
 
-__all__ = ["Variant", "Experiment", "EXPERIMENTS", "PREDICTIONS", "STABLE_BOUND", "build_experiment", "analyse",
-           "markdown"]
+__all__ = ["Variant", "Experiment", "EXPERIMENTS", "PREDICTIONS", "STABLE_BOUND", "FILTER_COMPARISONS",
+           "FILTER_EFFECT", "FILTER_SEEDS", "build_experiment", "analyse", "markdown", "seed_plan"]
 
 #: A mean change of the margin within +-this (90% interval) is "stable": the equivalence bound of the study's
 #: margin outcome (docs/reproduction.md), fixed before the runs.
@@ -70,6 +83,11 @@ _PAYS = ('warm_start.template_answer="oracle"',)
 _ALL = ("filter.enabled=false",)
 _BOTTOM = ("filter.enabled=true", 'filter.strategy="top_k"', "filter.value=0.25", 'filter.order="smallest"')
 _PER_STEP = ("mi.every=1", "filter.max_empty_steps=0", "eval.every=10")
+#: The search's candidate (frozenlake_nopay_slippery_long) on top of collapse_frozenlake, filter off.
+_SLIPPERY_LONG = ("env.kwargs.is_slippery=true", "run.steps=100")
+_EMERGENT = (*_NOPAY, *_ALL, *_SLIPPERY_LONG)
+_TOP_P = ("filter.enabled=true", 'filter.strategy="top_p"', "filter.value=0.9")
+_RANDOM = ("filter.enabled=true", 'filter.strategy="random"', "filter.value=0.9")
 
 EXPERIMENTS: dict[str, Experiment] = {
     "mechanism": Experiment("mechanism", (
@@ -114,11 +132,51 @@ EXPERIMENTS: dict[str, Experiment] = {
     # The candidates that showed it on both tuning seeds, each on fresh seeds (40-44): a candidate ships if 4 of 5
     # meet the conditions (docs/collapse.md section 7.2, registered before the search ran).
     "confirm": Experiment("confirm", (
-        Variant("frozenlake_nopay_slippery_long", "collapse_frozenlake.toml",
-                (*_NOPAY, *_ALL, "env.kwargs.is_slippery=true", "run.steps=100"),
+        Variant("frozenlake_nopay_slippery_long", "collapse_frozenlake.toml", _EMERGENT,
                 "the search's candidate that showed it on both tuning seeds: slippery, no payoff, 100 steps"),
     ), seeds_kind="fresh", common=("eval.every=10", "filter.max_empty_steps=0"), needed_share=0.8),
+    # Finding 3 on the collapse that emerged (docs/collapse.md section 7.4, registered before the confirmation's
+    # results): the confirmed candidate with the study's three arms. `no_filter` is the confirmation's run exactly
+    # (the same base config, overrides and common overrides), so a seed's no-filter run of the two is one run.
+    "filter": Experiment("filter", (
+        Variant("no_filter", "collapse_frozenlake.toml", _EMERGENT,
+                "every group trained on (the confirmation's runs: where the collapse emerged)"),
+        Variant("top_p", "collapse_frozenlake.toml", (*_NOPAY, *_TOP_P, *_SLIPPERY_LONG),
+                "the method: top-p on reward variance, rho = 0.9"),
+        Variant("random", "collapse_frozenlake.toml", (*_NOPAY, *_RANDOM, *_SLIPPERY_LONG),
+                "the control: as many groups as top-p keeps, drawn uniformly at random"),
+    ), seeds_kind="fresh", common=("eval.every=10", "filter.max_empty_steps=0")),
 }
+
+#: Finding 3 on the emergent collapse (docs/collapse.md section 7.4): the comparisons, first the primary one.
+FILTER_COMPARISONS = (("top_p", "no_filter"), ("top_p", "random"))
+#: The smallest effect of interest on the primary outcome (the end margin), equal to the study's equivalence bound
+#: for it: the seed count must detect +-this with 80% power and conclude equivalence within it with 80% power.
+FILTER_EFFECT = 0.15
+#: The fewest and the most seeds the power analysis may ask for (the most: the 12-20 a powered study affords).
+FILTER_SEEDS = (8, 20)
+
+
+def seed_plan(sd: float | None, effect: float = FILTER_EFFECT, limits: tuple[int, int] = FILTER_SEEDS
+              ) -> dict[str, Any]:
+    """Seeds of the main comparison from a pilot's paired SD `sd` of the primary outcome (section 7.4).
+
+    ``n = min(max(n_detect, n_equiv, lo), hi)`` with ``n_detect`` the pairs a two-sided paired t-test at alpha 0.05
+    needs to detect `effect` with power 0.8 and ``n_equiv`` the pairs TOST within +-`effect` needs to conclude
+    equivalence with power 0.8 when the true difference is 0 (both exact, from the noncentral t). Without a usable
+    SD (none, 0 or not finite) the plan is the most seeds. ``mde`` is the effect the plan detects at 80% power.
+    """
+    lo, hi = limits
+    if sd is None or not math.isfinite(sd) or sd <= 0:
+        return {"sd": sd, "n_detect": None, "n_equiv": None, "n": hi, "capped": True, "mde": None,
+                "why": "no usable paired SD from the pilot: the most seeds"}
+    n_detect, n_equiv = seeds_needed(effect, sd), equivalence_seeds(sd, effect)
+    need = max(hi + 1 if n_detect is None else n_detect, hi + 1 if n_equiv is None else n_equiv)
+    n = min(max(need, lo), hi)
+    return {"sd": sd, "n_detect": n_detect, "n_equiv": n_equiv, "n": n, "capped": need > hi, "mde": mde(sd, n),
+            "why": f"max(detect {effect}: {n_detect}, equivalence within +-{effect}: {n_equiv}, at least {lo})"
+                   + (f", capped at {hi}" if need > hi else "")}
+
 
 #: What each account predicts for the mechanism experiment, per arm ("falls", "stable", "rises" or a set of them)
 #: and for the dose comparison; written before the runs (docs/collapse.md, section 7.1).
@@ -316,6 +374,17 @@ def analyse(name: str, records: list[dict[str, Any]]) -> dict[str, Any]:
         payoff = _paired(delta.get("pays_all", {}), delta.get("nopay_all", {}))
         out.update(arms=arms, dose=dose, payoff=payoff,
                    accounts=[_account_verdict(a, arms, dose) for a in PREDICTIONS], probe_noise=probe_noise(runs))
+    elif name == "filter":
+        filt = finding_filtering(records, envs=(name,), comparisons=FILTER_COMPARISONS)
+        arms = filt[name]["arms"]
+        for a, rs in by_arm.items():
+            if a in arms:
+                arms[a]["harmful"] = sum(bool(r.get("harmful", {}).get("harmful")) for r in rs)
+                arms[a]["trained_steps"] = _mean([r.get("trained_steps") for r in rs])
+                arms[a]["kept_zero_adv_share"] = _mean([r.get("kept_zero_adv_share") for r in rs])
+                arms[a]["entropy_ratio_end"] = _mean([r.get("token_entropy_ratio_end") for r in rs])
+        primary = filt[name]["comparisons"].get("top_p-no_filter", {}).get("margin_end", {})
+        out.update(filtering=filt[name], power=power_analysis(filt), seed_plan=seed_plan(primary.get("sd")))
     else:
         cands = {}
         for a, rs in by_arm.items():
@@ -355,6 +424,8 @@ def markdown(result: dict[str, Any], header: dict[str, Any]) -> str:
     lines.append("")
     if name == "mechanism":
         lines += _mechanism_md(result)
+    elif name == "filter":
+        lines += _filter_md(result)
     else:
         lines += _search_md(result)
     lines += ["", "## Every run", "", "| arm | seed | steps (trained) | margin start -> min -> end | token entropy "
@@ -410,6 +481,42 @@ def _mechanism_md(res: dict[str, Any]) -> list[str]:
             holds = {True: "yes", False: "no", None: "undecided"}[c["holds"]]
             lines.append(f"| {c['what']} | {c['got']} | {holds} |")
         lines.append("")
+    return lines
+
+
+def _filter_md(res: dict[str, Any]) -> list[str]:
+    f = res["filtering"]
+    lines = ["## Arms", "", "Outcomes at each run's end (mean [95% CI] over seeds); \"emerges and hurts\": the runs "
+             "meeting the three conditions of section 7.2.", "",
+             "| arm | seeds | end margin | steps to the drop (censored) | end success | emerges and hurts | steps "
+             "that trained | kept groups with zero advantage | token entropy end/start |",
+             "|---|---|---|---|---|---|---|---|---|"]
+
+    def cell(c: dict[str, Any], fmt: str = "{:.3f}") -> str:
+        return f"{_f(c.get('mean'), fmt)} {_ci(c, 'ci95')}" if c.get("n") else "n/a"
+
+    for arm, a in f["arms"].items():
+        lines.append(f"| `{arm}` | {len(a['seeds'])} | {cell(a['margin_end'])} | "
+                     f"{cell(a['steps_to_drop'], '{:.1f}')} ({a.get('censored', 0)}) | {cell(a['success_end'])} | "
+                     f"{a.get('harmful', 'n/a')} | "
+                     f"{_f(a.get('trained_steps'), '{:.1f}')} | {_f(a.get('kept_zero_adv_share'), '{:.2f}')} | "
+                     f"{_f(a.get('entropy_ratio_end'), '{:.2f}')} |")
+    lines += ["", "## Comparisons, paired by seed", "",
+              "Verdict: held (95% CI above 0: the paper's direction), contradicted (below 0), equivalent (the 90% "
+              "CI inside the bound), else inconclusive with the effect detectable at 80% power. Primary: `top_p` "
+              "minus `no_filter` on the end margin.", "",
+              "| comparison | outcome | n | mean | 95% CI | 90% CI | paired SD | bound | verdict |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for comp, outs in f["comparisons"].items():
+        for k, c in outs.items():
+            fmt = fmt_unit(OUTCOMES[k][1])
+            lines.append(f"| {comp} | {OUTCOMES[k][0]} | {c['n']} | {_f(c.get('mean'), '{:+.3f}')} | "
+                         f"{_ci(c, 'ci95')} | {_ci(c, 'ci90')} | {_f(c.get('sd'))} | "
+                         f"{fmt(c['bound']) if c.get('bound') is not None else 'n/a'} | **{c['verdict']}** |")
+    p = res["seed_plan"]
+    lines += ["", "## Seeds for the main comparison (the power analysis of section 7.4)", "",
+              f"From these runs' paired SD of the primary outcome ({_f(p.get('sd'))}): {p['why']} -> **{p['n']} "
+              f"seeds**, which detect {_f(p.get('mde'))} of end margin at 80% power."]
     return lines
 
 
