@@ -142,10 +142,14 @@ def test_the_filter_experiments_no_filter_arm_is_the_confirmation_run_and_the_ar
     assert (arms["no_filter"].config, arms["no_filter"].overrides) == (confirm.variants[0].config,
                                                                         confirm.variants[0].overrides)
     assert filt.common == confirm.common
+    # ... and its run is the confirmation's run: the same folder name, so the runner never trains it twice
+    specs = ex.build_experiment("filter", [40], Path("configs").resolve(), Path("/tmp/c"))
+    shared = ex.build_experiment("confirm", [40], Path("configs").resolve(), Path("/tmp/c"))[0]
+    assert shared in specs and len({s.name for s in specs}) == 3
     cfgs = {}
-    for spec in ex.build_experiment("filter", [50], Path("configs").resolve(), Path("/tmp/c")):
+    for spec in specs:
         cfgs[spec.arm] = dataclasses.asdict(load_config(spec.config, list(spec.overrides)))
-    base = cfgs.pop("no_filter")
+    base = cfgs.pop(shared.arm)
     assert base["filter"]["enabled"] is False and base["run"]["steps"] == 100
     for arm, cfg in cfgs.items():
         assert {k for k in cfg if cfg[k] != base[k]} == {"filter"}, arm
@@ -197,11 +201,14 @@ def test_finding_3_on_the_emergent_collapse_reads_the_studys_verdicts(tmp_path):
 
     seeds = range(50, 58)
     higher = [_filter_record("no_filter", s, 0.2 + 0.01 * (s % 3)) for s in seeds]
+    for r in higher:  # the no-filter runs are recorded under the confirmation's name
+        r.update(env="confirm", arm="frozenlake_nopay_slippery_long")
     higher += [_filter_record("top_p", s, 0.5 + 0.01 * (s % 4)) for s in seeds]
     higher += [_filter_record("random", s, 0.2 + 0.02 * (s % 2)) for s in seeds]
     res = ex.analyse("filter", higher)
     comp = res["filtering"]["comparisons"]
     assert comp["top_p-no_filter"]["margin_end"]["verdict"] == "held"
+    assert comp["top_p-no_filter"]["margin_end"]["n"] == len(seeds)
     assert comp["top_p-random"]["margin_end"]["verdict"] == "held"
     # the same end margins on every seed, up to a small spread: equivalent within the bound
     same = [_filter_record(a, s, 0.2 + 0.01 * ((s + i) % 3)) for i, a in enumerate(("no_filter", "top_p", "random"))

@@ -48,7 +48,7 @@ from ragen_core.math.collapse import detect_harmful_collapse
 from ragen_core.math.stats import mean_ci
 
 __all__ = ["Variant", "Experiment", "EXPERIMENTS", "PREDICTIONS", "STABLE_BOUND", "FILTER_COMPARISONS",
-           "FILTER_EFFECT", "FILTER_SEEDS", "build_experiment", "analyse", "markdown", "seed_plan"]
+           "FILTER_EFFECT", "FILTER_SEEDS", "build_experiment", "analyse", "markdown", "own_records", "seed_plan"]
 
 #: A mean change of the margin within +-this (90% interval) is "stable": the equivalence bound of the study's
 #: margin outcome (docs/reproduction.md), fixed before the runs.
@@ -63,6 +63,9 @@ class Variant:
     config: str
     overrides: tuple[str, ...]
     purpose: str
+    #: (experiment, variant) whose runs these are: the same config and overrides, so a seed's run is shared (its
+    #: folder and record keep that experiment's name; :func:`own_records` renames them for this experiment)
+    same_runs_as: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -140,7 +143,8 @@ EXPERIMENTS: dict[str, Experiment] = {
     # (the same base config, overrides and common overrides), so a seed's no-filter run of the two is one run.
     "filter": Experiment("filter", (
         Variant("no_filter", "collapse_frozenlake.toml", _EMERGENT,
-                "every group trained on (the confirmation's runs: where the collapse emerged)"),
+                "every group trained on (the confirmation's runs: where the collapse emerged)",
+                same_runs_as=("confirm", "frozenlake_nopay_slippery_long")),
         Variant("top_p", "collapse_frozenlake.toml", (*_NOPAY, *_TOP_P, *_SLIPPERY_LONG),
                 "the method: top-p on reward variance, rho = 0.9"),
         Variant("random", "collapse_frozenlake.toml", (*_NOPAY, *_RANDOM, *_SLIPPERY_LONG),
@@ -226,9 +230,17 @@ def build_experiment(name: str, seeds: list[int], configs_dir: Path, cache_dir: 
         for seed in seeds:
             common = (f"run.seed={seed}", "run.progress=false", "run.max_minutes=0",
                       f'warm_start.cache_dir="{cache_dir}"', *exp.common)
-            specs.append(RunSpec(name, variant.name, seed, str(configs_dir / variant.config),
-                                 (*common, *variant.overrides)))
+            env, arm = variant.same_runs_as or (name, variant.name)
+            specs.append(RunSpec(env, arm, seed, str(configs_dir / variant.config), (*common, *variant.overrides)))
     return specs
+
+
+def own_records(name: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`records` with the runs a variant shares with another experiment (``Variant.same_runs_as``) renamed to this
+    experiment and that variant; the others unchanged."""
+    alias = {v.same_runs_as: v.name for v in EXPERIMENTS[name].variants if v.same_runs_as}
+    return [{**r, "env": name, "arm": alias[(r.get("env"), r.get("arm"))]}
+            if (r.get("env"), r.get("arm")) in alias else r for r in records]
 
 
 # ---------------------------------------------------------------------------------------------- analysis
@@ -352,6 +364,7 @@ def _account_verdict(account: str, arms: dict[str, Any], dose: dict[str, Any]) -
 
 def analyse(name: str, records: list[dict[str, Any]]) -> dict[str, Any]:
     """The analysis of experiment `name` from its run records (module docstring)."""
+    records = own_records(name, records)
     runs = [run_summary(r) for r in records]
     by_arm: dict[str, list[dict[str, Any]]] = {}
     for r in runs:
@@ -541,6 +554,7 @@ def figure(result: dict[str, Any], records: list[dict[str, Any]]) -> Any:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    records = own_records(result["experiment"], records)
     arms = list(dict.fromkeys(r["arm"] for r in records))
     fig, axes = plt.subplots(2, len(arms), figsize=(2.6 * len(arms), 5.2), sharex=True, squeeze=False)
     for j, arm in enumerate(arms):
