@@ -24,7 +24,8 @@ regenerates it).
 - ``filter`` (fresh seeds): finding 3 on the confirmed candidate: ``top_p`` minus ``no_filter`` (primary: the end
   margin) and minus ``random``, by the study's rules (:func:`ragen_core.apps.reproduce.analysis.finding_filtering`:
   held / contradicted / equivalent within the bounds / inconclusive); :func:`seed_plan` sizes the main run from a
-  pilot's paired SD (docs/collapse.md section 7.4).
+  pilot's paired SD (docs/collapse.md section 7.4). Registered for a candidate that ships; the one candidate so far
+  met the conditions on 3 of 5 fresh seeds, so it has not been run.
 """
 
 from __future__ import annotations
