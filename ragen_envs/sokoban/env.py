@@ -27,7 +27,9 @@ from ragen_envs.sokoban.solver import ACTION_NAMES, DEFAULT_MAX_STATES, Board, p
 from ragen_envs.spaces import MAX_OBSERVATION_CHARS
 from ragen_envs.validation import require_int
 
-OBS_FORMATS = ("grid", "coord", "grid_coord")
+OBS_FORMATS = ("grid", "coord", "grid_coord", "image")
+#: The text of ``obs_format="image"``: the same words for every state, so the image is all that tells levels apart.
+IMAGE_ONLY_TEXT = "The room is shown in the image."
 
 STEP_PENALTY = -0.1
 BOX_ON_TARGET_REWARD = 1.0
@@ -76,7 +78,8 @@ class SokobanEnv(TextAgentEnv):
         #_P_##
         ######
 
-    `"coord"` is the first four lines, `"grid"` the grid lines alone. Positions are `(row, col)`;
+    `"coord"` is the first four lines, `"grid"` the grid lines alone, `"image"` (with `vision=True` only) one
+    fixed sentence for every state: the text withheld, so that a policy has to read the picture. Positions are `(row, col)`;
     several positions are listed row-major, separated by ", ". Symbols (always listed in
     `info["instructions"]`): `#` wall, `_` floor, `O` target, `X` box, `√` box on target,
     `P` player, `S` player on target. Floor the player can never reach is shown as wall.
@@ -137,7 +140,8 @@ class SokobanEnv(TextAgentEnv):
     - `dim_room=(6, 6)`: generated room size (H, W), outer wall ring included; also the image frame.
     - `num_boxes=1`: boxes (= targets) of generated rooms.
     - `max_actions=10`: action budget per episode (truncation); None for no budget.
-    - `obs_format="grid_coord"`: `"grid"`, `"coord"` or `"grid_coord"`.
+    - `obs_format="grid_coord"`: `"grid"`, `"coord"`, `"grid_coord"`, or `"image"` (the text withheld; needs
+      `vision=True`).
     - `min_solution_len=1`, `max_solution_len=None`: bounds on the optimal solution length of
       generated rooms, in steps (None: `max_actions`, or no bound when `max_actions` is None).
     - `level_solver_max_states=100_000`: solver budget for `optimal_steps` of loaded levels.
@@ -183,6 +187,9 @@ class SokobanEnv(TextAgentEnv):
     ):
         if obs_format not in OBS_FORMATS:
             raise ValueError(f"obs_format must be one of {OBS_FORMATS}, got {obs_format!r}")
+        if obs_format == "image" and not vision:
+            raise ValueError('obs_format="image" withholds the text, so it needs the image: use vision=True '
+                             "(ragen/Sokoban-Vision-v0)")
         if not isinstance(dim_room, (tuple, list)) or len(dim_room) != 2:
             raise ValueError(f"dim_room must be a pair (H, W) of integers >= 3, got {dim_room!r}")
         level_solver_max_states = require_int("level_solver_max_states", level_solver_max_states, 0)
@@ -416,6 +423,8 @@ class SokobanEnv(TextAgentEnv):
 
     def _state_text(self) -> str:
         fmt = self.obs_format
+        if fmt == "image":
+            return IMAGE_ONLY_TEXT
         if fmt == "grid":
             return self._grid_text()
         coord = self._coord

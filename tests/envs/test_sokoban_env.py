@@ -287,6 +287,22 @@ def test_vision_observation():
         env.reset(options={"level": "#########\n#@ $   .#\n#########"})
 
 
+def test_image_format_withholds_the_text_and_keeps_the_picture():
+    """obs_format="image": the same text for every level and step, the image still tells them apart; a text-only
+    env refuses it (it would show nothing about the state)."""
+    env = SokobanEnv(vision=True, obs_format="image")
+    a, _ = env.reset(seed=1)
+    b, _ = env.reset(seed=2)
+    assert a["text"] == b["text"] and not np.array_equal(a["image"], b["image"])
+    assert "(" not in a["text"] and "#" not in a["text"]  # no coordinate, no grid
+    moved, *_ = env.step(answer("Right"))
+    assert moved["text"] == a["text"]
+    oracle = SokobanEnv(vision=True)  # the picture is the one the other formats show
+    assert np.array_equal(oracle.reset(seed=2)[0]["image"], b["image"])
+    with pytest.raises(ValueError, match="vision=True"):
+        SokobanEnv(obs_format="image")
+
+
 def test_text_step_never_renders(monkeypatch):
     env = SokobanEnv(max_actions=None)
     env.reset(seed=0)

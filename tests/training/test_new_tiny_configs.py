@@ -23,7 +23,6 @@ from ragen_core.apps.train import preflight
 from ragen_core.rollout import RolloutSettings, reset_episode
 from ragen_core.training.config import load_config
 from ragen_core.training.trainer import Trainer
-from ragen_envs.sokoban.env import SokobanEnv
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 #: config file -> (does the env say which actions are final, the words its tokenizer should know).
@@ -79,16 +78,9 @@ def test_new_config_loads_and_trains_two_steps(name, make_tiny_policy, tmp_path)
 
 
 # ---------------------------------------------------------------------------------------------- vision
-class ImageOnlySokoban(SokobanEnv):
-    """Sokoban whose text observation says nothing about the level: the image is all the policy sees."""
-
-    def _state_text(self) -> str:
-        return "See the image."
-
-
-IMAGE_ONLY_ID = "test/SokobanImageOnly-Vision-v0"
-if IMAGE_ONLY_ID not in gym.registry:
-    gym.register(id=IMAGE_ONLY_ID, entry_point=ImageOnlySokoban, kwargs={"vision": True})
+#: The text withheld: Sokoban's obs_format="image" shows one fixed sentence for every state, so the image is all
+#: the policy sees of the level.
+IMAGE_ONLY = 'env.kwargs.obs_format="image"'
 
 
 @pytest.fixture(scope="module")
@@ -116,9 +108,9 @@ def _first_prompt(env_id: str, kwargs: dict[str, Any], seed: int, policy: Any) -
 def test_the_policy_reads_the_image_when_the_text_is_withheld(vision_policy):
     """Two levels with the text withheld: the prompts are the same tokens, the images differ, and the model's
     log-probs of one response differ with the image (and not between two calls with the same image)."""
-    kwargs = load_config(CONFIGS / "sokoban_vision_tiny.toml").env.kwargs
-    ids_a, image_a = _first_prompt(IMAGE_ONLY_ID, kwargs, 1, vision_policy)
-    ids_b, image_b = _first_prompt(IMAGE_ONLY_ID, kwargs, 2, vision_policy)
+    cfg = load_config(CONFIGS / "sokoban_vision_tiny.toml", [IMAGE_ONLY])
+    ids_a, image_a = _first_prompt(cfg.env.id, cfg.env.kwargs, 1, vision_policy)
+    ids_b, image_b = _first_prompt(cfg.env.id, cfg.env.kwargs, 2, vision_policy)
     assert ids_a == ids_b and not np.array_equal(image_a, image_b)
     response = list(vision_policy.tokenizer("<think> go </think> <answer> Up </answer>",
                                             add_special_tokens=False)["input_ids"])
@@ -131,7 +123,7 @@ def test_the_policy_reads_the_image_when_the_text_is_withheld(vision_policy):
 
 
 def test_a_run_with_the_text_withheld_trains(vision_policy, tmp_path):
-    cfg = load_config(CONFIGS / "sokoban_vision_tiny.toml", [*SMALL, f'env.id="{IMAGE_ONLY_ID}"'])
+    cfg = load_config(CONFIGS / "sokoban_vision_tiny.toml", [*SMALL, IMAGE_ONLY])
     trainer = Trainer(cfg, tmp_path / "run", policy=vision_policy)
     trainer.fit()
     records = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
