@@ -11,8 +11,9 @@ starts nothing and aggregates the finished runs, naming the missing ones in the 
 Results: `benchmarks/results/learning.json` (`learning_quick.json` with `--quick`): per run the validation
 curve (greedy success on the config's held-out seeds against the RL step; step 0 is after the warm start), per
 config and variant the mean curve with its min-max band over seeds, the gain after RL with its 95% t-interval over
-seeds, and a Markdown table for the README; `learning.png` plots the curves. The full run (12 configs x 3 seeds x
-2 variants) takes hours; `--quick` (one seed, top-p only, `run.steps` / 3) is what `make bench` runs.
+seeds, and a Markdown table for the README; `learning.png` plots the curves. `sokoban_vision_image` is the vision
+config with the text withheld (`env.kwargs.obs_format="image"`). The full run (13 configs x 3 seeds x 2 variants)
+takes hours; `--quick` (one seed, top-p only, `run.steps` / 3) is what `make bench` runs.
 A run of some configs (`--configs a,b`) keeps the other configs' runs of the results file it rewrites (each record
 names the commit it was measured at), so the table grows config by config.
 """
@@ -46,7 +47,11 @@ CONFIGS = {
     "math": "configs/math_tiny.toml",
     "code": "configs/code_tiny.toml",
     "sokoban_vision": "configs/sokoban_vision_tiny.toml",
+    "sokoban_vision_image": "configs/sokoban_vision_tiny.toml",
 }
+#: name -> overrides of its config file: Sokoban with the text withheld (the image alone shows the level), which
+#: shows whether the vision policy reads the picture; the shipped vision config's text carries the coordinates.
+CONFIG_OVERRIDES: dict[str, list[str]] = {"sokoban_vision_image": ['env.kwargs.obs_format="image"']}
 VARIANTS = {"top_p": [], "no_filter": ["filter.enabled=false"]}
 
 
@@ -56,7 +61,8 @@ def run_one(name: str, seed: int, variant: str, runs_dir: Path, extra: list[str]
     done = run_dir / "done.json"
     if done.is_file():
         return json.loads(done.read_text())
-    overrides = [f"run.seed={seed}", "run.progress=false", *VARIANTS[variant], *extra]
+    overrides = [f"run.seed={seed}", "run.progress=false", *CONFIG_OVERRIDES.get(name, []), *VARIANTS[variant],
+                 *extra]
     if (run_dir / "checkpoints" / "latest.pt").is_file() and (run_dir / "config.toml").is_file():
         cmd = [sys.executable, "-m", "ragen_core.apps.train", "--resume", str(run_dir)]
     else:
@@ -224,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         from ragen_core.training.config import load_config
 
         for n in names:
-            cfg = load_config(ROOT / CONFIGS[n])
+            cfg = load_config(ROOT / CONFIGS[n], CONFIG_OVERRIDES.get(n, []))
             extra[n] = [f"run.steps={max(1, cfg.run.steps // 3)}",
                         f"eval.every={max(1, cfg.eval.every // 3)}", f"run.max_minutes={cfg.run.max_minutes / 3:g}"]
     from tqdm.auto import tqdm

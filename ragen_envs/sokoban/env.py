@@ -79,8 +79,8 @@ class SokobanEnv(TextAgentEnv):
         ######
 
     `"coord"` is the first four lines, `"grid"` the grid lines alone, `"image"` (with `vision=True` only) one
-    fixed sentence for every state: the text withheld, so that a policy has to read the picture. Positions are `(row, col)`;
-    several positions are listed row-major, separated by ", ". Symbols (always listed in
+    fixed sentence for every state: the text withheld, so that a policy has to read the picture. Positions are
+    `(row, col)`; several positions are listed row-major, separated by ", ". Symbols (always listed in
     `info["instructions"]`): `#` wall, `_` floor, `O` target, `X` box, `√` box on target,
     `P` player, `S` player on target. Floor the player can never reach is shown as wall.
     After a response without any valid action the observation starts with a line saying that

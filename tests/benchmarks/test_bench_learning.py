@@ -3,6 +3,8 @@
 import json
 import math
 
+import pytest
+
 from benchmarks.bench_learning import aggregate, curve_record, markdown
 
 #: t quantile 0.975 at 2 degrees of freedom, from a printed table (an independent reference).
@@ -91,3 +93,23 @@ def test_a_run_of_some_configs_keeps_the_other_configs_records(tmp_path, monkeyp
     assert sorted((r["config"], r["commit"]) for r in out["runs"]) == [("bandit", "old"), ("sokoban", "new")]
     assert out["summary"]["sokoban/top_p"]["before"] == [0.1]
     assert "old (bandit)" in out["markdown"] and "new (sokoban)" in out["markdown"]
+
+
+def test_the_image_only_config_is_the_vision_config_with_the_text_withheld(tmp_path, monkeypatch):
+    import benchmarks.bench_learning as bl
+    from ragen_core.training.config import load_config
+
+    seen = []
+
+    def fake_run(cmd, **kwargs):
+        seen.append(cmd)
+        raise SystemExit  # stop before reading the (absent) run
+
+    monkeypatch.setattr(bl.subprocess, "run", fake_run)
+    with pytest.raises(SystemExit):
+        bl.run_one("sokoban_vision_image", 0, "top_p", tmp_path, [])
+    cmd = seen[0]
+    assert cmd[cmd.index("ragen_core.apps.train") + 1].endswith("configs/sokoban_vision_tiny.toml")
+    assert 'env.kwargs.obs_format="image"' in cmd
+    cfg = load_config(bl.ROOT / bl.CONFIGS["sokoban_vision_image"], bl.CONFIG_OVERRIDES["sokoban_vision_image"])
+    assert cfg.env.id == "ragen/Sokoban-Vision-v0" and cfg.env.kwargs["obs_format"] == "image"
