@@ -148,9 +148,6 @@ class WebShopEnv(TextAgentEnv):
       price_upper?, type?, category?, query?, asin?}` (needs `products`; without it instructions are
       generated from the products). Errors name file, line and field.
     - `max_turns` (default 9), `action_format`, `format_penalty`, `render_mode` (None or "ansi").
-    - `oracle_clicks` (default "asin"): how `oracle()` / `oracle_step()` open a product on the results page,
-      by its ASIN or by its exact title ("title"; the ASIN where two results share the title). Changes
-      only what the demonstrator writes, never which actions are valid or how they score.
 
     ## Version History
     - v0: first version (procedural catalogue, WebShop's reward, bm25s search, strict loaders).
@@ -190,7 +187,6 @@ class WebShopEnv(TextAgentEnv):
         products: str | Path | None = None,
         instructions: str | Path | None = None,
         max_turns: int = 9,
-        oracle_clicks: str = "asin",
         action_format: protocol.ActionFormat = "tagged",
         format_penalty: float = protocol.FORMAT_PENALTY,
         render_mode: str | None = None,
@@ -210,9 +206,6 @@ class WebShopEnv(TextAgentEnv):
         catalog_seed = require_int("catalog_seed", catalog_seed)
         self.per_page = int(results_per_page)
         self.max_results = int(max_results)
-        if oracle_clicks not in ("asin", "title"):
-            raise ValueError(f"oracle_clicks must be 'asin' or 'title', got {oracle_clicks!r}")
-        self.oracle_clicks = oracle_clicks
 
         if products is None:
             config = CatalogConfig(
@@ -384,7 +377,7 @@ class WebShopEnv(TextAgentEnv):
             elif s.page_no > target_page:
                 action = f"click[{pages.PREV}]"
             else:
-                action = f"click[{self._product_label(plan.asin)}]"
+                action = f"click[{plan.asin}]"
         elif s.page == "item":
             if self.catalog.products[s.item].asin != plan.asin:
                 action = f"click[{pages.PREV}]"
@@ -394,17 +387,6 @@ class WebShopEnv(TextAgentEnv):
         else:
             action = f"click[{pages.BUY}]"
         return [action]
-
-    def _product_label(self, asin: str) -> str:
-        """What the oracle clicks to open product `asin` on the results page: its ASIN, or with
-        ``oracle_clicks="title"`` its title when that title opens this product here (two results of one title
-        open the first; then the ASIN). Titles are words of the catalogue, which a small model copies far more
-        reliably than ten random characters; both are valid clicks for every policy."""
-        if self.oracle_clicks == "title":
-            title = self.catalog.products[self.catalog.by_asin[asin]].title
-            if pages.resolve_click(title, self.state, self.catalog, self.per_page) == asin:
-                return title
-        return asin
 
     # ------------------------------------------------------------------ training hooks
     def oracle_step(self, reasoning: str = "full") -> tuple[str, list[str]]:
