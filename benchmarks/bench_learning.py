@@ -265,7 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     png = RESULTS / f"learning{suffix}.png"
     plot(summary, png)
     result = {
-        "benchmark": "learning", "quick": args.quick, "seeds": seeds, "runs": sorted(
+        "benchmark": "learning", "quick": args.quick, "seeds": sorted({int(r["seed"]) for r in records}),
+        "runs": sorted(
             records, key=lambda r: (list(CONFIGS).index(r["config"]), r["variant"], r["seed"])),
         "summary": summary, "wall_minutes": (time.perf_counter() - start) / 60.0, "failures": failures,
         "missing": missing, "run_minutes_total": run_minutes,

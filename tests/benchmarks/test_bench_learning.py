@@ -81,7 +81,7 @@ def test_a_run_of_some_configs_keeps_the_other_configs_records(tmp_path, monkeyp
     _write_run(runs / "sokoban-top_p-s0", [(0, 0.1), (10, 0.5)])
     rec = curve_record(runs / "sokoban-top_p-s0", "sokoban", 0, "top_p")
     (runs / "sokoban-top_p-s0" / "done.json").write_text(json.dumps({**rec, "commit": "new"}))
-    old = [{**rec, "config": "bandit", "commit": "old"}, {**rec, "before": 0.0, "commit": "old"},
+    old = [{**rec, "config": "bandit", "seed": 2, "commit": "old"}, {**rec, "before": 0.0, "commit": "old"},
            {**rec, "config": "retired_config"}]
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "learning.json").write_text(json.dumps({"runs": old}))
@@ -92,6 +92,7 @@ def test_a_run_of_some_configs_keeps_the_other_configs_records(tmp_path, monkeyp
     # sokoban's seed 0 measured now replaces the old record; bandit's stays; an unknown config is dropped
     assert sorted((r["config"], r["commit"]) for r in out["runs"]) == [("bandit", "old"), ("sokoban", "new")]
     assert out["summary"]["sokoban/top_p"]["before"] == [0.1]
+    assert out["seeds"] == [0, 2]  # the seeds of every record kept, not only of the configs run now
     assert "old (bandit)" in out["markdown"] and "new (sokoban)" in out["markdown"]
 
 
