@@ -143,9 +143,6 @@ class SudokuEnv(TextAgentEnv):
     * `max_actions="auto"`: the placement budget; `"auto"` is n * n, None unlimited.
     * `render_mode=None` (`"ansi"`), and the protocol options of `TextAgentEnv`: `action_format`,
       `max_actions_per_turn` (2), `max_turns`, `format_penalty`.
-    * `cell_notes=False`: with True, the observation adds one line per empty cell after the grid, the digits
-      its row, column and box hold (`R1C3 sees 1 2 4.`): an easier reading of the same puzzle for a small
-      model (the lookup across the 2-D grid is done; which cell to fill and which digit is left to it).
 
     ## Version History
     * v0: initial version.
@@ -167,12 +164,8 @@ class SudokuEnv(TextAgentEnv):
         max_actions_per_turn: int = 2,
         max_turns: int | None = None,
         format_penalty: float = protocol.FORMAT_PENALTY,
-        cell_notes: bool = False,
     ):
         self.n = require_int("size", size, 4)
-        if not isinstance(cell_notes, bool):
-            raise ValueError(f"cell_notes must be True or False, got {cell_notes!r}")
-        self.cell_notes = cell_notes
         self.b = box_side(self.n)
         if self.n not in DIFFICULTY_GIVENS:
             raise ValueError(f"size must be one of {sorted(DIFFICULTY_GIVENS)}, got {size!r}")
@@ -321,20 +314,7 @@ class SudokuEnv(TextAgentEnv):
             cells = [str(v) if v else "." for v in self.board[r * n : (r + 1) * n]]
             lines.append(f"R{r + 1}".ljust(label) + line(cells))
         lines.append(f"Empty cells: {self.board.count(0)}")
-        if self.cell_notes:
-            lines.extend(self._notes())
         return "\n".join(lines)
-
-    def _notes(self) -> list[str]:
-        """``cell_notes``: one line per empty cell, in reading order, naming the digits its row, column and box
-        already hold (``R1C3 sees 1 2 4.``): the peer lookup done for the reader, the deduction left to it."""
-        p = peers(self.n)
-        out = []
-        for i, v in enumerate(self.board):
-            if v == 0:
-                seen = sorted({self.board[j] for j in p[i] if self.board[j]})
-                out.append(f"{self._cell(i)} sees {' '.join(map(str, seen)) or 'nothing'}.")
-        return out
 
     def _observation_text(self, notice: str | None) -> str:
         # The board comes last and the lines above it are capped (`listed_refusals`), so no response can push

@@ -393,29 +393,3 @@ def test_x_pipes_300_times_keeps_the_grid_and_the_notice():
     assert _grid_in_text(obs, 4) == env.board == list(env.puzzle)
     assert "Your answer had no valid action; the state is unchanged." in obs
     assert "... and 295 more refused pieces of your answer." in obs
-
-
-def test_cell_notes_list_what_each_empty_cell_sees_by_a_plain_scan():
-    """cell_notes=True: one line per empty cell in reading order, the digits of its row, column and 2x2 box read
-    off the printed grid by a plain scan (not the env's peer table); off by default; a bad value is refused."""
-    env = gym.make("ragen/Sudoku-v0", size=4, givens=8, max_actions_per_turn=1, cell_notes=True).unwrapped
-    plain = gym.make("ragen/Sudoku-v0", size=4, givens=8, max_actions_per_turn=1).unwrapped
-    for seed in range(5):
-        obs, _ = env.reset(seed=seed)
-        assert "sees" not in plain.reset(seed=seed)[0]
-        for _ in range(3):  # also after placements (the notes follow the board)
-            rows = [ln.split()[1:] for ln in obs.splitlines() if re.fullmatch(r"R\d .*", ln)]
-            grid = [[0 if x == "." else int(x) for x in r if x != "|"] for r in rows]
-            expected = []
-            for r in range(4):
-                for c in range(4):
-                    if grid[r][c] == 0:
-                        box = {grid[rr][cc] for rr in range(r - r % 2, r - r % 2 + 2)
-                               for cc in range(c - c % 2, c - c % 2 + 2)}
-                        seen = sorted(({*grid[r], *(grid[k][c] for k in range(4))} | box) - {0})
-                        expected.append(f"R{r + 1}C{c + 1} sees {' '.join(map(str, seen))}.")
-            assert obs.splitlines()[-len(expected):] == expected
-            _, placements = env.oracle_step()
-            obs, *_ = env.step(f"<think>x</think><answer>{placements[0]}</answer>")
-    with pytest.raises(ValueError, match="cell_notes"):
-        gym.make("ragen/Sudoku-v0", cell_notes="yes")
