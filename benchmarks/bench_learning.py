@@ -117,7 +117,8 @@ def curve_record(run_dir: Path, name: str, seed: int, variant: str) -> dict[str,
 
 
 def aggregate(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per (config, variant): mean curve and min-max band over seeds, gain with its 95% t-interval."""
+    """Per (config, variant): mean curve and min-max band over seeds (at the steps every seed reached), each seed's
+    whole curve (a run stopped by its time cap ends earlier than the others), gain with its 95% t-interval."""
     from ragen_core.math.stats import mean_ci
 
     out: dict[str, Any] = {}
@@ -137,6 +138,7 @@ def aggregate(records: list[dict[str, Any]]) -> dict[str, Any]:
                 "mean": [sum(c[s] for c in curves) / len(curves) for s in steps],
                 "min": [min(c[s] for c in curves) for s in steps],
                 "max": [max(c[s] for c in curves) for s in steps],
+                "seed_curves": [[list(p) for p in r["curve"]] for r in runs],
                 "before": [r["before"] for r in runs], "after": [r["after"] for r in runs],
                 "gain_mean": gain, "gain_ci95": [lo, hi],
                 "minutes_per_run": sum((r["sft_s"] or 0.0) + r["rl_s"] for r in runs) / len(runs) / 60.0,
@@ -189,6 +191,8 @@ def plot(summary: dict[str, Any], path: Path) -> None:
             label = f"{'top-p 0.9' if variant == 'top_p' else 'no filter'} ({len(s['seeds'])} seeds)"
             ax.plot(s["steps"], s["mean"], color=color, marker="o", ms=3, label=label)
             ax.fill_between(s["steps"], s["min"], s["max"], color=color, alpha=0.2)
+            for curve in s.get("seed_curves", []):  # each seed to its own last step (thin, dashed)
+                ax.plot([x for x, _ in curve], [y for _, y in curve], color=color, lw=0.8, ls="--", alpha=0.6)
         ax.set_title(name)
         ax.set_xlabel("RL step (0 = after the warm start)")
         ax.set_ylim(-0.02, 1.02)

@@ -114,3 +114,13 @@ def test_the_image_only_config_is_the_vision_config_with_the_text_withheld(tmp_p
     assert 'env.kwargs.obs_format="image"' in cmd
     cfg = load_config(bl.ROOT / bl.CONFIGS["sokoban_vision_image"], bl.CONFIG_OVERRIDES["sokoban_vision_image"])
     assert cfg.env.id == "ragen/Sokoban-Vision-v0" and cfg.env.kwargs["obs_format"] == "image"
+
+
+def test_seeds_cut_at_different_steps_keep_their_whole_curves():
+    """The mean and band use the steps every seed reached; each seed's own curve, to its last step, is kept too
+    (a run stopped by its time cap must not lose its final validation from the summary)."""
+    recs = [{"config": "game2048", "variant": "top_p", "seed": s, "curve": c, "before": 0.0, "after": c[-1][1],
+             "sft_s": 1.0, "rl_s": 1.0} for s, c in ((0, [[0, 0.0], [10, 0.5], [17, 0.7]]), (1, [[0, 0.0], [10, 0.1]]))]
+    summary = aggregate(recs)["game2048/top_p"]
+    assert summary["steps"] == [0, 10] and summary["mean"] == pytest.approx([0.0, 0.3])
+    assert summary["seed_curves"] == [[[0, 0.0], [10, 0.5], [17, 0.7]], [[0, 0.0], [10, 0.1]]]
