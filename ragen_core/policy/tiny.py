@@ -3,8 +3,8 @@
 `build_tiny_model(out_dir)` writes a directory that loads through the same path as a real model
 (`HFPolicy.from_pretrained(out_dir)`, i.e. `AutoModelForCausalLM` + `AutoTokenizer`):
 
-- **Tokenizer**: byte-level BPE trained with the `tokenizers` library on the envs' text (see
-  `default_corpus`), so every Unicode string round-trips (`√`, grids, newlines). Special tokens
+- **Tokenizer**: byte-level BPE trained with the `tokenizers` library on a pinned corpus of the envs'
+  text (see "Pinning" below), so every Unicode string round-trips (`√`, grids, newlines). Special tokens
   `<|endoftext|>` (pad), `<|im_start|>`, `<|im_end|>` (EOS) and `<image>` (vision placeholder); the
   response-format tags `<think>`, `</think>`, `<answer>`, `</answer>` are added as ordinary
   (non-special) single tokens, so they survive decoding and `</answer>` is one token. A Qwen-style
@@ -14,8 +14,8 @@
   tied input/output embeddings), weights initialised by transformers' own init under a forked,
   explicitly seeded torch RNG (the global RNG state is left untouched).
 
-Sizes (parameters counted once for the tied embeddings; measured with the default corpus, whose
-BPE vocabulary is ~950 tokens, below the `vocab_size=1024` bound):
+Sizes (parameters counted once for the tied embeddings; measured with the pinned corpus v1, whose
+BPE vocabulary fills the `vocab_size=1024` bound: 1028 tokens with the four format tags):
 
     default  hidden=128, layers=2, heads=4 (kv 2), mlp=4*hidden   0.62 M (text)
              hidden=192, layers=4                                   2.4 M (text), 2.59 M (vision)
@@ -23,7 +23,8 @@ BPE vocabulary is ~950 tokens, below the `vocab_size=1024` bound):
              hidden=64, layers=2                                   0.18 M (text), 0.24 M (vision)
     vision   + patch encoder: Conv2d(3, hidden, 16, stride 16), position embedding, LayerNorm, Linear
 
-A build (tokenizer training + init + save) takes 0.3-2 s on one CPU core.
+A default build (reading the pinned corpus, tokenizer training, init, save) takes about 0.15 s on one CPU
+core; generating a corpus from the envs (`generate_corpus`, only to write a new version) takes 2-4 s more.
 
 - **Vision** (`vision=True`): `TinyVisionForCausalLM` (model type `ragen_tiny_vision`, registered with
   `AutoConfig` / `AutoModelForCausalLM` when this module is imported). An image (uint8 HxWx3, e.g. a
@@ -48,16 +49,29 @@ A build (tokenizer training + init + save) takes 0.3-2 s on one CPU core.
 
 Everything is seeded and deterministic: the same arguments give byte-identical tokenizer files and
 identical weights.
+
+**Pinning.** The default model (`build_tiny_model(out, corpus=None)`, `default_tiny_model_dir`, `"tiny"` in a
+config) trains its tokenizer on a corpus shipped with the package, `data/tiny_corpus_v{N}.json.gz` of
+`TINY_CORPUS_VERSION`, and never steps an env: editing an env's wording, or adding an env, changes no model.
+The file's texts are checked against `TINY_CORPUS_SHA256` when read, and the built model's digest
+(`tiny_model_digest`) is recorded in `TINY_MODEL_SHA256` (tests/policy/test_tiny_pinned.py checks it). A new
+corpus is a new version: `python scripts/write_tiny_corpus.py` writes `tiny_corpus_v{N+1}.json.gz` from
+today's envs (`generate_corpus`) and prints the digests to record; then bump `TINY_CORPUS_VERSION` and record
+both digests. A change of the recipe (tokenizer training, config, init) bumps `TINY_FORMAT_VERSION` and records
+new model digests. Version 1 is the text `generate_corpus()` (then named `default_corpus`) gave at commit 6bd8167.
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
 import shutil
+import struct
 import tempfile
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +88,21 @@ from transformers import (
 
 #: Bump when the build recipe changes: it is part of the cache key of `default_tiny_model_dir`.
 TINY_FORMAT_VERSION = 2
+
+#: The tokenizer corpus of the default model: `data/tiny_corpus_v{TINY_CORPUS_VERSION}.json.gz`.
+TINY_CORPUS_VERSION = 1
+#: `corpus_digest` of each shipped corpus version's texts; a file that no longer matches is refused.
+TINY_CORPUS_SHA256 = {
+    1: "01a96e74c0ea5197bf4d2246b607daa6a64dca9ba6c83dec9b57153c174517a9",
+}
+#: `tiny_model_digest` of the default models (`build_tiny_model(out, vision=...)`, no other argument) built from
+#: corpus `TINY_CORPUS_VERSION` by recipe `TINY_FORMAT_VERSION`. Record new values with each bump of either.
+TINY_MODEL_SHA256 = {
+    "text": "cb3b971081ad3b16922e8545610ca78ec1d9ff8ef233aee767f684ff195a4424",
+    "vision": "61990f7e670bf163e94cc0b4c9a432314ddf82a371da40bfdbff72731bcb76c3",
+}
+#: Where the corpus files are shipped (package data).
+CORPUS_DIR = Path(__file__).resolve().parent / "data"
 
 PAD_TOKEN = "<|endoftext|>"
 IM_START = "<|im_start|>"
@@ -192,16 +221,19 @@ def _env_text(env_id: str, seeds: Sequence[int], steps: int, rng: np.random.Gene
         env.close()
 
 
-def default_corpus(
+def generate_corpus(
     seeds: Sequence[int] = (0, 1, 2, 3, 4, 5), steps: int = 4, seed: int = 0
 ) -> tuple[list[str], list[str]]:
-    """The text the tiny tokenizer is trained on.
+    """Generate a tokenizer corpus from today's envs (the source of a new `tiny_corpus_v{N}` file).
 
     A built-in sample (instructions, grids, the RAGEN turn layout, responses in the
     `<think> ... </think> <answer> ... </answer>` format, action names) plus, for every id in
     `ragen_envs.registration.ENV_SPECS` that can be made, the instructions and observations of
     `len(seeds)` seeded episodes stepped `steps` times with random well-formed responses.
     Envs that fail to import or run are skipped (they may not exist yet), never fatal.
+
+    The default model does not read this (it reads the shipped file, `load_tiny_corpus`); version 1 of
+    that file is this function's output with the default arguments at commit 6bd8167.
 
     Returns:
         (texts, env_ids_used): the corpus and the env ids that contributed to it.
@@ -222,6 +254,86 @@ def default_corpus(
         texts.extend(env_texts)
         used.append(spec.id)
     return texts, used
+
+
+@dataclass(frozen=True)
+class TinyCorpus:
+    """A versioned tokenizer corpus (`load_tiny_corpus`): its texts are used as they are, built-in sample included.
+
+    Attributes:
+        version: the file's version (`tiny_corpus_v{version}.json.gz`).
+        texts: the tokenizer's training text, in order.
+        env_ids: the env ids whose text it holds (when it was generated).
+        sha256: `corpus_digest(texts)`.
+    """
+
+    version: int
+    texts: tuple[str, ...]
+    env_ids: tuple[str, ...]
+    sha256: str
+
+
+def corpus_digest(texts: Iterable[str]) -> str:
+    """SHA-256 of a corpus: each text's UTF-8 bytes followed by a NUL byte, in order."""
+    h = hashlib.sha256()
+    for t in texts:
+        h.update(t.encode("utf-8"))
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+def corpus_path(version: int = TINY_CORPUS_VERSION, directory: str | os.PathLike | None = None) -> Path:
+    """The file of corpus `version`: `tiny_corpus_v{version}.json.gz` in `directory` (default: the shipped one)."""
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ValueError(f"version must be an int >= 1, got {version!r}")
+    return Path(directory or CORPUS_DIR) / f"tiny_corpus_v{version}.json.gz"
+
+
+def load_tiny_corpus(version: int = TINY_CORPUS_VERSION, directory: str | os.PathLike | None = None) -> TinyCorpus:
+    """Read corpus `version` (the shipped file unless `directory` is given); no env is imported or stepped.
+
+    A version recorded in `TINY_CORPUS_SHA256` must match its digest: a shipped file edited in place raises
+    ValueError (write a new version instead, `scripts/write_tiny_corpus.py`). An unrecorded version (one being
+    prepared) is read without that check.
+    """
+    path = corpus_path(version, directory)
+    if not path.is_file():
+        raise FileNotFoundError(f"no tiny-model corpus version {version}: {path} does not exist")
+    data = json.loads(gzip.decompress(path.read_bytes()).decode("utf-8"))
+    texts = data.get("texts") if isinstance(data, dict) else None
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts) or data.get("version") != version:
+        raise ValueError(f"{path} is not a tiny-model corpus of version {version} "
+                         "(a JSON object with 'version' and 'texts', a list of strings)")
+    digest = corpus_digest(texts)
+    want = TINY_CORPUS_SHA256.get(version)
+    if want is not None and digest != want:
+        raise ValueError(
+            f"{path} has corpus digest {digest}, but version {version} is recorded as {want} "
+            "(TINY_CORPUS_SHA256): a shipped corpus is never edited; write a new version with "
+            "scripts/write_tiny_corpus.py and bump TINY_CORPUS_VERSION"
+        )
+    return TinyCorpus(version=version, texts=tuple(texts), env_ids=tuple(data.get("env_ids", ())), sha256=digest)
+
+
+def write_tiny_corpus(
+    texts: Sequence[str], version: int, *, env_ids: Sequence[str] = (), directory: str | os.PathLike | None = None,
+    generator: dict[str, Any] | None = None, overwrite: bool = False,
+) -> Path:
+    """Write `texts` as corpus `version` (gzipped JSON, byte-reproducible: no time stamp, no file name).
+
+    Refuses to replace an existing file unless `overwrite` (a shipped version is never rewritten). Returns the path.
+    """
+    path = corpus_path(version, directory)
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} exists; a corpus version is written once (choose a new version)")
+    texts = [str(t) for t in texts]
+    data = {"version": version, "sha256": corpus_digest(texts), "env_ids": list(env_ids),
+            "generator": generator or {}, "texts": texts}
+    raw = json.dumps(data, ensure_ascii=False, indent=0).encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as fh, gzip.GzipFile(filename="", mode="wb", fileobj=fh, compresslevel=9, mtime=0) as gz:
+        gz.write(raw)
+    return path
 
 
 # ------------------------------------------------------------------------------------------ tokenizer
@@ -390,7 +502,7 @@ def count_parameters(model: nn.Module) -> int:
 
 def build_tiny_model(
     out_dir: str | os.PathLike,
-    corpus: Iterable[str] | None = None,
+    corpus: Iterable[str] | TinyCorpus | None = None,
     *,
     vocab_size: int = 1024,
     hidden: int = 128,
@@ -408,8 +520,10 @@ def build_tiny_model(
 
     Args:
         out_dir: where to save (created; existing files with the same names are overwritten).
-        corpus: tokenizer training text; None -> `default_corpus()`. A given corpus is used together
-            with the built-in format sample, so the format tags and symbols are always covered.
+        corpus: tokenizer training text. None: the pinned corpus `load_tiny_corpus()` (version
+            `TINY_CORPUS_VERSION`; no env is stepped). A `TinyCorpus` is used as it is (it holds the built-in
+            sample). Any other iterable of strings is used together with the built-in format sample, so the
+            format tags and symbols are always covered.
         vocab_size: BPE vocabulary upper bound (the model's vocabulary is the tokenizer's length).
         hidden, layers, heads, kv_heads, intermediate: transformer sizes (`intermediate` defaults to
             4 * hidden; `kv_heads` None means `heads`). `hidden` must be divisible by `heads`.
@@ -435,9 +549,11 @@ def build_tiny_model(
     out.mkdir(parents=True, exist_ok=True)
 
     if corpus is None:
-        texts, used = default_corpus()
+        corpus = load_tiny_corpus()
+    if isinstance(corpus, TinyCorpus):
+        texts, used, version = list(corpus.texts), list(corpus.env_ids), corpus.version
     else:
-        texts, used = [_BUILTIN_TEXT, *(str(t) for t in corpus)], []
+        texts, used, version = [_BUILTIN_TEXT, *(str(t) for t in corpus)], [], None
     tokenizer = build_tokenizer(texts, vocab_size=vocab_size)
     intermediate = intermediate or 4 * hidden
 
@@ -481,8 +597,9 @@ def build_tiny_model(
         "parameters": count_parameters(model),
         "vocab_size": len(tokenizer),
         "vision": vision,
+        "corpus_version": version,
+        "corpus_sha256": corpus_digest(texts),
         "env_ids_in_corpus": used,
-        "corpus_sha256": _corpus_digest(texts),
         "args": dict(
             hidden=hidden,
             layers=layers,
@@ -500,11 +617,52 @@ def build_tiny_model(
     return out
 
 
-def _corpus_digest(texts: Sequence[str]) -> str:
+#: The files `tiny_model_digest` reads, in this order: the tokenizer (vocabulary, merges, added tokens) and the chat
+#: template byte for byte, then the weights. The configs (they carry the transformers version) are not read.
+DIGEST_FILES = ("tokenizer.json", "chat_template.jinja", "model.safetensors")
+
+
+def _safetensors_tensors(path: Path) -> list[tuple[str, str, list[int], bytes]]:
+    """(name, dtype, shape, raw bytes) of every tensor of a safetensors file, sorted by name (header metadata
+    such as `{"format": "pt"}` and the layout of the file are left out)."""
+    raw = path.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + n])
+    base = 8 + n
+    out = []
+    for name in sorted(k for k in header if k != "__metadata__"):
+        info = header[name]
+        start, end = info["data_offsets"]
+        out.append((name, str(info["dtype"]), [int(x) for x in info["shape"]], raw[base + start : base + end]))
+    return out
+
+
+def tiny_model_digest(path: str | os.PathLike) -> str:
+    """SHA-256 of a built tiny model: what makes it this model and no other.
+
+    Hashed in this order: for each of `DIGEST_FILES`, its name and length-prefixed content; `tokenizer.json` and
+    `chat_template.jinja` byte for byte, `model.safetensors` as its tensors sorted by name (name, dtype, shape,
+    data). Equal digests mean the same tokenizer, template and initial weights. Raises FileNotFoundError when a
+    file is missing.
+    """
+    root = Path(path)
     h = hashlib.sha256()
-    for t in texts:
-        h.update(t.encode("utf-8"))
-        h.update(b"\x00")
+
+    def put(b: bytes) -> None:
+        h.update(struct.pack("<Q", len(b)))
+        h.update(b)
+
+    for name in DIGEST_FILES:
+        file = root / name
+        if not file.is_file():
+            raise FileNotFoundError(f"{file} is missing; is {root} a tiny model built by build_tiny_model?")
+        put(name.encode())
+        if name.endswith(".safetensors"):
+            for tensor, dtype, shape, data in _safetensors_tensors(file):
+                put(json.dumps([tensor, dtype, shape]).encode())
+                put(data)
+        else:
+            put(file.read_bytes())
     return h.hexdigest()
 
 
@@ -514,14 +672,23 @@ def default_tiny_model_dir(
     """Return a cached tiny model directory, building it on first use.
 
     The cache lives under `cache_dir` (default `$RAGEN2_CACHE` or `~/.cache/ragen2`) in a folder
-    named after a SHA-256 of the build arguments, the recipe version and the default corpus, so a
-    change of the envs' text gives a new model rather than a stale one. Built into a temporary
-    folder and renamed, so concurrent callers never see a half-written model.
+    named after a SHA-256 of the build arguments, the recipe version (`TINY_FORMAT_VERSION`), the corpus
+    version (`TINY_CORPUS_VERSION`) and the SHA-256 of that corpus file's bytes. No env is stepped: the
+    model is a function of the shipped corpus, not of today's envs. Built into a temporary folder and
+    renamed, so concurrent callers never see a half-written model.
     """
     root = Path(cache_dir or os.environ.get("RAGEN2_CACHE") or Path.home() / ".cache" / "ragen2")
-    texts, _ = default_corpus()
+    corpus_file = corpus_path(TINY_CORPUS_VERSION)
+    if not corpus_file.is_file():
+        raise FileNotFoundError(f"the tiny model's corpus {corpus_file} is missing (package data of ragen2)")
     key = json.dumps(
-        {"v": TINY_FORMAT_VERSION, "vision": vision, "args": build_kwargs, "corpus": _corpus_digest(texts)},
+        {
+            "v": TINY_FORMAT_VERSION,
+            "vision": vision,
+            "args": build_kwargs,
+            "corpus_version": TINY_CORPUS_VERSION,
+            "corpus_file": hashlib.sha256(corpus_file.read_bytes()).hexdigest(),
+        },
         sort_keys=True,
         default=str,
     )

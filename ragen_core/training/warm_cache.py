@@ -29,7 +29,10 @@ _FORMAT = 1
 
 def cache_key(cfg: Any) -> str:
     """Hex SHA-256 of every input of the warm start: model, env, rollout and warm-start sections, run.seed,
-    run.device, the torch version and this cache's format."""
+    run.device, the torch version, this cache's format and, for the built-in tiny model, its pinned identity (recipe
+    and corpus versions, the recorded model digests), so that a new tiny model never reads an old warm start."""
+    from ragen_core.policy.tiny import TINY_CORPUS_VERSION, TINY_FORMAT_VERSION, TINY_MODEL_SHA256
+
     inputs = {
         "format": _FORMAT,
         "torch": torch.__version__,
@@ -40,6 +43,8 @@ def cache_key(cfg: Any) -> str:
         "rollout": dataclasses.asdict(cfg.rollout),
         "warm_start": {k: v for k, v in dataclasses.asdict(cfg.warm_start).items() if k != "cache_dir"},
     }
+    if str(cfg.model.path).startswith("tiny"):
+        inputs["tiny"] = {"format": TINY_FORMAT_VERSION, "corpus": TINY_CORPUS_VERSION, "sha256": TINY_MODEL_SHA256}
     blob = json.dumps(inputs, sort_keys=True, default=repr).encode()
     return hashlib.sha256(blob).hexdigest()
 

@@ -17,7 +17,7 @@ from ragen_core.policy.tiny import (
     IMAGE_TOKEN,
     TinyVisionForCausalLM,
     count_parameters,
-    default_corpus,
+    generate_corpus,
 )
 
 SMALL = dict(hidden=32, layers=2, heads=4, kv_heads=2)
@@ -79,7 +79,8 @@ def test_format_tags_are_single_kept_tokens(tiny):
 
 
 def test_env_text_round_trips(tiny):
-    texts, used = default_corpus(seeds=(0, 1), steps=2)
+    """Today's env text (not the pinned corpus the tokenizer was trained on) round-trips and compresses."""
+    texts, used = generate_corpus(seeds=(0, 1), steps=2)
     tok = tiny.tokenizer
     for t in texts:
         assert tok.decode(tok(t, add_special_tokens=False)["input_ids"], skip_special_tokens=True) == t
