@@ -33,17 +33,24 @@ Equivalence (two one-sided tests, TOST: "the difference lies within +-B"):
   integrated over the chi density on ``[0, u_max]``, ``u_max = (B / delta) sqrt(df) / c`` (beyond it the
   interval is wider than the bounds). At ``|effect| = B`` it is at most alpha (the test's size);
 - :func:`pairs_needed_equivalence`: the smallest ``n >= 2`` with ``equivalence_power >= power``.
+
+Planning a study: :func:`seed_plan`, the pairs a comparison needs to both detect an effect and conclude
+equivalence within it (each with the given power), between a floor and a cap. This module holds the project's
+only power computations; the apps call them.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import cache
+from statistics import NormalDist
 
 import mpmath
 
 __all__ = ["t_quantile", "mean_ci", "paired_ci", "paired_power", "min_detectable_effect", "pairs_needed",
-           "equivalence_power", "pairs_needed_equivalence"]
+           "equivalence_power", "pairs_needed_equivalence", "SeedPlan", "seed_plan"]
 
 
 def _t_cdf(t: float, df: float) -> float:
@@ -156,14 +163,34 @@ def min_detectable_effect(sd: float, n: int, alpha: float = 0.05, power: float =
 
 
 def pairs_needed(effect: float, sd: float, alpha: float = 0.05, power: float = 0.8, max_n: int = 10_000) -> int:
-    """The smallest number of pairs n >= 2 whose paired t-test detects `effect` with probability `power`."""
+    """The smallest number of pairs n >= 2 whose paired t-test detects `effect` with probability `power`.
+
+    The power rises with n, so the search starts at the normal approximation
+    ``n ~ ((z_{1 - alpha/2} + z_power) sd / effect)^2`` and steps to the exact boundary of :func:`paired_power`."""
     _check_power_args(sd, 2, alpha)
     if not effect:
         raise ValueError("effect must be non-zero (no finite study detects a zero difference)")
-    for n in range(2, max_n + 1):
-        if paired_power(effect, sd, n, alpha) >= power:
+    d = abs(float(effect)) / sd
+    z = NormalDist().inv_cdf(1.0 - alpha / 2.0) + NormalDist().inv_cdf(power)
+    guess = (z / d) ** 2
+    if guess > 2 * max_n:
+        raise ValueError(f"more than {max_n} pairs needed for effect {effect} with sd {sd}")
+    n = min(max(math.ceil(guess), 2), max_n)
+    if _power_std(d, n, alpha) >= power:
+        while n > 2 and _power_std(d, n - 1, alpha) >= power:
+            n -= 1
+        return n
+    while n < max_n:
+        n += 1
+        if _power_std(d, n, alpha) >= power:
             return n
     raise ValueError(f"more than {max_n} pairs needed for effect {effect} with sd {sd}")
+
+
+@cache
+def _power_std(d: float, n: int, alpha: float) -> float:
+    """:func:`paired_power` of a standardised effect `d` (the power depends on effect / sd only), cached."""
+    return paired_power(d, 1.0, n, alpha)
 
 
 def _chi_simpson(df: int, top: float, f, m: int = 4000) -> float:
@@ -233,3 +260,47 @@ def pairs_needed_equivalence(sd: float, bound: float, effect: float = 0.0, alpha
         else:
             lo = mid
     return hi
+
+
+@dataclass(frozen=True)
+class SeedPlan:
+    """The seeds of a planned paired comparison (:func:`seed_plan`): the pilot's paired `sd`, the pairs needed to
+    detect the effect (`n_detect`) and to conclude equivalence within it (`n_equiv`; None: more than the search
+    allows, or no usable SD), the plan `n`, whether the cap bound it (`capped`) and the effect `n` detects at the
+    power (`mde`); `effect`, `limits`, `alpha`, `power` as asked."""
+
+    sd: float | None
+    n_detect: int | None
+    n_equiv: int | None
+    n: int
+    capped: bool
+    mde: float | None
+    effect: float
+    limits: tuple[int, int]
+    alpha: float
+    power: float
+
+    def as_dict(self) -> dict:
+        return {"sd": self.sd, "n_detect": self.n_detect, "n_equiv": self.n_equiv, "n": self.n, "capped": self.capped,
+                "mde": self.mde, "effect": self.effect, "limits": list(self.limits), "alpha": self.alpha,
+                "power": self.power}
+
+
+def seed_plan(sd: float | None, effect: float, limits: tuple[int, int], alpha: float = 0.05, power: float = 0.8,
+              max_n: int = 1000) -> SeedPlan:
+    """Pairs for a comparison whose paired SD is `sd` (from a pilot): ``n = min(max(n_detect, n_equiv, lo), hi)``
+    with ``n_detect`` = :func:`pairs_needed` (two-sided test at `alpha` detects `effect` with `power`) and
+    ``n_equiv`` = :func:`pairs_needed_equivalence` (TOST at `alpha` within +-`effect` concludes equivalence with
+    `power` when the true difference is 0). Without a usable SD (None, 0 or not finite) the plan is the cap."""
+    lo, hi = limits
+    if sd is None or not math.isfinite(sd) or sd <= 0:
+        return SeedPlan(sd, None, None, hi, True, None, effect, (lo, hi), alpha, power)
+    try:
+        n_detect: int | None = pairs_needed(effect, sd, alpha=alpha, power=power, max_n=max_n)
+    except ValueError:
+        n_detect = None
+    n_equiv = pairs_needed_equivalence(sd, abs(effect), alpha=alpha, power=power, max_n=max_n)
+    need = max(hi + 1 if n_detect is None else n_detect, hi + 1 if n_equiv is None else n_equiv)
+    n = min(max(need, lo), hi)
+    return SeedPlan(sd, n_detect, n_equiv, n, need > hi, min_detectable_effect(sd, n, alpha, power), effect,
+                    (lo, hi), alpha, power)

@@ -36,6 +36,7 @@ from ragen_core.apps.reproduce.analysis import (
 from ragen_core.apps.reproduce.report import FIGURES, markdown, write_report
 from ragen_core.apps.reproduce.runner import read_run
 from ragen_core.apps.reproduce.study import ARMS, RunSpec
+from ragen_core.apps.reproduce.verdicts import verdict_text
 from ragen_core.math.stats import min_detectable_effect, pairs_needed
 
 
@@ -138,28 +139,31 @@ def synthetic_study(root: Path, seeds=range(5)) -> list[dict]:
 # ------------------------------------------------------------------------------------------- verdicts
 def test_paired_comparison_verdict_wording():
     fmt = fmt_unit("points")
-    held = paired_comparison({0: 0.5, 1: 0.6, 2: 0.55}, {0: 0.3, 1: 0.35, 2: 0.36}, fmt)
+    held = paired_comparison({0: 0.5, 1: 0.6, 2: 0.55}, {0: 0.3, 1: 0.35, 2: 0.36})
     assert held["verdict"] == "held" and held["ci95"][0] > 0
-    contra = paired_comparison({0: 0.3, 1: 0.35, 2: 0.36}, {0: 0.5, 1: 0.6, 2: 0.55}, fmt)
+    contra = paired_comparison({0: 0.3, 1: 0.35, 2: 0.36}, {0: 0.5, 1: 0.6, 2: 0.55})
     assert contra["verdict"] == "contradicted" and contra["ci95"][1] < 0
     # Direction -1 (the paper predicts a lower value): the same intervals read the other way.
-    assert paired_comparison({0: 0.3, 1: 0.35, 2: 0.36}, {0: 0.5, 1: 0.6, 2: 0.55}, fmt, -1)["verdict"] == "held"
-    mixed = paired_comparison({0: 0.5, 1: 0.2, 2: 0.45}, {0: 0.3, 1: 0.4, 2: 0.4}, fmt)
+    assert paired_comparison({0: 0.3, 1: 0.35, 2: 0.36}, {0: 0.5, 1: 0.6, 2: 0.55}, -1)["verdict"] == "held"
+    mixed = paired_comparison({0: 0.5, 1: 0.2, 2: 0.45}, {0: 0.3, 1: 0.4, 2: 0.4})
     diffs = [0.2, -0.2, 0.05]
     sd = math.sqrt(sum((d - sum(diffs) / 3) ** 2 for d in diffs) / 2)
     assert mixed["sd"] == pytest.approx(sd)
     assert mixed["mde"] == pytest.approx(min_detectable_effect(sd, 3), rel=1e-5)
-    assert mixed["verdict"] == f"inconclusive (detectable effect {100 * mixed['mde']:.1f} points)"
-    assert "fail" not in mixed["verdict"] and "no clear" not in mixed["verdict"]
-    one = paired_comparison({0: 0.5}, {0: 0.3, 1: 0.2}, fmt)
-    assert one["n"] == 1 and one["verdict"] == "inconclusive (1 seed: no interval)"
-    assert paired_comparison({0: 0.5}, {1: 0.3}, fmt)["verdict"].startswith("not tested")
+    # results.json keeps the verdict as a word and its numbers as numbers; the report words it from them
+    assert mixed["verdict"] == "inconclusive" and isinstance(mixed["mde"], float)
+    assert verdict_text(mixed, fmt) == f"inconclusive (detectable effect {100 * mixed['mde']:.1f} points)"
+    assert "fail" not in verdict_text(mixed, fmt) and "no clear" not in verdict_text(mixed, fmt)
+    one = paired_comparison({0: 0.5}, {0: 0.3, 1: 0.2})
+    assert one["n"] == 1 and verdict_text(one, fmt) == "inconclusive (1 seed: no interval)"
+    assert paired_comparison({0: 0.5}, {1: 0.3})["verdict"] == "not tested"
+    assert verdict_text(paired_comparison({0: 0.5}, {1: 0.3}), fmt).startswith("not tested (")
     # The same difference on every seed (up to float rounding): a point interval, no detectable effect.
-    same = paired_comparison({0: 0.3, 1: 0.4}, {0: 0.1, 1: 0.2}, fmt)
+    same = paired_comparison({0: 0.3, 1: 0.4}, {0: 0.1, 1: 0.2})
     assert same["sd"] == 0.0 and same["mde"] is None and same["ci95"] == [same["mean"]] * 2
     assert same["verdict"] == "held"
     # Seeds missing a value are left out of the pairing, not treated as 0.
-    assert paired_comparison({0: 0.5, 1: None, 2: 0.4}, {0: 0.3, 1: 0.2, 2: 0.1}, fmt)["seeds"] == [0, 2]
+    assert paired_comparison({0: 0.5, 1: None, 2: 0.4}, {0: 0.3, 1: 0.2, 2: 0.1})["seeds"] == [0, 2]
 
 
 def test_mde_scales_with_sd_and_matches_stats():
@@ -339,7 +343,8 @@ def test_finding_3_outcomes_and_censoring(tmp_path):
     assert f["comparisons"]["top_p-random"]["steps_to_drop"]["diffs"] == [5.0, 5.0, 5.0]
     fl = finding_filtering(recs)["collapse_frozenlake"]["comparisons"]["top_p-no_filter"]["margin_end"]
     # The arms differ by seed noise of a few hundredths: the 90% interval lies inside +-0.15.
-    assert fl["verdict"] == "equivalent (within +-0.150)"
+    assert fl["verdict"] == "equivalent" and fl["bound"] == 0.15
+    assert verdict_text(fl, fmt_unit("margin")) == "equivalent (within +-0.150)"
 
 
 # ------------------------------------------------------------------------------------------- finding 4
@@ -432,5 +437,5 @@ def test_one_seed_gets_no_bootstrap_interval(tmp_path):
     assert z["rho"] == pytest.approx(1.0) and z["ci95"] == [None, None]
     assert corr["pairs"][0]["verdict"].startswith("inconclusive (no bootstrap interval: it needs >= 3 seeds")
     f = finding_filtering(recs)["collapse_sokoban"]["comparisons"]["top_p-no_filter"]["margin_end"]
-    assert f["verdict"] == "inconclusive (1 seed: no interval)"
+    assert f["verdict"] == "inconclusive" and verdict_text(f) == "inconclusive (1 seed: no interval)"
     assert finding_collapse(recs)["collapse_sokoban"]["verdict"].startswith("inconclusive (1 seed; ")

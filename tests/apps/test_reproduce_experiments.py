@@ -137,7 +137,7 @@ def test_the_filter_experiments_no_filter_arm_is_the_confirmation_run_and_the_ar
     confirm = ex.EXPERIMENTS["confirm"]
     filt = ex.EXPERIMENTS["filter"]
     arms = {v.name: v for v in filt.variants}
-    assert set(arms) == {"no_filter", "top_p", "random"} and filt.seeds_kind == "fresh"
+    assert set(arms) == {"no_filter", "top_p", "random"} and filt.seeds_kind == "reporting"
     # the same base, overrides and common overrides: a seed's no-filter run is the confirmation's run
     assert (arms["no_filter"].config, arms["no_filter"].overrides) == (confirm.variants[0].config,
                                                                         confirm.variants[0].overrides)

@@ -38,6 +38,7 @@ from ragen_core.apps.reproduce.analysis import (
 from ragen_core.apps.reproduce.report import collapse_figure, markdown, write_report
 from ragen_core.apps.reproduce.runner import FILTER_LOG_KEYS, read_run
 from ragen_core.apps.reproduce.study import ARMS, RunSpec
+from ragen_core.apps.reproduce.verdicts import verdict_text
 from ragen_core.math.stats import equivalence_power, t_quantile
 
 
@@ -103,11 +104,10 @@ def _simulate(effect: float, sd: float, n: int, bound: float, sims: int, seed: i
     """(share of "equivalent" verdicts, share of 90% intervals inside the bounds) of paired_comparison on
     simulated normal differences."""
     rng = random.Random(seed)
-    fmt = fmt_unit("margin")
     verdicts = inside = 0
     for _ in range(sims):
         a = {i: rng.gauss(effect, sd) for i in range(n)}
-        c = paired_comparison(a, dict.fromkeys(range(n), 0.0), fmt, bound=bound)
+        c = paired_comparison(a, dict.fromkeys(range(n), 0.0), bound=bound)
         verdicts += c["verdict"].startswith("equivalent")
         inside += -bound < c["ci90"][0] and c["ci90"][1] < bound
     return verdicts / sims, inside / sims
@@ -146,15 +146,16 @@ def test_verdict_order_and_intervals():
     n = dict.fromkeys(range(5), 0.0)
 
     def comp(diffs, bound=0.15):
-        return paired_comparison(dict(enumerate(diffs)), n, fmt, bound=bound)
+        return verdict_text(paired_comparison(dict(enumerate(diffs)), n, bound=bound), fmt)
 
     # Tightly around +0.05: the 95% interval excludes 0 (held) though the 90% one is inside +-0.15.
-    assert comp([0.05, 0.051, 0.049, 0.05, 0.05])["verdict"] == "held"
-    assert comp([-0.05, -0.051, -0.049, -0.05, -0.05])["verdict"] == "contradicted"
-    c = comp([0.01, -0.02, 0.03, 0.0, -0.01])
-    assert c["verdict"] == "equivalent (within +-0.150)"
-    assert comp([0.01, -0.02, 0.03, 0.0, -0.01], bound=None)["verdict"].startswith("inconclusive (detectable effect")
-    assert comp([0.3, -0.3, 0.2, -0.25, 0.1])["verdict"].startswith("inconclusive (detectable effect")
+    assert comp([0.05, 0.051, 0.049, 0.05, 0.05]) == "held"
+    assert comp([-0.05, -0.051, -0.049, -0.05, -0.05]) == "contradicted"
+    assert comp([0.01, -0.02, 0.03, 0.0, -0.01]) == "equivalent (within +-0.150)"
+    c = paired_comparison(dict(enumerate([0.01, -0.02, 0.03, 0.0, -0.01])), n, bound=0.15)
+    assert c["verdict"] == "equivalent"
+    assert comp([0.01, -0.02, 0.03, 0.0, -0.01], bound=None).startswith("inconclusive (detectable effect")
+    assert comp([0.3, -0.3, 0.2, -0.25, 0.1]).startswith("inconclusive (detectable effect")
     # The 90% interval by hand: mean +- t_{0.95, 4} s / sqrt(5).
     d = [0.01, -0.02, 0.03, 0.0, -0.01]
     m = sum(d) / 5
@@ -342,7 +343,8 @@ def test_finding_4_label_stops_and_filter_log(tmp_path):
     assert b["kept_zero_adv_share"] == pytest.approx((0.75 + 2 * (11 + 5) / 21) / 3)
     assert q["arms"]["rv_top_quartile"]["kept_zero_adv_share"] is None  # no log: not recorded
     assert q["equal_steps"]["success"]["verdict"] == "held"
-    assert q["equal_steps"]["probe_mi_seq_norm"]["verdict"].startswith("not testable (at the ceiling")
+    assert q["equal_steps"]["probe_mi_seq_norm"]["verdict"] == "not testable"
+    assert verdict_text(q["equal_steps"]["probe_mi_seq_norm"]).startswith("not testable (at the ceiling: above 0.98 on")
     s = filter_log_summary(bottom[1])
     assert s["n_steps"] == 21 and s["kept_groups"] == 2.0 and s["all_zero_adv_steps"] == 11
     assert s["skipped"] is None and s["zero_fraction"] == pytest.approx(0.7)

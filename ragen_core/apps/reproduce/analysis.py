@@ -69,23 +69,19 @@ are pre-specified.
 
 from __future__ import annotations
 
+import inspect
 import math
 import random
 from collections import Counter
 from collections.abc import Callable, Sequence
-from functools import cache
+from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
 
-from ragen_core.math.collapse import collapse_from_history
-from ragen_core.math.stats import (
-    equivalence_power,
-    mean_ci,
-    min_detectable_effect,
-    paired_power,
-    pairs_needed_equivalence,
-    t_quantile,
-)
+from ragen_core.apps.reproduce.verdicts import PairedRule, ShareRule, Verdict, mean_of, paired, verdict_text
+from ragen_core.apps.reproduce.verdicts import mde as mde
+from ragen_core.math.collapse import collapse_from_history, detect_collapse
+from ragen_core.math.stats import equivalence_power, mean_ci, pairs_needed, pairs_needed_equivalence
 
 __all__ = [
     "PAPER",
@@ -123,6 +119,13 @@ __all__ = [
     "finding_quartiles",
     "power_analysis",
     "analyse",
+    "PAIRED",
+    "CONTROL",
+    "RULES",
+    "StudyRules",
+    "DetectorRule",
+    "CorrelationRule",
+    "verdict_text",
 ]
 
 #: The paper's numbers, quoted exactly (signs included).
@@ -138,7 +141,6 @@ PAPER: dict[str, Any] = {
     "rv_heterogeneity": [("Sokoban, 14B", 1.29, 4.6), ("Sokoban, 3B", 1.16, 3.2), ("FrozenLake, GRPO", 0.33, -5.0)],
     # Spearman's rho with final success
     "spearman": {"mi_zscore_ema": 0.39, "mi_seq_est": 0.22, "marginal_entropy_est": -0.11, "cond_entropy_est": -0.14},
-    "spearman_text": "MI-ZScore (trajectory) +0.39, MI-Seq +0.22, marginal entropy -0.11, conditional entropy -0.14",
     # RV quartiles (Sokoban, Qwen2.5-3B): success (%) and the paper's MI proxy
     "quartiles": {"rv_top_quartile": {"success": 21.1, "mi": 0.95},
                   "rv_bottom_quartile": {"success": 11.0, "mi": 0.73}},
@@ -190,6 +192,58 @@ SIG_DIGITS = 4
 N_BOOT = 2000
 BOOT_SEED = 20240601
 MIN_BOOT_SEEDS = 3
+#: The level of the bootstrap intervals, and the share of a run's steps whose measurements make its early value.
+BOOT_LEVEL = 0.95
+EARLY_FRACTION = 0.25
+
+
+# ------------------------------------------------------------------------------------------- the rule objects
+#: Findings 3 and 4: a paired difference by seed judged by :func:`ragen_core.apps.reproduce.verdicts.compare`:
+#: 95% decision interval, TOST at alpha 0.05 (the 90% interval), detectable effect at 80% power, the bounds above.
+PAIRED = PairedRule(level=0.95, equivalence_alpha=EQUIVALENCE_ALPHA, power=0.8, direction=1,
+                    bounds=EQUIVALENCE_BOUNDS)
+#: Finding 1, a positive control: the signature on at least 80% of the seeds, with at least 5 seeds.
+CONTROL = ShareRule(share=0.8, min_seeds=5)
+
+
+@dataclass(frozen=True)
+class DetectorRule:
+    """The collapse detector's thresholds (:func:`ragen_core.math.collapse.detect_collapse`, its defaults): the
+    margin falls to `drop` of its peak; the entropies stay within +-`band` of their values there."""
+
+    drop: float = inspect.signature(detect_collapse).parameters["drop"].default
+    band: float = inspect.signature(detect_collapse).parameters["band"].default
+
+
+@dataclass(frozen=True)
+class CorrelationRule:
+    """Finding 2's rule: early value over the first `early_fraction` of a run; values compared at `sig_digits`
+    significant digits (a value on more than half of an env's runs: tied); `level` intervals from `n_boot`
+    seed-cluster bootstrap resamples (none with fewer than `min_boot_seeds` seeds); a pair's MI over its ceiling
+    above `ceiling_norm` on more than `ceiling_share` of the runs: not testable."""
+
+    early_fraction: float = EARLY_FRACTION
+    sig_digits: int = SIG_DIGITS
+    level: float = BOOT_LEVEL
+    n_boot: int = N_BOOT
+    min_boot_seeds: int = MIN_BOOT_SEEDS
+    ceiling_norm: float = CEILING_NORM
+    ceiling_share: float = CEILING_SHARE
+
+
+@dataclass(frozen=True)
+class StudyRules:
+    """Every rule of the study, as the code applies it and the report prints it (``report._rules``).
+    `post_hoc_seeds`: the study (first and last seed) after whose runs the later rules were added."""
+
+    control: ShareRule = CONTROL
+    detector: DetectorRule = DetectorRule()
+    correlation: CorrelationRule = CorrelationRule()
+    paired: PairedRule = PAIRED
+    post_hoc_seeds: tuple[int, int] = (20, 24)
+
+
+RULES = StudyRules()
 
 
 # ------------------------------------------------------------------------------------------- rank statistics
@@ -288,7 +342,7 @@ def within_env_rho(x: Sequence[float], y: Sequence[float], envs: Sequence[Any]) 
 
 
 def cluster_bootstrap(clusters: dict[Any, list[Any]], statistic: Callable[[list[Any]], Sequence[float]],
-                      n_boot: int = N_BOOT, seed: int = BOOT_SEED, level: float = 0.95) -> list[dict[str, Any]]:
+                      n_boot: int = N_BOOT, seed: int = BOOT_SEED, level: float = BOOT_LEVEL) -> list[dict[str, Any]]:
     """Percentile intervals of a vector statistic under resampling whole clusters with replacement.
 
     Each resample draws ``K = len(clusters)`` cluster keys, the j-th being ``keys[floor(u_j * K)]`` with u_j the
@@ -360,7 +414,8 @@ def _window_mean(record: dict[str, Any], key: str, early: bool, fraction: float,
     return sum(chosen) / len(chosen)
 
 
-def early_value(record: dict[str, Any], key: str, fraction: float = 0.25, source: str = "mi") -> float | None:
+def early_value(record: dict[str, Any], key: str, fraction: float = EARLY_FRACTION, source: str = "mi"
+                ) -> float | None:
     """Mean of `key` over the measurements (of `source`: "mi" or "probe") in the first `fraction` of the steps
     (at least the first one)."""
     return _window_mean(record, key, True, fraction, source)
@@ -431,8 +486,8 @@ def _nan_none(x: float | None) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 
 
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+#: The one mean of the study (None and non-finite values skipped): :func:`ragen_core.apps.reproduce.verdicts.mean_of`.
+_mean = mean_of
 
 
 def _ci(values: list[float]) -> dict[str, Any]:
@@ -443,100 +498,27 @@ def _ci(values: list[float]) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------- power
-@cache
-def _mde_unit(n: int, power: float = 0.8) -> float:
-    """The minimum detectable effect for a paired SD of 1 (the power depends on effect / sd only)."""
-    return min_detectable_effect(1.0, n, power=power)
-
-
-def mde(sd: float | None, n: int, power: float = 0.8) -> float | None:
-    """Minimum detectable paired mean difference at `power` (alpha 0.05, two-sided): ``sd * MDE(1, n)``
-    (:func:`ragen_core.math.stats.min_detectable_effect` scales linearly in sd); None when n < 2 or sd is 0."""
-    if sd is None or n < 2 or not math.isfinite(sd) or sd <= 0:
-        return None
-    return sd * _mde_unit(n, power)
-
-
-@cache
-def _power_unit(d: float, n: int) -> float:
-    return paired_power(d, 1.0, n)
-
-
 def seeds_needed(effect: float, sd: float, power: float = 0.8, max_n: int = 1000) -> int | None:
-    """The smallest number of seeds (pairs) n >= 2 whose paired t-test detects `effect` with probability `power`:
-    the same answer as :func:`ragen_core.math.stats.pairs_needed`, found from the normal approximation
-    ``n ~ ((z_{0.975} + z_power) sd / effect)^2`` and then stepped to the exact boundary (the power rises with n).
-    None when more than `max_n` are needed."""
+    """The smallest number of seeds (pairs) n >= 2 whose paired t-test (two-sided, alpha 0.05) detects `effect`
+    with probability `power`: :func:`ragen_core.math.stats.pairs_needed`; None when more than `max_n` are needed."""
     if not (math.isfinite(sd) and sd > 0) or not effect:
         raise ValueError(f"need sd > 0 and a non-zero effect; got effect {effect}, sd {sd}")
-    d = abs(effect) / sd
-    z = NormalDist().inv_cdf(0.975) + NormalDist().inv_cdf(power)
-    guess = math.ceil((z / d) ** 2)
-    if guess > 2 * max_n:
+    try:
+        return pairs_needed(effect, sd, power=power, max_n=max_n)
+    except ValueError:
         return None
-    n = min(max(guess, 2), max_n)
-    if _power_unit(d, n) >= power:
-        while n > 2 and _power_unit(d, n - 1) >= power:
-            n -= 1
-        return n
-    while n < max_n:
-        n += 1
-        if _power_unit(d, n) >= power:
-            return n
-    return None
 
 
-@cache
-def _t_crit(p: float, df: int) -> float:
-    """Student-t quantile, cached: a simulation of the verdict rule calls it with the same (p, df) many times."""
-    return t_quantile(p, df)
-
-
-def paired_comparison(a: dict[int, float | None], b: dict[int, float | None], fmt: Callable[[float], str],
-                      direction: int = 1, bound: float | None = None) -> dict[str, Any]:
-    """``a - b`` paired by seed (the keys), over the seeds where both are known: n, mean, 95% and 90% t-intervals,
-    paired SD, minimum detectable effect at 80% power, per-seed differences and the verdict.
-
-    With differences d_1..d_n, mean d_bar and SD s (ddof 1) the intervals are
-    ``d_bar +- t_{q, n-1} s / sqrt(n)`` with q = 0.975 (95%) and q = 0.95 (90%).
-
-    Verdict, in this order: "held" when the 95% interval excludes 0 on the side of `direction` (+1: a higher),
-    "contradicted" when it excludes 0 on the other side, "equivalent (within +-B)" when `bound` B is given and the
-    90% interval lies inside ``[-B, +B]`` (two one-sided tests at alpha 0.05), "inconclusive (detectable effect X)"
-    otherwise (X by `fmt`); with one seed "inconclusive (1 seed: no interval)"; with none "not tested (no seed has a
-    value for both arms)".
-    """
-    common = sorted(s for s in set(a) & set(b) if a[s] is not None and b[s] is not None)
-    diffs = [float(a[s]) - float(b[s]) for s in common]  # type: ignore[arg-type]
-    out: dict[str, Any] = {"n": len(diffs), "seeds": common, "diffs": diffs, "mean": None, "ci95": [None, None],
-                           "ci90": [None, None], "sd": None, "mde": None, "bound": bound}
-    if not diffs:
-        out["verdict"] = "not tested (no seed has a value for both arms)"
-        return out
-    n = len(diffs)
-    m = sum(diffs) / n
-    out["mean"] = m
-    if n < 2:
-        out["verdict"] = "inconclusive (1 seed: no interval)"
-        return out
-    sd = math.sqrt(sum((d - m) ** 2 for d in diffs) / (n - 1))
-    if sd <= 1e-12 * max(1.0, abs(m)):  # every seed the same difference (rounding aside): a point interval
-        sd = 0.0
-    half95 = _t_crit(0.975, n - 1) * sd / math.sqrt(n)
-    half90 = _t_crit(1.0 - EQUIVALENCE_ALPHA, n - 1) * sd / math.sqrt(n)
-    lo, hi = m - half95, m + half95
-    out.update(ci95=[lo, hi], ci90=[m - half90, m + half90], sd=sd, mde=mde(sd, n))
-    above, below = lo > 0, hi < 0  # the interval excludes 0 on one side
-    if (above and direction > 0) or (below and direction < 0):
-        out["verdict"] = "held"
-    elif above or below:
-        out["verdict"] = "contradicted"
-    elif bound is not None and -bound < m - half90 and m + half90 < bound:
-        out["verdict"] = f"equivalent (within +-{fmt(bound)})"
-    else:
-        what = fmt(out["mde"]) if out["mde"] is not None else "n/a: no spread between seeds"
-        out["verdict"] = f"inconclusive (detectable effect {what})"
-    return out
+def paired_comparison(a: dict[int, float | None], b: dict[int, float | None], direction: int = 1,
+                      bound: float | None = None, rule: PairedRule | None = None) -> dict[str, Any]:
+    """``a - b`` paired by seed (the keys), over the seeds where both are known, judged by the study's paired rule
+    (:data:`PAIRED`; `direction` +1: the paper says a is higher; equivalence within +-`bound`) with
+    :func:`ragen_core.apps.reproduce.verdicts.compare`: n, mean, 95% and 90% t-intervals, paired SD, minimum
+    detectable effect at 80% power, per-seed differences and the verdict (its string value; the report words it
+    with :func:`ragen_core.apps.reproduce.verdicts.verdict_text`)."""
+    base = PAIRED if rule is None else rule
+    r = PairedRule(base.level, base.equivalence_alpha, base.power, direction, base.bounds)
+    return paired(a, b, r, bound).as_dict()
 
 
 def equivalence_seeds(sd: float | None, bound: float, power: float = 0.8) -> int | None:
@@ -545,7 +527,7 @@ def equivalence_seeds(sd: float | None, bound: float, power: float = 0.8) -> int
     sd is unknown or 0, or more than 1000 are needed."""
     if sd is None or not math.isfinite(sd) or sd <= 0:
         return None
-    return pairs_needed_equivalence(sd, bound, alpha=EQUIVALENCE_ALPHA, power=power, max_n=1000)
+    return pairs_needed_equivalence(sd, bound, alpha=PAIRED.equivalence_alpha, power=power, max_n=1000)
 
 
 def equivalence_power_now(sd: float | None, n: int, bound: float) -> float | None:
@@ -553,7 +535,7 @@ def equivalence_power_now(sd: float | None, n: int, bound: float) -> float | Non
     0 and the paired SD is `sd`; None when it is undefined (n < 2, sd unknown or 0)."""
     if sd is None or n < 2 or not math.isfinite(sd) or sd <= 0:
         return None
-    return equivalence_power(0.0, sd, n, bound, EQUIVALENCE_ALPHA)
+    return equivalence_power(0.0, sd, n, bound, PAIRED.equivalence_alpha)
 
 
 def fmt_unit(unit: str) -> Callable[[float], str]:
@@ -566,11 +548,13 @@ def fmt_unit(unit: str) -> Callable[[float], str]:
 
 
 # ------------------------------------------------------------------------------------------- the findings
-def _criterion_verdict(n: int, n_collapsed: int, n_entropy_first: int, n_no_drop: int, min_seeds: int = 5,
-                       share: float = 0.8) -> str:
+def _criterion_verdict(n: int, n_collapsed: int, n_entropy_first: int, n_no_drop: int,
+                       rule: ShareRule | None = None) -> str:
     """Finding 1's verdict on a positive control: "passed" (the detector finds the built-in collapse on >= `share`
     of >= `min_seeds` seeds), "failed" (on most seeds the MI drop comes only after an entropy alarm) or
     "inconclusive (why)"."""
+    rule = CONTROL if rule is None else rule
+    min_seeds, share = rule.min_seeds, rule.share
     if n == 0:
         return "not tested (no no-filter run with probe measurements)"
     if n_collapsed >= share * n and n >= min_seeds:
@@ -884,13 +868,13 @@ def _compare_arms(runs_a: dict[int, dict[str, Any]], runs_b: dict[int, dict[str,
         if is_early:
             early.append(seed)
     out: dict[str, Any] = {}
-    for k, (_, unit) in OUTCOMES.items():
-        fmt, bound = fmt_unit(unit), EQUIVALENCE_BOUNDS[k]
-        c = paired_comparison({s: o[k] for s, o in oa.items()}, {s: o[k] for s, o in ob.items()}, fmt, bound=bound)
+    for k in OUTCOMES:
+        bound = EQUIVALENCE_BOUNDS[k]
+        c = paired_comparison({s: o[k] for s, o in oa.items()}, {s: o[k] for s, o in ob.items()}, bound=bound)
         c["early_seeds"] = early
         if early:
             keep = [s for s in oa if s not in early]
-            c["sensitivity"] = paired_comparison({s: oa[s][k] for s in keep}, {s: ob[s][k] for s in keep}, fmt,
+            c["sensitivity"] = paired_comparison({s: oa[s][k] for s in keep}, {s: ob[s][k] for s in keep},
                                                  bound=bound)
         out[k] = c
     return out
@@ -1061,7 +1045,7 @@ def finding_quartiles(records: list[dict[str, Any]], env: str = "sokoban", plann
                                                           if x["kept_zero_adv_share"] is not None]),
                             "n_filter_logs": len(logs)}
     common = sorted(set(top) & set(bottom))
-    for name, (src, key, unit) in measures.items():
+    for name, (src, key, _unit) in measures.items():
         eq_a: dict[int, float | None] = {}
         eq_b: dict[int, float | None] = {}
         end_a: dict[int, float | None] = {}
@@ -1076,17 +1060,14 @@ def finding_quartiles(records: list[dict[str, Any]], env: str = "sokoban", plann
                 out["seeds"].setdefault(s, {})[f"{name}_step"] = at
             end_a[s] = pa[max(pa)] if pa else None
             end_b[s] = pb[max(pb)] if pb else None
-        fmt = fmt_unit(unit)
         for where, (xa, xb) in (("equal_steps", (eq_a, eq_b)), ("at_end", (end_a, end_b))):
-            c = {**paired_comparison(xa, xb, fmt), "top": _mean([v for v in xa.values() if v is not None]),
+            c = {**paired_comparison(xa, xb), "top": _mean([v for v in xa.values() if v is not None]),
                  "bottom": _mean([v for v in xb.values() if v is not None])}
             if name != "success":
                 ceil = [ceiling_status([v for v in x.values() if v is not None]) for x in (xa, xb)]
                 c["ceiling"] = ceil
                 if all(x["at_ceiling"] for x in ceil):
-                    c["verdict"] = (f"not testable (at the ceiling: above {CEILING_NORM} on "
-                                    f"{ceil[0]['n_at_ceiling']} of {ceil[0]['n']} top and {ceil[1]['n_at_ceiling']} "
-                                    f"of {ceil[1]['n']} bottom runs)")
+                    c["verdict"] = Verdict.NOT_TESTABLE.value
             out[where][name] = c
     return out
 

@@ -1,7 +1,10 @@
-"""`ragen reproduce [--quick] [--seeds N] [--out DIR] [--workers N] [--ray ADDRESS] [--report-dir DIR]`.
+"""`ragen reproduce [--experiment NAME] [--quick] [--seeds N] [--first-seed S] [--out DIR] [--workers N]
+[--ray ADDRESS] [--report-dir DIR]`.
 
-Runs the study of :mod:`ragen_core.apps.reproduce.study` (resumable: finished runs are not re-run), then writes
-``reproduction.md``, its figures and ``results.json`` to ``--report-dir`` (default: ``--out``). ``--report-only``
+Runs an experiment of the registry :data:`ragen_core.apps.reproduce.experiments.EXPERIMENTS` (default: the study
+of :mod:`ragen_core.apps.reproduce.study`; resumable: finished runs are not re-run), then writes its report (the
+study: ``reproduction.md``, its figures and ``results.json``) to ``--report-dir`` (default: ``--out``). Every flag
+works for every experiment: nothing here depends on which one it is. ``--report-only``
 starts nothing and reports the finished runs (listing the missing ones). ``--from-results RESULTS_JSON`` starts
 nothing and reads no run folder: it re-analyses the run records kept in a ``results.json`` (``{"header",
 "analysis", "records"}``) with this version's analysis and writes the report again (the records and the study's
@@ -17,10 +20,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ragen_core.apps.reproduce.analysis import analyse
-from ragen_core.apps.reproduce.report import write_report
+from ragen_core.apps.reproduce.experiments import EXPERIMENTS, write_experiment
 from ragen_core.apps.reproduce.runner import finished_records, run_local, run_ray
-from ragen_core.apps.reproduce.study import ARMS, DEFAULT_SEEDS, ENVS, build_study, find_configs_dir, study_seeds
+from ragen_core.apps.reproduce.spec import Experiment, RunRecord, build_runs, choose_seeds
+from ragen_core.apps.reproduce.study import ENVS, find_configs_dir
+
+__all__ = ["main", "build_parser", "from_results", "write_experiment", "default_configs_dir"]
 
 PROG = "ragen reproduce"
 
@@ -31,16 +36,17 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "Reproduce the paper's four findings at small scale (docs/reproduction.md): template collapse invisible to "
         "entropy and filtering against it (no filter / top-p / random drop, on the collapse-prone configs, judged "
         "on the held-out MI probe), MI vs entropy as predictors of success and the RV quartile ablation (on the "
-        "learning configs)."))
+        "learning configs); or another registered experiment (--experiment)."))
     p.add_argument("--quick", action="store_true",
                    help="a smoke test: one seed, a third of the steps, under 30 minutes on 2 cores (no intervals)")
     p.add_argument("--seeds", type=int, default=None,
-                   help=f"number of training seeds, S..S+N-1 (default {DEFAULT_SEEDS}; --quick 1); the tuning seeds "
-                        "100-199 are never used")
-    p.add_argument("--first-seed", type=int, default=0,
-                   help="S, the first training seed (default 0): a study on seeds that an earlier config's study "
-                        "did not see")
-    p.add_argument("--out", default=None, help="run folders and the warm-start cache (default runs/reproduce[-quick])")
+                   help="number of training seeds, S..S+N-1 (default: the experiment's, 5 for the study; --quick "
+                        "1); the tuning seeds 100-199 are used only by a search and never by the others")
+    p.add_argument("--first-seed", type=int, default=None,
+                   help="S, the first training seed (default: the experiment's, 0 for the study): a study on seeds "
+                        "that an earlier config's study did not see")
+    p.add_argument("--out", default=None, help="run folders and the warm-start cache (default runs/reproduce[-quick] "
+                                               "for the study, runs/experiment-NAME[-quick] for the others)")
     p.add_argument("--workers", type=int, default=2, help="local runs at a time, one core each (default 2)")
     p.add_argument("--ray", metavar="ADDRESS", default=None,
                    help="run every training run as a Ray task on this cluster ('auto', 'ray://host:10001', or "
@@ -48,12 +54,14 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--report-dir", default=None, help="where reproduction.md and reproduction/ go (default: --out)")
     p.add_argument("--configs-dir", default=None,
                    help="folder with the base configs (default: the checkout's configs/)")
-    p.add_argument("--envs", default=None, help=f"comma-separated subset of {','.join(ENVS)} (default all)")
+    p.add_argument("--envs", default=None, help=f"comma-separated subset of the experiment's run groups (the "
+                                                f"study's envs: {','.join(ENVS)}; default all)")
     p.add_argument("--report-only", action="store_true", help="start nothing: report the finished runs")
-    p.add_argument("--experiment", default=None, metavar="NAME",
-                   help="run a pre-registered collapse experiment instead of the findings study: "
-                        "mechanism (fresh seeds), search (tuning seeds 100-199) or confirm (fresh seeds: the "
-                        "search's candidates); docs/collapse.md section 7")
+    p.add_argument("--experiment", default="study", metavar="NAME", choices=list(EXPERIMENTS),
+                   help="what to run (default study); one of: " + "; ".join(
+                       f"{name}: {exp.about} ({'tuning' if exp.seeds.kind == 'tuning' else 'fresh'} seeds, "
+                       f"default {exp.seeds.first}..{exp.seeds.first + exp.seeds.count - 1})"
+                       for name, exp in EXPERIMENTS.items()))
     p.add_argument("--from-results", metavar="RESULTS_JSON", default=None,
                    help="start nothing, read no run folder: regenerate the report from the run records kept in a "
                         "results.json (written to --report-dir, default: the folder that holds RESULTS_JSON's "
@@ -76,25 +84,23 @@ def default_configs_dir() -> str | None:
 
 
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
-    """Run the study and write its report; 0, 1 (a run failed, or nothing to report) or 2 (bad arguments)."""
+    """Run an experiment and write its report; 0, 1 (a run failed, or nothing to report) or 2 (bad arguments)."""
     args = build_parser(prog).parse_args(argv)
     if args.from_results:
         return from_results(args.from_results, args.report_dir)
     if args.configs_dir is None:
         args.configs_dir = default_configs_dir()
-    if args.experiment:
-        return run_experiment(args)
+    exp = EXPERIMENTS[args.experiment]
     try:
-        seeds = study_seeds(args.seeds, args.quick, args.first_seed)
+        seeds = choose_seeds(exp, args.seeds, args.first_seed, args.quick)
     except ValueError as e:
         print(f"ragen reproduce: {e}", file=sys.stderr)
         return 2
-    n_seeds = len(seeds)
-    out = Path(args.out or ("runs/reproduce-quick" if args.quick else "runs/reproduce")).resolve()
+    out = Path(args.out or _default_out(exp, args.quick)).resolve()
     try:
-        envs = tuple(e.strip() for e in args.envs.split(",")) if args.envs else None
-        configs = find_configs_dir(args.configs_dir, envs)
-        specs = build_study(seeds, args.quick, configs, out / "warm_cache", envs)
+        groups = tuple(e.strip() for e in args.envs.split(",")) if args.envs else None
+        configs = find_configs_dir(args.configs_dir, groups if groups is not None else exp.groups())
+        specs = build_runs(exp, seeds, configs, out / "warm_cache", quick=args.quick, groups=groups)
     except (FileNotFoundError, ValueError) as e:
         print(f"ragen reproduce: {e}", file=sys.stderr)
         return 2
@@ -102,7 +108,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     if not args.report_only:  # reporting reads what exists and creates nothing
         runs_dir.mkdir(parents=True, exist_ok=True)
     mode = "quick" if args.quick else "full"
-    print(f"study: {len(specs)} runs ({mode}, seeds {seeds[0]}..{seeds[-1]}) in {runs_dir}", file=sys.stderr)
+    print(f"{exp.name}: {len(specs)} runs ({mode}, seeds {seeds[0]}..{seeds[-1]}) in {runs_dir}", file=sys.stderr)
     failed = "" if args.report_only else _run(specs, runs_dir, args, ray=args.ray)
     records, missing = finished_records(specs, runs_dir)
     if missing:
@@ -111,27 +117,37 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     if not records:
         print("ragen reproduce: no finished run to report", file=sys.stderr)
         return 1
-    command = "ragen reproduce" + (" --quick" if args.quick else "") + (
-        f" --seeds {n_seeds}" if n_seeds != (1 if args.quick else DEFAULT_SEEDS) else "") + (
-        f" --first-seed {args.first_seed}" if args.first_seed else "") + (
-        f" --envs {args.envs}" if args.envs else "") + (
-        f" --report-dir {args.report_dir}" if args.report_dir else "")
+    variants = {(v.same_runs_as or (v.group or exp.name, v.name))[1]: v for v in exp.variants}
     header = {
-        "mode": "quick" if args.quick else "full",
-        "command": command,
+        "mode": mode,
+        "command": _command(exp, args, seeds),
         "seeds": seeds,
         "n_runs": len(records),
         "n_missing": len(missing),
         "missing": missing,
         "core_minutes": sum(((r.get("sft_s") or 0.0) + (r.get("rl_s") or 0.0)) / 60.0 for r in records),
         "machine": _machine(),
-        "arms": {name: {"overrides": list(ARMS[name].overrides), "purpose": ARMS[name].purpose}
-                 for name in dict.fromkeys(s.arm for s in specs)},
-        "regenerate": _regenerate_command(args.report_dir or str(out)),
+        "arms": {name: {"overrides": list(variants[name].overrides), "purpose": variants[name].purpose}
+                 for name in dict.fromkeys(s.arm for s in specs) if name in variants},
     }
-    path = write_report({"analysis": analyse(records), "records": records}, args.report_dir or out, header)
+    path = exp.write(records, args.report_dir or str(out), header)
     print(f"report: {path}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _default_out(exp: Experiment, quick: bool) -> str:
+    base = "runs/reproduce" if exp.name == "study" else f"runs/experiment-{exp.name}"
+    return base + ("-quick" if quick else "")
+
+
+def _command(exp: Experiment, args: argparse.Namespace, seeds: list[int]) -> str:
+    """The command that reruns or resumes these runs (flags at their defaults left out)."""
+    n_default = exp.seeds.quick_count if args.quick else exp.seeds.count
+    return ("ragen reproduce" + (f" --experiment {exp.name}" if exp.name != "study" else "")
+            + (" --quick" if args.quick else "") + (f" --seeds {len(seeds)}" if len(seeds) != n_default else "")
+            + (f" --first-seed {seeds[0]}" if seeds[0] != exp.seeds.first else "")
+            + (f" --envs {args.envs}" if args.envs else "") + (f" --report-dir {args.report_dir}" if args.report_dir
+                                                               else ""))
 
 
 def _run(specs: list, runs_dir: Path, args: argparse.Namespace, ray: str | None = None) -> str:
@@ -148,80 +164,20 @@ def _run(specs: list, runs_dir: Path, args: argparse.Namespace, ray: str | None 
     return ""
 
 
-def run_experiment(args: argparse.Namespace) -> int:
-    """``--experiment NAME``: its runs on --first-seed .. (+ --seeds, default 5), then its report."""
-    from ragen_core.apps.reproduce.experiments import build_experiment
-
-    n = args.seeds if args.seeds is not None else DEFAULT_SEEDS
-    seeds = list(range(args.first_seed, args.first_seed + n))
-    out = Path(args.out or f"runs/experiment-{args.experiment}").resolve()
-    configs = Path(args.configs_dir) if args.configs_dir else Path(__file__).resolve().parents[3] / "configs"
-    try:
-        specs = build_experiment(args.experiment, seeds, configs, out / "warm_cache")
-    except ValueError as e:
-        print(f"ragen reproduce: {e}", file=sys.stderr)
-        return 2
-    runs_dir = out / "runs"
-    print(f"experiment {args.experiment}: {len(specs)} runs (seeds {seeds[0]}..{seeds[-1]}) in {runs_dir}",
-          file=sys.stderr)
-    failed = ""
-    if not args.report_only:
-        runs_dir.mkdir(parents=True, exist_ok=True)
-        failed = _run(specs, runs_dir, args)
-    records, missing = finished_records(specs, runs_dir)
-    if not records:
-        print("ragen reproduce: no finished run to report", file=sys.stderr)
-        return 1
-    header = {"command": f"ragen reproduce --experiment {args.experiment} --first-seed {args.first_seed} "
-                         f"--seeds {n}", "seeds": seeds, "n_runs": len(records), "n_missing": len(missing),
-              "missing": missing, "machine": _machine(),
-              "core_minutes": sum(((r.get("sft_s") or 0.0) + (r.get("rl_s") or 0.0)) / 60.0 for r in records)}
-    path = write_experiment(args.experiment, records, args.report_dir or str(out), header)
-    print(f"report: {path}", file=sys.stderr)
-    return 1 if failed else 0
-
-
-def write_experiment(name: str, records: list, report_dir: str | Path, header: dict) -> Path:
-    """Analyse an experiment's records and write ``NAME.md``, ``NAME/results.json`` and ``NAME/curves.png``."""
-    from ragen_core.apps.reproduce.experiments import analyse as analyse_experiment
-    from ragen_core.apps.reproduce.experiments import figure, markdown
-
-    folder = Path(report_dir)
-    (folder / name).mkdir(parents=True, exist_ok=True)
-    result = analyse_experiment(name, records)
-    header = {**header, "regenerate": f"ragen reproduce --from-results {folder / name / 'results.json'} "
-                                      f"--report-dir {folder}"}
-    text = markdown(result, header) + f"\n![curves]({name}/curves.png)\n\nRegenerate: `{header['regenerate']}`\n"
-    (folder / f"{name}.md").write_text(text)
-    (folder / name / "results.json").write_text(json.dumps({"experiment": name, "header": header,
-                                                            "analysis": result, "records": records}, indent=1,
-                                                           default=str) + "\n")
-    fig = figure(result, records)
-    fig.savefig(folder / name / "curves.png", dpi=110)
-    return folder / f"{name}.md"
-
-
-def _regenerate_command(report_dir: str) -> str:
-    """The command that regenerates a report written to `report_dir` from its results.json alone."""
-    results = Path(report_dir) / "reproduction" / "results.json"
-    return f"ragen reproduce --from-results {results} --report-dir {report_dir}"
-
-
 def from_results(results: str | Path, report_dir: str | None = None) -> int:
-    """Re-analyse the records of `results` (a results.json) and write the report to `report_dir` (default: the
-    folder above the one holding `results`); 0, or 1 when the file cannot be read or holds no record.
+    """Re-analyse the records of `results` (a results.json) and write the report of its experiment (``"experiment"``,
+    default the study) to `report_dir` (default: the folder above the one holding `results`); 0, or 1 when the file
+    cannot be read or holds no record.
 
-    The records and the study's header are kept; only the analysis is recomputed, so the report follows this
-    version's rules. The header's ``regenerate`` is set to the command that repeats this from the new file."""
+    The records (read as :class:`ragen_core.apps.reproduce.spec.RunRecord`, which keeps them unchanged) and the
+    header are kept; only the analysis is recomputed, so the report follows this version's rules. The header's
+    ``regenerate`` is set to the command that repeats this from the new file."""
     path = Path(results)
     try:
         data = json.loads(path.read_text())
-        records, header = data["records"], dict(data["header"])
-        if data.get("experiment"):
-            target = report_dir if report_dir is not None else str(path.resolve().parent.parent)
-            out = write_experiment(data["experiment"], records, target, header)
-            print(f"report: {out} (from the {len(records)} records of {path})", file=sys.stderr)
-            return 0
+        records = [RunRecord.from_dict(r).to_dict() for r in data["records"]]
+        header = dict(data["header"])
+        exp = EXPERIMENTS[data.get("experiment") or "study"]
     except (OSError, ValueError, KeyError, TypeError) as e:
         print(f"ragen reproduce: cannot read the records of {path}: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
@@ -229,8 +185,7 @@ def from_results(results: str | Path, report_dir: str | None = None) -> int:
         print(f"ragen reproduce: {path} holds no run record", file=sys.stderr)
         return 1
     target = report_dir if report_dir is not None else str(path.resolve().parent.parent)
-    header["regenerate"] = _regenerate_command(target)
-    out = write_report({"analysis": analyse(records), "records": records}, target, header)
+    out = exp.write(records, target, header)
     print(f"report: {out} (from the {len(records)} records of {path})", file=sys.stderr)
     return 0
 

@@ -4,83 +4,79 @@ emerges and hurts (docs/collapse.md, section 7, written before any of their runs
     ragen reproduce --experiment mechanism --first-seed 30 --seeds 8 --out runs/mechanism --report-dir docs/collapse
     ragen reproduce --experiment search --first-seed 130 --seeds 2 --out runs/search --report-dir docs/collapse
 
-An experiment is a list of *variants* (a base config of ``configs/`` and overrides) run on every seed, with the
-runner of :mod:`ragen_core.apps.reproduce.runner` (resumable, a shared warm-start cache); its analysis is computed
-from the run records alone and written as ``EXPERIMENT.md`` and ``EXPERIMENT/results.json`` (``--from-results``
-regenerates it).
+Every experiment `ragen reproduce` runs, the main study included, is one
+:class:`ragen_core.apps.reproduce.spec.Experiment` in :data:`EXPERIMENTS` (the registry): its *variants* (a base
+config of ``configs/`` and overrides) run on every seed by the runner of :mod:`ragen_core.apps.reproduce.runner`
+(local or Ray, resumable, a shared warm-start cache), its seed kind, outcomes and rule object, and its analysis and
+report, computed from the run records alone and written as ``EXPERIMENT.md`` and ``EXPERIMENT/results.json`` (the
+study: ``reproduction.md``; ``--from-results`` regenerates either). Adding an experiment is one entry here (and its
+test); nothing dispatches on its name.
 
 - ``mechanism`` (fresh seeds): a template that pays / does not pay x all groups / the lowest-reward-variance
   quarter only (``filter.max_empty_steps = 0``: a run never stops), and in the low-variance regime a regulariser
   dose (entropy bonus 0, 0.001, 0.01; KL to the warm-started reference). Primary outcome per run: the probe's
   retrieval margin at the end minus at step 0 (``delta``). Each arm is classed **falls** (95% interval of the mean
-  delta below 0), **rises** (above 0), **stable** (90% interval inside +-:data:`STABLE_BOUND`) or **unclear**; the
+  delta below 0), **rises** (above 0), **stable** (90% interval inside +-:data:`STABLE_BOUND`) or **unclear**
+  (:data:`CHANGE_RULE`: the verdict of :func:`ragen_core.apps.reproduce.verdicts.compare` under its own labels); the
   two accounts' predictions (:data:`PREDICTIONS`) are then read off the classes and the paired dose comparison.
 - ``search`` (tuning seeds): candidate configs without a demonstrator path built to pay, each on every seed,
   judged by :func:`ragen_core.math.collapse.detect_harmful_collapse` (the margin halves from its peak, success at
   the end no higher than at the peak, both entropies within +-25% of the peak's values to the end). A candidate
   *shows it* when every seed does.
 - ``confirm`` (fresh seeds 40-44): each candidate that showed it in the search, judged the same way; it ships when
-  4 of 5 seeds meet the conditions (``Experiment.needed_share``).
+  4 of 5 seeds meet the conditions (its rule, a :class:`ragen_core.apps.reproduce.verdicts.ShareRule`).
 - ``filter`` (fresh seeds): finding 3 on the confirmed candidate: ``top_p`` minus ``no_filter`` (primary: the end
   margin) and minus ``random``, by the study's rules (:func:`ragen_core.apps.reproduce.analysis.finding_filtering`:
-  held / contradicted / equivalent within the bounds / inconclusive); :func:`seed_plan` sizes the main run from a
-  pilot's paired SD (docs/collapse.md section 7.4). Registered for a candidate that ships; the one candidate so far
-  met the conditions on 3 of 5 fresh seeds, so it has not been run.
+  held / contradicted / equivalent within the bounds / inconclusive); :func:`seed_plan`
+  (:func:`ragen_core.math.stats.seed_plan`) sizes the main run from a pilot's paired SD (docs/collapse.md section
+  7.4). Registered for a candidate that ships; the one candidate so far met the conditions on 3 of 5 fresh seeds, so
+  it has not been run.
 """
 
 from __future__ import annotations
 
+import inspect
+import json
 import math
-from dataclasses import dataclass
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ragen_core.apps.reproduce.analysis import (
-    OUTCOMES,
-    equivalence_seeds,
-    finding_filtering,
-    fmt_unit,
-    mde,
-    power_analysis,
-    seeds_needed,
+from ragen_core.apps.reproduce.analysis import OUTCOMES, PAIRED, finding_filtering, fmt_unit, power_analysis
+from ragen_core.apps.reproduce.analysis import analyse as analyse_study
+from ragen_core.apps.reproduce.report import write_report
+from ragen_core.apps.reproduce.spec import Experiment, RunSpec, Seeds, Variant, build_runs
+from ragen_core.apps.reproduce.study import STUDY
+from ragen_core.apps.reproduce.verdicts import (
+    CHANGE_LABELS,
+    DIRECTION_LABELS,
+    ChangeRule,
+    ShareRule,
+    compare,
+    mean_of,
+    paired,
+    pct,
+    verdict_text,
 )
-from ragen_core.apps.reproduce.study import TUNING_SEEDS, RunSpec
 from ragen_core.math.collapse import detect_harmful_collapse
-from ragen_core.math.stats import mean_ci
+from ragen_core.math.stats import seed_plan as plan_seeds
 
-__all__ = ["Variant", "Experiment", "EXPERIMENTS", "PREDICTIONS", "STABLE_BOUND", "FILTER_COMPARISONS",
-           "FILTER_EFFECT", "FILTER_SEEDS", "build_experiment", "analyse", "markdown", "own_records", "seed_plan"]
+__all__ = ["Variant", "Experiment", "EXPERIMENTS", "PREDICTIONS", "STABLE_BOUND", "CHANGE_RULE", "FILTER_COMPARISONS",
+           "FILTER_EFFECT", "FILTER_SEEDS", "build_experiment", "analyse", "markdown", "own_records", "seed_plan",
+           "write_experiment", "write_study"]
 
 #: A mean change of the margin within +-this (90% interval) is "stable": the equivalence bound of the study's
 #: margin outcome (docs/reproduction.md), fixed before the runs.
 STABLE_BOUND = 0.15
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One arm of an experiment: a base config of ``configs/``, overrides, and what it is for."""
-
-    name: str
-    config: str
-    overrides: tuple[str, ...]
-    purpose: str
-    #: (experiment, variant) whose runs these are: the same config and overrides, so a seed's run is shared (its
-    #: folder and record keep that experiment's name; :func:`own_records` renames them for this experiment)
-    same_runs_as: tuple[str, str] | None = None
-
-
-@dataclass(frozen=True)
-class Experiment:
-    name: str
-    variants: tuple[Variant, ...]
-    #: "fresh" (never a tuning seed) or "tuning" (only tuning seeds 100-199)
-    seeds_kind: str
-    #: overrides of every run
-    common: tuple[str, ...] = ()
-    #: a candidate "shows it" when at least this share of its seeds meets the three conditions (the search: every
-    #: seed; the confirmation on fresh seeds: 4 of 5, docs/collapse.md section 7.2)
-    needed_share: float = 1.0
-
+#: The mechanism's classes: the study's paired rule (95% interval beside 0; the 90% interval inside the bound),
+#: read without a direction (verdicts.CHANGE_LABELS).
+CHANGE_RULE = ChangeRule(bound=STABLE_BOUND, paired=replace(PAIRED, bounds={}))
+#: The criteria of a collapse that emerges and hurts (detect_harmful_collapse's defaults), printed with the rule.
+HARMFUL = {k: inspect.signature(detect_harmful_collapse).parameters[k].default for k in ("drop", "band")}
+#: The search: a candidate shows it when every seed does; the confirmation on fresh seeds: 4 of 5 (80%).
+SEARCH_RULE = ShareRule(share=1.0)
+CONFIRM_RULE = ShareRule(share=0.8)
 
 _NOPAY = ('warm_start.template_answer="demonstrator"',)
 _PAYS = ('warm_start.template_answer="oracle"',)
@@ -93,66 +89,6 @@ _EMERGENT = (*_NOPAY, *_ALL, *_SLIPPERY_LONG)
 _TOP_P = ("filter.enabled=true", 'filter.strategy="top_p"', "filter.value=0.9")
 _RANDOM = ("filter.enabled=true", 'filter.strategy="random"', "filter.value=0.9")
 
-EXPERIMENTS: dict[str, Experiment] = {
-    "mechanism": Experiment("mechanism", (
-        Variant("pays_all", "collapse_sokoban.toml", (*_PAYS, *_ALL),
-                "the template pays; every group trained on (the shipped testbed)"),
-        Variant("nopay_all", "collapse_sokoban.toml", (*_NOPAY, *_ALL),
-                "the template is followed by the habit answer, like state reasoning; every group trained on"),
-        Variant("pays_bottom", "collapse_sokoban.toml", (*_PAYS, *_BOTTOM),
-                "the template pays; only the lowest-reward-variance quarter of the groups trained on"),
-        Variant("nopay_bottom", "collapse_sokoban.toml", (*_NOPAY, *_BOTTOM),
-                "no payoff; the lowest-variance quarter; entropy bonus 0.001 (the paper's)"),
-        Variant("nopay_bottom_ent0", "collapse_sokoban.toml", (*_NOPAY, *_BOTTOM, "algo.entropy_coef=0.0"),
-                "no payoff; the lowest-variance quarter; no entropy bonus"),
-        Variant("nopay_bottom_ent01", "collapse_sokoban.toml", (*_NOPAY, *_BOTTOM, "algo.entropy_coef=0.01"),
-                "no payoff; the lowest-variance quarter; entropy bonus 0.01 (10x the paper's)"),
-        Variant("nopay_bottom_kl", "collapse_sokoban.toml", (*_NOPAY, *_BOTTOM, "algo.kl_coef=0.05"),
-                "no payoff; the lowest-variance quarter; entropy bonus 0.001 and KL 0.05 to the warm start"),
-    ), seeds_kind="fresh", common=_PER_STEP),
-    "search": Experiment("search", (
-        Variant("sokoban_nopay", "collapse_sokoban.toml", (*_NOPAY, *_ALL),
-                "the Sokoban testbed without the template's payoff"),
-        Variant("sokoban_nopay_kl", "collapse_sokoban.toml", (*_NOPAY, *_ALL, "algo.kl_coef=0.01"),
-                "as above with KL 0.01 to the warm start (the paper's regularisers: entropy bonus 0.001 and KL)"),
-        Variant("sokoban_nopay_hard", "collapse_sokoban.toml",
-                (*_NOPAY, *_ALL, "env.kwargs.max_solution_len=4", "env.kwargs.min_solution_len=3",
-                 "rollout.max_turns=4"),
-                "harder levels (3-4 moves, 4 turns): most groups without reward variance"),
-        Variant("sokoban_nopay_long", "collapse_sokoban.toml", (*_NOPAY, *_ALL, "run.steps=100"),
-                "no payoff, 100 steps"),
-        Variant("sokoban_dep1_long", "collapse_sokoban.toml",
-                (*_NOPAY, *_ALL, "warm_start.reasoning_dependence=1.0", "run.steps=100"),
-                "no template in the warm start at all (the margin starts at the ceiling), 100 steps"),
-        Variant("frozenlake_nopay", "collapse_frozenlake.toml", (*_NOPAY, *_ALL),
-                "the FrozenLake testbed without the template's payoff"),
-        Variant("frozenlake_nopay_slippery", "collapse_frozenlake.toml",
-                (*_NOPAY, *_ALL, "env.kwargs.is_slippery=true"),
-                "stochastic rewards: the lake is slippery, so within-group reward variance is partly luck"),
-        Variant("frozenlake_nopay_slippery_long", "collapse_frozenlake.toml",
-                (*_NOPAY, *_ALL, "env.kwargs.is_slippery=true", "run.steps=100"),
-                "slippery, 100 steps"),
-    ), seeds_kind="tuning", common=("eval.every=10", "filter.max_empty_steps=0")),
-    # The candidates that showed it on both tuning seeds, each on fresh seeds (40-44): a candidate ships if 4 of 5
-    # meet the conditions (docs/collapse.md section 7.2, registered before the search ran).
-    "confirm": Experiment("confirm", (
-        Variant("frozenlake_nopay_slippery_long", "collapse_frozenlake.toml", _EMERGENT,
-                "the search's candidate that showed it on both tuning seeds: slippery, no payoff, 100 steps"),
-    ), seeds_kind="fresh", common=("eval.every=10", "filter.max_empty_steps=0"), needed_share=0.8),
-    # Finding 3 on the collapse that emerged (docs/collapse.md section 7.4, registered before the confirmation's
-    # results): the confirmed candidate with the study's three arms. `no_filter` is the confirmation's run exactly
-    # (the same base config, overrides and common overrides), so a seed's no-filter run of the two is one run.
-    "filter": Experiment("filter", (
-        Variant("no_filter", "collapse_frozenlake.toml", _EMERGENT,
-                "every group trained on (the confirmation's runs: where the collapse emerged)",
-                same_runs_as=("confirm", "frozenlake_nopay_slippery_long")),
-        Variant("top_p", "collapse_frozenlake.toml", (*_NOPAY, *_TOP_P, *_SLIPPERY_LONG),
-                "the method: top-p on reward variance, rho = 0.9"),
-        Variant("random", "collapse_frozenlake.toml", (*_NOPAY, *_RANDOM, *_SLIPPERY_LONG),
-                "the control: as many groups as top-p keeps, drawn uniformly at random"),
-    ), seeds_kind="fresh", common=("eval.every=10", "filter.max_empty_steps=0")),
-}
-
 #: Finding 3 on the emergent collapse (docs/collapse.md section 7.4): the comparisons, first the primary one.
 FILTER_COMPARISONS = (("top_p", "no_filter"), ("top_p", "random"))
 #: The smallest effect of interest on the primary outcome (the end margin), equal to the study's equivalence bound
@@ -162,25 +98,14 @@ FILTER_EFFECT = 0.15
 FILTER_SEEDS = (8, 20)
 
 
+
+
 def seed_plan(sd: float | None, effect: float = FILTER_EFFECT, limits: tuple[int, int] = FILTER_SEEDS
               ) -> dict[str, Any]:
-    """Seeds of the main comparison from a pilot's paired SD `sd` of the primary outcome (section 7.4).
-
-    ``n = min(max(n_detect, n_equiv, lo), hi)`` with ``n_detect`` the pairs a two-sided paired t-test at alpha 0.05
-    needs to detect `effect` with power 0.8 and ``n_equiv`` the pairs TOST within +-`effect` needs to conclude
-    equivalence with power 0.8 when the true difference is 0 (both exact, from the noncentral t). Without a usable
-    SD (none, 0 or not finite) the plan is the most seeds. ``mde`` is the effect the plan detects at 80% power.
-    """
-    lo, hi = limits
-    if sd is None or not math.isfinite(sd) or sd <= 0:
-        return {"sd": sd, "n_detect": None, "n_equiv": None, "n": hi, "capped": True, "mde": None,
-                "why": "no usable paired SD from the pilot: the most seeds"}
-    n_detect, n_equiv = seeds_needed(effect, sd), equivalence_seeds(sd, effect)
-    need = max(hi + 1 if n_detect is None else n_detect, hi + 1 if n_equiv is None else n_equiv)
-    n = min(max(need, lo), hi)
-    return {"sd": sd, "n_detect": n_detect, "n_equiv": n_equiv, "n": n, "capped": need > hi, "mde": mde(sd, n),
-            "why": f"max(detect {effect}: {n_detect}, equivalence within +-{effect}: {n_equiv}, at least {lo})"
-                   + (f", capped at {hi}" if need > hi else "")}
+    """Seeds of the main comparison from a pilot's paired SD `sd` of the primary outcome (section 7.4):
+    :func:`ragen_core.math.stats.seed_plan` (detect `effect` and conclude equivalence within it, each with 80%
+    power, between the `limits`), as results.json keeps it."""
+    return plan_seeds(sd, effect, limits, alpha=PAIRED.alpha, power=PAIRED.power).as_dict()
 
 
 #: What each account predicts for the mechanism experiment, per arm ("falls", "stable", "rises" or a set of them)
@@ -207,51 +132,12 @@ PREDICTIONS: dict[str, dict[str, Any]] = {
 DOSE = ("nopay_bottom_ent01", "nopay_bottom_ent0")
 
 
-def build_experiment(name: str, seeds: list[int], configs_dir: Path, cache_dir: Path) -> list[RunSpec]:
-    """The runs of experiment `name` on `seeds` (ordered seed-major within each variant, variants interleaved so
-    that two workers start on different warm starts).
-
-    Raises:
-        ValueError: an unknown experiment, no or repeated seeds, or seeds of the wrong kind (fresh experiments
-            never use the tuning seeds 100-199; the search uses only them).
-    """
-    if name not in EXPERIMENTS:
-        raise ValueError(f"unknown experiment {name!r}; expected one of {', '.join(EXPERIMENTS)}")
-    exp = EXPERIMENTS[name]
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise ValueError(f"seeds must be distinct and at least one; got {seeds}")
-    tuning = [s for s in seeds if s in TUNING_SEEDS]
-    if exp.seeds_kind == "fresh" and tuning:
-        raise ValueError(f"experiment {name} reports its seeds: it must not use the tuning seeds {tuning}")
-    if exp.seeds_kind == "tuning" and len(tuning) != len(seeds):
-        raise ValueError(f"experiment {name} is a search: only tuning seeds ({TUNING_SEEDS.start}-"
-                         f"{TUNING_SEEDS.stop - 1}); got {seeds}")
-    specs = []
-    for variant in exp.variants:
-        for seed in seeds:
-            common = (f"run.seed={seed}", "run.progress=false", "run.max_minutes=0",
-                      f'warm_start.cache_dir="{cache_dir}"', *exp.common)
-            env, arm = variant.same_runs_as or (name, variant.name)
-            specs.append(RunSpec(env, arm, seed, str(configs_dir / variant.config), (*common, *variant.overrides)))
-    return specs
-
-
-def own_records(name: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """`records` with the runs a variant shares with another experiment (``Variant.same_runs_as``) renamed to this
-    experiment and that variant; the others unchanged."""
-    alias = {v.same_runs_as: v.name for v in EXPERIMENTS[name].variants if v.same_runs_as}
-    return [{**r, "env": name, "arm": alias[(r.get("env"), r.get("arm"))]}
-            if (r.get("env"), r.get("arm")) in alias else r for r in records]
-
-
 # ---------------------------------------------------------------------------------------------- analysis
 def _probe(r: dict[str, Any], key: str) -> list[tuple[int, float]]:
     return [(int(p["step"]), float(p[key])) for p in r.get("probe") or [] if p.get(key) is not None]
 
 
-def _mean(xs: list[float]) -> float | None:
-    xs = [x for x in xs if x is not None and math.isfinite(x)]
-    return sum(xs) / len(xs) if xs else None
+_mean = mean_of  # the one mean: None and non-finite values skipped
 
 
 def _sd(xs: list[float]) -> float:
@@ -315,32 +201,17 @@ def run_summary(r: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def classify(deltas: list[float], bound: float = STABLE_BOUND) -> dict[str, Any]:
-    """The class of an arm's margin changes: falls / rises (95% t-interval of the mean beside 0), stable (90%
-    interval inside +-`bound`), else unclear; with the mean and both intervals."""
-    if len(deltas) < 2:
-        return {"n": len(deltas), "class": "unclear (fewer than 2 seeds)", "mean": _mean(deltas)}
-    m, lo95, hi95 = mean_ci(deltas, 0.95)
-    _, lo90, hi90 = mean_ci(deltas, 0.90)
-    if hi95 < 0:
-        cls = "falls"
-    elif lo95 > 0:
-        cls = "rises"
-    elif -bound < lo90 and hi90 < bound:
-        cls = "stable"
-    else:
-        cls = "unclear"
-    return {"n": len(deltas), "mean": m, "ci95": [lo95, hi95], "ci90": [lo90, hi90], "class": cls}
+def classify(deltas: list[float], rule: ChangeRule = CHANGE_RULE) -> dict[str, Any]:
+    """The class of an arm's margin changes: the verdict of :func:`ragen_core.apps.reproduce.verdicts.compare` on
+    the changes (direction +1, equivalence within +-``rule.bound``) under the labels falls / rises / stable /
+    unclear, with the mean, both intervals and the rest of the comparison's numbers."""
+    c = compare(deltas, rule.paired, rule.bound)
+    return {**c.as_dict(), "class": CHANGE_LABELS[c.verdict]}
 
 
-def _paired(a: dict[int, float], b: dict[int, float]) -> dict[str, Any]:
-    seeds = sorted(set(a) & set(b))
-    diffs = [a[s] - b[s] for s in seeds]
-    out = classify(diffs)
-    out["seeds"] = seeds
-    out["direction"] = {"falls": "lower", "rises": "higher", "stable": "equal (within the bound)"}.get(
-        out["class"], "unclear")
-    return out
+def _paired(a: dict[int, float], b: dict[int, float], rule: ChangeRule = CHANGE_RULE) -> dict[str, Any]:
+    c = paired(a, b, rule.paired, rule.bound)
+    return {**c.as_dict(), "class": CHANGE_LABELS[c.verdict], "direction": DIRECTION_LABELS[c.verdict]}
 
 
 def _account_verdict(account: str, arms: dict[str, Any], dose: dict[str, Any]) -> dict[str, Any]:
@@ -364,8 +235,13 @@ def _account_verdict(account: str, arms: dict[str, Any], dose: dict[str, Any]) -
 
 
 def analyse(name: str, records: list[dict[str, Any]]) -> dict[str, Any]:
-    """The analysis of experiment `name` from its run records (module docstring)."""
-    records = own_records(name, records)
+    """The analysis of experiment `name` (of :data:`EXPERIMENTS`) from its run records: every run's summary
+    (:func:`run_summary`) and what its spec's analysis adds."""
+    exp = EXPERIMENTS[name]
+    return exp.analyse(records)
+
+
+def _runs_by_arm(name: str, records: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
     runs = [run_summary(r) for r in records]
     by_arm: dict[str, list[dict[str, Any]]] = {}
     for r in runs:
@@ -374,39 +250,55 @@ def analyse(name: str, records: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"experiment": name, "runs": sorted(runs, key=lambda r: (order.index(r["arm"])
                                                                                    if r["arm"] in order else 99,
                                                                                    r["seed"]))}
-    if name == "mechanism":
-        arms = {a: classify([r["delta"] for r in rs if r.get("delta") is not None]) for a, rs in by_arm.items()}
-        for a, rs in by_arm.items():
-            arms[a]["pmi_cov_kept"] = _mean([r.get("pmi_cov_kept") for r in rs])
-            arms[a]["pmi_cov_dropped"] = _mean([r.get("pmi_cov_dropped") for r in rs])
+    return out, by_arm
+
+
+def _analyse_mechanism(name: str, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each arm's class (:func:`classify`), the paired payoff and dose comparisons, the accounts' verdicts."""
+    out, by_arm = _runs_by_arm(name, own_records(name, records))
+    runs = out["runs"]
+    arms = {a: classify([r["delta"] for r in rs if r.get("delta") is not None]) for a, rs in by_arm.items()}
+    for a, rs in by_arm.items():
+        for key, field in (("pmi_cov_kept", "pmi_cov_kept"), ("pmi_cov_dropped", "pmi_cov_dropped"),
+                           ("kept_zero_adv_share", "kept_zero_adv_share"),
+                           ("entropy_ratio_end", "token_entropy_ratio_end"), ("success_start", "success_start"),
+                           ("success_end", "success_end")):
+            arms[a][key] = _mean([r.get(field) for r in rs])
+    delta = {a: {r["seed"]: r["delta"] for r in rs if r.get("delta") is not None} for a, rs in by_arm.items()}
+    dose = _paired(delta.get(DOSE[0], {}), delta.get(DOSE[1], {}))
+    payoff = _paired(delta.get("pays_all", {}), delta.get("nopay_all", {}))
+    out.update(arms=arms, dose=dose, payoff=payoff,
+               accounts=[_account_verdict(a, arms, dose) for a in PREDICTIONS], probe_noise=probe_noise(runs))
+    return out
+
+
+def _analyse_filter(name: str, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Finding 3 by the study's rules on this experiment's runs, each arm's training summary, the seed plan."""
+    records = own_records(name, records)
+    out, by_arm = _runs_by_arm(name, records)
+    filt = finding_filtering(records, envs=(name,), comparisons=FILTER_COMPARISONS)
+    arms = filt[name]["arms"]
+    for a, rs in by_arm.items():
+        if a in arms:
+            arms[a]["harmful"] = sum(bool(r.get("harmful", {}).get("harmful")) for r in rs)
+            arms[a]["trained_steps"] = _mean([r.get("trained_steps") for r in rs])
             arms[a]["kept_zero_adv_share"] = _mean([r.get("kept_zero_adv_share") for r in rs])
             arms[a]["entropy_ratio_end"] = _mean([r.get("token_entropy_ratio_end") for r in rs])
-            arms[a]["success_start"] = _mean([r.get("success_start") for r in rs])
-            arms[a]["success_end"] = _mean([r.get("success_end") for r in rs])
-        delta = {a: {r["seed"]: r["delta"] for r in rs if r.get("delta") is not None} for a, rs in by_arm.items()}
-        dose = _paired(delta.get(DOSE[0], {}), delta.get(DOSE[1], {}))
-        payoff = _paired(delta.get("pays_all", {}), delta.get("nopay_all", {}))
-        out.update(arms=arms, dose=dose, payoff=payoff,
-                   accounts=[_account_verdict(a, arms, dose) for a in PREDICTIONS], probe_noise=probe_noise(runs))
-    elif name == "filter":
-        filt = finding_filtering(records, envs=(name,), comparisons=FILTER_COMPARISONS)
-        arms = filt[name]["arms"]
-        for a, rs in by_arm.items():
-            if a in arms:
-                arms[a]["harmful"] = sum(bool(r.get("harmful", {}).get("harmful")) for r in rs)
-                arms[a]["trained_steps"] = _mean([r.get("trained_steps") for r in rs])
-                arms[a]["kept_zero_adv_share"] = _mean([r.get("kept_zero_adv_share") for r in rs])
-                arms[a]["entropy_ratio_end"] = _mean([r.get("token_entropy_ratio_end") for r in rs])
-        primary = filt[name]["comparisons"].get("top_p-no_filter", {}).get("margin_end", {})
-        out.update(filtering=filt[name], power=power_analysis(filt), seed_plan=seed_plan(primary.get("sd")))
-    else:
-        cands = {}
-        for a, rs in by_arm.items():
-            flags = [bool(r.get("harmful", {}).get("harmful")) for r in rs]
-            needed = math.ceil(EXPERIMENTS[name].needed_share * len(flags) - 1e-9)
-            cands[a] = {"seeds": [r["seed"] for r in rs], "harmful": flags, "needed": needed,
-                        "shows_it": bool(flags) and sum(flags) >= needed}
-        out["candidates"] = cands
+    primary = filt[name]["comparisons"].get("top_p-no_filter", {}).get("margin_end", {})
+    out.update(filtering=filt[name], power=power_analysis(filt), seed_plan=seed_plan(primary.get("sd")))
+    return out
+
+
+def _analyse_candidates(name: str, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per candidate: which seeds show a collapse that emerges and hurts, and whether enough do (its ShareRule)."""
+    out, by_arm = _runs_by_arm(name, own_records(name, records))
+    rule: ShareRule = EXPERIMENTS[name].rule
+    cands = {}
+    for a, rs in by_arm.items():
+        flags = [bool(r.get("harmful", {}).get("harmful")) for r in rs]
+        cands[a] = {"seeds": [r["seed"] for r in rs], "harmful": flags, "needed": rule.needed(len(flags)),
+                    "shows_it": bool(flags) and rule.met(sum(flags), len(flags))}
+    out["candidates"] = cands
     return out
 
 
@@ -427,7 +319,7 @@ def markdown(result: dict[str, Any], header: dict[str, Any]) -> str:
              f"_Generated by `{header.get('command', 'ragen reproduce --experiment ' + name)}` from the runs' "
              "metrics; the design, outcomes and predictions were fixed before the runs (docs/collapse.md, section "
              "7)._", "",
-             f"- seeds: {header.get('seeds')} ({'tuning seeds' if exp.seeds_kind == 'tuning' else 'fresh seeds'}), "
+             f"- seeds: {header.get('seeds')} ({'tuning seeds' if exp.seeds.kind == 'tuning' else 'fresh seeds'}), "
              f"{header.get('n_runs')} runs ({header.get('n_missing', 0)} missing), "
              f"{_f(header.get('core_minutes'), '{:.0f}')} core-minutes",
              f"- machine: {header.get('machine', 'n/a')}",
@@ -436,12 +328,7 @@ def markdown(result: dict[str, Any], header: dict[str, Any]) -> str:
     for v in exp.variants:
         lines.append(f"| `{v.name}` | `configs/{v.config}` | `{' '.join(v.overrides)}` | {v.purpose} |")
     lines.append("")
-    if name == "mechanism":
-        lines += _mechanism_md(result)
-    elif name == "filter":
-        lines += _filter_md(result)
-    else:
-        lines += _search_md(result)
+    lines += _SECTIONS[name](result)
     lines += ["", "## Every run", "", "| arm | seed | steps (trained) | margin start -> min -> end | token entropy "
               "end/start | success start -> end | template share start -> end | verdict (emerges and hurts) |",
               "|---|---|---|---|---|---|---|---|"]
@@ -460,8 +347,7 @@ def markdown(result: dict[str, Any], header: dict[str, Any]) -> str:
 
 def _mechanism_md(res: dict[str, Any]) -> list[str]:
     lines = ["## Arms: change of the probe's retrieval margin, step 0 to the end", "",
-             f"Class: falls / rises when the 95% interval of the mean change is below / above 0, stable when the 90% "
-             f"interval lies inside +-{STABLE_BOUND}, else unclear.", "",
+             _change_rule_text(CHANGE_RULE), "",
              "| arm | seeds | mean change | 95% CI | 90% CI | class | token entropy end/start | success start -> "
              "end | kept groups with zero advantage | return-PMI cov, kept / dropped |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -515,10 +401,11 @@ def _filter_md(res: dict[str, Any]) -> list[str]:
                      f"{a.get('harmful', 'n/a')} | "
                      f"{_f(a.get('trained_steps'), '{:.1f}')} | {_f(a.get('kept_zero_adv_share'), '{:.2f}')} | "
                      f"{_f(a.get('entropy_ratio_end'), '{:.2f}')} |")
+    r = PAIRED
     lines += ["", "## Comparisons, paired by seed", "",
-              "Verdict: held (95% CI above 0: the paper's direction), contradicted (below 0), equivalent (the 90% "
-              "CI inside the bound), else inconclusive with the effect detectable at 80% power. Primary: `top_p` "
-              "minus `no_filter` on the end margin.", "",
+              f"Verdict: held ({pct(r.level)} CI above 0: the paper's direction), contradicted (below 0), equivalent "
+              f"(the {pct(r.equivalence_level)} CI inside the bound), else inconclusive with the effect detectable at "
+              f"{pct(r.power)} power. Primary: `top_p` minus `no_filter` on the end margin.", "",
               "| comparison | outcome | n | mean | 95% CI | 90% CI | paired SD | bound | verdict |",
               "|---|---|---|---|---|---|---|---|---|"]
     for comp, outs in f["comparisons"].items():
@@ -526,26 +413,46 @@ def _filter_md(res: dict[str, Any]) -> list[str]:
             fmt = fmt_unit(OUTCOMES[k][1])
             lines.append(f"| {comp} | {OUTCOMES[k][0]} | {c['n']} | {_f(c.get('mean'), '{:+.3f}')} | "
                          f"{_ci(c, 'ci95')} | {_ci(c, 'ci90')} | {_f(c.get('sd'))} | "
-                         f"{fmt(c['bound']) if c.get('bound') is not None else 'n/a'} | **{c['verdict']}** |")
+                         f"{fmt(c['bound']) if c.get('bound') is not None else 'n/a'} | **{verdict_text(c, fmt)}** |")
     p = res["seed_plan"]
     lines += ["", "## Seeds for the main comparison (the power analysis of section 7.4)", "",
-              f"From these runs' paired SD of the primary outcome ({_f(p.get('sd'))}): {p['why']} -> **{p['n']} "
-              f"seeds**, which detect {_f(p.get('mde'))} of end margin at 80% power."]
+              f"From these runs' paired SD of the primary outcome ({_f(p.get('sd'))}): {_plan_text(p)} -> **{p['n']} "
+              f"seeds**, which detect {_f(p.get('mde'))} of end margin at {pct(p.get('power', PAIRED.power))} "
+              "power."]
     return lines
 
 
 def _search_md(res: dict[str, Any]) -> list[str]:
-    rule = ("every seed meets" if res["experiment"] == "search" else
-            f"at least {EXPERIMENTS[res['experiment']].needed_share:.0%} of its seeds (4 of 5) meet")
+    share = EXPERIMENTS[res["experiment"]].rule
+    n = len(next(iter(res["candidates"].values()), {}).get("seeds", [])) or None
+    rule = ("every seed meets" if share.share >= 1 else f"at least {pct(share.share)} of its seeds"
+            + (f" ({share.needed(n)} of {n})" if n else "") + " meet")
     lines = ["## Candidates", "", f"A candidate shows a collapse that emerges and hurts when {rule} all three "
-             "conditions (`ragen_core.math.collapse.detect_harmful_collapse`): the probe margin halves from its peak "
-             "and stays there, success at the end is no higher than at the peak, token entropy and H(Z|X) stay "
-             "within +-25% of the peak's values to the end of the run.", "",
+             "conditions (`ragen_core.math.collapse.detect_harmful_collapse`): the probe margin falls to "
+             f"{pct(HARMFUL['drop'])} of its peak or below and stays there, success at the end is no higher than at "
+             f"the peak, token entropy and H(Z|X) stay within +-{pct(HARMFUL['band'])} of the peak's values to the "
+             "end of the run.", "",
              "| candidate | seeds | per seed | shows it |", "|---|---|---|---|"]
     for a, c in res["candidates"].items():
         per = ", ".join(f"{s}: {'yes' if h else 'no'}" for s, h in zip(c["seeds"], c["harmful"]))
         lines.append(f"| `{a}` | {len(c['seeds'])} | {per} | **{'yes' if c['shows_it'] else 'no'}** |")
     return lines
+
+
+def _change_rule_text(rule: ChangeRule) -> str:
+    p = rule.paired
+    return (f"Class: falls / rises when the {pct(p.level)} interval of the mean change is below / above 0, stable "
+            f"when the {pct(p.equivalence_level)} interval lies inside +-{rule.bound}, else unclear.")
+
+
+def _plan_text(p: dict[str, Any]) -> str:
+    """Why the seed plan has its seeds, from its numbers."""
+    lo, hi = p.get("limits") or FILTER_SEEDS
+    effect = p.get("effect", FILTER_EFFECT)
+    if p.get("n_detect") is None and p.get("n_equiv") is None and p.get("mde") is None:
+        return "no usable paired SD from the pilot: the most seeds"
+    return (f"max(detect {effect}: {p.get('n_detect')}, equivalence within +-{effect}: {p.get('n_equiv')}, at "
+            f"least {lo})" + (f", capped at {hi}" if p.get("capped") else ""))
 
 
 def figure(result: dict[str, Any], records: list[dict[str, Any]]) -> Any:
@@ -576,3 +483,136 @@ def figure(result: dict[str, Any], records: list[dict[str, Any]]) -> Any:
     axes[1][0].set_ylabel("token entropy / step 0")
     fig.tight_layout()
     return fig
+
+
+# ---------------------------------------------------------------------------------------------- writing
+def write_experiment(name: str, records: list, report_dir: str | Path, header: dict) -> Path:
+    """Analyse an experiment's records and write ``NAME.md``, ``NAME/results.json`` and ``NAME/curves.png``."""
+    folder = Path(report_dir)
+    (folder / name).mkdir(parents=True, exist_ok=True)
+    result = analyse(name, records)
+    header = {**header, "regenerate": f"ragen reproduce --from-results {folder / name / 'results.json'} "
+                                      f"--report-dir {folder}"}
+    text = markdown(result, header) + f"\n![curves]({name}/curves.png)\n\nRegenerate: `{header['regenerate']}`\n"
+    (folder / f"{name}.md").write_text(text)
+    (folder / name / "results.json").write_text(json.dumps({"experiment": name, "header": header,
+                                                            "analysis": result, "records": records}, indent=1,
+                                                           default=str) + "\n")
+    fig = figure(result, records)
+    fig.savefig(folder / name / "curves.png", dpi=110)
+    return folder / f"{name}.md"
+
+
+def write_study(records: list, report_dir: str | Path, header: dict) -> Path:
+    """Analyse the study's records and write ``reproduction.md`` and ``reproduction/`` (results.json, figures)."""
+    results = Path(report_dir) / "reproduction" / "results.json"
+    header = {**header, "regenerate": f"ragen reproduce --from-results {results} --report-dir {report_dir}"}
+    return write_report({"analysis": analyse_study(records), "records": records}, report_dir, header)
+
+
+_SECTIONS = {}  # experiment name -> its report's own sections, filled with the registry below
+
+
+def _collapse_experiment(name: str, about: str, variants: tuple[Variant, ...], seeds: Seeds, common: tuple[str, ...],
+                         rule: Any, outcomes: dict[str, str], analysis: Any, sections: Any) -> Experiment:
+    _SECTIONS[name] = sections
+    return Experiment(name, about, variants, seeds, outcomes=outcomes, rule=rule, common=common,
+                      analyse=partial(analysis, name), write=partial(write_experiment, name))
+
+
+
+_HARMFUL_OUTCOME = {"harmful": "a collapse that emerges and hurts (ragen_core.math.collapse.detect_harmful_collapse)"}
+#: Every experiment of `ragen reproduce`, by name (``--experiment NAME``; "study" by default).
+EXPERIMENTS: dict[str, Experiment] = {
+    "study": replace(STUDY, analyse=analyse_study, write=write_study, rule=PAIRED,
+                     outcomes={k: v[0] for k, v in OUTCOMES.items()}),
+    "mechanism": _collapse_experiment("mechanism", "why the testbed collapsed: a template that pays or not x all "
+                                      "groups or the lowest-variance quarter, and a regulariser dose (docs/collapse.md "
+                                      "7.1)", (
+        Variant("pays_all", "collapse_sokoban.toml", (*_PAYS, *_ALL),
+                "the template pays; every group trained on (the shipped testbed)"),
+        Variant("nopay_all", "collapse_sokoban.toml", (*_NOPAY, *_ALL),
+                "the template is followed by the habit answer, like state reasoning; every group trained on"),
+        Variant("pays_bottom", "collapse_sokoban.toml", (*_PAYS, *_BOTTOM),
+                "the template pays; only the lowest-reward-variance quarter of the groups trained on"),
+        Variant("nopay_bottom", "collapse_sokoban.toml", (*_NOPAY, *_BOTTOM),
+                "no payoff; the lowest-variance quarter; entropy bonus 0.001 (the paper's)"),
+        Variant("nopay_bottom_ent0", "collapse_sokoban.toml", (*_NOPAY, *_BOTTOM, "algo.entropy_coef=0.0"),
+                "no payoff; the lowest-variance quarter; no entropy bonus"),
+        Variant("nopay_bottom_ent01", "collapse_sokoban.toml", (*_NOPAY, *_BOTTOM, "algo.entropy_coef=0.01"),
+                "no payoff; the lowest-variance quarter; entropy bonus 0.01 (10x the paper's)"),
+        Variant("nopay_bottom_kl", "collapse_sokoban.toml", (*_NOPAY, *_BOTTOM, "algo.kl_coef=0.05"),
+                "no payoff; the lowest-variance quarter; entropy bonus 0.001 and KL 0.05 to the warm start"),
+    ), Seeds("reporting", first=30, count=8), _PER_STEP, CHANGE_RULE,
+        {"delta": "the probe's retrieval margin at the end minus at step 0"}, _analyse_mechanism, _mechanism_md),
+    "search": _collapse_experiment("search", "candidate configs for a collapse that emerges and hurts, on tuning "
+                                   "seeds (docs/collapse.md 7.2)", (
+        Variant("sokoban_nopay", "collapse_sokoban.toml", (*_NOPAY, *_ALL),
+                "the Sokoban testbed without the template's payoff"),
+        Variant("sokoban_nopay_kl", "collapse_sokoban.toml", (*_NOPAY, *_ALL, "algo.kl_coef=0.01"),
+                "as above with KL 0.01 to the warm start (the paper's regularisers: entropy bonus 0.001 and KL)"),
+        Variant("sokoban_nopay_hard", "collapse_sokoban.toml",
+                (*_NOPAY, *_ALL, "env.kwargs.max_solution_len=4", "env.kwargs.min_solution_len=3",
+                 "rollout.max_turns=4"),
+                "harder levels (3-4 moves, 4 turns): most groups without reward variance"),
+        Variant("sokoban_nopay_long", "collapse_sokoban.toml", (*_NOPAY, *_ALL, "run.steps=100"),
+                "no payoff, 100 steps"),
+        Variant("sokoban_dep1_long", "collapse_sokoban.toml",
+                (*_NOPAY, *_ALL, "warm_start.reasoning_dependence=1.0", "run.steps=100"),
+                "no template in the warm start at all (the margin starts at the ceiling), 100 steps"),
+        Variant("frozenlake_nopay", "collapse_frozenlake.toml", (*_NOPAY, *_ALL),
+                "the FrozenLake testbed without the template's payoff"),
+        Variant("frozenlake_nopay_slippery", "collapse_frozenlake.toml",
+                (*_NOPAY, *_ALL, "env.kwargs.is_slippery=true"),
+                "stochastic rewards: the lake is slippery, so within-group reward variance is partly luck"),
+        Variant("frozenlake_nopay_slippery_long", "collapse_frozenlake.toml",
+                (*_NOPAY, *_ALL, "env.kwargs.is_slippery=true", "run.steps=100"),
+                "slippery, 100 steps"),
+    ), Seeds("tuning", first=130, count=2), ("eval.every=10", "filter.max_empty_steps=0"), SEARCH_RULE,
+        _HARMFUL_OUTCOME, _analyse_candidates, _search_md),
+    # The candidates that showed it on both tuning seeds, each on fresh seeds (40-44): a candidate ships if 4 of 5
+    # meet the conditions (docs/collapse.md section 7.2, registered before the search ran).
+    "confirm": _collapse_experiment("confirm", "the search's candidates on fresh seeds: ship at 4 of 5 "
+                                    "(docs/collapse.md 7.2)", (
+        Variant("frozenlake_nopay_slippery_long", "collapse_frozenlake.toml", _EMERGENT,
+                "the search's candidate that showed it on both tuning seeds: slippery, no payoff, 100 steps"),
+    ), Seeds("reporting", first=40, count=5), ("eval.every=10", "filter.max_empty_steps=0"), CONFIRM_RULE,
+        _HARMFUL_OUTCOME, _analyse_candidates, _search_md),
+    # Finding 3 on the collapse that emerged (docs/collapse.md section 7.4, registered before the confirmation's
+    # results): the confirmed candidate with the study's three arms. `no_filter` is the confirmation's run exactly
+    # (the same base config, overrides and common overrides), so a seed's no-filter run of the two is one run.
+    "filter": _collapse_experiment("filter", "finding 3 (top-p vs no filter and a random drop) on the confirmed "
+                                   "candidate (docs/collapse.md 7.4)", (
+        Variant("no_filter", "collapse_frozenlake.toml", _EMERGENT,
+                "every group trained on (the confirmation's runs: where the collapse emerged)",
+                same_runs_as=("confirm", "frozenlake_nopay_slippery_long")),
+        Variant("top_p", "collapse_frozenlake.toml", (*_NOPAY, *_TOP_P, *_SLIPPERY_LONG),
+                "the method: top-p on reward variance, rho = 0.9"),
+        Variant("random", "collapse_frozenlake.toml", (*_NOPAY, *_RANDOM, *_SLIPPERY_LONG),
+                "the control: as many groups as top-p keeps, drawn uniformly at random"),
+    ), Seeds("reporting", first=40, count=FILTER_SEEDS[0], plan="seed_plan"),
+        ("eval.every=10", "filter.max_empty_steps=0"),
+        PAIRED, {k: v[0] for k, v in OUTCOMES.items()}, _analyse_filter, _filter_md),
+}
+
+
+
+def build_experiment(name: str, seeds: list[int], configs_dir: Path, cache_dir: Path, quick: bool = False,
+                     groups: tuple[str, ...] | None = None) -> list[RunSpec]:
+    """The runs of experiment `name` on `seeds` (:func:`ragen_core.apps.reproduce.spec.build_runs`).
+
+    Raises:
+        ValueError: an unknown experiment, no or repeated seeds, or seeds of the wrong kind (a reporting
+            experiment never uses the tuning seeds 100-199; a search uses only them).
+    """
+    if name not in EXPERIMENTS:
+        raise ValueError(f"unknown experiment {name!r}; expected one of {', '.join(EXPERIMENTS)}")
+    return build_runs(EXPERIMENTS[name], seeds, configs_dir, cache_dir, quick=quick, groups=groups)
+
+
+def own_records(name: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`records` with the runs a variant shares with another experiment (``Variant.same_runs_as``) renamed to this
+    experiment and that variant; the others unchanged."""
+    alias = {v.same_runs_as: v.name for v in EXPERIMENTS[name].variants if v.same_runs_as}
+    return [{**r, "env": name, "arm": alias[(r.get("env"), r.get("arm"))]}
+            if (r.get("env"), r.get("arm")) in alias else r for r in records]

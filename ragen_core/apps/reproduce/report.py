@@ -17,13 +17,16 @@ from typing import Any
 
 from ragen_core.apps.reproduce.analysis import (
     CEILING_NORM,
-    CEILING_SHARE,
-    EQUIVALENCE_BOUNDS,
+    CORRELATION_PAIRS,
     GRPO_LABEL,
     OUTCOMES,
     PAPER,
+    RULES,
+    StudyRules,
     fmt_unit,
 )
+from ragen_core.apps.reproduce.study import ARMS
+from ragen_core.apps.reproduce.verdicts import pct, verdict_text
 
 __all__ = ["write_report", "markdown", "collapse_figure", "FIGURES"]
 
@@ -124,7 +127,8 @@ def markdown(result: dict[str, Any], figures_rel: str, header: dict[str, Any]) -
     ]
     for name, arm in header["arms"].items():
         lines.append(f"  - `{name}`: {arm['purpose']} (`{' '.join(arm['overrides']) or 'as shipped'}`)")
-    lines += ["", *_rules(), "", "## Summary", "", "| finding | paper | here | verdict |", "|---|---|---|---|",
+    lines += ["", *_rules(RULES, PAPER), "", "## Summary", "", "| finding | paper | here | verdict |",
+              "|---|---|---|---|",
               *_summary_rows(a), "",
               *_section_collapse(a["collapse"], figures_rel), "",
               *_section_co_movement(a.get("co_movement")), "",
@@ -141,67 +145,101 @@ def markdown(result: dict[str, Any], figures_rel: str, header: dict[str, Any]) -
     return "\n".join(lines) + "\n"
 
 
-def _bounds_text() -> str:
+def _bounds_text(rules: StudyRules) -> str:
     fmt = {k: fmt_unit(OUTCOMES[k][1]) for k in OUTCOMES}
-    return ", ".join(f"{OUTCOMES[k][0].split(' (')[0]} +-{fmt[k](b)}" for k, b in EQUIVALENCE_BOUNDS.items())
+    return ", ".join(f"{OUTCOMES[k][0].split(' (')[0]} +-{fmt[k](b)}" for k, b in rules.paired.bounds.items())
 
 
-def _rules() -> list[str]:
+def _arm_value(arm: str, key: str) -> float:
+    """The value an arm of the study sets for a config key (e.g. top-p's ``filter.value``)."""
+    return float(next(o.split("=", 1)[1] for o in ARMS[arm].overrides if o.split("=", 1)[0] == key))
+
+
+def _paper_pair(mi: str, h: str, paper: dict[str, Any]) -> str:
+    """The paper's rhos of a pair of finding 2, e.g. "MI-ZScore (trajectory) +0.39 vs conditional entropy -0.14"."""
+    return f"{_PAPER_LABEL[mi]} {paper['spearman'][mi]:+.2f} vs {_PAPER_LABEL[h]} {paper['spearman'][h]:+.2f}"
+
+
+def _paper_spearman(paper: dict[str, Any]) -> str:
+    return ", ".join(f"{_PAPER_LABEL[k]} {v:+.2f}" for k, v in paper["spearman"].items())
+
+
+def _paper_quartiles(paper: dict[str, Any]) -> str:
+    q = paper["quartiles"]
+    top, bottom = q["rv_top_quartile"], q["rv_bottom_quartile"]
+    return f"success {top['success']}% vs {bottom['success']}%, MI proxy {top['mi']} vs {bottom['mi']}"
+
+
+def _rules(rules: StudyRules = RULES, paper: dict[str, Any] = PAPER) -> list[str]:
+    """The outcomes and verdict rules, every number read from `rules` (the rule objects the analysis applies),
+    `paper` (:data:`ragen_core.apps.reproduce.analysis.PAPER`) or the study's arms: the prose cannot say one thing
+    while the code does another."""
+    pr, ctl, det, cor = rules.paired, rules.control, rules.detector, rules.correlation
+    first, last = rules.post_hoc_seeds
+    rho = _arm_value("top_p", "filter.value")
+    quarter = _arm_value("rv_bottom_quartile", "filter.value")
+    mi_pair, probe_pair = CORRELATION_PAIRS[0], CORRELATION_PAIRS[1]
+    probe_mi = _LABEL[probe_pair[0]].replace(" (probe)", "")
     return [
         "## Outcomes and verdict rules", "",
-        "Every verdict below is one of **held** (the 95% interval excludes 0 in the paper's direction), "
-        "**contradicted** (it excludes 0 in the other direction), **equivalent** (the 90% interval lies within the "
-        "equivalence bounds: two one-sided tests at alpha 0.05), *inconclusive* (with the smallest effect the study "
-        "could have detected at 80% power), *not testable* (the metric sits at its ceiling) or *not tested* (with "
-        "the reason); finding 1, a positive control, **passed** or **failed**. A difference that the study cannot "
-        "resolve is inconclusive, never a failed prediction.", "",
-        "Rules 1-4 were fixed before the first study's runs. The equivalence outcome and its bounds, the early-stop "
+        f"Every verdict below is one of **held** (the {pct(pr.level)} interval excludes 0 in the paper's direction), "
+        f"**contradicted** (it excludes 0 in the other direction), **equivalent** (the {pct(pr.equivalence_level)} "
+        f"interval lies within the equivalence bounds: two one-sided tests at alpha {pr.equivalence_alpha}), "
+        f"*inconclusive* (with the smallest effect the study could have detected at {pct(pr.power)} power), *not "
+        "testable* (the metric sits at its ceiling) or *not tested* (with the reason); finding 1, a positive "
+        "control, **passed** or **failed**. A difference that the study cannot resolve is inconclusive, never a "
+        "failed prediction.", "",
+        "The first study's rules were fixed before its runs. The equivalence outcome and its bounds, the early-stop "
         "pairing rule, the ceiling rule and the labels of findings 1 and 4 were added after the study on seeds "
-        "20-24 had been run: on those runs they are post hoc; on any study run after them they are pre-specified.",
+        f"{first}-{last} had been run: on those runs they are post hoc; on any study run after them they are "
+        "pre-specified.",
         "",
         "1. **A positive control: the detector finds a collapse built into the demonstrator** (collapse-prone "
         "configs, `no_filter` arm). The warm start answers with a habit after reasoning about the state and with "
         "the oracle's move after the fixed template, so the template path pays and RL takes it: the collapse is "
         "constructed, and this finding checks the detector, not the paper's claim that template collapse in "
-        "RL-trained LLMs is invisible to entropy. Per run, "
-        "on the held-out probe, the retrieval margin over chance falls to half of its peak (the highest margin before "
-        "the fall, step 0 included) and stays there at the next measurement, while token entropy and H(Z|X) stay "
-        "within +-25% of their values at that peak, with no entropy alarm from the peak to the drop "
-        "(`ragen_core.math.collapse.detect_collapse`). *Passed*: the signature on >= 80% of the seeds (>= 4 of 5), "
-        "with >= 5 seeds. *Failed*: on most seeds the MI drop comes only with an entropy alarm at or before it. "
-        "Otherwise *inconclusive*. Reported beside it, from the same records: how margin and token entropy move "
-        "together within a run, the entropy ratios at the end of the run (not only at the drop), how well the "
-        "end/start entropy ratio alone separates collapsed runs (AUC), and the association of the end margin with "
-        "final success.",
-        "2. **MI predicts success better than entropy** (learning configs): Spearman's rho of each metric's early "
-        "value (first quarter of the run) with final validation success, within each env and pooled over envs on "
-        "env-centred ranks; 95% intervals from a bootstrap that resamples seeds (all runs of a seed together). A "
-        "metric constant or tied (one value on more than half of an env's runs, at 4 significant digits) is "
-        "reported as such and not correlated. Pairs fixed in advance: in-batch MI-ZScore-EMA vs in-batch H(Z|X) "
-        "(the paper's +0.39 vs -0.14), and the probe's MI-Seq / log N vs its H(Z|X). *Not testable (at the "
-        f"ceiling)*: the pair's MI over its ceiling (in-batch MI-Seq / log P; the probe's MI-Seq / log N) has an "
-        f"early value above {CEILING_NORM} on more than {CEILING_SHARE:.0%} of the runs. *Held*: the interval of "
-        "|rho_MI| - |rho_H| is above 0 and rho_MI's is above 0; *contradicted*: the difference's is below 0.",
-        "3. **Filtering prevents the collapse** (collapse-prone configs): `top_p` (rho 0.9) minus `no_filter` and "
+        "RL-trained LLMs is invisible to entropy. Per run, on the held-out probe, the retrieval margin over chance "
+        f"falls to {pct(det.drop)} of its peak or below (the highest margin before the fall, step 0 included) and "
+        f"stays there at the next measurement, while token entropy and H(Z|X) stay within +-{pct(det.band)} of "
+        "their values at that peak, with no entropy alarm from the peak to the drop "
+        f"(`ragen_core.math.collapse.detect_collapse`). *Passed*: the signature on >= {pct(ctl.share)} of the seeds, "
+        f"with >= {ctl.min_seeds} seeds (>= {ctl.needed(ctl.min_seeds)} of {ctl.min_seeds}). *Failed*: on most seeds "
+        "the MI drop comes only with an entropy alarm at or before it. Otherwise *inconclusive*. Reported beside it, "
+        "from the same records: how margin and token entropy move together within a run, the entropy ratios at the "
+        "end of the run (not only at the drop), how well the end/start entropy ratio alone separates collapsed runs "
+        "(AUC), and the association of the end margin with final success.",
+        f"2. **MI predicts success better than entropy** (learning configs): Spearman's rho of each metric's early "
+        f"value (the first {pct(cor.early_fraction)} of the run's steps) with final validation success, within each "
+        f"env and pooled over envs on env-centred ranks; {pct(cor.level)} intervals from a bootstrap that resamples "
+        f"seeds (all runs of a seed together; {cor.n_boot} resamples, none with fewer than {cor.min_boot_seeds} "
+        "seeds). A metric constant or tied (one value on more than half of an env's runs, at "
+        f"{cor.sig_digits} significant digits) is reported as such and not correlated. Pairs fixed in advance: "
+        f"in-batch MI-ZScore-EMA vs in-batch H(Z|X) (the paper's {_paper_pair(*mi_pair, paper)}), and the probe's "
+        f"{probe_mi} vs its H(Z|X). *Not testable (at the ceiling)*: the pair's MI over its ceiling (in-batch "
+        f"MI-Seq / log P; the probe's {probe_mi}) has an early value above {cor.ceiling_norm} on more than "
+        f"{pct(cor.ceiling_share)} of the runs. *Held*: the interval of |rho_MI| - |rho_H| is above 0 and rho_MI's "
+        "is above 0; *contradicted*: the difference's is below 0.",
+        f"3. **Filtering prevents the collapse** (collapse-prone configs): `top_p` (rho {rho}) minus `no_filter` and "
         "`top_p` minus `random` (the same number of groups, drawn at random), paired by seed, on (a) the probe "
         "retrieval margin at the last probe measurement (**primary**), (b) the steps until the MI drop (a run "
         "without a drop is carried at its last probe step: censored), (c) validation success at the last "
-        "evaluation. Each: the paired mean difference, its 95% and 90% t-intervals, the paired SD and the minimum "
-        "detectable effect at 80% power (two-sided alpha 0.05). The paper's direction: filtering higher / later. "
-        f"Equivalence bounds: {_bounds_text()} (why these: `EQUIVALENCE_BOUNDS` in "
-        "`ragen_core/apps/reproduce/analysis.py`). Verdicts in the order held, contradicted, equivalent, "
-        "inconclusive. **Early stop**: a run that did fewer steps than its config is compared with its partner at "
-        "equal steps, each outcome read for both runs at the last step at which both have a measurement of it "
-        "(probe steps for the margin and the drop, evaluation steps for success; the drop censored there); a pair "
-        "whose last common measurement is step 0 has no value on that outcome. The number of such pairs is "
-        "reported, and every comparison with one is repeated without them (sensitivity).",
+        f"evaluation. Each: the paired mean difference, its {pct(pr.level)} and {pct(pr.equivalence_level)} "
+        f"t-intervals, the paired SD and the minimum detectable effect at {pct(pr.power)} power (two-sided alpha "
+        f"{pr.alpha:g}). The paper's direction: filtering higher / later. Equivalence bounds: {_bounds_text(rules)} "
+        "(why these: `EQUIVALENCE_BOUNDS` in `ragen_core/apps/reproduce/analysis.py`). Verdicts in the order held, "
+        "contradicted, equivalent, inconclusive. **Early stop**: a run that did fewer steps than its config is "
+        "compared with its partner at equal steps, each outcome read for both runs at the last step at which both "
+        "have a measurement of it (probe steps for the margin and the drop, evaluation steps for success; the drop "
+        "censored there); a pair whose last common measurement is step 0 has no value on that outcome. The number "
+        "of such pairs is reported, and every comparison with one is repeated without them (sensitivity).",
         "4. **RV quartiles** (Sokoban learning config): top minus bottom quartile, paired by seed, at equal steps "
         "(the last step at which both runs of a seed have a measurement) and at the end with a run that stopped "
         "early carried at its last value; success against success, the in-batch MI-Seq / log P of both arms, the "
-        "probe's MI-Seq / log N of both arms (*not testable* when both arms are above the ceiling of rule 2). The "
-        f"paper's direction: top higher. A success verdict is labelled *{GRPO_LABEL}*: a zero-variance group has "
-        "exactly zero GRPO advantage, and the bottom quartile keeps only such groups whenever 2 of the 8 have no "
-        "variance.",
+        f"probe's {probe_mi} of both arms (*not testable* when both arms are above the ceiling of rule 2), by "
+        "the paired rule of rule 3 without equivalence bounds. The paper's direction: top higher. A success "
+        f"verdict is labelled *{GRPO_LABEL}*: a zero-variance group has exactly zero GRPO advantage, and the bottom "
+        f"quartile keeps only the {pct(quarter)} of the groups with the least reward variance, so only such groups "
+        "whenever that many have no variance.",
     ]
 
 
@@ -246,8 +284,7 @@ def _summary_rows(a: dict[str, Any]) -> list[str]:
             ce = p["ceiling"]
             here += (f"; early {ce['metric']} {_num(ce['min'], '{:.5f}')} to {_num(ce['max'], '{:.5f}')}, above "
                      f"{CEILING_NORM} on {ce['n_at_ceiling']} of {ce['n']} runs")
-        paper = ("MI-ZScore (trajectory) +0.39 vs conditional entropy -0.14" if p["mi"] == "mi_zscore_ema"
-                 else "MI-Seq +0.22 vs conditional entropy -0.14")
+        paper = _paper_pair("mi_zscore_ema" if p["mi"] == "mi_zscore_ema" else "mi_seq_est", "cond_entropy_est", PAPER)
         rows.append(f"| 2. MI predicts success better than entropy | {paper} | {here} | {_verdict(p['verdict'])} |")
     for env, f in a["filtering"].items():
         for comp, c in f["comparisons"].items():
@@ -263,7 +300,8 @@ def _summary_rows(a: dict[str, Any]) -> list[str]:
                      else "not reported")
             rows.append(f"| 3. {comp.replace('-', ' minus ').replace('_', '-')}, {_env(env)} "
                         f"(primary: probe margin) | {paper} | {here} | "
-                        f"margin: {_verdict(m['verdict'])}; success: {_verdict(s['verdict'])} |")
+                        f"margin: {_verdict(verdict_text(m, fmt_unit('margin')))}; "
+                        f"success: {_verdict(verdict_text(s, fmt_unit('points')))} |")
     q = a["quartiles"]
     eq = q["equal_steps"].get("success")
     if eq and eq["n"]:
@@ -271,15 +309,15 @@ def _summary_rows(a: dict[str, Any]) -> list[str]:
         bottom = q["arms"].get("rv_bottom_quartile", {})
         stops = bottom.get("stopped_early") or []
         label = f" ({q.get('label', GRPO_LABEL)})" if eq["verdict"] == "held" else ""
-        rows.append(f"| 4. RV quartiles, top minus bottom at equal steps | success 21.1% vs 11.0%, MI proxy 0.95 vs "
-                    f"0.73 | success {_signed(eq['mean'], 'points')} points {_interval(eq['ci95'], 'points')}; "
+        rows.append(f"| 4. RV quartiles, top minus bottom at equal steps | {_paper_quartiles(PAPER)} | success "
+                    f"{_signed(eq['mean'], 'points')} points {_interval(eq['ci95'], 'points')}; "
                     f"in-batch MI-Seq / log P {_signed(mi['mean'], 'margin')}; zero-variance groups per step: top "
                     f"{_pct(q['arms'].get('rv_top_quartile', {}).get('zero_variance_fraction'))}%, bottom "
                     f"{_pct(bottom.get('zero_variance_fraction'))}%; {len(stops)} of {len(bottom.get('seeds', []))} "
-                    f"bottom runs stopped early | success: {_verdict(eq['verdict'])}{label}; "
-                    f"MI: {_verdict(mi['verdict'])} |")
+                    f"bottom runs stopped early | success: {_verdict(verdict_text(eq, fmt_unit('points')))}{label}; "
+                    f"MI: {_verdict(verdict_text(mi, fmt_unit('margin')))} |")
     else:
-        rows.append("| 4. RV quartiles | success 21.1% vs 11.0%, MI proxy 0.95 vs 0.73 | no seed with both quartile "
+        rows.append(f"| 4. RV quartiles | {_paper_quartiles(PAPER)} | no seed with both quartile "
                     "runs | not tested (no seed has both arms) |")
     return rows
 
@@ -438,7 +476,7 @@ def _section_correlations(corr: dict[str, Any], rel: str) -> list[str]:
                          f"{ce['n_at_ceiling']} of {ce['n']} runs: "
                          + ("at the ceiling, where it cannot order runs." if ce["at_ceiling"]
                             else "not at the ceiling."))
-    lines += ["", "The paper's correlations (Spearman with final success): " + PAPER["spearman_text"] + "."]
+    lines += ["", "The paper's correlations (Spearman with final success): " + _paper_spearman(PAPER) + "."]
     return lines
 
 
@@ -500,7 +538,7 @@ def _comparison_row(env: str, comp: str, label: str, c: dict[str, Any], unit: st
     eq = "none" if bound is None else "+-" + _plain(bound, unit)
     return (f"| {env} | {comp} | {label} | {c['n']} | {_signed(c['mean'], unit)} | {_interval(c['ci95'], unit)} | "
             f"{_interval(c.get('ci90', [None, None]), unit)} | {eq} | {_plain(c['sd'], unit)} | "
-            f"{_plain(c['mde'], unit)} | {_verdict(c['verdict'])} |")
+            f"{_plain(c['mde'], unit)} | {_verdict(verdict_text(c, fmt_unit(unit)))} |")
 
 
 def _section_power(rows: list[dict[str, Any]]) -> list[str]:
@@ -556,7 +594,7 @@ def _section_quartiles(q: dict[str, Any], rel: str) -> list[str]:
                 continue
             lines.append(f"| {name} | {label} | {c['n']} | {_plain(c['top'], unit)} | {_plain(c['bottom'], unit)} | "
                          f"{_signed(c['mean'], unit)} | {_interval(c['ci95'], unit)} | {_plain(c['sd'], unit)} | "
-                         f"{_plain(c['mde'], unit)} | {_verdict(c['verdict'])} |")
+                         f"{_plain(c['mde'], unit)} | {_verdict(verdict_text(c, fmt_unit(unit)))} |")
     steps = {s: v for s, v in q["seeds"].items()}
     if steps:
         lines += ["", "Equal steps per seed (success, in-batch MI, probe): " + "; ".join(
@@ -581,9 +619,8 @@ def _section_paper() -> list[str]:
                      + " |")
     lines += ["", "RV heterogeneity of the pre-check and the filtering effect: " + "; ".join(
         f"{name} {h:.2f} -> {eff:+.1f} points" for name, h, eff in PAPER["rv_heterogeneity"]) + ".", "",
-        "Spearman's rho with final success: " + PAPER["spearman_text"] + ".", "",
-        "RV quartiles (Sokoban, Qwen2.5-3B): top quartile 21.1% success and MI proxy 0.95; bottom quartile 11.0% "
-        "and 0.73."]
+        "Spearman's rho with final success: " + _paper_spearman(PAPER) + ".", "",
+        "RV quartiles (Sokoban, Qwen2.5-3B), top vs bottom quartile: " + _paper_quartiles(PAPER) + "."]
     return lines
 
 

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from ragen_core.apps.reproduce.study import RunSpec
+from ragen_core.apps.reproduce.spec import RunRecord, RunSpec
 from ragen_core.training.metrics import STEP, Collapse, Filter, Perf, Probe, Sft, Val
 
 __all__ = ["execute_run", "read_run", "run_local", "run_ray", "finished_records"]
@@ -81,7 +81,8 @@ def execute_run(spec: RunSpec, runs_dir: str | Path) -> dict[str, Any]:
 
 
 def read_run(run_dir: str | Path, spec: RunSpec) -> dict[str, Any]:
-    """The record of a finished run, from its ``metrics.jsonl``.
+    """The record of a finished run, from its ``metrics.jsonl``: a :class:`ragen_core.apps.reproduce.spec.RunRecord`
+    as a dict (``wall_s`` None: :func:`execute_run` sets it).
 
     Keys: env, arm, seed, steps (RL steps done), val (``[[step, success], ...]``, step 0 = after the warm start),
     mi (``[{"step": s, <MI_KEYS>...}, ...]``: the in-batch proxies), probe (``[{"step": s, <PROBE_KEYS>...,
@@ -121,22 +122,22 @@ def read_run(run_dir: str | Path, spec: RunSpec) -> dict[str, Any]:
                                           **{k: _finite(r.get(m)) for k, m in FILTER_LOG_KEYS.items()}}
     filter_log = [filter_steps[k] for k in sorted(filter_steps)]
     provenance = _provenance(Path(run_dir))
-    return {
-        "env": spec.env, "arm": spec.arm, "seed": spec.seed, "name": spec.name,
-        "steps": max((int(r[STEP]) for r in steps), default=0),
-        "val": sorted(val.items()),
-        "mi": mi,
-        "probe": [probe[k] for k in sorted(probe)],
-        "rv_heterogeneity_first": float(rv_h) if isinstance(rv_h, (int, float)) and math.isfinite(rv_h) else None,
-        "zero_variance_fraction": sum(zero) / len(zero) if zero else None,
-        "sft_s": sft.get(Perf.SFT_S),  # the time this run spent: training the warm start, or loading it
-        "sft_cached": bool(sft.get(Sft.CACHED, 0.0)),
-        "rl_s": sum(float(r[Perf.STEP_S]) + float(r.get(Perf.EVAL_S, 0.0) or 0.0) for r in steps),
-        "planned_steps": _planned_steps(Path(run_dir)),
-        "commit": provenance.get("commit"),
-        "config_sha256": provenance.get("config_sha256"),
-        "filter_log": filter_log,
-    }
+    return RunRecord(
+        env=spec.env, arm=spec.arm, seed=spec.seed, name=spec.name,
+        steps=max((int(r[STEP]) for r in steps), default=0),
+        val=[list(x) for x in sorted(val.items())],
+        mi=mi,
+        probe=[probe[k] for k in sorted(probe)],
+        rv_heterogeneity_first=float(rv_h) if isinstance(rv_h, (int, float)) and math.isfinite(rv_h) else None,
+        zero_variance_fraction=sum(zero) / len(zero) if zero else None,
+        sft_s=sft.get(Perf.SFT_S),  # the time this run spent: training the warm start, or loading it
+        sft_cached=bool(sft.get(Sft.CACHED, 0.0)),
+        rl_s=sum(float(r[Perf.STEP_S]) + float(r.get(Perf.EVAL_S, 0.0) or 0.0) for r in steps),
+        planned_steps=_planned_steps(Path(run_dir)),
+        commit=provenance.get("commit"),
+        config_sha256=provenance.get("config_sha256"),
+        filter_log=filter_log,
+    ).to_dict()
 
 
 def _provenance(run_dir: Path) -> dict[str, str | None]:

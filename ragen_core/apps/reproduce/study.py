@@ -39,12 +39,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ragen_core.apps.reproduce.spec import TUNING_SEEDS, Experiment, RunSpec, Seeds, Variant, build_runs, choose_seeds
+
 __all__ = ["ARMS", "ENVS", "COLLAPSE_ENVS", "LEARNING_ENVS", "DEFAULT_SEEDS", "TUNING_SEEDS", "Arm", "RunSpec",
-           "build_study", "find_configs_dir", "study_seeds"]
+           "build_study", "find_configs_dir", "study_seeds", "STUDY"]
 
 #: Training seeds of a full study by default (0..4), and the tuning seeds it must never use.
 DEFAULT_SEEDS = 5
-TUNING_SEEDS = range(100, 200)
 
 
 @dataclass(frozen=True)
@@ -95,39 +96,26 @@ COLLAPSE_ENVS = ("collapse_sokoban", "collapse_frozenlake")
 LEARNING_ENVS = ("sokoban", "frozenlake")
 
 
-@dataclass(frozen=True)
-class RunSpec:
-    """One training run of the study."""
-
-    env: str
-    arm: str
-    seed: int
-    config: str  # absolute path of the base config
-    overrides: tuple[str, ...]
-
-    @property
-    def name(self) -> str:
-        return f"{self.env}-{self.arm}-s{self.seed}"
+#: The main study as an experiment spec: every env's arms (the env's extra overrides as the group's common ones),
+#: on reporting seeds 0..4 by default. Its analysis and report are attached in the registry
+#: (:data:`ragen_core.apps.reproduce.experiments.EXPERIMENTS`, ``"study"``).
+STUDY = Experiment(
+    name="study",
+    about="the paper's four findings (docs/reproduction.md): template collapse and filtering against it on the "
+          "collapse-prone configs, MI vs entropy and the RV quartiles on the learning configs",
+    variants=tuple(Variant(arm, config, ARMS[arm].overrides, ARMS[arm].purpose, group=env, common=extra)
+                   for env, (config, arms, extra) in ENVS.items() for arm in arms),
+    seeds=Seeds(kind="reporting", first=0, count=DEFAULT_SEEDS, quick_count=1))
 
 
 def study_seeds(n: int | None, quick: bool, first: int = 0) -> list[int]:
     """Training seeds first..first+n-1 (n default: 1 for quick, :data:`DEFAULT_SEEDS` for full), never a tuning
-    seed.
+    seed (:func:`ragen_core.apps.reproduce.spec.choose_seeds` on :data:`STUDY`).
 
     Raises:
         ValueError: n < 1, first < 0, or a range that reaches the tuning seeds 100-199.
     """
-    n = (1 if quick else DEFAULT_SEEDS) if n is None else n
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"--seeds must be an integer >= 1; got {n!r}")
-    if isinstance(first, bool) or not isinstance(first, int) or first < 0:
-        raise ValueError(f"--first-seed must be an integer >= 0; got {first!r}")
-    seeds = list(range(first, first + n))
-    if seeds[0] < TUNING_SEEDS.stop and seeds[-1] >= TUNING_SEEDS.start:
-        raise ValueError(f"seeds {seeds[0]}-{seeds[-1]} would reach the tuning seeds {TUNING_SEEDS.start}-"
-                         f"{TUNING_SEEDS.stop - 1}, which the study never uses; choose --first-seed and --seeds so "
-                         f"that the range ends below {TUNING_SEEDS.start} or starts at {TUNING_SEEDS.stop} or above")
-    return seeds
+    return choose_seeds(STUDY, n, first, quick)
 
 
 def find_configs_dir(explicit: str | Path | None = None, envs: tuple[str, ...] | None = None) -> Path:
@@ -151,55 +139,13 @@ def find_configs_dir(explicit: str | Path | None = None, envs: tuple[str, ...] |
 
 def build_study(seeds: list[int], quick: bool, configs_dir: Path, cache_dir: Path,
                 envs: tuple[str, ...] | None = None) -> list[RunSpec]:
-    """The runs of the study: every env x its arms x `seeds`, ordered so that 2 workers start on different
-    (env, seed) warm starts.
-
-    Order: arm-major within each env's arm list (the first arm of every (env, seed) comes first), so that the
-    runs sharing a warm start are spread out and mostly find it cached.
+    """The runs of the study: every env x its arms x `seeds` (:func:`ragen_core.apps.reproduce.spec.build_runs` on
+    :data:`STUDY`), ordered so that 2 workers start on different (env, seed) warm starts: arm-major within each
+    env's arm list (the first arm of every (env, seed) comes first), so that the runs sharing a warm start are
+    spread out and mostly find it cached. No time limit: the configs' run.max_minutes guards an interactive run,
+    but in the study it would cut runs short by the machine's load.
 
     Raises:
         ValueError: no seeds, repeated seeds, a tuning seed (100-199), or an unknown env.
     """
-    if not seeds:
-        raise ValueError("the study needs at least one seed")
-    if len(set(seeds)) != len(seeds):
-        raise ValueError(f"seeds must be distinct; got {seeds}")
-    tuning = [s for s in seeds if s in TUNING_SEEDS]
-    if tuning:
-        raise ValueError(f"seeds {tuning} are tuning seeds ({TUNING_SEEDS.start}-{TUNING_SEEDS.stop - 1}); the "
-                         "study's verdicts must come from seeds the configs were not tuned on")
-    chosen = tuple(ENVS) if envs is None else envs
-    unknown = [e for e in chosen if e not in ENVS]
-    if unknown:
-        raise ValueError(f"unknown env(s) {unknown}; the study has {list(ENVS)}")
-    specs: list[RunSpec] = []
-    width = max(len(ENVS[e][1]) for e in chosen)
-    for i in range(width):
-        for env in chosen:
-            config, arms, extra = ENVS[env]
-            if i >= len(arms):
-                continue
-            for seed in seeds:
-                # No time limit: the configs' run.max_minutes guards an interactive run, but in the study it
-                # would cut runs short by the machine's load (two 60-step runs stopped at 40 and 41 steps).
-                common = [f"run.seed={seed}", "run.progress=false", "run.max_minutes=0",
-                          f'warm_start.cache_dir="{cache_dir}"', *extra]
-                if quick:
-                    common += _quick_overrides(configs_dir / config)
-                specs.append(RunSpec(env, arms[i], seed, str(configs_dir / config),
-                                     (*common, *ARMS[arms[i]].overrides)))
-    return specs
-
-
-def _quick_overrides(config: Path) -> list[str]:
-    """A third of the RL steps and a third of the warm start's demonstrations (at least one of each).
-
-    The quick study is a smoke test of the pipeline (under 30 minutes on 2 cores), not a measurement: its runs
-    need not reach the regimes the full configs are tuned for, so the warm start shrinks with the RL phase (the
-    collapse configs' warm starts are most of their cost).
-    """
-    from ragen_core.training.config import load_config
-
-    cfg = load_config(config, [])
-    return [f"run.steps={max(cfg.run.steps // 3, 1)}",
-            f"warm_start.sft_episodes={max(cfg.warm_start.sft_episodes // 3, 1) if cfg.warm_start.sft_episodes else 0}"]
+    return build_runs(STUDY, seeds, configs_dir, cache_dir, quick=quick, groups=envs)

@@ -1,0 +1,222 @@
+"""The one verdict rule of `ragen reproduce`: a paired comparison read off its intervals, as numbers and an enum.
+
+Every experiment judges a difference with :func:`compare` (or :func:`paired`, which pairs two arms by seed):
+
+- the paired mean difference ``d_bar`` of n differences, their SD ``s`` (ddof 1), the decision interval
+  ``d_bar +- t_{(1 + level)/2, n-1} s / sqrt(n)`` (``level`` 0.95) and the equivalence interval
+  ``d_bar +- t_{1 - alpha, n-1} s / sqrt(n)`` (two one-sided tests at ``alpha`` 0.05: the 90% interval), and the
+  effect detectable at the rule's power (:func:`ragen_core.math.stats.min_detectable_effect`);
+- the verdict, in this order: :attr:`Verdict.HELD` when the decision interval excludes 0 on the side of the
+  rule's direction, :attr:`Verdict.CONTRADICTED` when it excludes 0 on the other side,
+  :attr:`Verdict.EQUIVALENT` when a bound B is given and the equivalence interval lies inside ``(-B, +B)``,
+  else :attr:`Verdict.INCONCLUSIVE` (also with one difference: no interval); :attr:`Verdict.NOT_TESTED` without
+  any difference. :attr:`Verdict.NOT_TESTABLE` is set by a caller's own rule (a metric at its ceiling).
+
+A direction-free reading of the same logic (the mechanism experiment's falls / rises / stable / unclear, the
+paired "lower / higher / equal") is the same verdict under its own labels (:data:`CHANGE_LABELS`,
+:data:`DIRECTION_LABELS`). The verdict is stored as its string value and every number as a number
+(:meth:`Comparison.as_dict`); the report words it (:func:`verdict_text`). Missing values are handled one way
+everywhere: :func:`mean_of` skips None and non-finite values.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import cache
+from typing import Any
+
+from ragen_core.math.stats import min_detectable_effect, t_quantile
+
+__all__ = ["Verdict", "PairedRule", "ChangeRule", "ShareRule", "Comparison", "compare", "paired", "mean_of", "mde",
+           "verdict_text", "CHANGE_LABELS", "DIRECTION_LABELS", "pct"]
+
+
+class Verdict(str, Enum):
+    """A comparison's verdict; its value is what results.json stores."""
+
+    HELD = "held"
+    CONTRADICTED = "contradicted"
+    EQUIVALENT = "equivalent"
+    INCONCLUSIVE = "inconclusive"
+    NOT_TESTED = "not tested"
+    NOT_TESTABLE = "not testable"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class PairedRule:
+    """How a paired difference is judged (module docstring): the decision interval's `level`, each one-sided
+    test's `equivalence_alpha` (the equivalence interval has level ``1 - 2 alpha``), the `power` at which the
+    detectable effect is reported (two-sided at ``1 - level``), the paper's `direction` (+1: the first arm
+    higher) and the equivalence `bounds` per outcome (none: no equivalence verdict)."""
+
+    level: float = 0.95
+    equivalence_alpha: float = 0.05
+    power: float = 0.8
+    direction: int = 1
+    bounds: Mapping[str, float] = field(default_factory=dict, hash=False)
+
+    @property
+    def alpha(self) -> float:
+        """The two-sided level of the test the decision interval makes."""
+        return round(1.0 - self.level, 12)
+
+    @property
+    def equivalence_level(self) -> float:
+        return 1.0 - 2.0 * self.equivalence_alpha
+
+
+@dataclass(frozen=True)
+class ChangeRule:
+    """A direction-free reading of :class:`PairedRule` with one bound: a mean change (or a paired difference) is
+    *falls* / *rises* (the decision interval below / above 0), *stable* (the equivalence interval inside
+    +-`bound`) or *unclear*; the labels of :data:`CHANGE_LABELS`."""
+
+    bound: float
+    paired: PairedRule = PairedRule()
+
+
+@dataclass(frozen=True)
+class ShareRule:
+    """A criterion met on enough seeds: at least `share` of them, with at least `min_seeds` seeds."""
+
+    share: float
+    min_seeds: int = 1
+
+    def needed(self, n: int) -> int:
+        """Seeds of `n` that must meet the criterion."""
+        return math.ceil(self.share * n - 1e-9)
+
+    def met(self, hits: int, n: int) -> bool:
+        return n >= max(self.min_seeds, 1) and hits >= self.needed(n)
+
+
+#: The mechanism experiment's classes of a mean change, from the verdict of ``change - 0`` (direction +1).
+CHANGE_LABELS = {Verdict.HELD: "rises", Verdict.CONTRADICTED: "falls", Verdict.EQUIVALENT: "stable",
+                 Verdict.INCONCLUSIVE: "unclear", Verdict.NOT_TESTED: "unclear"}
+#: A paired difference read the same way: the first arm higher / lower / equal (within the bound) / unclear.
+DIRECTION_LABELS = {Verdict.HELD: "higher", Verdict.CONTRADICTED: "lower",
+                    Verdict.EQUIVALENT: "equal (within the bound)", Verdict.INCONCLUSIVE: "unclear",
+                    Verdict.NOT_TESTED: "unclear"}
+
+
+def pct(x: float) -> str:
+    """A share or a level as a percentage, e.g. 0.95 -> "95%"."""
+    return f"{100 * x:.0f}%" if abs(100 * x - round(100 * x)) < 1e-9 else f"{100 * x:g}%"
+
+
+def mean_of(values: Iterable[Any]) -> float | None:
+    """The mean of the finite numbers of `values`, None and non-finite values skipped (a missing measurement is
+    left out, never counted as 0); None when none is left."""
+    xs = [float(v) for v in values
+          if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+    return sum(xs) / len(xs) if xs else None
+
+
+@cache
+def _mde_unit(n: int, alpha: float, power: float) -> float:
+    """The detectable effect for a paired SD of 1 (it scales linearly with the SD)."""
+    return min_detectable_effect(1.0, n, alpha=alpha, power=power)
+
+
+def mde(sd: float | None, n: int, power: float = 0.8, alpha: float = 0.05) -> float | None:
+    """The smallest paired mean difference the two-sided paired t-test at `alpha` detects with probability
+    `power`: ``sd * MDE(1, n)`` (:func:`ragen_core.math.stats.min_detectable_effect`); None when n < 2 or the SD is
+    unknown or 0."""
+    if sd is None or n < 2 or not math.isfinite(sd) or sd <= 0:
+        return None
+    return sd * _mde_unit(n, alpha, power)
+
+
+@cache
+def _t(p: float, df: int) -> float:
+    return t_quantile(p, df)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The numbers of one paired comparison and its verdict (module docstring)."""
+
+    n: int
+    seeds: list[Any]
+    diffs: list[float]
+    mean: float | None
+    ci95: list[float | None]
+    ci90: list[float | None]
+    sd: float | None
+    mde: float | None
+    bound: float | None
+    verdict: Verdict
+    direction: int = 1
+
+    def as_dict(self) -> dict[str, Any]:
+        """The comparison as results.json keeps it: numbers as numbers, the verdict as its string value."""
+        return {"n": self.n, "seeds": list(self.seeds), "diffs": list(self.diffs), "mean": self.mean,
+                "ci95": list(self.ci95), "ci90": list(self.ci90), "sd": self.sd, "mde": self.mde,
+                "bound": self.bound, "verdict": self.verdict.value}
+
+
+def compare(diffs: Iterable[float], rule: PairedRule = PairedRule(), bound: float | None = None,
+            seeds: Iterable[Any] | None = None) -> Comparison:
+    """Judge the paired differences `diffs` by `rule` (equivalence within +-`bound` when it is given)."""
+    ds = [float(d) for d in diffs]
+    keys = list(seeds) if seeds is not None else list(range(len(ds)))
+    n = len(ds)
+    if not ds:
+        return Comparison(0, keys, ds, None, [None, None], [None, None], None, None, bound, Verdict.NOT_TESTED,
+                          rule.direction)
+    m = sum(ds) / n
+    if n < 2:
+        return Comparison(n, keys, ds, m, [None, None], [None, None], None, None, bound, Verdict.INCONCLUSIVE,
+                          rule.direction)
+    sd = math.sqrt(sum((d - m) ** 2 for d in ds) / (n - 1))
+    if sd <= 1e-12 * max(1.0, abs(m)):  # every seed the same difference (rounding aside): a point interval
+        sd = 0.0
+    half = _t(0.5 + rule.level / 2.0, n - 1) * sd / math.sqrt(n)
+    half_eq = _t(1.0 - rule.equivalence_alpha, n - 1) * sd / math.sqrt(n)
+    lo, hi = m - half, m + half
+    above, below = lo > 0, hi < 0  # the interval excludes 0 on one side
+    if (above and rule.direction > 0) or (below and rule.direction < 0):
+        verdict = Verdict.HELD
+    elif above or below:
+        verdict = Verdict.CONTRADICTED
+    elif bound is not None and -bound < m - half_eq and m + half_eq < bound:
+        verdict = Verdict.EQUIVALENT
+    else:
+        verdict = Verdict.INCONCLUSIVE
+    return Comparison(n, keys, ds, m, [lo, hi], [m - half_eq, m + half_eq], sd,
+                      mde(sd, n, rule.power, rule.alpha), bound, verdict, rule.direction)
+
+
+def paired(a: Mapping[Any, float | None], b: Mapping[Any, float | None], rule: PairedRule = PairedRule(),
+           bound: float | None = None) -> Comparison:
+    """``a - b`` paired by key (seed), over the keys where both have a value, judged by :func:`compare`."""
+    common = sorted(s for s in set(a) & set(b) if a[s] is not None and b[s] is not None)
+    return compare([float(a[s]) - float(b[s]) for s in common], rule, bound, common)  # type: ignore[arg-type]
+
+
+def verdict_text(c: Mapping[str, Any], fmt: Callable[[float], str] = "{:.3f}".format) -> str:
+    """The report's wording of a comparison dict (:meth:`Comparison.as_dict`): the verdict, and for equivalent /
+    inconclusive / not tested why, numbers formatted by `fmt`. A verdict of an older results.json that already
+    carries its reason is returned as it is."""
+    v = str(c.get("verdict", ""))
+    if "(" in v:
+        return v
+    if v == Verdict.EQUIVALENT.value:
+        return f"equivalent (within +-{fmt(c['bound'])})"
+    if v == Verdict.INCONCLUSIVE.value:
+        if (c.get("n") or 0) < 2:
+            return "inconclusive (1 seed: no interval)"
+        what = fmt(c["mde"]) if c.get("mde") is not None else "n/a: no spread between seeds"
+        return f"inconclusive (detectable effect {what})"
+    if v == Verdict.NOT_TESTED.value:
+        return "not tested (no seed has a value for both arms)"
+    if v == Verdict.NOT_TESTABLE.value and c.get("ceiling"):
+        parts = [f"{x['n_at_ceiling']} of {x['n']} {side}" for x, side in zip(c["ceiling"], ("top", "bottom"))]
+        return f"not testable (at the ceiling: above {c['ceiling'][0]['norm']} on {' and '.join(parts)} runs)"
+    return v
