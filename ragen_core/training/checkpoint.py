@@ -3,7 +3,7 @@
 A checkpoint is the trainer's ``state_dict()`` (``ragen_core.training.trainer.Trainer.state_dict``), one
 ``torch.save`` file::
 
-    step, next_seed_offset, empty_streak, empty_total      (TrainState, flattened)
+    step, next_seed_offset, empty_streak, empty_total, regulariser_only_total      (TrainState, flattened)
     model, optimizer, critic, critic_optimizer, reference  (state dicts; None where the run has none)
     ema                                                    (MI-ZScore-EMA)
     rng                                                    (RNGStreams: sample, update, filter, torch, cuda)
@@ -36,13 +36,15 @@ class TrainState:
     next_seed_offset: int = 0
     empty_streak: int = 0
     empty_total: int = 0
+    #: Steps that updated on the regularisers alone (`filter.empty_step = "regularise"`).
+    regulariser_only_total: int = 0
 
     def state_dict(self) -> dict[str, int]:
         return dataclasses.asdict(self)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        for f in dataclasses.fields(self):
-            setattr(self, f.name, int(state[f.name]))
+        for f in dataclasses.fields(self):  # a counter added later is 0 in an older checkpoint
+            setattr(self, f.name, int(state.get(f.name, f.default)))
 
 
 class RNGStreams:

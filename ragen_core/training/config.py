@@ -75,6 +75,10 @@ __all__ = [
 ALGORITHMS = tuple(_ALGORITHM_TABLE)
 #: `algo.lr_schedule` values (see `AlgoConfig.lr_schedule` and `ragen_core.training.trainer.lr_fraction`).
 LR_SCHEDULES = ("constant", "linear")
+#: `algo.optimizer` values (see `AlgoConfig.optimizer`).
+OPTIMIZERS = ("adamw", "sgd")
+#: `filter.empty_step` values (see `FilterConfig.empty_step`).
+EMPTY_STEPS = ("skip", "regularise")
 
 
 class ConfigError(ValueError):
@@ -192,6 +196,14 @@ class AlgoConfig:
     #: AdamW's epsilon: gradients much smaller than it get proportionally small updates instead of the full
     #: lr-sized step Adam gives every parameter (see docs/training.md: why small-scale RL needs it larger).
     adam_eps: float = 1e-8
+    #: The policy's optimiser: "adamw" (default) or "sgd" (plain gradient descent, no momentum): its update is
+    #: lr times the gradient, so a regulariser's coefficient scales its share of the update (Adam divides a lone
+    #: gradient by its own running scale, so 0.001 and 0.01 of an entropy bonus step alike; docs/collapse.md).
+    optimizer: str = "adamw"
+    #: Log the update's gradient split into its parts, loss/grad_norm_task, loss/grad_norm_entropy,
+    #: loss/grad_norm_kl (each part's own backward pass: about 2-3x the backward cost; the sum is the gradient
+    #: the optimiser gets, to float rounding) and loss/update_norm (||theta_after - theta_before||).
+    grad_parts: bool = False
     #: "constant" (the paper's) or "linear": the learning rate (and the critic's) falls linearly from `lr` at
     #: step 1 to `lr / run.steps` at the last step (CleanRL's `anneal_lr`); it damps the late oscillation of
     #: small-batch runs.
@@ -225,6 +237,12 @@ class FilterConfig:
     spec: FilterSpec = field(default_factory=FilterSpec)
     #: Stop after this many consecutive empty steps (official code: 5); 0 = never stop.
     max_empty_steps: int = 5
+    #: What a step does when the filter keeps nothing because no group has reward variance (sum V = 0):
+    #: "skip" (no update: the official code's rule, the default) or "regularise" (update on every group with the
+    #: task term zero, advantages set to 0, so that the entropy bonus and the KL act alone: the paper's
+    #: low-variance regime, docs/collapse.md). Such a step is counted in filter/regulariser_only_total, and does
+    #: not count as empty for max_empty_steps.
+    empty_step: str = "skip"
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in _SPEC_KEYS:  # a plain attribute would be silently ignored: the spec is what the trainer reads
@@ -300,9 +318,11 @@ class WarmStartConfig:
     #: q < 1 starts RL with reasoning that is input-dependent but off the MI ceiling (docs/collapse.md).
     reasoning_dependence: float = 1.0
     #: What the demonstrator answers after its template (q < 1): "demonstrator" (the same answer as after
-    #: state-derived reasoning, noise included) or "oracle" (the oracle's action, never the noise): then the
+    #: state-derived reasoning, noise included), "oracle" (the oracle's action, never the noise): then the
     #: template traces pay more on average than the state-derived ones, whose answers carry the action noise
-    #: (the "template that pays" of the collapse testbed, docs/collapse.md).
+    #: (the "template that pays" of the collapse testbed, docs/collapse.md), or "reference" (the move of the
+    #: template's own reference level, the answer its reasoning implies: an answer that follows the reasoning, so
+    #: that losing input dependence costs success).
     template_answer: str = "demonstrator"
     #: The number of reference levels the template is drawn from (uniformly, per episode): 1 = one fixed text;
     #: R > 1 gives the template log R nats of its own, input-independent diversity (docs/collapse.md).
@@ -366,6 +386,8 @@ class TrainConfig:
         _check(self.algo.grad_clip >= 0, "algo.grad_clip", "must be >= 0 (0 = no clipping)")
         _check(self.algo.adam_eps > 0, "algo.adam_eps", "must be > 0")
         _one_of("algo.lr_schedule", self.algo.lr_schedule, LR_SCHEDULES)
+        _one_of("algo.optimizer", self.algo.optimizer, OPTIMIZERS)
+        _check(isinstance(self.algo.grad_parts, bool), "algo.grad_parts", "must be true or false")
         _int("algo.max_refill_rounds", self.algo.max_refill_rounds, 0)
         # filter.spec validated itself when it was built; the trainer filters groups of G >= 2 only.
         if self.filter.enabled and self.rollout.group_size >= 2:
@@ -374,6 +396,7 @@ class TrainConfig:
             except FilterSpecError as e:
                 raise ConfigError(f"filter.{e.field} {e.problem} (rollout.group_size)") from None
         _int("filter.max_empty_steps", self.filter.max_empty_steps, 0, "0 = never stop")
+        _one_of("filter.empty_step", self.filter.empty_step, EMPTY_STEPS)
         _int("mi.every", self.mi.every, 0, "0 = never")
         _check(0 <= self.mi.ema_alpha < 1, "mi.ema_alpha", "must be in [0, 1)")
         _one_of("mi.span", self.mi.span, ("reasoning", "response"))

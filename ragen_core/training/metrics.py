@@ -140,6 +140,11 @@ class Filter:
     SKIPPED = _metric("filter/skipped", FLAG, _STEP, "1 when nothing was kept and the update was skipped")
     EMPTY_STREAK = _metric("filter/empty_streak", COUNT, _STEP, "skipped steps in a row (`filter.max_empty_steps`)")
     EMPTY_TOTAL = _metric("filter/empty_total", COUNT, _STEP, "skipped steps so far in the run")
+    REGULARISER_ONLY = _metric("filter/regulariser_only", FLAG, _STEP,
+                               "1 when no group had reward variance and the step updated on the regularisers "
+                               "alone (`filter.empty_step = \"regularise\"`)")
+    REGULARISER_ONLY_TOTAL = _metric("filter/regulariser_only_total", COUNT, _STEP,
+                                     "regulariser-only steps so far in the run")
     ROWS_KEPT = _metric("filter/rows_kept", COUNT, _UPDATED, "training rows of the kept groups")
     ROWS_TOTAL = _metric("filter/rows_total", COUNT, _UPDATED, "training rows of the whole batch")
     TOKENS_KEPT_FRACTION = _metric("filter/tokens_kept_fraction", SHARE, _UPDATED,
@@ -174,6 +179,15 @@ class Loss:
     VALUE_CLIP_FRACTION = _metric("loss/value_clip_fraction", SHARE, _UPDATE,
                                   "share of trained tokens whose value was clipped (algorithms with a critic)")
     GRAD_NORM = _metric("loss/grad_norm", "norm", _UPDATE, "policy gradient norm before clipping (`algo.grad_clip`)")
+    GRAD_NORM_TASK = _metric("loss/grad_norm_task", "norm", _UPDATE,
+                             "norm of the policy-gradient (task) part of the gradient (`algo.grad_parts`)")
+    GRAD_NORM_ENTROPY = _metric("loss/grad_norm_entropy", "norm", _UPDATE,
+                                "norm of the entropy bonus's part, `algo.entropy_coef` x its gradient "
+                                "(`algo.grad_parts`)")
+    GRAD_NORM_KL = _metric("loss/grad_norm_kl", "norm", _UPDATE,
+                           "norm of the KL penalty's part, `algo.kl_coef` x its gradient (`algo.grad_parts`, KL on)")
+    UPDATE_NORM = _metric("loss/update_norm", "norm", _UPDATE,
+                          "norm of the parameter change of the step's optimiser updates (`algo.grad_parts`)")
     CRITIC_GRAD_NORM = _metric("loss/critic_grad_norm", "norm", _UPDATE, "critic gradient norm before clipping")
     UPDATES = _metric("loss/updates", COUNT, _UPDATE, "optimiser steps taken")
     LR = _metric("loss/lr", "learning rate", _UPDATE, "the policy's learning rate (`algo.lr` x the schedule)")
@@ -256,6 +270,12 @@ class Probe:
     MODAL_SHARE = _metric("probe/modal_share", SHARE, _PROBE, "share of traces equal to the most common one")
     TEMPLATE_SHARE = _metric("probe/template_share", SHARE, _PROBE,
                              "share of traces that are the warm start's template (when the demonstrator has one)")
+    TOKEN_ENTROPY_TEMPLATE = _metric("probe/token_entropy_template", NATS_TOKEN, _PROBE,
+                                     "policy entropy per reasoning token of the traces that are a template (NaN: "
+                                     "none); the input-agnostic mode's own diversity")
+    TOKEN_ENTROPY_STATE = _metric("probe/token_entropy_state", NATS_TOKEN, _PROBE,
+                                  "policy entropy per reasoning token of the traces that are no template "
+                                  "(state-derived), NaN: none")
 
 
 class Val:

@@ -25,6 +25,8 @@ Logged under ``probe/`` with the chance level and the ceiling beside every value
     probe/success, probe/return (first turn)                   probe/pmi_return_cov, probe/pmi_return_corr
     probe/reasoning_tokens (mean |Z|, the scored span)         probe/modal_share (share of the most common Z)
     probe/template_share (share of Z that is the warm start's template, when the demonstrator has one)
+    probe/token_entropy_template, probe/token_entropy_state (the entropy per reasoning token of the template
+        traces and of the others: the input-agnostic and the state-derived modes)
     perf/probe_s (seconds spent on the probe)
 
 The last pair says which way the task gradient pushes input dependence (:func:`pmi_return_association`): the
@@ -48,7 +50,7 @@ from ragen_core.episode import per_rollout_options, rollout_option
 from ragen_core.math.mi import cross_score, flatten_proxies, mi_proxies
 from ragen_core.rollout import RolloutBatch, RolloutSettings, make_envs, pad_token_id, rollout
 
-__all__ = ["ProbeSet", "build_probe", "pmi_return_association", "probe_metrics", "probe_seed_range",
+__all__ = ["ProbeSet", "build_probe", "entropy_by_mode", "pmi_return_association", "probe_metrics", "probe_seed_range",
            "reasoning_text", "template_match_share", "modal_share"]
 
 #: At most this many candidate seeds per probe prompt are tried when skipping duplicated levels.
@@ -113,8 +115,10 @@ def policy_cross_score(policy: Any, prompts: list[list[int]], traces: list[list[
     return cross_score(policy.model, prompts, traces, batch_tokens=batch_tokens, return_lengths=True)
 
 
-def _token_entropy(policy: Any, batch: RolloutBatch, lengths: torch.Tensor, temperature: float) -> float:
-    """Mean next-token entropy of the policy over the scored reasoning tokens of every probe trace (nats)."""
+def _token_entropy(policy: Any, batch: RolloutBatch, lengths: torch.Tensor,
+                   temperature: float) -> tuple[float, torch.Tensor, torch.Tensor]:
+    """Mean next-token entropy of the policy over the scored reasoning tokens of every probe trace (nats), and per
+    trajectory (index i * G + k) the sum of those entropies and the number of tokens: ``(mean, sums, counts)``."""
     kw = {} if temperature == 1.0 else {"temperature": temperature}
     flat_len = lengths.flatten().tolist()  # trajectory i * G + k
     span = torch.zeros_like(batch.loss_mask, dtype=torch.bool)
@@ -124,7 +128,26 @@ def _token_entropy(policy: Any, batch: RolloutBatch, lengths: torch.Tensor, temp
     out = policy.forward_logprobs(batch.input_ids.to(policy.device), batch.attention_mask.to(policy.device),
                                   with_entropy=True, score_mask=span.to(policy.device), **kw)
     ent = out.entropy.float().cpu()
-    return float(ent[span].sum()) / max(int(span.sum()), 1)
+    n_traj = len(flat_len)
+    traj = batch.row_traj.long()
+    sums = torch.zeros(n_traj, dtype=torch.float64).index_add_(0, traj, (ent * span).double().sum(dim=1))
+    counts = torch.zeros(n_traj, dtype=torch.float64).index_add_(0, traj, span.double().sum(dim=1))
+    return float(ent[span].sum()) / max(int(span.sum()), 1), sums, counts
+
+
+def entropy_by_mode(sums: torch.Tensor, counts: torch.Tensor, is_template: Sequence[bool],
+                    has_reasoning: Sequence[bool]) -> tuple[float, float]:
+    """Token-weighted mean entropy of the template traces and of the other traces with a reasoning (state-derived):
+    ``(sum of the entropies over the traces' tokens) / (their number of tokens)``, per mode; NaN for a mode with no
+    token. `sums`, `counts`: per trace, from :func:`_token_entropy`."""
+    tmpl = torch.as_tensor(list(is_template), dtype=torch.bool)
+    state = torch.as_tensor(list(has_reasoning), dtype=torch.bool) & ~tmpl
+
+    def mean(sel: torch.Tensor) -> float:
+        n = float(counts[sel].sum())
+        return float(sums[sel].sum()) / n if n > 0 else math.nan
+
+    return mean(tmpl), mean(state)
 
 
 def pmi_return_association(L: torch.Tensor, returns: torch.Tensor,
@@ -238,7 +261,8 @@ def probe_metrics(policy: Any, probe: ProbeSet, sample_seed: int, span: str = "r
     chance = stats["retrieval_chance"]
     out[prefix + "retrieval_margin"] = (stats["retrieval_acc"] - chance) / (1.0 - chance)
     out[prefix + "mi_seq_norm"] = stats["mi_seq_est"] / stats["mi_upper_bound"]
-    out[prefix + "token_entropy"] = _token_entropy(policy, batch, lengths, probe.settings.temperature)
+    out[prefix + "token_entropy"], ent_sums, ent_counts = _token_entropy(policy, batch, lengths,
+                                                                         probe.settings.temperature)
     out[prefix + "empty_traces"] = float(empty)
     out[prefix + "success"] = float(batch.success.float().mean())
     out[prefix + "return"] = float(batch.returns.float().mean())
@@ -251,4 +275,8 @@ def probe_metrics(policy: Any, probe: ProbeSet, sample_seed: int, span: str = "r
     out[prefix + "modal_share"] = modal_share(reasonings)
     if templates:
         out[prefix + "template_share"] = template_match_share(reasonings, templates)
+        wanted = {" ".join(t.split()) for t in templates}
+        is_template = [r is not None and " ".join(r.split()) in wanted for r in reasonings]
+        out[prefix + "token_entropy_template"], out[prefix + "token_entropy_state"] = entropy_by_mode(
+            ent_sums, ent_counts, is_template, [r is not None for r in reasonings])
     return out

@@ -41,7 +41,9 @@ __all__ = [
     "oracle_response",
     "random_response",
     "scripted_responder",
+    "template_parts",
     "template_reasoning",
+    "demonstrator_template_parts",
     "demonstrator_templates",
     "collect_sft_batch",
     "sft_train",
@@ -59,8 +61,10 @@ REASONING_STYLES = ("full", "plan")
 #: What a noisy demonstrator answers instead of the oracle's action (`warm_start.noise_action`).
 NOISE_ACTIONS = ("random", "first")
 
-#: What the demonstrator answers after its template (`warm_start.template_answer`).
-TEMPLATE_ANSWERS = ("demonstrator", "oracle")
+#: What the demonstrator answers after its template (`warm_start.template_answer`): its usual answer, the oracle's
+#: move for the state it sees (a template that pays), or the move the template's own reference level implies (an
+#: answer that follows the reasoning, whatever the state).
+TEMPLATE_ANSWERS = ("demonstrator", "oracle", "reference")
 
 #: The words of the input-independent opening (`warm_start.filler_words`): common words of the envs' text,
 #: so that each is one or two tokens of the tiny model's vocabulary; eight of them, log 8 = 2.08 nats per draw.
@@ -78,7 +82,7 @@ def _oracle_parts(env: Any, reasoning: str) -> tuple[str, list[str]]:
 def oracle_response(env: Any, reasoning: str = "full", noise: float = 0.0, noise_action: str = "random",
                     rng: np.random.Generator | None = None, dependence: float = 1.0,
                     template: str | Sequence[str] | None = None, template_answer: str = "demonstrator",
-                    filler_words: int = 0) -> str:
+                    filler_words: int = 0, template_actions: Sequence[Sequence[str]] | None = None) -> str:
     """A response with the oracle's reasoning about the current state and, usually, the oracle's action(s).
 
     `reasoning` (Sokoban only; other envs have one style): ``"full"`` sentences naming the player, box and
@@ -105,6 +109,12 @@ def oracle_response(env: Any, reasoning: str = "full", noise: float = 0.0, noise
     noise; after state-derived reasoning it keeps the action noise. The template traces then earn more reward on
     average, and the task gradient favours them: the mechanism of the collapse testbed (docs/collapse.md).
 
+    An answer that follows the reasoning (``template_answer="reference"``): after template ``r`` the answer is
+    ``template_actions[r]``, the oracle's move on the reference level that template reasons about (the move the
+    written reasoning implies), never the noise; after state-derived reasoning it is the demonstrator's (the oracle's
+    move at ``noise`` = 0). Reasoning about the state then earns the right move, a template earns whatever its
+    reference level's move happens to be worth here: input dependence is what pays, and losing it costs success.
+
     Input-independent diversity (``filler_words`` = k > 0): the reasoning opens with k words drawn uniformly
     from :data:`FILLER_WORDS`, independently of the state and of the branch, so that part of the reasoning's
     entropy (k log 8 nats per trace) carries no information about the input.
@@ -121,16 +131,23 @@ def oracle_response(env: Any, reasoning: str = "full", noise: float = 0.0, noise
         raise ValueError(f"template_answer must be one of {TEMPLATE_ANSWERS}; got {template_answer!r}")
     if int(filler_words) != filler_words or filler_words < 0:
         raise ValueError(f"filler_words must be a non-negative integer; got {filler_words!r}")
+    texts = [template] if isinstance(template, str) else list(template or [""])
+    if template_answer == "reference" and dependence < 1.0:
+        if template_actions is None or len(template_actions) != len(texts):
+            raise ValueError(f"template_answer='reference' needs template_actions, one action list per template "
+                             f"({len(texts)}); got {None if template_actions is None else len(template_actions)}")
     text, acts = _oracle_parts(env, reasoning)
     gen = rng if rng is not None else np.random.default_rng()
     templated = dependence < 1.0 and gen.random() >= dependence  # no draw at q = 1: old warm starts replay exactly
     if templated:  # one fixed text, or one of a few fixed texts drawn uniformly (a draw only when several)
-        texts = [template] if isinstance(template, str) else list(template or [""])
-        text = str(texts[int(gen.integers(len(texts)))] if len(texts) > 1 else texts[0])
+        r = int(gen.integers(len(texts))) if len(texts) > 1 else 0
+        text = str(texts[r])
+        if template_answer == "reference":
+            acts = [str(a) for a in template_actions[r]]
     if filler_words:
         text = " ".join([FILLER_WORDS[int(i)] for i in gen.integers(len(FILLER_WORDS), size=int(filler_words))]
                         + [text])
-    if noise > 0.0 and not (templated and template_answer == "oracle"):
+    if noise > 0.0 and not (templated and template_answer in ("oracle", "reference")):
         if gen.random() < noise:
             acts = [demonstrators.noise_answer(env, noise_action, gen) for _ in acts]
     return _format(text, acts)
@@ -142,39 +159,59 @@ def random_response(env: Any, rng: np.random.Generator) -> str:
     return _format(*demonstrators.random_turn(env, rng))
 
 
+def template_parts(env_id: str, env_kwargs: dict[str, Any], reasoning: str = "full",
+                   seed: int = 0) -> tuple[str, list[str]]:
+    """The oracle's turn on one fixed reference level (``env_id`` reset with ``seed``): ``(reasoning, actions)``,
+    the template a partly input-dependent demonstrator writes instead of reasoning about the state it sees, and
+    the move that reasoning implies (what ``template_answer="reference"`` answers after it)."""
+    env = make_envs(env_id, 1, env_kwargs)[0]
+    env.reset(seed=seed)
+    return _oracle_parts(env, reasoning)
+
+
 def template_reasoning(env_id: str, env_kwargs: dict[str, Any], reasoning: str = "full", seed: int = 0) -> str:
     """The oracle's reasoning about one fixed reference level (``env_id`` reset with ``seed``): the template a
     partly input-dependent demonstrator writes instead of reasoning about the state it sees. Same form and
     about the same length as the state-derived text, so only its dependence on the input differs."""
-    env = make_envs(env_id, 1, env_kwargs)[0]
-    env.reset(seed=seed)
-    return _oracle_parts(env, reasoning)[0]
+    return template_parts(env_id, env_kwargs, reasoning, seed)[0]
+
+
+def _reference_seeds(ws: Any) -> list[int]:
+    """The reference levels of the template family: the `template_levels` seeds just below the warm-start stream."""
+    return [max(ws.seed - r, 0) for r in range(1, ws.template_levels + 1)]
+
+
+def demonstrator_template_parts(cfg: Any) -> list[tuple[str, list[str]]] | None:
+    """``(reasoning, actions)`` of each template of the warm start's family (:func:`template_parts` on the
+    reference levels); None when the demonstrator always reasons about the state."""
+    ws = cfg.warm_start
+    if ws.reasoning_dependence >= 1.0:
+        return None
+    return [template_parts(cfg.env.id, cfg.env.kwargs, ws.reasoning, seed=s) for s in _reference_seeds(ws)]
 
 
 def demonstrator_templates(cfg: Any) -> list[str] | None:
     """The fixed reasoning text(s) the warm start's demonstrator writes instead of reasoning about the state
     (``warm_start.reasoning_dependence`` < 1): its reasoning about the reference levels, the seeds just below the
     warm-start stream. None when the demonstrator always reasons about the state."""
-    ws = cfg.warm_start
-    if ws.reasoning_dependence >= 1.0:
-        return None
-    return [template_reasoning(cfg.env.id, cfg.env.kwargs, ws.reasoning, seed=max(ws.seed - r, 0))
-            for r in range(1, ws.template_levels + 1)]
+    parts = demonstrator_template_parts(cfg)
+    return None if parts is None else [text for text, _ in parts]
 
 
 def scripted_responder(kind: str = "oracle", rng: np.random.Generator | None = None,
                        reasoning: str = "full", noise: float = 0.0, noise_action: str = "random",
                        dependence: float = 1.0, template: str | Sequence[str] | None = None,
-                       template_answer: str = "demonstrator", filler_words: int = 0) -> Responder:
+                       template_answer: str = "demonstrator", filler_words: int = 0,
+                       template_actions: Sequence[Sequence[str]] | None = None) -> Responder:
     """A :data:`ragen_core.rollout.Responder` writing oracle or random responses (`reasoning`, `noise`,
-    `noise_action`, `dependence`, `template`, `template_answer`, `filler_words`: see :func:`oracle_response`;
-    random responses always use the full style)."""
+    `noise_action`, `dependence`, `template`, `template_answer`, `filler_words`, `template_actions`: see
+    :func:`oracle_response`; random responses always use the full style)."""
     if reasoning not in REASONING_STYLES:
         raise ValueError(f"reasoning must be one of {REASONING_STYLES}; got {reasoning!r}")
     gen = rng if rng is not None else np.random.default_rng(0)
     if kind == "oracle":
         return lambda envs, idx: [oracle_response(e, reasoning, noise, noise_action, gen, dependence, template,
-                                                  template_answer, filler_words) for e in envs]
+                                                  template_answer, filler_words, template_actions) for e in envs]
     if kind == "random":
         return lambda envs, idx: [random_response(e, gen) for e in envs]
     raise ValueError(f"kind must be 'oracle' or 'random'; got {kind!r}")
@@ -270,9 +307,11 @@ def warm_start(policy: Any, cfg: Any, device: torch.device | None = None) -> dic
     seeds = [ws.seed + i for i in range(ws.sft_episodes)]
     batches = []
     success = []
-    template = demonstrator_templates(cfg)
-    if template is not None:
-        template = template[0] if ws.template_levels == 1 else template
+    parts = demonstrator_template_parts(cfg)
+    template = template_actions = None
+    if parts is not None:
+        template = parts[0][0] if ws.template_levels == 1 else [text for text, _ in parts]
+        template_actions = [acts for _, acts in parts]
     progress = bool(getattr(getattr(cfg, "run", None), "progress", False))
     bar = None
     if progress:
@@ -284,7 +323,8 @@ def warm_start(policy: Any, cfg: Any, device: torch.device | None = None) -> dic
         part = seeds[s : s + chunk]
         opts = per_rollout_options(cfg.env.per_rollout_option, part, 1)
         responder = scripted_responder(ws.policy, rng, ws.reasoning, ws.action_noise, ws.noise_action,
-                                       ws.reasoning_dependence, template, ws.template_answer, ws.filler_words)
+                                       ws.reasoning_dependence, template, ws.template_answer, ws.filler_words,
+                                       template_actions)
         b = rollout(policy, envs, part, 1, settings, responder=responder,
                     reset_options=opts)
         batches.append(b)

@@ -136,6 +136,68 @@ def cpu_threads(threads: int, model: torch.nn.Module, device: torch.device) -> i
     return 1 if n < AUTO_ONE_THREAD_PARAMETERS else 0
 
 
+def make_optimizer(params: list[torch.nn.Parameter], algo: Any) -> torch.optim.Optimizer:
+    """The policy's optimiser (`algo.optimizer`): AdamW with `algo.adam_eps`, or plain SGD (no momentum), whose
+    update -lr * (g_task - entropy_coef * g_entropy + kl_coef * g_kl) keeps every coefficient's scale."""
+    if algo.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=algo.lr, weight_decay=algo.weight_decay)
+    return torch.optim.AdamW(params, lr=algo.lr, weight_decay=algo.weight_decay, eps=algo.adam_eps)
+
+
+class GradParts:
+    """The policy gradient split into its parts (`algo.grad_parts`): task (the clipped policy-gradient loss), the
+    entropy bonus (-entropy_coef x entropy) and the KL penalty (kl_coef x kl), each weighted as the update weights
+    the micro-batch. Each part gets its own backward pass (``torch.autograd.grad``); their sum goes into ``.grad``,
+    so the optimiser sees the total (equal to one joint backward up to float rounding).
+
+    Why: with Adam a lone regulariser gradient is divided by its own running scale, so its coefficient hardly
+    sets the size of the update; these norms show how large each part of the gradient was (docs/collapse.md).
+    """
+
+    NAMES = (("task", Loss.GRAD_NORM_TASK), ("entropy", Loss.GRAD_NORM_ENTROPY), ("kl", Loss.GRAD_NORM_KL))
+
+    def __init__(self, model: torch.nn.Module):
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.reset()
+
+    def reset(self) -> None:
+        """Start a new mini-batch: zero the per-part sums."""
+        self.sums: dict[str, list[torch.Tensor]] = {}
+
+    def backward(self, weight: float, **part_losses: torch.Tensor | None) -> None:
+        """Back-propagate ``weight * loss`` of every part that is not None; add each to its sum and all to .grad."""
+        live = [(k, v) for k, v in part_losses.items() if v is not None and v.requires_grad]
+        for i, (name, loss) in enumerate(live):
+            grads = torch.autograd.grad(loss * weight, self.params, retain_graph=i < len(live) - 1,
+                                        allow_unused=True)
+            acc = self.sums.setdefault(name, [torch.zeros_like(p) for p in self.params])
+            for a, p, g in zip(acc, self.params, grads):
+                if g is None:
+                    continue
+                a.add_(g)
+                if p.grad is None:
+                    p.grad = g.detach().clone()
+                else:
+                    p.grad.add_(g)
+
+    def norms(self) -> dict[str, float]:
+        """``{metric: L2 norm of the part's gradient summed over the mini-batch}`` for the parts seen."""
+        out = {}
+        for name, key in self.NAMES:
+            if name in self.sums:
+                out[key] = float(torch.linalg.vector_norm(torch.stack(
+                    [torch.linalg.vector_norm(a.float()) for a in self.sums[name]])))
+        return out
+
+    def snapshot(self) -> list[torch.Tensor]:
+        return [p.detach().clone() for p in self.params]
+
+    def distance_from(self, before: list[torch.Tensor]) -> float:
+        """||theta_now - theta_before|| over the trained parameters."""
+        return float(torch.linalg.vector_norm(torch.stack(
+            [torch.linalg.vector_norm((p.detach() - b).float()) for p, b in zip(self.params, before)])))
+
+
 def format_penalty_warning(env: Any) -> str | None:
     """A warning when breaking the answer format costs less than a well-formed turn that does nothing useful.
 
@@ -274,8 +336,7 @@ class Trainer:
         self.settings = RolloutSettings.from_config(cfg.rollout)
         self.val_settings = RolloutSettings.from_config(cfg.rollout, greedy=cfg.eval.greedy)
         self.rng = RNGStreams(cfg.run.seed)
-        self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad],
-                                           lr=cfg.algo.lr, weight_decay=cfg.algo.weight_decay, eps=cfg.algo.adam_eps)
+        self.optimizer = make_optimizer([p for p in self.model.parameters() if p.requires_grad], cfg.algo)
         self.critic: ValueModel | None = None
         self.critic_optimizer: torch.optim.Optimizer | None = None
         if self.algo.critic:
@@ -345,8 +406,12 @@ class Trainer:
             metrics.update(self.mi_diagnostics(batch, filter_kept))
         t_mi = time.perf_counter() - t1
 
-        # 4. compact, or skip an empty batch
-        metrics.update(self._count_empty(kept.numel() == 0))
+        # 4. compact, or skip an empty batch (or, under filter.empty_step = "regularise", train every group on the
+        # regularisers alone when no group has reward variance)
+        regularise_only = self._regulariser_only_step(train_batch, kept)
+        if regularise_only:
+            kept = torch.arange(train_batch.groups)
+        metrics.update(self._count_empty(kept.numel() == 0, regularise_only))
         t_score = t_update = 0.0
         if kept.numel() > 0:
             rows, images, compact_metrics = self.kept_rows(train_batch, kept)
@@ -368,6 +433,8 @@ class Trainer:
             rows["advantages"], returns = compute_advantages(
                 self.algo, rows, train_batch.rewards_pg, values=rows.get("old_values"), gamma=cfg.algo.gamma,
                 lam=cfg.algo.lam)
+            if regularise_only:  # the task term is zero by construction, whatever the algorithm's baseline
+                rows["advantages"] = torch.zeros_like(rows["advantages"])
             if returns is not None:
                 rows["returns"] = returns
             t_score = time.perf_counter() - t2
@@ -546,14 +613,29 @@ class Trainer:
         return out
 
     # ------------------------------------------------------------------ 4. empty steps, compaction
-    def _count_empty(self, empty: bool) -> dict[str, float]:
+    def _regulariser_only_step(self, batch: RolloutBatch, kept: torch.Tensor) -> bool:
+        """Whether this step trains on the regularisers alone: ``filter.empty_step = "regularise"``, the filter on,
+        it kept nothing, and no group has reward variance (sum V = 0; NaN rewards still skip)."""
+        fc = self.cfg.filter
+        if fc.empty_step != "regularise" or kept.numel() > 0 or not fc.enabled or batch.group_size < 2:
+            return False
+        rv = reward_variance(batch.rewards_pg)
+        return bool(torch.isfinite(rv).all()) and not float(rv.sum()) > 0.0
+
+    def _count_empty(self, empty: bool, regularise_only: bool = False) -> dict[str, float]:
+        if regularise_only:
+            self.state.regulariser_only_total += 1
+        extra = ({Filter.REGULARISER_ONLY: float(regularise_only),
+                  Filter.REGULARISER_ONLY_TOTAL: float(self.state.regulariser_only_total)}
+                 if self.cfg.filter.empty_step == "regularise" else {})
         if empty:
             self.state.empty_streak += 1
             self.state.empty_total += 1
             return {Filter.SKIPPED: 1.0, Filter.EMPTY_STREAK: float(self.state.empty_streak),
-                    Filter.EMPTY_TOTAL: float(self.state.empty_total)}
+                    Filter.EMPTY_TOTAL: float(self.state.empty_total), **extra}
         self.state.empty_streak = 0
-        return {Filter.SKIPPED: 0.0, Filter.EMPTY_STREAK: 0.0, Filter.EMPTY_TOTAL: float(self.state.empty_total)}
+        return {Filter.SKIPPED: 0.0, Filter.EMPTY_STREAK: 0.0, Filter.EMPTY_TOTAL: float(self.state.empty_total),
+                **extra}
 
     def kept_rows(self, batch: RolloutBatch, kept: torch.Tensor):
         """The row tensors (and images) of the kept groups, and the `filter/` row and token counts."""
@@ -645,6 +727,8 @@ class Trainer:
 
         updates = 0
         stopped_early = False
+        parts = GradParts(self.model) if cfg.grad_parts else None
+        before = parts.snapshot() if parts is not None else None
         for mini in self._minibatches(rows["input_ids"].shape[0]):
             mini_tokens = float((rows["loss_mask"][mini] != 0).sum())
             if mini_tokens == 0:
@@ -675,12 +759,17 @@ class Trainer:
                     norm_constant=norm_c)
                 entropy = aggregate_loss(out.entropy.float(), mask, "token-mean")
                 loss = pg_loss - cfg.entropy_coef * entropy
+                kl_part = None
                 if self.ref_policy is not None:
                     kl_mat = losses.kl_penalty(logp, mb["ref_logprobs"], kind=cfg.kl_estimator)
                     kl = aggregate_loss(kl_mat, mask, mode, norm_constant=norm_c)
-                    loss = loss + cfg.kl_coef * kl
+                    kl_part = cfg.kl_coef * kl
+                    loss = loss + kl_part
                     add(Loss.KL, kl.item())
-                (loss * w).backward()
+                if parts is None:
+                    (loss * w).backward()
+                else:  # each part's own gradient, summed into .grad: the same total to float rounding
+                    parts.backward(w, task=pg_loss, entropy=-cfg.entropy_coef * entropy, kl=kl_part)
                 add(Loss.POLICY, pg_loss.item())
                 add(Loss.ENTROPY, entropy.item())
                 add(Loss.TOTAL, loss.item())
@@ -703,6 +792,10 @@ class Trainer:
                 break
             # Clip the accumulated gradients (`algo.grad_clip`; 0 = none) and step the policy (and critic).
             params = [p for p in self.model.parameters() if p.grad is not None]
+            if parts is not None:
+                for key, norm in parts.norms().items():
+                    add(key, norm)
+                parts.reset()
             add(Loss.GRAD_NORM, torch.nn.utils.clip_grad_norm_(params, grad_clip))
             self.optimizer.step()
             if self.critic is not None:
@@ -711,6 +804,8 @@ class Trainer:
             updates += 1
         self.model.eval()
         result = {k: float(np.mean(v)) for k, v in stats.items()}
+        if parts is not None:
+            result[Loss.UPDATE_NORM] = parts.distance_from(before)
         result[Loss.UPDATES] = float(updates)
         result[Loss.LR] = cfg.lr * lr_frac
         result[Loss.KL_EARLY_STOP] = float(stopped_early)

@@ -94,7 +94,7 @@ def test_trl_rejects_the_same_values(tmp_path, key, value):
 def test_every_spec_field_has_its_place_in_each_front_end(tmp_path):
     """Adding a FilterSpec field adds a [filter] key and a verl key by itself; TRL needs its rv_filter_* field."""
     names = [f.name for f in dataclasses.fields(FilterSpec)]
-    assert list(config_to_dict(load_config(None))["filter"]) == ["enabled", *names, "max_empty_steps"]
+    assert list(config_to_dict(load_config(None))["filter"]) == ["enabled", *names, "max_empty_steps", "empty_step"]
     assert [f.name for f in dataclasses.fields(VerlFilterSpec)][:len(names)] == names
     args = _trl_config(tmp_path)
     from ragen_core.integrations.trl.grpo import RV_FILTER_FIELDS

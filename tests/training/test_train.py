@@ -418,16 +418,19 @@ REFERENCE_PATH = ("model.fast_forward=false", "algo.old_logprobs_from_update=fal
 @pytest.mark.parametrize("path", ["reference", "default"])
 @pytest.mark.parametrize("variant", list(UPDATE_VARIANTS))
 def test_update_numbers_are_pinned(model_dir, tmp_path, variant, path):
-    """The reference path gives the pinned numbers exactly. The default path (the lean forward; old log-probs from
-    the update's own forward where that is exact) gives them to float rounding: every sum within 1e-5 relative
-    (absolute 1e-6 for sums near 0, such as the approx-KL, which the skipped pass makes exactly 0 instead of
-    rounding noise)."""
+    """The reference path gives the pinned numbers to the last bits the CPU's BLAS kernels decide: every sum within
+    1e-6 relative (the numbers were pinned on one CPU; on another, e.g. AMD against Intel, the same float32
+    computation reduces in another order, seen as 6e-7 relative on loss/policy). The default path (the lean
+    forward; old log-probs from the update's own forward where that is exact) gives them to float rounding: every
+    sum within 1e-5 relative (absolute 1e-6 for sums near 0, such as the approx-KL, which the skipped pass makes
+    exactly 0 instead of rounding noise)."""
     reference = path == "reference"
     got = _update_fingerprint(model_dir, tmp_path, (*UPDATE_VARIANTS[variant], *(REFERENCE_PATH if reference else ())))
     pinned = UPDATE_FINGERPRINTS[variant]
-    if reference:
-        assert got == pinned
-        return
     assert set(got) == set(pinned)
+    if reference:
+        for key, value in pinned.items():
+            assert float(got[key]) == pytest.approx(float(value), rel=1e-6, abs=1e-7), key
+        return
     for key, value in pinned.items():
         assert float(got[key]) == pytest.approx(float(value), rel=1e-5, abs=1e-6), key
