@@ -416,9 +416,23 @@ class DecodeState:
     """KV-cached decoding of B sequences against their prompts' cached keys (:meth:`FastQwen2.start_decoding`).
 
     Each :meth:`step` feeds one token to each sequence still decoding (the last prompt token first) and returns
-    their next-token logits. When sequences stop, the cache keeps only the rows still decoding, so a step costs
-    what the live rows need. Decoding runs without autograd, with the projections that share an input fused into
-    one matrix product (queries, keys and values; the MLP's gate and up projections).
+    their next-token logits. Everything a step reads is laid out once, for the whole decoding, by the constructor:
+
+    * per layer a key and a value cache ``[B, Hkv, Tp + max_new_tokens, d]`` (each row's prefix keys, then one
+      slot per decoded token; step ``s`` writes column ``Tp + s`` in place and attends to columns ``0..Tp + s``);
+    * an additive attention mask ``[B, 1, 1, Tp + max_new_tokens]``: -inf on the padding after a shorter prefix,
+      0 on every other slot. It never changes: a step reads only the columns every row has written;
+    * the RoPE tables (cos and signed sin) of every position the decoding can reach (transformers' values);
+    * the fused weights: queries, keys and values as one matrix product, the MLP's gate and up as another.
+
+    When sequences stop, their cache rows become holes; the rows still decoding that sit past the first
+    ``n`` slots (``n`` rows still decoding) are moved into the holes, so a step computes exactly the ``n`` rows
+    still decoding, on the leading ``n`` slots of the same buffers (views, nothing re-allocated), and finishing
+    rows cost a copy of the few rows that move, not of the whole cache. The slot order is then no longer the
+    rows' order; a step maps its inputs and outputs between the two (one index op each way).
+
+    The logits are the previous implementation's bit for bit (tests/policy/test_fast_decode.py compares every
+    step's); what changed is where the numbers live and how many operator calls compute them.
     """
 
     def __init__(self, fast: FastQwen2, kv: list[tuple[torch.Tensor, torch.Tensor]], owner: torch.Tensor,
@@ -427,75 +441,122 @@ class DecodeState:
         b = owner.numel()
         tp = kv[0][0].shape[2] if kv and kv[0][0] is not None else 0
         self.width = tp
+        self.capacity = tp + max_new_tokens
         dev = owner.device
         ref = fast.model.lm_head.weight
         self.cache: list[tuple[torch.Tensor, torch.Tensor]] = []
         for k, v in kv:
-            kb = torch.zeros(b, fast.n_kv, tp + max_new_tokens, fast.head_dim, dtype=ref.dtype, device=dev)
+            kb = torch.zeros(b, fast.n_kv, self.capacity, fast.head_dim, dtype=ref.dtype, device=dev)
             vb = torch.zeros_like(kb)
             if tp:
                 kb[:, :, :tp] = k.index_select(0, owner)
                 vb[:, :, :tp] = v.index_select(0, owner)
             self.cache.append((kb, vb))
-        #: ``[B, Tp + max_new]``: which cache slots a row's queries may see (its prefix, then what it decoded).
-        self.valid = torch.zeros(b, tp + max_new_tokens, dtype=torch.bool, device=dev)
+        #: ``[B, 1, 1, Tp + max_new]`` additive mask: -inf where a row's queries may not look (its prefix padding).
+        self.bias = torch.zeros(b, 1, 1, self.capacity, dtype=ref.dtype, device=dev)
         if tp:
-            self.valid[:, :tp] = torch.arange(tp, device=dev)[None, :] < prefix_len[:, None]
-        #: ``[B]``: each sequence's prompt length minus 1 (its last prompt token is the first one fed).
-        self.prefix_len = prefix_len
-        #: The original indices of the rows the cache holds, in order.
+            pad = torch.arange(tp, device=dev)[None, :] >= prefix_len[:, None]
+            self.bias[:, 0, 0, :tp].masked_fill_(pad, float("-inf"))
+        #: ``[B]``: each slot's next position (its prompt length minus 1 first: the last prompt token is fed first).
+        self.pos = prefix_len.clone()
+        reach = int(prefix_len.max()) + max_new_tokens if b else 0
+        cos, sin = fast._rope(torch.arange(reach, device=dev)[None, :], ref.dtype)
+        #: ``[positions, 2, d]``: cos and signed sin (:meth:`FastQwen2._rope`) of every position the decoding reaches.
+        self.rope = torch.cat([cos[0], sin[0]], dim=1)
+        #: The original indices of the rows the first :attr:`n` slots hold, in slot order.
         self.rows = torch.arange(b, device=dev)
+        #: Slots in use (the rows still decoding).
+        self.n = b
+        #: ``slot[j]``: the slot of the j-th row still decoding (increasing original index); None: slot j is row j.
+        self._where: torch.Tensor | None = None
+        self._tokens = torch.zeros(b, dtype=torch.long, device=dev)
         self.steps = 0
         self.next_tokens = first_tokens
-        self.weights = [self._fused(layer) for layer in fast._inner.layers]
+        inner = fast._inner
+        self._float32 = ref.dtype == torch.float32  # F.rms_norm is transformers' RMSNorm bit for bit in float32
+        self._final = (inner.norm.weight, float(inner.norm.variance_epsilon))
+        self.weights = [self._fused(layer) for layer in inner.layers]
 
     @staticmethod
     @torch.no_grad()
-    def _fused(layer: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _fused(layer: torch.nn.Module) -> tuple:
         a, mlp = layer.self_attn, layer.mlp
         qkv_w = torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight])
         qkv_b = torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias])
-        return qkv_w, qkv_b, torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), mlp.intermediate_size
+        return (layer.input_layernorm.weight, float(layer.input_layernorm.variance_epsilon), qkv_w, qkv_b,
+                a.o_proj.weight, layer.post_attention_layernorm.weight,
+                float(layer.post_attention_layernorm.variance_epsilon),
+                torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), mlp.down_proj.weight, mlp.intermediate_size)
 
-    def _keep(self, rows: torch.Tensor) -> None:
-        """Keep only the cache rows of the original indices `rows` (a subset of :attr:`rows`, in its order)."""
-        if rows.numel() == self.rows.numel():
-            return
-        where = torch.searchsorted(self.rows, rows)
-        self.cache = [(k.index_select(0, where), v.index_select(0, where)) for k, v in self.cache]
-        self.valid = self.valid.index_select(0, where)
-        self.prefix_len = self.prefix_len.index_select(0, where)
-        self.rows = rows
+    def _norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        if self._float32:
+            return F.rms_norm(x, (x.shape[-1],), weight, eps)
+        dtype = x.dtype
+        h = x.to(torch.float32)
+        return weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(dtype)
+
+    def _place(self, rows: torch.Tensor, tokens: torch.Tensor) -> None:
+        """Put the rows still decoding (`rows`, increasing original indices, a subset of the last step's) on the
+        leading slots and their `tokens` into the token buffer: fill the holes the finished rows left with the
+        rows past the new end (their cache rows, mask rows and positions move; nothing else does)."""
+        n = rows.numel()
+        if n < self.n:
+            slot_of = torch.full((int(self.rows.max()) + 1,), -1, dtype=torch.long, device=rows.device)
+            slot_of[self.rows[: self.n]] = torch.arange(self.n, device=rows.device)
+            where = slot_of[rows]
+            alive = torch.zeros(self.n, dtype=torch.bool, device=rows.device)
+            alive[where] = True
+            holes = (~alive[:n]).nonzero().squeeze(1)
+            movers = alive[n:].nonzero().squeeze(1) + n
+            if holes.numel():
+                col = self.width + self.steps  # the columns written so far
+                for kb, vb in self.cache:
+                    kb[:, :, :col].index_copy_(0, holes, kb[:, :, :col].index_select(0, movers))
+                    vb[:, :, :col].index_copy_(0, holes, vb[:, :, :col].index_select(0, movers))
+                for t in (self.bias, self.pos, self.rows):
+                    t.index_copy_(0, holes, t.index_select(0, movers))
+                slot_of[self.rows[holes]] = holes
+                where = slot_of[rows]
+            self.n = n
+            self._where = None if bool((where == torch.arange(n, device=where.device)).all()) else where
+        if self._where is None:
+            self._tokens[:n].copy_(tokens)
+        else:
+            self._tokens[:n].index_copy_(0, self._where, tokens)
 
     @torch.no_grad()
     def step(self, rows: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """Feed `tokens` ``[n]`` to the sequences `rows` ``[n]`` (original indices, increasing, each still
         decoding: a subset of the previous step's rows); returns their next-token logits ``[n, V]``."""
         f = self.fast
-        self._keep(rows)
         col = self.width + self.steps
+        if col >= self.capacity:
+            raise RuntimeError(f"DecodeState holds {self.capacity - self.width} new tokens; all are decoded")
+        self._place(rows, tokens)
         self.steps += 1
-        n = rows.numel()
-        pos = (self.prefix_len + self.steps - 1)[:, None]  # the last prompt token sits right after its prefix
-        h = f._inner.embed_tokens(tokens[:, None])[:, 0]  # [n, hidden]
-        cos, sin = f._rope(pos, h.dtype)
-        cos, sin = cos[:, 0], sin[:, 0]  # [n, 1, d]
-        self.valid[:, col] = True
+        n = self.n
         hq, hk, d = f.n_heads, f.n_kv, f.head_dim
-        bias = torch.zeros(n, 1, 1, col + 1, dtype=h.dtype, device=h.device).masked_fill_(
-            ~self.valid[:, None, None, : col + 1], float("-inf"))
-        for (kb, vb), layer, (qkv_w, qkv_b, gu_w, inter) in zip(self.cache, f._inner.layers, self.weights):
-            x = f._norm(h, layer.input_layernorm)
-            qkv = F.linear(x, qkv_w, qkv_b)
-            q = qkv[:, : hq * d].view(n, hq, d)
-            k = qkv[:, hq * d : (hq + hk) * d].view(n, hk, d)
-            kb[:, :, col] = f._apply_rope(k, cos, sin)
-            vb[:, :, col] = qkv[:, (hq + hk) * d :].view(n, hk, d)
-            q = f._apply_rope(q, cos, sin).view(n, hk, hq // hk, d)  # grouped: query heads per key head
-            scores = torch.matmul(q, kb[:, :, : col + 1].transpose(2, 3)) * d**-0.5 + bias  # [n, hk, rep, T]
+        pos = self.pos[:n]
+        cs = self.rope.index_select(0, pos)  # [n, 2, d]
+        pos += 1
+        cos, sin = cs[:, :1], cs[:, 1:]
+        h = F.embedding(self._tokens[:n], f._inner.embed_tokens.weight)  # [n, hidden]
+        bias = self.bias[:n, :, :, : col + 1]
+        nqk = (hq + hk) * d
+        scale = d**-0.5
+        for (kb, vb), (w1, e1, qkv_w, qkv_b, o_w, w2, e2, gu_w, down_w, inter) in zip(self.cache, self.weights):
+            kb, vb = kb[:n], vb[:n]
+            qkv = F.linear(self._norm(h, w1, e1), qkv_w, qkv_b)
+            qk = qkv[:, :nqk].view(n, hq + hk, d)
+            qk = qk * cos + torch.roll(qk, d // 2, dims=-1) * sin  # RoPE on queries and keys at once
+            kb[:, :, col] = qk[:, hq:]
+            vb[:, :, col] = qkv[:, nqk:].view(n, hk, d)
+            q = qk[:, :hq].view(n, hk, hq // hk, d)  # grouped: query heads per key head
+            scores = torch.matmul(q, kb[:, :, : col + 1].transpose(2, 3)).mul_(scale).add_(bias)  # [n, hk, rep, T]
             attn = torch.matmul(torch.softmax(scores.float(), dim=-1).to(q.dtype), vb[:, :, : col + 1])
-            h = h + F.linear(attn.reshape(n, hq * d), layer.self_attn.o_proj.weight)
-            x = f._norm(h, layer.post_attention_layernorm)
-            gu = F.linear(x, gu_w)
-            h = h + F.linear(F.silu(gu[:, :inter]) * gu[:, inter:], layer.mlp.down_proj.weight)
-        return f.logits(h)
+            h = h + F.linear(attn.view(n, hq * d), o_w)
+            gu = F.linear(self._norm(h, w2, e2), gu_w)
+            h = h + F.linear(F.silu(gu[:, :inter]) * gu[:, inter:], down_w)
+        if self._where is not None:
+            h = h.index_select(0, self._where)  # slot order -> the rows' order
+        return F.linear(self._norm(h, *self._final), f.model.lm_head.weight)

@@ -1,0 +1,211 @@
+"""The KV-cached decoding step of the lean forward, before and after its preallocated layout, side by side.
+
+    python -m benchmarks.micro.bench_decode [--reps 15] [--rows 32 128] [--threads 1] [--json PATH]
+
+The shipped tiny model (`default_tiny_model_dir()`: hidden 128, 2 layers, 4 heads, 2 key/value heads, vocabulary
+1028), prompts of 135-155 tokens shared by groups of 4 rows (the study's group size), 64 new tokens. Two
+schedules per row count: every row decodes all 64 steps, and rows stop at staggered steps (each row's last step
+drawn from 8..64, as EOS and stop strings end rollouts). One repetition decodes the whole schedule with each
+implementation, `_BaselineDecodeState` (the step of commit 6bd8167, copied here verbatim) and the current
+`DecodeState`, in alternating order, feeding both the same pre-drawn tokens; a step's time is the decoding's time
+over its number of steps (the prefill is not timed). Reported: medians over the repetitions, the ratio
+baseline / new, and the machine's 1-minute load average before and after (the cores are shared). The logits of
+the two are checked equal bit for bit at the end of every decoding, so a change that makes the step fast by
+breaking it fails here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+from benchmarks.machine import describe_machine, load_average
+from ragen_core.policy import HFPolicy
+from ragen_core.policy.fast_qwen2 import DecodeState, FastQwen2
+from ragen_core.policy.tiny import default_tiny_model_dir
+
+GROUP = 4
+MAX_NEW = 64
+
+
+class _BaselineDecodeState:
+    """The decoding step of commit 6bd8167, verbatim (the baseline): rebuilds the [n, 1, 1, T] mask every step and
+    copies the whole cache whenever a row finishes."""
+
+    def __init__(self, fast, kv, owner, prefix_len, max_new_tokens, first_tokens):
+        self.fast = fast
+        b = owner.numel()
+        tp = kv[0][0].shape[2] if kv and kv[0][0] is not None else 0
+        self.width = tp
+        dev = owner.device
+        ref = fast.model.lm_head.weight
+        self.cache = []
+        for k, v in kv:
+            kb = torch.zeros(b, fast.n_kv, tp + max_new_tokens, fast.head_dim, dtype=ref.dtype, device=dev)
+            vb = torch.zeros_like(kb)
+            if tp:
+                kb[:, :, :tp] = k.index_select(0, owner)
+                vb[:, :, :tp] = v.index_select(0, owner)
+            self.cache.append((kb, vb))
+        self.valid = torch.zeros(b, tp + max_new_tokens, dtype=torch.bool, device=dev)
+        if tp:
+            self.valid[:, :tp] = torch.arange(tp, device=dev)[None, :] < prefix_len[:, None]
+        self.prefix_len = prefix_len
+        self.rows = torch.arange(b, device=dev)
+        self.steps = 0
+        self.next_tokens = first_tokens
+        self.weights = [self._fused(layer) for layer in fast._inner.layers]
+
+    @staticmethod
+    @torch.no_grad()
+    def _fused(layer):
+        a, mlp = layer.self_attn, layer.mlp
+        qkv_w = torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight])
+        qkv_b = torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias])
+        return qkv_w, qkv_b, torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), mlp.intermediate_size
+
+    def _keep(self, rows):
+        if rows.numel() == self.rows.numel():
+            return
+        where = torch.searchsorted(self.rows, rows)
+        self.cache = [(k.index_select(0, where), v.index_select(0, where)) for k, v in self.cache]
+        self.valid = self.valid.index_select(0, where)
+        self.prefix_len = self.prefix_len.index_select(0, where)
+        self.rows = rows
+
+    @torch.no_grad()
+    def step(self, rows, tokens):
+        f = self.fast
+        self._keep(rows)
+        col = self.width + self.steps
+        self.steps += 1
+        n = rows.numel()
+        pos = (self.prefix_len + self.steps - 1)[:, None]
+        h = f._inner.embed_tokens(tokens[:, None])[:, 0]
+        cos, sin = f._rope(pos, h.dtype)
+        cos, sin = cos[:, 0], sin[:, 0]
+        self.valid[:, col] = True
+        hq, hk, d = f.n_heads, f.n_kv, f.head_dim
+        bias = torch.zeros(n, 1, 1, col + 1, dtype=h.dtype, device=h.device).masked_fill_(
+            ~self.valid[:, None, None, : col + 1], float("-inf"))
+        for (kb, vb), layer, (qkv_w, qkv_b, gu_w, inter) in zip(self.cache, f._inner.layers, self.weights):
+            x = f._norm(h, layer.input_layernorm)
+            qkv = F.linear(x, qkv_w, qkv_b)
+            q = qkv[:, : hq * d].view(n, hq, d)
+            k = qkv[:, hq * d : (hq + hk) * d].view(n, hk, d)
+            kb[:, :, col] = f._apply_rope(k, cos, sin)
+            vb[:, :, col] = qkv[:, (hq + hk) * d :].view(n, hk, d)
+            q = f._apply_rope(q, cos, sin).view(n, hk, hq // hk, d)
+            scores = torch.matmul(q, kb[:, :, : col + 1].transpose(2, 3)) * d**-0.5 + bias
+            attn = torch.matmul(torch.softmax(scores.float(), dim=-1).to(q.dtype), vb[:, :, : col + 1])
+            h = h + F.linear(attn.reshape(n, hq * d), layer.self_attn.o_proj.weight)
+            x = f._norm(h, layer.post_attention_layernorm)
+            gu = F.linear(x, gu_w)
+            h = h + F.linear(F.silu(gu[:, :inter]) * gu[:, inter:], layer.mlp.down_proj.weight)
+        return f.logits(h)
+
+
+def _prompts(rows: int, gen: torch.Generator) -> list[list[int]]:
+    out = []
+    for _ in range(max(1, rows // GROUP)):
+        n = int(torch.randint(135, 156, (1,), generator=gen))
+        out += [torch.randint(5, 1000, (n,), generator=gen).tolist()] * GROUP
+    return out[:rows]
+
+
+def _decode(state, tokens: torch.Tensor, last: torch.Tensor) -> tuple[float, int, torch.Tensor]:
+    """Run the schedule: row r is fed tokens[step, r] and stops after step last[r]. Returns (seconds, steps, the
+    last step's logits)."""
+    live = torch.arange(tokens.shape[1])
+    feed = state.next_tokens
+    steps = 0
+    t0 = time.perf_counter()
+    while True:
+        logits = state.step(live, feed)
+        steps += 1
+        keep = last[live] > steps
+        if not bool(keep.any()):
+            break
+        live = live[keep]
+        feed = tokens[steps, live]
+    return time.perf_counter() - t0, steps, logits
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.micro.bench_decode", description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, nargs="+", default=[32, 128])
+    parser.add_argument("--reps", type=int, default=15, help="repetitions per schedule (medians over them)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (the tiny model's default is 1)")
+    parser.add_argument("--json", default=None, help="also write the results here")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    policy = HFPolicy.from_pretrained(default_tiny_model_dir())
+    fast = FastQwen2(policy.model)
+    gen = torch.Generator().manual_seed(0)
+    load_before = load_average()
+    results = []
+    for rows in args.rows:
+        prompts = _prompts(rows, gen)
+        tokens = torch.randint(5, 1000, (MAX_NEW, rows), generator=gen)
+        schedules = {"all rows decode 64 steps": torch.full((rows,), MAX_NEW),
+                     "rows stop at steps 8-64": torch.randint(8, MAX_NEW + 1, (rows,), generator=gen)}
+        for name, last in schedules.items():
+            times: dict[str, list[float]] = {"baseline": [], "new": []}
+            for rep in range(args.reps + 1):  # the first repetition warms up and is not counted
+                order = ("baseline", "new") if rep % 2 else ("new", "baseline")
+                out = {}
+                for impl in order:
+                    cls = _BaselineDecodeState if impl == "baseline" else DecodeState
+                    state = cls(*_state_args(fast, prompts, policy.pad_token_id))
+                    seconds, steps, out[impl] = _decode(state, tokens, last)
+                    if rep:
+                        times[impl].append(seconds / steps * 1e3)
+                if not torch.equal(out["baseline"], out["new"]):
+                    raise AssertionError(f"{rows} rows, {name}: the new step's logits differ from the baseline's")
+            base, new = statistics.median(times["baseline"]), statistics.median(times["new"])
+            results.append({"rows": rows, "schedule": name, "baseline_ms": base, "new_ms": new, "ratio": base / new})
+    load_after = load_average()
+    lines = ["| rows | schedule | baseline ms/step | new ms/step | baseline / new |", "|---:|---|---:|---:|---:|"]
+    lines += [f"| {r['rows']} | {r['schedule']} | {r['baseline_ms']:.2f} | {r['new_ms']:.2f} | {r['ratio']:.2f}x |"
+              for r in results]
+    machine = describe_machine()
+    machine["torch_threads"] = torch.get_num_threads()
+    footer = (f"Medians of {args.reps} interleaved repetitions, {args.threads} torch thread(s); 1-minute load average "
+              f"{load_before} before, {load_after} after, on {machine['cores']} cores ({machine['cpu']}; torch "
+              f"{machine.get('torch')}; {machine['date']}).")
+    print("\n".join(lines))
+    print(footer)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump({"results": results, "load_before": load_before, "load_after": load_after, "machine": machine,
+                       "markdown": "\n".join(lines), "footer": footer}, fh, indent=2)
+    return 0
+
+
+def _state_args(fast: FastQwen2, prompts: list[list[int]], pad_id: int) -> tuple:
+    """The constructor arguments `FastQwen2.start_decoding` gives its state (so either class can be built from
+    the same prefill)."""
+    captured: dict[str, tuple] = {}
+
+    class _Capture:
+        def __init__(self, *args):
+            captured["args"] = args
+
+    import ragen_core.policy.fast_qwen2 as module
+
+    real = module.DecodeState
+    module.DecodeState = _Capture  # type: ignore[misc, assignment]
+    try:
+        fast.start_decoding(prompts, MAX_NEW, pad_id)
+    finally:
+        module.DecodeState = real  # type: ignore[misc]
+    return captured["args"]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
