@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ragen_envs import contract
 from ragen_envs.protocol import RESPONSE_FORMAT
 
 __all__ = [
@@ -73,7 +74,7 @@ def user_turn_text(
 
 def response_format(env: Any) -> str:
     """The format reminder for the env's ``action_format`` ("tagged", the default; "answer"; "plain")."""
-    fmt = getattr(getattr(env, "unwrapped", env), "action_format", "tagged")
+    fmt = contract.action_format(env)
     if fmt == "answer":
         return "<answer> [your answer] </answer>"
     if fmt == "plain":
@@ -107,7 +108,7 @@ def safe_step(env: Any, text: str) -> tuple[Any, float, bool, bool, dict[str, An
     try:
         return env.step(text)
     except Exception as exc:  # any env bug is contained here, by design
-        penalty = float(getattr(getattr(env, "unwrapped", env), "format_penalty_value", -0.1))
+        penalty = contract.format_penalty(env)  # the env's, else the contract's default (-0.1)
         info = {"env_error": f"{type(exc).__name__}: {exc}"[:500], "format_penalty": penalty,
                 "format_error": "env_error", "success": False, "action_is_valid": False}
         return "", penalty, True, False, info

@@ -37,7 +37,7 @@ and optionally:
 The RL core (`ragen_core`), the apps and the benchmarks read an env through a fixed set of public names, the
 env-trainer contract. Every name is declared on this class with its docstring (who reads it, when) and a default;
 the core reads them from `env.unwrapped`, with `getattr` and the same defaults where a name is optional (so that
-an object that is not a TextAgentEnv reads the same):
+an object that is not a TextAgentEnv reads the same; the defaults and their readers are in `ragen_envs.contract`):
 
     action_format                         (attribute) "tagged", "answer" or "plain": the answer format
     format_penalty_value                  (attribute) the reward of a malformed answer (<= 0)
@@ -92,7 +92,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ragen_envs import protocol
+from ragen_envs import contract, protocol
 from ragen_envs.spaces import MAX_RESPONSE_CHARS, action_space, fit_observation, observation_space
 from ragen_envs.validation import require_int
 
@@ -161,14 +161,14 @@ class TextAgentEnv(gym.Env):
     def __init__(
         self,
         *,
-        action_format: protocol.ActionFormat = "tagged",
-        max_actions_per_turn: int = 2,
+        action_format: protocol.ActionFormat = contract.ACTION_FORMAT,
+        max_actions_per_turn: int = contract.MAX_ACTIONS_PER_TURN,
         max_actions: int | None = None,
         max_turns: int | None = None,
         turn_limit: int | None = None,
-        format_penalty: float = protocol.FORMAT_PENALTY,
+        format_penalty: float = contract.FORMAT_PENALTY,
         render_mode: str | None = None,
-        vision: bool = False,
+        vision: bool = contract.VISION,
         split_actions: bool = True,
     ):
         if action_format not in protocol.ACTION_FORMATS:

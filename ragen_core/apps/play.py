@@ -22,6 +22,7 @@ from typing import Any, TextIO
 import gymnasium as gym
 
 import ragen_envs  # noqa: F401  (registers the ids)
+from ragen_envs import contract
 
 _HIDDEN_INFO = {"instructions"}
 #: Terminal escape sequences (arrow keys without line editing: ``^[[A``), which are never actions.
@@ -43,7 +44,9 @@ def example_action(env: Any) -> str:
     actions = [str(a) for a in getattr(u, "ACTIONS", ())]
     if not actions:
         return "your answer"
-    per_turn = int(getattr(u, "max_actions_per_turn", 1) or 1)
+    # 1, not the contract's 2, for an env that declares no max_actions_per_turn: `play`'s value since it was written
+    # (every ragen/ env declares one, so only an env outside the contract shows a single action).
+    per_turn = contract.max_actions_per_turn(u, default=1)
     return " || ".join(actions[: max(1, min(2, per_turn))])
 
 

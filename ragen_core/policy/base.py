@@ -91,6 +91,9 @@ class Policy(Protocol):
     model: torch.nn.Module
     #: A transformers tokenizer (pad/eos ids set; `decode`, `__call__`).
     tokenizer: Any
+    #: Whether the backend may use its lean forward where the model allows it (`HFPolicy`: True by default); set by
+    #: the trainer from `model.fast_forward`. A backend without a lean forward ignores it (this default, False).
+    fast: bool = False
 
     @property
     def device(self) -> torch.device: ...
@@ -142,12 +145,19 @@ class Policy(Protocol):
         with_entropy: bool = False,
         temperature: float = 1.0,
         with_hidden: bool = False,
+        score_mask: torch.Tensor | None = None,
     ) -> PolicyOutput:
         """Teacher-forced log-probs (and entropies) of a right-padded batch `[B, T]`, with grad.
 
-        `temperature` divides the logits first (scores a temperature-T rollout without top-p);
-        `with_hidden` puts the last layer's hidden states `[B, T, H]` in `extras["hidden"]`
-        (for a value head).
+        Args:
+            input_ids, attention_mask: `[B, T]` long (mask 1 on real tokens).
+            images: one list of uint8 HxWx3 arrays per sequence (vision models), as in `generate`.
+            with_entropy: also return `entropy` `[B, T]`.
+            temperature: divides the logits first (scores a temperature-T rollout without top-p).
+            with_hidden: put the last layer's hidden states `[B, T, H]` in `extras["hidden"]` (for a value head).
+            score_mask: `[B, T]` bool, the positions whose log-prob (and entropy) the caller reads (the trainer's
+                loss mask, the warm start's, the probe's reasoning span); the others come back 0, and a backend may
+                skip computing them. None: every position.
         """
         ...
 

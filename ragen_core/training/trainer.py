@@ -314,12 +314,14 @@ class Trainer:
         _check_seed_ranges(cfg)
         # Models: the policy (and its optimiser), a critic if the algorithm has one, a frozen reference if KL is on.
         if policy is None:
-            path = "tiny-vision" if cfg.model.path == "tiny" and "Vision" in cfg.env.id else cfg.model.path
+            from ragen_envs.contract import observes_images  # the env says whether it shows pictures
+
+            path = ("tiny-vision" if cfg.model.path == "tiny" and observes_images(cfg.env.id, cfg.env.kwargs)
+                    else cfg.model.path)
             policy = load_policy(path, device=self.device, dtype=cfg.model.dtype)
         self.policy = policy
         self.model = policy.model
-        if hasattr(policy, "fast"):
-            policy.fast = cfg.model.fast_forward
+        policy.fast = cfg.model.fast_forward  # a Policy member; backends without a lean forward ignore it
         self.threads = cpu_threads(cfg.run.threads, self.model, self.device)
         if self.threads:
             torch.set_num_threads(self.threads)

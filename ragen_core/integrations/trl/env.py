@@ -35,6 +35,7 @@ from typing import Any
 
 from ragen_core.episode import ChatEpisode, rollout_option, safe_step
 from ragen_core.integrations._views import read_only
+from ragen_envs import contract
 
 __all__ = ["RagenEnvironment", "ragen_environment_factory", "seed_dataset", "TOOL_HINT", "EnvReward",
            "single_turn_dataset", "stop_at", "tool_chat_template", "use_tool_chat_template"]
@@ -45,6 +46,10 @@ TOOL_HINT = (
     "Call it once per turn until the episode is over."
 )
 _ANSWER_TAG = re.compile("<answer>", re.IGNORECASE | re.ASCII)
+#: `get_reward` of a rollout that never called `act`, for an env that declares no `format_penalty_value` (an env
+#: outside the contract: every ragen/ env declares one, read through `ragen_envs.contract.format_penalty`). 0.0 is
+#: this adapter's value since it was written; `safe_step` (an env that raises) uses the contract's -0.1 instead.
+UNDECLARED_FORMAT_PENALTY = 0.0
 
 
 class RagenEnvironment:
@@ -74,7 +79,7 @@ class RagenEnvironment:
             raise ValueError(f"env_id must be a registered 'ragen/...' id; got {env_id!r}")
         self._env_id = env_id
         self._env = gym.make(env_id, **{"action_format": "answer", **dict(env_kwargs or {})}).unwrapped
-        if getattr(self._env, "vision", False):
+        if contract.vision(self._env):
             raise ValueError(f"{env_id} is a vision variant; the TRL adapter passes text observations only")
         self._seed_key = seed_key
         self._include_instructions = bool(include_instructions)
@@ -122,7 +127,7 @@ class RagenEnvironment:
     def get_reward(self) -> float:
         """Episode return; a rollout that never called ``act`` gets the env's format penalty (no valid answer)."""
         if self._episode.turn == 0:
-            return float(getattr(self._env, "format_penalty_value", 0.0))
+            return contract.format_penalty(self._env, default=UNDECLARED_FORMAT_PENALTY)
         return self._episode.total_reward
 
     # ------------------------------------------------------------------------------------------ episode state
