@@ -44,14 +44,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
 import torch
 
 from ragen_core.episode import per_rollout_options, rollout_option
 from ragen_core.math.mi import cross_score, flatten_proxies, mi_proxies
 from ragen_core.rollout import RolloutBatch, RolloutSettings, make_envs, pad_token_id, rollout
 
-__all__ = ["ProbeSet", "build_probe", "entropy_by_mode", "pmi_return_association", "probe_metrics", "probe_seed_range",
-           "reasoning_text", "template_match_share", "modal_share"]
+__all__ = ["ProbeSet", "build_probe", "entropy_by_mode", "scripted_mode_entropies", "pmi_return_association",
+           "probe_metrics", "probe_seed_range", "reasoning_text", "template_match_share", "modal_share"]
 
 #: At most this many candidate seeds per probe prompt are tried when skipping duplicated levels.
 _CANDIDATES_PER_PROMPT = 4
@@ -279,4 +280,36 @@ def probe_metrics(policy: Any, probe: ProbeSet, sample_seed: int, span: str = "r
         is_template = [r is not None and " ".join(r.split()) in wanted for r in reasonings]
         out[prefix + "token_entropy_template"], out[prefix + "token_entropy_state"] = entropy_by_mode(
             ent_sums, ent_counts, is_template, [r is not None for r in reasonings])
+    return out
+
+
+@torch.no_grad()
+def scripted_mode_entropies(policy: Any, cfg: Any, n_prompts: int = 32, seed: int = 0) -> dict[str, float]:
+    """The policy's per-token entropy along each mode of the warm start's demonstrator, teacher-forced.
+
+    For the first-turn prompts of `n_prompts` probe levels (seeds ``mi.probe_seed + i``), the demonstrator writes
+    (1) its state-derived reasoning and (2) a template of its family (drawn uniformly, ``warm_start.template_levels``),
+    each with its filler words and its answer; the policy scores both (:func:`_token_entropy` over the reasoning
+    span). Returns ``{"state": H_state, "template": H_template, "templates": distinct template texts}``, nats per
+    reasoning token: whether the input-agnostic mode is the policy's lowest-entropy mode (docs/collapse.md,
+    section 3). Sampling plays no part, so traces that copy a template imperfectly do not blur the two modes.
+    """
+    from ragen_core.training.sft import demonstrator_template_parts, scripted_responder
+
+    ws = cfg.warm_start
+    parts = demonstrator_template_parts(cfg)
+    if parts is None:
+        raise ValueError("the warm start has no template (warm_start.reasoning_dependence = 1)")
+    texts, actions = [t for t, _ in parts], [a for _, a in parts]
+    settings = replace(RolloutSettings.from_config(cfg.rollout), max_turns=1)
+    envs = make_envs(cfg.env.id, n_prompts, cfg.env.kwargs)
+    seeds = [cfg.mi.probe_seed + i for i in range(n_prompts)]
+    out: dict[str, float] = {"templates": float(len(set(texts)))}
+    for mode, dependence in (("state", 1.0), ("template", 0.0)):
+        responder = scripted_responder("oracle", np.random.default_rng(seed), ws.reasoning, 0.0, ws.noise_action,
+                                       dependence, texts, ws.template_answer, ws.filler_words, actions)
+        batch = rollout(policy, envs, seeds, 1, settings, responder=responder)
+        _, traces = batch.mi_inputs(span=cfg.mi.span)
+        lengths = torch.tensor([[len(z) for z in row] for row in traces])
+        out[mode] = _token_entropy(policy, batch, lengths, settings.temperature)[0]
     return out

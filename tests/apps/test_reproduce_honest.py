@@ -362,14 +362,16 @@ def test_read_run_keeps_provenance_probe_fields_and_the_filter_log(tmp_path):
     assert [p["template_share"] for p in r["probe"]] == [0.0, 0.125, 0.25]
     assert len(r["filter_log"]) == 10
     assert r["filter_log"][0] == {"step": 1, "groups_total": 8.0, "kept_groups": 6.0, "zero_fraction": 0.25,
-                                  "kept_zero_adv_share": 0.0, "skipped": 0.0}
+                                  "kept_zero_adv_share": 0.0, "skipped": 0.0, "regulariser_only": None,
+                                  "grad_norm_task": None, "grad_norm_entropy": None}
     assert set(r["filter_log"][0]) == {"step", *FILTER_LOG_KEYS}
     # An old run: no provenance, no config, only filter/zero_fraction logged.
     old = rec(tmp_path, "collapse_sokoban", "top_p", 1, steps=3, probe=flat())
     assert old["commit"] is None and old["config_sha256"] is None and old["planned_steps"] is None
     assert old["probe"][0]["reasoning_tokens"] is None and old["probe"][0]["template_share"] is None
     assert old["filter_log"][0] == {"step": 1, "groups_total": None, "kept_groups": None, "zero_fraction": 0.25,
-                                    "kept_zero_adv_share": None, "skipped": None}
+                                    "kept_zero_adv_share": None, "skipped": None, "regulariser_only": None,
+                                    "grad_norm_task": None, "grad_norm_entropy": None}
     # A damaged provenance file is "not recorded", not a crash.
     (tmp_path / "collapse_sokoban-top_p-s1" / "provenance.json").write_text("{not json")
     assert read_run(tmp_path / "collapse_sokoban-top_p-s1", RunSpec("collapse_sokoban", "top_p", 1, "x", ()))[

@@ -261,3 +261,21 @@ def test_knob_values_are_checked():
                      ("filter.empty_step=train", "filter.empty_step"), ("algo.optimizer=adam", "algo.optimizer")):
         with pytest.raises(ConfigError, match=key):
             load_config(None, [bad])
+
+
+def test_scripted_mode_entropies_score_each_mode_of_the_demonstrator(model_dir):
+    from ragen_core.training.probe import scripted_mode_entropies
+
+    cfg = load_config(None, [f"env.id={_FL}", "env.kwargs.obs_format=coord", "env.kwargs.is_slippery=false",
+                             "env.kwargs.max_actions_per_turn=1", "rollout.max_new_tokens=64",
+                             "warm_start.reasoning_dependence=0.5", "warm_start.template_levels=4",
+                             'warm_start.template_answer="reference"', "warm_start.filler_words=2"])
+    policy = HFPolicy.from_pretrained(model_dir)
+    out = scripted_mode_entropies(policy, cfg, n_prompts=3)
+    assert out["templates"] == 4.0
+    # An untrained model: near-uniform next-token distributions over its whole vocabulary, in both modes.
+    vocab = math.log(len(policy.tokenizer))
+    for mode in ("state", "template"):
+        assert 0.5 * vocab < out[mode] <= vocab + 1e-6, mode
+    with pytest.raises(ValueError, match="no template"):
+        scripted_mode_entropies(policy, load_config(None, [f"env.id={_FL}"]), n_prompts=2)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ragen_core.apps.reproduce.spec import RunRecord, RunSpec
-from ragen_core.training.metrics import STEP, Collapse, Filter, Perf, Probe, Sft, Val
+from ragen_core.training.metrics import STEP, Collapse, Filter, Loss, Perf, Probe, Sft, Val
 
 __all__ = ["execute_run", "read_run", "run_local", "run_ray", "finished_records"]
 
@@ -47,7 +47,7 @@ PROBE_KEYS = _fields(Probe.RETRIEVAL_ACC, Probe.RETRIEVAL_CHANCE, Probe.RETRIEVA
 #: The per-step filter log: field -> metric. A step's entry has every field, None where that metric was not logged
 #: (runs from before the field existed).
 FILTER_LOG_KEYS = _fields(Filter.GROUPS_TOTAL, Filter.KEPT_GROUPS, Filter.ZERO_FRACTION, Filter.KEPT_ZERO_ADV_SHARE,
-                          Filter.SKIPPED)
+                          Filter.SKIPPED, Filter.REGULARISER_ONLY, Loss.GRAD_NORM_TASK, Loss.GRAD_NORM_ENTROPY)
 
 
 def execute_run(spec: RunSpec, runs_dir: str | Path) -> dict[str, Any]:
