@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ragen_core.apps.reproduce.experiments import EXPERIMENTS, write_experiment
-from ragen_core.apps.reproduce.runner import finished_records, run_local, run_ray
+from ragen_core.apps.reproduce.runner import design_cost, finished_records, run_local, run_ray
 from ragen_core.apps.reproduce.spec import Experiment, RunRecord, build_runs, choose_seeds
 from ragen_core.apps.reproduce.study import ENVS, find_configs_dir
 
@@ -126,6 +126,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         "n_missing": len(missing),
         "missing": missing,
         "core_minutes": sum(((r.get("sft_s") or 0.0) + (r.get("rl_s") or 0.0)) / 60.0 for r in records),
+        "cost": design_cost(records, len(seeds)),
         "machine": _machine(),
         "arms": {name: {"overrides": list(variants[name].overrides), "purpose": variants[name].purpose}
                  for name in dict.fromkeys(s.arm for s in specs) if name in variants},

@@ -52,7 +52,7 @@ from typing import Any
 
 from ragen_core.apps.reproduce.analysis import OUTCOMES, PAIRED, finding_filtering, fmt_unit, power_analysis
 from ragen_core.apps.reproduce.analysis import analyse as analyse_study
-from ragen_core.apps.reproduce.report import write_report
+from ragen_core.apps.reproduce.report import cost_text, write_report
 from ragen_core.apps.reproduce.spec import Experiment, RunSpec, Seeds, Variant, build_runs
 from ragen_core.apps.reproduce.study import STUDY
 from ragen_core.apps.reproduce.verdicts import (
@@ -332,7 +332,7 @@ def markdown(result: dict[str, Any], header: dict[str, Any]) -> str:
              f"{_DOC_SECTION.get(name, 7)})._", "",
              f"- seeds: {header.get('seeds')} ({'tuning seeds' if exp.seeds.kind == 'tuning' else 'fresh seeds'}), "
              f"{header.get('n_runs')} runs ({header.get('n_missing', 0)} missing), "
-             f"{_f(header.get('core_minutes'), '{:.0f}')} core-minutes",
+             f"{_f(header.get('core_minutes'), '{:.0f}')} core-minutes{cost_text(header.get('cost'))}",
              f"- machine: {header.get('machine', 'n/a')}",
              f"- every run: `{' '.join(exp.common)}`", "", "| arm | config | overrides | purpose |",
              "|---|---|---|---|"]

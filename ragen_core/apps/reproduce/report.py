@@ -114,7 +114,7 @@ def markdown(result: dict[str, Any], figures_rel: str, header: dict[str, Any]) -
         "",
         f"- study: **{header['mode']}**, {header['n_runs']} runs ({header['n_missing']} missing), training seeds "
         f"{header['seeds']} (the tuning seeds 100-199 are never used), {header['core_minutes']:.0f} core-minutes "
-        "of training",
+        "of training" + cost_text(header.get("cost")),
         f"- machine: {header['machine']}",
         "- model: the project's tiny offline model (0.62 M parameters), warm-started by a demonstrator, then RL. "
         "Findings 1 and 3 run on the collapse-prone configs (`configs/collapse_sokoban.toml`, "
@@ -937,3 +937,17 @@ def _json_default(x: Any) -> Any:
         return None
     return str(x)
 
+
+def cost_text(cost: dict | None) -> str:
+    """The design's whole cost, per seed and per phase (``header["cost"]``, :func:`ragen_core.apps.reproduce.runner.
+    design_cost`), as a clause for the report's header line; "" for results written before it was recorded."""
+    if not isinstance(cost, dict) or not cost.get("runs"):
+        return ""
+    ph = cost["phases_core_minutes"]
+    per_seed = cost.get("per_seed_core_minutes")
+    return (f"; every phase counted: {cost['whole_core_minutes']:.1f} core-minutes"
+            + (f", {per_seed:.1f} per seed" if isinstance(per_seed, (int, float)) else "")
+            + f" (warm starts {ph['warm_start_s']:.1f}, RL steps {ph['rl_steps_s']:.1f}, validations "
+            f"{ph['validation_s']:.1f}, probes {ph['probe_s']:.1f}, start-up and the rest {ph['other_s']:.1f}; "
+            f"{cost['runs_with_phases']} of {cost['runs']} runs recorded their phases, the others count their warm "
+            "start and RL steps only)")

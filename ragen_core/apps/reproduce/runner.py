@@ -74,6 +74,9 @@ def execute_run(spec: RunSpec, runs_dir: str | Path) -> dict[str, Any]:
         raise RuntimeError(f"run {spec.name} failed (exit {status}); see {run_dir / 'train.log'}")
     record = read_run(run_dir, spec)
     record["wall_s"] = time.perf_counter() - start
+    if isinstance(record.get("phases"), dict):  # the start-up and the rest: what the phases leave of the wall time
+        known = sum(v for k, v in record["phases"].items() if k != "other_s" and isinstance(v, (int, float)))
+        record["phases"]["other_s"] = max(record["wall_s"] - known, 0.0)
     tmp = done.with_suffix(".tmp")
     tmp.write_text(json.dumps(record))
     os.replace(tmp, done)
@@ -93,7 +96,8 @@ def read_run(run_dir: str | Path, spec: RunSpec) -> dict[str, Any]:
     sft_cached and rl_s (seconds of RL steps and validations); provenance: planned_steps (``run.steps`` of the
     run's ``config.toml``), commit and config_sha256 (from the run's ``provenance.json``); filter_log (one entry
     per RL step that logged any ``filter/`` metric of :data:`FILTER_LOG_KEYS`: ``{"step", groups_total,
-    kept_groups, zero_fraction, kept_zero_adv_share, skipped}``). A missing file or key gives None.
+    kept_groups, zero_fraction, kept_zero_adv_share, skipped, ...}``); phases (seconds of each phase of the run,
+    :func:`run_phases`). A missing file or key gives None.
     """
     rows = [json.loads(x) for x in (Path(run_dir) / "metrics.jsonl").read_text().splitlines() if x.strip()]
     val: dict[int, float] = {}
@@ -137,7 +141,54 @@ def read_run(run_dir: str | Path, spec: RunSpec) -> dict[str, Any]:
         commit=provenance.get("commit"),
         config_sha256=provenance.get("config_sha256"),
         filter_log=filter_log,
+        phases=run_phases(rows),
     ).to_dict()
+
+
+#: The phases of a run whose seconds a record keeps (:func:`run_phases`), in the order a report lists them.
+PHASES = ("warm_start_s", "rl_steps_s", "validation_s", "probe_s", "other_s")
+
+
+def run_phases(rows: list[dict[str, Any]], wall_s: float | None = None) -> dict[str, float | None]:
+    """Seconds of each phase of one run from its ``metrics.jsonl`` rows: the warm start (``perf/sft_s``: training it,
+    or loading it on a cache hit), the RL steps (``perf/step_s`` summed: rollout, filter, MI, scoring, update), the
+    validations and the probes (``perf/eval_s`` and ``perf/probe_s`` summed, step 0 included), and ``other_s``: the
+    run's wall time `wall_s` less those (start-up, model and env building, checkpoints; None without `wall_s`)."""
+    def total(key: str) -> float:
+        return sum(float(r[key]) for r in rows if isinstance(r.get(key), (int, float)) and math.isfinite(r[key]))
+
+    sft = next((r.get(Perf.SFT_S) for r in rows if isinstance(r.get(Perf.SFT_S), (int, float))), None)
+    out: dict[str, float | None] = {"warm_start_s": float(sft) if sft is not None else 0.0,
+                                    "rl_steps_s": total(Perf.STEP_S), "validation_s": total(Perf.EVAL_S),
+                                    "probe_s": total(Perf.PROBE_S)}
+    known = sum(v for v in out.values() if v is not None)
+    out["other_s"] = max(float(wall_s) - known, 0.0) if wall_s is not None else None
+    return out
+
+
+def design_cost(records: Iterable[dict[str, Any]], n_seeds: int) -> dict[str, Any]:
+    """Core-minutes of a design's finished runs, whole and per seed, and per phase (:data:`PHASES`).
+
+    A run that records its phases counts every one (start-up included: ``other_s``); a run from before phases
+    were recorded counts its warm start and RL steps with validations (``sft_s`` + ``rl_s``), as the header's
+    ``core_minutes`` always has: ``runs_with_phases`` says how many runs are counted whole."""
+    records = list(records)
+    per_phase = {k: 0.0 for k in PHASES}
+    whole = 0.0
+    with_phases = 0
+    for r in records:
+        ph = r.get("phases")
+        if isinstance(ph, dict):
+            with_phases += 1
+            for k in PHASES:
+                v = ph.get(k)
+                if isinstance(v, (int, float)):
+                    per_phase[k] += float(v) / 60.0
+                    whole += float(v) / 60.0
+        else:
+            whole += ((r.get("sft_s") or 0.0) + (r.get("rl_s") or 0.0)) / 60.0
+    return {"whole_core_minutes": whole, "per_seed_core_minutes": whole / n_seeds if n_seeds else None,
+            "phases_core_minutes": per_phase, "runs_with_phases": with_phases, "runs": len(records)}
 
 
 def _provenance(run_dir: Path) -> dict[str, str | None]:

@@ -210,6 +210,7 @@ class RunRecord:
     commit: str | None = None
     config_sha256: str | None = None
     filter_log: list[dict[str, Any]] | None = None
+    phases: dict[str, float | None] | None = None
     wall_s: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     #: the keys of the dict it was read from, in order (None: every field)
