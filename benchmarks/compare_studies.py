@@ -101,7 +101,12 @@ def compare(old: dict[str, Any], new: dict[str, Any], label_old: str, label_new:
 
         old, new = ({**d, "analysis": analyse(d["records"])} for d in (old, new))
     v_old, v_new = verdicts(old["analysis"]), verdicts(new["analysis"])
-    rows_v = [{"what": k, "old": v_old.get(k), "new": v_new.get(k), "same": v_old.get(k) == v_new.get(k)}
+    from ragen_core.apps.reproduce.verdicts import verdict_word
+
+    # The same verdict is the same word (held, equivalent, inconclusive, ...), whichever form each file stores it in
+    # (results written before the verdict module kept their numbers inside the string).
+    rows_v = [{"what": k, "old": v_old.get(k), "new": v_new.get(k),
+               "same": k in v_old and k in v_new and verdict_word(v_old[k]) == verdict_word(v_new[k])}
               for k in sorted(set(v_old) | set(v_new))]
     a_old, a_new = arm_summary(old["records"]), arm_summary(new["records"])
     rows_a = []

@@ -33,10 +33,10 @@ from ragen_core.apps.reproduce.analysis import (
     tie_status,
     within_env_rho,
 )
-from ragen_core.apps.reproduce.report import FIGURES, markdown, write_report
+from ragen_core.apps.reproduce.report import FIGURES, control_verdict_text, markdown, pair_verdict_text, write_report
 from ragen_core.apps.reproduce.runner import read_run
 from ragen_core.apps.reproduce.study import ARMS, RunSpec
-from ragen_core.apps.reproduce.verdicts import verdict_text
+from ragen_core.apps.reproduce.verdicts import Verdict, verdict_text, verdict_word
 from ragen_core.math.stats import min_detectable_effect, pairs_needed
 
 
@@ -285,8 +285,11 @@ def test_constant_metric_is_reported_not_correlated(tmp_path):
     assert z["rho"] == pytest.approx(1.0) and z["ci95"][0] == pytest.approx(1.0)
     assert corr["metrics"]["probe_mi_seq_norm"]["n"] == 0  # no probe in these runs
     # |rho| = 1 on both sides: the difference is 0 on every resample.
-    assert corr["pairs"][0]["verdict"].startswith("inconclusive (the interval of abs(rho_MI) - abs(rho_H) contains 0")
-    assert corr["pairs"][1]["verdict"] == "not tested (the MI metric was not measured)"
+    assert corr["pairs"][0]["verdict"] == "inconclusive" and corr["pairs"][0]["reason"] == "interval_contains_0"
+    assert pair_verdict_text(corr["pairs"][0]).startswith(
+        "inconclusive (the interval of abs(rho_MI) - abs(rho_H) contains 0")
+    assert corr["pairs"][1]["verdict"] == "not tested" and corr["pairs"][1]["metric_role"] == "mi"
+    assert pair_verdict_text(corr["pairs"][1]) == "not tested (the MI metric was not measured)"
 
 
 def test_correlation_within_env_with_bootstrap_over_seeds(tmp_path):
@@ -315,20 +318,65 @@ def test_finding_1_from_probe_curves(tmp_path):
     assert out["collapse_sokoban"]["kind"] == "positive control"
     # 3 of 5 collapse, 2 never drop: inconclusive, never "no".
     mixed = recs[:3] + [_record(tmp_path / "m", "collapse_sokoban", "no_filter", s, probe=_flat()) for s in (3, 4)]
-    verdict = finding_collapse(mixed, envs=("collapse_sokoban",))["collapse_sokoban"]["verdict"]
-    assert verdict == "inconclusive (signature on 3 of 5; no MI drop on 2)"
+    out = finding_collapse(mixed, envs=("collapse_sokoban",))["collapse_sokoban"]
+    assert out["verdict"] == "inconclusive" and out["reason"] == "criterion_not_met"
+    assert control_verdict_text(out) == "inconclusive (signature on 3 of 5; no MI drop on 2)"
     # The MI drop comes after an entropy alarm on most seeds: the positive control failed.
     noisy = [_record(tmp_path / "n", "collapse_sokoban", "no_filter", s, probe=_noise(5, 10)) for s in range(5)]
     out = finding_collapse(noisy, envs=("collapse_sokoban",))["collapse_sokoban"]
     assert out["verdict"] == "failed" and out["arms"]["no_filter"]["n_entropy_first"] == 5
     # Fewer than 5 seeds never pass; no probe at all is "not tested".
-    assert finding_collapse(recs[:4], envs=("collapse_sokoban",))["collapse_sokoban"]["verdict"].startswith(
+    assert control_verdict_text(finding_collapse(recs[:4], envs=("collapse_sokoban",))["collapse_sokoban"]).startswith(
         "inconclusive (4 seeds; the criterion needs >= 5")
     bare = [_record(tmp_path / "b", "collapse_sokoban", "no_filter", 0, val=lambda s: 0.1)]
     out = finding_collapse(bare, envs=("collapse_sokoban", "collapse_frozenlake"))
-    assert out["collapse_sokoban"]["verdict"].startswith("not tested")
+    assert out["collapse_sokoban"]["verdict"] == "not tested" and out["collapse_sokoban"]["reason"] == "no_runs"
     assert out["collapse_sokoban"]["arms"]["no_filter"]["no_probe"] == [0]
-    assert out["collapse_frozenlake"]["verdict"].startswith("not tested")
+    assert control_verdict_text(out["collapse_frozenlake"]) == "not tested (no no-filter run with probe measurements)"
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def test_findings_1_and_2_store_bare_verdicts_and_their_reasons_as_numbers(tmp_path):
+    """The stored verdict is a bare Verdict value; the numbers a reason needs are numbers beside it, and the report
+    words the reason from them."""
+    words = {v.value for v in Verdict}
+    recs = [_record(tmp_path, "collapse_sokoban", "no_filter", s, probe=_collapsing(15)) for s in range(3)]
+    recs += [_record(tmp_path / "m", "collapse_sokoban", "no_filter", s, probe=_flat()) for s in (3, 4)]
+    one = synthetic_study(tmp_path / "one", seeds=(0,))
+    outs = [finding_collapse(recs, envs=("collapse_sokoban", "collapse_frozenlake")),
+            finding_collapse(synthetic_study(tmp_path / "s", seeds=range(5))), finding_collapse(one)]
+    seen = set()
+    for out in outs:
+        for e in json.loads(json.dumps(out)).values():  # as results.json keeps it
+            assert e["verdict"] in words and "(" not in e["verdict"]
+            seen.add(e["verdict"])
+            for k in ("seeds", "min_seeds", "share", "seeds_with_signature", "seeds_no_drop", "seeds_entropy_first"):
+                assert _is_number(e[k]), k
+            assert e["reason"] in (None, "criterion_not_met", "no_runs")
+    assert {"passed", "inconclusive", "not tested"} <= seen
+    sok = outs[0]["collapse_sokoban"]
+    assert (sok["verdict"], sok["reason"], sok["seeds"], sok["seeds_with_signature"], sok["seeds_no_drop"],
+            sok["min_seeds"], sok["share"]) == ("inconclusive", "criterion_not_met", 5, 3, 2, 5, 0.8)
+    assert control_verdict_text(sok) == "inconclusive (signature on 3 of 5; no MI drop on 2)"
+    assert verdict_word(sok) == "inconclusive" == verdict_word("inconclusive (signature on 3 of 5; no MI drop on 2)")
+    for corr in (finding_correlations(one, n_boot=50), finding_correlations(synthetic_study(tmp_path / "c",
+                                                                                           seeds=range(4)), n_boot=50)):
+        for pair in json.loads(json.dumps(corr))["pairs"]:
+            assert pair["verdict"] in words and "(" not in pair["verdict"]
+            assert "reason" in pair
+            for k in ("min_seeds", "at_ceiling_runs", "runs", "threshold"):
+                assert k not in pair or _is_number(pair[k]), k
+            assert verdict_word(pair_verdict_text(pair)) == pair["verdict"]
+    pair = finding_correlations(one, n_boot=50)["pairs"][0]
+    assert (pair["verdict"], pair["reason"], pair["min_seeds"]) == ("inconclusive", "no_interval", 3)
+    # An older results file's verdict strings, read as words and worded as they are.
+    old = {"verdict": "not testable (at the ceiling: early MI-Seq / log N (probe) above 0.98 on 28 of 30 runs)"}
+    assert verdict_word(old) == "not testable" and pair_verdict_text(old) == old["verdict"]
+    assert verdict_word("equivalent (within +-0.150)") == "equivalent" and verdict_word(Verdict.PASSED) == "passed"
+    assert control_verdict_text({"verdict": "inconclusive (1 seed; x)"}) == "inconclusive (1 seed; x)"
 
 
 # ------------------------------------------------------------------------------------------- finding 3
@@ -379,7 +427,7 @@ def test_report_from_a_synthetic_study_renders_every_section(tmp_path):
     a = analyse(records, n_boot=300)
     assert a["collapse"]["collapse_sokoban"]["verdict"] == "passed"
     assert a["collapse"]["collapse_sokoban"]["arms"]["entropy_bonus"]["n_entropy_first"] == 5
-    assert a["collapse"]["collapse_frozenlake"]["verdict"].startswith("inconclusive")
+    assert a["collapse"]["collapse_frozenlake"]["verdict"] == "inconclusive"
     assert a["filtering"]["collapse_sokoban"]["comparisons"]["top_p-no_filter"]["margin_end"]["verdict"] == "held"
     assert a["power"] and all(r["needed"] for r in a["power"])
     path = write_report({"analysis": a, "records": records}, tmp_path / "report",
@@ -435,7 +483,8 @@ def test_one_seed_gets_no_bootstrap_interval(tmp_path):
     corr = finding_correlations(recs, n_boot=100)
     z = corr["metrics"]["mi_zscore_ema"]
     assert z["rho"] == pytest.approx(1.0) and z["ci95"] == [None, None]
-    assert corr["pairs"][0]["verdict"].startswith("inconclusive (no bootstrap interval: it needs >= 3 seeds")
+    assert corr["pairs"][0]["verdict"] == "inconclusive" and corr["pairs"][0]["min_seeds"] == 3
+    assert pair_verdict_text(corr["pairs"][0]).startswith("inconclusive (no bootstrap interval: it needs >= 3 seeds")
     f = finding_filtering(recs)["collapse_sokoban"]["comparisons"]["top_p-no_filter"]["margin_end"]
     assert f["verdict"] == "inconclusive" and verdict_text(f) == "inconclusive (1 seed: no interval)"
-    assert finding_collapse(recs)["collapse_sokoban"]["verdict"].startswith("inconclusive (1 seed; ")
+    assert control_verdict_text(finding_collapse(recs)["collapse_sokoban"]).startswith("inconclusive (1 seed; ")

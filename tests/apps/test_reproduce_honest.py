@@ -35,7 +35,7 @@ from ragen_core.apps.reproduce.analysis import (
     stopped_early,
     within_run_correlation,
 )
-from ragen_core.apps.reproduce.report import collapse_figure, markdown, write_report
+from ragen_core.apps.reproduce.report import collapse_figure, markdown, pair_verdict_text, write_report
 from ragen_core.apps.reproduce.runner import FILTER_LOG_KEYS, read_run
 from ragen_core.apps.reproduce.study import ARMS, RunSpec
 from ragen_core.apps.reproduce.verdicts import verdict_text
@@ -321,10 +321,11 @@ def test_ceiling_rule(tmp_path):
             below.append(rec(tmp_path / "b", "sokoban", arm, seed, steps=20, mi=mi(q), probe=flat(0.9 - 0.1 * seed),
                              val=lambda s, v=q: v))
     pair = finding_correlations(at, envs=("sokoban",), n_boot=50)["pairs"][1]
-    assert pair["verdict"] == f"not testable (at the ceiling: early MI-Seq / log N (probe) above {CEILING_NORM} on " \
-                              "8 of 8 runs)"
-    assert not finding_correlations(below, envs=("sokoban",), n_boot=50)["pairs"][1]["verdict"].startswith(
-        "not testable")
+    assert pair["verdict"] == "not testable" and pair["reason"] == "at_ceiling"
+    assert (pair["at_ceiling_runs"], pair["runs"], pair["threshold"]) == (8, 8, CEILING_NORM)
+    assert pair_verdict_text(pair) == (f"not testable (at the ceiling: early MI-Seq / log N (probe) above "
+                                       f"{CEILING_NORM} on 8 of 8 runs)")
+    assert finding_correlations(below, envs=("sokoban",), n_boot=50)["pairs"][1]["verdict"] != "not testable"
 
 
 def test_finding_4_label_stops_and_filter_log(tmp_path):
@@ -421,8 +422,9 @@ def test_the_report_regenerates_from_results_json_alone(tmp_path, capsys):
     again = json.loads((tmp_path / "b" / "reproduction" / "results.json").read_text())
     assert again["records"] == data["records"]
     # Recomputed, not copied: the analysis was emptied above.
-    assert again["analysis"]["collapse"]["collapse_sokoban"]["verdict"] == ("inconclusive (signature on 3 of 5; no "
-                                                                            "MI drop on 2)")
+    sok = again["analysis"]["collapse"]["collapse_sokoban"]
+    assert (sok["verdict"], sok["seeds_with_signature"], sok["seeds"], sok["seeds_no_drop"]) == (
+        "inconclusive", 3, 5, 2)
     assert again["header"]["command"] == "ragen reproduce --first-seed 0"
     want = f"ragen reproduce --from-results {tmp_path / 'b' / 'reproduction' / 'results.json'} --report-dir " \
            f"{tmp_path / 'b'}"

@@ -125,10 +125,10 @@ def test_finding_1_reads_its_share_rule(monkeypatch):
     import ragen_core.apps.reproduce.analysis as analysis
 
     monkeypatch.setattr(analysis, "CONTROL", ShareRule(share=0.5, min_seeds=2))
-    assert analysis._criterion_verdict(2, 1, 0, 1) == "passed"
+    assert analysis._criterion_verdict(2, 1, 0, 1)["verdict"] == "passed"
     monkeypatch.setattr(analysis, "CONTROL", ShareRule(share=0.8, min_seeds=5))
-    assert analysis._criterion_verdict(2, 1, 0, 1).startswith("inconclusive")
-    assert finding_collapse([])["collapse_sokoban"]["verdict"].startswith("not tested")
+    assert analysis._criterion_verdict(2, 1, 0, 1)["verdict"] == "inconclusive"
+    assert finding_collapse([])["collapse_sokoban"]["verdict"] == "not tested"
 
 
 # ------------------------------------------------------------------------------------------- rule prose

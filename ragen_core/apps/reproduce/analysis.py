@@ -23,7 +23,8 @@ are pre-specified.
   :func:`ragen_core.math.collapse.detect_collapse` on the probe curves (the retrieval margin halves while token
   entropy and H(Z|X) stay within +-25%, no entropy alarm at or before the drop). "passed": the signature on
   >= 80% of the seeds with >= 5 seeds; "failed": on most seeds the MI drop comes only with an entropy alarm at
-  or before it; otherwise "inconclusive (why)". Beside it (:func:`co_movement`, the full-length runs of every arm
+  or before it; otherwise "inconclusive" (the counts that say why are stored beside it:
+  :func:`_criterion_verdict`). Beside it (:func:`co_movement`, the full-length runs of every arm
   but ``entropy_bonus``): the within-run correlation of margin and token entropy, the entropy ratios at the end
   (over step 0 and over the detector's reference), the AUC of the end/start ratio for telling collapsed runs from
   the rest, and the rank correlation of end margin with final success within env.
@@ -55,7 +56,7 @@ are pre-specified.
   log P, the probe's MI-Seq / log N) has an early value above :data:`CEILING_NORM` on more than
   :data:`CEILING_SHARE` of the runs (a metric pinned at its ceiling cannot rank runs); "held" when the interval
   of ``|rho_MI| - |rho_H|`` is above 0 and rho_MI's is above 0, "contradicted" when the difference's is below 0,
-  else "inconclusive".
+  else "inconclusive" (why, and its numbers, stored beside it: :func:`_pair_verdict`).
 - **Finding 4** (Sokoban learning config): top minus bottom RV quartile, paired by seed, at equal steps (the last
   step at which both runs of a seed have a measurement), and at the end with a run that stopped early carried at
   its last value (stated as such). Like is compared with like: success with success, the in-batch MI-Seq / log P
@@ -65,6 +66,10 @@ are pre-specified.
   which are zero-variance groups whenever 2 or more of the 8 are, and a zero-variance group has exactly zero GRPO
   advantage, so that arm trains mostly on no task signal (the share of zero-variance groups and the bottom runs
   that stopped early are reported with it).
+
+Every verdict is stored as the bare word of :class:`ragen_core.apps.reproduce.verdicts.Verdict` (findings 1 and 2
+with a ``"reason"`` code and the reason's numbers as numbers beside it; :mod:`ragen_core.apps.reproduce.verdicts`
+maps their rules onto its members); the report words the reasons.
 """
 
 from __future__ import annotations
@@ -549,27 +554,26 @@ def fmt_unit(unit: str) -> Callable[[float], str]:
 
 # ------------------------------------------------------------------------------------------- the findings
 def _criterion_verdict(n: int, n_collapsed: int, n_entropy_first: int, n_no_drop: int,
-                       rule: ShareRule | None = None) -> str:
-    """Finding 1's verdict on a positive control: "passed" (the detector finds the built-in collapse on >= `share`
-    of >= `min_seeds` seeds), "failed" (on most seeds the MI drop comes only after an entropy alarm) or
-    "inconclusive (why)"."""
+                       rule: ShareRule | None = None) -> dict[str, Any]:
+    """Finding 1's verdict on a positive control, as :class:`Verdict` word, reason and numbers:
+    :attr:`Verdict.PASSED` (the detector finds the built-in collapse on >= `share` of >= `min_seeds` seeds),
+    :attr:`Verdict.FAILED` (on most seeds the MI drop comes only after an entropy alarm),
+    :attr:`Verdict.INCONCLUSIVE` (reason ``"criterion_not_met"``) or :attr:`Verdict.NOT_TESTED` (reason
+    ``"no_runs"``: no no-filter run with probe measurements). Beside them: ``seeds`` (n), ``min_seeds``,
+    ``share``, ``seeds_with_signature``, ``seeds_no_drop`` and ``seeds_entropy_first``, all numbers."""
     rule = CONTROL if rule is None else rule
     min_seeds, share = rule.min_seeds, rule.share
+    numbers = {"seeds": n, "min_seeds": min_seeds, "share": share, "seeds_with_signature": n_collapsed,
+               "seeds_no_drop": n_no_drop, "seeds_entropy_first": n_entropy_first}
     if n == 0:
-        return "not tested (no no-filter run with probe measurements)"
-    if n_collapsed >= share * n and n >= min_seeds:
-        return "passed"
-    if 2 * n_entropy_first > n:
-        return "failed"
-    why = []
-    if n < min_seeds:
-        why.append(f"{n} seed{'s' if n > 1 else ''}; the criterion needs >= {min_seeds}")
-    why.append(f"signature on {n_collapsed} of {n}")
-    if n_no_drop:
-        why.append(f"no MI drop on {n_no_drop}")
-    if n_entropy_first:
-        why.append(f"entropy alarm at or before the drop on {n_entropy_first}")
-    return f"inconclusive ({'; '.join(why)})"
+        verdict, reason = Verdict.NOT_TESTED, "no_runs"
+    elif n_collapsed >= share * n and n >= min_seeds:
+        verdict, reason = Verdict.PASSED, None
+    elif 2 * n_entropy_first > n:
+        verdict, reason = Verdict.FAILED, None
+    else:
+        verdict, reason = Verdict.INCONCLUSIVE, "criterion_not_met"
+    return {"verdict": verdict.value, "reason": reason, **numbers}
 
 
 def finding_collapse(records: list[dict[str, Any]], envs: Sequence[str] = ("collapse_sokoban", "collapse_frozenlake"),
@@ -597,7 +601,7 @@ def finding_collapse(records: list[dict[str, Any]], envs: Sequence[str] = ("coll
                                   if stopped_early(r, planned)],
                 "no_probe": [r["seed"] for r in _runs(records, env, arm) if run_collapse(r) is None]}
         c = env_out["arms"].get(collapse_arm, {"n": 0, "n_collapsed": 0, "n_entropy_first": 0, "n_no_drop": 0})
-        env_out["verdict"] = _criterion_verdict(c["n"], c["n_collapsed"], c["n_entropy_first"], c["n_no_drop"])
+        env_out.update(_criterion_verdict(c["n"], c["n_collapsed"], c["n_entropy_first"], c["n_no_drop"]))
         env_out["planned_steps"] = planned.get(env)
         out[env] = env_out
     return out
@@ -967,10 +971,10 @@ def finding_correlations(records: list[dict[str, Any]], envs: Sequence[str] = ("
             ceiling = {"metric": label, **ceiling_status(values)}
         verdict = _pair_verdict(metrics[mi_key], metrics[h_key], diff_ci)
         if ceiling and ceiling["at_ceiling"]:
-            verdict = (f"not testable (at the ceiling: early {ceiling['metric']} above {CEILING_NORM} on "
-                       f"{ceiling['n_at_ceiling']} of {ceiling['n']} runs)")
+            verdict = {"verdict": Verdict.NOT_TESTABLE.value, "reason": "at_ceiling",
+                       "at_ceiling_runs": ceiling["n_at_ceiling"], "runs": ceiling["n"], "threshold": ceiling["norm"]}
         pairs.append({"mi": mi_key, "entropy": h_key, "diff": _nan_none(pairs_point[p]), "diff_ci95": diff_ci,
-                      "ceiling": ceiling, "verdict": verdict})
+                      "ceiling": ceiling, **verdict})
     return {"envs": env_list, "n_runs": len(items), "n_seeds": len(clusters), "n_boot": n_boot, "boot_seed": seed,
             "metrics": metrics, "pairs": pairs,
             "points": [{"env": i["env"], "seed": i["seed"], "y": i["y"], **i["x"]} for i in items]}
@@ -997,21 +1001,26 @@ def _with_pairs(vals: list[float], metrics: dict[str, Any]) -> list[float]:
     return [*vals, *(abs(pooled[a]) - abs(pooled[b]) for a, b in CORRELATION_PAIRS)]
 
 
-def _pair_verdict(mi: dict[str, Any], h: dict[str, Any], diff_ci: list[float | None]) -> str:
-    for name, m in (("the MI metric", mi), ("the entropy metric", h)):
+def _pair_verdict(mi: dict[str, Any], h: dict[str, Any], diff_ci: list[float | None]) -> dict[str, Any]:
+    """Finding 2's verdict on one pair (the ceiling rule aside), as :class:`Verdict` word, reason and numbers:
+    :attr:`Verdict.NOT_TESTED` (reason ``"not_measured"``, ``metric_role`` "mi" or "entropy"),
+    :attr:`Verdict.INCONCLUSIVE` (reason ``"tied"`` with ``metric_role``: constant/tied in every env;
+    ``"no_interval"`` with ``min_seeds``; ``"interval_contains_0"``), :attr:`Verdict.HELD` or
+    :attr:`Verdict.CONTRADICTED` (no reason)."""
+    for role, m in (("mi", mi), ("entropy", h)):
         if m["n"] == 0:
-            return f"not tested ({name} was not measured)"
+            return {"verdict": Verdict.NOT_TESTED.value, "reason": "not_measured", "metric_role": role}
         if not m["envs_used"]:
-            return f"inconclusive ({name} is constant/tied in every env: not correlated)"
+            return {"verdict": Verdict.INCONCLUSIVE.value, "reason": "tied", "metric_role": role}
     lo, hi = diff_ci
     if lo is None or hi is None:
-        return f"inconclusive (no bootstrap interval: it needs >= {MIN_BOOT_SEEDS} seeds and defined rhos)"
+        return {"verdict": Verdict.INCONCLUSIVE.value, "reason": "no_interval", "min_seeds": MIN_BOOT_SEEDS}
     mi_lo = mi["ci95"][0]
     if lo > 0 and mi_lo is not None and mi_lo > 0:
-        return "held"
+        return {"verdict": Verdict.HELD.value, "reason": None}
     if hi < 0:
-        return "contradicted"
-    return "inconclusive (the interval of abs(rho_MI) - abs(rho_H) contains 0, or rho_MI's does)"
+        return {"verdict": Verdict.CONTRADICTED.value, "reason": None}
+    return {"verdict": Verdict.INCONCLUSIVE.value, "reason": "interval_contains_0"}
 
 
 #: Finding 4's label on a success verdict (module docstring).

@@ -28,7 +28,7 @@ from ragen_core.apps.reproduce.analysis import (
 from ragen_core.apps.reproduce.study import ARMS
 from ragen_core.apps.reproduce.verdicts import pct, verdict_text
 
-__all__ = ["write_report", "markdown", "collapse_figure", "FIGURES"]
+__all__ = ["write_report", "markdown", "collapse_figure", "FIGURES", "control_verdict_text", "pair_verdict_text"]
 
 FIGURES = ("collapse_curves.png", "filtering.png", "correlations.png", "quartiles.png")
 _LABEL = {"mi_zscore_ema": "MI-ZScore-EMA (in-batch)", "mi_seq_est": "MI-Seq-Est (in-batch)",
@@ -82,6 +82,52 @@ def _rho_ci(ci: list[float | None]) -> str:
 
 def _verdict(v: str) -> str:
     return f"**{v}**" if v in ("held", "contradicted", "passed", "failed") or v.startswith("equivalent") else v
+
+
+def control_verdict_text(e: dict[str, Any]) -> str:
+    """Finding 1's verdict with its reason, worded from the numbers stored beside it
+    (:func:`ragen_core.apps.reproduce.analysis.finding_collapse`); an older results file's verdict string that
+    already carries its reason is returned as it is."""
+    v = str(e.get("verdict", ""))
+    if "(" in v:
+        return v
+    if e.get("reason") == "no_runs":
+        return f"{v} (no no-filter run with probe measurements)"
+    if e.get("reason") == "criterion_not_met":
+        n, min_seeds = e["seeds"], e["min_seeds"]
+        why = []
+        if n < min_seeds:
+            why.append(f"{n} seed{'s' if n > 1 else ''}; the criterion needs >= {min_seeds}")
+        why.append(f"signature on {e['seeds_with_signature']} of {n}")
+        if e["seeds_no_drop"]:
+            why.append(f"no MI drop on {e['seeds_no_drop']}")
+        if e["seeds_entropy_first"]:
+            why.append(f"entropy alarm at or before the drop on {e['seeds_entropy_first']}")
+        return f"{v} ({'; '.join(why)})"
+    return v
+
+
+def pair_verdict_text(p: dict[str, Any]) -> str:
+    """Finding 2's verdict on a pair with its reason, worded from the numbers stored beside it
+    (:func:`ragen_core.apps.reproduce.analysis.finding_correlations`); an older results file's verdict string that
+    already carries its reason is returned as it is."""
+    v, reason = str(p.get("verdict", "")), p.get("reason")
+    if "(" in v:
+        return v
+    metric = {"mi": "the MI metric", "entropy": "the entropy metric"}.get(p.get("metric_role") or "", "a metric")
+    if reason == "at_ceiling":
+        label = (p.get("ceiling") or {}).get("metric") or "MI"
+        return (f"{v} (at the ceiling: early {label} above {p['threshold']} on {p['at_ceiling_runs']} of "
+                f"{p['runs']} runs)")
+    if reason == "not_measured":
+        return f"{v} ({metric} was not measured)"
+    if reason == "tied":
+        return f"{v} ({metric} is constant/tied in every env: not correlated)"
+    if reason == "no_interval":
+        return f"{v} (no bootstrap interval: it needs >= {p['min_seeds']} seeds and defined rhos)"
+    if reason == "interval_contains_0":
+        return f"{v} (the interval of abs(rho_MI) - abs(rho_H) contains 0, or rho_MI's does)"
+    return v
 
 
 def _ratio(x: float | None) -> str:
@@ -262,8 +308,8 @@ def _summary_rows(a: dict[str, Any]) -> list[str]:
                      f"{_num(g['auc_token_end_start'], '{:.2f}')} for telling them from the rest")
         rows.append(f"| 1. positive control: the detector finds the collapse the demonstrator builds, {_env(env)} | "
                     "MI falls while entropy stays flat (a claim about RL-trained LLMs, not tested by a constructed "
-                    f"collapse) | {here} | {_verdict(c['verdict'])} (a positive control, not evidence for the "
-                    "paper's claim) |")
+                    f"collapse) | {here} | {_verdict(control_verdict_text(c))} (a positive control, not evidence "
+                    "for the paper's claim) |")
     ms = cm.get("margin_success")
     if ms and ms["n_runs"]:
         w = ms["within_env"]
@@ -285,7 +331,8 @@ def _summary_rows(a: dict[str, Any]) -> list[str]:
             here += (f"; early {ce['metric']} {_num(ce['min'], '{:.5f}')} to {_num(ce['max'], '{:.5f}')}, above "
                      f"{CEILING_NORM} on {ce['n_at_ceiling']} of {ce['n']} runs")
         paper = _paper_pair("mi_zscore_ema" if p["mi"] == "mi_zscore_ema" else "mi_seq_est", "cond_entropy_est", PAPER)
-        rows.append(f"| 2. MI predicts success better than entropy | {paper} | {here} | {_verdict(p['verdict'])} |")
+        rows.append(f"| 2. MI predicts success better than entropy | {paper} | {here} | "
+                    f"{_verdict(pair_verdict_text(p))} |")
     for env, f in a["filtering"].items():
         for comp, c in f["comparisons"].items():
             m = c["margin_end"]
@@ -348,7 +395,7 @@ def _section_collapse(c: dict[str, Any], rel: str) -> list[str]:
              "makes the template path pay, so a collapse is expected; the verdict says whether the detector sees "
              "it, not whether template collapse is invisible to entropy in the paper's setting.", ""]
     for env, e in c.items():
-        lines += [f"### {_env(env)}: {_verdict(e['verdict'])}", ""]
+        lines += [f"### {_env(env)}: {_verdict(control_verdict_text(e))}", ""]
         if not e["arms"]:
             lines += ["No run of this env was reported.", ""]
             continue
@@ -466,7 +513,7 @@ def _section_correlations(corr: dict[str, Any], rel: str) -> list[str]:
     lines += ["", "| pair fixed in advance | abs(rho_MI) - abs(rho_H) | 95% CI | verdict |", "|---|---|---|---|"]
     for p in corr["pairs"]:
         lines.append(f"| {_LABEL[p['mi']]} vs {_LABEL[p['entropy']]} | {_rho(p['diff'])} | "
-                     f"{_rho_ci(p['diff_ci95'])} | {_verdict(p['verdict'])} |")
+                     f"{_rho_ci(p['diff_ci95'])} | {_verdict(pair_verdict_text(p))} |")
     lines.append("")
     for p in corr["pairs"]:
         ce = p.get("ceiling")

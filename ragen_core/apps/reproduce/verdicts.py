@@ -17,6 +17,12 @@ paired "lower / higher / equal") is the same verdict under its own labels (:data
 :data:`DIRECTION_LABELS`). The verdict is stored as its string value and every number as a number
 (:meth:`Comparison.as_dict`); the report words it (:func:`verdict_text`). Missing values are handled one way
 everywhere: :func:`mean_of` skips None and non-finite values.
+
+The study's findings 1 and 2 are judged by their own rules (:mod:`ragen_core.apps.reproduce.analysis`) and store
+their verdicts the same way: the bare word of a :class:`Verdict` under ``"verdict"``, why under ``"reason"`` (a
+fixed code, None where the word needs no reason) and the reason's numbers as numbers in sibling fields; the report
+words the reason from those fields. Results files written before that kept the reason inside the verdict string
+(``"inconclusive (signature on 3 of 5; ...)"``); :func:`verdict_word` reads either form as the bare word.
 """
 
 from __future__ import annotations
@@ -31,11 +37,24 @@ from typing import Any
 from ragen_core.math.stats import min_detectable_effect, t_quantile
 
 __all__ = ["Verdict", "PairedRule", "ChangeRule", "ShareRule", "Comparison", "compare", "paired", "mean_of", "mde",
-           "verdict_text", "CHANGE_LABELS", "DIRECTION_LABELS", "pct"]
+           "verdict_text", "verdict_word", "CHANGE_LABELS", "DIRECTION_LABELS", "pct"]
 
 
 class Verdict(str, Enum):
-    """A comparison's verdict; its value is what results.json stores."""
+    """A verdict; its value is what results.json stores.
+
+    A paired comparison (:func:`compare`) gives HELD, CONTRADICTED, EQUIVALENT, INCONCLUSIVE or NOT_TESTED; a
+    caller's ceiling rule NOT_TESTABLE. The study's other rules map onto the same members where they mean the same:
+
+    - finding 1, a positive control (:func:`ragen_core.apps.reproduce.analysis.finding_collapse`): PASSED (the
+      detector finds the built-in collapse on enough seeds), FAILED (on most seeds the MI drop comes only with an
+      entropy alarm at or before it), INCONCLUSIVE (neither), NOT_TESTED (no no-filter run with probe
+      measurements). A control passes or fails; it does not hold a claim of the paper, hence its own two members.
+    - finding 2, a pair of correlations (:func:`ragen_core.apps.reproduce.analysis.finding_correlations`): HELD /
+      CONTRADICTED (the bootstrap interval of ``|rho_MI| - |rho_H|`` above / below 0), INCONCLUSIVE (no interval,
+      a metric constant/tied, or the interval contains 0), NOT_TESTABLE (the MI at its ceiling), NOT_TESTED (a
+      metric not measured).
+    """
 
     HELD = "held"
     CONTRADICTED = "contradicted"
@@ -43,6 +62,8 @@ class Verdict(str, Enum):
     INCONCLUSIVE = "inconclusive"
     NOT_TESTED = "not tested"
     NOT_TESTABLE = "not testable"
+    PASSED = "passed"
+    FAILED = "failed"
 
     def __str__(self) -> str:
         return self.value
@@ -103,6 +124,20 @@ CHANGE_LABELS = {Verdict.HELD: "rises", Verdict.CONTRADICTED: "falls", Verdict.E
 DIRECTION_LABELS = {Verdict.HELD: "higher", Verdict.CONTRADICTED: "lower",
                     Verdict.EQUIVALENT: "equal (within the bound)", Verdict.INCONCLUSIVE: "unclear",
                     Verdict.NOT_TESTED: "unclear"}
+
+
+def verdict_word(v: Any) -> str:
+    """The bare verdict word of `v`, whichever form it has: a :class:`Verdict`, its stored value (``"inconclusive"``),
+    an older results file's string with its reason inline (``"inconclusive (signature on 3 of 5)"``,
+    ``"equivalent (within +-0.150)"``: the words before the reason), or a dict holding either under ``"verdict"``.
+    Two verdicts of either form are the same verdict when their words are equal."""
+    if isinstance(v, Mapping):
+        v = v.get("verdict")
+    if v is None:
+        return ""
+    if isinstance(v, Verdict):
+        return v.value
+    return str(v).split(" (", 1)[0].strip()
 
 
 def pct(x: float) -> str:
