@@ -845,9 +845,10 @@ class Trainer:
         batch = validation_rollout(self.policy, self.val_envs, self.cfg, self.val_settings, self.state.step,
                                    on_turn=on_turn)
         s = batch.summary()
+        #: The per-episode successes of the last validation (shared step-0 measurements store them).
+        self._last_val_success = [int(x) for x in batch.success.tolist()]
         if record:
-            self.log.log_val_outcomes(self.state.step, validation_seeds(self.cfg),
-                                      [int(x) for x in batch.success.tolist()])
+            self.log.log_val_outcomes(self.state.step, validation_seeds(self.cfg), self._last_val_success)
         return {Val.SUCCESS: s[Rollout.SUCCESS], Val.RETURN: s[Rollout.RETURN],
                 Val.FORMAT_VALID: s[Rollout.FORMAT_VALID], Val.RESPONSE_LENGTH: s[Rollout.RESPONSE_LENGTH]}
 
@@ -921,14 +922,29 @@ class Trainer:
         Validation and probe draw from their own generators (seeded by run.seed and the step), so running them
         after a resume from the post-warm-start checkpoint gives the numbers an uninterrupted run gives.
         """
+        from ragen_core.training.warm_cache import cached_step0
+
         cfg = self.cfg
         logged = {k for rec in self.log.history if rec.get("step") == 0 for k in rec}
         if cfg.eval.at_start and cfg.eval.every and Val.SUCCESS not in logged:
-            row = {"step": 0, **self._timed_evaluate(progress_label="validation at step 0")}
+            def validate() -> dict[str, Any]:
+                metrics = self._timed_evaluate(progress_label="validation at step 0")
+                return {"metrics": metrics, "success": self._last_val_success}
+
+            t = time.perf_counter()
+            value, hit = cached_step0(cfg, "validation", validate)  # every arm of a seed starts from the same point
+            if hit:  # this run's own outcomes file gets the step-0 lines an own validation would have written
+                self.log.log_val_outcomes(0, validation_seeds(cfg), [int(x) for x in value["success"]])
+                value["metrics"][Perf.EVAL_S] = time.perf_counter() - t  # the time spent here: reading the cache
+            row = {"step": 0, **value["metrics"]}
             self.log.log(row)
             self._say_measurements(row, None)
         if self.probe is not None and not any(k.startswith(Probe.PREFIX) for k in logged):
-            row = {"step": 0, **self.probe_diagnostics(0)}  # the probe's "before": where RL starts from
+            t = time.perf_counter()
+            value, hit = cached_step0(cfg, "probe", lambda: self.probe_diagnostics(0))  # where RL starts from
+            if hit:
+                value[Perf.PROBE_S] = time.perf_counter() - t
+            row = {"step": 0, **value}
             self.log.log(row)
             self._say_measurements(row, None)
         self.save_checkpoint()

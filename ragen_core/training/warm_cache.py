@@ -6,6 +6,10 @@ sections and ``run.seed``, and it is the most expensive part of a small run (Fro
 ``warm_start.cache_dir`` set, the first run of a (config, seed) writes the warm-started weights and the SFT
 metrics under a key that hashes everything the warm start reads; later runs load them instead of training.
 
+The step-0 measurements (the validation and the held-out probe before the first RL step) depend on the same inputs
+plus the eval and probe settings, so they are shared the same way (:func:`cached_step0`): every arm of a seed
+measures its starting point once.
+
 A file lock per key makes concurrent runs of the same key wait for the first one rather than train twice.
 The cache is on the local file system: runs on several machines need a shared folder (or no cache).
 """
@@ -21,7 +25,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["cache_key", "cached_warm_start"]
+__all__ = ["cache_key", "cached_warm_start", "step0_key", "cached_step0"]
 
 #: Bump when the warm start's algorithm changes, so that stale weights are never reused.
 _FORMAT = 1
@@ -106,3 +110,38 @@ class _lock:
 
             fcntl.flock(self.handle.fileno(), fcntl.LOCK_UN)
             self.handle.close()
+
+
+#: The eval and MI keys that decide nothing measured at step 0 (when to measure, not what): left out of its key.
+_CADENCE_KEYS = {"eval": ("every", "at_start"), "mi": ("every", "probe_every", "ema_alpha", "ema_eps")}
+
+
+def step0_key(cfg: Any, what: str) -> str:
+    """Hex SHA-256 of everything a step-0 measurement `what` ("validation" or "probe") reads: the warm start's key
+    (:func:`cache_key`) and the eval and MI sections, cadence keys aside."""
+    sections = {name: {k: v for k, v in dataclasses.asdict(getattr(cfg, name)).items() if k not in skip}
+                for name, skip in _CADENCE_KEYS.items()}
+    blob = json.dumps({"warm": cache_key(cfg), "what": what, **sections}, sort_keys=True, default=repr).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def cached_step0(cfg: Any, what: str, compute: Any) -> tuple[dict[str, Any], bool]:
+    """``(value, hit)``: the step-0 measurement `what` from the cache in ``cfg.warm_start.cache_dir``, or
+    ``compute()`` (a JSON-serialisable dict, stored for the next run of the same key). No cache folder: always
+    computed. Floats round-trip exactly through JSON, so a hit gives the numbers the run would have computed (its
+    validation and probe draw from generators seeded by run.seed and the step alone)."""
+    folder = str(cfg.warm_start.cache_dir or "")
+    if not folder:
+        return compute(), False
+    root = Path(folder)
+    root.mkdir(parents=True, exist_ok=True)
+    key = step0_key(cfg, what)
+    path = root / f"{key}.step0.json"
+    with _lock(root / f"{key}.lock"):
+        if path.is_file():
+            return json.loads(path.read_text()), True
+        value = compute()
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(value))
+        os.replace(tmp, path)
+        return value, False

@@ -53,3 +53,33 @@ def test_the_key_ignores_what_follows_the_warm_start_and_follows_what_precedes_i
     for earlier in ("run.seed=1", "warm_start.sft_episodes=17", "warm_start.lr=2e-3", "env.kwargs={high_prob=0.4}",
                     "rollout.max_new_tokens=25", "model.dtype=bfloat16"):
         assert cache_key(load_config(None, BASE + [earlier])) != key, earlier
+
+
+def test_arms_of_a_seed_share_their_step0_measurements_and_train_as_if_they_had_taken_them(tmp_path):
+    """An arm that reads its step-0 validation and probe from the cache logs the numbers and outcome lines it would
+    have computed, and the rest of its run is the run it would have been (the measurements' generators are their
+    own: skipping them moves no training stream)."""
+    probe = ["mi.probe_prompts=2", "mi.probe_group_size=2", "mi.probe_every=2"]
+    shared = tmp_path / "cache"
+    _run(tmp_path / "a", f"warm_start.cache_dir={shared}", *probe)  # the first arm fills the cache
+    hit = _run(tmp_path / "b", f"warm_start.cache_dir={shared}", *probe, "filter.enabled=false")
+    own = _run(tmp_path / "c", f"warm_start.cache_dir={tmp_path / 'own'}", *probe, "filter.enabled=false")
+    assert len(list(shared.glob("*.step0.json"))) == 2  # one validation, one probe
+    step0 = [r for r in hit if r["step"] == 0 and ("val/success" in r or "probe/retrieval_margin" in r)]
+    assert len(step0) == 2
+    assert _comparable(hit) == _comparable(own)
+    for name in ("val_outcomes.jsonl",):
+        assert (tmp_path / "b" / name).read_text() == (tmp_path / "c" / name).read_text()
+
+
+def test_the_step0_key_follows_the_measurement_settings_not_their_cadence():
+    from ragen_core.training.warm_cache import step0_key
+
+    cfg = load_config(None, BASE)
+    key = step0_key(cfg, "validation")
+    assert step0_key(cfg, "probe") != key
+    for same in ("eval.every=7", "mi.probe_every=3", "filter.enabled=false", "algo.entropy_coef=0.1"):
+        assert step0_key(load_config(None, BASE + [same]), "validation") == key, same
+    for other in ("eval.episodes=5", "eval.greedy=false", "mi.probe_prompts=3", "run.seed=1",
+                  "warm_start.lr=2e-3", "env.val_seed=7"):
+        assert step0_key(load_config(None, BASE + [other]), "validation") != key, other
