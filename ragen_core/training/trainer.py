@@ -986,7 +986,9 @@ class Trainer:
                 bar.close()
         history = self.log.history
         last = history[-1] if history else {}
-        if cfg.eval.every and Val.SUCCESS not in last:
+        validated_at_step0 = self.state.step == 0 and any(  # run.steps=0: the step-0 validation is the "after"
+            r.get("step") == 0 and Val.SUCCESS in r for r in history)
+        if cfg.eval.every and Val.SUCCESS not in last and not validated_at_step0:
             # Always end with a validation of the last step (the "after" of the run), also when run.steps is not
             # a multiple of eval.every.
             final = {"step": self.state.step, **self._timed_evaluate()}

@@ -434,3 +434,14 @@ def test_update_numbers_are_pinned(model_dir, tmp_path, variant, path):
         return
     for key, value in pinned.items():
         assert float(got[key]) == pytest.approx(float(value), rel=1e-5, abs=1e-6), key
+
+
+def test_a_run_of_zero_steps_validates_once(model_dir, tmp_path):
+    """run.steps=0 (a warm start and its measurements only): the step-0 validation is also the run's last."""
+    # With a probe, the probe's row is the last one logged at step 0 (the case that validated twice).
+    _, history = train(model_dir, tmp_path, "algo.name=grpo", "run.steps=0", "mi.probe_prompts=2",
+                       "mi.probe_group_size=2")
+    assert "probe/retrieval_margin" in history[-1]
+    assert sum("val/success" in r for r in history) == 1
+    lines = (tmp_path / "val_outcomes.jsonl").read_text().splitlines()
+    assert len({json.loads(x)["step"] for x in lines}) == 1
