@@ -29,13 +29,11 @@ def measure(run_dir: Path) -> dict[str, Any]:
     from ragen_core.training.checkpoint import load_checkpoint
     from ragen_core.training.config import load_config
     from ragen_core.training.probe import scripted_mode_entropies
+    from ragen_core.training.trainer import policy_path
 
     cfg = load_config(run_dir / "config.toml")
     state = load_checkpoint(run_dir)
-    from ragen_envs.contract import observes_images
-
-    path = "tiny-vision" if cfg.model.path == "tiny" and observes_images(cfg.env.id, cfg.env.kwargs) else cfg.model.path
-    policy = load_policy(path, device=torch.device("cpu"))
+    policy = load_policy(policy_path(cfg), device=torch.device("cpu"))
     policy.model.load_state_dict(state["model"])
     policy.model.eval()
     modes = scripted_mode_entropies(policy, cfg)

@@ -6,7 +6,7 @@ The shipped tiny model (`default_tiny_model_dir()`: hidden 128, 2 layers, 4 head
 1028), prompts of 135-155 tokens shared by groups of 4 rows (the study's group size), 64 new tokens. Two
 schedules per row count: every row decodes all 64 steps, and rows stop at staggered steps (each row's last step
 drawn from 8..64, as EOS and stop strings end rollouts). One repetition decodes the whole schedule with each
-implementation, `_BaselineDecodeState` (the step of commit 6bd8167, copied here verbatim) and the current
+implementation, `BaselineDecodeState` (the step of commit 6bd8167, copied here verbatim) and the current
 `DecodeState`, in alternating order, feeding both the same pre-drawn tokens; a step's time is the decoding's time
 over its number of steps (the prefill is not timed). Reported: medians over the repetitions, the ratio
 baseline / new, and the machine's 1-minute load average before and after (the cores are shared). The logits of
@@ -33,7 +33,7 @@ GROUP = 4
 MAX_NEW = 64
 
 
-class _BaselineDecodeState:
+class BaselineDecodeState:
     """The decoding step of commit 6bd8167, verbatim (the baseline): rebuilds the [n, 1, 1, T] mask every step and
     copies the whole cache whenever a row finishes."""
 
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
                 order = ("baseline", "new") if rep % 2 else ("new", "baseline")
                 out = {}
                 for impl in order:
-                    cls = _BaselineDecodeState if impl == "baseline" else DecodeState
+                    cls = BaselineDecodeState if impl == "baseline" else DecodeState
                     state = cls(*_state_args(fast, prompts, policy.pad_token_id))
                     seconds, steps, out[impl] = _decode(state, tokens, last)
                     if rep:

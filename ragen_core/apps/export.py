@@ -39,13 +39,13 @@ def export_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     from ragen_core.policy.identity import weights_sha256
     from ragen_core.training.checkpoint import load_checkpoint
     from ragen_core.training.config import load_config
+    from ragen_core.training.trainer import policy_path
 
     run = Path(run_dir)
     if not is_run_dir(run):
         raise ValueError(f"{run} is not a run folder (it needs config.toml and checkpoints/latest.pt)")
     cfg = load_config(run / "config.toml")
-    path = "tiny-vision" if cfg.model.path == "tiny" and "Vision" in cfg.env.id else cfg.model.path
-    policy = load_policy(path, dtype=cfg.model.dtype)
+    policy = load_policy(policy_path(cfg), dtype=cfg.model.dtype)
     try:
         state = load_checkpoint(run)
         policy.model.load_state_dict(state["model"])

@@ -94,7 +94,7 @@ def warm_start(config: str | Path = "countdown_tiny", overrides: Sequence[str] =
     from ragen_core.policy import load_policy
     from ragen_core.training.config import ConfigError, load_config
     from ragen_core.training.presets import resolve_config
-    from ragen_core.training.trainer import resolve_device
+    from ragen_core.training.trainer import policy_path, resolve_device
     from ragen_core.training.warm_cache import cached_warm_start
 
     try:
@@ -109,8 +109,7 @@ def warm_start(config: str | Path = "countdown_tiny", overrides: Sequence[str] =
     extra.append(f"run.progress={'true' if progress else 'false'}")
     cfg = load_config(path, extra)
     dev = resolve_device(cfg.run.device)
-    model_path = "tiny-vision" if cfg.model.path == "tiny" and "Vision" in cfg.env.id else cfg.model.path
-    policy = load_policy(model_path, device=dev, dtype=cfg.model.dtype)
+    policy = load_policy(policy_path(cfg), device=dev, dtype=cfg.model.dtype)
     metrics: dict[str, float] = {}
     if cfg.warm_start.sft_episodes > 0:
         metrics = cached_warm_start(policy, cfg, device=dev)

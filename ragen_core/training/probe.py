@@ -216,8 +216,13 @@ def template_match_share(reasonings: Sequence[str | None], templates: Sequence[s
     a missing reasoning (None) counts as no match. NaN for no reasonings."""
     if not reasonings:
         return math.nan
+    return sum(template_matches(reasonings, templates)) / len(reasonings)
+
+
+def template_matches(reasonings: Sequence[str | None], templates: Sequence[str]) -> list[bool]:
+    """Per reasoning, whether it equals one of `templates` (whitespace-normalised); None never matches."""
     wanted = {" ".join(t.split()) for t in templates}
-    return sum(r is not None and " ".join(r.split()) in wanted for r in reasonings) / len(reasonings)
+    return [r is not None and " ".join(r.split()) in wanted for r in reasonings]
 
 
 def modal_share(reasonings: Sequence[str | None]) -> float:
@@ -276,10 +281,8 @@ def probe_metrics(policy: Any, probe: ProbeSet, sample_seed: int, span: str = "r
     out[prefix + "modal_share"] = modal_share(reasonings)
     if templates:
         out[prefix + "template_share"] = template_match_share(reasonings, templates)
-        wanted = {" ".join(t.split()) for t in templates}
-        is_template = [r is not None and " ".join(r.split()) in wanted for r in reasonings]
         out[prefix + "token_entropy_template"], out[prefix + "token_entropy_state"] = entropy_by_mode(
-            ent_sums, ent_counts, is_template, [r is not None for r in reasonings])
+            ent_sums, ent_counts, template_matches(reasonings, templates), [r is not None for r in reasonings])
     return out
 
 

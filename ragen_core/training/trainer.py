@@ -136,6 +136,16 @@ def cpu_threads(threads: int, model: torch.nn.Module, device: torch.device) -> i
     return 1 if n < AUTO_ONE_THREAD_PARAMETERS else 0
 
 
+def policy_path(cfg: TrainConfig) -> str:
+    """The model a config loads: ``model.path``, except that the built-in tiny model is the tiny vision model
+    ("tiny-vision") for an env that shows images (the env says so: :func:`ragen_envs.contract.observes_images`)."""
+    from ragen_envs.contract import observes_images
+
+    if cfg.model.path == "tiny" and observes_images(cfg.env.id, cfg.env.kwargs):
+        return "tiny-vision"
+    return cfg.model.path
+
+
 def make_optimizer(params: list[torch.nn.Parameter], algo: Any) -> torch.optim.Optimizer:
     """The policy's optimiser (`algo.optimizer`): AdamW with `algo.adam_eps`, or plain SGD (no momentum), whose
     update -lr * (g_task - entropy_coef * g_entropy + kl_coef * g_kl) keeps every coefficient's scale."""
@@ -314,11 +324,7 @@ class Trainer:
         _check_seed_ranges(cfg)
         # Models: the policy (and its optimiser), a critic if the algorithm has one, a frozen reference if KL is on.
         if policy is None:
-            from ragen_envs.contract import observes_images  # the env says whether it shows pictures
-
-            path = ("tiny-vision" if cfg.model.path == "tiny" and observes_images(cfg.env.id, cfg.env.kwargs)
-                    else cfg.model.path)
-            policy = load_policy(path, device=self.device, dtype=cfg.model.dtype)
+            policy = load_policy(policy_path(cfg), device=self.device, dtype=cfg.model.dtype)
         self.policy = policy
         self.model = policy.model
         policy.fast = cfg.model.fast_forward  # a Policy member; backends without a lean forward ignore it

@@ -133,4 +133,12 @@ def test_the_trainer_asks_the_env_and_the_policy_protocol():
 
     init = inspect.getsource(trainer.Trainer.__init__)
     assert '"Vision" in' not in init and "hasattr(policy" not in init
-    assert "observes_images(cfg.env.id, cfg.env.kwargs)" in init
+    assert "policy_path(cfg)" in init  # the one place that picks the model of a config...
+    assert "observes_images(cfg.env.id, cfg.env.kwargs)" in inspect.getsource(trainer.policy_path)  # ...asks the env
+    # and nothing else in the core picks it by the id's spelling
+    from pathlib import Path
+
+    import ragen_core
+
+    for path in Path(ragen_core.__file__).parent.rglob("*.py"):
+        assert '"Vision" in cfg.env.id' not in path.read_text(), path

@@ -15,8 +15,8 @@ import copy
 
 import pytest
 import torch
-import torch.nn.functional as F
 
+from benchmarks.micro.bench_decode import BaselineDecodeState
 from ragen_core.policy import HFPolicy, fast_qwen2
 from ragen_core.policy.fast_qwen2 import FastQwen2
 from ragen_core.policy.tiny import default_tiny_model_dir
@@ -24,81 +24,10 @@ from ragen_core.policy.tiny import default_tiny_model_dir
 TOL = dict(rtol=1e-5, atol=2e-5)
 
 
-class _ReferenceDecodeState:
-    """The decoding step as it was before the preallocated layout (commit 6bd8167), verbatim: rebuilds the mask each
-    step and copies the whole cache whenever a row finishes. The reference the new step must equal bit for bit."""
-
-    def __init__(self, fast, kv, owner, prefix_len, max_new_tokens, first_tokens):
-        self.fast = fast
-        b = owner.numel()
-        tp = kv[0][0].shape[2] if kv and kv[0][0] is not None else 0
-        self.width = tp
-        dev = owner.device
-        ref = fast.model.lm_head.weight
-        self.cache = []
-        for k, v in kv:
-            kb = torch.zeros(b, fast.n_kv, tp + max_new_tokens, fast.head_dim, dtype=ref.dtype, device=dev)
-            vb = torch.zeros_like(kb)
-            if tp:
-                kb[:, :, :tp] = k.index_select(0, owner)
-                vb[:, :, :tp] = v.index_select(0, owner)
-            self.cache.append((kb, vb))
-        self.valid = torch.zeros(b, tp + max_new_tokens, dtype=torch.bool, device=dev)
-        if tp:
-            self.valid[:, :tp] = torch.arange(tp, device=dev)[None, :] < prefix_len[:, None]
-        self.prefix_len = prefix_len
-        self.rows = torch.arange(b, device=dev)
-        self.steps = 0
-        self.next_tokens = first_tokens
-        self.weights = [self._fused(layer) for layer in fast._inner.layers]
-
-    @staticmethod
-    @torch.no_grad()
-    def _fused(layer):
-        a, mlp = layer.self_attn, layer.mlp
-        qkv_w = torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight])
-        qkv_b = torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias])
-        return qkv_w, qkv_b, torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), mlp.intermediate_size
-
-    def _keep(self, rows):
-        if rows.numel() == self.rows.numel():
-            return
-        where = torch.searchsorted(self.rows, rows)
-        self.cache = [(k.index_select(0, where), v.index_select(0, where)) for k, v in self.cache]
-        self.valid = self.valid.index_select(0, where)
-        self.prefix_len = self.prefix_len.index_select(0, where)
-        self.rows = rows
-
-    @torch.no_grad()
-    def step(self, rows, tokens):
-        f = self.fast
-        self._keep(rows)
-        col = self.width + self.steps
-        self.steps += 1
-        n = rows.numel()
-        pos = (self.prefix_len + self.steps - 1)[:, None]
-        h = f._inner.embed_tokens(tokens[:, None])[:, 0]
-        cos, sin = f._rope(pos, h.dtype)
-        cos, sin = cos[:, 0], sin[:, 0]
-        self.valid[:, col] = True
-        hq, hk, d = f.n_heads, f.n_kv, f.head_dim
-        bias = torch.zeros(n, 1, 1, col + 1, dtype=h.dtype, device=h.device).masked_fill_(
-            ~self.valid[:, None, None, : col + 1], float("-inf"))
-        for (kb, vb), layer, (qkv_w, qkv_b, gu_w, inter) in zip(self.cache, f._inner.layers, self.weights):
-            x = f._norm(h, layer.input_layernorm)
-            qkv = F.linear(x, qkv_w, qkv_b)
-            q = qkv[:, : hq * d].view(n, hq, d)
-            k = qkv[:, hq * d : (hq + hk) * d].view(n, hk, d)
-            kb[:, :, col] = f._apply_rope(k, cos, sin)
-            vb[:, :, col] = qkv[:, (hq + hk) * d :].view(n, hk, d)
-            q = f._apply_rope(q, cos, sin).view(n, hk, hq // hk, d)
-            scores = torch.matmul(q, kb[:, :, : col + 1].transpose(2, 3)) * d**-0.5 + bias
-            attn = torch.matmul(torch.softmax(scores.float(), dim=-1).to(q.dtype), vb[:, :, : col + 1])
-            h = h + F.linear(attn.reshape(n, hq * d), layer.self_attn.o_proj.weight)
-            x = f._norm(h, layer.post_attention_layernorm)
-            gu = F.linear(x, gu_w)
-            h = h + F.linear(F.silu(gu[:, :inter]) * gu[:, inter:], layer.mlp.down_proj.weight)
-        return f.logits(h)
+#: The decoding step as it was before the preallocated layout (commit 6bd8167), verbatim: rebuilds the mask each
+#: step and copies the whole cache whenever a row finishes. The reference the new step must equal bit for bit; it
+#: lives with the benchmark that times the two side by side.
+_ReferenceDecodeState = BaselineDecodeState
 
 
 @pytest.fixture(scope="module")

@@ -43,3 +43,28 @@ def register(env_id: str, env_class: type) -> str:
     if env_id not in gym.registry:
         gym.register(id=env_id, entry_point=env_class)
     return env_id
+
+
+class ParityEnv(ValueEnv):
+    """Two-turn stand-in env: the reward of a turn is 1 if the response has an even number of characters, or 1
+    always with ``constant=True`` (then no group ever has reward variance).
+
+    Sampled responses of a random model have random parity, so group rewards vary and filtering has work to do;
+    a seed-dependent observation gives every group its own prompt.
+    """
+
+    TURNS = 2
+    INSTRUCTIONS = "Say anything."
+
+    def __init__(self, constant: bool = False, **kw: Any):
+        super().__init__(**kw)
+        self.constant = constant
+
+    def _execute(self, action):
+        return 0.0, False
+
+    def step(self, action):
+        obs, _, terminated, truncated, info = super().step(action)
+        reward = 1.0 if self.constant or len(str(action)) % 2 == 0 else 0.0
+        info["success"] = reward > 0
+        return obs, reward, terminated, truncated, info

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
 
 import numpy as np
 import pytest
 import torch
-from stand_in_envs import ValueEnv, register
+from stand_in_envs import ParityEnv, register
 
 from ragen_core.policy import HFPolicy
 from ragen_core.rollout import make_envs
@@ -27,28 +26,7 @@ from ragen_core.training.trainer import GradParts, Trainer
 ENV_ID = "test/KnobParity-v0"
 
 
-class KnobParityEnv(ValueEnv):
-    """Two-turn stand-in env: reward 1 for an even-length response, or 1 always with ``constant=True`` (then no
-    group ever has reward variance: the regime of ``filter.empty_step``)."""
-
-    TURNS = 2
-    INSTRUCTIONS = "Say anything."
-
-    def __init__(self, constant: bool = False, **kw: Any):
-        super().__init__(**kw)
-        self.constant = constant
-
-    def _execute(self, action):
-        return 0.0, False
-
-    def step(self, action):
-        obs, _, terminated, truncated, info = super().step(action)
-        reward = 1.0 if self.constant or len(str(action)) % 2 == 0 else 0.0
-        info["success"] = reward > 0
-        return obs, reward, terminated, truncated, info
-
-
-register(ENV_ID, KnobParityEnv)
+register(ENV_ID, ParityEnv)
 
 
 @pytest.fixture(scope="module")

@@ -4,11 +4,10 @@ advantages over multi-row trajectories, config errors."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 import torch
-from stand_in_envs import ValueEnv, register
+from stand_in_envs import ParityEnv, register
 
 from ragen_core.apps.train import main
 from ragen_core.policy import HFPolicy
@@ -18,30 +17,6 @@ from ragen_core.training.metrics import unknown_keys
 from ragen_core.training.trainer import Trainer, select_groups_rows
 
 ENV_ID = "test/Parity-v0"
-
-
-class ParityEnv(ValueEnv):
-    """Two-turn stand-in env: the reward of a turn is 1 if the response has an even number of characters.
-
-    Sampled responses of a random model have random parity, so group rewards vary and filtering has work to do;
-    a seed-dependent observation gives every group its own prompt.
-    """
-
-    TURNS = 2
-    INSTRUCTIONS = "Say anything."
-
-    def __init__(self, constant: bool = False, **kw: Any):
-        super().__init__(**kw)
-        self.constant = constant
-
-    def _execute(self, action):
-        return 0.0, False
-
-    def step(self, action):
-        obs, _, terminated, truncated, info = super().step(action)
-        reward = 1.0 if self.constant or len(str(action)) % 2 == 0 else 0.0
-        info["success"] = reward > 0
-        return obs, reward, terminated, truncated, info
 
 
 register(ENV_ID, ParityEnv)

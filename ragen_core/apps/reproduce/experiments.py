@@ -663,7 +663,8 @@ class _LrGatedExperiment(Experiment):
                 f"{self.name}: no learning rate yet for {', '.join(unset)}: {self.lr_table} in "
                 "ragen_core/apps/reproduce/experiments.py is None until the pilot's step 1 sets it (docs/collapse.md "
                 "section 8: run `ragen reproduce --experiment regularisers_lr_pilot`, read L per env off its report, "
-                f"set {self.lr_table} and commit it before these runs)")
+                f"set {self.lr_table} and commit it before these runs; step 1 has run and no rate met its rule: "
+                "section 8.1 records how L is chosen before it is set)")
         return groups
 
 
