@@ -124,7 +124,8 @@ def test_the_registry_is_the_registrations_arm_table():
                                               for lr in ("0.01", "0.03", "0.1", "0.3")]
         assert all(v.config == f"mechanism_{env}.toml" for v in arms)
     assert ex.REGULARISERS_LR == {"frozenlake": None, "sokoban": None}  # until the pilot's step 1
-    assert ex.PILOT_LR == {"frozenlake": None, "sokoban": None}
+    # step 2's rates: step 1's report read by the amended rule of section 8.1 (the runs are committed records)
+    assert ex.PILOT_LR == {"frozenlake": 0.3, "sokoban": 0.1}
 
 
 # ------------------------------------------------------------------------------------------- (2) the slope
@@ -270,16 +271,43 @@ def test_the_lr_pilot_picks_the_smallest_rate_that_gains_five_points_on_both_see
     gains = {"frozenlake": {0.01: (0.02, 0.0), 0.03: (0.06, 0.04), 0.1: (0.06, 0.05), 0.3: (0.2, 0.2)},
              "sokoban": {0.01: (0.0, 0.0), 0.03: (0.01, 0.0), 0.1: (0.04, 0.0), 0.3: (0.0, 0.03)}}
     res = ex.analyse("regularisers_lr_pilot", _lr_records(gains))
-    assert res["envs"]["frozenlake"]["lr"] == 0.1  # exactly 5 points counts (0.15 - 0.1 in floating point)
+    assert res["envs"]["frozenlake"]["lr_registered"] == 0.1  # exactly 5 points counts (0.15 - 0.1 in floating point)
     assert res["envs"]["frozenlake"]["qualified"] == [0.1, 0.3]
-    assert res["envs"]["sokoban"]["lr"] == 0.3 and res["envs"]["sokoban"]["qualified"] == []  # none: 0.3
+    assert res["envs"]["sokoban"]["lr_registered"] == 0.3 and res["envs"]["sokoban"]["qualified"] == []  # none: 0.3
     # a rate whose run of one seed is missing does not qualify
     gains["frozenlake"][0.03] = (0.06, 0.06)
-    assert ex.analyse("regularisers_lr_pilot", _lr_records(gains))["envs"]["frozenlake"]["lr"] == 0.03
+    assert ex.analyse("regularisers_lr_pilot", _lr_records(gains))["envs"]["frozenlake"]["lr_registered"] == 0.03
     gains["frozenlake"][0.03] = (0.06, None)
-    assert ex.analyse("regularisers_lr_pilot", _lr_records(gains))["envs"]["frozenlake"]["lr"] == 0.1
+    assert ex.analyse("regularisers_lr_pilot", _lr_records(gains))["envs"]["frozenlake"]["lr_registered"] == 0.1
     assert ex.LR_RULE.meets([[0, 0.2], [40, 0.25]]) and not ex.LR_RULE.meets([[0, 0.2], [30, 0.9]])
     assert ex.LR_RULE.choose({}, [140]) == 0.3  # one seed is not "both seeds"
+
+
+def test_the_amended_lr_rule_picks_the_largest_rate_that_leaves_the_task_intact_on_every_seed():
+    # gains (success at 40 minus step 0) per rate and seed; "intact": no seed more than 15 points below step 0
+    gains = {"frozenlake": {0.01: (0.0, 0.0), 0.03: (-0.16, 0.0), 0.1: (0.0, -0.15), 0.3: (-0.07, 0.08)},
+             "sokoban": {0.01: (0.0, 0.1), 0.03: (0.16, -0.09), 0.1: (-0.02, -0.03), 0.3: (-0.55, -0.74)}}
+    res = ex.analyse("regularisers_lr_pilot", _lr_records(gains, start=0.6))
+    fl, sk = res["envs"]["frozenlake"], res["envs"]["sokoban"]
+    assert fl["intact"] == [0.01, 0.1, 0.3] and fl["lr"] == 0.3  # exactly 15 points down is still intact
+    assert sk["intact"] == [0.01, 0.03, 0.1] and sk["lr"] == 0.1  # 0.3 broke the task
+    assert fl["lr_registered"] == sk["lr_registered"] == 0.3  # the registered rule's fallback, kept in the report
+    # the rule by hand, on each row: intact iff step 0 minus step 40 <= 0.15
+    for row in fl["rows"] + sk["rows"]:
+        assert row["intact"] == (row["success_start"] - row["success_step"] <= 0.15 + 1e-9)
+    # no rate intact on every seed: no L (the runs stay refused); one seed is too few
+    broken = {"sokoban": {lr: (-0.3, 0.0) for lr in ex.LR_GRID}}
+    assert ex.analyse("regularisers_lr_pilot", _lr_records(broken, start=0.6))["envs"]["sokoban"]["lr"] is None
+    assert ex.LR_AMENDED.choose({0.1: {140: True}}, [140]) is None
+    assert not ex.LR_AMENDED.intact([[0, 0.6], [30, 0.6]])  # step 40 not evaluated
+
+
+def test_the_committed_lr_pilot_sets_the_pilot_rates():
+    """PILOT_LR is what the amended rule reads off the committed records of step 1."""
+    data = json.loads((Path(__file__).resolve().parents[2] / "docs" / "collapse" / "regularisers_lr_pilot"
+                       / "results.json").read_text())
+    res = ex.analyse("regularisers_lr_pilot", data["records"])
+    assert {env: e["lr"] for env, e in res["envs"].items()} == ex.PILOT_LR
 
 
 def test_the_lr_pilot_report(tmp_path):
@@ -287,7 +315,9 @@ def test_the_lr_pilot_report(tmp_path):
              "sokoban": {0.01: (0.0, 0.0), 0.03: (0.0, 0.0), 0.1: (0.0, 0.0), 0.3: (0.0, 0.0)}}
     text = ex.write_experiment("regularisers_lr_pilot", _lr_records(gains), tmp_path,
                                {"seeds": [140, 141], "n_runs": 16}).read_text()
-    assert "**frozenlake: L = 0.03**" in text and "**sokoban: L = 0.3** (no rate qualified" in text
+    assert "frozenlake, registered rule: L = 0.03" in text and "sokoban, registered rule: L = 0.3 (no rate" in text
+    # nothing fell: the amended rule takes the largest rate
+    assert "**frozenlake: L = 0.3** (amended rule" in text and "**sokoban: L = 0.3** (amended rule" in text
     only = ex.analyse("regularisers_lr_pilot", _lr_records({"frozenlake": gains["frozenlake"]}))
     assert only["envs"]["sokoban"]["lr"] is None and "- **sokoban: not run**" in ex._lr_pilot_md(only)
 
@@ -299,6 +329,7 @@ def test_runs_are_refused_until_the_pilot_sets_the_learning_rate(monkeypatch, tm
         build_runs(exp, [60, 61], CONFIGS, tmp_path / "cache")
     with pytest.raises(ValueError, match="REGULARISERS_LR"):
         ex.build_experiment("regularisers", [60], CONFIGS, tmp_path / "cache")
+    monkeypatch.setattr(ex, "PILOT_LR", {"frozenlake": None, "sokoban": None})
     with pytest.raises(ValueError, match="PILOT_LR"):
         build_runs(ex.EXPERIMENTS["regularisers_pilot"], [140], CONFIGS, tmp_path / "cache")
     monkeypatch.setitem(ex.REGULARISERS_LR, "frozenlake", 0.1)  # one env set is not enough

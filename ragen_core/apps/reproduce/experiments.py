@@ -75,6 +75,7 @@ __all__ = ["Variant", "Experiment", "EXPERIMENTS", "PREDICTIONS", "STABLE_BOUND"
            "FILTER_EFFECT", "FILTER_SEEDS", "build_experiment", "analyse", "markdown", "own_records", "seed_plan",
            "write_experiment", "write_study", "REGULARISERS_LR", "PILOT_LR", "REGULARISERS_ARMS", "REGULARISERS_COMMON",
            "REGULARISERS_RULE", "REGULARISERS_COMPARISONS", "REGULARISERS_SEEDS", "LR_GRID", "LR_RULE", "LrRule",
+           "LR_AMENDED", "StableLrRule",
            "margin_slope", "regularisers_run", "regularisers_seed_plan"]
 
 #: A mean change of the margin within +-this (90% interval) is "stable": the equivalence bound of the study's
@@ -548,9 +549,9 @@ REGULARISERS_ENVS = {"frozenlake": "mechanism_frozenlake.toml", "sokoban": "mech
 #: The learning rate L of the main runs per env: None until the pilot's step 1 (`regularisers_lr_pilot`) fixes it;
 #: while it is None the runs of `regularisers` are refused (:class:`_LrGatedExperiment`).
 REGULARISERS_LR: dict[str, float | None] = {"frozenlake": None, "sokoban": None}
-#: The learning rate of the pilot's step 2 (`regularisers_pilot`, tuning seeds 140-143) per env: step 1's L; None
-#: (runs refused) until step 1 has run.
-PILOT_LR: dict[str, float | None] = {"frozenlake": None, "sokoban": None}
+#: The learning rate of the pilot's step 2 (`regularisers_pilot`, tuning seeds 140-143) per env: step 1's L by the
+#: amended rule of section 8.1 (:data:`LR_AMENDED`; docs/collapse/regularisers_lr_pilot.md).
+PILOT_LR: dict[str, float | None] = {"frozenlake": 0.3, "sokoban": 0.1}
 #: The pilot's step 1: the learning rates tried (the `high_ent001` arm, tuning seeds 140 and 141).
 LR_GRID = (0.01, 0.03, 0.1, 0.3)
 _TOP = ("filter.enabled=true", 'filter.strategy="top_k"', "filter.value=0.25", 'filter.order="largest"')
@@ -629,6 +630,40 @@ class LrRule:
 LR_RULE = LrRule()
 
 
+@dataclass(frozen=True)
+class StableLrRule:
+    """The amended rule of the pilot's step 1 (docs/collapse.md section 8.1, written after step 1 on tuning seeds
+    140-141 and before any other run): L is the **largest** rate of `grid` at which no seed's greedy validation
+    success at step `step` is more than `max_drop` (15 points) below its step 0 (the task is not broken), on at least
+    `min_seeds` seeds. Under SGD the regulariser's step is L x coefficient x its gradient, so the largest rate that
+    leaves the task intact gives the regulariser its largest chance to act; the registered rule (:class:`LrRule`)
+    could not separate the rates (no rate gained 5 points on both seeds) and its fallback broke Sokoban."""
+
+    grid: tuple[float, ...] = LR_GRID
+    max_drop: float = 0.15
+    step: int = END_STEP
+    min_seeds: int = 2
+
+    def intact(self, val: list[list[float]] | None) -> bool:
+        """Whether one run's success at `step` is at most `max_drop` below step 0 (False when either is missing)."""
+        at = {int(s): float(v) for s, v in val or []}
+        if 0 not in at or self.step not in at:
+            return False
+        return at[0] - at[self.step] <= self.max_drop + 1e-9
+
+    def choose(self, intact: dict[float, dict[int, bool]], seeds: list[int]) -> float | None:
+        """L from `intact` (rate -> seed -> whether that run left the task intact) over `seeds`; None when no rate
+        qualifies (or too few seeds): then no rate is set and the runs stay refused."""
+        if len(seeds) < self.min_seeds:
+            return None
+        ok = [lr for lr in self.grid if all(intact.get(lr, {}).get(s) for s in seeds)]
+        return max(ok) if ok else None
+
+
+#: The rule that sets L (section 8.1's amendment of :data:`LR_RULE`).
+LR_AMENDED = StableLrRule()
+
+
 def _lr_table(name: str) -> dict[str, float | None]:
     return globals()[name]  # read when the runs are built: a test may monkeypatch the module constant
 
@@ -663,8 +698,8 @@ class _LrGatedExperiment(Experiment):
                 f"{self.name}: no learning rate yet for {', '.join(unset)}: {self.lr_table} in "
                 "ragen_core/apps/reproduce/experiments.py is None until the pilot's step 1 sets it (docs/collapse.md "
                 "section 8: run `ragen reproduce --experiment regularisers_lr_pilot`, read L per env off its report, "
-                f"set {self.lr_table} and commit it before these runs; step 1 has run and no rate met its rule: "
-                "section 8.1 records how L is chosen before it is set)")
+                f"set {self.lr_table} and commit it before these runs; step 1 has run and section 8.1 amends its "
+                "rule; the main runs' rates are set after the pilot's step 2)")
         return groups
 
 
@@ -812,24 +847,34 @@ def _analyse_lr_pilot(name: str, records: list[dict[str, Any]]) -> dict[str, Any
     for env in dict.fromkeys(v.group for v in exp.variants):
         rs = [r for r in runs if r["env"] == env and r["arm"] in rate]
         by_rate: dict[float, dict[int, bool]] = {}
+        intact: dict[float, dict[int, bool]] = {}
         rows = []
         for rec in records:
             if rec.get("env") != env or rec.get("arm") not in rate:
                 continue
             at = {int(s): float(v) for s, v in rec.get("val") or []}
             ok = LR_RULE.meets(rec.get("val"))
+            whole = LR_AMENDED.intact(rec.get("val"))
             by_rate.setdefault(rate[rec["arm"]], {})[rec["seed"]] = ok
+            intact.setdefault(rate[rec["arm"]], {})[rec["seed"]] = whole
             rows.append({"lr": rate[rec["arm"]], "seed": rec["seed"], "success_start": at.get(0),
-                         "success_step": at.get(LR_RULE.step), "meets": ok})
+                         "success_step": at.get(LR_RULE.step), "meets": ok, "intact": whole})
         seeds = sorted({r["seed"] for r in rs})
         envs[env] = {"seeds": seeds, "rows": sorted(rows, key=lambda x: (x["lr"], x["seed"])),
-                     "lr": LR_RULE.choose(by_rate, seeds) if seeds else None,  # None: the env was not run
+                     # the registered rule's L (None: the env was not run) and the rates that met it
+                     "lr_registered": LR_RULE.choose(by_rate, seeds) if seeds else None,
                      "qualified": [lr for lr in sorted(LR_RULE.grid)
                                    if len(seeds) >= LR_RULE.min_seeds and all(by_rate.get(lr, {}).get(s)
+                                                                              for s in seeds)],
+                     # the amended rule's L (section 8.1), the one the runs use, and the rates that left it intact
+                     "lr": LR_AMENDED.choose(intact, seeds),
+                     "intact": [lr for lr in sorted(LR_AMENDED.grid)
+                                if len(seeds) >= LR_AMENDED.min_seeds and all(intact.get(lr, {}).get(s)
                                                                               for s in seeds)]}
-    return {"experiment": name, "runs": runs, "envs": envs, "rule": {"grid": list(LR_RULE.grid), "gain": LR_RULE.gain,
-                                                                     "step": LR_RULE.step,
-                                                                     "fallback": LR_RULE.fallback}}
+    return {"experiment": name, "runs": runs, "envs": envs,
+            "rule": {"grid": list(LR_RULE.grid), "gain": LR_RULE.gain, "step": LR_RULE.step,
+                     "fallback": LR_RULE.fallback},
+            "amended": {"grid": list(LR_AMENDED.grid), "max_drop": LR_AMENDED.max_drop, "step": LR_AMENDED.step}}
 
 
 def _comparison_label(comp: str) -> str:
@@ -913,27 +958,43 @@ def _regularisers_md(res: dict[str, Any]) -> list[str]:
 
 def _lr_pilot_md(res: dict[str, Any]) -> list[str]:
     rule = res["rule"]
+    amended = res["amended"]
     lines = ["## The learning rate per env (the pilot's step 1)", "",
-             f"L is the smallest rate of {rule['grid']} at which greedy validation success at step {rule['step']} "
-             f"is at least {100 * rule['gain']:.0f} points above step 0 on every seed (the task gradient acts); if "
-             f"none, {rule['fallback']}.", "",
-             "| env | L | seed | success at step 0 | success at step 40 | gain | meets |",
-             "|---|---|---|---|---|---|---|"]
+             f"Registered rule: L is the smallest rate of {rule['grid']} at which greedy validation success at step "
+             f"{rule['step']} is at least {100 * rule['gain']:.0f} points above step 0 on every seed (the task "
+             f"gradient acts); if none, {rule['fallback']}.", "",
+             f"Amended rule (docs/collapse.md section 8.1, written after this step ran on the tuning seeds and "
+             f"before any other run; it sets L): L is the **largest** rate of {amended['grid']} at which no seed's "
+             f"greedy success at step {amended['step']} is more than {100 * amended['max_drop']:.0f} points below "
+             "its step 0 (the task is not broken): under SGD the regulariser's step scales with L.", "",
+             "| env | L | seed | success at step 0 | success at step 40 | gain | meets the registered rule | "
+             "task intact (amended rule) |",
+             "|---|---|---|---|---|---|---|---|"]
     for env, e in res["envs"].items():
         for row in e["rows"]:
             gain = _change(row["success_step"], row["success_start"])
             lines.append(f"| {env} | {row['lr']:g} | {row['seed']} | {_f(row['success_start'])} | "
-                         f"{_f(row['success_step'])} | {_f(gain, '{:+.3f}')} | {'yes' if row['meets'] else 'no'} |")
+                         f"{_f(row['success_step'])} | {_f(gain, '{:+.3f}')} | {'yes' if row['meets'] else 'no'} | "
+                         f"{'yes' if row['intact'] else 'no'} |")
     lines.append("")
     for env, e in res["envs"].items():
-        if e["lr"] is None:
+        if not e["seeds"]:
             lines.append(f"- **{env}: not run**")
             continue
+        registered = e["lr_registered"]
         why = (f"the smallest of {', '.join(f'{x:g}' for x in e['qualified'])}" if e["qualified"]
                else "no rate qualified: the fallback")
-        lines.append(f"- **{env}: L = {e['lr']:g}** ({why}; seeds {e['seeds']})")
+        lines.append(f"- {env}, registered rule: L = {registered:g} ({why}; seeds {e['seeds']})")
+        intact = e["intact"]
+        if e.get("lr") is None:
+            lines.append(f"- **{env}, amended rule: no rate left the task intact on every seed** (no L: the runs "
+                         "stay refused)")
+        else:
+            lines.append(f"- **{env}: L = {e['lr']:g}** (amended rule: the largest of "
+                         f"{', '.join(f'{x:g}' for x in intact)}; seeds {e['seeds']})")
     lines += ["", "Set `PILOT_LR` (the pilot's step 2) and, after it, `REGULARISERS_LR` in "
-              "ragen_core/apps/reproduce/experiments.py to these rates and commit them before their runs."]
+              "ragen_core/apps/reproduce/experiments.py to the amended rule's rates and commit them before their "
+              "runs."]
     return lines
 
 
