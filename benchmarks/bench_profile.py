@@ -1,27 +1,73 @@
-"""Where a training run's time goes, part by part, against the arithmetic floor and against an older commit.
+"""Where a training run's time goes, part by part, against two arithmetic floors and against an older commit.
 
     python -m benchmarks.bench_profile [--quick] [--baseline COMMIT] [--configs a,b] [--no-threads]
 
 For every shipped CPU config (``configs/*_tiny.toml`` and the collapse testbed's), one profiled run
-(:mod:`benchmarks.profile_driver`: a shortened warm start, ``STEPS`` RL steps, one validation, one probe) in a fresh
-process on one torch thread, first with the code of ``--baseline`` (default 43a82f3, the commit before the lean
-forward; checked out once into a git worktree under ``benchmarks/.baseline-COMMIT``), then with this checkout's
-code, one after the other on the same machine: the ratios are side by side.
+(:mod:`benchmarks.profile_driver`: a shortened warm start, ``STEPS`` RL steps, the in-batch MI diagnostics once,
+one validation, one probe) in a fresh process on one torch thread, first with the code of ``--baseline`` (default
+43a82f3, the commit before the lean forward; checked out once into a git worktree under
+``benchmarks/.baseline-COMMIT``), then with this checkout's code, one after the other on the same machine: the
+ratios are side by side.
 
-Per phase and part it reports the seconds (and their share of the phase) and the **arithmetic floor**: the dense
-floating-point work of that phase divided by the core's measured matrix-product rate. Dense work is what a plain
-forward computes for the tokens that phase had to process:
+Per phase and part it reports the seconds (and their share of the phase) and two floors.
+
+**The dense floor** (the one reported since 78c5e51): the dense floating-point work of the phase, as a
+plain forward computes it for every token the phase processed, divided by one matrix rate (float32
+``[800, 128] x [128, 512]``, the MLP's shape, best of 5 on one thread):
 
     forward MACs per token = layers * (h*(h + 2*kv*d) + h*h + 3*h*i + 2*h*ctx) + V*h
 
 (h hidden size, kv*d the key/value width, i the MLP width, ctx the mean number of earlier positions a token
-attends to, V the vocabulary), times 2 FLOPs per MAC, and times 3 for a forward and backward. Generation: prompt
-and generated tokens, forward; the update and the SFT steps: the trained rows' real tokens, forward and backward;
-the probe: its generation plus every trace position under every prompt (forward). A time at 1.0x the floor computes
-dense arithmetic at the full matrix rate; the lean forward can go below it (it skips work the floor counts).
+attends to: 80 where the phase has no turns to measure it; V the vocabulary), times 2 FLOPs per MAC, and times 3
+for a forward and backward. Generation: prompt and generated tokens, forward; the update (the share of the batch's
+tokens the filter kept; none in a step whose filter kept no group, which was counted as a full update before) and
+the SFT steps: the trained rows' real tokens, forward and backward; the probe and the in-batch MI: every trace
+position under every prompt plus the prompts' tokens (forward; the probe's generation too).
 
-The matrix rate is measured in this process: the best of 5 timings of a float32 ``[800, 128] x [128, 512]``
-product, the tiny model's typical MLP shape, on one thread.
+**The lean floor**: only the work whose result is read, counted from the phase's own calls by the driver
+(:mod:`benchmarks.profile_driver`: distinct prefixes once per call, the positions whose log-prob or next token is
+read, the key/value positions in between), each part priced at the rate measured for its own matrix shape
+(:func:`matmul_rates`). With H query heads of dimension d, Hkv key/value heads, L layers, per token (MACs):
+
+    qkv = h*(H + 2*Hkv)*d   o = H*d*h   up = 2*h*i (gate and up)   down = i*h   att(c) = 2*H*d*c   out = V*h
+    layer(c)            = qkv + o + up + down + att(c)
+    dense token         = L*layer(c) + out                                    (the dense floor's per-token cost)
+    lean prompt token   = (L-1)*layer(c) + 2*h*Hkv*d                           (keys and values of the last layer)
+    lean read position  = L*layer(c) + out                                    (its output and its logits are read)
+
+where c is the number of keys the position's query attends to (a position p of a causal row: p + 1). A prompt
+token's output is never read: it reaches later positions only through its keys and values, so the last layer needs
+only those (no query, attention, output projection or MLP) and the output layer does not run there. At c = 70 (the
+middle of a ~140-token prompt) that is 0.56 MFLOP against 1.33 for a dense token at c = 80.
+
+Which positions are which (the driver's counts): a generation call computes each distinct prompt's first
+``len - 1`` tokens once (the G rollouts of a group share their first prompt) as prompt tokens, then one read
+position per sampled token; a scoring call (SFT, the update, the old-log-prob pass, the probe's entropy pass)
+computes each distinct prefix before a row's first read log-prob once, read positions at ``t - 1`` for every
+token ``t`` whose log-prob is read, the unread positions between them as prompt tokens (keys and values only), and
+nothing after the last read one; cross-scoring computes each prompt's prefix once and each distinct trace once
+under every prompt.
+
+**Backward** (SFT and the update, ``train`` work): 2x the forward of the same positions, so 3x in all, also at
+prompt positions. The loss reads only the response's log-probs, but those attend to the prompt's keys and values
+in every layer, so the gradient reaches every prompt position: through the last layer's key/value projections
+(their weight gradient and their input gradient), then through every earlier layer in full (each matrix product's
+input gradient dX = dY W^T and weight gradient dW = X^T dY, each as many MACs as the forward product; the
+attention's two products likewise), down to the tied embedding, which is trained. What backward skips at prompt
+positions is what the forward skipped there: the last layer's query, attention, output projection and MLP, and the
+output layer; and it computes nothing after a row's last read position. So an SFT row of P prompt and R response
+tokens costs 3 * ((P-1) lean prompt tokens + R read positions) at the lean floor, against 3 * (P + R) dense tokens.
+
+Not counted by either floor: element-wise work (norms, RoPE, SiLU, softmax, sampling), the embedding lookup,
+padding the code computes (a batch's rows padded to the longest, the decoding cache's columns past a shorter
+prompt), and the tokenizer and the envs. A phase at 1.0x its lean floor computes only what is read, at the full
+rate of its matrix shapes.
+
+Matrix rates: measured in this process, float32, one thread, best of 5 timings each (:func:`matmul_rates`):
+``F.linear`` at ``MATMUL_ROWS`` token rows for each projection shape of the model (``qkv``, ``kv``, ``o``, ``up``,
+``down``, ``out``), and the attention's two batched products (queries x keys, weights x values) at
+``ATTENTION_SHAPE`` (rows, heads, a ~160-token context, head dimension). Backward products are priced at their
+forward shape's rate.
 
 ``threads``: SFT steps per second with 1 and 2 torch threads, on a quiet machine and beside one other busy process
 (what ``ragen reproduce`` runs: two single-thread runs on two cores): the measurement behind ``run.threads = 0``
@@ -51,7 +97,16 @@ CONFIGS = ("bandit_tiny", "countdown_tiny", "pocketcube_tiny", "sokoban_tiny", "
 #: Warm-start demonstrations per profiled run (the configs' own numbers are 1500-4000: the per-step cost is what is
 #: measured, and the study's time is rebuilt from it).
 WARM_EPISODES = {"full": 256, "quick": 64}
-PHASE_LABELS = {"warm_start": "warm start", "rl_steps": "RL step", "validation": "validation", "probe": "probe"}
+PHASE_LABELS = {"warm_start": "warm start", "rl_steps": "RL step", "mi": "in-batch MI", "validation": "validation",
+                "probe": "probe"}
+#: Token rows of the projection products timed by :func:`matmul_rates` (a training micro-batch's worth).
+MATMUL_ROWS = 800
+#: (rows, heads, context, head dimension) of the attention products timed by :func:`matmul_rates`.
+ATTENTION_SHAPE = (8, 4, 160, 32)
+#: The parts of the per-token cost (module docstring), each priced at its own matrix rate.
+PARTS = ("qkv", "kv", "o", "up", "down", "att", "out")
+#: FLOPs per MAC of a pass kind of the driver's counts: a forward, or a forward and its backward.
+PASS_FACTOR = {"forward": 2.0, "train": 6.0}
 
 
 # ---------------------------------------------------------------------------------------------- the floor
@@ -73,6 +128,46 @@ def matmul_gflops(repeats: int = 5) -> float:
     return 2 * 800 * 128 * 512 / best / 1e9
 
 
+def matmul_rates(model: dict[str, int], repeats: int = 5, rows: int = MATMUL_ROWS,
+                 attention: tuple[int, int, int, int] = ATTENTION_SHAPE) -> dict[str, float]:
+    """GFLOP/s of each part's matrix product at the model's own shapes, float32, one thread, best of `repeats`:
+    ``F.linear`` of ``[rows, in]`` by each projection's ``[out, in]`` weight, and for ``att`` the queries x keys and
+    weights x values products of ``attention`` = (rows, heads, context, head dim) together."""
+    import torch
+    import torch.nn.functional as F
+
+    torch.set_num_threads(1)
+    h, inter, vocab = model["hidden"], model["intermediate"], model["vocab"]
+    d = model.get("head_dim") or h // model["heads"]
+    q, kv = model["heads"] * d, model["kv_heads"] * d
+    shapes = {"qkv": (h, q + 2 * kv), "kv": (h, 2 * kv), "o": (q, h), "up": (h, 2 * inter), "down": (inter, h),
+              "out": (h, vocab)}
+
+    def best(fn, flop: float) -> float:
+        for _ in range(10):
+            fn()
+        t = float("inf")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for _ in range(50):
+                fn()
+            t = min(t, (time.perf_counter() - t0) / 50)
+        return flop / t / 1e9
+
+    out = {}
+    for part, (n_in, n_out) in shapes.items():
+        x, w = torch.randn(rows, n_in), torch.randn(n_out, n_in)
+        out[part] = best(lambda x=x, w=w: F.linear(x, w), 2 * rows * n_in * n_out)
+    b, heads, ctx, hd = attention
+    qt, kt, vt = (torch.randn(b, heads, ctx, hd) for _ in range(3))
+
+    def attend():
+        return torch.matmul(torch.matmul(qt, kt.transpose(2, 3)), vt)
+
+    out["att"] = best(attend, 2 * 2 * b * heads * ctx * ctx * hd)
+    return out
+
+
 def macs_per_token(model: dict[str, int], ctx: float) -> float:
     """Dense forward multiply-adds per token (module docstring)."""
     h, layers, inter, vocab = model["hidden"], model["layers"], model["intermediate"], model["vocab"]
@@ -80,6 +175,54 @@ def macs_per_token(model: dict[str, int], ctx: float) -> float:
     kv = model["kv_heads"] * d
     per_layer = h * (h + 2 * kv) + h * h + 3 * h * inter + 2 * h * ctx
     return layers * per_layer + vocab * h
+
+
+def part_macs(model: dict[str, int]) -> dict[str, float]:
+    """Forward MACs per token of each part (module docstring); ``att`` is per key attended to."""
+    h, inter, vocab = model["hidden"], model["intermediate"], model["vocab"]
+    d = model.get("head_dim") or h // model["heads"]
+    q, kv = model["heads"] * d, model["kv_heads"] * d
+    return {"qkv": h * (q + 2 * kv), "kv": 2 * h * kv, "o": q * h, "up": 2 * h * inter, "down": inter * h,
+            "att": 2 * q, "out": vocab * h}
+
+
+def lean_prompt_macs(model: dict[str, int], ctx: float) -> float:
+    """Forward MACs of a prompt token attending to `ctx` keys at the lean floor: every layer but the last, and the
+    last layer's keys and values (module docstring)."""
+    c = part_macs(model)
+    layer = c["qkv"] + c["o"] + c["up"] + c["down"] + c["att"] * ctx
+    return (model["layers"] - 1) * layer + c["kv"]
+
+
+def lean_read_macs(model: dict[str, int], ctx: float) -> float:
+    """Forward MACs of a read position attending to `ctx` keys: every layer and the output layer."""
+    c = part_macs(model)
+    return model["layers"] * (c["qkv"] + c["o"] + c["up"] + c["down"] + c["att"] * ctx) + c["out"]
+
+
+def lean_part_macs(model: dict[str, int], work: dict[str, float]) -> dict[str, float]:
+    """Forward MACs per part of one pass's lean work (the driver's ``kv_tokens``, ``kv_ctx``, ``read_tokens``,
+    ``read_ctx``): :func:`lean_prompt_macs` per key/value position, :func:`lean_read_macs` per read position."""
+    c, layers = part_macs(model), model["layers"]
+    kv, read = work.get("kv_tokens", 0.0), work.get("read_tokens", 0.0)
+    rows = (layers - 1) * kv + layers * read  # token rows through a whole layer
+    out = {p: rows * c[p] for p in ("qkv", "o", "up", "down")}
+    out["kv"] = kv * c["kv"]
+    out["att"] = c["att"] * ((layers - 1) * work.get("kv_ctx", 0.0) + layers * work.get("read_ctx", 0.0))
+    out["out"] = read * c["out"]
+    return out
+
+
+def lean_floor(phase: dict[str, Any], model: dict[str, int], rates: dict[str, float]) -> tuple[float, float]:
+    """``(GFLOP, seconds)`` of a profiled phase at the lean floor: each pass kind's parts (:func:`lean_part_macs`)
+    at 2 FLOPs per MAC (``train``: 6, forward and backward), each part at its own rate (GFLOP/s)."""
+    gflop = seconds = 0.0
+    for kind, work in (phase.get("lean") or {}).items():
+        for part, macs in lean_part_macs(model, work).items():
+            flop = PASS_FACTOR[kind] * macs / 1e9
+            gflop += flop
+            seconds += flop / rates[part]
+    return gflop, seconds
 
 
 def phase_gflop(phase: dict[str, Any], model: dict[str, int]) -> float:
@@ -94,11 +237,15 @@ def phase_gflop(phase: dict[str, Any], model: dict[str, int]) -> float:
         return 3 * per_token * rows * extra.get("epochs", 2) / 1e9
     gen = per_token * rows
     if name == "rl_steps":
+        # The share of the batch's tokens trained on; a step without it trained nothing (the filter kept no group).
         kept = extra.get("filter/tokens_kept_fraction") or [1.0]
-        kept_mean = sum(k if k is not None else 1.0 for k in kept) / len(kept)
+        kept_mean = sum(k if k is not None else 0.0 for k in kept) / len(kept)
         return (gen + 3 * per_token * rows * kept_mean) / 1e9
+    cross = per_token * (c.get("cross_positions", 0.0) + c.get("cross_prompt_tokens", 0.0))
     if name == "probe":
-        return (gen + per_token * (c.get("cross_positions", 0.0) + c.get("cross_prompt_tokens", 0.0))) / 1e9
+        return (gen + cross) / 1e9
+    if name == "mi":
+        return cross / 1e9
     return gen / 1e9
 
 
@@ -186,8 +333,11 @@ def _phase_row(phase: dict[str, Any], steps: int) -> dict[str, Any]:
     return {"wall_s": phase["wall_s"] / per, "parts": {k: v / per for k, v in phase["parts"].items()}}
 
 
-def summarise(config: str, base: dict[str, Any], now: dict[str, Any], gflops: float) -> dict[str, Any]:
-    """Per phase: baseline and current seconds (RL: per step), speed-up, the dense floor and the parts."""
+def summarise(config: str, base: dict[str, Any], now: dict[str, Any], gflops: float,
+              rates: dict[str, float] | None = None) -> dict[str, Any]:
+    """Per phase: baseline and current seconds (RL: per step), speed-up, the dense floor, the lean floor (with
+    `rates`, the per-shape matrix rates of :func:`matmul_rates`, and a profile that counted lean work) and the
+    parts."""
     out: dict[str, Any] = {"config": config, "phases": []}
     base_phases = {p["phase"]: p for p in base["phases"]}
     for phase in now["phases"]:
@@ -197,6 +347,10 @@ def summarise(config: str, base: dict[str, Any], now: dict[str, Any], gflops: fl
         cur = _phase_row(phase, steps)
         row = {"phase": name, "now_s": cur["wall_s"], "parts_now": cur["parts"], "floor_s": floor,
                "now_over_floor": cur["wall_s"] / floor if floor else None}
+        if rates is not None and "lean" in phase:
+            lean_gflop, lean_s = lean_floor(phase, now["model"], rates)
+            row.update(lean_gflop=lean_gflop / steps, lean_floor_s=lean_s / steps,
+                       now_over_lean=cur["wall_s"] / (lean_s / steps) if lean_s else None)
         if name in base_phases:
             b = _phase_row(base_phases[name], steps)
             row.update(base_s=b["wall_s"], parts_base=b["parts"], speedup=b["wall_s"] / cur["wall_s"])
@@ -217,14 +371,23 @@ def _parts_text(parts: dict[str, float]) -> str:
     return ", ".join(f"{k} {v:.2f} s ({100 * v / total:.0f}%)" for k, v in top if v / total >= 0.05)
 
 
+def _ratio(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}x"
+
+
 def markdown(result: dict[str, Any]) -> str:
+    rates = result.get("rates") or {}
+    rate_text = (" Rates at the model's own shapes (GFLOP/s): " + ", ".join(f"{k} {v:.0f}" for k, v in rates.items())
+                 + "." if rates else "")
     lines = [f"Side by side, one process per run, one torch thread: the code of {result['baseline']} and this "
              f"checkout, {result['warm_episodes']} warm-start demonstrations and {result['steps']} RL steps per "
-             f"run. Matrix rate of the core: {result['gflops']:.1f} GFLOP/s (float32). Floor: the phase's dense "
-             "arithmetic at that rate (below 1.0x: the lean forward skips work the floor counts).", "",
-             f"| config | phase | {result['baseline']} s | now s | speed-up | floor s | now / floor | "
-             "where the time goes now |",
-             "|---|---|---:|---:|---:|---:|---:|---|"]
+             f"run. Dense floor: the phase's dense arithmetic at the core's matrix rate, {result['gflops']:.1f} "
+             "GFLOP/s (float32, the MLP's shape). Lean floor: only the work whose result is read (distinct prompts "
+             "once, the last layer's keys and values at prompt positions, logits where read), each part at the "
+             f"rate of its own matrix shape.{rate_text}", "",
+             f"| config | phase | {result['baseline']} s | now s | speed-up | dense floor s | now / dense | "
+             "lean floor s | now / lean | where the time goes now |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for c in result["configs"]:
         for p in c["phases"]:
             label = PHASE_LABELS[p["phase"]]
@@ -236,8 +399,9 @@ def markdown(result: dict[str, Any]) -> str:
             if p["phase"] == "warm_start":
                 parts = (f"demonstrations {p['collect_s_now']:.2f} s, SFT steps {p['sft_steps_s_now']:.2f} s; "
                          + parts)
+            lean = f"{p['lean_floor_s']:.2f}" if p.get("lean_floor_s") is not None else "-"
             lines.append(f"| {c['config']} | {label} | {base} | {p['now_s']:.2f} | {speed} | {p['floor_s']:.2f} | "
-                         f"{p['now_over_floor']:.1f}x | {parts} |")
+                         f"{_ratio(p['now_over_floor'])} | {lean} | {_ratio(p.get('now_over_lean'))} | {parts} |")
     if result.get("threads"):
         lines += ["", "| torch threads | another busy process | SFT steps/s |", "|---:|---|---:|"]
         for r in result["threads"]:
@@ -261,6 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     episodes = WARM_EPISODES["quick" if args.quick else "full"]
     start = time.perf_counter()
     gflops = matmul_gflops()
+    by_shape: dict[tuple, dict[str, float]] = {}  # the matrix rates of each model's shapes, measured once
     base_root = baseline_checkout(args.baseline)
     summaries = []
     for config in configs:
@@ -268,9 +433,16 @@ def main(argv: list[str] | None = None) -> int:
         base = profile(base_root, config, episodes)
         print(f"[profile] {config}: this checkout ...", flush=True)
         now = profile(ROOT, config, episodes)
-        summaries.append({**summarise(config, base, now, gflops), "raw": {"baseline": base, "now": now}})
+        shape = tuple(sorted((k, v) for k, v in now["model"].items() if k != "parameters"))
+        if shape not in by_shape:
+            by_shape[shape] = matmul_rates(now["model"])
+        rates = by_shape[shape]
+        summaries.append({**summarise(config, base, now, gflops, rates), "rates": rates,
+                          "raw": {"baseline": base, "now": now}})
+    rates = next(iter(by_shape.values()), None) if len(by_shape) == 1 else None
     threads = [] if args.no_threads else threads_measurement(args.quick)
     result = {"benchmark": "profile", "quick": args.quick, "baseline": args.baseline, "gflops": gflops,
+              "rates": rates, "matmul_rows": MATMUL_ROWS, "attention_shape": list(ATTENTION_SHAPE),
               "warm_episodes": episodes, "steps": 3, "configs": summaries, "threads": threads,
               "machine": describe_machine(), "wall_s": time.perf_counter() - start}
     result["markdown"] = markdown(result)

@@ -25,6 +25,11 @@ def test_phase_floors_count_forward_and_backward():
     assert bp.phase_gflop(warm, TINY) == pytest.approx(3 * per * 400 * 2 / 1e9)
     rl = {"phase": "rl_steps", "counts": counts, "extra": {"filter/tokens_kept_fraction": [0.5, 0.5]}}
     assert bp.phase_gflop(rl, TINY) == pytest.approx((per * 400 + 3 * per * 400 * 0.5) / 1e9)
+    # A step the filter left empty (no kept fraction logged) trained nothing: generation only.
+    skipped = {"phase": "rl_steps", "counts": counts, "extra": {"filter/tokens_kept_fraction": [None, 1.0]}}
+    assert bp.phase_gflop(skipped, TINY) == pytest.approx((per * 400 + 3 * per * 400 * 0.5) / 1e9)
+    mi = {"phase": "mi", "counts": {"cross_positions": 1000.0, "cross_prompt_tokens": 50.0}, "extra": {}}
+    assert bp.phase_gflop(mi, TINY) == pytest.approx(2 * bp.macs_per_token(TINY, ctx=80) * 1050 / 1e9)
     probe = {"phase": "probe", "counts": {**counts, "cross_positions": 1000.0, "cross_prompt_tokens": 50.0},
              "extra": {}}
     assert bp.phase_gflop(probe, TINY) == pytest.approx((per * 400 + per * 1050) / 1e9)
