@@ -1,7 +1,8 @@
 # The two commands of the README: `make demo` and `make test` (the linter, then the test suite).
 # Both create .venv if needed, install torch==2.13.0 first (the CPU build lies on this
 # machine's disk; any other spec would pull a multi-GB CUDA build), then the project with the
-# extras the suite needs (train: the RL core; dev, trl, ray).
+# extras the suite needs (train: the RL core; dev, trl, ray; serve: `transformers serve` and the openai client for
+# the end-to-end tests of `ragen eval`).
 # Elsewhere choose the torch build by its index (docs/install.md), e.g.
 #   make test TORCH_INDEX=https://download.pytorch.org/whl/cpu
 PYTHON ?= python3
@@ -20,7 +21,7 @@ $(PY):
 
 $(STAMP): $(PY) pyproject.toml setup.py
 	$(PY) -m pip install --quiet $(TORCH) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(PY) -m pip install --quiet -e ".[train,dev,trl,ray]"
+	$(PY) -m pip install --quiet -e ".[train,dev,trl,ray,serve]"
 	touch $(STAMP)
 
 demo: $(STAMP)

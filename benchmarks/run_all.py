@@ -33,6 +33,7 @@ BENCHMARKS: tuple[tuple[str, str], ...] = (
     ("learning", "benchmarks.bench_learning"),
     ("trl_filtering", "benchmarks.bench_trl_filtering"),
     ("trl_crosscheck", "benchmarks.bench_trl"),
+    ("eval", "benchmarks.bench_eval"),
 )
 #: Benchmarks whose full form takes long: `make bench` runs their quick form unless --full names them.
 QUICK_ALWAYS = {"learning", "trl_crosscheck"}

@@ -1,4 +1,5 @@
-"""The `ragen` command line: `ragen envs | play | configs | train | diagnose | export | reproduce | verify | bench`.
+"""The `ragen` command line: `ragen envs | play | configs | train | diagnose | export | eval | reproduce | verify |
+bench`.
 
 One convention for every sub-command. `ragen NAME ARGS...` runs a module listed once, in :data:`COMMANDS`
 (name -> :class:`Command`: the module, the one-line help of `ragen --help`, whether it needs the `train` extra,
@@ -60,6 +61,8 @@ COMMANDS: dict[str, Command] = {
     "diagnose": Command("ragen_core.apps.diagnose", "RV heterogeneity and MI proxies of a rollouts JSONL file"),
     "export": Command("ragen_core.apps.export", "write a run's policy as a transformers model folder",
                       needs_train=True),
+    "eval": Command("ragen_core.apps.eval", "evaluate a model (a folder, a run, tiny or an OpenAI-compatible server) "
+                    "on the envs", needs_train=True),
     "reproduce": Command("ragen_core.apps.reproduce.cli",
                          "the paper's four findings as a small-scale study, with its report", needs_train=True),
     "verify": Command("theory_checks.__main__", "check the paper's bounds numerically (python -m theory_checks)",

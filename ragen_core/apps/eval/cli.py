@@ -1,0 +1,148 @@
+"""The ``ragen eval`` command line: parse, check, and run an evaluation (``ragen_core.apps.eval.run``).
+
+Every input mistake is one line starting ``ragen eval:`` and exit status 2 (found before an episode is played: a
+folder made for it is removed again); a server that is unreachable or keeps failing is one line and exit status 1;
+Ctrl-C is one line and 130. Each names the folder and the resume command when episodes were kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ragen_core.apps.eval.spec import RESUME_FLAGS, SpecError, build_spec, default_out_dir, load_spec
+
+__all__ = ["PROG", "build_parser", "main", "serve_extra_hint"]
+
+PROG = "ragen eval"
+
+
+def serve_extra_hint(missing: str) -> str:
+    """The one line for a missing client package."""
+    return (f"{PROG} --base-url needs the serve extra (missing: {missing}): pip install 'ragen2[serve]' "
+            "(from a clone: pip install -e '.[serve]')")
+
+
+def _missing(module: str) -> bool:
+    """Whether `module` cannot be imported here (found without importing it)."""
+    try:
+        return importlib.util.find_spec(module) is None
+    except (ImportError, ValueError):  # a module blocked in sys.modules (None) has no spec either
+        return True
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    """The ``ragen eval`` arguments (docs/eval.md lists each with its default)."""
+    p = argparse.ArgumentParser(
+        prog=prog, description="Evaluate a model on the envs, played exactly as training plays them: in process "
+        "(MODEL = a transformers folder, a run folder or tiny) or through any OpenAI-compatible server "
+        "(--base-url URL --model-name NAME). Writes episodes.jsonl, summary.json, summary.md and summary.png.")
+    p.add_argument("model", nargs="?", default=None, metavar="MODEL",
+                   help="a transformers model folder, a training run folder (its policy and its settings) or tiny")
+    srv = p.add_argument_group("server (instead of MODEL)")
+    srv.add_argument("--base-url", default=None, metavar="URL",
+                     help="an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+    srv.add_argument("--model-name", default=None, metavar="NAME", help="the model name the server serves")
+    srv.add_argument("--api-key-env", default=None, metavar="VAR",
+                     help="environment variable holding the API key (default: OPENAI_API_KEY if set, else none)")
+    srv.add_argument("--timeout", type=float, default=None, metavar="S", help="per-request timeout (default 120 s)")
+    srv.add_argument("--max-retries", type=int, default=None, metavar="N",
+                     help="retries of a request on connection errors, timeouts, 429 and 5xx, with backoff "
+                          "(default 4)")
+    srv.add_argument("--extra-body", default=None, metavar="JSON",
+                     help="server-specific fields added to every request, e.g. '{\"top_k\": 20}'")
+    what = p.add_argument_group("what is played")
+    what.add_argument("--envs", default=None, metavar="ID,ID...|suite",
+                      help="env ids, or suite (every registered id the model can take); default: the config's env, "
+                           "else suite")
+    what.add_argument("--config", default=None, metavar="CONFIG|PRESET|RUN_DIR",
+                      help="play the config's env with its [env] and [rollout] settings (a run folder's MODEL "
+                           "brings its own)")
+    what.add_argument("--episodes", type=int, default=None, metavar="N", help="seeds per env (default 128)")
+    what.add_argument("--seed", type=int, default=None, metavar="S",
+                      help="first seed (default 6000: held out from every shipped config's seeds)")
+    what.add_argument("--group-size", type=int, default=None, metavar="G",
+                      help="samples per seed (default 1); G > 1 adds the reward-variance pre-check")
+    samp = p.add_argument_group("sampling (defaults: the config's, else the paper's: temperature 1, top-p 1)")
+    samp.add_argument("--temperature", type=float, default=None, metavar="T", help="0 = greedy")
+    samp.add_argument("--top-p", type=float, default=None, metavar="P")
+    samp.add_argument("--max-tokens", type=int, default=None, metavar="N",
+                      help="new tokens per turn (default: the config's, else 128)")
+    run = p.add_argument_group("running")
+    run.add_argument("--workers", type=int, default=None, metavar="W",
+                     help="concurrent episodes: requests in flight (server, default 8) or episodes per batched "
+                          "generate (in process, default 64)")
+    run.add_argument("--out", default=None, metavar="DIR", help="output folder (default evals/<model>[-N])")
+    run.add_argument("--resume", default=None, metavar="DIR",
+                     help="finish an interrupted evaluation (only --workers, --timeout, --max-retries, --base-url, "
+                          "--api-key-env, --device may be given again)")
+    run.add_argument("--device", default=None, help="torch device of an in-process model (default auto)")
+    run.add_argument("--mi-groups", type=int, default=None, metavar="N",
+                     help="in process: MI proxies on the first N seeds of each env (default 32; 0 = off)")
+    run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                     help="progress bar (default: when stderr is a terminal)")
+    return p
+
+
+def _resume(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[object, Path]:
+    folder = Path(args.resume)
+    spec = load_spec(folder)
+    given = [a for a in vars(args) if a not in ("resume", "progress", *RESUME_FLAGS) and getattr(args, a) is not None]
+    if given:
+        flags = ", ".join("MODEL" if a == "model" else "--" + a.replace("_", "-") for a in given)
+        raise SpecError(f"--resume plays the evaluation as it started: drop {flags} (only "
+                        f"{', '.join('--' + f.replace('_', '-') for f in RESUME_FLAGS)} may change)")
+    for name in RESUME_FLAGS:
+        value = getattr(args, name)
+        if value is not None:
+            if name in ("base_url", "api_key_env") and spec.backend != "server":
+                raise SpecError(f"--{name.replace('_', '-')}: this evaluation runs in process, not on a server")
+            setattr(spec, name, value)
+    return spec, folder
+
+
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    """``ragen eval``: 0 done, 1 the server failed, 2 bad input, 130 interrupted (module docstring)."""
+    parser = build_parser(prog)
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    notes: list[str] = []
+    try:
+        if args.resume:
+            spec, folder = _resume(args, parser)
+        else:
+            spec = build_spec(args, notes)
+            folder = Path(args.out) if args.out else default_out_dir(spec)
+            if (folder / "episodes.jsonl").exists() or (folder / "eval.json").exists():
+                raise SpecError(f"{folder} already holds an evaluation: finish it with --resume {folder}, or choose "
+                                "another --out")
+        if spec.backend == "server" and _missing("openai"):
+            print(serve_extra_hint("openai"), file=sys.stderr)
+            return 2
+    except SpecError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 2
+    from ragen_core.apps.eval.run import execute
+
+    for note in notes:
+        print(note, file=sys.stderr)
+    created = not folder.exists()
+    folder.mkdir(parents=True, exist_ok=True)
+    if not args.resume:
+        spec.save(folder)
+    print(f"evaluation folder: {folder}", file=sys.stderr, flush=True)
+    progress = sys.stderr.isatty() if args.progress is None else bool(args.progress)
+    try:
+        return execute(spec, folder, progress=progress, prog=prog)
+    except (ValueError, OSError) as e:  # a model folder that does not load, an env kwarg it refuses, a full disk
+        if created and not (folder / "episodes.jsonl").exists():
+            shutil.rmtree(folder, ignore_errors=True)  # nothing was played: leave no folder behind
+        print(f"{prog}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # while a model loads (execute handles it once episodes are being played)
+        print(f"\n{prog}: interrupted before the first episode; start again with `ragen eval --resume {folder}`",
+              file=sys.stderr)
+        return 130

@@ -1,0 +1,161 @@
+"""The in-process path: a model loaded here plays the episodes through ``ragen_core.rollout.rollout``, batched.
+
+The same call as a training run's validation (``trainer.validation_rollout``): ``rollout(policy, envs, seeds, G,
+settings, generator=..., reset_options=per_rollout_options(...))`` plays P groups x G episodes in lock-step with one
+batched ``policy.generate`` per turn, under ``torch.no_grad``. ``--workers W`` sets the batch: ``P = max(1, W // G)``
+seeds per call. Greedy decoding (``--temperature 0``) gives the validation's episodes exactly; sampling draws from a
+``torch.Generator`` seeded with the first seed of each batch, so an evaluation is reproducible for the same
+``--workers``.
+
+The model (:class:`ModelSource`): ``tiny`` (the built-in tiny model; its vision build for an env with images, as
+``trainer.policy_path`` chooses), a transformers folder, or a run folder, whose policy is its ``ragen export``
+(``RUN_DIR/model``, written on first use and again when the run has trained further, as ``ragen diagnose --model
+RUN_DIR`` does) loaded with the run's dtype, lean-forward and thread settings. The exported folder is also what the
+MI proxies score with (``ragen_core.apps.diagnose.mi_report``).
+
+``rollout()`` keeps each turn's validity flags but not the env's ``info``; :class:`InfoRecorder` wraps each env to
+keep it for ``episodes.jsonl``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import torch
+
+from ragen_core.apps.eval.plan import EnvPlan, Key
+from ragen_core.apps.eval.records import TurnRecord, episode_record
+from ragen_core.episode import per_rollout_options
+from ragen_core.rollout import make_envs, rollout
+from ragen_envs.contract import observes_images
+
+__all__ = ["InfoRecorder", "LocalModel", "ModelSource", "run_local"]
+
+
+class InfoRecorder(gym.Wrapper):
+    """An env that keeps the ``info`` of each step since its last reset (``infos``); an exception is recorded as
+    ``{"env_error": ...}`` and re-raised (``ragen_core.episode.safe_step`` contains it, as in training)."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self.infos: list[dict[str, Any]] = []
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        self.infos = []
+        return self.env.reset(seed=seed, options=options)
+
+    def step(self, action: Any):
+        try:
+            out = self.env.step(action)
+        except Exception as exc:
+            self.infos.append({"env_error": f"{type(exc).__name__}: {exc}"[:500]})
+            raise
+        self.infos.append(out[4])
+        return out
+
+
+@dataclass
+class LocalModel:
+    """A loaded policy, the folder it came from (what the MI proxies load), its weights hash and whether it takes
+    images."""
+
+    policy: Any
+    folder: Path
+    sha: str
+    vision: bool
+
+
+@dataclass
+class ModelSource:
+    """``MODEL`` of the command line: ``tiny``, a transformers folder or a run folder (module docstring).
+
+    ``run_config`` is the run's config (its model section sets dtype, lean forward and threads)."""
+
+    model: str
+    device: str = "cpu"
+    run_config: Any = None
+    _loaded: dict[str, LocalModel] = field(default_factory=dict)
+
+    def folder_for(self, env_id: str, env_kwargs: dict[str, Any]) -> Path:
+        """The model folder that plays `env_id`."""
+        from ragen_core.apps.export import EXPORT_INFO, export_run, is_run_dir
+        from ragen_core.policy import default_tiny_model_dir
+
+        if self.model in ("tiny", "tiny-vision"):
+            return default_tiny_model_dir(vision=self.model == "tiny-vision" or observes_images(env_id, env_kwargs))
+        if is_run_dir(self.model):
+            from ragen_core.apps.diagnose import _export_is_stale
+
+            run, out = Path(self.model), Path(self.model) / "model"
+            if not (out / EXPORT_INFO).is_file() or _export_is_stale(run, out):
+                export_run(run, out)
+            return out
+        return Path(self.model)
+
+    def load(self, env_id: str, env_kwargs: dict[str, Any]) -> LocalModel:
+        """The policy for `env_id` (loaded once per folder)."""
+        from ragen_core.policy import load_policy
+        from ragen_core.policy.identity import weights_sha256
+        from ragen_core.training.trainer import cpu_threads, resolve_device
+
+        folder = self.folder_for(env_id, env_kwargs)
+        key = str(folder.resolve())
+        if key not in self._loaded:
+            cfg = self.run_config
+            device = resolve_device(self.device)
+            policy = load_policy(folder, device=device, dtype=cfg.model.dtype if cfg is not None else None)
+            if cfg is not None:
+                policy.fast = cfg.model.fast_forward
+            threads = cpu_threads(cfg.run.threads if cfg is not None else 0, policy.model, device)
+            if threads:
+                torch.set_num_threads(threads)
+            policy.model.eval()
+            self._loaded[key] = LocalModel(policy, folder, weights_sha256(policy.model),
+                                           getattr(policy, "image_token", None) is not None)
+        return self._loaded[key]
+
+
+def _turns(traj: Any, infos: Sequence[dict[str, Any]]) -> list[TurnRecord]:
+    return [TurnRecord(response=t.response_text, reward=t.reward,
+                       info=infos[j] if j < len(infos) else {"env_error": t.env_error},
+                       finish_reason=t.finish_reason, format_valid=t.format_valid, action_valid=t.action_valid,
+                       prompt_tokens=len(t.prompt_ids), completion_tokens=len(t.response_ids))
+            for j, t in enumerate(traj.turns)]
+
+
+@torch.no_grad()
+def run_local(source: ModelSource, plans: dict[str, EnvPlan], keys: Sequence[Key], group_size: int, workers: int,
+              on_record: Callable[[dict[str, Any]], None]) -> None:
+    """Play `keys` in process, env after env, ``max(1, workers // G)`` seeds per batched rollout; each finished
+    line goes to `on_record` as its batch ends. A seed with some samples already recorded (a resumed evaluation)
+    is played whole and only its missing samples are recorded."""
+    g = int(group_size)
+    per_call = max(1, int(workers) // g)
+    pending = set(keys)
+    for env_id, plan in plans.items():
+        seeds = sorted({k.seed for k in keys if k.env == env_id})
+        if not seeds:
+            continue
+        model = source.load(env_id, plan.env_kwargs)
+        tok = model.policy.tokenizer
+        envs = [InfoRecorder(e) for e in make_envs(env_id, min(per_call, len(seeds)) * g, plan.env_kwargs)]
+        for start in range(0, len(seeds), per_call):
+            chunk = seeds[start : start + per_call]
+            gen = torch.Generator(device="cpu").manual_seed(int(chunk[0]))
+            opts = per_rollout_options(plan.per_rollout_option, chunk, g)
+            t0 = time.perf_counter()
+            batch = rollout(model.policy, envs, chunk, g, plan.settings, generator=gen, reset_options=opts)
+            # Episodes of one batch play in lock-step: each one's latency is the batch's wall time.
+            dt = time.perf_counter() - t0
+            for i, traj in enumerate(batch.trajectories):
+                key = Key(env_id, int(traj.seed), int(traj.index_in_group))
+                if key not in pending:
+                    continue
+                prompt = tok.decode(list(traj.turns[0].prompt_ids), skip_special_tokens=False)
+                on_record(episode_record(key, turns=_turns(traj, envs[i].infos), messages=traj.messages,
+                                         success=traj.success, prompt=prompt, model=model.sha, latency_s=dt))

@@ -1,0 +1,197 @@
+"""One evaluation from its :class:`~ragen_core.apps.eval.spec.EvalSpec` to its files: play what ``episodes.jsonl``
+lacks, then write the summary.
+
+Every finished episode is appended to ``episodes.jsonl`` at once (:class:`~ragen_core.apps.eval.records.EpisodeLog`),
+so an interruption loses only the episodes in flight. Three ways an evaluation stops early, each with one line on
+stderr that says how many episodes are kept and the command that plays the rest:
+
+- Ctrl-C (exit status 130);
+- the server is unreachable or keeps failing after the client's retries (exit status 1);
+- nothing else: a failed episode (context length, a refused request, a reply without text) is recorded and counted
+  apart, and the evaluation goes on.
+
+The summary (``summary.json``, ``summary.md``, ``summary.png``) is written when every episode is in the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from ragen_core.apps.eval.local import ModelSource, run_local
+from ragen_core.apps.eval.plan import Key
+from ragen_core.apps.eval.records import EPISODES, EpisodeLog, read_episodes
+from ragen_core.apps.eval.server import ServerClient, ServerError, run_server
+from ragen_core.apps.eval.spec import EvalSpec
+from ragen_core.apps.eval.summary import (
+    SUMMARY_JSON,
+    SUMMARY_MD,
+    SUMMARY_PNG,
+    mi_profile,
+    strict_json,
+    summarize,
+    write_markdown,
+    write_plot,
+)
+from ragen_envs.contract import observes_images
+
+__all__ = ["Progress", "execute", "resume_command"]
+
+
+def resume_command(folder: Path) -> str:
+    return f"ragen eval --resume {folder}"
+
+
+class Progress:
+    """A progress bar over episodes (tqdm's rate is episodes/s) with the running success and the failures."""
+
+    def __init__(self, total: int, done: int, enabled: bool):
+        self.bar = None
+        self.successes = self.finished = self.failed = 0
+        if enabled:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, initial=done, desc="eval", unit="ep", dynamic_ncols=True, leave=False)
+
+    def update(self, line: dict[str, Any]) -> None:
+        if line["failed"]:
+            self.failed += 1
+        else:
+            self.finished += 1
+            self.successes += bool(line["success"])
+        if self.bar is not None:
+            rate = self.successes / self.finished if self.finished else 0.0
+            self.bar.set_postfix_str(f"success {rate:.1%} of {self.finished}, failed {self.failed}", refresh=False)
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _api_key(spec: EvalSpec) -> str:
+    """The key from ``--api-key-env VAR``, else ``OPENAI_API_KEY``, else a placeholder (local servers take any)."""
+    if spec.api_key_env:
+        return os.environ.get(spec.api_key_env, "")
+    return os.environ.get("OPENAI_API_KEY") or "EMPTY"
+
+
+def _refuse_image_envs(spec: EvalSpec, source: ModelSource, folder: Path, err: TextIO) -> None:
+    """An in-process model that takes no images cannot play a vision id: refuse it with the reason."""
+    for env_id, plan in spec.env_plans().items():
+        if observes_images(env_id, plan.env_kwargs) and not source.load(env_id, plan.env_kwargs).vision:
+            spec.refused[env_id] = "the model takes no images (a text-only policy: no image token)"
+            err.write(f"ragen eval: {env_id} refused: {spec.refused[env_id]}\n")
+    spec.save(folder)
+
+
+def _run_config(spec: EvalSpec) -> Any:
+    from ragen_core.apps.export import is_run_dir
+    from ragen_core.training.config import load_config
+
+    return load_config(Path(str(spec.model)) / "config.toml") if is_run_dir(str(spec.model)) else None
+
+
+def execute(spec: EvalSpec, folder: Path, *, progress: bool, prog: str = "ragen eval", out: TextIO | None = None,
+            err: TextIO | None = None) -> int:
+    """Play the episodes the folder lacks and write the summary; the exit status (0, 1 server gone, 130 Ctrl-C)."""
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+    log = EpisodeLog.open(folder / EPISODES)
+    source = None
+    if spec.backend == "local":
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # "Loading weights" bars are noise between the evaluation's own lines
+        source = ModelSource(str(spec.model), spec.device, _run_config(spec))
+        _refuse_image_envs(spec, source, folder, err)
+    all_keys = spec.keys()
+    todo: list[Key] = [k for k in all_keys if k not in log.done]
+    bar = Progress(len(all_keys), len(all_keys) - len(todo), progress)
+    t0 = time.perf_counter()
+
+    def on_record(line: dict[str, Any]) -> None:
+        log.write(line)
+        bar.update(line)
+
+    def on_refused(env_id: str, why: str) -> None:
+        spec.refused[env_id] = why
+        spec.save(folder)
+        err.write(f"\n{prog}: {env_id} refused: {why}\n")
+
+    def kept() -> str:
+        return (f"{len(log.done & set(spec.keys()))} of {len(spec.keys())} episodes are in {folder}; "
+                f"play the rest with `{resume_command(folder)}`")
+
+    try:
+        if todo and source is not None:
+            run_local(source, spec.env_plans(), todo, spec.group_size, spec.workers, on_record)
+        elif todo:
+            client = ServerClient(str(spec.base_url), str(spec.model_name), _api_key(spec), timeout=spec.timeout,
+                                  max_retries=spec.max_retries, extra_body=spec.extra_body)
+            plans = spec.env_plans()
+            vision = {e: observes_images(e, p.env_kwargs) for e, p in plans.items()}
+            asyncio.run(run_server(client, plans, todo, spec.group_size, spec.workers, vision, on_record, on_refused))
+    except ServerError as e:
+        bar.close()
+        err.write(f"{prog}: {e}; {kept()}\n")
+        return 1
+    except KeyboardInterrupt:
+        bar.close()
+        err.write(f"\n{prog}: interrupted; {kept()}\n")
+        return 130
+    bar.close()
+    wall = time.perf_counter() - t0
+    text = write_summary(spec, folder, source, played=len(todo), wall_s=wall)
+    from ragen_core.training.report import markdown_to_text
+
+    out.write(markdown_to_text(text) + "\n")
+    out.write(f"results: {folder} ({EPISODES}, {SUMMARY_JSON}, {SUMMARY_MD}, {SUMMARY_PNG})\n")
+    return 0
+
+
+def write_summary(spec: EvalSpec, folder: Path, source: ModelSource | None, played: int, wall_s: float) -> str:
+    """``summary.json``, ``summary.md`` and ``summary.png`` from the folder's ``episodes.jsonl``; the Markdown."""
+    import json
+
+    wanted = {(k.env, k.seed, k.sample) for k in spec.keys()}  # a refused env's lines (if any) are left out
+    lines = [x for x in read_episodes(folder / EPISODES) if (x["env"], x["seed"], x["sample"]) in wanted]
+    envs = summarize(lines, spec.envs, spec.refused, spec.group_size)
+    if source is not None and spec.mi_groups > 0:
+        from ragen_core.training.trainer import resolve_device
+
+        device = str(resolve_device(spec.device))
+        for env_id, plan in spec.env_plans().items():
+            mine = [x for x in lines if x["env"] == env_id]
+            envs[env_id]["mi"] = mi_profile(mine, str(source.folder_for(env_id, plan.env_kwargs)), spec.mi_groups,
+                                            device)
+    plans = spec.env_plans()
+    first = next(iter(plans.values()), None)
+    if first is None:
+        sampling = "n/a"
+    elif first.settings.greedy:
+        sampling = "greedy (temperature 0)"
+    else:
+        sampling = f"temperature {first.settings.temperature:g}, top-p {first.settings.top_p:g}"
+    if spec.backend == "server":
+        backend = f"server {spec.base_url}, model {spec.model_name}, {spec.workers} workers"
+    else:
+        from ragen_core.training.trainer import resolve_device
+
+        per_call = max(1, spec.workers // spec.group_size)
+        backend = f"in process ({resolve_device(spec.device)}), batches of {per_call} seeds"
+    header = {"model": spec.label, "backend": backend, "sampling": sampling,
+              "seeds": f"{spec.seed}..{spec.seed + spec.episodes - 1}", "group_size": spec.group_size,
+              "date": spec.created}
+    payload = {"model": spec.label, "backend": spec.backend, "seeds": [spec.seed, spec.seed + spec.episodes - 1],
+               "episodes_per_env": spec.episodes, "group_size": spec.group_size, "sampling": sampling,
+               "played_this_run": played, "wall_s": wall_s, "envs": envs,
+               "settings": {e: spec.plans[e] for e in spec.envs}}
+    (folder / SUMMARY_JSON).write_text(json.dumps(strict_json(payload), indent=1) + "\n", encoding="utf-8")
+    text = write_markdown(folder / SUMMARY_MD, header, envs, {e: spec.plans[e] for e in spec.envs})
+    write_plot(folder / SUMMARY_PNG, envs, f"{spec.label}: {sampling}")
+    return text

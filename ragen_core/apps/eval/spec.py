@@ -1,0 +1,208 @@
+"""An evaluation's definition, ``eval.json`` in its folder: what the command line asked for, resolved once.
+
+``ragen eval`` writes it before the first episode; ``ragen eval --resume DIR`` reads it back, so a resumed
+evaluation plays the same envs, seeds and settings whatever the config files say by then. Only what does not change
+an episode may be given again with ``--resume``: :data:`RESUME_FLAGS`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ragen_core.apps.eval.plan import (
+    EVAL_SEED,
+    SUITE,
+    EnvPlan,
+    Key,
+    Sampling,
+    config_for_env,
+    group_keys,
+    load_config_arg,
+    make_plan,
+    plan_from_json,
+    resolve_env_ids,
+    seed_overlaps,
+)
+
+__all__ = ["EVAL_JSON", "RESUME_FLAGS", "EvalSpec", "SpecError", "build_spec", "default_out_dir", "load_spec",
+           "model_kind"]
+
+#: The definition file of an evaluation folder.
+EVAL_JSON = "eval.json"
+#: What ``--resume`` may change: how episodes are fetched, never which or how they are played.
+RESUME_FLAGS = ("workers", "timeout", "max_retries", "base_url", "api_key_env", "device")
+#: Default concurrent episodes: requests in flight (server) / episodes per batched generate (in process).
+DEFAULT_WORKERS = {"server": 8, "local": 64}
+
+
+class SpecError(ValueError):
+    """A command line that cannot be evaluated (one line for the user)."""
+
+
+@dataclass
+class EvalSpec:
+    """Everything an evaluation is (module docstring). ``plans`` maps env id -> :meth:`EnvPlan.to_json`;
+    ``refused`` env id -> why it is not played."""
+
+    backend: str  # "local" or "server"
+    model: str | None
+    base_url: str | None
+    model_name: str | None
+    api_key_env: str | None
+    envs: list[str]
+    episodes: int
+    seed: int
+    group_size: int
+    workers: int
+    timeout: float
+    max_retries: int
+    device: str
+    mi_groups: int
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    plans: dict[str, dict[str, Any]] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
+    created: str = ""
+
+    @property
+    def label(self) -> str:
+        """The model as the summary names it."""
+        return f"{self.model_name} at {self.base_url}" if self.backend == "server" else str(self.model)
+
+    def env_plans(self) -> dict[str, EnvPlan]:
+        """The plans of the envs that are played (refused ones left out), in order."""
+        return {e: plan_from_json(self.plans[e]) for e in self.envs if e not in self.refused}
+
+    def keys(self) -> list[Key]:
+        """Every episode of the evaluation, env by env, seed-major."""
+        return [k for e in self.envs if e not in self.refused
+                for k in group_keys(e, self.seed, self.episodes, self.group_size)]
+
+    def save(self, folder: Path) -> None:
+        tmp = folder / (EVAL_JSON + ".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=1) + "\n", encoding="utf-8")
+        tmp.replace(folder / EVAL_JSON)
+
+
+def load_spec(folder: Path) -> EvalSpec:
+    """The ``eval.json`` of an evaluation folder. Raises SpecError when it is not one."""
+    path = Path(folder) / EVAL_JSON
+    if not path.is_file():
+        raise SpecError(f"--resume {folder}: no {EVAL_JSON} there (is it an evaluation folder?)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return EvalSpec(**{f.name: data[f.name] for f in fields(EvalSpec) if f.name in data})
+    except (json.JSONDecodeError, TypeError, KeyError) as e:
+        raise SpecError(f"--resume {folder}: {EVAL_JSON} is damaged ({type(e).__name__}: {e})") from None
+
+
+def model_kind(model: str) -> str:
+    """``tiny``, ``run`` (a run folder), ``folder`` (a transformers model folder). Raises SpecError otherwise."""
+    from ragen_core.apps.export import is_run_dir
+
+    if model in ("tiny", "tiny-vision"):
+        return "tiny"
+    path = Path(model).expanduser()
+    if is_run_dir(path):
+        return "run"
+    if (path / "config.toml").is_file():
+        raise SpecError(f"{model} is a run folder without a checkpoint (checkpoints/latest.pt): nothing to evaluate")
+    if path.is_dir() and (path / "config.json").is_file():
+        return "folder"
+    raise SpecError(f"MODEL {model!r} must be a transformers model folder (with config.json), a run folder or tiny; "
+                    "for a server give --base-url URL --model-name NAME instead")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text.strip("/")).strip("_") or "model"
+
+
+def default_out_dir(spec: EvalSpec, root: Path = Path("evals")) -> Path:
+    """``evals/<model>``, or the first free ``evals/<model>-N``."""
+    name = _slug(spec.model_name or "") if spec.backend == "server" else _slug(Path(str(spec.model)).name)
+    base = root / name
+    if not base.exists():
+        return base
+    i = 1
+    while Path(f"{base}-{i}").exists():
+        i += 1
+    return Path(f"{base}-{i}")
+
+
+def build_spec(args: Any, notes: list[str]) -> EvalSpec:
+    """The :class:`EvalSpec` of a fresh evaluation from parsed arguments; `notes` collects lines for the user
+    (seed ranges that overlap a config's streams). Raises SpecError with a one-line message."""
+    if args.model and args.base_url:
+        raise SpecError("give MODEL or --base-url, not both")
+    if not args.model and not args.base_url:
+        raise SpecError("give MODEL (a transformers folder, a run folder or tiny) or --base-url URL --model-name NAME")
+    backend = "server" if args.base_url else "local"
+    if backend == "server":
+        if not args.model_name:
+            raise SpecError("--base-url needs --model-name NAME (the name the server serves the model under)")
+        if args.api_key_env and not os.environ.get(args.api_key_env):
+            raise SpecError(f"--api-key-env {args.api_key_env}: that environment variable is not set")
+    elif args.model_name or args.api_key_env or args.extra_body:
+        raise SpecError("--model-name, --api-key-env and --extra-body go with --base-url (a server), not with MODEL")
+    extra_body: dict[str, Any] = {}
+    if args.extra_body:
+        try:
+            extra_body = json.loads(args.extra_body)
+        except json.JSONDecodeError as e:
+            raise SpecError(f"--extra-body must be a JSON object: {e}") from None
+        if not isinstance(extra_body, dict):
+            raise SpecError(f"--extra-body must be a JSON object; got {type(extra_body).__name__}")
+    for name, low in (("episodes", 1), ("group_size", 1), ("workers", 1), ("max_retries", 0), ("mi_groups", 0)):
+        value = getattr(args, name)
+        if value is not None and value < low:
+            raise SpecError(f"--{name.replace('_', '-')} must be >= {low}; got {value}")
+    if args.seed is not None and args.seed < 0:
+        raise SpecError(f"--seed must be >= 0; got {args.seed}")
+    if args.timeout is not None and not args.timeout > 0:
+        raise SpecError(f"--timeout must be > 0 seconds; got {args.timeout}")
+
+    config, source = None, ""
+    kind = model_kind(args.model) if backend == "local" else "server"
+    if kind == "run":
+        if args.config:
+            raise SpecError("a run folder brings its own config.toml: drop --config")
+        config, source = load_config_arg(str(Path(args.model).expanduser()))[0], f"run {args.model}"
+    elif args.config:
+        try:
+            config, source = load_config_arg(args.config)
+        except ValueError as e:
+            raise SpecError(str(e)) from None
+    try:
+        envs = resolve_env_ids(args.envs) if args.envs else ([config.env.id] if config is not None else
+                                                             resolve_env_ids(SUITE))
+    except ValueError as e:
+        raise SpecError(str(e)) from None
+
+    sampling = Sampling(args.temperature, args.top_p, args.max_tokens)
+    seed = EVAL_SEED if args.seed is None else int(args.seed)
+    episodes = 128 if args.episodes is None else int(args.episodes)
+    plans: dict[str, dict[str, Any]] = {}
+    for env_id in envs:
+        cfg, src = config_for_env(env_id, config, source)
+        try:
+            plans[env_id] = make_plan(env_id, cfg, src, sampling).to_json()
+        except ValueError as e:
+            raise SpecError(str(e)) from None
+        overlap = seed_overlaps(range(seed, seed + episodes), cfg)
+        if overlap:
+            notes.append(f"note: {env_id}: seeds {seed}..{seed + episodes - 1} overlap the {', '.join(overlap)} "
+                         f"seeds of its settings ({src})" + (": this replays that validation" if overlap ==
+                                                             ["validation"] else ""))
+    return EvalSpec(
+        backend=backend, model=None if backend == "server" else str(args.model), base_url=args.base_url,
+        model_name=args.model_name, api_key_env=args.api_key_env, envs=envs, episodes=episodes, seed=seed,
+        group_size=args.group_size or 1, workers=args.workers or DEFAULT_WORKERS[backend],
+        timeout=float(args.timeout or 120.0), max_retries=4 if args.max_retries is None else int(args.max_retries),
+        device=args.device or "auto", mi_groups=32 if args.mi_groups is None else int(args.mi_groups),
+        extra_body=extra_body, plans=plans,
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"))

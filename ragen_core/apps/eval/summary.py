@@ -1,0 +1,251 @@
+"""The numbers of an evaluation: ``summary.json``, ``summary.md`` (the table) and ``summary.png``.
+
+Per env, over its finished episodes (a failed episode is counted in ``failed_episodes`` and nowhere else):
+
+- ``success``: k / n, with ``success_ci95`` the Wilson score interval (:func:`wilson_interval`);
+- ``mean_reward`` (episode return), ``mean_turns``, ``invalid_action_rate`` and ``format_failure_rate`` (shares of
+  turns: no valid action executed / the env charged the format penalty), ``tokens_per_episode`` (generated tokens)
+  and ``prompt_tokens_per_episode``, ``latency_s_per_episode``;
+- with ``--group-size G > 1``, ``rv``: the reward-variance pre-check of ``ragen diagnose``
+  (:func:`ragen_core.apps.diagnose.rv_report`, each seed's G episodes one group): the share of groups with reward
+  variance and what top-p (rho = 0.9) filtering would keep, i.e. whether SNR-aware filtering would act on this model;
+- with an in-process model, ``mi``: the MI proxies and the regime of ``ragen diagnose --model`` on the same
+  episodes, scored by the model that played them (:func:`ragen_core.apps.diagnose.mi_report`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from statistics import NormalDist
+from typing import Any
+
+__all__ = ["SUMMARY_JSON", "SUMMARY_MD", "SUMMARY_PNG", "env_summary", "mi_profile", "rv_profile", "summarize",
+           "wilson_interval", "write_markdown", "write_plot"]
+
+SUMMARY_JSON = "summary.json"
+SUMMARY_MD = "summary.md"
+SUMMARY_PNG = "summary.png"
+#: The top-p keep rate of the pre-check (the paper's rho).
+KEEP_RATE = 0.9
+
+
+def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of a proportion k / n: the p with ``|k/n - p| <= z sqrt(p (1 - p) / n)``,
+
+        center = (p_hat + z^2 / 2n) / (1 + z^2 / n),   half = z sqrt(p_hat (1 - p_hat) / n + z^2 / 4n^2) / (1 + z^2 / n)
+
+    with z the two-sided normal quantile of `level` (1.96 for 95%). Unlike the Wald interval it stays inside
+    [0, 1] and is not empty at k = 0 or k = n. ``n = 0`` gives (0, 1): nothing is known."""
+    if n < 0 or not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n; got k={k}, n={n}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1); got {level}")
+    if n == 0:
+        return 0.0, 1.0
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    p, z2 = k / n, z * z
+    denom = 1 + z2 / n
+    center = (p + z2 / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
+    # The bounds are exactly 0 at k = 0 and 1 at k = n (center -/+ half cancel); say so rather than round to 1e-17.
+    return (0.0 if k == 0 else max(0.0, center - half)), (1.0 if k == n else min(1.0, center + half))
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return float(sum(values) / len(values)) if values else None
+
+
+def env_summary(lines: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The numbers of one env's ``episodes.jsonl`` lines (module docstring)."""
+    ok = [x for x in lines if not x["failed"]]
+    failed = [x for x in lines if x["failed"]]
+    n, k = len(ok), sum(bool(x["success"]) for x in ok)
+    turns = [t for x in ok for t in x["turns"]]
+    completion = [x["tokens"]["completion"] for x in ok]
+    prompt = [x["tokens"]["prompt"] for x in ok]
+    lo, hi = wilson_interval(k, n)
+    return {
+        "episodes": n,
+        "successes": k,
+        "success": k / n if n else None,
+        "success_ci95": [lo, hi],
+        "mean_reward": _mean([float(x["reward"]) for x in ok]),
+        "mean_turns": _mean([float(x["num_turns"]) for x in ok]),
+        "invalid_action_rate": _mean([float(not t["action_valid"]) for t in turns]),
+        "format_failure_rate": _mean([float(not t["format_valid"]) for t in turns]),
+        "tokens_per_episode": None if None in completion else _mean(completion),
+        "prompt_tokens_per_episode": None if None in prompt else _mean(prompt),
+        "latency_s_per_episode": _mean([float(x["latency_s"]) for x in ok]),
+        "failed_episodes": len(failed),
+        "failures": dict(Counter(x["failed"]["reason"] for x in failed)),
+    }
+
+
+def _groups(lines: Sequence[dict[str, Any]]) -> dict[int | str, list[Any]]:
+    """Finished episodes as ``ragen diagnose`` rollouts, grouped by seed (line numbers count from 1)."""
+    from ragen_core.apps.diagnose import Rollout, group_rollouts
+
+    rows = [Rollout(i + 1, x["group"], float(x["reward"]), x["prompt"], x["response"], x["model"])
+            for i, x in enumerate(lines) if not x["failed"]]
+    return group_rollouts(rows)
+
+
+def rv_profile(lines: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The reward-variance pre-check of one env's groups (``rv_report``, ddof 1, top-p rho = 0.9) and its reading:
+    ``filter_acts`` is True when some group has a variance (above ``diagnose.ZERO_TOL``, 1e-10) and top-p would keep
+    some but not all groups. ``top_p_kept_groups`` is ``ragen diagnose``'s count, which ranks the raw variances (a
+    group of equal rewards can have a variance of 1e-34 from float rounding and count as kept there)."""
+    from ragen_core.apps.diagnose import ZERO_TOL, rv_report
+
+    rep = rv_report(_groups(lines), keep_rate=KEEP_RATE)
+    usable = len(rep["variances"])
+    with_var = sum(1 for v in rep["variances"].values() if isinstance(v, float) and v > ZERO_TOL)
+    kept = rep["top_p"]["kept_groups"]
+    if usable == 0:
+        reading, acts = "no group has two finished episodes: no variance to measure", False
+    elif with_var == 0:
+        reading, acts = ("no group has reward variance (every variance within 1e-10 of 0): GRPO gets no signal "
+                         "from these prompts"), False
+    elif kept < usable:
+        reading, acts = f"top-p keeps {kept} of {usable} groups: SNR-aware filtering would act", True
+    else:
+        reading, acts = f"top-p keeps all {usable} groups: filtering would not act", False
+    return {"groups": usable, "groups_with_variance": with_var, "rv_mean": rep["rv_mean"], "rv_std": rep["rv_std"],
+            "rv_heterogeneity": rep["rv_heterogeneity"], "zero_fraction": rep["zero_fraction"],
+            "top_p_keep_rate": KEEP_RATE, "top_p_kept_groups": kept, "filter_acts": acts, "reading": reading}
+
+
+def mi_profile(lines: Sequence[dict[str, Any]], folder: str, max_groups: int, device: str) -> dict[str, Any]:
+    """The MI proxies of ``ragen diagnose --model FOLDER`` on one env's first turns (``mi_report``), and the regime
+    when the scorer is the model that played them (the lines name its weights); else the regime is withheld, as
+    ``ragen diagnose`` withholds it. ``{"skipped": why}`` when the proxies cannot be computed."""
+    from ragen_core.apps.diagnose import mi_report
+
+    try:
+        stats = mi_report(_groups(lines), folder, batch_tokens=16384, max_groups=max_groups, device=device)
+    except (ValueError, OSError) as exc:
+        return {"skipped": str(exc).splitlines()[0]}
+    if not str(stats["scorer_is_sampler"]).startswith("yes"):
+        stats["regime"] = "withheld: the scoring model is not known to be the one that played the episodes"
+    keep = ("n_prompts", "group_size", "retrieval_acc", "retrieval_chance", "mi_est", "mi_seq_est", "mi_upper_bound",
+            "mi_zscore", "cond_entropy_est", "marginal_entropy_est", "regime", "scorer_is_sampler", "notes")
+    return {k: stats[k] for k in keep if k in stats}
+
+
+def strict_json(obj: Any) -> Any:
+    """NaN and infinities -> None (``summary.json`` is strict JSON)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {str(k): strict_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [strict_json(v) for v in obj]
+    return obj
+
+
+def summarize(lines: Sequence[dict[str, Any]], env_ids: Sequence[str], refused: dict[str, str],
+              group_size: int) -> dict[str, dict[str, Any]]:
+    """Each env id -> its numbers (:func:`env_summary`, plus ``rv`` when ``group_size > 1``); a refused env ->
+    ``{"refused": why, "episodes": 0}``."""
+    out: dict[str, dict[str, Any]] = {}
+    for env_id in env_ids:
+        if env_id in refused:
+            out[env_id] = {"refused": refused[env_id], "episodes": 0}
+            continue
+        mine = [x for x in lines if x["env"] == env_id]
+        out[env_id] = env_summary(mine)
+        if group_size > 1:
+            out[env_id]["rv"] = rv_profile(mine)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- files
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def _num(x: float | None, fmt: str = ".3f") -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
+
+
+def write_markdown(path: Path, header: dict[str, Any], envs: dict[str, dict[str, Any]],
+                   settings: dict[str, dict[str, Any]]) -> str:
+    """``summary.md``: what was evaluated, the table of envs, the pre-check and MI sections when present, the
+    settings each env was played with. Returns the text."""
+    lines = [f"# ragen eval: {header['model']}", "",
+             f"{header['backend']}; sampling: {header['sampling']}; seeds {header['seeds']}, "
+             f"{header['group_size']} sample(s) each; {header['date']}.", "",
+             "| env | episodes | success | 95% CI | mean reward | mean turns | invalid actions | format failures | "
+             "tokens/episode | failed |",
+             "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for env_id, s in envs.items():
+        if "refused" in s:
+            lines.append(f"| {env_id} | 0 | refused | | | | | | | |")
+            continue
+        lo, hi = s["success_ci95"]
+        fail = str(s["failed_episodes"]) + (f" ({', '.join(f'{k} {v}' for k, v in s['failures'].items())})"
+                                            if s["failures"] else "")
+        lines.append(f"| {env_id} | {s['episodes']} | {_pct(s['success'])} | [{_pct(lo)}, {_pct(hi)}] | "
+                     f"{_num(s['mean_reward'])} | {_num(s['mean_turns'], '.2f')} | {_pct(s['invalid_action_rate'])} | "
+                     f"{_pct(s['format_failure_rate'])} | {_num(s['tokens_per_episode'], '.1f')} | {fail} |")
+    refused = {k: s["refused"] for k, s in envs.items() if "refused" in s}
+    if refused:
+        lines += ["", "Refused: " + "; ".join(f"{k}: {why}" for k, why in refused.items()) + "."]
+    rv = {k: s["rv"] for k, s in envs.items() if "rv" in s}
+    if rv:
+        lines += ["", f"## Reward-variance pre-check (groups of {header['group_size']} samples per seed)", "",
+                  "| env | groups | with variance | top-p 0.9 keeps | RV heterogeneity | reading |",
+                  "|---|---:|---:|---:|---:|---|"]
+        for k, r in rv.items():
+            lines.append(f"| {k} | {r['groups']} | {r['groups_with_variance']} | {r['top_p_kept_groups']} | "
+                         f"{_num(r['rv_heterogeneity'], '.2f')} | {r['reading']} |")
+    mi = {k: s["mi"] for k, s in envs.items() if "mi" in s}
+    if mi:
+        lines += ["", "## MI proxies (first turns, scored by the model that played them)", "",
+                  "| env | P x G | Retrieval-Acc (chance) | MI-Seq-Est (max log P) | H(Z\\|X) nats/token | regime |",
+                  "|---|---|---:|---:|---:|---|"]
+        for k, m in mi.items():
+            if "skipped" in m:
+                lines.append(f"| {k} | | | | | skipped: {m['skipped']} |")
+                continue
+            lines.append(f"| {k} | {m['n_prompts']} x {m['group_size']} | {_num(m['retrieval_acc'])} "
+                         f"({_num(m['retrieval_chance'])}) | {_num(m['mi_seq_est'])} ({_num(m['mi_upper_bound'])}) | "
+                         f"{_num(m['cond_entropy_est'])} | {m['regime']} |")
+    lines += ["", "## Settings", "",
+              "| env | from | max turns | context | max new tokens | system prompt | env kwargs |",
+              "|---|---|---:|---|---:|---|---|"]
+    for k, p in settings.items():
+        st, kwargs = p["settings"], json.dumps(p["env_kwargs"]) if p["env_kwargs"] else ""
+        lines.append(f"| {k} | {p['source']} | {st['max_turns']} | {st['context']} | {st['max_new_tokens']} | "
+                     f"{'on' if st['system_prompt'] else 'off'} | {kwargs} |")
+    text = "\n".join(lines) + "\n"
+    path.write_text(text, encoding="utf-8")
+    return text
+
+
+def write_plot(path: Path, envs: dict[str, dict[str, Any]], title: str) -> None:
+    """``summary.png``: each env's success with its 95% Wilson interval (refused envs left out)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [(k, s) for k, s in envs.items() if "refused" not in s and s["episodes"]]
+    fig, ax = plt.subplots(figsize=(7, 0.45 * max(len(rows), 1) + 1.2))
+    for i, (_, s) in enumerate(rows):
+        lo, hi = s["success_ci95"]
+        ax.errorbar(s["success"], i, xerr=[[max(0.0, s["success"] - lo)], [max(0.0, hi - s["success"])]], fmt="o",
+                    color="C0", capsize=4)
+    ax.set_yticks(range(len(rows)), [f"{k.removeprefix('ragen/')} (n={s['episodes']})" for k, s in rows])
+    ax.set_xlim(-0.02, 1.02)
+    ax.invert_yaxis()
+    ax.set_xlabel("success (95% Wilson interval)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
