@@ -123,7 +123,8 @@ def test_the_registry_is_the_registrations_arm_table():
         assert [v.overrides for v in arms] == [(*TABLE["high_ent001"], f"algo.lr={lr}")
                                               for lr in ("0.01", "0.03", "0.1", "0.3")]
         assert all(v.config == f"mechanism_{env}.toml" for v in arms)
-    assert ex.REGULARISERS_LR == {"frozenlake": None, "sokoban": None}  # until the pilot's step 1
+    # the main runs' rates: step 1's by the amended rule (section 8.1), set after step 2 (section 8.2)
+    assert ex.REGULARISERS_LR == ex.PILOT_LR == {"frozenlake": 0.3, "sokoban": 0.1}
     # step 2's rates: step 1's report read by the amended rule of section 8.1 (the runs are committed records)
     assert ex.PILOT_LR == {"frozenlake": 0.3, "sokoban": 0.1}
 
@@ -325,6 +326,7 @@ def test_the_lr_pilot_report(tmp_path):
 # ------------------------------------------------------------------------------------------- (5) the refusal
 def test_runs_are_refused_until_the_pilot_sets_the_learning_rate(monkeypatch, tmp_path):
     exp = ex.EXPERIMENTS["regularisers"]
+    monkeypatch.setattr(ex, "REGULARISERS_LR", {"frozenlake": None, "sokoban": None})
     with pytest.raises(ValueError, match="pilot's step 1"):
         build_runs(exp, [60, 61], CONFIGS, tmp_path / "cache")
     with pytest.raises(ValueError, match="REGULARISERS_LR"):
@@ -385,3 +387,20 @@ def test_reporting_seeds_refuse_tuning_seeds_and_the_pilots_refuse_fresh_ones(mo
     monkeypatch.setattr(ex, "REGULARISERS_LR", {"frozenlake": None, "sokoban": None})
     with pytest.raises(ValueError, match="tuning seeds"):  # the seed kind is checked first, whatever the rate
         build_runs(main, [140], CONFIGS, tmp_path)
+
+
+def test_the_gradient_secondaries_are_counted_by_hand():
+    """The regulariser's share of the gradient and the two step shares, against a hand count on one filter log:
+    steps with a zero task gradient (the kept groups had no reward variance) are regulariser-only updates even
+    though the filter kept groups (section 8.2)."""
+    rec = _record("sokoban", "low_ent001", 60, [0.5] * 9)
+    norms = [(0.0, 0.001), (0.0, 0.002), (0.3, 0.001), (0.0, 0.0)]  # (task, entropy) per step
+    rec["filter_log"] = [{"step": s, "grad_norm_task": t, "grad_norm_entropy": e, "regulariser_only": 0.0}
+                         for s, (t, e) in enumerate(norms, start=1)]
+    run = ex.regularisers_run(rec)
+    assert run["task_free_share"] == pytest.approx(3 / 4)
+    assert run["regulariser_only_share"] == 0.0  # the filter never kept nothing
+    # steps with any gradient: 1.0, 1.0 and 0.001 / 0.301 (the last step has none and is left out)
+    assert run["regulariser_grad_share"] == pytest.approx((1.0 + 1.0 + 0.001 / 0.301) / 3)
+    rec["filter_log"] = [{"step": 1}]
+    assert ex.regularisers_run(rec)["task_free_share"] is None  # not recorded

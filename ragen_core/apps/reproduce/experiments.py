@@ -546,9 +546,10 @@ def _collapse_experiment(name: str, about: str, variants: tuple[Variant, ...], s
 _DOC_SECTION = {"regularisers": 8, "regularisers_pilot": 8, "regularisers_lr_pilot": 8}
 #: The envs (one run group each) and their base configs.
 REGULARISERS_ENVS = {"frozenlake": "mechanism_frozenlake.toml", "sokoban": "mechanism_sokoban.toml"}
-#: The learning rate L of the main runs per env: None until the pilot's step 1 (`regularisers_lr_pilot`) fixes it;
-#: while it is None the runs of `regularisers` are refused (:class:`_LrGatedExperiment`).
-REGULARISERS_LR: dict[str, float | None] = {"frozenlake": None, "sokoban": None}
+#: The learning rate L of the main runs per env: the pilot's step 1 (`regularisers_lr_pilot`, by the amended rule of
+#: section 8.1), set after its step 2 (section 8.2); while an env's L is None its runs are refused
+#: (:class:`_LrGatedExperiment`).
+REGULARISERS_LR: dict[str, float | None] = {"frozenlake": 0.3, "sokoban": 0.1}
 #: The learning rate of the pilot's step 2 (`regularisers_pilot`, tuning seeds 140-143) per env: step 1's L by the
 #: amended rule of section 8.1 (:data:`LR_AMENDED`; docs/collapse/regularisers_lr_pilot.md).
 PILOT_LR: dict[str, float | None] = {"frozenlake": 0.3, "sokoban": 0.1}
@@ -739,7 +740,10 @@ def regularisers_run(r: dict[str, Any]) -> dict[str, Any]:
     over steps 0..40 per 100 steps; ``end_margin``: the margin at step 40, None when not measured there), the whole
     margin curve and the per-arm secondaries: success and template share at the end minus step 0, the regulariser's
     share of the gradient (mean over steps of grad_norm_entropy / (grad_norm_task + grad_norm_entropy)) and the
-    share of regulariser-only steps, each None when the record's filter log does not keep those metrics."""
+    share of regulariser-only steps (``filter/regulariser_only``: the filter kept nothing), and the share of steps
+    whose task gradient is exactly zero (``task_free_share``: the kept groups had no reward variance, so the
+    regularisers were the whole update; section 8.2), each None when the record's filter log does not keep those
+    metrics."""
     out = run_summary(r)
     margin = _probe(r, "retrieval_margin")
     log = r.get("filter_log") or []
@@ -752,7 +756,9 @@ def regularisers_run(r: dict[str, Any]) -> dict[str, Any]:
                success_change=_change(out.get("success_end"), out.get("success_start")),
                template_share_change=_change(out.get("template_share_end"), out.get("template_share_start")),
                regulariser_grad_share=_mean(shares),
-               regulariser_only_share=_mean([e.get("regulariser_only") for e in log]))
+               regulariser_only_share=_mean([e.get("regulariser_only") for e in log]),
+               task_free_share=_mean([float(e["grad_norm_task"] == 0.0) for e in log
+                                      if isinstance(e.get("grad_norm_task"), (int, float))]))
     return out
 
 
@@ -795,7 +801,7 @@ def _analyse_regularisers(name: str, records: list[dict[str, Any]]) -> dict[str,
                          **{k: _spread([r.get(k) for r in own]) for k in REGULARISERS_OUTCOMES},
                          **{k: _mean([r.get(k) for r in own])
                             for k in ("token_entropy_ratio_end", "success_change", "template_share_change",
-                                      "regulariser_grad_share", "regulariser_only_share")}}
+                                      "regulariser_grad_share", "regulariser_only_share", "task_free_share")}}
         comps = {c: {k: _regularisers_comparison(rs, pair, k) for k in REGULARISERS_OUTCOMES}
                  for c, pair in REGULARISERS_COMPARISONS.items()}
         low = [r for r in rs if r["arm"] == "low_ent001"]
@@ -914,17 +920,18 @@ def _regularisers_md(res: dict[str, Any]) -> list[str]:
                              f"**{verdict_text(c)}** |")
         lines += ["", "### Arms (mean [95% CI] over seeds)", "",
                   "| arm | seeds | slope per 100 steps | end margin | token entropy end/start | success end - start | "
-                  "template share end - start | regulariser share of the gradient | regulariser-only steps |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "template share end - start | regulariser share of the gradient | regulariser-only steps | "
+                  "steps with a zero task gradient |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for arm, a in e["arms"].items():
             cells = [f"{_f(a[k].get('mean'), fmt_out[k])} {_ci(a[k], 'ci95')}" if a[k].get("n") else "n/a"
                      for k in REGULARISERS_OUTCOMES]
             nan = {k: _f(a.get(k), "{:.3f}") if a.get(k) is not None else "NaN"
-                   for k in ("regulariser_grad_share", "regulariser_only_share")}
+                   for k in ("regulariser_grad_share", "regulariser_only_share", "task_free_share")}
             lines.append(f"| `{arm}` | {len(a['seeds'])} | {cells[0]} | {cells[1]} | "
                          f"{_f(a.get('token_entropy_ratio_end'), '{:.2f}')} | {_f(a.get('success_change'), '{:+.3f}')} "
                          f"| {_f(a.get('template_share_change'), '{:+.2f}')} | {nan['regulariser_grad_share']} | "
-                         f"{nan['regulariser_only_share']} |")
+                         f"{nan['regulariser_only_share']} | {nan['task_free_share']} |")
         h = e["harmful"]
         per = ", ".join(f"{s}: {'yes' if x else 'no'}" for s, x in zip(h["seeds"], h["harmful"])) or "no run"
         sc = h["success_change"]
