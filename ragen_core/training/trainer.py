@@ -66,6 +66,7 @@ __all__ = [
     "select_groups_rows",
     "zero_advantage_share",
     "validation_rollout",
+    "seed_streams",
 ]
 
 
@@ -279,20 +280,31 @@ def _overlaps(a: range, b: range) -> bool:
     return bool(a) and bool(b) and max(a.start, b.start) < min(a.stop, b.stop)
 
 
-def _check_seed_ranges(cfg: TrainConfig) -> None:
-    """Held-out seeds are never trained on: the validation seeds overlap neither the warm start's nor the train seed
-    stream (``env.train_seed``, +1, ...: one per group, never reused), and the probe's (with the probe) none of those
-    three. Raises ConfigError naming the key."""
-    val = range(cfg.env.val_seed, cfg.env.val_seed + cfg.eval.episodes)
-    ws = range(cfg.warm_start.seed, cfg.warm_start.seed + cfg.warm_start.sft_episodes)
-    train = range(cfg.env.train_seed, sys.maxsize)
-    checks = [("warm_start.seed", "warm-start", ws, "validation", val),
-              ("env.val_seed", "validation", val, "train", train)]
-    if cfg.mi.probe_prompts:  # the probe's levels are held out from everything else
+def seed_streams(cfg: TrainConfig) -> dict[str, range]:
+    """The seed streams a config uses, the ones :func:`_check_seed_ranges` keeps apart (and ``ragen eval``'s seeds
+    avoid): ``validation`` (``eval.episodes`` seeds from ``env.val_seed``), ``warm-start`` (``warm_start.sft_episodes``
+    from ``warm_start.seed``), ``train`` (``env.train_seed`` upwards, unbounded: one seed per group, never reused) and,
+    with the MI probe on, ``probe`` (the seeds its levels may be drawn from)."""
+    streams = {"validation": range(cfg.env.val_seed, cfg.env.val_seed + cfg.eval.episodes),
+               "warm-start": range(cfg.warm_start.seed, cfg.warm_start.seed + cfg.warm_start.sft_episodes),
+               "train": range(cfg.env.train_seed, sys.maxsize)}
+    if cfg.mi.probe_prompts:
         from ragen_core.training.probe import probe_seed_range
 
-        probe = probe_seed_range(cfg.mi.probe_seed, cfg.mi.probe_prompts)
-        checks += [("mi.probe_seed", "probe", probe, name, other)
+        streams["probe"] = probe_seed_range(cfg.mi.probe_seed, cfg.mi.probe_prompts)
+    return streams
+
+
+def _check_seed_ranges(cfg: TrainConfig) -> None:
+    """Held-out seeds are never trained on: the validation seeds overlap neither the warm start's nor the train seed
+    stream (:func:`seed_streams`), and the probe's (with the probe) none of those three. Raises ConfigError naming
+    the key."""
+    streams = seed_streams(cfg)
+    val, ws, train = streams["validation"], streams["warm-start"], streams["train"]
+    checks = [("warm_start.seed", "warm-start", ws, "validation", val),
+              ("env.val_seed", "validation", val, "train", train)]
+    if "probe" in streams:  # the probe's levels are held out from everything else
+        checks += [("mi.probe_seed", "probe", streams["probe"], name, other)
                    for name, other in (("validation", val), ("warm-start", ws), ("train", train))]
     for key, name, seeds, other_name, other in checks:
         if _overlaps(seeds, other):

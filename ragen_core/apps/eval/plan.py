@@ -29,6 +29,7 @@ from typing import Any
 
 from ragen_core.rollout import RolloutSettings
 from ragen_core.training.config import ConfigError, TrainConfig, load_config
+from ragen_core.training.trainer import seed_streams
 
 __all__ = ["EVAL_SEED", "EVAL_SEED_STOP", "SUITE", "EnvPlan", "Key", "Sampling", "config_for_env", "default_config",
            "group_keys", "load_config_arg", "make_plan", "plan_from_json", "registered_ids", "resolve_env_ids",
@@ -207,19 +208,6 @@ def load_config_arg(arg: str) -> tuple[TrainConfig, str]:
 
 
 # ---------------------------------------------------------------------------------------------- seeds
-def seed_streams(cfg: TrainConfig) -> dict[str, range]:
-    """The seed streams a training config uses (the ranges ``trainer._check_seed_ranges`` keeps apart): validation,
-    warm start, the MI probe (when on) and the train stream (``env.train_seed`` upwards, unbounded)."""
-    streams = {"validation": range(cfg.env.val_seed, cfg.env.val_seed + cfg.eval.episodes),
-               "warm-start": range(cfg.warm_start.seed, cfg.warm_start.seed + cfg.warm_start.sft_episodes),
-               "train": range(cfg.env.train_seed, sys.maxsize)}
-    if cfg.mi.probe_prompts:
-        from ragen_core.training.probe import probe_seed_range
-
-        streams["probe"] = probe_seed_range(cfg.mi.probe_seed, cfg.mi.probe_prompts)
-    return streams
-
-
 def seed_overlaps(seeds: range, cfg: TrainConfig) -> list[str]:
     """The names of `cfg`'s seed streams that `seeds` shares a seed with (empty when the range is held out)."""
     return [name for name, other in seed_streams(cfg).items()
