@@ -1608,3 +1608,29 @@ def test_zz_outcome_table(capsys):
         print(" | ".join(header))
         for row in TABLE:
             print(" | ".join(row))
+
+
+def test_a_sweep_waits_for_killed_processes_to_leave_their_cgroup():
+    """The sweep's cgroup removal kills what is left in a stale run's cgroup and retries the rmdir while the kernel
+    tears the killed processes down (EBUSY), so a loaded machine does not leave the cgroup behind; a cgroup that
+    cannot be removed for another reason is given up at once."""
+    setup = isolation.ensure_probed()[1]["cgroups"]
+    if setup.mechanism not in ("v1", "v2"):
+        pytest.skip(f"no cgroups here ({setup.mechanism}): the sweep has none to remove")
+    base = setup.bases.get("pids") or setup.bases.get("") or next(iter(setup.bases.values()))
+    path = os.path.join(base, f"ragen-sbx-test{os.getpid()}.999999999")
+    os.mkdir(path)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        Path(path, "cgroup.procs").write_text(str(child.pid))
+        assert isolation._remove_cgroup(path), "the cgroup of a killed process was left behind"
+        assert not os.path.exists(path)
+        assert child.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        if child.poll() is None:
+            child.kill()
+        if os.path.isdir(path):
+            os.rmdir(path)
+    assert isolation._remove_cgroup(path)  # already gone: nothing to do
+    with tempfile.NamedTemporaryFile() as not_a_cgroup:  # ENOTDIR, not EBUSY: no reason to wait
+        assert not isolation._remove_cgroup(not_a_cgroup.name)

@@ -6,6 +6,7 @@ died mid-run left behind (`sweep_stale`).
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import shutil
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -247,6 +249,37 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+#: How long a sweep waits for a stale run's killed processes to leave its cgroup before giving up on it.
+CGROUP_REMOVE_WAIT_S = 5.0
+
+
+def _remove_cgroup(path: str, wait: float | None = None) -> bool:
+    """Kill every process left in the cgroup at `path` and remove it; True when removed.
+
+    SIGKILL is asynchronous: a killed process (or one that had already exited but is not yet reaped) keeps its
+    cgroup busy (rmdir fails with EBUSY) until the kernel has torn it down, which on a loaded machine takes longer
+    than one system call. So the kill and the removal are retried for up to `wait` seconds
+    (:data:`CGROUP_REMOVE_WAIT_S`)."""
+    deadline = time.monotonic() + (CGROUP_REMOVE_WAIT_S if wait is None else wait)
+    while True:
+        try:
+            for pid in open(os.path.join(path, "cgroup.procs")).read().split():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass  # gone between the read and the kill
+            os.rmdir(path)
+            return True
+        except FileNotFoundError:
+            return True  # removed meanwhile (by the run's own supervisor, or another sweep)
+        except OSError as e:
+            if e.errno != errno.EBUSY or time.monotonic() >= deadline:
+                return False  # only a busy cgroup is worth waiting for
+            time.sleep(0.05)
+        except ValueError:
+            return False
+
+
 def sweep_stale(setup: CgroupSetup) -> list[str]:
     """Remove the cgroups and host directories of runs whose caller died mid-run (their names end in
     `.<caller pid>`); returns what was removed."""
@@ -263,12 +296,8 @@ def sweep_stale(setup: CgroupSetup) -> list[str]:
         if not owner.isdigit() or _pid_alive(int(owner)):
             continue
         if is_cgroup:
-            try:
-                for pid in open(os.path.join(path, "cgroup.procs")).read().split():
-                    os.kill(int(pid), signal.SIGKILL)
-                os.rmdir(path)
-            except (OSError, ValueError):
-                continue
+            if not _remove_cgroup(path):
+                continue  # still busy after the wait: the next sweep tries again
         else:
             shutil.rmtree(path, ignore_errors=True)
         removed.append(path)
