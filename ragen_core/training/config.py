@@ -273,6 +273,10 @@ class MIConfig:
     probe_group_size: int = 4
     #: Probe every N steps (0 = use `every`).
     probe_every: int = 0
+    #: Probe only up to step N (at the `probe_every` cadence) and once more at the run's last step; 0 = no limit.
+    #: For runs whose analysis reads the probe's early window and its end only (measurement only: the probe has
+    #: its own sampler, so training is the same).
+    probe_until: int = 0
     #: First seed of the probe's levels (disjoint from the train, validation and warm-start seeds).
     probe_seed: int = 5000
 
@@ -405,6 +409,7 @@ class TrainConfig:
             _int("mi.probe_prompts", self.mi.probe_prompts, 2, "a probe needs at least 2 prompts")
         _int("mi.probe_group_size", self.mi.probe_group_size, 1)
         _int("mi.probe_every", self.mi.probe_every, 0, "0 = mi.every")
+        _int("mi.probe_until", self.mi.probe_until, 0, "0 = no limit")
         _int("mi.probe_seed", self.mi.probe_seed, 0)
         _int("eval.every", self.eval.every, 0, "0 = never")
         _int("eval.episodes", self.eval.episodes, 1)
@@ -457,6 +462,7 @@ RESUME_KEYS: dict[str, str] = {
     "mi.every": "MI diagnostics cadence (measurement only)",
     "mi.batch_tokens": "token budget of a cross-scoring pass (speed/memory only)",
     "mi.probe_every": "probe cadence (measurement only)",
+    "mi.probe_until": "the probe's last cadence step (measurement only)",
     "filter.max_empty_steps": "the empty-step stopping rule",
     "algo.micro_batch_size": "rows per forward/backward pass (gradient accumulation: memory only)",
     "model.gradient_checkpointing": "activation memory only",

@@ -486,9 +486,18 @@ class Trainer:
         # 8. validation, and the held-out MI probe
         if cfg.eval.every and step % cfg.eval.every == 0:
             metrics.update(self._timed_evaluate())
-        if self.probe is not None and step % (cfg.mi.probe_every or cfg.mi.every or 1) == 0:
+        if self.probe_due(step):
             metrics.update(self.probe_diagnostics(step))
         return metrics
+
+    def probe_due(self, step: int) -> bool:
+        """Whether the held-out probe measures after `step` updates: every ``mi.probe_every`` steps (0: ``mi.every``)
+        up to ``mi.probe_until`` (0: no limit), and, with a limit, at the run's last step (``run.steps``)."""
+        from ragen_core.training.probe import probe_due
+
+        mi = self.cfg.mi
+        return self.probe is not None and probe_due(step, self.cfg.run.steps, mi.probe_every or mi.every or 1,
+                                                    mi.probe_until)
 
     @torch.no_grad()
     def probe_diagnostics(self, step: int) -> dict[str, float]:
@@ -1006,10 +1015,16 @@ class Trainer:
         last = history[-1] if history else {}
         validated_at_step0 = self.state.step == 0 and any(  # run.steps=0: the step-0 validation is the "after"
             r.get("step") == 0 and Val.SUCCESS in r for r in history)
+        final: dict[str, Any] = {}
         if cfg.eval.every and Val.SUCCESS not in last and not validated_at_step0:
             # Always end with a validation of the last step (the "after" of the run), also when run.steps is not
             # a multiple of eval.every.
-            final = {"step": self.state.step, **self._timed_evaluate()}
+            final.update(self._timed_evaluate())
+        if cfg.mi.probe_until and self.probe is not None and Probe.RETRIEVAL_MARGIN not in last:
+            # A probe limited to its early window still measures the run's end, also when the run stopped early.
+            final.update(self.probe_diagnostics(self.state.step))
+        if final:
+            final = {"step": self.state.step, **final}
             self.log.log(final)
             self._say_measurements(final, None)
         if not cfg.run.save_every or self.state.step % max(cfg.run.save_every, 1):

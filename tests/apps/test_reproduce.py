@@ -14,6 +14,7 @@ import pytest
 from counted_stats import pearson_loop, ranks_by_counting
 
 from ragen_core.apps.reproduce.analysis import (
+    EARLY_FRACTION,
     average_ranks,
     early_value,
     late_value,
@@ -196,6 +197,11 @@ def test_full_and_quick_studies(tmp_path, configs_dir):
         assert Path(spec.config).name == ENVS[spec.env][0]
         if spec.env in ("sokoban", "frozenlake"):
             assert cfg.mi.probe_prompts == 32 and cfg.mi.probe_every == 10  # the probe, on the learning configs
+            # top-p and no filter probe only finding 2's early window (and the end): it must cover the window
+            window = int(EARLY_FRACTION * cfg.run.steps) if spec.arm in ("top_p", "no_filter") else 0
+            assert cfg.mi.probe_until == window, spec.name
+        else:
+            assert cfg.mi.probe_until == 0  # findings 1 and 3 read the collapse configs' whole probe curve
         if spec.arm in ("no_filter", "entropy_bonus"):
             assert cfg.filter.enabled is False
         if spec.arm == "top_p":

@@ -133,11 +133,19 @@ def test_step0_measurements_are_counted_once_per_env_and_seed():
             if not runs[0]["taken"][what]:
                 continue
             # 43a82f3: every run measured its own step 0; now: all but the first arm read it from the cache.
-            assert sum(r["base"][what] - r[what] for r in runs) == len(runs) - 1
-            assert all(r["base"][what] == len(r["taken"][what]) for r in runs)
-    # The learning configs' probes (every 10 of 60 steps): 0, 10 and 60 read by the top-p / no-filter arms.
+            fewer = sum(len(r["taken_base"][what]) - len(r["taken"][what]) for r in runs)  # mi.probe_until
+            assert sum(r["base"][what] - r[what] for r in runs) == len(runs) - 1 + fewer
+            assert all(r["base"][what] == len(r["taken_base"][what]) for r in runs)
+    # The learning configs' probes (every 10 of 60 steps): 0, 10 and 60 read by the top-p / no-filter arms, and
+    # since mi.probe_until only those taken; 43a82f3 took all seven.
     sok = [r for r in rows if r["env"] == "sokoban" and r["arm"] in ("top_p", "no_filter")]
     assert all(r["read_steps"]["probe"] == [0, 10, 60] for r in sok)
+    assert all(r["taken"]["probe"] == [0, 10, 60] for r in sok)
+    assert all(r["taken_base"]["probe"] == [0, 10, 20, 30, 40, 50, 60] for r in sok)
+    # Every run takes every measurement a finding reads.
+    for r in rows:
+        for what in ("validation", "probe", "mi"):
+            assert set(r["read_steps"][what]) <= set(r["taken"][what]), (r["run"], what)
     assert all(r["read_steps"]["mi"] == [5, 10, 15] for r in sok)
     assert all(r["read_steps"]["mi"] == [] for r in rows if r["env"].startswith("collapse"))
 
@@ -146,10 +154,11 @@ STOPS = {("sokoban", "rv_bottom_quartile", 20): 21, ("sokoban", "rv_bottom_quart
          ("sokoban", "rv_bottom_quartile", 24): 21, ("collapse_sokoban", "random", 22): 12}
 
 
-def _records(rows, keep=None):
+def _records(rows, keep=None, schedule="taken_base"):
     """Synthetic run records of the study's plan (`rows` of study_counts), some runs stopped early as at seeds
-    20-24 (:data:`STOPS`), with seeded random measurements (step 0 shared by a seed's arms); `keep(row, what,
-    steps)`: the steps kept of each measurement (default all)."""
+    20-24 (:data:`STOPS`), with seeded random measurements (step 0 shared by a seed's arms), measured at the steps of
+    `schedule` (``taken_base``: every step of each cadence, as 43a82f3 measured; ``taken``: what the code takes
+    now); `keep(row, what, steps)`: the steps kept of each measurement (default all)."""
     import random
     import zlib
 
@@ -160,7 +169,9 @@ def _records(rows, keep=None):
         rec = {"name": row["run"], "env": row["env"], "arm": row["arm"], "seed": row["seed"], "steps": stop,
                "planned_steps": planned}
         for what, src in (("validation", "val"), ("probe", "probe"), ("mi", "mi")):
-            steps = [s for s in row["taken"][what] if s <= stop]
+            steps = [s for s in row[schedule][what] if s <= stop]
+            if what == "probe" and schedule == "taken" and row["taken"]["probe"] != row["taken_base"]["probe"]:
+                steps = sorted(set(steps) | {stop})  # mi.probe_until's run also probes at its last step
             if what == "validation" and steps[-1] != stop:
                 steps.append(stop)  # a run that stops validates once more
             if keep is not None:
@@ -197,11 +208,16 @@ def test_the_findings_are_unchanged_when_only_the_read_measurements_are_taken():
         return read_steps(sf.read_rule(row["env"], row["arm"], what)["rule"], steps, planned)
 
     full, lean = analyse(_records(rows), n_boot=40), analyse(_records(rows, read), n_boot=40)
+    now = analyse(_records(rows, schedule="taken"), n_boot=40)  # the study's own schedule (mi.probe_until)
     findings = ("collapse", "co_movement", "correlations", "filtering", "power", "quartiles", "rules")
     for key in findings:
         assert json.dumps(full[key], sort_keys=True, default=str) == json.dumps(lean[key], sort_keys=True,
                                                                                 default=str), key
+        assert json.dumps(full[key], sort_keys=True, default=str) == json.dumps(now[key], sort_keys=True,
+                                                                                default=str), key
     assert sum(len(r["probe"]) for r in _records(rows, read)) < sum(len(r["probe"]) for r in _records(rows))
+    assert sum(len(r["probe"]) for r in _records(rows, schedule="taken")) < sum(
+        len(r["probe"]) for r in _records(rows))
 
     def fewer(row, what, steps):
         kept = read(row, what, steps)

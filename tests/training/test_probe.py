@@ -16,7 +16,7 @@ from ragen_core.math.mi import cross_score, mi_proxies  # noqa: E402
 from ragen_core.policy import HFPolicy  # noqa: E402
 from ragen_core.rollout import RolloutSettings  # noqa: E402
 from ragen_core.training.config import ConfigError, load_config  # noqa: E402
-from ragen_core.training.probe import build_probe  # noqa: E402
+from ragen_core.training.probe import build_probe, probe_due  # noqa: E402
 from ragen_core.training.trainer import Trainer  # noqa: E402
 
 ENV_ID = "test/Levels-v0"
@@ -149,6 +149,41 @@ def test_probe_logs_at_step_0_and_every_k_with_chance_and_ceiling_and_leaves_tra
     mean_corr = sum(r["probe/pmi_return_corr"] for r in probe_rows) / len(probe_rows)
     assert f"mean over 2 probe measurements: {mean_corr:+.3f}" in summary
     assert (tmp_path / "on" / "probe.png").is_file()
+
+
+@pytest.mark.parametrize(("steps", "every", "until", "expected"), [
+    (60, 10, 0, [0, 10, 20, 30, 40, 50, 60]),  # no limit: the cadence
+    (60, 10, 15, [0, 10, 60]),                  # the study's learning arms: the early window and the end
+    (60, 10, 10, [0, 10, 60]),                  # the limit itself is inside the window
+    (12, 10, 15, [0, 10, 12]),                  # the end off the cadence is probed with a limit
+    (12, 10, 0, [0, 10]),                       # ... and not without one (as before mi.probe_until)
+    (3, 1, 100, [0, 1, 2, 3]),                  # a limit past the run changes nothing
+])
+def test_probe_due_by_hand(steps, every, until, expected):
+    assert [s for s in range(steps + 1) if probe_due(s, steps, every, until)] == expected
+
+
+def test_probe_until_probes_the_early_window_and_the_end_and_leaves_training_unchanged(model_dir, tmp_path):
+    probe = ("mi.probe_prompts=4", "mi.probe_group_size=2", "mi.probe_every=2", "run.steps=3", "eval.every=3")
+    limited = _fit(model_dir, tmp_path / "limited", *probe, "mi.probe_until=1")
+    full = _fit(model_dir, tmp_path / "full", *probe)
+    steps = [r["step"] for r in limited if "probe/retrieval_margin" in r]
+    assert steps == [0, 3]  # step 2 is past the window; the end (3, off the cadence) is probed
+    assert [r["step"] for r in full if "probe/retrieval_margin" in r] == [0, 2]
+    # the same probe at the same step measures the same thing, and training is the same
+    first = {k: v for k, v in limited[0].items() if k.startswith("probe/")}
+    assert first == {k: v for k, v in full[0].items() if k.startswith("probe/")}
+    keys = ("rollout/return", "loss/policy", "filter/rv_mean")
+    assert [{k: r.get(k) for k in keys} for r in limited if "rollout/return" in r] == [
+        {k: r.get(k) for k in keys} for r in full if "rollout/return" in r]
+
+
+def test_probe_until_measures_the_end_of_a_run_that_stops_early(model_dir, tmp_path):
+    # run.max_minutes tiny: the run stops after step 1, off the cadence (every 2): the end is probed all the same
+    rows = _fit(model_dir, tmp_path / "stopped", "mi.probe_prompts=4", "mi.probe_group_size=2", "mi.probe_every=2",
+                "mi.probe_until=1", "run.steps=3", "run.max_minutes=1e-9")
+    assert [r["step"] for r in rows if "probe/retrieval_margin" in r] == [0, 1]
+    assert rows[-1]["step"] == 1 and "probe/retrieval_margin" in rows[-1] and "val/success" in rows[-1]
 
 
 def test_probe_seeds_must_be_held_out(model_dir, tmp_path):

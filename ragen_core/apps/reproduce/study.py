@@ -83,6 +83,20 @@ ARMS: dict[str, Arm] = {a.name: a for a in (
 #: measurements (steps 0 and 10) and finding 4 a measurement every 10 steps.
 PROBE_OVERRIDES = ("mi.probe_prompts=32", "mi.probe_every=10")
 
+#: The learning configs' top-p and no-filter arms: no finding reads their probes after the early window (finding 2
+#: reads steps <= a quarter of the run, :data:`ragen_core.apps.reproduce.analysis.EARLY_FRACTION` x 60 = 15) except
+#: the end margin of the per-run table, so they probe at steps 0 and 10 and at the last step (60), not at 20-50
+#: (4 probes of 7 fewer per run; the probe has its own sampler, so training is unchanged). The RV quartiles keep
+#: every probe: finding 4 compares them at the last step both runs of a seed have, which can be any.
+PROBE_WINDOW_ARMS = ("top_p", "no_filter")
+PROBE_WINDOW = ("mi.probe_until=15",)
+
+
+def _overrides(env: str, arm: str) -> tuple[str, ...]:
+    """The arm's overrides, with the probe window (:data:`PROBE_WINDOW`) on the learning configs' arms it suits."""
+    window = PROBE_WINDOW if env in LEARNING_ENVS and arm in PROBE_WINDOW_ARMS else ()
+    return ARMS[arm].overrides + window
+
 #: env name -> (base config file in configs/, arms run on it, extra overrides of every run of the env).
 ENVS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "collapse_sokoban": ("collapse_sokoban.toml", ("no_filter", "top_p", "random", "entropy_bonus"), ()),
@@ -103,7 +117,7 @@ STUDY = Experiment(
     name="study",
     about="the paper's four findings (docs/reproduction.md): template collapse and filtering against it on the "
           "collapse-prone configs, MI vs entropy and the RV quartiles on the learning configs",
-    variants=tuple(Variant(arm, config, ARMS[arm].overrides, ARMS[arm].purpose, group=env, common=extra)
+    variants=tuple(Variant(arm, config, _overrides(env, arm), ARMS[arm].purpose, group=env, common=extra)
                    for env, (config, arms, extra) in ENVS.items() for arm in arms),
     seeds=Seeds(kind="reporting", first=0, count=DEFAULT_SEEDS, quick_count=1))
 
