@@ -525,17 +525,14 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         if missing:
             err.write(extra_hint("diagnose --model", missing) + "\n")
             return 2
-        from ragen_core.apps.export import EXPORT_INFO, export_run, is_run_dir
+        from ragen_core.apps.export import exported_model, is_run_dir
 
         if is_run_dir(args.model):
-            exported = Path(args.model) / "model"
             try:
-                if not (exported / EXPORT_INFO).is_file() or _export_is_stale(Path(args.model), exported):
-                    export_run(args.model, exported)
+                args.model = str(exported_model(args.model))
             except ValueError as exc:
                 err.write(f"error: {exc}\n")
                 return 2
-            args.model = str(exported)
         if not Path(args.model).expanduser().is_dir():
             # A hub id would be fetched over the network (and retried for a minute offline): local folders only.
             err.write(f"error: --model must be a local folder holding a transformers causal LM and its tokenizer; "
@@ -557,18 +554,6 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     else:
         _print_text(report, args.bins, mi, out)
     return 1 if loaded.errors else 0
-
-
-def _export_is_stale(run: Path, exported: Path) -> bool:
-    """Whether the run has trained past the step its exported model was taken at."""
-    try:
-        info = json.loads((exported / "ragen_export.json").read_text())
-        import torch
-
-        step = torch.load(run / "checkpoints" / "latest.pt", map_location="cpu", weights_only=False).get("step")
-    except Exception:  # noqa: BLE001 - unreadable: export again (export_run reports a damaged checkpoint)
-        return True
-    return info.get("step") != step
 
 
 def build_parser(prog: str = "ragen diagnose") -> argparse.ArgumentParser:

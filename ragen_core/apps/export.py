@@ -20,7 +20,7 @@ PROG = "ragen export"
 #: What the export writes beside the model files.
 EXPORT_INFO = "ragen_export.json"
 
-__all__ = ["EXPORT_INFO", "build_parser", "export_run", "is_run_dir", "main"]
+__all__ = ["EXPORT_INFO", "build_parser", "export_is_stale", "export_run", "exported_model", "is_run_dir", "main"]
 
 
 def is_run_dir(path: str | Path) -> bool:
@@ -59,6 +59,32 @@ def export_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
             "weights_sha256": weights_sha256(policy.model)}
     (target / EXPORT_INFO).write_text(json.dumps(info, indent=1) + "\n")
     return target
+
+
+def export_is_stale(run: str | Path, exported: str | Path) -> bool:
+    """Whether `exported` (a folder :func:`export_run` wrote) is missing, unreadable, or from another step than the
+    run's latest checkpoint (the run trained on after the export)."""
+    try:
+        info = json.loads((Path(exported) / EXPORT_INFO).read_text())
+        import torch
+
+        step = torch.load(Path(run) / "checkpoints" / "latest.pt", map_location="cpu", weights_only=False).get("step")
+    except Exception:  # noqa: BLE001 - unreadable: export again (export_run reports a damaged checkpoint)
+        return True
+    return info.get("step") != step
+
+
+def exported_model(run: str | Path) -> Path:
+    """The run's policy as a transformers folder, ``RUN/model``: exported (:func:`export_run`) when missing or
+    stale (:func:`export_is_stale`), else the folder as it is.
+
+    Raises:
+        ValueError: as :func:`export_run`.
+    """
+    out = Path(run) / "model"
+    if export_is_stale(run, out):
+        export_run(run, out)
+    return out
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:

@@ -112,6 +112,12 @@ def draw_uniform(rows: int, generator: torch.Generator | None, device: torch.dev
     return torch.rand(rows, 1, generator=generator, device=gen_device, dtype=torch.float32).to(device)
 
 
+def cut_at_stop(text: str, stop: Sequence[str]) -> str:
+    """Cut `text` right after the earliest-ending occurrence of any stop string (the generation's stop rule)."""
+    ends = [text.find(s) + len(s) for s in stop if s in text]
+    return text[: min(ends)] if ends else text
+
+
 def pad_batch(
     sequences: Sequence[Sequence[int]],
     pad_id: int,
@@ -477,7 +483,7 @@ class HFPolicy(Policy):
             tail = self.tokenizer.decode(dec.responses[b][-dec.window:], skip_special_tokens=True)
             if any(s in tail for s in dec.stop):
                 dec.reasons[b] = "stop"
-                dec.texts[b] = self._cut_at_stop(self.decode(dec.responses[b]), dec.stop)
+                dec.texts[b] = cut_at_stop(self.decode(dec.responses[b]), dec.stop)
                 return False
         return True
 
@@ -513,12 +519,6 @@ class HFPolicy(Policy):
                         ids.add(i)
                 self._stop_tokens[key] = frozenset(ids)
         return self._stop_tokens[key]
-
-    @staticmethod
-    def _cut_at_stop(text: str, stop: Sequence[str]) -> str:
-        """Cut `text` right after the earliest-ending occurrence of any stop string."""
-        ends = [text.find(s) + len(s) for s in stop if s in text]
-        return text[: min(ends)] if ends else text
 
     # ------------------------------------------------------------------------------- scoring
     def forward_logprobs(

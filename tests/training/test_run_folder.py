@@ -114,6 +114,43 @@ def test_export_writes_a_transformers_folder_with_the_runs_weights(run_dir, tmp_
     assert export([str(tmp_path)]) == 2  # not a run folder
 
 
+def test_exported_model_is_written_once_and_again_when_the_run_trained_on(run_dir, tmp_path):
+    import shutil
+
+    import torch
+
+    from ragen_core.apps.export import export_is_stale, exported_model
+
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    shutil.rmtree(copy / "model", ignore_errors=True)
+    assert export_is_stale(copy, copy / "model")  # missing
+    out = exported_model(copy)
+    assert out == copy / "model" and not export_is_stale(copy, out)
+    written = (out / "ragen_export.json").stat().st_mtime_ns
+    assert exported_model(copy) == out and (out / "ragen_export.json").stat().st_mtime_ns == written  # fresh: kept
+    latest = copy / "checkpoints" / "latest.pt"
+    state = torch.load(latest, map_location="cpu", weights_only=False)
+    state["step"] = int(state.get("step", 0)) + 1  # the run trained on after the export
+    torch.save(state, latest)
+    assert export_is_stale(copy, out)
+    exported_model(copy)
+    assert json.loads((out / "ragen_export.json").read_text())["step"] == state["step"]
+
+
+@pytest.mark.parametrize(("text", "stop", "expected"), [
+    ("think</think><answer>Up</answer> more", ["</answer>"], "think</think><answer>Up</answer>"),
+    ("a</answer>b</think>c", ["</think>", "</answer>"], "a</answer>"),  # the earliest-ending one wins
+    ("ab", ["ab", "b"], "ab"),  # both end at the same place
+    ("no stop here", ["</answer>"], "no stop here"),
+    ("", ["x"], ""),
+])
+def test_cut_at_stop_by_hand(text, stop, expected):
+    from ragen_core.policy.hf import cut_at_stop
+
+    assert cut_at_stop(text, stop) == expected
+
+
 def test_summary_in_the_terminal_is_plain_text():
     text = markdown_to_text("# Run `x`\n\n| metric | start | end |\n|---|---|---|\n| H(Z\\|X) estimate | 0.1 | 0.2 |\n"
                             "\n**Collapse check**: no.")

@@ -83,18 +83,13 @@ class ModelSource:
 
     def folder_for(self, env_id: str, env_kwargs: dict[str, Any]) -> Path:
         """The model folder that plays `env_id`."""
-        from ragen_core.apps.export import EXPORT_INFO, export_run, is_run_dir
+        from ragen_core.apps.export import exported_model, is_run_dir
         from ragen_core.policy import default_tiny_model_dir
 
         if self.model in ("tiny", "tiny-vision"):
             return default_tiny_model_dir(vision=self.model == "tiny-vision" or observes_images(env_id, env_kwargs))
         if is_run_dir(self.model):
-            from ragen_core.apps.diagnose import _export_is_stale
-
-            run, out = Path(self.model), Path(self.model) / "model"
-            if not (out / EXPORT_INFO).is_file() or _export_is_stale(run, out):
-                export_run(run, out)
-            return out
+            return exported_model(self.model)
         return Path(self.model)
 
     def load(self, env_id: str, env_kwargs: dict[str, Any]) -> LocalModel:

@@ -46,7 +46,7 @@ import numpy as np
 from ragen_core.apps.eval.plan import EnvPlan, Key
 from ragen_core.apps.eval.records import TurnRecord, episode_record, failed_record
 from ragen_core.episode import rollout_option
-from ragen_core.policy.hf import FALLBACK_GENERATION_PROMPT, FALLBACK_TEMPLATE, HFPolicy
+from ragen_core.policy.hf import FALLBACK_GENERATION_PROMPT, FALLBACK_TEMPLATE, cut_at_stop
 from ragen_core.rollout import chat_episode, make_envs, parse_context
 
 __all__ = ["IMAGE_SENTINEL", "EpisodeFailure", "ImagesRefused", "Reply", "ServerClient", "ServerError", "classify",
@@ -163,7 +163,7 @@ def reply_text(message: Any, choice: Any, stop: Sequence[str]) -> str:
       server says it matched it (vLLM's ``stop_reason``, SGLang's ``matched_stop``); a server that says neither
       gets it back when the reply stopped ("stop") inside an unclosed ``<answer>`` block.
     - The text is cut right after the first stop string, as the in-process sampler cuts it
-      (``HFPolicy._cut_at_stop``).
+      (:func:`ragen_core.policy.hf.cut_at_stop`).
 
     Raises:
         EpisodeFailure: ``malformed_reply`` when the reply has no text at all.
@@ -183,7 +183,7 @@ def reply_text(message: Any, choice: Any, stop: Sequence[str]) -> str:
         elif not says and choice.finish_reason == "stop" and "</answer>" in stop \
                 and text.count("<answer>") > text.count("</answer>"):
             text += "</answer>"
-    return HFPolicy._cut_at_stop(text, stop) if stop else text
+    return cut_at_stop(text, stop) if stop else text
 
 
 # ---------------------------------------------------------------------------------------------- errors
