@@ -275,7 +275,7 @@ def mi_report(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     import ragen_core.policy.tiny  # noqa: F401  (registers the tiny vision model type)
-    from ragen_core.math.metrics import regime_from_proxies
+    from ragen_core.math.metrics import noise_note, regime_from_proxies
     from ragen_core.math.mi import cross_score, mi_proxies
     from ragen_core.policy.identity import weights_sha256
 
@@ -321,6 +321,9 @@ def mi_report(
                                       f"({', '.join(sorted(x[:12] for x in samplers if x))}; this model is "
                                       f"{scorer[:12]})")
     stats["regime"] = regime_from_proxies(stats)
+    noise = noise_note(stats["cond_entropy_est"], int(model.config.vocab_size))
+    if noise is not None:
+        notes.append(noise)
     stats["notes"] = notes
     stats["group_size_used"] = g_min
     return stats

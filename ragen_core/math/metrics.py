@@ -23,6 +23,8 @@ __all__ = [
     "rv_heterogeneity",
     "classify_regime",
     "regime_from_proxies",
+    "NOISE_ENTROPY_SHARE",
+    "noise_note",
 ]
 
 #: The four regimes of docs/science.md section 1, in the order (high H, high I), (high H, low I), (low H, high I),
@@ -144,6 +146,31 @@ def classify_regime(
     if high_h:
         return REGIMES[0] if high_i else REGIMES[1]
     return REGIMES[2] if high_i else REGIMES[3]
+
+
+#: H(Z|X) at or above this share of log V (a uniform next-token distribution over the vocabulary) reads as noise,
+#: not reasoning: an untrained model or an entropy bonus far too strong. Trained language models' reasoning sits
+#: far below it (about 0.5-2 nats/token against log V = 11.9 for a 150k vocabulary).
+NOISE_ENTROPY_SHARE = 0.5
+
+
+def noise_note(cond_entropy: float, vocab_size: int, share: float = NOISE_ENTROPY_SHARE) -> str | None:
+    """A note for the 2x2's high-entropy row when ``cond_entropy`` (nats/token) is at least `share` of
+    ``log(vocab_size)``: the text is near noise, which :func:`classify_regime` places by its entropy and MI alone
+    (an untrained model lands in "template_collapse" although it repeats no template). None below the share.
+
+    Raises:
+        ValueError: `vocab_size` < 2 or a non-finite entropy.
+    """
+    h = _finite("cond_entropy", cond_entropy)
+    if int(vocab_size) < 2:
+        raise ValueError(f"vocab_size must be >= 2; got {vocab_size!r}")
+    ceiling = math.log(int(vocab_size))
+    if h < share * ceiling:
+        return None
+    return (f"H(Z|X) = {h:.2f} nats/token is {h / ceiling:.0%} of a uniform next-token distribution (log V = "
+            f"{ceiling:.2f}): the text is near noise (an untrained model, or an entropy bonus far too strong); the "
+            "regime table places it by entropy and MI alone, so read its label as noise, not as a repeated template")
 
 
 def regime_from_proxies(

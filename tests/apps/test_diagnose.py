@@ -186,8 +186,11 @@ def test_model_cross_scoring_reports_mi(model_dir, tmp_path):
     ref = mi_proxies(L, lengths)
     for key in ("mi_est", "mi_seq_est", "retrieval_acc", "cond_entropy_est"):
         assert mi[key] == pytest.approx(ref[key], abs=1e-4), key
+    # an untrained model: its text is near noise (H(Z|X) near log V = log 256), which the notes say
+    assert ref["cond_entropy_est"] >= 0.5 * math.log(256)
+    assert any("near noise" in n for n in mi["notes"]), mi["notes"]
     rc, text, _ = run_cli([str(path), "--model", str(model_dir)])
-    assert rc == 0 and "MI-Seq-Est" in text and "regime" in text
+    assert rc == 0 and "MI-Seq-Est" in text and "regime" in text and "near noise" in text
 
 
 def test_model_needs_prompt_and_response(model_dir, tmp_path):

@@ -134,3 +134,18 @@ def test_regime_from_proxies():
     assert regime_from_proxies(mi_proxies(compressed, lengths)) == "compressed_reasoning"
     with pytest.raises(ValueError, match="mi_seq_est"):
         regime_from_proxies({"cond_entropy_est": 1.0})
+
+
+def test_noise_note_by_hand():
+    from ragen_core.math.metrics import noise_note
+
+    log_v = math.log(1028)  # the tiny model's vocabulary: 6.935 nats
+    assert noise_note(6.9, 1028) is not None and "99%" in noise_note(6.9, 1028)  # an untrained model
+    assert noise_note(0.5 * log_v, 1028) is not None  # the share itself counts
+    assert noise_note(0.5 * log_v - 1e-6, 1028) is None
+    assert noise_note(1.2, 151_646) is None  # a trained LLM's reasoning (log V = 11.9)
+    assert noise_note(3.0, 1028, share=0.4) is not None  # 43%
+    with pytest.raises(ValueError, match="vocab_size"):
+        noise_note(1.0, 1)
+    with pytest.raises(ValueError, match="finite"):
+        noise_note(float("nan"), 1028)

@@ -215,6 +215,8 @@ def write_markdown(path: Path, header: dict[str, Any], envs: dict[str, dict[str,
             lines.append(f"| {k} | {m['n_prompts']} x {m['group_size']} | {_num(m['retrieval_acc'])} "
                          f"({_num(m['retrieval_chance'])}) | {_num(m['mi_seq_est'])} ({_num(m['mi_upper_bound'])}) | "
                          f"{_num(m['cond_entropy_est'])} | {m['regime']} |")
+        notes = [f"- {k}: {note}" for k, m in mi.items() for note in m.get("notes") or ()]
+        lines += [""] + notes if notes else []
     lines += ["", "## Settings", "",
               "| env | from | max turns | context | max new tokens | system prompt | env kwargs |",
               "|---|---|---:|---|---:|---|---|"]
