@@ -30,6 +30,7 @@ BENCHMARKS: tuple[tuple[str, str], ...] = (
     ("rollout", "benchmarks.bench_rollout"),
     ("profile", "benchmarks.bench_profile"),
     ("micro", "benchmarks.micro.run"),
+    ("cross_score", "benchmarks.bench_cross_score"),
     ("learning", "benchmarks.bench_learning"),
     ("trl_filtering", "benchmarks.bench_trl_filtering"),
     ("trl_crosscheck", "benchmarks.bench_trl"),

@@ -117,6 +117,81 @@ def split_rows(input_ids: torch.Tensor, lengths: Sequence[int], starts: Sequence
                      owner=torch.tensor(owner, dtype=torch.long), start=torch.tensor(list(starts), dtype=torch.long))
 
 
+@dataclass
+class _Packed:
+    """The packed rows of one chunk of traces (:meth:`FastQwen2.cross_score`): trace ``r`` of ``n`` tokens is the
+    rows ``first[r] .. first[r] + n - 1``; row ``first[r] + t`` holds the trace's t-th input (the prompt's last
+    token for t = 0, else the trace's token t - 1) and is scored on ``targets`` (the trace's token t)."""
+
+    n_tok: int  #: rows (the chunk's tokens)
+    n_traces: int
+    width: int  #: the longest trace's length (the padded own-key attention's width)
+    seg: torch.Tensor  #: ``[n_tok]`` each row's trace
+    first: torch.Tensor  #: ``[n_traces]`` each trace's first row
+    t: torch.Tensor  #: ``[n_tok]`` each row's place in its trace
+    targets: torch.Tensor  #: ``[n_tok]`` the token each row predicts
+
+
+#: Rows (scored positions) per pass of :meth:`FastQwen2.cross_score` at most (unless `batch_tokens` is smaller).
+_CROSS_ROWS = 2048
+#: Rows whose logits (vocabulary-wide) are computed and normalised at once in :meth:`FastQwen2.cross_score`.
+_LOGIT_ROWS = 512
+
+#: The CPU kernel of scaled-dot-product attention that also returns each query's log-sum-exp of scores (what the
+#: merging of two key sets' attentions needs); None where this torch has none (then matrix products compute it).
+try:
+    _FLASH_CPU = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+except (AttributeError, RuntimeError):  # pragma: no cover - an older torch: matrix products instead
+    _FLASH_CPU = None
+
+
+_FLASH_GQA: list[bool] = []  # whether _FLASH_CPU reads fewer key heads than query heads (found on first use)
+
+
+def _flash_reads_grouped_heads(q: torch.Tensor) -> bool:
+    """Whether :func:`_attention_lse` may pass keys and values with fewer heads than the queries to the kernel (the
+    flash kernel of recent torch reads key head ``h // rep`` for query head ``h``, as transformers' ``repeat_kv``
+    lays them out; checked once on a small example against repeated heads)."""
+    if _FLASH_CPU is None or q.device.type != "cpu":
+        return False
+    if not _FLASH_GQA:
+        gen = torch.Generator().manual_seed(0)
+        q1, k1, v1 = (torch.randn(1, h, 5, 8, generator=gen) for h in (4, 2, 2))
+        try:
+            got = _FLASH_CPU(q1, k1, v1, 0.0, True, scale=0.3)
+            want = _FLASH_CPU(q1, k1.repeat_interleave(2, 1), v1.repeat_interleave(2, 1), 0.0, True, scale=0.3)
+            _FLASH_GQA.append(all(torch.allclose(a, b, atol=1e-6, rtol=1e-5) for a, b in zip(got, want)))
+        except RuntimeError:
+            _FLASH_GQA.append(False)
+    return _FLASH_GQA[0]
+
+
+def _turn_(pairs: torch.Tensor, turn: torch.Tensor) -> None:
+    """RoPE in place on `pairs` ``[..., d/2, 2]`` (each RoPE pair side by side, see :meth:`FastQwen2.cross_score`):
+    the pair as a complex number times `turn` (``cos + i sin`` of its angle, complex64)."""
+    if pairs.dtype in (torch.float32, torch.float64):
+        torch.view_as_complex(pairs).mul_(turn)
+    else:  # no complex type of this precision: turn in float32
+        pairs.copy_(torch.view_as_real(torch.view_as_complex(pairs.float()) * turn))
+
+
+def _attention_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                   scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax attention of queries ``[B, H, Tq, d]`` over keys and values ``[B, Hkv, Tk, d]`` (`causal`: query t
+    sees keys 0..t; grouped-query: query head h reads key head ``h // (H / Hkv)``) and each query's log-sum-exp of
+    its scaled scores: ``(out [B, H, Tq, d], lse [B, H, Tq])``."""
+    if k.shape[1] != q.shape[1] and not _flash_reads_grouped_heads(q):  # grouped-query: each key head serves
+        rep = q.shape[1] // k.shape[1]  # `rep` query heads in a row
+        k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+    if _FLASH_CPU is not None and q.device.type == "cpu":
+        return _FLASH_CPU(q, k, v, 0.0, causal, scale=scale)
+    s = torch.matmul(q, k.transpose(-1, -2)).float() * scale
+    if causal:
+        s = s.masked_fill(~torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).tril(), float("-inf"))
+    lse = torch.logsumexp(s, -1)
+    return torch.matmul(torch.exp(s - lse[..., None]).to(v.dtype), v), lse
+
+
 # ---------------------------------------------------------------------------------------------- the model
 class FastQwen2:
     """The lean forward of one `Qwen2ForCausalLM` (module docstring); holds no weights of its own."""
@@ -308,12 +383,15 @@ class FastQwen2:
         """``L[i, k, j] = log p(z_ik | x_j)`` ``[P, G, P]`` float64 and the lengths ``|z_ik|`` ``[P, G]``: the
         contract of :func:`ragen_core.math.mi.cross_score` (empty traces score 0).
 
-        Every prompt's first ``len - 1`` tokens are computed once (:meth:`prefix_kv`), and every distinct trace is
-        scored once (equal traces get equal rows); then, prompt by prompt, the
-        traces (each led by the prompt's last token) in batches of at most `batch_tokens` continuation tokens,
-        attending to that prompt's keys and values (:meth:`_shared_prefix_attention`).
+        Every prompt's first ``len - 1`` tokens are computed once (:meth:`prefix_kv`) and every distinct trace is
+        scored once (equal traces get equal rows). The traces, longest first, are cut into chunks of at most
+        `batch_tokens` tokens, and a chunk is scored under one or more prompts per pass
+        (:meth:`_cross_score_block`): the positions of a pass are packed, without padding, as rows of one matrix
+        (a trace of n tokens is n rows: the prompt's last token, then its first n - 1 tokens; its last token
+        predicts nothing and is not computed); the first layer's inputs of the trace tokens do not depend on the
+        prompt and are computed once per chunk; attention to the prompt's keys is one kernel call over all the
+        chunk's queries (:meth:`_cross_attention`).
         """
-        dev = self.model.lm_head.weight.device
         p, g = len(prompts), len(traces[0]) if traces else 0
         if any(len(x) == 0 for x in prompts):
             raise ValueError("every prompt needs at least one token")
@@ -329,70 +407,169 @@ class FastQwen2:
             where.append(index[z])
         lens = [len(z) for z in flat]
         order = sorted((r for r in range(len(flat)) if lens[r] > 0), key=lambda r: (-lens[r], r))
-        pad = 0
+        out = torch.zeros(len(flat), p, dtype=torch.float64)
+        if order:
+            self._cross_score_into(out, prompts, flat, order, batch_tokens)
+        every = out[torch.tensor(where, dtype=torch.long)] if where else out
+        return every.reshape(p, g, p), torch.tensor([len(z) for z in all_traces], dtype=torch.long).reshape(p, g)
+
+    def _cross_score_into(self, out: torch.Tensor, prompts: Sequence[Sequence[int]], flat: list[list[int]],
+                          order: list[int], batch_tokens: int) -> None:
+        """Fill ``out[r, j] = log p(flat[r] | prompts[j])`` (float64, CPU) for the traces `order` (non-empty,
+        longest first)."""
+        dev = self.model.lm_head.weight.device
+        p = len(prompts)
         plen = [len(x) - 1 for x in prompts]
-        width = max(plen)
-        prefix_ids = torch.full((p, width), pad, dtype=torch.long)
+        prefix_ids = torch.full((p, max(plen)), 0, dtype=torch.long)
         for j, x in enumerate(prompts):
             if plen[j]:
                 prefix_ids[j, : plen[j]] = torch.tensor(list(x[:-1]), dtype=torch.long)
         kv = self.prefix_kv(prefix_ids.to(dev))
-        out = torch.zeros(len(flat), p, dtype=torch.float64)
+        hq, hk, d = self.n_heads, self.n_kv, self.head_dim
+        # RoPE as one complex product: within every query and key head, dimension i (< d/2) and its RoPE partner
+        # i + d/2 are made neighbours (the pair (x_i, x_{i+d/2}) is the complex number x_i + i x_{i+d/2}, turned by
+        # the position's angle). Queries and keys are permuted alike, so their products are unchanged.
+        pair = torch.arange(d, device=dev).view(2, d // 2).T.reshape(-1)
+        qk_rows = (torch.arange(hq + hk, device=dev)[:, None] * d + pair).reshape(-1)
+        qkv_order = torch.cat([qk_rows, torch.arange((hq + hk) * d, (hq + 2 * hk) * d, device=dev)])
+        kv = [(k.index_select(-1, pair), v) if k is not None else (k, v) for k, v in kv]
+        # Per prompt and layer, its prefix's keys (permuted alike) and values ([Hkv, L, d] views), None for none.
+        prefix = [[(k[j, :, : plen[j]], v[j, :, : plen[j]]) if plen[j] else None for k, v in kv] for j in range(p)]
+        weights = [self._cross_weights(layer, qkv_order) for layer in self._inner.layers]
+        # The first layer's residual input and query/key/value projections (before RoPE) of each prompt's last
+        # token, the first position of every trace under that prompt.
+        last = F.embedding(torch.tensor([int(x[-1]) for x in prompts], device=dev), self._inner.embed_tokens.weight)
+        qkv_last = F.linear(self._cross_norm(last, *weights[0][:2]), *weights[0][2:4])
+        cos, sin = self._rope(torch.arange(max(plen) + len(flat[order[0]]), device=dev)[None], torch.float32)
+        turn = torch.complex(cos[0, :, 0, : d // 2], sin[0, :, 0, d // 2 :])  # [positions, d/2]: cos + i sin
+        budget = min(batch_tokens, _CROSS_ROWS)
         chunks: list[list[int]] = []
-        for r in order:  # longest first: a chunk's width is its first trace's length + 1
-            if chunks and (len(chunks[-1]) + 1) * (lens[chunks[-1][0]] + 1) <= batch_tokens:
+        size = 0
+        for r in order:  # longest first
+            if chunks and size + len(flat[r]) <= budget:
                 chunks[-1].append(r)
+                size += len(flat[r])
             else:
                 chunks.append([r])
+                size = len(flat[r])
         for chunk in chunks:
-            tc = lens[chunk[0]] + 1
-            body = torch.full((len(chunk), tc), pad, dtype=torch.long)
-            for n, r in enumerate(chunk):
-                body[n, 1 : lens[r] + 1] = torch.tensor(flat[r], dtype=torch.long)
-            body = body.to(dev)
-            targets = body[:, 1:]
-            real = (torch.arange(tc - 1, device=dev)[None, :] < torch.tensor([lens[r] for r in chunk],
-                                                                             device=dev)[:, None])
-            rows_idx, cols_idx = real.nonzero(as_tuple=True)
-            for j in range(p):
-                ids = body.clone()
-                ids[:, 0] = int(prompts[j][-1])
-                prefix = [(k[j, :, : plen[j]], v[j, :, : plen[j]]) if k is not None else (None, None) for k, v in kv]
-                hidden = self._continuation_of_one_prefix(ids, prefix, plen[j])  # [n, tc, hidden]
-                z = self.logits(hidden[rows_idx, cols_idx]).float()
-                lp = z.gather(-1, targets[rows_idx, cols_idx][:, None]).squeeze(-1) - torch.logsumexp(z, -1)
-                seq = torch.zeros(len(chunk), dtype=torch.float64, device=dev).index_add_(0, rows_idx, lp.double())
-                out[torch.tensor(chunk), j] = seq.cpu()
-        every = out[torch.tensor(where, dtype=torch.long)] if where else out
-        return every.reshape(p, g, p), torch.tensor([len(z) for z in all_traces], dtype=torch.long).reshape(p, g)
+            lens = [len(flat[r]) for r in chunk]
+            n_tok = sum(lens)
+            ids, targets = [], []
+            for r in chunk:  # inputs: a placeholder for the prompt's last token, then the trace but its last token
+                ids += [0] + flat[r][:-1]
+                targets += flat[r]
+            len_t = torch.tensor(lens, device=dev)
+            seg = torch.repeat_interleave(torch.arange(len(chunk), device=dev), len_t)  # each row's trace
+            first = torch.cumsum(len_t, 0) - len_t  # each trace's first row
+            t = torch.arange(n_tok, device=dev) - first[seg]  # each row's place in its trace
+            h0 = F.embedding(torch.tensor(ids, device=dev), self._inner.embed_tokens.weight)
+            qkv0 = F.linear(self._cross_norm(h0, *weights[0][:2]), *weights[0][2:4])
+            layout = _Packed(n_tok=n_tok, n_traces=len(chunk), width=lens[0], seg=seg, first=first, t=t,
+                             targets=torch.tensor(targets, device=dev))
+            per_pass = max(1, min(p, budget // n_tok))
+            rows = torch.tensor(chunk, dtype=torch.long)
+            for j0 in range(0, p, per_pass):
+                js = list(range(j0, min(p, j0 + per_pass)))
+                seq = self._cross_score_block(layout, js, plen, h0, qkv0, last, qkv_last, turn, weights,
+                                              [prefix[j] for j in js])
+                out[rows[:, None], torch.tensor(js, dtype=torch.long)[None, :]] = seq.view(len(js), -1).T.cpu()
 
-    def _continuation_of_one_prefix(self, ids: torch.Tensor, prefix: list[tuple[torch.Tensor, torch.Tensor]],
-                                    prefix_len: int) -> torch.Tensor:
-        """Last-layer hidden states ``[n, Tc, hidden]`` of right-padded continuations `ids` ``[n, Tc]`` that all
-        follow one prefix of `prefix_len` tokens whose per-layer keys and values are `prefix` (``[Hkv, L, d]``)."""
-        n, tc = ids.shape
-        pos = (prefix_len + torch.arange(tc, device=ids.device))[None, :].expand(n, tc)
-        h = self._inner.embed_tokens(ids)
-        cos, sin = self._rope(pos, h.dtype)
-        for (pk, pv), layer in zip(prefix, self._inner.layers):
-            q, k, v = self._qkv(layer, h, cos, sin)
-            attn = self._shared_prefix_attention(q, k, v, pk, pv)
-            h = self._finish_layer(layer, h, attn)
-        return h
+    def _cross_score_block(self, lay: _Packed, js: list[int], plen: list[int], h0: torch.Tensor,
+                           qkv0: torch.Tensor, last: torch.Tensor, qkv_last: torch.Tensor,
+                           turn: torch.Tensor, weights: list[tuple],
+                           prefix: list[list[tuple[torch.Tensor, torch.Tensor] | None]]) -> torch.Tensor:
+        """``[len(js) * n_traces]`` float64: the log-prob of each trace of the chunk `lay` under each prompt of
+        `js` (prompt-major). `h0`, `qkv0`: the chunk's first-layer input and projections (the prompt-independent
+        rows); `last`, `qkv_last`: the same of every prompt's last token; `turn`: RoPE's complex turn per
+        position; `prefix[b][layer]`: prompt ``js[b]``'s keys and values."""
+        dev = h0.device
+        m, n = len(js), lay.n_tok
+        hq, hk, d = self.n_heads, self.n_kv, self.head_dim
+        nqk = (hq + hk) * d
+        jt = torch.tensor(js, device=dev)
+        h = h0.repeat(m, 1)  # [m * n, hidden]: prompt b's rows are b * n .. (b + 1) * n - 1
+        h.view(m, n, -1)[:, lay.first] = last[jt][:, None]
+        qkv = qkv0.repeat(m, 1)
+        qkv.view(m, n, -1)[:, lay.first] = qkv_last[jt][:, None]
+        pos = (torch.tensor([plen[j] for j in js], device=dev)[:, None] + lay.t[None, :]).reshape(-1)
+        turn = turn[pos][:, None]  # [m * n, 1, d/2]: each row's RoPE turn
+        # The own-key attention's padded layout: row (b, trace, t) at slot ((b * n_traces + trace) * width + t).
+        slots = ((torch.arange(m, device=dev) * (lay.n_traces * lay.width))[:, None]
+                 + (lay.seg * lay.width + lay.t)[None, :]).reshape(-1)
+        padded = qkv.new_zeros(m * lay.n_traces * lay.width, qkv.shape[1])  # its padding stays zero
+        for i, (w1, e1, qkv_w, qkv_b, o_w, w2, e2, gu_w, down_w, inter) in enumerate(weights):
+            if i:
+                qkv = F.linear(self._cross_norm(h, w1, e1), qkv_w, qkv_b)
+            _turn_(qkv[:, :nqk].view(m * n, hq + hk, d // 2, 2), turn)  # RoPE on queries and keys
+            attn = self._cross_attention(qkv, [pre[i] for pre in prefix], lay, slots, padded)
+            h = torch.addmm(h, attn.reshape(m * n, hq * d), o_w.t())
+            gu = F.linear(self._cross_norm(h, w2, e2), gu_w)
+            gate = F.silu(gu[:, :inter], inplace=True).mul_(gu[:, inter:])
+            h = torch.addmm(h, gate, down_w.t())
+        targets = lay.targets.repeat(m)
+        lp = torch.empty(m * n, dtype=torch.float32, device=dev)
+        for r in range(0, m * n, _LOGIT_ROWS):  # slices: the logits of a slice stay in cache
+            z = self.logits(h[r : r + _LOGIT_ROWS]).float()
+            lp[r : r + _LOGIT_ROWS] = -F.cross_entropy(z, targets[r : r + _LOGIT_ROWS], reduction="none")
+        traces = (torch.arange(m, device=dev)[:, None] * lay.n_traces + lay.seg[None, :]).reshape(-1)
+        return torch.zeros(m * lay.n_traces, dtype=torch.float64, device=dev).index_add_(0, traces, lp.double())
 
-    def _shared_prefix_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                                 pk: torch.Tensor | None, pv: torch.Tensor | None) -> torch.Tensor:
-        """Causal attention of queries ``[n, H, T, d]`` over one shared prefix's keys/values ``[Hkv, L, d]``
-        followed by each row's own keys/values ``[n, Hkv, T, d]`` (every prefix key visible to every query)."""
-        n, _, t, _ = q.shape
-        causal = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
-        if pk is None or pk.shape[1] == 0:
-            return self._attend(q, k, v, causal)
-        length = pk.shape[1]
-        keys = torch.cat([pk[None].expand(n, -1, -1, -1), k], dim=2)
-        values = torch.cat([pv[None].expand(n, -1, -1, -1), v], dim=2)
-        mask = torch.cat([torch.ones(t, length, dtype=torch.bool, device=q.device), causal], dim=1)
-        return self._attend(q, keys, values, mask)
+    def _cross_attention(self, qkv: torch.Tensor, prefix: list[tuple[torch.Tensor, torch.Tensor] | None],
+                         lay: _Packed, slots: torch.Tensor, padded: torch.Tensor) -> torch.Tensor:
+        """Attention ``[m * n, H, d]`` of the packed rows of `m` prompts (`qkv` ``[m * n, (H + 2 Hkv) d]``: queries,
+        keys, values, RoPE applied): each row sees its prompt's prefix keys and values (``prefix[b]``: ``[Hkv, L,
+        d]``, None for none) and its own trace's keys up to itself.
+
+        The two key sets are attended separately, each with the log-sum-exp of its scores (:func:`_attention_lse`):
+        the prefix as one call over all ``n`` rows of a prompt (its keys are shared: nothing is copied per trace),
+        the trace's own keys causally in the padded layout `padded` ``[m * n_traces * width, (H + 2 Hkv) d]``
+        (rows at `slots`); the two are merged by their shares of the joint softmax: the prefix's is
+        ``exp(lse_prefix) / (exp(lse_prefix) + exp(lse_own)) = sigmoid(lse_prefix - lse_own)``."""
+        hq, hk, d = self.n_heads, self.n_kv, self.head_dim
+        rows, n = qkv.shape[0], lay.n_tok
+        b_rows, width = rows // n * lay.n_traces, lay.width
+        scale = d**-0.5
+        padded.index_copy_(0, slots, qkv)
+        heads = padded.view(b_rows, width, hq + 2 * hk, d).transpose(1, 2)  # [B, heads, width, d]
+        own, own_lse = _attention_lse(heads[:, :hq], heads[:, hq : hq + hk], heads[:, hq + hk :], causal=True,
+                                      scale=scale)
+        own = own.transpose(1, 2).reshape(b_rows * width, hq, d).index_select(0, slots)
+        if all(kv is None for kv in prefix):
+            return own
+        own_lse = own_lse.transpose(1, 2).reshape(b_rows * width, hq).index_select(0, slots)
+        pre = torch.empty_like(own)
+        pre_lse = torch.empty_like(own_lse)
+        for b, kv in enumerate(prefix):
+            sl = slice(b * n, (b + 1) * n)
+            if kv is None:  # no prefix: its share is 0
+                pre[sl], pre_lse[sl] = 0.0, float("-inf")
+                continue
+            q = qkv[sl, : hq * d].view(1, n, hq, d).transpose(1, 2)
+            o, lse = _attention_lse(q, kv[0][None], kv[1][None], causal=False, scale=scale)
+            pre[sl] = o[0].transpose(0, 1)
+            pre_lse[sl] = lse[0].T
+        share = torch.sigmoid(pre_lse - own_lse).to(own.dtype)[..., None]  # 0 where there is no prefix
+        return torch.lerp(own, pre, share)
+
+    @staticmethod
+    def _cross_weights(layer: torch.nn.Module, rows: torch.Tensor) -> tuple:
+        """A layer's parameters as :meth:`_cross_score_block` reads them: the query/key/value projections as one
+        matrix (its output rows in the order `rows`), the MLP's gate and up projections as another."""
+        a, mlp = layer.self_attn, layer.mlp
+        return (layer.input_layernorm.weight, float(layer.input_layernorm.variance_epsilon),
+                torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight])[rows],
+                torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias])[rows], a.o_proj.weight,
+                layer.post_attention_layernorm.weight, float(layer.post_attention_layernorm.variance_epsilon),
+                torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), mlp.down_proj.weight, mlp.intermediate_size)
+
+    @staticmethod
+    def _cross_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        """transformers' RMSNorm (``F.rms_norm`` is it bit for bit in float32)."""
+        if x.dtype == torch.float32:
+            return F.rms_norm(x, (x.shape[-1],), weight, eps)
+        h = x.to(torch.float32)
+        return weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 
     # ------------------------------------------------------------------ decoding
     def start_decoding(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, pad_id: int) -> DecodeState:

@@ -15,8 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragen_core.math.mi import cross_score_naive
-from ragen_core.policy import HFPolicy
+from ragen_core.policy import HFPolicy, fast_qwen2
 from ragen_core.policy.fast_qwen2 import FastQwen2, split_rows, unsupported_reason
+from ragen_core.policy.tiny import default_tiny_model_dir
 
 TOL = dict(rtol=1e-5, atol=2e-5)
 
@@ -206,3 +207,132 @@ def test_split_rows_shares_equal_prefixes():
     assert s.cont_len.tolist() == [1, 2, 2, 2] and s.start.tolist() == [3, 3, 3, 0]
     unshared = split_rows(ids, [4, 5, 5, 2], [3, 3, 3, 0], pad_id=0, share=False)
     assert unshared.owner.tolist() == [0, 1, 2, 3]
+
+
+# --------------------------------------------------------------------------------------------- cross-scoring at
+# the probe's shapes: the shipped tiny model (hidden 128, 2 layers, 4 heads, 2 key/value heads, head dim 32,
+# vocabulary 1028), prompts of 110-165 tokens and traces of up to 64 (configs/collapse_sokoban.toml's probe), scored
+# against the previous implementation (`reference_cross_score`, kept verbatim with its benchmark) and transformers'
+# re-encoding of every (prompt, trace) pair (`cross_score_naive`).
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory):
+    """The shipped tiny model (`default_tiny_model_dir`), built into a fresh folder."""
+    pol = HFPolicy.from_pretrained(default_tiny_model_dir(tmp_path_factory.mktemp("tiny-cache")))
+    cfg = pol.model.config
+    assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads) == (128, 2, 4, 2)
+    assert cfg.vocab_size == 1028
+    return pol
+
+
+def _probe_case(seed: int, prompt_lens: list[int], g: int, distinct: int | None = None):
+    """Prompts of `prompt_lens` random tokens and `g` traces of 1-64 random tokens per prompt (drawn from
+    `distinct` ones when given); one trace is empty and two repeat another one (scored once, reported at each)."""
+    gen = torch.Generator().manual_seed(seed)
+
+    def seq(n: int) -> list[int]:
+        return torch.randint(0, 1028, (n,), generator=gen).tolist()
+
+    prompts = [seq(n) for n in prompt_lens]
+    p = len(prompts)
+    pool = [seq(int(torch.randint(1, 65, (1,), generator=gen))) for _ in range(distinct or p * g)]
+    pick = torch.randint(0, len(pool), (p * g,), generator=gen).tolist() if distinct else list(range(p * g))
+    traces = [[list(pool[pick[i * g + k]]) for k in range(g)] for i in range(p)]
+    traces[0][-1] = seq(64)  # the longest a probe trace gets
+    if p * g >= 4:
+        traces[-1][-1] = []  # scores 0
+        traces[p // 2][0] = list(traces[0][1])
+        traces[-1][0] = list(traces[0][1])
+    return prompts, traces
+
+
+def _assert_scores_close(L: torch.Tensor, lengths: torch.Tensor, ref: torch.Tensor, what: str) -> None:
+    """Within 1e-5 nats per scored token (a trace's log-prob is the sum of its tokens' log-probs)."""
+    tol = 1e-5 * lengths.clamp(min=1).double()[..., None]
+    err = (L - ref).abs()
+    assert bool((err <= tol).all()), f"{what}: max |diff| per token {float((err / tol).max()) * 1e-5:.2e}"
+
+
+CROSS_CASES = {
+    "probe prompts": ([131, 110, 165, 142, 118], 3, None),
+    "one prompt": ([150], 6, None),
+    "one-token prompts": ([1, 127, 1, 160], 3, None),
+    "only one-token prompts": ([1, 1, 1], 3, None),
+    "collapsed traces": ([112, 164, 139, 150, 121, 133], 4, 3),
+}
+
+
+@pytest.mark.parametrize("budget", [8192, 150, 1])
+@pytest.mark.parametrize("case", list(CROSS_CASES))
+def test_cross_score_at_the_probe_shapes_equals_the_previous_path_and_transformers(shipped, case, budget):
+    """`FastQwen2.cross_score` against the implementation it replaced and against transformers' forward on every
+    pair: prompts of different lengths (and of one token: no prefix), empty and repeated traces, one prompt, few
+    distinct traces (several prompts per pass), and budgets from one chunk down to one trace per chunk."""
+    from benchmarks.bench_cross_score import reference_cross_score
+
+    prompt_lens, g, distinct = CROSS_CASES[case]
+    prompts, traces = _probe_case(len(case) + budget, prompt_lens, g, distinct)
+    fast = FastQwen2(shipped.model)
+    L, lengths = fast.cross_score(prompts, traces, batch_tokens=budget)
+    old, old_lengths = reference_cross_score(fast, prompts, traces, budget)
+    assert L.dtype == torch.float64 and L.shape == (len(prompts), g, len(prompts))
+    assert torch.equal(lengths, old_lengths)
+    assert torch.equal(lengths, torch.tensor([[len(z) for z in row] for row in traces]))
+    _assert_scores_close(L, lengths, old, "against the previous implementation")
+    naive, naive_lengths = cross_score_naive(shipped.model, prompts, traces, return_lengths=True)
+    assert torch.equal(lengths, naive_lengths)
+    _assert_scores_close(L, lengths, naive, "against transformers")
+    empty = lengths == 0
+    assert bool((L[empty] == 0).all())
+    assert bool((L[~empty] < 0).all())
+    for i, row in enumerate(traces):  # equal traces, equal scores
+        for k, z in enumerate(row):
+            if z == traces[0][1]:
+                assert torch.equal(L[i, k], L[0, 1])
+
+
+@pytest.mark.parametrize("path", ["no flash kernel", "key heads repeated"])
+def test_cross_score_attention_fallbacks_give_the_same_scores(shipped, monkeypatch, path):
+    """The attention without the CPU flash kernel (matrix products: another device, an older torch) and with the
+    key heads repeated (a kernel that cannot read grouped heads) give the scores of the kernel's path."""
+    prompts, traces = _probe_case(7, [140, 1, 115], 4)
+    fast = FastQwen2(shipped.model)
+    want, lengths = fast.cross_score(prompts, traces, batch_tokens=300)
+    if path == "no flash kernel":
+        monkeypatch.setattr(fast_qwen2, "_FLASH_CPU", None)
+    else:
+        monkeypatch.setattr(fast_qwen2, "_FLASH_GQA", [False])
+    got, _ = fast.cross_score(prompts, traces, batch_tokens=300)
+    _assert_scores_close(got, lengths, want, path)
+
+
+def test_cross_score_passes_pack_prompts_and_traces(shipped, monkeypatch):
+    """How the work is cut: traces longest first in chunks of at most the budget's tokens (a trace longer than
+    the budget alone), and as many prompts per pass as fit in the budget; every (prompt, distinct trace) pair is
+    scored exactly once."""
+    prompts, traces = _probe_case(11, [120, 150, 133, 1], 3)
+    fast = FastQwen2(shipped.model)
+    calls = []
+    real = FastQwen2._cross_score_block
+
+    def spy(self, lay, js, *args):
+        calls.append((lay.n_tok, lay.n_traces, lay.width, list(js)))
+        return real(self, lay, js, *args)
+
+    monkeypatch.setattr(FastQwen2, "_cross_score_block", spy)
+    distinct = {tuple(z) for row in traces for z in row if z}
+    for budget in (100, 1000):
+        calls.clear()
+        fast.cross_score(prompts, traces, batch_tokens=budget)
+        chunks = {(n, t, w): [] for n, t, w, _ in calls}
+        for n, t, w, js in calls:
+            chunks[(n, t, w)] += js
+            assert n <= budget or t == 1
+            assert len(js) * n <= max(budget, n)
+        widths = [w for _, _, w in chunks]
+        assert widths == sorted(widths, reverse=True)  # longest first
+        for (n, _, _), w_next in zip(chunks, widths[1:]):
+            assert n + w_next > budget  # a chunk takes traces while they fit
+        assert all(sorted(js) == list(range(len(prompts))) for js in chunks.values())
+        assert sum(t for _, t, _ in chunks) == len(distinct)
+        assert sum(n for n, _, _ in chunks) == sum(len(z) for z in distinct)
+    assert max(len(js) for *_, js in calls) > 1  # short chunks: several prompts per pass
