@@ -152,10 +152,13 @@ def test_images_are_sent_as_data_urls_and_a_server_that_refuses_them_skips_the_e
 
 def test_ctrl_c_keeps_every_finished_episode_and_resume_plays_each_missing_one_once(tmp_path):
     out = tmp_path / "out"
-    with StandIn(default=("hang", 0.3)) as s:  # each answer takes 0.3 s
+    # Each answer takes 0.3 s, so 200 episodes on 2 workers take 30 s: the interrupt lands mid-run even when a loaded
+    # machine delays this test's polling by seconds (with 40 episodes the run once finished before it, exit 0).
+    total = 200
+    with StandIn(default=("hang", 0.3)) as s:
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
         proc = subprocess.Popen([sys.executable, "-m", "ragen_core.apps.eval", "--base-url", s.url, "--model-name",
-                                 "standin", *BANDIT, "--episodes", "40", "--workers", "2", "--out", str(out)],
+                                 "standin", *BANDIT, "--episodes", str(total), "--workers", "2", "--out", str(out)],
                                 stderr=subprocess.PIPE, text=True, env=env)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and (not (out / "episodes.jsonl").exists()
@@ -166,12 +169,12 @@ def test_ctrl_c_keeps_every_finished_episode_and_resume_plays_each_missing_one_o
         assert proc.returncode == 130, err
         line = _one_error_line(err)
         kept = len(_lines(out))
-        assert 3 <= kept < 40 and f"interrupted; {kept} of 40 episodes are in {out}" in line
+        assert 3 <= kept < total and f"interrupted; {kept} of {total} episodes are in {out}" in line
         assert f"ragen eval --resume {out}" in line
         s.default = ("ok", ANSWER)
         assert main(["--resume", str(out), "--no-progress"]) == 0
     keys = [(x["env"], x["seed"], x["sample"]) for x in _lines(out)]
-    assert len(keys) == len(set(keys)) == 40 and {k[1] for k in keys} == set(range(6000, 6040))
+    assert len(keys) == len(set(keys)) == total and {k[1] for k in keys} == set(range(6000, 6000 + total))
 
 
 def test_requests_carry_the_sampling_and_transformers_serve_is_asked_to_sample(tmp_path):
