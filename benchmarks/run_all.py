@@ -9,7 +9,8 @@ fails is reported and the others still run; the exit status is 1 if any failed.
 The learning-curve benchmark always runs its quick form here (one seed, top-p only, a third of the RL steps,
 about 10 minutes on 2 cores); its full form (`--full learning`, or `python -m benchmarks.bench_learning`) takes
 hours and produced the committed `benchmarks/results/learning.json`. So does the TRL cross-check (`--full
-trl_crosscheck`, about 40 minutes on 2 cores, `benchmarks/results/trl_crosscheck.json`).
+trl_crosscheck`, about 40 minutes on 2 cores, `benchmarks/results/trl_crosscheck.json`) and the lean forward's
+A/B (`--full fast_forward`: 3 seeds x 2 settings of a 20-step collapse run, `benchmarks/results/fast_forward.json`).
 """
 
 from __future__ import annotations
@@ -31,13 +32,14 @@ BENCHMARKS: tuple[tuple[str, str], ...] = (
     ("profile", "benchmarks.bench_profile"),
     ("micro", "benchmarks.micro.run"),
     ("cross_score", "benchmarks.bench_cross_score"),
+    ("fast_forward", "benchmarks.bench_fast_forward"),
     ("learning", "benchmarks.bench_learning"),
     ("trl_filtering", "benchmarks.bench_trl_filtering"),
     ("trl_crosscheck", "benchmarks.bench_trl"),
     ("eval", "benchmarks.bench_eval"),
 )
 #: Benchmarks whose full form takes long: `make bench` runs their quick form unless --full names them.
-QUICK_ALWAYS = {"learning", "trl_crosscheck"}
+QUICK_ALWAYS = {"learning", "trl_crosscheck", "fast_forward"}
 
 
 def main(argv: list[str] | None = None) -> int:

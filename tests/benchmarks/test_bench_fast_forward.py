@@ -1,0 +1,45 @@
+"""bench_fast_forward's reading of a run and its paired verdicts, on hand-made records."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks import bench_fast_forward as ff
+
+
+def _metrics(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_outcomes_read_step_0_and_the_last_measurement(tmp_path):
+    rows = [{"step": 0, "val/success": 0.5, "probe/retrieval_margin": 0.40},
+            {"step": 5, "probe/retrieval_margin": 0.30, "rollout/return": 1.0},
+            {"step": 10, "val/success": 0.75, "probe/retrieval_margin": 0.20},
+            {"step": 12, "rollout/return": 0.0}]
+    got = ff.outcomes(_metrics(tmp_path / "m.jsonl", rows))
+    assert got == {"success_0": 0.5, "success_end": 0.75, "margin_0": 0.40, "margin_end": 0.20, "steps": 12}
+    assert ff.outcomes(_metrics(tmp_path / "n.jsonl", [{"step": 0}]))["margin_end"] is None
+
+
+def _run(seed, setting, **values):
+    base = {"success_0": 0.5, "success_end": 0.5, "margin_0": 0.4, "margin_end": 0.4}
+    return {"seed": seed, "setting": setting, "wall_s": 1.0, **{**base, **values}}
+
+
+def test_paired_verdicts_by_hand():
+    # on - off end margins: +0.01, -0.01, +0.03 -> mean +0.01, sd 0.02, t(0.95, 2) = 2.920: 90% CI +-0.0337
+    runs = [_run(1, "off"), _run(1, "on", margin_end=0.41), _run(2, "off"), _run(2, "on", margin_end=0.39),
+            _run(3, "off"), _run(3, "on", margin_end=0.43)]
+    v = ff.judge(runs)["margin_end"]
+    assert v["n"] == 3 and v["mean"] == pytest.approx(0.01) and v["sd"] == pytest.approx(0.02)
+    half90 = 2.919986 * 0.02 / 3 ** 0.5
+    assert v["ci90"] == pytest.approx([0.01 - half90, 0.01 + half90], abs=1e-5)
+    assert v["reading"] == "equivalent"
+    # every seed 0.3 higher with the lean forward: the interval excludes 0
+    far = [_run(s, "off") for s in (1, 2, 3)] + [_run(s, "on", success_end=0.8 + 0.01 * s) for s in (1, 2, 3)]
+    assert ff.judge(far)["success_end"]["reading"] == "differs (on higher)"
+    # an unpaired seed is left out
+    assert ff.judge([_run(1, "off"), _run(1, "on"), _run(2, "on")])["margin_0"]["n"] == 1
