@@ -166,6 +166,15 @@ def _flash_reads_grouped_heads(q: torch.Tensor) -> bool:
     return _FLASH_GQA[0]
 
 
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """transformers' RMSNorm without autograd's needs (``F.rms_norm`` is it bit for bit in float32; other dtypes
+    normalise in float32 as transformers does), for decoding and cross-scoring."""
+    if x.dtype == torch.float32:
+        return F.rms_norm(x, (x.shape[-1],), weight, eps)
+    h = x.to(torch.float32)
+    return weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+
 def _turn_(pairs: torch.Tensor, turn: torch.Tensor) -> None:
     """RoPE in place on `pairs` ``[..., d/2, 2]`` (each RoPE pair side by side, see :meth:`FastQwen2.cross_score`):
     the pair as a complex number times `turn` (``cos + i sin`` of its angle, complex64)."""
@@ -439,7 +448,7 @@ class FastQwen2:
         # The first layer's residual input and query/key/value projections (before RoPE) of each prompt's last
         # token, the first position of every trace under that prompt.
         last = F.embedding(torch.tensor([int(x[-1]) for x in prompts], device=dev), self._inner.embed_tokens.weight)
-        qkv_last = F.linear(self._cross_norm(last, *weights[0][:2]), *weights[0][2:4])
+        qkv_last = F.linear(_rms_norm(last, *weights[0][:2]), *weights[0][2:4])
         cos, sin = self._rope(torch.arange(max(plen) + len(flat[order[0]]), device=dev)[None], torch.float32)
         turn = torch.complex(cos[0, :, 0, : d // 2], sin[0, :, 0, d // 2 :])  # [positions, d/2]: cos + i sin
         budget = min(batch_tokens, _CROSS_ROWS)
@@ -464,7 +473,7 @@ class FastQwen2:
             first = torch.cumsum(len_t, 0) - len_t  # each trace's first row
             t = torch.arange(n_tok, device=dev) - first[seg]  # each row's place in its trace
             h0 = F.embedding(torch.tensor(ids, device=dev), self._inner.embed_tokens.weight)
-            qkv0 = F.linear(self._cross_norm(h0, *weights[0][:2]), *weights[0][2:4])
+            qkv0 = F.linear(_rms_norm(h0, *weights[0][:2]), *weights[0][2:4])
             layout = _Packed(n_tok=n_tok, n_traces=len(chunk), width=lens[0], seg=seg, first=first, t=t,
                              targets=torch.tensor(targets, device=dev))
             per_pass = max(1, min(p, budget // n_tok))
@@ -500,11 +509,11 @@ class FastQwen2:
         padded = qkv.new_zeros(m * lay.n_traces * lay.width, qkv.shape[1])  # its padding stays zero
         for i, (w1, e1, qkv_w, qkv_b, o_w, w2, e2, gu_w, down_w, inter) in enumerate(weights):
             if i:
-                qkv = F.linear(self._cross_norm(h, w1, e1), qkv_w, qkv_b)
+                qkv = F.linear(_rms_norm(h, w1, e1), qkv_w, qkv_b)
             _turn_(qkv[:, :nqk].view(m * n, hq + hk, d // 2, 2), turn)  # RoPE on queries and keys
             attn = self._cross_attention(qkv, [pre[i] for pre in prefix], lay, slots, padded)
             h = torch.addmm(h, attn.reshape(m * n, hq * d), o_w.t())
-            gu = F.linear(self._cross_norm(h, w2, e2), gu_w)
+            gu = F.linear(_rms_norm(h, w2, e2), gu_w)
             gate = F.silu(gu[:, :inter], inplace=True).mul_(gu[:, inter:])
             h = torch.addmm(h, gate, down_w.t())
         targets = lay.targets.repeat(m)
@@ -562,14 +571,6 @@ class FastQwen2:
                 torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias])[rows], a.o_proj.weight,
                 layer.post_attention_layernorm.weight, float(layer.post_attention_layernorm.variance_epsilon),
                 torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), mlp.down_proj.weight, mlp.intermediate_size)
-
-    @staticmethod
-    def _cross_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-        """transformers' RMSNorm (``F.rms_norm`` is it bit for bit in float32)."""
-        if x.dtype == torch.float32:
-            return F.rms_norm(x, (x.shape[-1],), weight, eps)
-        h = x.to(torch.float32)
-        return weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 
     # ------------------------------------------------------------------ decoding
     def start_decoding(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, pad_id: int) -> DecodeState:
@@ -650,7 +651,6 @@ class DecodeState:
         self.steps = 0
         self.next_tokens = first_tokens
         inner = fast._inner
-        self._float32 = ref.dtype == torch.float32  # F.rms_norm is transformers' RMSNorm bit for bit in float32
         self._final = (inner.norm.weight, float(inner.norm.variance_epsilon))
         self.weights = [self._fused(layer) for layer in inner.layers]
 
@@ -664,13 +664,6 @@ class DecodeState:
                 a.o_proj.weight, layer.post_attention_layernorm.weight,
                 float(layer.post_attention_layernorm.variance_epsilon),
                 torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), mlp.down_proj.weight, mlp.intermediate_size)
-
-    def _norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-        if self._float32:
-            return F.rms_norm(x, (x.shape[-1],), weight, eps)
-        dtype = x.dtype
-        h = x.to(torch.float32)
-        return weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(dtype)
 
     def _place(self, rows: torch.Tensor, tokens: torch.Tensor) -> None:
         """Put the rows still decoding (`rows`, increasing original indices, a subset of the last step's) on the
@@ -723,7 +716,7 @@ class DecodeState:
         scale = d**-0.5
         for (kb, vb), (w1, e1, qkv_w, qkv_b, o_w, w2, e2, gu_w, down_w, inter) in zip(self.cache, self.weights):
             kb, vb = kb[:n], vb[:n]
-            qkv = F.linear(self._norm(h, w1, e1), qkv_w, qkv_b)
+            qkv = F.linear(_rms_norm(h, w1, e1), qkv_w, qkv_b)
             qk = qkv[:, :nqk].view(n, hq + hk, d)
             qk = qk * cos + torch.roll(qk, d // 2, dims=-1) * sin  # RoPE on queries and keys at once
             kb[:, :, col] = qk[:, hq:]
@@ -732,8 +725,8 @@ class DecodeState:
             scores = torch.matmul(q, kb[:, :, : col + 1].transpose(2, 3)).mul_(scale).add_(bias)  # [n, hk, rep, T]
             attn = torch.matmul(torch.softmax(scores.float(), dim=-1).to(q.dtype), vb[:, :, : col + 1])
             h = h + F.linear(attn.view(n, hq * d), o_w)
-            gu = F.linear(self._norm(h, w2, e2), gu_w)
+            gu = F.linear(_rms_norm(h, w2, e2), gu_w)
             h = h + F.linear(F.silu(gu[:, :inter]) * gu[:, inter:], down_w)
         if self._where is not None:
             h = h.index_select(0, self._where)  # slot order -> the rows' order
-        return F.linear(self._norm(h, *self._final), f.model.lm_head.weight)
+        return F.linear(_rms_norm(h, *self._final), f.model.lm_head.weight)
