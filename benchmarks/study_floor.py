@@ -15,13 +15,14 @@ each run's own config; 13 runs per seed) and multiplies:
 The counts, per column:
 
 - **now** and the **dense floor**: what the code computes. Demonstrations of each distinct warm start (the runs of
-  one env and seed share it through the cache), RL steps, in-batch MI measurements (every ``mi.every`` steps),
-  validations (step 0, every ``eval.every`` and the last step) and probes (step 0 and every ``mi.probe_every``
-  up to ``mi.probe_until``, then the last step: :func:`ragen_core.training.probe.probe_due`),
-  with the step-0 validation and probe once per (env, seed): the arms of a seed share them through the warm-start
-  cache (``cached_step0``, keyed by :func:`ragen_core.training.warm_cache.step0_key`).
-- **43a82f3**: the same, but every run computed its own step-0 validation and probe, and probed at every step of
-  its cadence (it had no ``mi.probe_until``).
+  one env and seed share it through the cache), RL steps, in-batch MI measurements (every ``mi.every`` steps up to
+  ``mi.until``), validations (step 0 and every ``eval.every`` steps up to ``eval.until``, and the last step) and
+  probes (step 0 and every ``mi.probe_every`` up to ``mi.probe_until``, then the last step:
+  :func:`ragen_core.training.probe.probe_due`), with the step-0 validation and probe once per (env, seed): the arms
+  of a seed share them through the warm-start cache (``cached_step0``, keyed by
+  :func:`ragen_core.training.warm_cache.step0_key`).
+- **43a82f3**: the same, but every run computed its own step-0 validation and probe, and measured at every step of
+  each cadence (it had no ``mi.probe_until``, ``mi.until`` or ``eval.until``).
 - **lean floor**: only the measurements that a finding of the study's analysis
   (:func:`ragen_core.apps.reproduce.analysis.analyse`) reads, each priced at its lean floor (:data:`READS`: which
   measurements of which runs each finding reads, and why the others are dropped). Step 0 counts once per
@@ -163,7 +164,7 @@ def study_counts(first_seed: int, seeds: int) -> list[dict[str, Any]]:
     probe's cadence) and of those a finding reads (``read_steps``)."""
     from ragen_core.apps.reproduce.study import build_study, find_configs_dir
     from ragen_core.training.config import load_config
-    from ragen_core.training.probe import probe_due
+    from ragen_core.training.probe import cadence_due, probe_due
     from ragen_core.training.warm_cache import step0_key
 
     with tempfile.TemporaryDirectory() as cache:
@@ -178,13 +179,17 @@ def study_counts(first_seed: int, seeds: int) -> list[dict[str, Any]]:
             steps = cfg.run.steps
             probe_every = cfg.mi.probe_every or cfg.mi.every or 1
             taken = {
-                "mi": [s for s in range(1, steps + 1) if s % cfg.mi.every == 0] if cfg.mi.every else [],
+                "mi": [s for s in range(1, steps + 1) if cadence_due(s, cfg.mi.every, cfg.mi.until)],
                 "validation": [s for s in measurement_steps(steps, cfg.eval.every, True)
-                               if s or cfg.eval.at_start],
+                               if (s or cfg.eval.at_start) and (s == steps or cadence_due(s, cfg.eval.every,
+                                                                                          cfg.eval.until))],
                 "probe": [s for s in range(steps + 1) if probe_due(s, steps, probe_every, cfg.mi.probe_until)]
                 if cfg.mi.probe_prompts else []}
-            # 43a82f3 had no mi.probe_until: it probed at every step of the cadence.
-            base_probe = measurement_steps(steps, probe_every, False) if cfg.mi.probe_prompts else []
+            # 43a82f3 had no mi.probe_until, mi.until or eval.until: it measured at every step of each cadence.
+            taken_base = {
+                "mi": [s for s in range(1, steps + 1) if cadence_due(s, cfg.mi.every)],
+                "validation": [s for s in measurement_steps(steps, cfg.eval.every, True) if s or cfg.eval.at_start],
+                "probe": measurement_steps(steps, probe_every, False) if cfg.mi.probe_prompts else []}
             read = {what: read_steps(read_rule(spec.env, spec.arm, what)["rule"], taken[what], steps)
                     for what in MEASUREMENTS}
             # A step-0 measurement already taken by an arm of this (env, seed) is read from the cache.
@@ -197,12 +202,11 @@ def study_counts(first_seed: int, seeds: int) -> list[dict[str, Any]]:
             rows.append({"run": spec.name, "env": spec.env, "arm": spec.arm, "seed": spec.seed, "config": name,
                          "warm_start": demos, "rl_steps": steps,
                          **{what: len(taken[what]) - shared.get(what, 0) for what in MEASUREMENTS},
-                         "base": {what: len(base_probe if what == "probe" else taken[what])
-                                  for what in MEASUREMENTS},
+                         "base": {what: len(taken_base[what]) for what in MEASUREMENTS},
                          "read": {what: len(read[what]) - (shared.get(what, 0) if 0 in read[what] else 0)
                                   for what in MEASUREMENTS},
                          "taken": taken, "read_steps": read,
-                         "taken_base": {**taken, "probe": base_probe}})
+                         "taken_base": taken_base})
     return rows
 
 

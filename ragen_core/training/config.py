@@ -259,6 +259,10 @@ class MIConfig:
     """MI diagnostics (docs/science.md section 2): in-batch cross-scoring every `every` steps."""
 
     every: int = 5
+    #: In-batch MI only up to step N (at the `every` cadence); 0 = no limit. For runs whose analysis reads the
+    #: in-batch values of an early window only (measurement only: cross-scoring draws no random numbers, and the
+    #: EMA of the window's measurements is the one an unlimited run logs there).
+    until: int = 0
     #: Token budget per cross-scoring forward pass.
     batch_tokens: int = 8192
     ema_alpha: float = 0.9
@@ -286,6 +290,10 @@ class EvalConfig:
     """Validation on held-out seeds (stream seeded by env.val_seed)."""
 
     every: int = 10
+    #: Validate only up to step N (at the `every` cadence) and at the run's last step (which every run
+    #: validates); 0 = no limit. For runs whose analysis reads the success after the warm start and at the end
+    #: only (measurement only: validation has its own sampler).
+    until: int = 0
     #: Number of validation episodes (distinct seeds, one rollout each).
     episodes: int = 32
     greedy: bool = True
@@ -402,6 +410,7 @@ class TrainConfig:
         _int("filter.max_empty_steps", self.filter.max_empty_steps, 0, "0 = never stop")
         _one_of("filter.empty_step", self.filter.empty_step, EMPTY_STEPS)
         _int("mi.every", self.mi.every, 0, "0 = never")
+        _int("mi.until", self.mi.until, 0, "0 = no limit")
         _check(0 <= self.mi.ema_alpha < 1, "mi.ema_alpha", "must be in [0, 1)")
         _one_of("mi.span", self.mi.span, ("reasoning", "response"))
         _int("mi.probe_prompts", self.mi.probe_prompts, 0, "0 = no probe")
@@ -412,6 +421,7 @@ class TrainConfig:
         _int("mi.probe_until", self.mi.probe_until, 0, "0 = no limit")
         _int("mi.probe_seed", self.mi.probe_seed, 0)
         _int("eval.every", self.eval.every, 0, "0 = never")
+        _int("eval.until", self.eval.until, 0, "0 = no limit")
         _int("eval.episodes", self.eval.episodes, 1)
         _int("warm_start.sft_episodes", self.warm_start.sft_episodes, 0)
         _one_of("warm_start.policy", self.warm_start.policy, ("oracle", "random"))
@@ -459,7 +469,9 @@ RESUME_KEYS: dict[str, str] = {
     "run.device": "where it computes (cpu, cuda)",
     "run.threads": "torch CPU threads (speed only)",
     "eval.every": "validation cadence",
+    "eval.until": "validation's last cadence step",
     "mi.every": "MI diagnostics cadence (measurement only)",
+    "mi.until": "in-batch MI's last cadence step (measurement only)",
     "mi.batch_tokens": "token budget of a cross-scoring pass (speed/memory only)",
     "mi.probe_every": "probe cadence (measurement only)",
     "mi.probe_until": "the probe's last cadence step (measurement only)",

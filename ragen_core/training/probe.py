@@ -52,10 +52,19 @@ from ragen_core.math.mi import cross_score, flatten_proxies, mi_proxies
 from ragen_core.rollout import RolloutBatch, RolloutSettings, make_envs, pad_token_id, rollout
 
 __all__ = ["ProbeSet", "build_probe", "entropy_by_mode", "scripted_mode_entropies", "pmi_return_association",
-           "probe_due", "probe_metrics", "probe_seed_range", "reasoning_text", "template_match_share", "modal_share"]
+           "cadence_due", "probe_due", "probe_metrics", "probe_seed_range", "reasoning_text", "template_match_share",
+           "modal_share"]
 
 #: At most this many candidate seeds per probe prompt are tried when skipping duplicated levels.
 _CANDIDATES_PER_PROMPT = 4
+
+
+def cadence_due(step: int, every: int, until: int = 0) -> bool:
+    """Whether a measurement taken at step 0 and every `every` steps (0: never) up to step `until` (0: no limit)
+    is due after `step` updates (the in-batch MI's and validation's cadence; the run's end is the caller's)."""
+    if every <= 0 or (until and step > until):
+        return False
+    return step % every == 0
 
 
 def probe_due(step: int, steps: int, every: int, until: int = 0) -> bool:
@@ -63,9 +72,7 @@ def probe_due(step: int, steps: int, every: int, until: int = 0) -> bool:
     up to `until` (0: no limit) and, when `until` is set, at the run's last step (its end margin) too."""
     if until and step == steps:
         return True
-    if until and step > until:
-        return False
-    return step % max(every, 1) == 0
+    return cadence_due(step, max(every, 1), until)
 
 
 def probe_seed_range(probe_seed: int, n_prompts: int) -> range:

@@ -9,15 +9,16 @@ function of `ragen_core`):
     1. rollout        P groups x G multi-turn episodes on fresh train seeds (ragen_core.rollout.rollout)
     2. filter         SNR-aware filtering on the [P, G] returns (ragen_core.math.filtering.filter_groups,
                       docs/science.md section 4); with dynamic sampling (dapo), extra rounds refill the dropped groups
-    3. diagnostics    every `mi.every` steps: cross-score the whole batch (mi.cross_score) -> MI proxies,
-                      MI-ZScore-EMA, H(Z|X) estimate, regime (docs/science.md section 2)
+    3. diagnostics    every `mi.every` steps (up to `mi.until`): cross-score the whole batch (mi.cross_score) -> MI
+                      proxies, MI-ZScore-EMA, H(Z|X) estimate, regime (docs/science.md section 2)
     4. compact        the dropped groups' rows are physically removed (filtering.select_rows); an empty batch skips
                       the update (counted; stop after `filter.max_empty_steps` in a row)
     5. score          old log-probs, reference log-probs (KL on) and critic values (ppo) of the kept rows
     6. advantages     the algorithm's entry (ragen_core.training.algorithms): GAE over the critic, or a group estimator
     7. update         PPO clipped loss (losses.ppo_policy_loss, clip-higher + dual clip) - entropy bonus
                       + KL to the reference (losses.kl_penalty, off by default); critic: losses.value_loss
-    8. validation     every `eval.every` steps on held-out seeds (validation seed 123)
+    8. validation     every `eval.every` steps (up to `eval.until`) and at the last step, on held-out seeds
+                      (validation seed 123)
 
 then the loop logs the metrics (ragen_core.training.report.RunLog) and saves the checkpoint
 (ragen_core.training.checkpoint).
@@ -56,6 +57,7 @@ from ragen_core.training.algorithms import compute_advantages, get_algorithm, to
 from ragen_core.training.checkpoint import RNGStreams, TrainState, load_checkpoint, save_checkpoint
 from ragen_core.training.config import ConfigError, TrainConfig, dump_toml
 from ragen_core.training.metrics import Collapse, Filter, Loss, Perf, Probe, Rollout, Val
+from ragen_core.training.probe import cadence_due
 from ragen_core.training.provenance import write_provenance
 from ragen_core.training.report import RunLog, write_plots, write_summary
 
@@ -422,7 +424,7 @@ class Trainer:
 
         # 3. diagnostics on the whole batch (kept and dropped groups)
         t1 = time.perf_counter()
-        if cfg.mi.every and step % cfg.mi.every == 0:
+        if cadence_due(step, cfg.mi.every, cfg.mi.until):
             metrics.update(self.mi_diagnostics(batch, filter_kept))
         t_mi = time.perf_counter() - t1
 
@@ -484,7 +486,7 @@ class Trainer:
         self.state.step = step
 
         # 8. validation, and the held-out MI probe
-        if cfg.eval.every and step % cfg.eval.every == 0:
+        if cadence_due(step, cfg.eval.every, cfg.eval.until):  # the last step's validation: see train()
             metrics.update(self._timed_evaluate())
         if self.probe_due(step):
             metrics.update(self.probe_diagnostics(step))

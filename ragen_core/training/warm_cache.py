@@ -113,8 +113,8 @@ class _lock:
 
 
 #: The eval and MI keys that decide nothing measured at step 0 (when to measure, not what): left out of its key.
-_CADENCE_KEYS = {"eval": ("every", "at_start"), "mi": ("every", "probe_every", "probe_until", "ema_alpha",
-                                                                   "ema_eps")}
+_CADENCE_KEYS = {"eval": ("every", "until", "at_start"),
+                 "mi": ("every", "until", "probe_every", "probe_until", "ema_alpha", "ema_eps")}
 
 
 def step0_key(cfg: Any, what: str) -> str:

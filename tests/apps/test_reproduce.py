@@ -195,13 +195,17 @@ def test_full_and_quick_studies(tmp_path, configs_dir):
         assert cfg.run.seed == spec.seed and cfg.warm_start.cache_dir == str(tmp_path / "cache")
         assert cfg.run.max_minutes == 0  # steps, not the machine's speed, decide where a run ends
         assert Path(spec.config).name == ENVS[spec.env][0]
+        early = int(EARLY_FRACTION * cfg.run.steps)
         if spec.env in ("sokoban", "frozenlake"):
             assert cfg.mi.probe_prompts == 32 and cfg.mi.probe_every == 10  # the probe, on the learning configs
-            # top-p and no filter probe only finding 2's early window (and the end): it must cover the window
-            window = int(EARLY_FRACTION * cfg.run.steps) if spec.arm in ("top_p", "no_filter") else 0
-            assert cfg.mi.probe_until == window, spec.name
+            # top-p and no filter measure only finding 2's early window (and the end): it must cover the window;
+            # the RV quartiles measure everything (finding 4 compares them at any step)
+            window = early if spec.arm in ("top_p", "no_filter") else 0
+            assert (cfg.mi.probe_until, cfg.mi.until, cfg.eval.until) == (window,) * 3, spec.name
         else:
-            assert cfg.mi.probe_until == 0  # findings 1 and 3 read the collapse configs' whole probe curve
+            # findings 1 and 3 read the collapse configs' whole probe curve and validations, the per-run table
+            # the early window of their in-batch MI
+            assert (cfg.mi.probe_until, cfg.eval.until, cfg.mi.until) == (0, 0, early), spec.name
         if spec.arm in ("no_filter", "entropy_bonus"):
             assert cfg.filter.enabled is False
         if spec.arm == "top_p":

@@ -148,6 +148,14 @@ def test_step0_measurements_are_counted_once_per_env_and_seed():
             assert set(r["read_steps"][what]) <= set(r["taken"][what]), (r["run"], what)
     assert all(r["read_steps"]["mi"] == [5, 10, 15] for r in sok)
     assert all(r["read_steps"]["mi"] == [] for r in rows if r["env"].startswith("collapse"))
+    # ... and what the windows take: the early window and the end (mi.until, eval.until), where 43a82f3 took all
+    assert all(r["taken"]["mi"] == [5, 10, 15] and r["taken_base"]["mi"] == list(range(5, 61, 5)) for r in sok)
+    assert all(r["taken"]["validation"] == [0, 10, 60] for r in sok)
+    assert all(r["taken_base"]["validation"] == list(range(0, 61, 10)) for r in sok)
+    collapse = [r for r in rows if r["env"].startswith("collapse")]
+    assert all(r["taken"]["mi"] == [5, 10] and r["taken_base"]["mi"] == list(range(5, 41, 5)) for r in collapse)
+    quartiles = [r for r in rows if r["arm"].startswith("rv_")]
+    assert quartiles and all(r["taken"] == r["taken_base"] for r in quartiles)  # finding 4 reads any step
 
 
 STOPS = {("sokoban", "rv_bottom_quartile", 20): 21, ("sokoban", "rv_bottom_quartile", 23): 58,

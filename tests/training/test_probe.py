@@ -16,7 +16,7 @@ from ragen_core.math.mi import cross_score, mi_proxies  # noqa: E402
 from ragen_core.policy import HFPolicy  # noqa: E402
 from ragen_core.rollout import RolloutSettings  # noqa: E402
 from ragen_core.training.config import ConfigError, load_config  # noqa: E402
-from ragen_core.training.probe import build_probe, probe_due  # noqa: E402
+from ragen_core.training.probe import build_probe, cadence_due, probe_due  # noqa: E402
 from ragen_core.training.trainer import Trainer  # noqa: E402
 
 ENV_ID = "test/Levels-v0"
@@ -173,6 +173,37 @@ def test_probe_until_probes_the_early_window_and_the_end_and_leaves_training_unc
     # the same probe at the same step measures the same thing, and training is the same
     first = {k: v for k, v in limited[0].items() if k.startswith("probe/")}
     assert first == {k: v for k, v in full[0].items() if k.startswith("probe/")}
+    keys = ("rollout/return", "loss/policy", "filter/rv_mean")
+    assert [{k: r.get(k) for k in keys} for r in limited if "rollout/return" in r] == [
+        {k: r.get(k) for k in keys} for r in full if "rollout/return" in r]
+
+
+@pytest.mark.parametrize(("step", "every", "until", "due"), [
+    (0, 5, 0, True), (5, 5, 0, True), (7, 5, 0, False), (60, 5, 0, True),  # no limit: the cadence
+    (10, 5, 10, True), (15, 5, 10, False), (60, 5, 10, False),            # a limit: nothing past it
+    (0, 0, 0, False), (5, 0, 10, False),                                   # every 0: never
+])
+def test_cadence_due_by_hand(step, every, until, due):
+    assert cadence_due(step, every, until) is due
+
+
+def test_mi_and_eval_until_measure_the_window_and_the_end_and_leave_training_unchanged(model_dir, tmp_path):
+    timing = ("run.steps=4", "mi.every=1", "eval.every=1")
+    limited = _fit(model_dir, tmp_path / "limited", *timing, "mi.until=2", "eval.until=1")
+    full = _fit(model_dir, tmp_path / "full", *timing)
+    mi_key, val_key = "collapse/mi_zscore_ema", "val/success"
+    assert [r["step"] for r in full if mi_key in r] == [1, 2, 3, 4]
+    assert [r["step"] for r in limited if mi_key in r] == [1, 2]  # nothing past mi.until
+    assert [r["step"] for r in full if val_key in r] == [0, 1, 2, 3, 4]
+    assert [r["step"] for r in limited if val_key in r] == [0, 1, 4]  # the window and the run's end
+    # the window's measurements are the unlimited run's (the EMA included), and training is the same
+    for step in (1, 2):
+        lim = next(r for r in limited if r["step"] == step and mi_key in r)
+        ful = next(r for r in full if r["step"] == step and mi_key in r)
+        assert {k: v for k, v in lim.items() if k.startswith("collapse/")} == {
+            k: v for k, v in ful.items() if k.startswith("collapse/")}
+    assert [r[val_key] for r in limited if val_key in r] == [r[val_key] for r in full if r["step"] in (0, 1, 4)
+                                                              and val_key in r]
     keys = ("rollout/return", "loss/policy", "filter/rv_mean")
     assert [{k: r.get(k) for k in keys} for r in limited if "rollout/return" in r] == [
         {k: r.get(k) for k in keys} for r in full if "rollout/return" in r]

@@ -696,7 +696,9 @@ def _section_runs(runs: list[dict[str, Any]]) -> list[str]:
     cost = (f"The held-out probe cost {sum(costs) / len(costs):.1f} s per measurement on average over the "
             f"{len(costs)} runs that had it (one core; it runs at step 0 and every `mi.probe_every` steps)."
             if costs else "No run had the held-out probe.")
-    lines = ["## Every run", "", cost, "",
+    peak = ("Peak: the best validation success the run measured (runs with `eval.until` validate only up to that "
+            "step and at the end, e.g. the learning configs' top-p and no-filter arms at steps 0, 10 and 60).")
+    lines = ["## Every run", "", cost, "", peak, "",
              "| run | steps (of planned) | success after warm start / peak / final (%) | RV het. (step 1) | "
              "probe margin start -> end | collapsed (drop step) | early MI-ZScore-EMA | early retrieval | "
              "early H(Z|X) | probe s/measurement | minutes |", "|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -83,18 +83,28 @@ ARMS: dict[str, Arm] = {a.name: a for a in (
 #: measurements (steps 0 and 10) and finding 4 a measurement every 10 steps.
 PROBE_OVERRIDES = ("mi.probe_prompts=32", "mi.probe_every=10")
 
-#: The learning configs' top-p and no-filter arms: no finding reads their probes after the early window (finding 2
-#: reads steps <= a quarter of the run, :data:`ragen_core.apps.reproduce.analysis.EARLY_FRACTION` x 60 = 15) except
-#: the end margin of the per-run table, so they probe at steps 0 and 10 and at the last step (60), not at 20-50
-#: (4 probes of 7 fewer per run; the probe has its own sampler, so training is unchanged). The RV quartiles keep
-#: every probe: finding 4 compares them at the last step both runs of a seed have, which can be any.
-PROBE_WINDOW_ARMS = ("top_p", "no_filter")
-PROBE_WINDOW = ("mi.probe_until=15",)
+#: The learning configs' top-p and no-filter arms measure finding 2's early window (steps <= a quarter of the run,
+#: :data:`ragen_core.apps.reproduce.analysis.EARLY_FRACTION` x 60 = 15) and the end, nothing in between: finding 2
+#: reads their early probes and early in-batch MI, the per-run table their end margin, and every finding their
+#: success after the warm start and at the end. So they probe at steps 0, 10 and 60 (not 20-50), cross-score the
+#: batch at steps 5, 10 and 15 (not 20-60) and validate at 0, 10 and 60 (not 20-50). The RV quartiles keep every
+#: measurement: finding 4 compares them at the last step both runs of a seed have, which can be any. All three are
+#: measurements only (the probe and validation have their own samplers; cross-scoring draws nothing), so training
+#: is unchanged.
+WINDOW_ARMS = ("top_p", "no_filter")
+LEARNING_WINDOW = ("mi.probe_until=15", "mi.until=15", "eval.until=15")
+#: The collapse configs' in-batch MI: no finding reads it (findings 1 and 3 read the probe), the per-run table its
+#: early window (EARLY_FRACTION x 40 = 10): steps 5 and 10, not 15-40.
+COLLAPSE_WINDOW = ("mi.until=10",)
 
 
 def _overrides(env: str, arm: str) -> tuple[str, ...]:
-    """The arm's overrides, with the probe window (:data:`PROBE_WINDOW`) on the learning configs' arms it suits."""
-    window = PROBE_WINDOW if env in LEARNING_ENVS and arm in PROBE_WINDOW_ARMS else ()
+    """The arm's overrides, with the measurement window (:data:`LEARNING_WINDOW`, :data:`COLLAPSE_WINDOW`) where
+    it suits the arm."""
+    if env in LEARNING_ENVS:
+        window = LEARNING_WINDOW if arm in WINDOW_ARMS else ()
+    else:
+        window = COLLAPSE_WINDOW
     return ARMS[arm].overrides + window
 
 #: env name -> (base config file in configs/, arms run on it, extra overrides of every run of the env).
