@@ -10,7 +10,9 @@ The learning-curve benchmark always runs its quick form here (one seed, top-p on
 about 10 minutes on 2 cores); its full form (`--full learning`, or `python -m benchmarks.bench_learning`) takes
 hours and produced the committed `benchmarks/results/learning.json`. So does the TRL cross-check (`--full
 trl_crosscheck`, about 40 minutes on 2 cores, `benchmarks/results/trl_crosscheck.json`) and the lean forward's
-A/B (`--full fast_forward`: 3 seeds x 2 settings of a 20-step collapse run, `benchmarks/results/fast_forward.json`).
+A/B (`--full fast_forward`: 3 seeds x 2 settings of a 20-step collapse run, `benchmarks/results/fast_forward.json`)
+and the end-to-end run beside 43a82f3 (`--full end_to_end`: 2 seeds of the 20-step collapse run, about 11 minutes,
+`benchmarks/results/end_to_end.json`).
 """
 
 from __future__ import annotations
@@ -33,13 +35,14 @@ BENCHMARKS: tuple[tuple[str, str], ...] = (
     ("micro", "benchmarks.micro.run"),
     ("cross_score", "benchmarks.bench_cross_score"),
     ("fast_forward", "benchmarks.bench_fast_forward"),
+    ("end_to_end", "benchmarks.bench_end_to_end"),
     ("learning", "benchmarks.bench_learning"),
     ("trl_filtering", "benchmarks.bench_trl_filtering"),
     ("trl_crosscheck", "benchmarks.bench_trl"),
     ("eval", "benchmarks.bench_eval"),
 )
 #: Benchmarks whose full form takes long: `make bench` runs their quick form unless --full names them.
-QUICK_ALWAYS = {"learning", "trl_crosscheck", "fast_forward"}
+QUICK_ALWAYS = {"learning", "trl_crosscheck", "fast_forward", "end_to_end"}
 
 
 def main(argv: list[str] | None = None) -> int:
