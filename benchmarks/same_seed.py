@@ -97,8 +97,31 @@ def compare_run(old: Path, new: Path) -> dict[str, Any]:
             diffs.append(f"{f} in one run only")
         elif (old / f).exists() and (old / f).read_bytes() != (new / f).read_bytes():
             diffs.append(f"{f} differs")
+    value_diffs = [(k, abs(x[k] - y[k])) for x, y in zip(a, b) for k in set(x) & set(y)
+                   if x[k] != y[k] and isinstance(x[k], (int, float)) and isinstance(y[k], (int, float))]
+    spaces = sorted({k.split("/")[0] for k, _ in value_diffs})
     return {"rows": len(a), "keys": len({k for r in a for k in r}), "differences": diffs,
-            "only_new": sorted(only_new), "only_old": sorted(only_old)}
+            "only_new": sorted(only_new), "only_old": sorted(only_old),
+            "namespaces": spaces, "largest": max((d for _, d in value_diffs), default=None)}
+
+
+#: The namespaces of metrics.jsonl that only measure (their code draws no random number the run reads and no update
+#: reads them): a difference there leaves the run's training as it was.
+MEASUREMENT_SPACES = ("collapse", "probe")
+
+
+def verdict(r: dict[str, Any]) -> str:
+    """One config's result in words: identical, identical but for new keys, or where its differences are."""
+    if not r["differences"]:
+        return "identical"
+    if r["only_new"] and len(r["differences"]) == len(r["only_new"]):
+        return "identical; new keys: " + ", ".join(f"`{k}`" for k in r["only_new"])
+    spaces = r.get("namespaces") or []
+    numeric = sum(1 for d in r["differences"] if d.startswith("row ") and " vs " in d)
+    if spaces and numeric == len(r["differences"]) and set(spaces) <= set(MEASUREMENT_SPACES):
+        return (f"{numeric} measurement values differ (" + ", ".join(f"`{s}/*`" for s in spaces)
+                + f", largest by {r['largest']:.1e}); training, validation and rollouts identical")
+    return f"{len(r['differences'])} differences"
 
 
 def compare_all(old: Path, new: Path) -> dict[str, Any]:
@@ -114,10 +137,7 @@ def markdown(result: dict[str, Any], old_label: str, new_label: str) -> str:
              f"and {', '.join(COMPARED_FILES)} byte for byte.", "",
              "| config | rows | keys compared | result |", "|---|---:|---:|---|"]
     for name, r in result["runs"].items():
-        verdict = "identical" if not r["differences"] else f"{len(r['differences'])} differences"
-        if r["only_new"] and len(r["differences"]) == len(r["only_new"]):
-            verdict = "identical; new keys: " + ", ".join(f"`{k}`" for k in r["only_new"])
-        lines.append(f"| {name} | {r['rows']} | {r['keys']} | {verdict} |")
+        lines.append(f"| {name} | {r['rows']} | {r['keys']} | {verdict(r)} |")
     if result["missing_in_new"]:
         lines.append(f"\nNo new run: {', '.join(result['missing_in_new'])}.")
     return "\n".join(lines) + "\n"

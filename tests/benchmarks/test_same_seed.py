@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from benchmarks.same_seed import compare_all, compare_run, markdown, overrides
 
 
@@ -51,3 +53,19 @@ def test_overrides_cap_the_warm_start_and_shrink_only_an_existing_probe(tmp_path
     a, b = overrides(with_both, tmp_path), overrides(none, tmp_path)
     assert "warm_start.sft_episodes=150" in a and "mi.probe_prompts=8" in a
     assert not any(o.startswith(("warm_start.sft_episodes", "mi.probe_prompts")) for o in b)
+
+
+def test_measurement_only_differences_say_so_and_anything_else_does_not(tmp_path):
+    base = {"step": 1, "loss/policy": 0.5, "collapse/mi_est": 0.1, "probe/retrieval_margin": 0.4}
+    _run(tmp_path / "old" / "m", [base])
+    _run(tmp_path / "new" / "m", [{**base, "collapse/mi_est": 0.1 + 3e-6, "probe/retrieval_margin": 0.4 - 2e-5}])
+    _run(tmp_path / "old" / "t", [base])
+    _run(tmp_path / "new" / "t", [{**base, "loss/policy": 0.5 + 1e-9, "collapse/mi_est": 0.2}])  # training moved
+    _run(tmp_path / "old" / "f", [base])
+    _run(tmp_path / "new" / "f", [{**base, "collapse/mi_est": 0.2}], outcomes="b\n")  # and a file differs
+    result = compare_all(tmp_path / "old", tmp_path / "new")
+    assert result["runs"]["m"]["largest"] == pytest.approx(2e-5)
+    text = markdown(result, "o", "n")
+    assert ("| m | 1 | 4 | 2 measurement values differ (`collapse/*`, `probe/*`, largest by 2.0e-05); training, "
+            "validation and rollouts identical |") in text
+    assert "| t | 1 | 4 | 2 differences |" in text and "| f | 1 | 4 | 2 differences |" in text
