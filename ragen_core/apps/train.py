@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ragen_core.policy import TINY_PATHS
 from ragen_core.training.checkpoint import LATEST, CheckpointError
 from ragen_core.training.config import RESUME_KEYS, ConfigError, TrainConfig, dump_toml, load_config, resume_changes
 from ragen_core.training.report import markdown_to_text
@@ -88,10 +89,11 @@ def preflight(cfg: TrainConfig) -> None:
         raise ConfigError(f"env.kwargs {cfg.env.kwargs!r} for {cfg.env.id}: "
                           f"{kwarg_error(cfg.env.id, dict(cfg.env.kwargs), e)}") from None
     env.close()
-    if cfg.model.path not in ("tiny", "tiny-vision"):
+    if cfg.model.path not in TINY_PATHS:
         if not Path(cfg.model.path).expanduser().is_dir():
             raise ConfigError(f"model.path {cfg.model.path!r} is not a folder: give a local transformers model "
-                              "folder (weights, config and tokenizer), or tiny for the offline tiny model")
+                              "folder (weights, config and tokenizer), or tiny for the offline tiny model (tiny-base: "
+                              "the tiny model pre-trained to copy and look up)")
 
 
 class _NothingToResume(Exception):

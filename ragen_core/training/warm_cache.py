@@ -34,8 +34,10 @@ _FORMAT = 1
 def cache_key(cfg: Any) -> str:
     """Hex SHA-256 of every input of the warm start: model, env, rollout and warm-start sections, run.seed,
     run.device, the torch version, this cache's format and, for the built-in tiny model, its pinned identity (recipe
-    and corpus versions, the recorded model digests), so that a new tiny model never reads an old warm start."""
+    and corpus versions, the recorded model digests; for "tiny-base" also its pre-training recipe's digest), so that a
+    new tiny model never reads an old warm start."""
     from ragen_core.policy.tiny import TINY_CORPUS_VERSION, TINY_FORMAT_VERSION, TINY_MODEL_SHA256
+    from ragen_core.policy.tiny_base import TINY_BASE_RECIPE_SHA256
 
     inputs = {
         "format": _FORMAT,
@@ -49,6 +51,8 @@ def cache_key(cfg: Any) -> str:
     }
     if str(cfg.model.path).startswith("tiny"):
         inputs["tiny"] = {"format": TINY_FORMAT_VERSION, "corpus": TINY_CORPUS_VERSION, "sha256": TINY_MODEL_SHA256}
+    if str(cfg.model.path) == "tiny-base":  # and the base model's recipe (its weights are built per machine)
+        inputs["tiny_base"] = TINY_BASE_RECIPE_SHA256
     blob = json.dumps(inputs, sort_keys=True, default=repr).encode()
     return hashlib.sha256(blob).hexdigest()
 
