@@ -35,7 +35,7 @@ import torch
 from benchmarks.machine import describe_machine, load_average
 from benchmarks.readme_tables import RESULTS
 from ragen_core.policy import HFPolicy
-from ragen_core.policy.fast_qwen2 import FastQwen2
+from ragen_core.policy.fast_qwen2 import FastQwen2, distinct_traces
 from ragen_core.policy.tiny import default_tiny_model_dir
 
 #: (name, prompts P, traces per prompt G, distinct traces or None for all distinct)
@@ -66,16 +66,7 @@ def reference_cross_score(fast: FastQwen2, prompts: Sequence[Sequence[int]],
     p, g = len(prompts), len(traces[0]) if traces else 0
     if any(len(x) == 0 for x in prompts):
         raise ValueError("every prompt needs at least one token")
-    all_traces = [tuple(z) for group in traces for z in group]
-    # Equal traces have equal scores: each distinct trace is scored once (a peaked policy repeats itself).
-    index: dict[tuple[int, ...], int] = {}
-    flat: list[list[int]] = []
-    where = []
-    for z in all_traces:
-        if z not in index:
-            index[z] = len(flat)
-            flat.append(list(z))
-        where.append(index[z])
+    flat, where = distinct_traces(traces)
     lens = [len(z) for z in flat]
     order = sorted((r for r in range(len(flat)) if lens[r] > 0), key=lambda r: (-lens[r], r))
     pad = 0
@@ -113,7 +104,7 @@ def reference_cross_score(fast: FastQwen2, prompts: Sequence[Sequence[int]],
             seq = torch.zeros(len(chunk), dtype=torch.float64, device=dev).index_add_(0, rows_idx, lp.double())
             out[torch.tensor(chunk), j] = seq.cpu()
     every = out[torch.tensor(where, dtype=torch.long)] if where else out
-    return every.reshape(p, g, p), torch.tensor([len(z) for z in all_traces], dtype=torch.long).reshape(p, g)
+    return every.reshape(p, g, p), torch.tensor([len(flat[r]) for r in where], dtype=torch.long).reshape(p, g)
 
 def _continuation_of_one_prefix(fast: FastQwen2, ids: torch.Tensor, prefix: list[tuple[torch.Tensor, torch.Tensor]],
                                 prefix_len: int) -> torch.Tensor:

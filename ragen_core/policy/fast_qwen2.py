@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-__all__ = ["FastQwen2", "SplitRows", "split_rows", "unsupported_reason"]
+__all__ = ["FastQwen2", "SplitRows", "distinct_traces", "split_rows", "unsupported_reason"]
 
 
 def unsupported_reason(model: torch.nn.Module) -> str | None:
@@ -130,6 +130,21 @@ class _Packed:
     first: torch.Tensor  #: ``[n_traces]`` each trace's first row
     t: torch.Tensor  #: ``[n_tok]`` each row's place in its trace
     targets: torch.Tensor  #: ``[n_tok]`` the token each row predicts
+
+
+def distinct_traces(traces: Sequence[Sequence[Sequence[int]]]) -> tuple[list[list[int]], list[int]]:
+    """``(flat, where)``: the distinct traces of the groups `traces` (``[P][G]`` token lists), in order of first
+    appearance, and for every trace (group by group) its row in `flat`. Equal traces have equal scores, so each
+    distinct one is scored once (a peaked policy repeats itself)."""
+    index: dict[tuple[int, ...], int] = {}
+    flat: list[list[int]] = []
+    where = []
+    for z in (tuple(z) for group in traces for z in group):
+        if z not in index:
+            index[z] = len(flat)
+            flat.append(list(z))
+        where.append(index[z])
+    return flat, where
 
 
 #: Rows (scored positions) per pass of :meth:`FastQwen2.cross_score` at most (unless `batch_tokens` is smaller).
@@ -404,23 +419,14 @@ class FastQwen2:
         p, g = len(prompts), len(traces[0]) if traces else 0
         if any(len(x) == 0 for x in prompts):
             raise ValueError("every prompt needs at least one token")
-        all_traces = [tuple(z) for group in traces for z in group]
-        # Equal traces have equal scores: each distinct trace is scored once (a peaked policy repeats itself).
-        index: dict[tuple[int, ...], int] = {}
-        flat: list[list[int]] = []
-        where = []
-        for z in all_traces:
-            if z not in index:
-                index[z] = len(flat)
-                flat.append(list(z))
-            where.append(index[z])
+        flat, where = distinct_traces(traces)
         lens = [len(z) for z in flat]
         order = sorted((r for r in range(len(flat)) if lens[r] > 0), key=lambda r: (-lens[r], r))
         out = torch.zeros(len(flat), p, dtype=torch.float64)
         if order:
             self._cross_score_into(out, prompts, flat, order, batch_tokens)
         every = out[torch.tensor(where, dtype=torch.long)] if where else out
-        return every.reshape(p, g, p), torch.tensor([len(z) for z in all_traces], dtype=torch.long).reshape(p, g)
+        return every.reshape(p, g, p), torch.tensor([len(flat[r]) for r in where], dtype=torch.long).reshape(p, g)
 
     def _cross_score_into(self, out: torch.Tensor, prompts: Sequence[Sequence[int]], flat: list[list[int]],
                           order: list[int], batch_tokens: int) -> None:
