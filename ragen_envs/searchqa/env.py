@@ -664,6 +664,17 @@ class SearchQAEnv(TextAgentEnv):
             text = f"The {facts[j]} of {names[j]} is {names[k]}; next the {facts[k]} of {names[k]}."
         return text, [f"search[{names[k]}]"]
 
+    #: The habit of a noisy demonstrator (`warm_start.noise_action = "first"`): answer at once, without searching
+    #: and whatever the question (a fixed answer that no generated world's question has as its gold).
+    HABIT_ANSWER = "finish[unknown]"
+
+    def noise_answer(self, kind: str, rng: np.random.Generator) -> str:
+        """The habit ``"first"``: `HABIT_ANSWER`, the same on every turn and for every question; ``"random"``: the
+        default, the env's `random_action` (a search for one word of the question, or a random entity as the answer)."""
+        if kind == "first":
+            return self.HABIT_ANSWER
+        return super().noise_answer(kind, rng)
+
     def random_action(self, rng: np.random.Generator) -> str:
         """A valid but uninformed action (the random-action hook): with probability 1/2 a search for one
         word of the question, drawn uniformly (`search[born]`), else an answer naming an entity of the

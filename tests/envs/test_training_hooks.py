@@ -104,9 +104,10 @@ def test_random_actions_are_accepted(case):
 
 
 @pytest.mark.parametrize("case", ["searchqa_tiny", "webshop_tiny", "math", "code"])
-def test_noisy_demonstrators_answer_from_the_hook_and_have_no_first_habit(case):
+def test_noisy_demonstrators_answer_from_the_hook(case):
     """noise_action="random" replaces the answer by random_action(rng) (the same draw, replayed here), keeping the
-    reasoning; noise_action="first" is refused with an error that names the missing list."""
+    reasoning; noise_action="first" is SearchQA's habit (answer at once, `finish[unknown]`, on every turn and
+    question) and refused elsewhere with an error that names the missing list."""
     env_id, kwargs, _ = CASES[case]
     env = gym.make(env_id, **kwargs)
     env.reset(seed=1)
@@ -115,6 +116,14 @@ def test_noisy_demonstrators_answer_from_the_hook_and_have_no_first_habit(case):
     replay.random()  # the noise coin
     expected = respond(u.oracle_step()[0], u.random_action(replay))
     assert oracle_response(env, noise=1.0, noise_action="random", rng=np.random.default_rng(9)) == expected
+    if case.startswith("searchqa"):
+        for seed in range(6):
+            env.reset(seed=seed)
+            text = oracle_response(env, noise=1.0, noise_action="first", rng=np.random.default_rng(seed))
+            assert text == respond(u.oracle_step()[0], "finish[unknown]")
+            _, reward, term, _, info = env.step(text)  # answered at once, and wrong: never a success
+            assert term and reward == 0.0 and not info["success"]
+        return
     with pytest.raises(ValueError, match="no fixed action list"):
         oracle_response(env, noise=1.0, noise_action="first", rng=np.random.default_rng(0))
 

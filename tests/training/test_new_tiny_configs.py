@@ -2,7 +2,8 @@
 
 Each shipped config loads, passes the trainer's preflight (its env kwargs make an env), and trains two steps
 after a warm start of 8 demonstrated episodes (everything else as shipped, only the sizes cut down: 2 groups of
-2, 2 validation episodes), with the test fixtures' tiny model; its metrics.jsonl has the warm start's loss and the
+2, 2 validation episodes), with the test fixtures' tiny model (also for the configs shipped on "tiny-base", whose
+pre-training tests/policy/test_tiny_base.py covers); its metrics.jsonl has the warm start's loss and the
 rollout figures, the per-turn ones included. The vision config also gets a plumbing check: with the text
 observation withheld, the prompts of different levels are the same tokens, the model's output still depends on
 the image, and a two-step run trains.
@@ -70,7 +71,7 @@ def test_new_config_loads_and_trains_two_steps(name, make_tiny_policy, tmp_path)
     tool, words = NEW_CONFIGS[name]
     shipped = load_config(CONFIGS / name)
     preflight(shipped)  # the env id and kwargs make an env
-    assert shipped.model.path == "tiny" and shipped.warm_start.sft_episodes > 0
+    assert shipped.model.path in ("tiny", "tiny-base") and shipped.warm_start.sft_episodes > 0
     assert shipped.warm_start.action_noise > 0 and shipped.rollout.system_prompt is False
     cfg = load_config(CONFIGS / name, SMALL)
     records = run_two_steps(cfg, tmp_path / "run", make_tiny_policy(words))
