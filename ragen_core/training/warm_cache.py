@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib
+import inspect
 import json
 import os
 from pathlib import Path
@@ -25,7 +27,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["cache_key", "cached_warm_start", "step0_key", "cached_step0"]
+__all__ = ["cache_key", "cached_warm_start", "demonstration_code_digest", "step0_key", "cached_step0"]
 
 #: Bump when the warm start's algorithm changes, so that stale weights are never reused.
 _FORMAT = 1
@@ -33,9 +35,10 @@ _FORMAT = 1
 
 def cache_key(cfg: Any) -> str:
     """Hex SHA-256 of every input of the warm start: model, env, rollout and warm-start sections, run.seed,
-    run.device, the torch version, this cache's format and, for the built-in tiny model, its pinned identity (recipe
-    and corpus versions, the recorded model digests; for "tiny-base" also its pre-training recipe's digest), so that a
-    new tiny model never reads an old warm start."""
+    run.device, the torch version, this cache's format, the source of the demonstrations
+    (:func:`demonstration_code_digest`) and, for the built-in tiny model, its pinned identity (recipe and corpus
+    versions, the recorded model digests; for "tiny-base" also its pre-training recipe's digest), so that a new tiny
+    model or an edited demonstrator never reads an old warm start."""
     from ragen_core.policy.tiny import TINY_CORPUS_VERSION, TINY_FORMAT_VERSION, TINY_MODEL_SHA256
     from ragen_core.policy.tiny_base import TINY_BASE_RECIPE_SHA256
 
@@ -53,8 +56,37 @@ def cache_key(cfg: Any) -> str:
         inputs["tiny"] = {"format": TINY_FORMAT_VERSION, "corpus": TINY_CORPUS_VERSION, "sha256": TINY_MODEL_SHA256}
     if str(cfg.model.path) == "tiny-base":  # and the base model's recipe (its weights are built per machine)
         inputs["tiny_base"] = TINY_BASE_RECIPE_SHA256
+    inputs["code"] = demonstration_code_digest(cfg.env.id)
     blob = json.dumps(inputs, sort_keys=True, default=repr).encode()
     return hashlib.sha256(blob).hexdigest()
+
+
+def demonstration_code_digest(env_id: str) -> str:
+    """Hex SHA-256 of the source the demonstrations are written by: the env's module (every module of its package
+    when it has its own, e.g. ``ragen_envs/searchqa/``), ``ragen_envs/base.py`` and the warm start's own modules
+    (``sft.py``, ``demonstrators.py``). An edit of the env's oracle, habit or wording changes the demonstrations
+    while the config stays the same; without this the cache would hand back weights trained on the old ones."""
+    import gymnasium as gym
+
+    import ragen_envs  # noqa: F401  (registers the ids)
+
+    here = Path(__file__).resolve().parent
+    files = {here / "sft.py", here / "demonstrators.py", Path(ragen_envs.__file__).resolve().parent / "base.py"}
+    entry = gym.spec(env_id).entry_point
+    if isinstance(entry, str):
+        module = importlib.import_module(entry.split(":")[0])
+    else:
+        module = importlib.import_module(entry.__module__)
+    source = Path(inspect.getfile(module)).resolve()
+    package = source.parent
+    if package != Path(ragen_envs.__file__).resolve().parent:  # the env's own package: every module of it
+        files |= set(package.glob("*.py"))
+    else:
+        files.add(source)
+    h = hashlib.sha256()
+    for f in sorted(files):
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
 
 
 def cached_warm_start(policy: Any, cfg: Any, device: torch.device | None = None) -> dict[str, float]:

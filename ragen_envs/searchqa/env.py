@@ -664,15 +664,18 @@ class SearchQAEnv(TextAgentEnv):
             text = f"The {facts[j]} of {names[j]} is {names[k]}; next the {facts[k]} of {names[k]}."
         return text, [f"search[{names[k]}]"]
 
-    #: The habit of a noisy demonstrator (`warm_start.noise_action = "first"`): answer at once, without searching
-    #: and whatever the question (a fixed answer that no generated world's question has as its gold).
+    #: The habit's answer (`warm_start.noise_action = "first"`): a fixed answer that no generated world's question
+    #: has as its gold.
     HABIT_ANSWER = "finish[unknown]"
 
     def noise_answer(self, kind: str, rng: np.random.Generator) -> str:
-        """The habit ``"first"``: `HABIT_ANSWER`, the same on every turn and for every question; ``"random"``: the
-        default, the env's `random_action` (a search for one word of the question, or a random entity as the answer)."""
+        """The habit ``"first"``: search as the oracle does, but answer `HABIT_ANSWER` instead of reading the fact
+        off the results (the oracle's search on a turn it searches, `finish[unknown]` on a turn it answers: a habit
+        that ignores the passages); ``"random"``: the default, the env's `random_action` (a search for one word of
+        the question, or a random entity as the answer)."""
         if kind == "first":
-            return self.HABIT_ANSWER
+            action = self.oracle_step()[1][0]
+            return self.HABIT_ANSWER if action.startswith("finish[") else action
         return super().noise_answer(kind, rng)
 
     def random_action(self, rng: np.random.Generator) -> str:

@@ -106,8 +106,8 @@ def test_random_actions_are_accepted(case):
 @pytest.mark.parametrize("case", ["searchqa_tiny", "webshop_tiny", "math", "code"])
 def test_noisy_demonstrators_answer_from_the_hook(case):
     """noise_action="random" replaces the answer by random_action(rng) (the same draw, replayed here), keeping the
-    reasoning; noise_action="first" is SearchQA's habit (answer at once, `finish[unknown]`, on every turn and
-    question) and refused elsewhere with an error that names the missing list."""
+    reasoning; noise_action="first" is SearchQA's habit (search as the oracle does, then answer `finish[unknown]`
+    instead of reading the results) and refused elsewhere with an error that names the missing list."""
     env_id, kwargs, _ = CASES[case]
     env = gym.make(env_id, **kwargs)
     env.reset(seed=1)
@@ -119,10 +119,16 @@ def test_noisy_demonstrators_answer_from_the_hook(case):
     if case.startswith("searchqa"):
         for seed in range(6):
             env.reset(seed=seed)
-            text = oracle_response(env, noise=1.0, noise_action="first", rng=np.random.default_rng(seed))
-            assert text == respond(u.oracle_step()[0], "finish[unknown]")
-            _, reward, term, _, info = env.step(text)  # answered at once, and wrong: never a success
-            assert term and reward == 0.0 and not info["success"]
+            for _turn in range(kwargs["max_turns"]):
+                reasoning, (oracle_action,) = u.oracle_step()
+                text = oracle_response(env, noise=1.0, noise_action="first", rng=np.random.default_rng(seed))
+                final = oracle_action.startswith("finish[")
+                assert text == respond(reasoning, "finish[unknown]" if final else oracle_action)
+                _, reward, term, _, info = env.step(text)
+                if final:  # answered without reading the results: never a success
+                    assert term and reward == 0.0 and not info["success"]
+                    break
+            assert _turn >= 1  # searched first, as the oracle does
         return
     with pytest.raises(ValueError, match="no fixed action list"):
         oracle_response(env, noise=1.0, noise_action="first", rng=np.random.default_rng(0))

@@ -83,3 +83,28 @@ def test_the_step0_key_follows_the_measurement_settings_not_their_cadence():
     for other in ("eval.episodes=5", "eval.greedy=false", "mi.probe_prompts=3", "run.seed=1",
                   "warm_start.lr=2e-3", "env.val_seed=7"):
         assert step0_key(load_config(None, BASE + [other]), "validation") != key, other
+
+
+def test_the_key_follows_the_source_of_the_demonstrations(tmp_path, monkeypatch):
+    """Editing the env's package (its oracle, its habit, its wording) gives a new key although the config is the
+    same, so a cached warm start trained on the old demonstrations is never handed back; another package's edit
+    does not."""
+    import gymnasium as gym
+
+    from ragen_core.training.warm_cache import demonstration_code_digest
+
+    for name in ("pkg_a", "pkg_b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("")
+        (tmp_path / name / "env.py").write_text("import gymnasium as gym\n\nclass E(gym.Env):\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    gym.register(id="test/DigestA-v0", entry_point="pkg_a.env:E")
+    try:
+        before = demonstration_code_digest("test/DigestA-v0")
+        (tmp_path / "pkg_b" / "env.py").write_text("# another env's edit\n")
+        assert demonstration_code_digest("test/DigestA-v0") == before
+        (tmp_path / "pkg_a" / "helpers.py").write_text("HABIT = 'finish[unknown]'\n")  # a module beside the env's
+        assert demonstration_code_digest("test/DigestA-v0") != before
+    finally:
+        gym.registry.pop("test/DigestA-v0", None)
+    assert demonstration_code_digest("ragen/SearchQA-v0") != demonstration_code_digest("ragen/Bandit-v0")
