@@ -433,6 +433,20 @@ class WebShopEnv(TextAgentEnv):
         return [a for a in self.goal.attributes
                 if attribute_matches(product, dataclasses.replace(self.goal, attributes=(a,)))]
 
+    def noise_answer(self, kind: str, rng: np.random.Generator) -> str:
+        """The habit ``"first"``: the oracle's action, except that on the planned product's page it buys at once
+        (`click[Buy Now]`) instead of clicking the option values the instruction asks for (a habit that ignores the
+        instruction's options: such a purchase scores below 1 and is never a success when the goal names an
+        option); ``"random"``: the default, the env's `random_action` (a search for one word of the instruction, or
+        a click on a random element of the page)."""
+        if kind == "first":
+            (action,) = self.oracle()
+            navigation = {f"click[{b}]" for b in (pages.BUY, pages.PREV, pages.BACK, pages.NEXT)}
+            if self.state.page == "item" and action not in navigation:  # an option click
+                return f"click[{pages.BUY}]"
+            return action
+        return super().noise_answer(kind, rng)
+
     def random_action(self, rng: np.random.Generator) -> str:
         """A valid but uninformed action (the random-action hook): on the search page a search for one word of
         the instruction, drawn uniformly; on any other page a click on one of its elements (products, option

@@ -107,7 +107,8 @@ def test_random_actions_are_accepted(case):
 def test_noisy_demonstrators_answer_from_the_hook(case):
     """noise_action="random" replaces the answer by random_action(rng) (the same draw, replayed here), keeping the
     reasoning; noise_action="first" is SearchQA's habit (search as the oracle does, then answer `finish[unknown]`
-    instead of reading the results) and refused elsewhere with an error that names the missing list."""
+    instead of reading the results) and WebShop's (the oracle's clicks, but Buy Now instead of the asked option),
+    and refused elsewhere with an error that names the missing list."""
     env_id, kwargs, _ = CASES[case]
     env = gym.make(env_id, **kwargs)
     env.reset(seed=1)
@@ -129,6 +130,23 @@ def test_noisy_demonstrators_answer_from_the_hook(case):
                     assert term and reward == 0.0 and not info["success"]
                     break
             assert _turn >= 1  # searched first, as the oracle does
+        return
+    if case.startswith("webshop"):
+        for seed in range(6):
+            env.reset(seed=seed)
+            clicked_options = False
+            for _turn in range(kwargs["max_turns"]):
+                reasoning, (oracle_action,) = u.oracle_step()
+                on_item = u.state.page == "item"
+                option = on_item and oracle_action not in {"click[Buy Now]", "click[< Prev]", "click[Back to Search]"}
+                text = oracle_response(env, noise=1.0, noise_action="first", rng=np.random.default_rng(seed))
+                assert text == respond(reasoning, "click[Buy Now]" if option else oracle_action)
+                clicked_options |= option
+                _, reward, term, _, info = env.step(text)
+                if term:
+                    break
+            assert term and clicked_options  # bought the planned product without its asked option
+            assert 0.0 < reward < 1.0 and not info["success"]
         return
     with pytest.raises(ValueError, match="no fixed action list"):
         oracle_response(env, noise=1.0, noise_action="first", rng=np.random.default_rng(0))
