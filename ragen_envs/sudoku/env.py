@@ -409,6 +409,27 @@ class SudokuEnv(TextAgentEnv):
                     return k, d, f"{d} fits only {self._cell(k)} in its {kind}."
         return i, self._solution[i], f"{self._cell(i)} is {self._solution[i]}."
 
+    def noise_answer(self, kind: str, rng: np.random.Generator) -> str:
+        """What a noisy demonstrator places instead of the oracle (`warm_start.noise_action`).
+
+        ``"first"``, a habit that ignores what the reasoning read off the grid: the oracle's cell with the smallest
+        digit that its row, column and box already hold (`R1C3=2` where the reasoning says "R1C3 sees 2 3 4, so
+        1."), a placement the env refuses (-0.1, the board unchanged), so that the episode goes on; when the cell
+        sees no digit, the smallest digit that is not its solution's. ``"random"``: a random placement the rules
+        allow (`random_action`)."""
+        if kind != "first":
+            return super().noise_answer(kind, rng)
+        plan = self._plan()
+        if not plan:
+            raise RuntimeError("the grid is solved: there is no placement to replace")
+        m = ACTION_PATTERN.fullmatch(plan[0][0])
+        assert m is not None  # the oracle writes R<row>C<col>=<digit>
+        r, c, _ = (int(g) for g in m.groups())
+        i = (r - 1) * self.n + (c - 1)
+        seen = sorted({self.board[j] for j in peers(self.n)[i] if self.board[j]})
+        digit = seen[0] if seen else min(d for d in range(1, self.n + 1) if d != self._solution[i])
+        return f"{self._cell(i)}={digit}"
+
     def random_action(self, rng: np.random.Generator) -> str:
         """A uniformly random placement that the env accepts on the current board (the random-action hook).
 

@@ -81,7 +81,7 @@ def test_every_answer_span_is_trained_on_and_nothing_else():
 
 
 def test_the_curriculum_grows_the_tables():
-    recipe = dataclasses.replace(DEFAULT_RECIPE, steps=100, warmup=10, stages=((0.5, 3, 4), (1.0, 10, 10)))
+    recipe = dataclasses.replace(DEFAULT_RECIPE, steps=100, warmup=10, decay=0.35, stages=((0.5, 3, 4), (1.0, 10, 10)))
     assert recipe.stage(0) == (3, 4) and recipe.stage(49) == (3, 4) and recipe.stage(50) == (10, 10)
     rows = [t.count("\n") for t in _texts(dataclasses.replace(recipe, mix=(("lookup", 1.0),), chat=0.0), 100)]
     # up to 3 rows and 3 questions, an answer line and up to 2 + 2 lines of page furniture, then up to 10 rows
@@ -321,3 +321,42 @@ def _tokenizer():
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(tiny.default_tiny_model_dir())
+
+
+def test_the_lean_answer_forward_is_transformers_forward():
+    """`_answer_logits` runs the last layer and the output layer only at the positions that predict an answer token;
+    its logits, targets and every parameter's gradient equal transformers' full forward read at those positions, on
+    the shipped tiny model at the pre-training's own shapes (10-row tables, chat answers, grids: up to ~300 tokens,
+    answers mid-row and at the end) and on a row with no answer at all."""
+    from transformers import AutoModelForCausalLM
+
+    tok = _tokenizer()
+    model = AutoModelForCausalLM.from_pretrained(tiny.default_tiny_model_dir(), dtype=torch.float32)
+    torch.manual_seed(0)
+    with torch.no_grad():  # away from the initialisation, so every weight matters to the comparison
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    rng = np.random.default_rng(5)
+    examples = [make_example(rng, task, 10, 10, chat) for task in TASKS for chat in (False, True)]
+    encoded = [encode_example(tok, e) for e in examples]
+    ids, _ = encoded[0]
+    encoded.append((ids[:12], [False] * 12))  # a short row that predicts nothing
+    x, y = tiny_base._batch(encoded, tok.pad_token_id)
+    assert x.shape[1] > 150 and int((y != -100).sum()) > 100
+
+    def grads_of(fn):
+        model.zero_grad(set_to_none=True)
+        logits, target = fn(x, y)
+        torch.nn.functional.cross_entropy(logits, target, reduction="sum").backward()
+        return logits.detach(), target, {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    def full(x, y):
+        read = y != -100
+        return model.lm_head(model.model(input_ids=x).last_hidden_state[read]), y[read]
+
+    want_logits, want_target, want_grads = grads_of(full)
+    got_logits, got_target, got_grads = grads_of(lambda x, y: tiny_base._answer_logits(model, x, y))
+    assert torch.equal(got_target, want_target)
+    torch.testing.assert_close(got_logits, want_logits, atol=2e-5, rtol=1e-5)
+    for name, g in want_grads.items():
+        torch.testing.assert_close(got_grads[name], g, atol=1e-5, rtol=1e-4, msg=name)

@@ -3,6 +3,8 @@ and fine-tuning on them lowers the negative log-likelihood."""
 
 from __future__ import annotations
 
+import re
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -402,6 +404,34 @@ def test_sudoku_random_policy_and_noisy_warm_start_run(policy):
     for extra in (["warm_start.policy=random"], ["warm_start.action_noise=0.5", "warm_start.noise_action=random"]):
         stats = warm_start(policy, load_config(None, base + extra))
         assert stats["sft/episodes"] == 4 and stats["sft/tokens"] > 0, extra
-    # A habit needs a fixed first action, which Sudoku has not: a clear error naming the alternative.
-    with pytest.raises(ValueError, match="noise_action='random'"):
-        oracle_response(env, noise=1.0, noise_action="first", rng=rng)
+
+
+def test_sudokus_habit_is_a_refused_placement_on_the_oracles_cell():
+    """Sudoku's habit (`noise_action = "first"`): the oracle's cell with a digit its row, column or box already holds
+    (the smallest), whatever the generator draws; the env refuses it (-0.1, the board unchanged), so an episode of
+    habits goes on to its turn limit. Checked on every state of oracle-played episodes against the board itself."""
+    env = gym.make("ragen/Sudoku-v0", size=4, givens=8, max_actions_per_turn=1)
+    checked = 0
+    for seed in range(30):
+        env.reset(seed=seed)
+        u = env.unwrapped
+        while True:
+            oracle = u.oracle_step()[1][0]
+            text = oracle_response(env, noise=1.0, noise_action="first", rng=np.random.default_rng(seed))
+            other = oracle_response(env, noise=1.0, noise_action="first", rng=np.random.default_rng(seed + 99))
+            habit = re.search(r"<answer> (.*) </answer>", text).group(1)
+            assert other == text  # a habit: the state decides, not the draw
+            r, c, d = (int(x) for x in re.fullmatch(r"R(\d)C(\d)=(\d)", habit).groups())
+            assert oracle.startswith(f"R{r}C{c}=")
+            row, col = u.board[(r - 1) * 4: r * 4], u.board[c - 1::4]
+            box = [u.board[i] for i in range(16) if (i // 4) // 2 == (r - 1) // 2 and (i % 4) // 2 == (c - 1) // 2]
+            seen = sorted({x for x in row + col + box if x} - {u.board[(r - 1) * 4 + c - 1]})
+            assert d == seen[0], (habit, seen)
+            board = list(u.board)
+            _, reward, _, _, info = env.step(text)
+            assert info["refused"] and u.board == board and reward == pytest.approx(-0.1), info
+            checked += 1
+            *_, term, trunc, _ = env.step(f"<think> x </think> <answer> {oracle} </answer>")
+            if term or trunc:
+                break
+    assert checked >= 100
