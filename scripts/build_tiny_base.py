@@ -4,7 +4,7 @@
     python scripts/build_tiny_base.py --out /tmp/tb --steps 600 --eval-every 200   # an experiment (not cached)
 
 Run it at low priority on a shared machine (``nice -n 19``); it uses one torch thread. The default build takes
-about 37 CPU-minutes (docs/training.md, "The tiny base model"). It prints one JSON line per log step and, at the
+about 28 CPU-minutes (docs/training.md, "The tiny base model"). It prints one JSON line per log step and, at the
 end, the meta file's contents (recipe digest, CPU and wall seconds, held-out exact match before and after).
 """
 

@@ -4,7 +4,7 @@
 - `build_tiny_model` / `default_tiny_model_dir`: the tiny offline model (text or vision) that loads
   through the same path; `load_policy` builds/loads it in one call.
 - `default_tiny_base_dir` (`ragen_core.policy.tiny_base`): the tiny model pre-trained to copy and look up
-  ("tiny-base"), built once per machine (about 37 CPU-minutes) and cached.
+  ("tiny-base"), built once per machine (about 28 CPU-minutes) and cached.
 - `VLLMPolicy` (optional extra `vllm`, GPU only): `from ragen_core.policy.vllm import VLLMPolicy`;
   importing this package never imports vllm.
 """
@@ -42,7 +42,7 @@ def load_policy(
     Args:
         path: a local model directory, or "tiny" / "tiny-vision" (the tiny model, random weights) or "tiny-base" (the
             tiny model pre-trained to copy and look up: `ragen_core.policy.tiny_base`; its first use on a machine
-            builds it, about 37 CPU-minutes).
+            builds it, about 28 CPU-minutes).
         backend: "hf" (`HFPolicy`) or "vllm" (`VLLMPolicy`, GPU only, optional extra).
         device, dtype: as in `HFPolicy.from_pretrained`.
         kwargs: passed to the backend's `from_pretrained` (e.g. `cache_dir` is not accepted here;

@@ -755,7 +755,7 @@ BUILD_EVAL_N = 200
 
 def default_tiny_base_dir(cache_dir: str | os.PathLike | None = None, recipe: BaseRecipe | None = None, *,
                           log: Callable[[dict[str, Any]], None] | None = None) -> Path:
-    """The cached base model, built on first use (about 30 core-minutes for the default recipe; docs/training.md).
+    """The cached base model, built on first use (about 28 core-minutes for the default recipe; docs/training.md).
 
     The cache folder (under `cache_dir`, default `$RAGEN2_CACHE` or `~/.cache/ragen2`) is named after
     `recipe_digest(recipe)` (default: `DEFAULT_RECIPE`) and the torch version. Built into a temporary folder and

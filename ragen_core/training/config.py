@@ -122,7 +122,7 @@ class ModelConfig:
 
     #: Local path of a transformers causal LM, or "tiny" for the offline tiny model (built on first use), or
     #: "tiny-base" for the tiny model pre-trained to copy and look up (ragen_core.policy.tiny_base; built once per
-    #: machine, about 37 CPU-minutes).
+    #: machine, about 28 CPU-minutes).
     path: str = "tiny"
     #: "float32" or "bfloat16" (bf16 only makes sense on a GPU).
     dtype: str = "float32"

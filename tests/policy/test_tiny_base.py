@@ -1,6 +1,6 @@
 """The tiny base model ("tiny-base"): its generated text, its pinned recipe, its cache and what pre-training does.
 
-The full build (about 37 CPU-minutes) never runs here: every test uses a recipe of a few steps.
+The full build (about 28 CPU-minutes) never runs here: every test uses a recipe of a few steps.
 """
 
 from __future__ import annotations
