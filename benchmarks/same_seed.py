@@ -3,6 +3,11 @@
     python -m benchmarks.same_seed run CODE_DIR OUT_DIR      # one short run per config with the code in CODE_DIR
     python -m benchmarks.same_seed compare OLD_DIR NEW_DIR   # the two sets of runs, key by key
 
+    # two commits that build different tiny models: give both sides one model folder, and the new side the old
+    # forward, so that what is compared is the training code
+    python -m benchmarks.same_seed run OLD_CODE OLD_OUT --tiny-model DIR
+    python -m benchmarks.same_seed run NEW_CODE NEW_OUT --tiny-model DIR --set model.fast_forward=false
+
 ``run`` trains each of :data:`CONFIGS` for :data:`STEPS` RL steps on one seed with a shortened warm start (at most
 :data:`WARM_EPISODES` demonstrations; configs without a warm start keep none), validating every 2 steps on 16
 episodes and probing every step on 8 prompts where the config has a probe, one torch thread, in a process whose
@@ -12,11 +17,19 @@ Each run has its own warm-start cache under OUT_DIR, so the warm start is recomp
 ``compare`` reads every run's ``metrics.jsonl`` and compares them row by row and key by key, exactly, except the
 keys that are wall-clock times (``perf/*_s``); ``val_outcomes.jsonl`` and ``rollouts.jsonl`` must be equal byte for
 byte. A key present in one commit only is reported as such. Writes ``benchmarks/results/same_seed.json``.
+
+``--tiny-model DIR`` replaces ``model.path = "tiny"`` by the model folder DIR in every text config (a vision config
+keeps its own tiny vision model): the tiny model is built from a corpus of the envs' text, and before the corpus was
+pinned every commit that reworded an env built another one, so two commits compare equal only on one folder.
+``--set KEY=VALUE`` (repeatable) adds an override to every run. ``run`` also records the SHA-256 of the weights
+each run's warm start produced (``warm_start.sha256`` in the run folder, by tensor name, dtype, shape and bytes:
+the same hash whatever code wrote the cache file), and ``compare`` compares them.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -37,10 +50,13 @@ STEPS = 3
 WARM_EPISODES = 150
 SEED = 5
 COMPARED_FILES = ("val_outcomes.jsonl", "rollouts.jsonl")
+WARM_HASH_FILE = "warm_start.sha256"
 
 
-def overrides(config_file: Path, cache_dir: Path) -> list[str]:
-    """The short run's overrides of one config (its warm start capped, its probe shrunk if it has one)."""
+def overrides(config_file: Path, cache_dir: Path, tiny_model: Path | None = None,
+              extra: tuple[str, ...] = ()) -> list[str]:
+    """The short run's overrides of one config (its warm start capped, its probe shrunk if it has one; with
+    `tiny_model`, a text config's built-in tiny model replaced by that folder), then `extra`."""
     data = tomllib.loads(config_file.read_text())
     out = [f"run.seed={SEED}", f"run.steps={STEPS}", f'warm_start.cache_dir="{cache_dir}"', "eval.every=2",
            "eval.episodes=16", "mi.every=1", "run.progress=false", "run.threads=1", "run.max_minutes=0",
@@ -50,20 +66,43 @@ def overrides(config_file: Path, cache_dir: Path) -> list[str]:
         out.append(f"warm_start.sft_episodes={min(episodes, WARM_EPISODES)}")
     if data.get("mi", {}).get("probe_prompts", 0):
         out += ["mi.probe_prompts=8", "mi.probe_every=1"]
-    return out
+    # The harness cannot ask an old commit's env whether it shows images; every image env's id says "Vision".
+    text_env = "Vision" not in str(data.get("env", {}).get("id", ""))
+    if tiny_model is not None and text_env and data.get("model", {}).get("path", "tiny") == "tiny":
+        out.append(f'model.path="{tiny_model}"')
+    return out + list(extra)
 
 
-def run_all(code: Path, out: Path, configs: tuple[str, ...] = CONFIGS) -> dict[str, int]:
-    """Train every config with the code of `code` into `out`/NAME; the exit status per config."""
+def state_sha256(path: Path) -> str:
+    """SHA-256 of the ``"model"`` state dict in a warm-start cache file: every tensor by name (sorted), dtype,
+    shape and bytes, so that two commits' files with equal weights hash equal whatever else they hold."""
+    import torch
+
+    state = torch.load(path, map_location="cpu", weights_only=True)["model"]
+    h = hashlib.sha256()
+    for name, t in sorted(state.items()):
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def run_all(code: Path, out: Path, configs: tuple[str, ...] = CONFIGS, tiny_model: Path | None = None,
+            extra: tuple[str, ...] = ()) -> dict[str, int]:
+    """Train every config with the code of `code` into `out`/NAME; the exit status per config. Each config's
+    warm start goes to a cache of its own (`out`/wscache/NAME), whose weights are hashed into its run folder."""
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": str(code), "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     status = {}
     for name in configs:
         cfg = code / "configs" / f"{name}.toml"
-        cmd = [sys.executable, "-m", "ragen_core.apps.train", str(cfg), *overrides(cfg, out / "wscache"),
+        cache = out / "wscache" / name
+        cmd = [sys.executable, "-m", "ragen_core.apps.train", str(cfg), *overrides(cfg, cache, tiny_model, extra),
                "--run-dir", str(out / name)]
         with open(out / f"{name}.log", "w", encoding="utf-8") as log:
             status[name] = subprocess.run(cmd, cwd=code, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+        weights = sorted(cache.glob("*.pt")) if cache.is_dir() else []
+        if status[name] == 0 and len(weights) == 1:
+            (out / name / WARM_HASH_FILE).write_text(state_sha256(weights[0]) + "\n")
         print(f"{name}: exit {status[name]}", flush=True)
     return status
 
@@ -92,7 +131,7 @@ def compare_run(old: Path, new: Path) -> dict[str, Any]:
                 diffs.append(f"row {i} (step {x.get('step')}): {k} {x[k]!r} vs {y[k]!r}")
     diffs += [f"only in the old run: {k}" for k in sorted(only_old)]
     diffs += [f"only in the new run: {k}" for k in sorted(only_new)]
-    for f in COMPARED_FILES:
+    for f in (*COMPARED_FILES, WARM_HASH_FILE):
         if (old / f).exists() != (new / f).exists():
             diffs.append(f"{f} in one run only")
         elif (old / f).exists() and (old / f).read_bytes() != (new / f).read_bytes():
@@ -134,7 +173,7 @@ def compare_all(old: Path, new: Path) -> dict[str, Any]:
 def markdown(result: dict[str, Any], old_label: str, new_label: str) -> str:
     lines = [f"Same seed ({SEED}), {STEPS} RL steps, warm start of at most {WARM_EPISODES} demonstrations, per config: "
              f"{old_label} against {new_label}, every key of metrics.jsonl except wall-clock times, "
-             f"and {', '.join(COMPARED_FILES)} byte for byte.", "",
+             f"{', '.join(COMPARED_FILES)} byte for byte, and the warm start's weights by hash where recorded.", "",
              "| config | rows | keys compared | result |", "|---|---:|---:|---|"]
     for name, r in result["runs"].items():
         lines.append(f"| {name} | {r['rows']} | {r['keys']} | {verdict(r)} |")
@@ -150,6 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("code", type=Path)
     r.add_argument("out", type=Path)
     r.add_argument("--configs", default=",".join(CONFIGS))
+    r.add_argument("--tiny-model", type=Path, default=None,
+                   help="the model folder every text config's built-in tiny model is replaced by")
+    r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="an override added to every run (repeatable)")
     c = sub.add_parser("compare", help="compare two sets of runs")
     c.add_argument("old", type=Path)
     c.add_argument("new", type=Path)
@@ -157,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--new-label", default="new")
     args = parser.parse_args(argv)
     if args.cmd == "run":
-        status = run_all(args.code.resolve(), args.out.resolve(), tuple(n for n in args.configs.split(",") if n))
+        status = run_all(args.code.resolve(), args.out.resolve(), tuple(n for n in args.configs.split(",") if n),
+                         args.tiny_model.resolve() if args.tiny_model else None, tuple(args.set))
         return int(any(status.values()))
     from benchmarks.machine import describe_machine
     from benchmarks.readme_tables import write_result

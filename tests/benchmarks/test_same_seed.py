@@ -69,3 +69,38 @@ def test_measurement_only_differences_say_so_and_anything_else_does_not(tmp_path
     assert ("| m | 1 | 4 | 2 measurement values differ (`collapse/*`, `probe/*`, largest by 2.0e-05); training, "
             "validation and rollouts identical |") in text
     assert "| t | 1 | 4 | 2 differences |" in text and "| f | 1 | 4 | 2 differences |" in text
+
+
+def test_a_shared_tiny_model_replaces_only_a_text_configs_built_in_tiny_model(tmp_path):
+    folder = tmp_path / "model"
+    cases = {"text": '[env]\nid = "ragen/Sokoban-v0"\n[model]\npath = "tiny"\n',
+             "default": '[env]\nid = "ragen/Bandit-v0"\n',
+             "vision": '[env]\nid = "ragen/Sokoban-Vision-v0"\n[model]\npath = "tiny"\n',
+             "base": '[env]\nid = "ragen/SearchQA-v0"\n[model]\npath = "tiny-base"\n'}
+    got = {}
+    for name, text in cases.items():
+        (tmp_path / f"{name}.toml").write_text(text)
+        got[name] = overrides(tmp_path / f"{name}.toml", tmp_path, folder, ("model.fast_forward=false",))
+    replaced = f'model.path="{folder}"'
+    assert replaced in got["text"] and replaced in got["default"]
+    assert not any(o.startswith("model.path") for o in got["vision"] + got["base"])
+    assert all(o[-1] == "model.fast_forward=false" for o in got.values())
+
+
+def test_the_warm_start_hash_reads_the_weights_not_the_file(tmp_path):
+    torch = pytest.importorskip("torch")
+    from benchmarks.same_seed import state_sha256
+
+    w = {"b": torch.arange(6.0).reshape(2, 3), "a": torch.ones(4)}
+    torch.save({"model": w, "metrics": {"x": 1.0}, "key": "k1"}, tmp_path / "one.pt")
+    torch.save({"model": dict(reversed(list(w.items()))), "metrics": {"y": 2.0}}, tmp_path / "two.pt")
+    assert state_sha256(tmp_path / "one.pt") == state_sha256(tmp_path / "two.pt")
+    moved = {**w, "a": torch.tensor([1.0, 1.0, 1.0, float(torch.nextafter(torch.tensor(1.0), torch.tensor(2.0)))])}
+    torch.save({"model": moved}, tmp_path / "three.pt")
+    assert state_sha256(tmp_path / "three.pt") != state_sha256(tmp_path / "one.pt")
+    old, new = tmp_path / "old" / "r", tmp_path / "new" / "r"
+    _run(old, [{"step": 1}])
+    _run(new, [{"step": 1}])
+    (old / "warm_start.sha256").write_text(state_sha256(tmp_path / "one.pt"))
+    (new / "warm_start.sha256").write_text(state_sha256(tmp_path / "three.pt"))
+    assert compare_run(old, new)["differences"] == ["warm_start.sha256 differs"]
