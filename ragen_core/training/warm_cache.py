@@ -27,7 +27,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["cache_key", "cached_warm_start", "demonstration_code_digest", "step0_key", "cached_step0"]
+__all__ = ["cache_key", "cached_warm_start", "demonstration_code_digest", "training_code_digest", "step0_key",
+           "cached_step0", "default_warm_cache_dir"]
 
 #: Bump when the warm start's algorithm changes, so that stale weights are never reused.
 _FORMAT = 1
@@ -36,9 +37,11 @@ _FORMAT = 1
 def cache_key(cfg: Any) -> str:
     """Hex SHA-256 of every input of the warm start: model, env, rollout and warm-start sections, run.seed,
     run.device, the torch version, this cache's format, the source of the demonstrations
-    (:func:`demonstration_code_digest`) and, for the built-in tiny model, its pinned identity (recipe and corpus
+    (:func:`demonstration_code_digest`), the source that turns them into weights and measures them
+    (:func:`training_code_digest`) and, for the built-in tiny model, its pinned identity (recipe and corpus
     versions, the recorded model digests; for "tiny-base" also its pre-training recipe's digest), so that a new tiny
-    model or an edited demonstrator never reads an old warm start."""
+    model, an edited demonstrator or an edited forward never reads an old warm start: the cache can be shared by
+    studies and by checkouts of different commits (`ragen reproduce` shares one by default)."""
     from ragen_core.policy.tiny import TINY_CORPUS_VERSION, TINY_FORMAT_VERSION, TINY_MODEL_SHA256
     from ragen_core.policy.tiny_base import TINY_BASE_RECIPE_SHA256
 
@@ -57,6 +60,7 @@ def cache_key(cfg: Any) -> str:
     if str(cfg.model.path) == "tiny-base":  # and the base model's recipe (its weights are built per machine)
         inputs["tiny_base"] = TINY_BASE_RECIPE_SHA256
     inputs["code"] = demonstration_code_digest(cfg.env.id)
+    inputs["training_code"] = training_code_digest()
     blob = json.dumps(inputs, sort_keys=True, default=repr).encode()
     return hashlib.sha256(blob).hexdigest()
 
@@ -87,6 +91,27 @@ def demonstration_code_digest(env_id: str) -> str:
     for f in sorted(files):
         h.update(f.name.encode() + b"\0" + f.read_bytes())
     return h.hexdigest()
+
+
+def training_code_digest(root: Path | None = None) -> str:
+    """Hex SHA-256 of the source that turns demonstrations into weights and measures a model at step 0: every
+    module of ``ragen_core`` except its apps and scale-out integrations (the rollout and the episode's token
+    layout, the policies and their lean forward, the SFT loop, the trainer's validation and probe, the MI math).
+    Coarse on purpose: an edit that changes no number also gives a new key (one warm start recomputed), where a
+    finer list could miss a module that changes the weights' float rounding and hand back stale weights.
+    `root`: the package folder (default: this ``ragen_core``)."""
+    root = Path(root) if root is not None else Path(__file__).resolve().parents[1]
+    files = sorted(f for f in root.rglob("*.py") if f.relative_to(root).parts[0] not in ("apps", "integrations"))
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
+def default_warm_cache_dir() -> Path:
+    """The warm-start cache `ragen reproduce` shares across studies: ``$RAGEN2_CACHE/warm_starts`` (default
+    ``~/.cache/ragen2/warm_starts``, beside the tiny models)."""
+    return Path(os.environ.get("RAGEN2_CACHE") or Path.home() / ".cache" / "ragen2") / "warm_starts"
 
 
 def cached_warm_start(policy: Any, cfg: Any, device: torch.device | None = None) -> dict[str, float]:

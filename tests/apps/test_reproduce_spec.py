@@ -184,3 +184,21 @@ def test_no_number_in_the_rule_prose_is_typed_by_hand(monkeypatch):
     paper_text = "\n".join(report._section_paper())
     for v in PAPER["spearman"].values():
         assert f"{v:+.2f}" in paper_text
+
+
+def test_warm_starts_go_to_one_cache_shared_by_studies_unless_told_otherwise(monkeypatch, tmp_path):
+    seen = []
+    monkeypatch.setattr(cli, "_run", lambda specs, runs_dir, args, ray=None: seen.append(specs) or "")
+    monkeypatch.setenv("RAGEN2_CACHE", str(tmp_path / "home-cache"))
+    base = ["--experiment", "confirm", "--seeds", "1", "--no-progress"]
+    for out in ("one", "two"):  # two studies in different folders: one cache
+        assert cli.main([*base, "--out", str(tmp_path / out)]) == 1
+    own = tmp_path / "own"
+    assert cli.main([*base, "--out", str(tmp_path / "three"), "--warm-cache", str(own)]) == 1
+
+    def caches(specs):
+        return {o for s in specs for o in s.overrides if o.startswith("warm_start.cache_dir=")}
+
+    shared = f'warm_start.cache_dir="{tmp_path / "home-cache" / "warm_starts"}"'
+    assert caches(seen[0]) == caches(seen[1]) == {shared}
+    assert caches(seen[2]) == {f'warm_start.cache_dir="{own}"'}

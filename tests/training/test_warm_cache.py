@@ -108,3 +108,26 @@ def test_the_key_follows_the_source_of_the_demonstrations(tmp_path, monkeypatch)
     finally:
         gym.registry.pop("test/DigestA-v0", None)
     assert demonstration_code_digest("ragen/SearchQA-v0") != demonstration_code_digest("ragen/Bandit-v0")
+
+
+def test_the_key_follows_the_code_that_trains_and_measures_not_the_apps(tmp_path):
+    """The cache is shared across studies and commits, so an edit of the forward, the SFT loop or the trainer must
+    give a new key; an edit of an app or a scale-out adapter, which trains nothing here, must not."""
+    from ragen_core.training.warm_cache import training_code_digest
+
+    for rel in ("rollout.py", "policy/fast_qwen2.py", "training/sft.py", "apps/reproduce/cli.py",
+                "integrations/trl.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x = 1\n")
+    before = training_code_digest(tmp_path)
+    for rel in ("apps/reproduce/cli.py", "integrations/trl.py"):
+        (tmp_path / rel).write_text("x = 2\n")
+        assert training_code_digest(tmp_path) == before, rel
+    for rel in ("rollout.py", "policy/fast_qwen2.py", "training/sft.py"):
+        (tmp_path / rel).write_text((tmp_path / rel).read_text() + "# rounding\n")
+        after = training_code_digest(tmp_path)
+        assert after != before, rel
+        before = after
+    (tmp_path / "policy" / "new_forward.py").write_text("")  # a new module counts too
+    assert training_code_digest(tmp_path) != before
+    assert training_code_digest() == training_code_digest()  # the shipped package: stable between calls

@@ -1,5 +1,5 @@
-"""`ragen reproduce [--experiment NAME] [--quick] [--seeds N] [--first-seed S] [--out DIR] [--workers N]
-[--ray ADDRESS] [--report-dir DIR]`.
+"""`ragen reproduce [--experiment NAME] [--quick] [--seeds N] [--first-seed S] [--out DIR] [--warm-cache DIR]
+[--workers N] [--ray ADDRESS] [--report-dir DIR]`.
 
 Runs an experiment of the registry :data:`ragen_core.apps.reproduce.experiments.EXPERIMENTS` (default: the study
 of :mod:`ragen_core.apps.reproduce.study`; resumable: finished runs are not re-run), then writes its report (the
@@ -9,6 +9,11 @@ starts nothing and reports the finished runs (listing the missing ones). ``--fro
 nothing and reads no run folder: it re-analyses the run records kept in a ``results.json`` (``{"header",
 "analysis", "records"}``) with this version's analysis and writes the report again (the records and the study's
 header are kept as they are).
+
+Warm starts and their step-0 validation and probe go to one cache shared by every study and experiment
+(``--warm-cache``, default :func:`ragen_core.training.warm_cache.default_warm_cache_dir`): its key covers every
+input of a warm start, the code included, so a run of another study on the same (config, seed) reads the weights
+it would have trained, and nothing else does.
 """
 
 from __future__ import annotations
@@ -45,8 +50,12 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--first-seed", type=int, default=None,
                    help="S, the first training seed (default: the experiment's, 0 for the study): a study on seeds "
                         "that an earlier config's study did not see")
-    p.add_argument("--out", default=None, help="run folders and the warm-start cache (default runs/reproduce[-quick] "
+    p.add_argument("--out", default=None, help="run folders (default runs/reproduce[-quick] "
                                                "for the study, runs/experiment-NAME[-quick] for the others)")
+    p.add_argument("--warm-cache", default=None, metavar="DIR",
+                   help="the warm-start cache, shared by studies (default $RAGEN2_CACHE/warm_starts or "
+                        "~/.cache/ragen2/warm_starts; its key covers config, seed and code, so sharing changes no "
+                        "result); OUT/warm_cache keeps a study's own")
     p.add_argument("--workers", type=int, default=2, help="local runs at a time, one core each (default 2)")
     p.add_argument("--ray", metavar="ADDRESS", default=None,
                    help="run every training run as a Ray task on this cluster ('auto', 'ray://host:10001', or "
@@ -100,7 +109,10 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     try:
         groups = tuple(e.strip() for e in args.envs.split(",")) if args.envs else None
         configs = find_configs_dir(args.configs_dir, groups if groups is not None else exp.groups())
-        specs = build_runs(exp, seeds, configs, out / "warm_cache", quick=args.quick, groups=groups)
+        from ragen_core.training.warm_cache import default_warm_cache_dir  # imports torch: only when runs are built
+
+        warm = Path(args.warm_cache).resolve() if args.warm_cache else default_warm_cache_dir()
+        specs = build_runs(exp, seeds, configs, warm, quick=args.quick, groups=groups)
     except (FileNotFoundError, ValueError) as e:
         print(f"ragen reproduce: {e}", file=sys.stderr)
         return 2
