@@ -95,6 +95,9 @@ def run_all(code: Path, out: Path, configs: tuple[str, ...] = CONFIGS, tiny_mode
     status = {}
     for name in configs:
         cfg = code / "configs" / f"{name}.toml"
+        if not cfg.is_file():  # a config newer than that commit: nothing to run, compare reports it missing
+            print(f"{name}: no config at this commit", flush=True)
+            continue
         cache = out / "wscache" / name
         cmd = [sys.executable, "-m", "ragen_core.apps.train", str(cfg), *overrides(cfg, cache, tiny_model, extra),
                "--run-dir", str(out / name)]
@@ -167,7 +170,8 @@ def compare_all(old: Path, new: Path) -> dict[str, Any]:
     names = sorted(p.name for p in old.iterdir() if (p / "metrics.jsonl").is_file())
     missing = [n for n in names if not (new / n / "metrics.jsonl").is_file()]
     runs = {n: compare_run(old / n, new / n) for n in names if n not in missing}
-    return {"runs": runs, "missing_in_new": missing}
+    only_new = sorted(p.name for p in new.iterdir() if (p / "metrics.jsonl").is_file() and p.name not in names)
+    return {"runs": runs, "missing_in_new": missing, "missing_in_old": only_new}
 
 
 def markdown(result: dict[str, Any], old_label: str, new_label: str) -> str:
@@ -179,6 +183,8 @@ def markdown(result: dict[str, Any], old_label: str, new_label: str) -> str:
         lines.append(f"| {name} | {r['rows']} | {r['keys']} | {verdict(r)} |")
     if result["missing_in_new"]:
         lines.append(f"\nNo new run: {', '.join(result['missing_in_new'])}.")
+    if result.get("missing_in_old"):
+        lines.append(f"\nNo old run (no such config at {old_label}): {', '.join(result['missing_in_old'])}.")
     return "\n".join(lines) + "\n"
 
 

@@ -39,10 +39,12 @@ def test_a_new_key_alone_reads_identical_with_its_name(tmp_path):
     _run(tmp_path / "old" / "x", [{"step": 1, "loss": 0.5}])
     _run(tmp_path / "new" / "x", [{"step": 1, "loss": 0.5, "filter/nan_groups": 0}])
     _run(tmp_path / "old" / "y", [{"step": 1}])
+    _run(tmp_path / "new" / "z", [{"step": 1}])  # a config the old commit did not have
     result = compare_all(tmp_path / "old", tmp_path / "new")
-    assert result["missing_in_new"] == ["y"]
+    assert result["missing_in_new"] == ["y"] and result["missing_in_old"] == ["z"]
     text = markdown(result, "o", "n")
     assert "| x | 1 | 2 | identical; new keys: `filter/nan_groups` |" in text and "No new run: y." in text
+    assert "No old run (no such config at o): z." in text
 
 
 def test_overrides_cap_the_warm_start_and_shrink_only_an_existing_probe(tmp_path):
