@@ -119,11 +119,18 @@ def _rows(path: Path) -> list[dict[str, Any]]:
             for line in path.read_text().splitlines() if line.strip()]
 
 
+#: Two values differ by float rounding when |a - b| <= ROUNDING * max(1, |a|, |b|).
+ROUNDING = 1e-6
+
+
 def compare_run(old: Path, new: Path) -> dict[str, Any]:
-    """One config's two runs: rows, keys, and every difference (a list of strings; empty = identical)."""
+    """One config's two runs: rows, keys, and every difference (a list of strings; empty = identical). A key or a
+    compared file that only the new run has (a metric or a file added since) is listed apart, not as a difference."""
     a, b = _rows(old / "metrics.jsonl"), _rows(new / "metrics.jsonl")
     diffs = [] if len(a) == len(b) else [f"rows: {len(a)} vs {len(b)}"]
     only_old, only_new = set(), set()
+    value_diffs = []  # (row, key, |a - b|, within rounding)
+    other_rows = []  # rows with a difference that is not a number's
     for i, (x, y) in enumerate(zip(a, b)):
         for k in sorted(set(x) | set(y)):
             if k not in y:
@@ -132,19 +139,33 @@ def compare_run(old: Path, new: Path) -> dict[str, Any]:
                 only_new.add(k)
             elif x[k] != y[k]:
                 diffs.append(f"row {i} (step {x.get('step')}): {k} {x[k]!r} vs {y[k]!r}")
+                numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (x[k], y[k]))
+                if numbers:
+                    d = abs(x[k] - y[k])
+                    value_diffs.append((i, k, d, d <= ROUNDING * max(1.0, abs(x[k]), abs(y[k]))))
+                else:
+                    other_rows.append(i)
     diffs += [f"only in the old run: {k}" for k in sorted(only_old)]
     diffs += [f"only in the new run: {k}" for k in sorted(only_new)]
+    new_files, same_files = [], []
     for f in (*COMPARED_FILES, WARM_HASH_FILE):
         if (old / f).exists() != (new / f).exists():
             diffs.append(f"{f} in one run only")
-        elif (old / f).exists() and (old / f).read_bytes() != (new / f).read_bytes():
-            diffs.append(f"{f} differs")
-    value_diffs = [(k, abs(x[k] - y[k])) for x, y in zip(a, b) for k in set(x) & set(y)
-                   if x[k] != y[k] and isinstance(x[k], (int, float)) and isinstance(y[k], (int, float))]
-    spaces = sorted({k.split("/")[0] for k, _ in value_diffs})
+            if (new / f).exists():
+                new_files.append(f)
+        elif (old / f).exists():
+            if (old / f).read_bytes() != (new / f).read_bytes():
+                diffs.append(f"{f} differs")
+            else:
+                same_files.append(f)
+    spaces = sorted({k.split("/")[0] for _, k, _, _ in value_diffs})
+    beyond = [i for i, _, _, ok in value_diffs if not ok] + other_rows
     return {"rows": len(a), "keys": len({k for r in a for k in r}), "differences": diffs,
-            "only_new": sorted(only_new), "only_old": sorted(only_old),
-            "namespaces": spaces, "largest": max((d for _, d in value_diffs), default=None)}
+            "only_new": sorted(only_new), "only_old": sorted(only_old), "new_files": new_files,
+            "same_files": same_files, "namespaces": spaces,
+            "largest": max((d for _, _, d, _ in value_diffs), default=None),
+            "rounding_only": bool(value_diffs) and not beyond,
+            "first_step": a[min(beyond)].get("step") if beyond else None}
 
 
 #: The namespaces of metrics.jsonl that only measure (their code draws no random number the run reads and no update
@@ -152,18 +173,34 @@ def compare_run(old: Path, new: Path) -> dict[str, Any]:
 MEASUREMENT_SPACES = ("collapse", "probe")
 
 
+def _file_names(files: list[str]) -> str:
+    names = {"val_outcomes.jsonl": "validation", "rollouts.jsonl": "rollouts", WARM_HASH_FILE: "warm start"}
+    return ", ".join(names.get(f, f) for f in files)
+
+
 def verdict(r: dict[str, Any]) -> str:
-    """One config's result in words: identical, identical but for new keys, or where its differences are."""
-    if not r["differences"]:
-        return "identical"
-    if r["only_new"] and len(r["differences"]) == len(r["only_new"]):
-        return "identical; new keys: " + ", ".join(f"`{k}`" for k in r["only_new"])
+    """One config's result in words: identical, identical but for what the new commit added, measurements only,
+    float rounding only, or from which step the runs differ."""
+    added = [f"`{k}`" for k in r["only_new"]]
+    new_files = r.get("new_files", [])
+    real = [d for d in r["differences"] if not d.startswith("only in the new run: ")
+            and not any(d == f"{f} in one run only" for f in new_files)]
+    extra = (f"; new keys: {', '.join(added)}" if added else "") + \
+        (f"; new files: {', '.join(new_files)}" if new_files else "")
+    if not real:
+        return "identical" + extra
     spaces = r.get("namespaces") or []
-    numeric = sum(1 for d in r["differences"] if d.startswith("row ") and " vs " in d)
-    if spaces and numeric == len(r["differences"]) and set(spaces) <= set(MEASUREMENT_SPACES):
+    numeric = sum(1 for d in real if d.startswith("row ") and " vs " in d)
+    same = _file_names(r.get("same_files", [])) or "no file"
+    tail = f" (+ {len(added)} new key{'s' if len(added) != 1 else ''})" if added else ""
+    if spaces and numeric == len(real) and set(spaces) <= set(MEASUREMENT_SPACES):
+        files = "validation and rollouts" if not new_files else same
         return (f"{numeric} measurement values differ (" + ", ".join(f"`{s}/*`" for s in spaces)
-                + f", largest by {r['largest']:.1e}); training, validation and rollouts identical")
-    return f"{len(r['differences'])} differences"
+                + f", largest by {r['largest']:.1e}); training, {files} identical{tail}")
+    if numeric == len(real) and r.get("rounding_only"):
+        return (f"{numeric} values differ by float rounding (" + ", ".join(f"`{s}/*`" for s in spaces)
+                + f", largest by {r['largest']:.1e}); identical: {same}{tail}")
+    return f"{len(real)} differences from step {r.get('first_step')}; identical: {same}{tail}"
 
 
 def compare_all(old: Path, new: Path) -> dict[str, Any]:
@@ -204,6 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("new", type=Path)
     c.add_argument("--old-label", default="old")
     c.add_argument("--new-label", default="new")
+    c.add_argument("--result", default="same_seed", metavar="NAME",
+                   help="write benchmarks/results/NAME.json (default same_seed: the refactor check of "
+                        "docs/architecture.md)")
+    c.add_argument("--about", default="", help="a sentence set before the table")
     args = parser.parse_args(argv)
     if args.cmd == "run":
         status = run_all(args.code.resolve(), args.out.resolve(), tuple(n for n in args.configs.split(",") if n),
@@ -214,8 +255,9 @@ def main(argv: list[str] | None = None) -> int:
 
     result = compare_all(args.old, args.new)
     result.update(benchmark="same_seed", old=args.old_label, new=args.new_label, machine=describe_machine())
-    result["markdown"] = markdown(result, args.old_label, args.new_label)
-    write_result(result, RESULTS / "same_seed.json")
+    result["markdown"] = (args.about.strip() + "\n\n" if args.about.strip() else "") + \
+        markdown(result, args.old_label, args.new_label)
+    write_result(result, RESULTS / f"{args.result}.json")
     changed = [n for n, x in result["runs"].items() if len(x["differences"]) != len(x["only_new"])]
     return int(bool(changed or result["missing_in_new"]))
 

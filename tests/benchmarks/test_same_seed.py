@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.same_seed import compare_all, compare_run, markdown, overrides
+from benchmarks.same_seed import compare_all, compare_run, markdown, overrides, verdict
 
 
 def _run(path: Path, rows, outcomes="a\n"):
@@ -62,7 +62,7 @@ def test_measurement_only_differences_say_so_and_anything_else_does_not(tmp_path
     _run(tmp_path / "old" / "m", [base])
     _run(tmp_path / "new" / "m", [{**base, "collapse/mi_est": 0.1 + 3e-6, "probe/retrieval_margin": 0.4 - 2e-5}])
     _run(tmp_path / "old" / "t", [base])
-    _run(tmp_path / "new" / "t", [{**base, "loss/policy": 0.5 + 1e-9, "collapse/mi_est": 0.2}])  # training moved
+    _run(tmp_path / "new" / "t", [{**base, "loss/policy": 0.6, "collapse/mi_est": 0.2}])  # training moved
     _run(tmp_path / "old" / "f", [base])
     _run(tmp_path / "new" / "f", [{**base, "collapse/mi_est": 0.2}], outcomes="b\n")  # and a file differs
     result = compare_all(tmp_path / "old", tmp_path / "new")
@@ -70,7 +70,8 @@ def test_measurement_only_differences_say_so_and_anything_else_does_not(tmp_path
     text = markdown(result, "o", "n")
     assert ("| m | 1 | 4 | 2 measurement values differ (`collapse/*`, `probe/*`, largest by 2.0e-05); training, "
             "validation and rollouts identical |") in text
-    assert "| t | 1 | 4 | 2 differences |" in text and "| f | 1 | 4 | 2 differences |" in text
+    assert "| t | 1 | 4 | 2 differences from step 1; identical: validation |" in text
+    assert "| f | 1 | 4 | 2 differences from step 1; identical: no file |" in text
 
 
 def test_a_shared_tiny_model_replaces_only_a_text_configs_built_in_tiny_model(tmp_path):
@@ -106,3 +107,25 @@ def test_the_warm_start_hash_reads_the_weights_not_the_file(tmp_path):
     (old / "warm_start.sha256").write_text(state_sha256(tmp_path / "one.pt"))
     (new / "warm_start.sha256").write_text(state_sha256(tmp_path / "three.pt"))
     assert compare_run(old, new)["differences"] == ["warm_start.sha256 differs"]
+
+
+def test_float_rounding_and_what_the_new_commit_added_are_told_apart_from_a_change(tmp_path):
+    """An old commit that wrote fewer files and keys, and an update whose numbers moved by rounding only, are not
+    a changed run; a value past the rounding bound is, from its step on."""
+    base = [{"step": 0, "val/success": 0.25}, {"step": 1, "loss/policy": 0.5, "loss/approx_kl": -3.5e-9}]
+    old = _run(tmp_path / "old" / "r", base)
+    (old / "warm_start.sha256").write_text("abc\n")
+    new = _run(tmp_path / "new" / "r", [base[0], {"step": 1, "loss/policy": 0.5 + 4e-8, "loss/approx_kl": 0.0,
+                                                   "filter/groups_total": 8}])
+    (new / "warm_start.sha256").write_text("abc\n")
+    (new / "rollouts.jsonl").write_text("{}\n")
+    r = compare_run(old, new)
+    assert r["rounding_only"] and r["new_files"] == ["rollouts.jsonl"]
+    assert verdict(r) == ("2 values differ by float rounding (`loss/*`, largest by 4.0e-08); identical: validation, "
+                          "warm start (+ 1 new key)")
+    moved = _run(tmp_path / "moved" / "r", [{"step": 0, "val/success": 0.25}, {"step": 1, "loss/policy": 0.51,
+                                                                            "loss/approx_kl": 0.0}])
+    r = compare_run(old, moved)
+    assert not r["rounding_only"] and r["first_step"] == 1
+    assert verdict(r).startswith("3 differences from step 1; identical: validation")
+    assert verdict(compare_run(old, old)) == "identical"
