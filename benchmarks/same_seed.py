@@ -185,7 +185,8 @@ def verdict(r: dict[str, Any]) -> str:
     new_files = r.get("new_files", [])
     real = [d for d in r["differences"] if not d.startswith("only in the new run: ")
             and not any(d == f"{f} in one run only" for f in new_files)]
-    extra = (f"; new keys: {', '.join(added)}" if added else "") + \
+    listed = ", ".join(added) if len(added) <= 3 else f"{len(added)} ({', '.join(added[:2])}, ...)"
+    extra = (f"; new keys: {listed}" if added else "") + \
         (f"; new files: {', '.join(new_files)}" if new_files else "")
     if not real:
         return "identical" + extra
