@@ -55,8 +55,9 @@ CONFIG_OVERRIDES: dict[str, list[str]] = {"sokoban_vision_image": ['env.kwargs.o
 VARIANTS = {"top_p": [], "no_filter": ["filter.enabled=false"]}
 
 
-def run_one(name: str, seed: int, variant: str, runs_dir: Path, extra: list[str]) -> dict[str, Any]:
-    """Train one (config, seed, variant) in a subprocess unless it is done; return its curve record."""
+def run_one(name: str, seed: int, variant: str, runs_dir: Path, extra: list[str], workers: int = 1) -> dict[str, Any]:
+    """Train one (config, seed, variant) in a subprocess unless it is done; return its curve record, with the commit
+    the run trained (its provenance.json, written when it started) and how many runs shared the cores with it."""
     run_dir = runs_dir / f"{name}-{variant}-s{seed}"
     done = run_dir / "done.json"
     if done.is_file():
@@ -77,11 +78,34 @@ def run_one(name: str, seed: int, variant: str, runs_dir: Path, extra: list[str]
         raise RuntimeError(f"{run_dir.name} failed (exit {status}); see {run_dir / 'train.log'}")
     record = curve_record(run_dir, name, seed, variant)
     record["wall_s"] = time.perf_counter() - start
-    from benchmarks.machine import _commit  # the checkout's commit, "+changes" when tracked files differ
-
-    record["commit"] = _commit()
+    record["commit"] = run_commit(run_dir)
+    record["workers"] = workers
     done.write_text(json.dumps(record))
     return record
+
+
+def run_commit(run_dir: Path) -> str:
+    """The commit a run trained: its provenance.json's (written at the start; "+changes" when tracked files
+    differed), not the checkout's at the end, which a commit made while the run trained would misname. A run
+    without one (older code) gets the checkout's."""
+    prov = run_dir / "provenance.json"
+    if prov.is_file():
+        data = json.loads(prov.read_text())
+        if data.get("commit"):
+            return str(data["commit"])[:7] + ("+changes" if data.get("dirty") else "")
+    from benchmarks.machine import _commit  # the checkout's commit, "+changes" when tracked files differ
+
+    return _commit()
+
+
+def _workers_text(records: list[dict[str, Any]]) -> str:
+    """How many runs trained at a time, over the records (older records did not say)."""
+    counts = sorted({int(r["workers"]) for r in records if r.get("workers")})
+    unknown = sum(1 for r in records if not r.get("workers"))
+    text = "/".join(str(c) for c in counts) + " at a time" if counts else ""
+    if unknown:
+        text += (", " if text else "") + f"not recorded for {unknown}"
+    return text
 
 
 def kept_records(previous: dict[str, Any] | None, new: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -251,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
                 missing.append(f"{n}/{v}/s{s}")
         jobs = []
     with ThreadPoolExecutor(max_workers=max(1, args.workers)) as pool:
-        futures = {pool.submit(run_one, n, s, v, runs_dir, extra.get(n, [])): (n, s, v) for n, s, v in jobs}
+        futures = {pool.submit(run_one, n, s, v, runs_dir, extra.get(n, []), max(1, args.workers)): (n, s, v)
+                   for n, s, v in jobs}
         for fut in tqdm(as_completed(futures), total=len(futures), desc="learning runs", unit="run"):
             try:
                 records.append(fut.result())
@@ -277,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": describe_machine(),
         "markdown": markdown(summary)
         + f"\n\n{len(records)} runs, {run_minutes:.0f} minutes of one core in all (warm start + RL + "
-        f"validation){'' if args.no_run else f', {max(1, args.workers)} at a time'}; measured at commit(s) "
+        f"validation; {_workers_text(records)}); measured at commit(s) "
         f"{_commits_text(records)}. "
         f"Curves: `benchmarks/results/{png.name}`."
         + (f" Not run yet: {', '.join(missing)}." if missing else ""),

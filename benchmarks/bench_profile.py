@@ -27,7 +27,9 @@ position under every prompt plus the prompts' tokens (forward; the probe's gener
 **The lean floor**: only the work whose result is read, counted from the phase's own calls by the driver
 (:mod:`benchmarks.profile_driver`: distinct prefixes once per call, the positions whose log-prob or next token is
 read, the key/value positions in between), each part priced at the rate measured for its own matrix shape
-(:func:`matmul_rates`). With H query heads of dimension d, Hkv key/value heads, L layers, per token (MACs):
+(:func:`matmul_rates`; a decoding step's projections and output layer at the rates of as many rows as the step
+decodes, see :func:`lean_floor`). With H query heads of dimension d, Hkv key/value heads, L layers, per token
+(MACs):
 
     qkv = h*(H + 2*Hkv)*d   o = H*d*h   up = 2*h*i (gate and up)   down = i*h   att(c) = 2*H*d*c   out = V*h
     layer(c)            = qkv + o + up + down + att(c)
@@ -105,8 +107,11 @@ MATMUL_ROWS = 800
 ATTENTION_SHAPE = (8, 4, 160, 32)
 #: The parts of the per-token cost (module docstring), each priced at its own matrix rate.
 PARTS = ("qkv", "kv", "o", "up", "down", "att", "out")
+#: Row counts at which the decoding steps' matrix rates are measured (a step of n rows is priced at the smallest
+#: bucket >= n: :func:`benchmarks.profile_driver.decode_bucket`).
+DECODE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 #: FLOPs per MAC of a pass kind of the driver's counts: a forward, or a forward and its backward.
-PASS_FACTOR = {"forward": 2.0, "train": 6.0}
+PASS_FACTOR = {"forward": 2.0, "train": 6.0, "decode": 2.0}
 
 
 # ---------------------------------------------------------------------------------------------- the floor
@@ -213,15 +218,23 @@ def lean_part_macs(model: dict[str, int], work: dict[str, float]) -> dict[str, f
     return out
 
 
-def lean_floor(phase: dict[str, Any], model: dict[str, int], rates: dict[str, float]) -> tuple[float, float]:
+def lean_floor(phase: dict[str, Any], model: dict[str, int], rates: dict[str, Any]) -> tuple[float, float]:
     """``(GFLOP, seconds)`` of a profiled phase at the lean floor: each pass kind's parts (:func:`lean_part_macs`)
-    at 2 FLOPs per MAC (``train``: 6, forward and backward), each part at its own rate (GFLOP/s)."""
+    at 2 FLOPs per MAC (``train``: 6, forward and backward), each part at its own rate (GFLOP/s).
+
+    A decoding step (kind ``decode@B``: one token per row still decoding, B the bucket of their count) is a
+    forward whose projections and output layer are ``[rows, in]`` products of that few rows: they are priced at
+    ``rates["decode"][B]`` (:func:`matmul_rates` at B rows) where measured, else at the large-row rates. Its
+    attention stays at ``rates["att"]``, the rate of a prefill-shaped product: a decoding step's single query per
+    row reads its keys at memory speed, slower, so this keeps the floor below what any implementation attains."""
     gflop = seconds = 0.0
     for kind, work in (phase.get("lean") or {}).items():
+        base, _, rows = kind.partition("@")
+        own = (rates.get("decode") or {}).get(int(rows)) or (rates.get("decode") or {}).get(rows) if rows else None
         for part, macs in lean_part_macs(model, work).items():
-            flop = PASS_FACTOR[kind] * macs / 1e9
+            flop = PASS_FACTOR[base] * macs / 1e9
             gflop += flop
-            seconds += flop / rates[part]
+            seconds += flop / ((own or rates)[part] if part != "att" else rates[part])
     return gflop, seconds
 
 
@@ -377,8 +390,16 @@ def _ratio(x: float | None) -> str:
 
 def markdown(result: dict[str, Any]) -> str:
     rates = result.get("rates") or {}
-    rate_text = (" Rates at the model's own shapes (GFLOP/s): " + ", ".join(f"{k} {v:.0f}" for k, v in rates.items())
-                 + "." if rates else "")
+    rate_text = (" Rates at the model's own shapes (GFLOP/s): " + ", ".join(
+        f"{k} {v:.0f}" for k, v in rates.items() if k != "decode") + "." if rates else "")
+    decode = rates.get("decode") or {}
+    if decode:
+        shown = [b for b in (8, 32, 128) if str(b) in decode or b in decode]
+        rate_text += (" A decoding step's projections and output layer have one row per sequence still decoding, "
+                      "and are priced at the rates of that many rows (" + "; ".join(
+                          f"{b} rows: " + ", ".join(f"{k} {v:.0f}" for k, v in (decode.get(b) or decode[str(b)])
+                                                    .items()) for b in shown)
+                      + "); its attention at the rate above, which a single query per row does not reach.")
     lines = [f"Side by side, one process per run, one torch thread: the code of {result['baseline']} and this "
              f"checkout, {result['warm_episodes']} warm-start demonstrations and {result['steps']} RL steps per "
              f"run. Dense floor: the phase's dense arithmetic at the core's matrix rate, {result['gflops']:.1f} "
@@ -436,6 +457,8 @@ def main(argv: list[str] | None = None) -> int:
         shape = tuple(sorted((k, v) for k, v in now["model"].items() if k != "parameters"))
         if shape not in by_shape:
             by_shape[shape] = matmul_rates(now["model"])
+            by_shape[shape]["decode"] = {b: {k: v for k, v in matmul_rates(now["model"], rows=b).items()
+                                             if k != "att"} for b in DECODE_BUCKETS}
         rates = by_shape[shape]
         summaries.append({**summarise(config, base, now, gflops, rates), "rates": rates,
                           "raw": {"baseline": base, "now": now}})

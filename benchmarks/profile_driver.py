@@ -26,7 +26,9 @@ backward, by ``torch.is_grad_enabled()`` at the call), as :func:`scoring_work` d
 
 - ``HFPolicy.generate``: each distinct prompt's first ``len - 1`` tokens once per call (the G rollouts of a group
   share their prompt: ``FastQwen2.start_decoding``), then one read position per sampled token (the last prompt
-  token and every generated token but the last are fed; the end-of-sequence token is sampled, not kept);
+  token and every generated token but the last are fed; the end-of-sequence token is sampled, not kept), the
+  reads of each decoding step under the kind ``decode@B`` of its row count (:func:`decode_work`: a step's matrix
+  products have as many rows as rows still decoding, and are priced at that shape's rate);
 - ``HFPolicy.forward_logprobs`` (SFT, the update, the old-log-prob pass, the probe's entropy pass): per row the
   positions whose next-token log-prob is read (``score_mask``, else every real position), each distinct prefix
   before the first of them once per call (``split_rows``), the unread positions between the first and the last
@@ -110,6 +112,39 @@ def generation_work(prompts: list[list[int]], sampled: list[int]) -> dict[str, f
     positions are its last prompt token and every sampled token but the last (:func:`scoring_work`)."""
     rows = [list(p) + [0] * s for p, s in zip(prompts, sampled)]
     return scoring_work(rows, [list(range(len(p), len(p) + s)) for p, s in zip(prompts, sampled)])
+
+
+def decode_bucket(rows: int) -> int:
+    """The power of two at or above `rows`: the row count whose matrix rates price a decoding step of `rows` rows
+    (rates rise with the row count, so the bucket's rate is at least the step's own: the floor stays a lower
+    bound)."""
+    b = 1
+    while b < rows:
+        b *= 2
+    return b
+
+
+def decode_work(prompts: list[list[int]], sampled: list[int]) -> dict[str, dict[str, float]]:
+    """:func:`generation_work` split by what shapes its matrix products have: the prefill (each distinct prompt's
+    first ``len - 1`` tokens, one pass of many rows: kind ``forward``) and the decoding steps, one token per row
+    still decoding, each step's read positions under the kind ``decode@B`` of its row count's bucket
+    (:func:`decode_bucket`). Step s (0-based) feeds every row b with ``sampled[b] > s``: its read position is
+    ``len(p_b) - 1 + s``, attending to ``len(p_b) + s`` keys. The kinds' works add up to :func:`generation_work`."""
+    out: dict[str, dict[str, float]] = {}
+    prefill = _empty_work()
+    for prefix in {tuple(p[:-1]) for p, n in zip(prompts, sampled) if n > 0}:  # what start_decoding shares
+        m = len(prefix)
+        if m > 0:
+            prefill["kv_tokens"] += m
+            prefill["kv_ctx"] += m * (m + 1) / 2
+    if any(prefill.values()):
+        out["forward"] = prefill
+    for s in range(max(sampled, default=0)):
+        live = [len(p) + s for p, n in zip(prompts, sampled) if n > s]
+        work = out.setdefault(f"decode@{decode_bucket(len(live))}", _empty_work())
+        work["read_tokens"] += len(live)
+        work["read_ctx"] += sum(live)
+    return out
 
 
 def cross_work(prompts: list[list[int]], traces: list[list[list[int]]]) -> dict[str, float]:
@@ -199,7 +234,8 @@ def _counted_generate(fn):
         # An end-of-sequence token was sampled (and dropped) when a row stopped without a stop string.
         sampled = [len(g.response_ids) + int(g.finish_reason == "stop" and not any(s in g.text for s in stop))
                    for g in out]
-        _add_lean("forward", generation_work([list(p) for p in prompts], sampled))
+        for kind, work in decode_work([list(p) for p in prompts], sampled).items():
+            _add_lean(kind, work)
         return out
 
     return wrapper

@@ -124,3 +124,20 @@ def test_seeds_cut_at_different_steps_keep_their_whole_curves():
     summary = aggregate(recs)["game2048/top_p"]
     assert summary["steps"] == [0, 10] and summary["mean"] == pytest.approx([0.0, 0.3])
     assert summary["seed_curves"] == [[[0, 0.0], [10, 0.5], [17, 0.7]], [[0, 0.0], [10, 0.1]]]
+
+
+def test_a_record_names_the_commit_the_run_started_at_and_its_neighbours(tmp_path):
+    """A commit made while a run trains must not be credited with it: the run's own provenance.json says what it
+    trained; and the footer says how many runs shared the cores, per record, not per invocation."""
+    import json
+
+    from benchmarks.bench_learning import _workers_text, run_commit
+
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "provenance.json").write_text(json.dumps({"commit": "fb906148821575ab", "dirty": False}))
+    assert run_commit(run) == "fb90614"
+    (run / "provenance.json").write_text(json.dumps({"commit": "3a6c6694eaa46902", "dirty": True}))
+    assert run_commit(run) == "3a6c669+changes"
+    assert _workers_text([{"workers": 2}, {"workers": 1}, {"workers": 2}]) == "1/2 at a time"
+    assert _workers_text([{"workers": 2}, {}]) == "2 at a time, not recorded for 1"

@@ -229,3 +229,34 @@ def test_summary_prices_the_lean_floor_per_step():
     assert "lean_floor_s" not in old["phases"][0]
     assert "| - | - |" in bp.markdown({"baseline": "abc", "warm_episodes": 64, "steps": 3, "gflops": 50.0,
                                        "configs": [old], "threads": []})
+
+
+def test_decoding_steps_are_counted_at_their_row_counts():
+    """The generation's work split by shape: the prefill once, then each decoding step under the bucket of the rows
+    still decoding; the kinds add up to the unsplit count."""
+    prompts, sampled = [[1, 2, 3], [1, 2, 3], [1, 2, 4], [5, 6]], [3, 1, 1, 2]
+    split = drv.decode_work(prompts, sampled)
+    # step 0: 4 rows (bucket 4), step 1: rows 0 and 3 (bucket 2), step 2: row 0 (bucket 1)
+    assert split["decode@4"] == {"kv_tokens": 0, "kv_ctx": 0, "read_tokens": 4, "read_ctx": 3 + 3 + 3 + 2}
+    assert split["decode@2"] == {"kv_tokens": 0, "kv_ctx": 0, "read_tokens": 2, "read_ctx": 4 + 3}
+    assert split["decode@1"] == {"kv_tokens": 0, "kv_ctx": 0, "read_tokens": 1, "read_ctx": 5}
+    assert split["forward"] == {"kv_tokens": 2 + 1, "kv_ctx": 3 + 1, "read_tokens": 0, "read_ctx": 0}
+    whole = drv.generation_work(prompts, sampled)
+    for key in drv.WORK_KEYS:
+        assert sum(w[key] for w in split.values()) == whole[key], key
+    assert [drv.decode_bucket(n) for n in (1, 2, 3, 32, 33, 128)] == [1, 2, 4, 32, 64, 128]
+
+
+def test_a_decoding_step_is_priced_at_its_own_row_count():
+    """decode@B work: forward FLOPs, its projections and output layer at the rates measured for B rows, its
+    attention at the (prefill-shaped, faster) attention rate; without decode rates, the large-row rates."""
+    work = {"kv_tokens": 0.0, "kv_ctx": 0.0, "read_tokens": 32.0, "read_ctx": 32 * 150.0}
+    parts = bp.lean_part_macs(TINY, work)
+    rates = dict.fromkeys(bp.PARTS, 100.0)
+    slow = dict.fromkeys(bp.PARTS, 25.0)
+    gflop, seconds = bp.lean_floor({"lean": {"decode@32": work}}, TINY, rates | {"decode": {32: slow}})
+    att = 2 * parts["att"] / 1e9
+    assert gflop == pytest.approx(2 * sum(parts.values()) / 1e9)
+    assert seconds == pytest.approx((2 * sum(parts.values()) / 1e9 - att) / 25.0 + att / 100.0)
+    _, plain = bp.lean_floor({"lean": {"decode@32": work}}, TINY, rates)
+    assert plain == pytest.approx(2 * sum(parts.values()) / 1e9 / 100.0)
