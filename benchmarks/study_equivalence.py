@@ -2,6 +2,11 @@
 
     python -m benchmarks.study_equivalence [--groups collapse_sokoban/no_filter,...] [--seeds 20,21,22,23,24]
                                           [--workers 2] [--out runs/study_equivalence] [--old PATH]
+    python -m benchmarks.study_equivalence --new NEW/results.json --groups all --seeds 20,21,22 --result NAME
+
+``--new``: the new side is another finished study's records (a ``ragen reproduce`` run of this checkout), nothing
+is retrained; ``--groups all``: every group both sides have; ``--result NAME``: write
+``benchmarks/results/NAME.json`` instead.
 
 The old side is a committed study's per-run records (default ``docs/reproduction/results.json``: the 65 runs on
 seeds 20-24, trained before the tiny model was pinned, by a tiny model whose tokenizer was built from another
@@ -77,8 +82,9 @@ def compare_groups(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> dict
     return out
 
 
-def markdown(groups: dict[str, dict[str, Any]], old_label: str, footer: str) -> str:
-    lines = [f"New (this checkout) minus old ({old_label}), paired by seed:", "",
+def markdown(groups: dict[str, dict[str, Any]], old_label: str, footer: str,
+             new_label: str = "this checkout") -> str:
+    lines = [f"New ({new_label}) minus old ({old_label}), paired by seed:", "",
              "| group | outcome | seeds | old per seed | new per seed | mean new - old | 95% CI | 90% CI | bound "
              "| verdict |", "|---|---|---|---|---|---:|---|---|---:|---|"]
     for name, g in groups.items():
@@ -107,28 +113,43 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--old", type=Path, default=ROOT / "docs" / "reproduction" / "results.json",
                         help="the committed study's results.json (its per-run records are the old side)")
     parser.add_argument("--quick", action="store_true", help="accepted for run_all; runs the same (no quick form)")
+    parser.add_argument("--new", type=Path, default=None,
+                        help="a finished study's results.json as the new side (nothing is retrained)")
+    parser.add_argument("--result", default="study_equivalence", help="write benchmarks/results/NAME.json")
     args = parser.parse_args(argv)
-    groups = {tuple(g.split("/", 1)) for g in args.groups.split(",") if g}
     seeds = [int(s) for s in args.seeds.split(",") if s]
     old = json.loads(args.old.read_text())["records"]
-    specs = [s for s in build_study(seeds, False, find_configs_dir(), args.out / "warm_cache")
-             if (s.env, s.arm) in groups]
-    if not specs:
-        parser.error(f"no run of the study matches {sorted(groups)}")
     load_before = load_average()
     t0 = time.perf_counter()
-    new = run_local(specs, args.out / "runs", workers=args.workers, progress=True)
+    if args.new is not None:
+        new = [r for r in json.loads(args.new.read_text())["records"] if r["seed"] in seeds]
+        groups = ({(r["env"], r["arm"]) for r in new} if args.groups == "all"
+                  else {tuple(g.split("/", 1)) for g in args.groups.split(",") if g})
+        new = [r for r in new if (r["env"], r["arm"]) in groups]
+        if not new:
+            parser.error(f"no record of {args.new} matches {sorted(groups)} on seeds {seeds}")
+        where = args.new.resolve().relative_to(ROOT) if args.new.resolve().is_relative_to(ROOT) else args.new
+        source = f"{len(new)} runs of the study in {where} (not retrained)"
+    else:
+        where = None
+        groups = {tuple(g.split("/", 1)) for g in args.groups.split(",") if g}
+        specs = [s for s in build_study(seeds, False, find_configs_dir(), args.out / "warm_cache")
+                 if (s.env, s.arm) in groups]
+        if not specs:
+            parser.error(f"no run of the study matches {sorted(groups)}")
+        new = run_local(specs, args.out / "runs", workers=args.workers, progress=True)
+        source = (f"{len(specs)} runs retrained ({args.workers} at a time; finished runs kept from earlier calls)")
     result_groups = compare_groups(old, new)
     machine = describe_machine()
     wall = time.perf_counter() - t0
-    footer = (f"{len(specs)} runs retrained ({args.workers} at a time; {wall / 60:.0f} min of wall time this call, "
-              f"finished runs kept from earlier calls); 1-minute load average {load_before} before, "
+    footer = (f"{source}; {wall / 60:.0f} min of wall time this call; 1-minute load average {load_before} before, "
               f"{load_average()} after, on {machine['cores']} cores.")
     old_label = str(args.old.relative_to(ROOT)) if args.old.is_relative_to(ROOT) else str(args.old)
-    md = markdown(result_groups, old_label, footer)
+    md = markdown(result_groups, old_label, footer,
+                  new_label="this checkout" if args.new is None else f"the study in {where}")
     write_result({"benchmark": "study_equivalence", "old": old_label, "groups": result_groups, "bounds": BOUNDS,
                   "seeds": seeds, "machine": machine, "markdown": md, "wall_s": wall},
-                 RESULTS / "study_equivalence.json")
+                 RESULTS / f"{args.result}.json")
     return 0
 
 

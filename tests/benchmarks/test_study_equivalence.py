@@ -33,3 +33,25 @@ def test_groups_are_paired_by_seed_and_judged_by_hand():
     far = [_rec(s, (0.5, 0.2), 0.3) for s in (20, 21, 22)]
     assert se.compare_groups(old, far)["collapse_sokoban/no_filter"]["success_end"]["reading"] == \
         "differs (new lower)"
+
+
+def test_a_finished_studys_records_are_the_new_side_without_retraining(tmp_path, monkeypatch):
+    """--new reads another study's results.json (only the chosen seeds, every group with --groups all) and writes
+    the named result; nothing is trained (run_local would fail the test)."""
+    import json
+
+    import ragen_core.apps.reproduce.runner as runner
+
+    monkeypatch.setattr(runner, "run_local", lambda *a, **k: pytest.fail("retrained"))
+    monkeypatch.setattr(se, "RESULTS", tmp_path)
+    old = [_rec(s, (0.5, 0.8), 0.3) for s in (20, 21, 22)] + [_rec(s, (0.5, 0.6), 0.2, arm="top_p") for s in (20, 21)]
+    new = [_rec(s, (0.5, 0.8), 0.3) for s in (20, 21, 22, 23)] + [_rec(s, (0.5, 0.6), 0.2, arm="top_p")
+                                                                   for s in (20, 21)]
+    (tmp_path / "old.json").write_text(json.dumps({"records": old}))
+    (tmp_path / "new.json").write_text(json.dumps({"records": new}))
+    assert se.main(["--old", str(tmp_path / "old.json"), "--new", str(tmp_path / "new.json"), "--groups", "all",
+                    "--seeds", "20,21,22", "--result", "eq_main"]) == 0
+    out = json.loads((tmp_path / "eq_main.json").read_text())
+    assert set(out["groups"]) == {"collapse_sokoban/no_filter", "collapse_sokoban/top_p"}
+    assert out["groups"]["collapse_sokoban/no_filter"]["success_end"]["n"] == 3  # seed 23 is not one of the seeds
+    assert "5 runs of the study in" in out["markdown"] and "not retrained" in out["markdown"]
