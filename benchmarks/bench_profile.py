@@ -230,7 +230,8 @@ def lean_floor(phase: dict[str, Any], model: dict[str, int], rates: dict[str, An
     gflop = seconds = 0.0
     for kind, work in (phase.get("lean") or {}).items():
         base, _, rows = kind.partition("@")
-        own = (rates.get("decode") or {}).get(int(rows)) or (rates.get("decode") or {}).get(rows) if rows else None
+        by_rows = rates.get("decode") or {}
+        own = (by_rows.get(int(rows)) or by_rows.get(rows)) if rows else None  # int keys here, str keys from JSON
         for part, macs in lean_part_macs(model, work).items():
             flop = PASS_FACTOR[base] * macs / 1e9
             gflop += flop

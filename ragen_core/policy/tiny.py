@@ -666,6 +666,12 @@ def tiny_model_digest(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
+    """The project's cache folder: `cache_dir`, else `$RAGEN2_CACHE`, else `~/.cache/ragen2` (the tiny models, the
+    tiny base models and the shared warm starts live under it)."""
+    return Path(cache_dir or os.environ.get("RAGEN2_CACHE") or Path.home() / ".cache" / "ragen2")
+
+
 def default_tiny_model_dir(
     cache_dir: str | os.PathLike | None = None, *, vision: bool = False, **build_kwargs: Any
 ) -> Path:
@@ -677,7 +683,7 @@ def default_tiny_model_dir(
     model is a function of the shipped corpus, not of today's envs. Built into a temporary folder and
     renamed, so concurrent callers never see a half-written model.
     """
-    root = Path(cache_dir or os.environ.get("RAGEN2_CACHE") or Path.home() / ".cache" / "ragen2")
+    root = cache_root(cache_dir)
     corpus_file = corpus_path(TINY_CORPUS_VERSION)
     if not corpus_file.is_file():
         raise FileNotFoundError(f"the tiny model's corpus {corpus_file} is missing (package data of ragen2)")

@@ -56,6 +56,7 @@ from ragen_core.policy.tiny import (
     TINY_FORMAT_VERSION,
     TINY_MODEL_SHA256,
     build_tiny_model,
+    cache_root,
     tiny_model_digest,
 )
 
@@ -763,7 +764,7 @@ def default_tiny_base_dir(cache_dir: str | os.PathLike | None = None, recipe: Ba
     instead of starting its own.
     """
     recipe = DEFAULT_RECIPE if recipe is None else recipe
-    root = Path(cache_dir or os.environ.get("RAGEN2_CACHE") or Path.home() / ".cache" / "ragen2")
+    root = cache_root(cache_dir)
     key = json.dumps({"recipe": recipe_digest(recipe), "torch": torch.__version__}, sort_keys=True)
     name = f"tiny-base-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
     target = root / name

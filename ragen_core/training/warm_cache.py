@@ -111,7 +111,9 @@ def training_code_digest(root: Path | None = None) -> str:
 def default_warm_cache_dir() -> Path:
     """The warm-start cache `ragen reproduce` shares across studies: ``$RAGEN2_CACHE/warm_starts`` (default
     ``~/.cache/ragen2/warm_starts``, beside the tiny models)."""
-    return Path(os.environ.get("RAGEN2_CACHE") or Path.home() / ".cache" / "ragen2") / "warm_starts"
+    from ragen_core.policy.tiny import cache_root
+
+    return cache_root() / "warm_starts"
 
 
 def cached_warm_start(policy: Any, cfg: Any, device: torch.device | None = None) -> dict[str, float]:
