@@ -8,7 +8,7 @@ import json
 import pytest
 
 from ragen_core.apps.reproduce.report import cost_text
-from ragen_core.apps.reproduce.runner import PHASES, design_cost, read_run, run_phases
+from ragen_core.apps.reproduce.runner import PHASES, design_cost, finished_records, read_run, run_phases, with_wall_time
 from ragen_core.apps.reproduce.spec import RunRecord, RunSpec
 
 ROWS = [
@@ -50,3 +50,18 @@ def test_design_cost_counts_every_phase_and_old_records_as_before():
     text = cost_text(cost)
     assert "42.0 core-minutes, 21.0 per seed" in text and "probes 4.0" in text and "2 of 3 runs" in text
     assert cost_text(None) == ""
+
+
+def test_a_finished_run_read_back_counts_its_start_up(tmp_path):
+    """A report re-reads every finished run with the current reader; the start-up (wall time less the timed phases)
+    must survive that, or the design's cost silently leaves it out (it did: 1.5 core-minutes per seed)."""
+    spec = RunSpec("g", "a", 0, "x", ())
+    run = tmp_path / spec.name
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in ROWS) + "\n")
+    (run / "done.json").write_text(json.dumps({**read_run(run, spec), "wall_s": 200.0}))
+    (record,), missing = finished_records([spec], tmp_path)
+    assert missing == [] and record["wall_s"] == 200.0
+    assert record["phases"]["other_s"] == pytest.approx(200.0 - (120.0 + 21.0 + 7.0 + 13.5))
+    assert design_cost([record], n_seeds=1)["whole_core_minutes"] == pytest.approx(200.0 / 60)
+    assert with_wall_time(read_run(run, spec), None)["phases"]["other_s"] is None

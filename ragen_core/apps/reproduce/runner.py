@@ -23,7 +23,7 @@ from typing import Any
 from ragen_core.apps.reproduce.spec import RunRecord, RunSpec
 from ragen_core.training.metrics import STEP, Collapse, Filter, Loss, Perf, Probe, Sft, Val
 
-__all__ = ["execute_run", "read_run", "run_local", "run_ray", "finished_records"]
+__all__ = ["execute_run", "read_run", "with_wall_time", "run_local", "run_ray", "finished_records"]
 
 def _fields(*keys: str) -> dict[str, str]:
     """Record field -> metric: the field is the metric's name without its namespace."""
@@ -72,14 +72,22 @@ def execute_run(spec: RunSpec, runs_dir: str | Path) -> dict[str, Any]:
         status = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
     if status != 0:
         raise RuntimeError(f"run {spec.name} failed (exit {status}); see {run_dir / 'train.log'}")
-    record = read_run(run_dir, spec)
-    record["wall_s"] = time.perf_counter() - start
-    if isinstance(record.get("phases"), dict):  # the start-up and the rest: what the phases leave of the wall time
-        known = sum(v for k, v in record["phases"].items() if k != "other_s" and isinstance(v, (int, float)))
-        record["phases"]["other_s"] = max(record["wall_s"] - known, 0.0)
+    record = with_wall_time(read_run(run_dir, spec), time.perf_counter() - start)
     tmp = done.with_suffix(".tmp")
     tmp.write_text(json.dumps(record))
     os.replace(tmp, done)
+    return record
+
+
+def with_wall_time(record: dict[str, Any], wall_s: float | None) -> dict[str, Any]:
+    """`record` with its run's wall time ``wall_s`` and, when it records its phases, the start-up and the rest
+    (``phases["other_s"]``: what the timed phases leave of the wall time; None without a wall time)."""
+    record = {**record, "wall_s": wall_s}
+    if isinstance(record.get("phases"), dict):
+        phases = dict(record["phases"])
+        known = sum(v for k, v in phases.items() if k != "other_s" and isinstance(v, (int, float)))
+        phases["other_s"] = max(float(wall_s) - known, 0.0) if isinstance(wall_s, (int, float)) else None
+        record["phases"] = phases
     return record
 
 
@@ -232,8 +240,9 @@ def finished_records(specs: Iterable[RunSpec], runs_dir: str | Path) -> tuple[li
         try:
             record = json.loads(done.read_text())
             if (run_dir / "metrics.jsonl").is_file():
-                # Re-read with this version's reader (a report can use fields added after the run); keep the timing.
-                record = {**read_run(run_dir, spec), "wall_s": record.get("wall_s")}
+                # Re-read with this version's reader (a report can use fields added after the run); keep the timing,
+                # and count the start-up from it again (the reader alone cannot: it has no wall time).
+                record = with_wall_time(read_run(run_dir, spec), record.get("wall_s"))
         except (OSError, ValueError, KeyError, TypeError) as e:  # a damaged run folder is reported, not fatal
             missing.append(f"{spec.name} (unreadable: {type(e).__name__})")
             continue
