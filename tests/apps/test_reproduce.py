@@ -23,7 +23,14 @@ from ragen_core.apps.reproduce.analysis import (
     spearman_ci,
 )
 from ragen_core.apps.reproduce.cli import main as reproduce_main
-from ragen_core.apps.reproduce.runner import execute_run, finished_records, read_run, run_local, run_ray
+from ragen_core.apps.reproduce.runner import (
+    execute_run,
+    execute_warm_run,
+    finished_records,
+    read_run,
+    run_local,
+    run_ray,
+)
 from ragen_core.apps.reproduce.study import (
     ENVS,
     TUNING_SEEDS,
@@ -327,8 +334,7 @@ def test_ray_tasks_on_a_single_node_instance(tmp_path):
     assert all((tmp_path / s.name / "done.json").is_file() for s in specs)
 
 
-@pytest.mark.slow
-def test_a_real_training_run_through_the_runner(tmp_path):
+def _bandit_config(tmp_path):
     config = tmp_path / "bandit.toml"
     config.write_text("\n".join([
         "[run]", "steps = 2", "device = \"cpu\"", "[model]", "path = \"tiny\"", "[env]", "id = \"ragen/Bandit-v0\"",
@@ -336,6 +342,19 @@ def test_a_real_training_run_through_the_runner(tmp_path):
         "[algo]", "name = \"grpo\"", "lr = 1e-3", "mini_batch_size = 8", "micro_batch_size = 8",
         "[mi]", "every = 1", "[eval]", "every = 2", "episodes = 4",
         "[warm_start]", "sft_episodes = 8", "batch_size = 8", "epochs = 1"]) + "\n")
+    return config
+
+
+def _outputs(run_dir):
+    """What a run computed: its metrics without the clocks, its validation outcomes and its sampled rollouts."""
+    rows = [{k: v for k, v in json.loads(x).items() if not k.startswith("perf/")}
+            for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    return rows, (run_dir / "val_outcomes.jsonl").read_text(), (run_dir / "rollouts.jsonl").read_text()
+
+
+@pytest.mark.slow
+def test_a_real_training_run_through_the_runner(tmp_path):
+    config = _bandit_config(tmp_path)
     spec = RunSpec("bandit", "top_p", 0, str(config), ("run.seed=0", "run.progress=false",
                                                        f'warm_start.cache_dir="{tmp_path / "cache"}"'))
     record = execute_run(spec, tmp_path / "runs")
@@ -344,6 +363,26 @@ def test_a_real_training_run_through_the_runner(tmp_path):
     assert (tmp_path / "runs" / spec.name / "done.json").is_file()
     assert list((tmp_path / "cache").glob("*.pt"))
     assert execute_run(spec, tmp_path / "runs") == json.loads(json.dumps(record))  # read back, not re-run
+
+
+@pytest.mark.slow
+def test_a_run_forked_from_the_warm_process_is_the_fresh_process_run(tmp_path):
+    """The study's local runs are forked from a process that imported torch and the trainer once: the same run as a
+    fresh ``python -m ragen_core.apps.train`` (every metric, validation outcome and sampled rollout), its log
+    written, and a failing run reported with its exit status as before."""
+    config = _bandit_config(tmp_path)
+    spec = RunSpec("bandit", "top_p", 0, str(config), ("run.seed=0", "run.progress=false", "warm_start.cache_dir="))
+    fresh = execute_run(spec, tmp_path / "fresh")
+    forked = execute_warm_run(spec, tmp_path / "forked")
+    assert _outputs(tmp_path / "fresh" / spec.name) == _outputs(tmp_path / "forked" / spec.name)
+    assert {k: v for k, v in forked.items() if k not in ("wall_s", "phases", "sft_s", "rl_s", "probe")} == \
+        {k: v for k, v in fresh.items() if k not in ("wall_s", "phases", "sft_s", "rl_s", "probe")}
+    assert "Files:" in (tmp_path / "forked" / spec.name / "train.log").read_text()
+    assert forked["phases"]["other_s"] is not None
+    bad = RunSpec("bandit", "top_p", 1, str(config), ("run.seed=1", "run.progress=false", "algo.no_such_key=1"))
+    with pytest.raises(RuntimeError, match=r"failed \(exit 2\)"):
+        execute_warm_run(bad, tmp_path / "forked")
+    assert "no_such_key" in (tmp_path / "forked" / bad.name / "train.log").read_text()
 
 
 def test_cli_report_only_lists_missing_runs_and_errors(tmp_path, configs_dir, capsys):

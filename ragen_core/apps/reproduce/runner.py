@@ -1,9 +1,11 @@
 """Running the study's runs: local worker processes or Ray tasks, resumable, with a progress bar.
 
-Each run is one ``python -m ragen_core.apps.train`` process (one torch thread) in ``OUT/runs/NAME``. A finished run
-has a ``done.json`` (its record, :func:`read_run`) and is never re-run; a killed one continues from its last checkpoint.
-With ``--ray ADDRESS`` every run is a Ray task (``num_cpus=1``) on that cluster; the task runs the same function
-as a local worker, so the two paths differ only in who schedules them. The run folders and the warm-start cache
+Each run is one training process (one torch thread) in ``OUT/runs/NAME``: locally forked from a warm process that
+imported torch, transformers and the trainer once (:func:`execute_warm_run`), else a fresh ``python -m
+ragen_core.apps.train``. A finished run has a ``done.json`` (its record, :func:`read_run`) and is never re-run; a
+killed one continues from its last checkpoint. With ``--ray ADDRESS`` every run is a Ray task (``num_cpus=1``) on
+that cluster, a fresh process (:func:`execute_run`); the two paths differ only in who schedules the runs and in the
+imports. The run folders and the warm-start cache
 must then be on a file system that every Ray node sees (one machine, or a shared mount).
 """
 
@@ -11,9 +13,12 @@ from __future__ import annotations
 
 import json
 import math
+import multiprocessing
+import multiprocessing.forkserver
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -23,7 +28,8 @@ from typing import Any
 from ragen_core.apps.reproduce.spec import RunRecord, RunSpec
 from ragen_core.training.metrics import STEP, Collapse, Filter, Loss, Perf, Probe, Sft, Val
 
-__all__ = ["execute_run", "read_run", "with_wall_time", "run_local", "run_ray", "finished_records"]
+__all__ = ["execute_run", "execute_warm_run", "warm_context", "read_run", "with_wall_time", "run_local", "run_ray",
+           "finished_records"]
 
 def _fields(*keys: str) -> dict[str, str]:
     """Record field -> metric: the field is the metric's name without its namespace."""
@@ -50,8 +56,20 @@ FILTER_LOG_KEYS = _fields(Filter.GROUPS_TOTAL, Filter.KEPT_GROUPS, Filter.ZERO_F
                           Filter.SKIPPED, Filter.REGULARISER_ONLY, Loss.GRAD_NORM_TASK, Loss.GRAD_NORM_ENTROPY)
 
 
-def execute_run(spec: RunSpec, runs_dir: str | Path) -> dict[str, Any]:
-    """Train `spec` in a subprocess unless its ``done.json`` exists; return its record.
+#: The environment of a run's process: one torch thread (the study runs one run per core).
+RUN_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+#: The module a warm process imports before it forks runs (:mod:`ragen_core.apps.reproduce.warm_imports`).
+WARM_IMPORTS = "ragen_core.apps.reproduce.warm_imports"
+
+
+def execute_run(spec: RunSpec, runs_dir: str | Path, warm: bool = False) -> dict[str, Any]:
+    """Train `spec` unless its ``done.json`` exists; return its record.
+
+    The run is ``python -m ragen_core.apps.train`` in a fresh process, or, with `warm`, the same ``main`` in a
+    process forked from a warm one that imported torch, transformers, the trainer and matplotlib once
+    (:func:`warm_context`): the same run without 4-5 s of imports. Either way the run has one torch thread and
+    writes its output to ``train.log``; its wall time is measured around the process.
 
     Raises:
         RuntimeError: the training process failed (the message names its log).
@@ -61,15 +79,21 @@ def execute_run(spec: RunSpec, runs_dir: str | Path) -> dict[str, Any]:
     if done.is_file():
         return json.loads(done.read_text())
     if (run_dir / "checkpoints" / "latest.pt").is_file() and (run_dir / "config.toml").is_file():
-        cmd = [sys.executable, "-m", "ragen_core.apps.train", "--resume", str(run_dir)]
+        argv = ["--resume", str(run_dir)]
     else:
-        cmd = [sys.executable, "-m", "ragen_core.apps.train", spec.config, *spec.overrides,
-               "--run-dir", str(run_dir)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+        argv = [spec.config, *spec.overrides, "--run-dir", str(run_dir)]
     run_dir.mkdir(parents=True, exist_ok=True)
+    log_path = run_dir / "train.log"
     start = time.perf_counter()
-    with open(run_dir / "train.log", "a", encoding="utf-8") as log:
-        status = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+    if warm:
+        child = warm_context().Process(target=_train_here, args=(argv, str(log_path)), name=spec.name)
+        child.start()
+        child.join()
+        status = child.exitcode
+    else:
+        with open(log_path, "a", encoding="utf-8") as log:
+            status = subprocess.run([sys.executable, "-m", "ragen_core.apps.train", *argv],
+                                    env={**os.environ, **RUN_ENV}, stdout=log, stderr=subprocess.STDOUT).returncode
     if status != 0:
         raise RuntimeError(f"run {spec.name} failed (exit {status}); see {run_dir / 'train.log'}")
     record = with_wall_time(read_run(run_dir, spec), time.perf_counter() - start)
@@ -77,6 +101,51 @@ def execute_run(spec: RunSpec, runs_dir: str | Path) -> dict[str, Any]:
     tmp.write_text(json.dumps(record))
     os.replace(tmp, done)
     return record
+
+
+def execute_warm_run(spec: RunSpec, runs_dir: str | Path) -> dict[str, Any]:
+    """:func:`execute_run` forked from the warm process (what ``ragen reproduce`` runs locally)."""
+    return execute_run(spec, runs_dir, warm=True)
+
+
+_WARM_LOCK = threading.Lock()
+
+
+def warm_context() -> multiprocessing.context.ForkServerContext:
+    """Python's ``forkserver`` context, its server started (once per process) with :data:`RUN_ENV` and
+    :data:`WARM_IMPORTS` imported: each run is then forked from a process whose imports are done and which has
+    computed nothing (so no thread pool exists to be forked).
+
+    Only the server's environment takes :data:`RUN_ENV`; this process's is restored at once."""
+    ctx = multiprocessing.get_context("forkserver")
+    with _WARM_LOCK:
+        ctx.set_forkserver_preload([WARM_IMPORTS])
+        saved = {k: os.environ.get(k) for k in RUN_ENV}
+        os.environ.update(RUN_ENV)
+        try:
+            multiprocessing.forkserver.ensure_running()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    return ctx
+
+
+def _train_here(argv: list[str], log_path: str) -> None:
+    """A forked run's body: stdout and stderr to `log_path` (appended), ``sys.argv`` as a fresh
+    ``python -m ragen_core.apps.train`` would see it, then the trainer's ``main``; its status is the exit code."""
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    from ragen_core.apps import train
+
+    sys.argv = [train.__file__, *argv]
+    sys.exit(train.main(argv))
 
 
 def with_wall_time(record: dict[str, Any], wall_s: float | None) -> dict[str, Any]:
@@ -259,8 +328,9 @@ def _progress(total: int, initial: int, enabled: bool):
 
 
 def run_local(specs: list[RunSpec], runs_dir: str | Path, workers: int = 2, progress: bool = True,
-              execute: Callable[[RunSpec, str | Path], dict[str, Any]] = execute_run) -> list[dict[str, Any]]:
-    """Run `specs` on `workers` local processes at a time (threads that each wait on one training process).
+              execute: Callable[[RunSpec, str | Path], dict[str, Any]] = execute_warm_run) -> list[dict[str, Any]]:
+    """Run `specs` on `workers` local processes at a time (threads that each wait on one training process, forked
+    from the warm process by default: :func:`execute_warm_run`).
 
     A failed run is reported after the others finish (RuntimeError listing every failure).
     """
