@@ -330,7 +330,8 @@ def _progress(total: int, initial: int, enabled: bool):
 def run_local(specs: list[RunSpec], runs_dir: str | Path, workers: int = 2, progress: bool = True,
               execute: Callable[[RunSpec, str | Path], dict[str, Any]] = execute_warm_run) -> list[dict[str, Any]]:
     """Run `specs` on `workers` local processes at a time (threads that each wait on one training process, forked
-    from the warm process by default: :func:`execute_warm_run`).
+    from the warm process by default: :func:`execute_warm_run`). As with any multiprocessing start method but fork,
+    a script calling this needs the ``if __name__ == "__main__":`` guard: each forked run imports the script.
 
     A failed run is reported after the others finish (RuntimeError listing every failure).
     """
