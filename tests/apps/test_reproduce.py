@@ -425,3 +425,15 @@ def test_cli_first_seed_reports_the_shifted_runs(tmp_path, configs_dir, capsys):
     assert results["header"]["n_missing"] == 0
     assert reproduce_main([*argv[:2], "120", *argv[3:], "--report-only"]) == 2  # 120 is a tuning seed
     assert "tuning seeds" in capsys.readouterr().err
+
+
+def test_a_platform_without_forkserver_runs_each_run_in_a_fresh_process(tmp_path, monkeypatch):
+    from ragen_core.apps.reproduce import runner
+
+    seen = []
+    monkeypatch.setattr(runner.multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    monkeypatch.setattr(runner, "execute_run", lambda spec, runs_dir, warm=False: seen.append(warm) or {})
+    runner.execute_warm_run(_spec("bandit", "top_p", 0), tmp_path)
+    monkeypatch.setattr(runner.multiprocessing, "get_all_start_methods", lambda: ["fork", "spawn", "forkserver"])
+    runner.execute_warm_run(_spec("bandit", "top_p", 0), tmp_path)
+    assert seen == [False, True]

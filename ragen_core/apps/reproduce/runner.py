@@ -104,8 +104,9 @@ def execute_run(spec: RunSpec, runs_dir: str | Path, warm: bool = False) -> dict
 
 
 def execute_warm_run(spec: RunSpec, runs_dir: str | Path) -> dict[str, Any]:
-    """:func:`execute_run` forked from the warm process (what ``ragen reproduce`` runs locally)."""
-    return execute_run(spec, runs_dir, warm=True)
+    """:func:`execute_run` forked from the warm process (what ``ragen reproduce`` runs locally); a fresh process
+    where Python has no ``forkserver`` (Windows)."""
+    return execute_run(spec, runs_dir, warm="forkserver" in multiprocessing.get_all_start_methods())
 
 
 _WARM_LOCK = threading.Lock()
