@@ -5,8 +5,8 @@ imported torch, transformers and the trainer once (:func:`execute_warm_run`), el
 ragen_core.apps.train``. A finished run has a ``done.json`` (its record, :func:`read_run`) and is never re-run; a
 killed one continues from its last checkpoint. With ``--ray ADDRESS`` every run is a Ray task (``num_cpus=1``) on
 that cluster, a fresh process (:func:`execute_run`); the two paths differ only in who schedules the runs and in the
-imports. The run folders and the warm-start cache
-must then be on a file system that every Ray node sees (one machine, or a shared mount).
+imports. With Ray, the run folders and the warm-start cache must be on a file system that every Ray node sees (one
+machine, or a shared mount).
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def execute_run(spec: RunSpec, runs_dir: str | Path, warm: bool = False) -> dict
             status = subprocess.run([sys.executable, "-m", "ragen_core.apps.train", *argv],
                                     env={**os.environ, **RUN_ENV}, stdout=log, stderr=subprocess.STDOUT).returncode
     if status != 0:
-        raise RuntimeError(f"run {spec.name} failed (exit {status}); see {run_dir / 'train.log'}")
+        raise RuntimeError(f"run {spec.name} failed (exit {status}); see {log_path}")
     record = with_wall_time(read_run(run_dir, spec), time.perf_counter() - start)
     tmp = done.with_suffix(".tmp")
     tmp.write_text(json.dumps(record))
