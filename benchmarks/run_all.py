@@ -36,6 +36,7 @@ BENCHMARKS: tuple[tuple[str, str], ...] = (
     ("cross_score", "benchmarks.bench_cross_score"),
     ("fast_forward", "benchmarks.bench_fast_forward"),
     ("end_to_end", "benchmarks.bench_end_to_end"),
+    ("speed_candidates", "benchmarks.bench_speed_candidates"),
     ("learning", "benchmarks.bench_learning"),
     ("trl_filtering", "benchmarks.bench_trl_filtering"),
     ("trl_crosscheck", "benchmarks.bench_trl"),
