@@ -25,6 +25,7 @@ from ragen_core.apps.reproduce.analysis import (
     StudyRules,
     fmt_unit,
 )
+from ragen_core.apps.reproduce.runner import PHASES, design_cost
 from ragen_core.apps.reproduce.study import ARMS
 from ragen_core.apps.reproduce.verdicts import pct, verdict_text
 
@@ -183,7 +184,8 @@ def markdown(result: dict[str, Any], figures_rel: str, header: dict[str, Any]) -
               *_section_power(a.get("power", [])), "",
               *_section_quartiles(a["quartiles"], figures_rel), "",
               *_section_paper(), "", *_section_resolution(a["filtering"]), "",
-              *_section_runs(a["runs"]), "", *_section_provenance(a["runs"]), "", *_definitions()]
+              *_section_runs(a["runs"]), "", *_then_blank(_section_cost(header, result.get("records"))),
+              *_section_provenance(a["runs"]), "", *_definitions()]
     if header["n_missing"]:
         lines += ["", f"**Missing runs** (not included above): {', '.join(header['missing'])}."]
     # A "|" inside a table cell would split it: escape the one in H(Z|X) on table rows.
@@ -713,6 +715,48 @@ def _section_runs(runs: list[dict[str, Any]]) -> list[str]:
                      f"{_num(r['margin_end'])} | {col} | {_num(e['mi_zscore_ema'], '{:.2f}')} | "
                      f"{_num(e['retrieval_acc'], '{:.2f}')} | {_num(e['cond_entropy_est'])} | "
                      f"{_num(r['probe_s'], '{:.1f}')} | {r['minutes']:.1f} |")
+    return lines
+
+
+def _then_blank(lines: list[str]) -> list[str]:
+    """A section's lines and the blank line after it; nothing for a section with nothing to show."""
+    return [*lines, ""] if lines else []
+
+
+#: The phases' column labels in the cost table, in :data:`ragen_core.apps.reproduce.runner.PHASES` order.
+_PHASE_LABELS = {"warm_start_s": "warm starts", "rl_steps_s": "RL steps", "validation_s": "validations",
+                 "probe_s": "probes", "other_s": "start-up and the rest"}
+
+
+def _section_cost(header: dict[str, Any], records: list[dict[str, Any]] | None) -> list[str]:
+    """Where the study's core-minutes go: per group (base config) and phase, per seed. From the header's cost when
+    it has the split (``by_group``), else recomputed from the records (reports of studies run before it was kept);
+    nothing when neither has phases."""
+    cost = header.get("cost") if isinstance(header.get("cost"), dict) else None
+    if (cost is None or "by_group" not in cost) and records:
+        cost = design_cost(records, len(header.get("seeds") or []))
+    if not cost or not cost.get("by_group") or not cost.get("runs_with_phases"):
+        return []
+    n = cost.get("seeds") or len(header.get("seeds") or []) or 1
+    whole = cost["whole_core_minutes"]
+    lines = ["## Where the core-minutes go", "",
+             f"Core-minutes per seed ({n} seed{'s' if n != 1 else ''}) by base config and phase, every phase of every "
+             "run counted (one core per run). A config's warm starts are trained by one run per seed and loaded "
+             "from the cache by its other arms; the step-0 validation and probe likewise.", "",
+             "| config | runs per seed | " + " | ".join(_PHASE_LABELS[k] for k in PHASES) + " | all | share |",
+             "|---|---:|" + "---:|" * (len(PHASES) + 2)]
+    groups = sorted(cost["by_group"].items(), key=lambda kv: -kv[1]["whole_core_minutes"])
+    for name, g in groups:
+        ph = g["phases_core_minutes"]
+        lines.append(f"| {_env(name)} | {g['runs'] / n:.0f} | " + " | ".join(f"{ph[k] / n:.2f}" for k in PHASES)
+                     + f" | {g['whole_core_minutes'] / n:.2f} | "
+                     + (f"{100 * g['whole_core_minutes'] / whole:.0f}%" if whole else "n/a") + " |")
+    ph = cost["phases_core_minutes"]
+    lines.append(f"| all | {cost['runs'] / n:.0f} | " + " | ".join(f"{ph[k] / n:.2f}" for k in PHASES)
+                 + f" | {whole / n:.2f} | 100% |")
+    if cost["runs_with_phases"] < cost["runs"]:
+        lines += ["", f"{cost['runs'] - cost['runs_with_phases']} of {cost['runs']} runs predate the phase records: "
+                  "their warm start and RL steps count in *all* only."]
     return lines
 
 

@@ -245,16 +245,23 @@ def run_phases(rows: list[dict[str, Any]], wall_s: float | None = None) -> dict[
 
 
 def design_cost(records: Iterable[dict[str, Any]], n_seeds: int) -> dict[str, Any]:
-    """Core-minutes of a design's finished runs, whole and per seed, and per phase (:data:`PHASES`).
+    """Core-minutes of a design's finished runs, whole and per seed, per phase (:data:`PHASES`), and per group.
 
     A run that records its phases counts every one (start-up included: ``other_s``); a run from before phases
     were recorded counts its warm start and RL steps with validations (``sft_s`` + ``rl_s``), as the header's
-    ``core_minutes`` always has: ``runs_with_phases`` says how many runs are counted whole."""
+    ``core_minutes`` always has: ``runs_with_phases`` says how many runs are counted whole. ``by_group`` splits
+    the same core-minutes by the runs' group (``env``: a base config of the design): its runs, its core-minutes
+    and, from the runs that recorded them, its phases; a group's share of the warm starts falls on the run that
+    trained them (its other arms load them from the cache)."""
     records = list(records)
     per_phase = {k: 0.0 for k in PHASES}
     whole = 0.0
     with_phases = 0
+    by_group: dict[str, dict[str, Any]] = {}
     for r in records:
+        group = by_group.setdefault(str(r.get("env", "?")), {"runs": 0, "whole_core_minutes": 0.0,
+                                                              "phases_core_minutes": {k: 0.0 for k in PHASES}})
+        group["runs"] += 1
         ph = r.get("phases")
         if isinstance(ph, dict):
             with_phases += 1
@@ -262,11 +269,16 @@ def design_cost(records: Iterable[dict[str, Any]], n_seeds: int) -> dict[str, An
                 v = ph.get(k)
                 if isinstance(v, (int, float)):
                     per_phase[k] += float(v) / 60.0
+                    group["phases_core_minutes"][k] += float(v) / 60.0
                     whole += float(v) / 60.0
+                    group["whole_core_minutes"] += float(v) / 60.0
         else:
-            whole += ((r.get("sft_s") or 0.0) + (r.get("rl_s") or 0.0)) / 60.0
+            minutes = ((r.get("sft_s") or 0.0) + (r.get("rl_s") or 0.0)) / 60.0
+            whole += minutes
+            group["whole_core_minutes"] += minutes
     return {"whole_core_minutes": whole, "per_seed_core_minutes": whole / n_seeds if n_seeds else None,
-            "phases_core_minutes": per_phase, "runs_with_phases": with_phases, "runs": len(records)}
+            "phases_core_minutes": per_phase, "runs_with_phases": with_phases, "runs": len(records),
+            "seeds": n_seeds, "by_group": by_group}
 
 
 def _provenance(run_dir: Path) -> dict[str, str | None]:
