@@ -275,8 +275,8 @@ def mi_report(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     import ragen_core.policy.tiny  # noqa: F401  (registers the tiny vision model type)
-    from ragen_core.math.metrics import noise_note, regime_from_proxies
-    from ragen_core.math.mi import cross_score, mi_proxies
+    from ragen_core.math.metrics import noise_note, regime_from_proxies, regime_resolution
+    from ragen_core.math.mi import cross_score, mi_proxies, mi_seq_null
     from ragen_core.policy.identity import weights_sha256
 
     tokenizer = AutoTokenizer.from_pretrained(model_path)
@@ -321,6 +321,12 @@ def mi_report(
                                       f"({', '.join(sorted(x[:12] for x in samplers if x))}; this model is "
                                       f"{scorer[:12]})")
     stats["regime"] = regime_from_proxies(stats)
+    null = mi_seq_null(L)
+    stats["mi_seq_p_value"], stats["mi_seq_null_q95"] = null["p_value"], null["null_quantile"]
+    stats["regime_resolved"], unresolved = regime_resolution(null, stats["mi_upper_bound"], stats["n_prompts"],
+                                                             stats["group_size"])
+    if unresolved is not None:
+        notes.append(unresolved)
     noise = noise_note(stats["cond_entropy_est"], int(model.config.vocab_size))
     if noise is not None:
         notes.append(noise)
@@ -463,13 +469,23 @@ def _print_text(report: dict[str, Any], bins: int, mi: dict[str, Any] | None, ou
             w(f"  Recall@{k:<10d} {_fmt(v)}   (chance {_fmt(mi['recall_at_k_chance'][k])})\n")
         w(f"  MI-Est             {_fmt(mi['mi_est'])} nats/token\n")
         w(f"  MI-Est tokenwise   {_fmt(mi['mi_est_tokenwise'])} nats/token\n")
-        w(f"  MI-Seq-Est         {_fmt(mi['mi_seq_est'])} nats (upper bound log P = {_fmt(mi['mi_upper_bound'])})\n")
+        w(f"  MI-Seq-Est         {_fmt(mi['mi_seq_est'])} nats (upper bound log P = {_fmt(mi['mi_upper_bound'])}; "
+          f"permutation p = {mi['mi_seq_p_value']:.3g})\n")
         w(f"  MI-ZScore          {_fmt(mi['mi_zscore'])}\n")
         w(f"  H(Z|X) estimate    {_fmt(mi['cond_entropy_est'])} nats/token\n")
         w(f"  H(Z) estimate      {_fmt(mi['marginal_entropy_est'])} nats/token\n")
         w(f"  scored by          {mi['scoring_model']} (the proxies are this model's view of the rollouts)\n")
         w(f"  scorer = sampler?  {mi['scorer_is_sampler']}\n")
-        w(f"  regime             {mi['regime']}\n")
+        w(f"  regime             {regime_text(mi)}\n")
+
+
+def regime_text(mi: dict[str, Any]) -> str:
+    """The regime as a report shows it: marked "(unresolved: ...)" when the batch cannot tell its MI side
+    (``regime_resolved`` False; the notes say why), as reported by :func:`mi_report`."""
+    regime = str(mi["regime"])
+    if mi.get("regime_resolved") is False and not regime.startswith("withheld"):
+        return f"{regime} (unresolved: too few prompts to tell the MI side from chance; see the note)"
+    return regime
 
 
 def _json_safe(obj: Any) -> Any:

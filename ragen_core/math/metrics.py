@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -23,6 +24,7 @@ __all__ = [
     "rv_heterogeneity",
     "classify_regime",
     "regime_from_proxies",
+    "regime_resolution",
     "NOISE_ENTROPY_SHARE",
     "noise_note",
 ]
@@ -190,3 +192,39 @@ def regime_from_proxies(
         raise ValueError(f"stats['mi_upper_bound'] must be > 0 (needs P >= 2 prompts); got {ub!r}")
     return classify_regime(stats["cond_entropy_est"], float(stats["mi_seq_est"]) / ub,
                            entropy_threshold=entropy_threshold, mi_threshold=mi_threshold)
+
+
+def regime_resolution(null: Mapping[str, Any], mi_upper_bound: float, n_prompts: int, group_size: int,
+                      mi_threshold: float = DEFAULT_MI_THRESHOLD) -> tuple[bool, str | None]:
+    """Whether a batch can tell the regime's MI side from chance, from the batch's own null distribution of
+    MI-Seq-Est (:func:`ragen_core.math.mi.mi_seq_null`). Resolved when both hold:
+
+    - the relabellings can reject chance at all: with every permutation used, the smallest p-value is 1 / P!, so
+      fewer than 4 prompts (2! = 2, 3! = 6 relabellings) can never reach p <= 1 - level;
+    - a policy that ignores its input would read below the MI threshold: ``null_quantile / log P < mi_threshold``.
+
+    Otherwise a "high I(X;Z)" reading could be chance (a 2-prompt batch of an untrained model read 0.12 of log P,
+    "diverse reasoning"), and the note says so and what to do. A resolved "low" reading says the estimate is below
+    the threshold; how precisely is what the null's spread shows.
+
+    Returns:
+        ``(resolved, note)``; the note is None when resolved.
+    """
+    ub = _finite("mi_upper_bound", mi_upper_bound)
+    if not ub > 0:
+        raise ValueError(f"mi_upper_bound must be > 0 (log P with P >= 2); got {mi_upper_bound!r}")
+    q = _finite("null_quantile", null["null_quantile"])
+    level = float(null["level"])
+    perms = int(null["permutations"])
+    if null.get("exact") and 1.0 / perms > 1.0 - level + 1e-12:
+        return False, (f"the regime's MI side is not resolved by {n_prompts} prompts x {group_size} traces: "
+                       f"{n_prompts} prompts allow only {perms} relabellings, so no MI reading can be told from "
+                       f"chance (the smallest permutation p-value is 1/{perms}). Score at least 4 prompts (and "
+                       "more for a precise reading) before reading the regime")
+    if q / ub < mi_threshold:
+        return True, None
+    return False, (f"the regime's MI side is not resolved by {n_prompts} prompts x {group_size} traces: with the "
+                   f"prompts relabelled (no input dependence), this batch reads MI-Seq-Est up to {q:.3f} nats "
+                   f"({float(null['level']):.0%} of {int(null['permutations'])} relabellings), {q / ub:.2f} of "
+                   f"log P, not below the regime's threshold {mi_threshold:g}; the observed MI-Seq-Est has "
+                   f"permutation p = {float(null['p_value']):.3g}. Score more prompts before reading the regime")

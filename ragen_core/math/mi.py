@@ -14,7 +14,9 @@ code does).
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -26,6 +28,7 @@ from ragen_core.math.metrics import classify_regime
 __all__ = [
     "RECALL_KS",
     "mi_proxies",
+    "mi_seq_null",
     "flatten_proxies",
     "MIZScoreEMA",
     "cross_score",
@@ -178,6 +181,69 @@ def mi_proxies(
         "n_prompts": p,
         "group_size": g,
     }
+
+
+#: Batches of at most this many prompts get every relabelling in :func:`mi_seq_null` (8! = 40320); larger ones a
+#: seeded random sample.
+EXACT_NULL_MAX_PROMPTS = 8
+
+
+@functools.lru_cache(maxsize=EXACT_NULL_MAX_PROMPTS)
+def _all_permutations(p: int) -> torch.Tensor:
+    """Every permutation of ``range(p)`` as rows ``[p!, p]`` (identity first), built once per p (read-only)."""
+    return torch.tensor(list(itertools.permutations(range(p))), dtype=torch.long)
+
+
+def mi_seq_null(L: torch.Tensor, n_perm: int = 9999, seed: int = 0, level: float = 0.95) -> dict[str, Any]:
+    """How MI-Seq-Est reads for this batch when the traces do not depend on their prompts: a permutation test.
+
+    If traces ignore their prompts (I(X;Z) = 0), which prompt a group of traces was sampled from is exchangeable:
+    relabelling the groups by a permutation pi of the prompts gives the batch's MI-Seq-Est under the null without
+    re-scoring anything. With ``A[i, j] = mean_k L[i, k, j]`` and ``lse_ik = log((1/P) sum_j exp L[i, k, j])``,
+
+        MI-Seq(pi) = mean_i A[i, pi(i)] - mean_ik lse_ik          (pi = identity: the observed MI-Seq-Est)
+
+    Every permutation is used when P <= :data:`EXACT_NULL_MAX_PROMPTS`, else `n_perm` seeded random ones (and the
+    identity). The p-value is the share of permutations (the identity included) whose MI-Seq reaches the observed
+    one, so it is never below ``1 / P!``: 2 prompts cannot give p < 0.5, 3 not below 1/6, 4 not below 1/24.
+
+    Args:
+        L: ``[P, G, P]`` summed log-probs (as :func:`mi_proxies` takes them; P >= 2).
+        n_perm: random permutations for P above the exact limit (>= 1).
+        seed: their generator's seed (the result is reproducible).
+        level: the quantile of the null reported as ``null_quantile`` (in (0, 1)).
+
+    Returns:
+        ``{"p_value", "null_quantile" (MI-Seq at `level` under the null, nats), "null_mean", "level",
+        "permutations", "exact"}``.
+    """
+    if not isinstance(L, torch.Tensor):
+        L = torch.as_tensor(L)
+    if L.dim() != 3 or L.shape[0] != L.shape[2] or L.shape[0] < 2 or L.shape[1] < 1:
+        raise ValueError(f"L must be [P, G, P] with P >= 2, G >= 1; got shape {tuple(L.shape)}")
+    if not 0.0 < float(level) < 1.0:
+        raise ValueError(f"level must be in (0, 1); got {level!r}")
+    if int(n_perm) < 1:
+        raise ValueError(f"n_perm must be >= 1; got {n_perm!r}")
+    p = L.shape[0]
+    lf = L.to(torch.float64)
+    if not bool(torch.isfinite(lf.logsumexp(dim=2)).all()) or bool(torch.isnan(lf).any()):
+        raise ValueError("L must have no NaN and a finite log-sum-exp in every row (as mi_proxies requires)")
+    a = lf.mean(dim=1)  # [P, P]: A[i, j]
+    lse_mean = float((torch.logsumexp(lf, dim=2) - math.log(p)).mean())
+    exact = p <= EXACT_NULL_MAX_PROMPTS
+    if exact:
+        perms = _all_permutations(p)
+    else:
+        gen = torch.Generator().manual_seed(int(seed))
+        perms = torch.stack([torch.arange(p)] + [torch.randperm(p, generator=gen) for _ in range(int(n_perm))])
+    stats = a[torch.arange(p)[None, :], perms].mean(dim=1) - lse_mean  # [N]
+    observed = float(a.diagonal().mean() - lse_mean)
+    # a relabelling that ties the observed value counts as reaching it (float sums in another order)
+    reach = stats >= observed - 1e-12 * max(1.0, abs(observed))
+    return {"p_value": float(reach.to(torch.float64).mean()),
+            "null_quantile": float(torch.quantile(stats, float(level))), "null_mean": float(stats.mean()),
+            "level": float(level), "permutations": int(stats.numel()), "exact": exact}
 
 
 def _equivalence(prompt_ids: torch.Tensor | Sequence[Any] | None, p: int) -> torch.Tensor:

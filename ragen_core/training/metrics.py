@@ -234,6 +234,12 @@ class Collapse:
     MI_ZSCORE_EMA = _metric("collapse/mi_zscore_ema", "z", _MI, "MI-ZScore-EMA: MI-Est over an EMA of the batch scale")
     REGIME = _metric("collapse/regime", "label", _MI, "the regime read off the proxies (high or low H(Z|X) x high "
                      "or low input dependence; docs/science.md section 1)")
+    REGIME_RESOLVED = _metric("collapse/regime_resolved", "0/1", _MI,
+                              "1 when the batch can tell the regime's MI side from chance (at least 4 prompts, and "
+                              "its prompts relabelled read below the MI threshold; docs/science.md section 1)")
+    MI_SEQ_P_VALUE = _metric("collapse/mi_seq_p_value", "p-value", _MI,
+                             "permutation p-value of MI-Seq-Est: the share of the prompts' relabellings that read "
+                             "at least as high")
     EMPTY_TRACES = _metric("collapse/empty_traces", COUNT, _MI, "empty traces scored as one end-of-turn token")
     PMI_RETURN_COV_KEPT = _metric("collapse/pmi_return_cov_kept", "reward x nats", _MI,
                                   "within-group covariance of a trace's return and its pointwise MI, kept groups")

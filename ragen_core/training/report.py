@@ -282,12 +282,14 @@ def write_summary(run_dir: Path, cfg: TrainConfig, history: list[dict[str, Any]]
                        (Filter.KEPT_FRACTION, "kept fraction"), (Filter.RV_HETEROGENEITY, "RV heterogeneity")):
         a, b = _first_last(history, key)
         lines.append(f"| {label} | {_fmt(a)} | {_fmt(b)} |")
-    regimes = [r[Collapse.REGIME] for r in history if isinstance(r.get(Collapse.REGIME), str)]
+    regimes = [r[Collapse.REGIME] + (" (unresolved)" if r.get(Collapse.REGIME_RESOLVED) == 0.0 else "")
+               for r in history if isinstance(r.get(Collapse.REGIME), str)]
     if regimes:
         lines += ["", f"Regime at the first / last MI check: {regimes[0]} / {regimes[-1]} (the four regimes of "
                   "docs/science.md section 1, read off the in-batch proxies: high or low H(Z|X) x high or low "
                   "input dependence; compressed reasoning = low within-input diversity, still input-dependent, "
-                  "the normal end state of a policy that learned its task)."]
+                  "the normal end state of a policy that learned its task; \"unresolved\": too few prompts to "
+                  "tell the MI side from chance, `collapse/regime_resolved`)."]
     files = "`config.toml`, `metrics.jsonl`, `checkpoints/latest.pt`, `success.png`, `entropy_mi.png`, `filter.png`"
     if _series(history, Probe.RETRIEVAL_MARGIN)[0]:
         lines += ["", *_probe_summary(history)]

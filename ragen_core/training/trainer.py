@@ -607,8 +607,8 @@ class Trainer:
         the dropped ones: ``collapse/pmi_return_cov_kept`` / ``_dropped`` (and ``_corr_``): which way the task
         gradient of the groups trained on pushes input dependence, and which way that of the groups left out would
         have."""
-        from ragen_core.math.metrics import regime_from_proxies
-        from ragen_core.math.mi import flatten_proxies, mi_proxies
+        from ragen_core.math.metrics import regime_from_proxies, regime_resolution
+        from ragen_core.math.mi import flatten_proxies, mi_proxies, mi_seq_null
         from ragen_core.training.probe import policy_cross_score
 
         if batch.groups < 2:
@@ -632,6 +632,10 @@ class Trainer:
         out = flatten_proxies(stats, prefix=Collapse.PREFIX)
         out[Collapse.MI_ZSCORE_EMA] = self.ema.update(stats)
         out[Collapse.REGIME] = regime_from_proxies(stats)
+        null = mi_seq_null(L, seed=self.state.step)
+        resolved, _ = regime_resolution(null, stats["mi_upper_bound"], stats["n_prompts"], stats["group_size"])
+        out[Collapse.REGIME_RESOLVED] = float(resolved)
+        out[Collapse.MI_SEQ_P_VALUE] = null["p_value"]
         out[Collapse.EMPTY_TRACES] = float(empty)
         if kept is not None:
             from ragen_core.training.probe import pmi_return_association

@@ -175,8 +175,12 @@ def test_model_cross_scoring_reports_mi(model_dir, tmp_path):
     rc, out, err = run_cli([str(path), "--model", str(model_dir), "--json", "--batch-tokens", "2000",
                             "--scorer-is-sampler"])
     assert rc == 0, err
-    assert json.loads(out)["mi"]["regime"] in ("diverse_reasoning", "template_collapse", "compressed_reasoning",
-                                               "low_entropy_collapse")
+    sampled = json.loads(out)["mi"]
+    assert sampled["regime"] in ("diverse_reasoning", "template_collapse", "compressed_reasoning",
+                                 "low_entropy_collapse")
+    # 3 prompts allow 6 relabellings: no reading can be told from chance, which the report says
+    assert sampled["regime_resolved"] is False and sampled["mi_seq_p_value"] >= 1 / 6
+    assert any("only 6 relabellings" in n for n in sampled["notes"]), sampled["notes"]
     # independent route: the naive per-pair scorer on the same texts
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
     model = transformers.AutoModelForCausalLM.from_pretrained(model_dir)
@@ -191,6 +195,9 @@ def test_model_cross_scoring_reports_mi(model_dir, tmp_path):
     assert any("near noise" in n for n in mi["notes"]), mi["notes"]
     rc, text, _ = run_cli([str(path), "--model", str(model_dir)])
     assert rc == 0 and "MI-Seq-Est" in text and "regime" in text and "near noise" in text
+    assert "permutation p = " in text
+    rc, text, _ = run_cli([str(path), "--model", str(model_dir), "--scorer-is-sampler"])
+    assert rc == 0 and "(unresolved: too few prompts" in text
 
 
 def test_model_needs_prompt_and_response(model_dir, tmp_path):

@@ -4,6 +4,7 @@ advantages over multi-row trajectories, config errors."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
@@ -50,8 +51,14 @@ def test_two_step_smoke_per_algorithm(model_dir, tmp_path, algo):
     last = steps[-1]
     for key in ("rollout/return", "rollout/format_valid", "rollout/response_length", "filter/kept_fraction",
                 "filter/rv_mean", "perf/rollout_s", "perf/step_s", "val/success", "collapse/mi_est",
-                "collapse/mi_zscore_ema", "collapse/cond_entropy_est", "collapse/regime"):
+                "collapse/mi_zscore_ema", "collapse/cond_entropy_est", "collapse/regime", "collapse/regime_resolved",
+                "collapse/mi_seq_p_value"):
         assert key in last, key
+    p = int(last["collapse/n_prompts"]) if "collapse/n_prompts" in last else None
+    assert last["collapse/regime_resolved"] in (0.0, 1.0)
+    assert 0 < last["collapse/mi_seq_p_value"] <= 1
+    if p is not None and p < 4:  # too few relabellings to tell anything from chance
+        assert last["collapse/regime_resolved"] == 0.0 and last["collapse/mi_seq_p_value"] >= 1 / math.factorial(p)
     updated = [r for r in steps if r.get("filter/skipped") == 0.0]
     assert updated, "at least one step must update"
     for r in updated:

@@ -23,6 +23,8 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Any
 
+from ragen_core.apps.diagnose import regime_text
+
 __all__ = ["SUMMARY_JSON", "SUMMARY_MD", "SUMMARY_PNG", "env_summary", "mi_profile", "rv_profile", "summarize",
            "wilson_interval", "write_markdown", "write_plot"]
 
@@ -132,7 +134,8 @@ def mi_profile(lines: Sequence[dict[str, Any]], folder: str, max_groups: int, de
     if not str(stats["scorer_is_sampler"]).startswith("yes"):
         stats["regime"] = "withheld: the scoring model is not known to be the one that played the episodes"
     keep = ("n_prompts", "group_size", "retrieval_acc", "retrieval_chance", "mi_est", "mi_seq_est", "mi_upper_bound",
-            "mi_zscore", "cond_entropy_est", "marginal_entropy_est", "regime", "scorer_is_sampler", "notes")
+            "mi_zscore", "cond_entropy_est", "marginal_entropy_est", "regime", "regime_resolved", "mi_seq_p_value",
+            "mi_seq_null_q95", "scorer_is_sampler", "notes")
     return {k: stats[k] for k in keep if k in stats}
 
 
@@ -214,7 +217,7 @@ def write_markdown(path: Path, header: dict[str, Any], envs: dict[str, dict[str,
                 continue
             lines.append(f"| {k} | {m['n_prompts']} x {m['group_size']} | {_num(m['retrieval_acc'])} "
                          f"({_num(m['retrieval_chance'])}) | {_num(m['mi_seq_est'])} ({_num(m['mi_upper_bound'])}) | "
-                         f"{_num(m['cond_entropy_est'])} | {m['regime']} |")
+                         f"{_num(m['cond_entropy_est'])} | {regime_text(m)} |")
         notes = [f"- {k}: {note}" for k, m in mi.items() for note in m.get("notes") or ()]
         lines += [""] + notes if notes else []
     lines += ["", "## Settings", "",

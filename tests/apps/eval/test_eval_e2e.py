@@ -216,7 +216,12 @@ def test_groups_add_the_precheck_and_a_text_model_refuses_vision_ids(trained, ca
     import numpy as np
 
     assert rv["groups"] == 6 and rv["groups_with_variance"] == sum(np.var(v, ddof=1) > 1e-10 for v in by_seed.values())
-    assert envs["ragen/Sokoban-v0"]["mi"]["group_size"] == 4
+    mi = envs["ragen/Sokoban-v0"]["mi"]
+    assert mi["group_size"] == 4
+    # 6 prompts: 720 relabellings; the summary keeps the permutation test's outcome beside the regime
+    assert 1 / 720 <= mi["mi_seq_p_value"] <= 1 and isinstance(mi["regime_resolved"], bool)
+    table = (out / "summary.md").read_text()
+    assert ("(unresolved:" in table) == (not mi["regime_resolved"])
     capsys.readouterr()
     assert ragen(["diagnose", str(out / "episodes.jsonl"), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)["rv"]
