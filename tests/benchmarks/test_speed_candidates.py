@@ -3,6 +3,7 @@ log-probs and gradients (so its timing is of the same work), and its shared-head
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import pytest
@@ -72,3 +73,28 @@ def test_shared_head_is_the_longest_prefix_common_to_every_prompt():
     loss = torch.tensor([[0, 0, 0, 0, 1, 1], [0, 0, 0, 0, 1, 0], [0, 0, 0, 0, 0, 1]])
     head = shared_head(SimpleNamespace(input_ids=ids, loss_mask=loss))
     assert head == {"rows": 3, "prompt_tokens_mean": (4 + 4 + 5) / 3, "common_head_tokens": 2}
+
+
+def test_the_c_attention_kernel_computes_decoding_attention():
+    """The hand-written kernel the benchmark times is attention: softmax(q k^T * scale + bias) v per row and head,
+    checked against a plain per-row loop (masked keys included)."""
+    from benchmarks.bench_speed_candidates import _c_attention
+
+    kernel = _c_attention()
+    if kernel is None:
+        pytest.skip("no C compiler")
+    gen = torch.Generator().manual_seed(0)
+    n, hk, rep, d, cap, t = 3, 2, 2, 8, 12, 9
+    q = torch.randn(n, hk, rep, d, generator=gen)
+    kb, vb = torch.randn(n, hk, cap, d, generator=gen), torch.randn(n, hk, cap, d, generator=gen)
+    bias = torch.zeros(n, cap)
+    bias[1, :3] = float("-inf")  # row 1's padding
+    got = kernel(q, kb, vb, bias, t, 0.25)
+    for r in range(n):
+        for h in range(hk):
+            for j in range(rep):
+                scores = [float(q[r, h, j] @ kb[r, h, x]) * 0.25 + float(bias[r, x]) for x in range(t)]
+                top = max(scores)
+                w = [math.exp(s - top) for s in scores]
+                want = sum(wx * vb[r, h, x] for x, wx in enumerate(w)) / sum(w)
+                torch.testing.assert_close(got[r, h, j], want, rtol=1e-5, atol=1e-5)
