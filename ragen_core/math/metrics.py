@@ -213,7 +213,9 @@ def regime_resolution(null: Mapping[str, Any], mi_upper_bound: float, n_prompts:
     ub = _finite("mi_upper_bound", mi_upper_bound)
     if not ub > 0:
         raise ValueError(f"mi_upper_bound must be > 0 (log P with P >= 2); got {mi_upper_bound!r}")
-    q = _finite("null_quantile", null["null_quantile"])
+    q = float(null["null_quantile"])
+    if math.isnan(q) or q == math.inf:
+        raise ValueError(f"null_quantile must be a number or -inf; got {q!r}")
     level = float(null["level"])
     perms = int(null["permutations"])
     if null.get("exact") and 1.0 / perms > 1.0 - level + 1e-12:

@@ -214,8 +214,9 @@ def mi_seq_null(L: torch.Tensor, n_perm: int = 9999, seed: int = 0, level: float
         level: the quantile of the null reported as ``null_quantile`` (in (0, 1)).
 
     Returns:
-        ``{"p_value", "null_quantile" (MI-Seq at `level` under the null, nats), "null_mean", "level",
-        "permutations", "exact"}``.
+        ``{"p_value", "null_quantile" (MI-Seq at `level` under the null, nats: the value of the relabelling at
+        that rank, rounding up), "null_mean", "level", "permutations", "exact"}``; a relabelling that pairs a trace
+        with a prompt it is impossible under (``L = -inf``) reads -inf, so the quantile and mean can be -inf.
     """
     if not isinstance(L, torch.Tensor):
         L = torch.as_tensor(L)
@@ -241,8 +242,11 @@ def mi_seq_null(L: torch.Tensor, n_perm: int = 9999, seed: int = 0, level: float
     observed = float(a.diagonal().mean() - lse_mean)
     # a relabelling that ties the observed value counts as reaching it (float sums in another order)
     reach = stats >= observed - 1e-12 * max(1.0, abs(observed))
+    # "higher": the quantile is a relabelling's own value (never an interpolation between -inf and a number,
+    # which is NaN: a trace impossible under another prompt makes a relabelling read -inf)
     return {"p_value": float(reach.to(torch.float64).mean()),
-            "null_quantile": float(torch.quantile(stats, float(level))), "null_mean": float(stats.mean()),
+            "null_quantile": float(torch.quantile(stats, float(level), interpolation="higher")),
+            "null_mean": float(stats.mean()),
             "level": float(level), "permutations": int(stats.numel()), "exact": exact}
 
 

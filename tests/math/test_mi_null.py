@@ -36,10 +36,7 @@ def test_exact_null_equals_the_loop_over_every_relabelling(p, g, seed):
     assert got["p_value"] == pytest.approx(sum(v >= observed - 1e-12 for v in ref) / len(ref))
     assert got["null_mean"] == pytest.approx(sum(ref) / len(ref), abs=1e-12)
     ordered = sorted(ref)
-    pos = 0.95 * (len(ref) - 1)  # linear interpolation, as torch.quantile
-    lo = ordered[int(math.floor(pos))]
-    hi = ordered[int(math.ceil(pos))]
-    assert got["null_quantile"] == pytest.approx(lo + (hi - lo) * (pos - math.floor(pos)), abs=1e-12)
+    assert got["null_quantile"] == pytest.approx(ordered[math.ceil(0.95 * (len(ref) - 1))], abs=1e-12)
 
 
 def test_calibrated_when_traces_ignore_their_prompts():
@@ -102,3 +99,16 @@ def test_regime_resolution():
     assert not resolved and "not below the regime's threshold 0.1" in note and "permutation p = " in note
     with pytest.raises(ValueError, match="mi_upper_bound"):
         regime_resolution(null, 0.0, 4, 1)
+
+
+def test_traces_impossible_under_other_prompts_give_a_usable_null():
+    """L = -inf under another prompt is a valid score (mi_proxies accepts it); relabellings that use it read -inf,
+    and the null stays usable: no NaN quantile, a regime resolution instead of an error."""
+    gen = torch.Generator().manual_seed(1)
+    L = torch.randn(5, 2, 5, generator=gen, dtype=torch.float64) - 10
+    off = ~torch.eye(5, dtype=torch.bool)
+    L[:, 0, :] = torch.where(off, torch.tensor(-math.inf, dtype=torch.float64), L[:, 0, :])  # trace 0: own prompt only
+    mi_proxies(L, torch.ones(5, 2))  # accepted
+    null = mi_seq_null(L)
+    assert null["null_quantile"] == -math.inf and null["p_value"] == pytest.approx(1 / 120)
+    assert regime_resolution(null, math.log(5), 5, 2) == (True, None)
