@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ragen_core.math.stats import mean_ci
 from ragen_core.training.algorithms import get_algorithm
 from ragen_core.training.config import ConfigError, TrainConfig
 from ragen_core.training.metrics import STEP, Collapse, Filter, Probe, Rollout, Val
@@ -227,6 +228,24 @@ def _fmt(v: float | None, digits: int = 3) -> str:
     return "n/a" if v is None else f"{v:.{digits}f}"
 
 
+def task_gradient_direction(corr: list[float], level: float = 0.95) -> str:
+    """The report's line on which way the task gradient pushed input dependence, from the probe measurements'
+    within-prompt correlations of a trace's return with its pointwise MI: a direction is named only when the
+    t-interval of their mean excludes 0 (with one measurement, none is). The measurements of one run are treated as
+    independent, which they are not (each probe follows the last by a few steps), so the interval is optimistic."""
+    mean, lo, hi = mean_ci(corr, level)
+    if len(corr) < 2:
+        way, interval = "one measurement: no interval, so no direction is read", ""
+    else:
+        interval = (f", {level:.0%} interval [{lo:+.3f}, {hi:+.3f}] (the measurements of one run taken as "
+                    "independent, so it is optimistic)")
+        way = ("the traces that depend more on their input earned more: the task gradient raised the MI" if lo > 0
+               else "the traces that depend less on their input earned more: the task gradient favoured a template"
+               if hi < 0 else "no direction shown: the interval contains 0")
+    return (f"**Task-gradient direction**: within-prompt correlation between a trace's return and its pointwise MI, "
+            f"mean over {len(corr)} probe measurement{'s' if len(corr) != 1 else ''}: {mean:+.3f}{interval} ({way}).")
+
+
 def _probe_summary(history: list[dict[str, Any]]) -> list[str]:
     """The held-out probe's start/end table and the collapse verdict (ragen_core.math.collapse)."""
     from ragen_core.math.collapse import collapse_from_history
@@ -245,14 +264,10 @@ def _probe_summary(history: list[dict[str, Any]]) -> list[str]:
             (Probe.TOKEN_ENTROPY, "token entropy (nats)", "", ""),
             (Probe.COND_ENTROPY_EST, "H(Z\\|X) est. (nats/token)", "", "")):
         out.append(f"| {label} | {_fmt(first.get(key))} | {_fmt(last.get(key))} | {chance} | {ceiling} |")
-    corr = [float(r[Probe.PMI_RETURN_CORR]) for r in rows if isinstance(r.get(Probe.PMI_RETURN_CORR), (int, float))]
+    corr = [float(r[Probe.PMI_RETURN_CORR]) for r in rows
+            if isinstance(r.get(Probe.PMI_RETURN_CORR), (int, float)) and math.isfinite(r[Probe.PMI_RETURN_CORR])]
     if corr:  # which way the task gradient pushed input dependence (ragen_core.training.probe.pmi_return_association)
-        mean = sum(corr) / len(corr)
-        way = ("the traces that depend more on their input earned more: the task gradient raised the MI" if mean > 0
-               else "the traces that depend less on their input earned more: the task gradient favoured a template"
-               if mean < 0 else "no within-prompt association")
-        out += ["", f"**Task-gradient direction**: within-prompt correlation between a trace's return and its "
-                f"pointwise MI, mean over {len(corr)} probe measurements: {mean:+.3f} ({way})."]
+        out += ["", task_gradient_direction(corr)]
     verdict = collapse_from_history(history)
     if verdict is not None:
         out += ["", "**Collapse check** (the retrieval margin down >= 50% from its peak with both entropies within "
