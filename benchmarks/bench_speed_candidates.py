@@ -17,6 +17,8 @@ benchmark measures what is left, so that the next attempt starts from numbers:
    - *one pass*: the lean forward without the prefix/continuation split (every layer but the last over whole rows;
      the last layer's keys and values over whole rows and its queries, attention and MLP only from a row's first
      read position): the same function, different matrix shapes, so different rounding;
+   - *attention by matmul*: the lean forward's attention as two matrix products and a softmax instead of
+     ``scaled_dot_product_attention`` (CPU flash attention at head dim 32);
    - *compiled layers*: ``torch.compile(dynamic=True)`` of ``FastQwen2._qkv`` and ``FastQwen2._finish_layer``
      (their compile time reported apart);
    - *fused AdamW* (``fused=True``: one kernel per parameter instead of about eight).
@@ -54,7 +56,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 CONFIGS = ("collapse_sokoban", "collapse_frozenlake")
-SFT_CANDIDATES = ("today", "one pass", "compiled layers", "fused AdamW")
+SFT_CANDIDATES = ("today", "one pass", "attention by matmul", "compiled layers", "fused AdamW")
 
 
 # ---------------------------------------------------------------------------------------------- candidates
@@ -115,6 +117,23 @@ def one_pass_token_logprobs(self, input_ids, attention_mask, score_mask, *, temp
     return out.index_put((rows, tpos), lp), None
 
 
+def matmul_attend(self, q, k, v, mask):
+    """``FastQwen2._attend`` (queries ``[B, H, Tq, d]`` over keys and values ``[B, Hkv, Tk, d]``, `mask` a boolean
+    ``[B, 1, Tq, Tk]`` of the keys each query may see, or None: causal when Tq > 1) by two matrix products and a
+    softmax, instead of ``scaled_dot_product_attention`` (CPU flash attention)."""
+    import torch
+
+    rep = q.shape[1] // k.shape[1]
+    if rep > 1:
+        k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+    scores = torch.matmul(q, k.transpose(-1, -2)) * self.head_dim**-0.5
+    if mask is None and q.shape[2] > 1:
+        mask = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril(k.shape[2] - q.shape[2])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.matmul(torch.softmax(scores, -1), v)
+
+
 def _sft_batch(config: str, episodes: int) -> tuple[Any, Any, dict[str, Any]]:
     """The trainer of `config` (one thread, no cache) and the demonstration batch its warm start would train on."""
     import torch
@@ -173,10 +192,10 @@ def measure_sft(config: str, episodes: int, repeats: int) -> dict[str, Any]:
     start = copy.deepcopy(model.state_dict())
     steps = (batch.input_ids.shape[0] + kwargs["batch_size"] - 1) // kwargs["batch_size"]
     originals = {"token_logprobs": FastQwen2.token_logprobs, "_qkv": FastQwen2._qkv,
-                 "_finish_layer": FastQwen2._finish_layer, "AdamW": torch.optim.AdamW}
+                 "_finish_layer": FastQwen2._finish_layer, "_attend": FastQwen2._attend, "AdamW": torch.optim.AdamW}
 
     def restore() -> None:
-        for name in ("token_logprobs", "_qkv", "_finish_layer"):
+        for name in ("token_logprobs", "_qkv", "_finish_layer", "_attend"):
             setattr(FastQwen2, name, originals[name])
         torch.optim.AdamW = originals["AdamW"]
 
@@ -187,6 +206,8 @@ def measure_sft(config: str, episodes: int, repeats: int) -> dict[str, Any]:
         restore()
         if candidate == "one pass":
             FastQwen2.token_logprobs = one_pass_token_logprobs
+        elif candidate == "attention by matmul":
+            FastQwen2._attend = matmul_attend
         elif candidate == "compiled layers":
             if not compiled:
                 compiled["_qkv"] = torch.compile(originals["_qkv"], dynamic=True)

@@ -98,3 +98,19 @@ def test_the_c_attention_kernel_computes_decoding_attention():
                 w = [math.exp(s - top) for s in scores]
                 want = sum(wx * vb[r, h, x] for x, wx in enumerate(w)) / sum(w)
                 torch.testing.assert_close(got[r, h, j], want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("tq,tk,masked", [(7, 7, False), (1, 9, False), (5, 12, True)])
+def test_matmul_attention_equals_torchs_attention(policy, tq, tk, masked):
+    from benchmarks.bench_speed_candidates import matmul_attend
+
+    fast = FastQwen2(policy.model)
+    gen = torch.Generator().manual_seed(tq * tk)
+    q = torch.randn(2, fast.n_heads, tq, fast.head_dim, generator=gen)
+    k, v = (torch.randn(2, fast.n_kv, tk, fast.head_dim, generator=gen) for _ in range(2))
+    mask = None
+    if masked:  # a prefix with padding, then causal continuation keys, as continuation_hidden builds it
+        mask = torch.ones(2, 1, tq, tk, dtype=torch.bool)
+        mask[1, :, :, 5:7] = False
+        mask[:, :, :, tk - tq:] = torch.ones(tq, tq, dtype=torch.bool).tril()
+    torch.testing.assert_close(matmul_attend(fast, q, k, v, mask), fast._attend(q, k, v, mask), rtol=1e-5, atol=1e-6)
