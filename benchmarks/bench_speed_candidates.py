@@ -334,9 +334,18 @@ void decode_attention(const float *q, const float *k, const float *v, const floa
 """
 
 
+#: The C kernel's compiler flags (the link step takes none of them: see :func:`_c_attention`).
+C_FLAGS = ("-O3", "-march=native", "-ffast-math")
+
+
 def _c_attention() -> Callable | None:
-    """The C kernel above, compiled with the system's C compiler (``-O3 -march=native -ffast-math``) and loaded
-    with ctypes; None where there is no compiler or it fails."""
+    """The C kernel above, compiled with the system's C compiler (:data:`C_FLAGS`) and loaded with ctypes; None
+    where there is no compiler or it fails.
+
+    Compiled with ``-ffast-math`` (vectorised reductions and exponentials) but linked without it: linking a
+    shared library with it (gcc 12) adds start-up code that turns on flush-to-zero for the whole process when the
+    library loads, and every later float computation in the process (a test run after it, hypothesis's float
+    strategies) then loses its subnormal numbers."""
     import ctypes
     import shutil
     import subprocess
@@ -348,8 +357,10 @@ def _c_attention() -> Callable | None:
     (folder / "attention.c").write_text(_ATTENTION_C)
     lib = folder / "attention.so"
     try:
-        subprocess.run([cc, "-O3", "-march=native", "-ffast-math", "-shared", "-fPIC", "-o", str(lib),
-                        str(folder / "attention.c"), "-lm"], check=True, capture_output=True, timeout=120)
+        obj = folder / "attention.o"
+        subprocess.run([cc, *C_FLAGS, "-fPIC", "-c", "-o", str(obj), str(folder / "attention.c")], check=True,
+                       capture_output=True, timeout=120)
+        subprocess.run([cc, "-shared", "-o", str(lib), str(obj), "-lm"], check=True, capture_output=True, timeout=120)
         fn = ctypes.CDLL(str(lib)).decode_attention
     except (OSError, subprocess.SubprocessError):
         return None
@@ -401,7 +412,7 @@ def measure_decode_attention(reps: int = 2000) -> list[dict[str, Any]]:
     kernel = _c_attention()
     if kernel is not None:
         flat_bias = bias[:, 0, 0, :].contiguous()
-        candidates.append(("a hand-written C kernel (one pass, -O3 -march=native)",
+        candidates.append(("a hand-written C kernel (one pass, -O3 -march=native -ffast-math)",
                            lambda: kernel(q, kb, vb, flat_bias, t, scale)))
     # The floor of any kernel: reading this layer's cached keys and values once, at the rate a sum reads as many
     # bytes already in cache.
