@@ -186,6 +186,7 @@ def rv_report(
         rv_mean=stats["rv_mean"],
         rv_std=stats["rv_std"],
         rv_heterogeneity=stats["rv_heterogeneity"],
+        rv_heterogeneity_ci95=heterogeneity_interval(v),
         zero_fraction=stats["zero_fraction"],
         nan_groups=int(stats["n_nan"]),
         top_p={
@@ -203,6 +204,56 @@ def rv_report(
 #: Variances at or below this count as zero (ragen_core.math.filtering.ZERO_TOL; a copy, to keep this module
 #: torch-free).
 ZERO_TOL = 1e-10
+
+
+#: Bootstrap resamples of the groups for :func:`heterogeneity_interval`.
+BOOTSTRAP_RESAMPLES = 2000
+
+
+def heterogeneity_interval(variances: np.ndarray, level: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,
+                           seed: int = 0) -> list[float]:
+    """``[low, high]``: a percentile bootstrap interval of the RV heterogeneity ``std / mean`` of `variances`
+    (one per group, NaN groups left out), resampling the groups with replacement (seeded, so a report is
+    reproducible). Resamples whose mean is 0 (no variance drawn) have no ratio and are left out; ``[nan, nan]``
+    with fewer than 2 groups or no resample with a ratio. With n groups the ratio cannot exceed sqrt(n - 1) (one
+    group holding all the variance), so a few groups can only give a wide interval."""
+    v = np.asarray(variances, dtype=np.float64).reshape(-1)
+    v = v[~np.isnan(v)]
+    if v.size < 2:
+        return [math.nan, math.nan]
+    rng = np.random.default_rng(seed)
+    draws = v[rng.integers(0, v.size, size=(resamples, v.size))]
+    means = draws.mean(axis=1)
+    ok = means > 0
+    if not ok.any():
+        return [math.nan, math.nan]
+    ratios = draws[ok].std(axis=1) / means[ok]
+    tail = (1.0 - level) / 2.0
+    return [float(np.quantile(ratios, tail)), float(np.quantile(ratios, 1.0 - tail))]
+
+
+def heterogeneity_reading(ratio: float, interval: Sequence[float] | None = None) -> str:
+    """The pre-check's reading of the RV heterogeneity: its band (high >= 1.0, low <= 0.5, else intermediate:
+    docs/science.md section 4), and, when the bootstrap `interval` reaches another band, that the batch cannot
+    tell which."""
+    band = _verdict(ratio)
+    if interval is None or math.isnan(ratio) or any(math.isnan(x) for x in interval):
+        return band
+    lo, hi = interval
+    # the bands are low (<= 0.5), intermediate (0.5, 1.0) and high (>= 1.0): which of them [lo, hi] touches
+    touches = {"low": lo <= _LOW_RATIO, "intermediate": lo < _HIGH_RATIO and hi > _LOW_RATIO,
+               "high": hi >= _HIGH_RATIO}
+    spanned = [name for name, hit in touches.items() if hit]
+    others = [name for name in spanned if name != _band(ratio)]
+    if others:
+        return (f"{band}; but its 95% bootstrap interval over the groups, [{lo:.2f}, {hi:.2f}], reaches "
+                f"{' and '.join(others)} too: more groups are needed to place it in one band")
+    return band
+
+
+def _band(ratio: float) -> str:
+    """The band of a heterogeneity ratio: high (>= 1.0), low (<= 0.5) or intermediate (between)."""
+    return "high" if ratio >= _HIGH_RATIO else "low" if ratio <= _LOW_RATIO else "intermediate"
 
 
 def rv_statistics_np(variances: np.ndarray) -> dict[str, float]:
@@ -447,14 +498,14 @@ def _print_text(report: dict[str, Any], bins: int, mi: dict[str, Any] | None, ou
     w(f"  mean per-group reward variance  {_fmt(report['rv_mean'])}\n")
     w(f"  std of per-group variance       {_fmt(report['rv_std'])}\n")
     w(f"  RV heterogeneity (std/mean)     {_fmt(report['rv_heterogeneity'])}  "
-      f"-> {_verdict(report['rv_heterogeneity'])}\n")
+      f"-> {heterogeneity_reading(report['rv_heterogeneity'], report.get('rv_heterogeneity_ci95'))}\n")
     # Both shares name their denominators: the zero share is over the groups with a variance (NaN groups have
     # none), the kept share over every group with enough rollouts (NaN groups included: they are never kept).
     n_usable = len(report["variances"])
     n_finite = n_usable - report["nan_groups"]
     zf = report["zero_fraction"]
     zero_count = 0 if math.isnan(zf) else round(zf * n_finite)
-    w(f"  zero-variance groups            {zero_count} of {n_finite} with a variance ({_pct(zf)})\n")
+    w(f"  zero-variance groups            {zero_count} of the {n_finite} groups with a variance ({_pct(zf)})\n")
     tp = report["top_p"]
     w(f"  top_p rho={tp['keep_rate']} ({tp['score']}) keeps  {tp['kept_groups']} of {n_usable} group(s)"
       f" ({_pct(tp['kept_fraction'])}){'  [empty: the update would be skipped]' if tp['empty'] else ''}\n")

@@ -117,7 +117,9 @@ def rv_profile(lines: Sequence[dict[str, Any]]) -> dict[str, Any]:
     else:
         reading, acts = f"top-p keeps all {usable} groups: filtering would not act", False
     return {"groups": usable, "groups_with_variance": with_var, "rv_mean": rep["rv_mean"], "rv_std": rep["rv_std"],
-            "rv_heterogeneity": rep["rv_heterogeneity"], "zero_fraction": rep["zero_fraction"],
+            "rv_heterogeneity": rep["rv_heterogeneity"],
+            "rv_heterogeneity_ci95": rep.get("rv_heterogeneity_ci95", [math.nan, math.nan]),
+            "zero_fraction": rep["zero_fraction"],
             "top_p_keep_rate": KEEP_RATE, "top_p_kept_groups": kept, "filter_acts": acts, "reading": reading}
 
 
@@ -137,6 +139,13 @@ def mi_profile(lines: Sequence[dict[str, Any]], folder: str, max_groups: int, de
             "mi_zscore", "cond_entropy_est", "marginal_entropy_est", "regime", "regime_resolved", "mi_seq_p_value",
             "mi_seq_null_q95", "scorer_is_sampler", "notes")
     return {k: stats[k] for k in keep if k in stats}
+
+
+def _interval(ci: Sequence[float] | None) -> str:
+    """`` [lo, hi]`` of a bootstrap interval for a table cell; "" when there is none."""
+    if not ci or any(not isinstance(x, (int, float)) or math.isnan(x) for x in ci):
+        return ""
+    return f" [{ci[0]:.2f}, {ci[1]:.2f}]"
 
 
 def strict_json(obj: Any) -> Any:
@@ -201,11 +210,12 @@ def write_markdown(path: Path, header: dict[str, Any], envs: dict[str, dict[str,
     rv = {k: s["rv"] for k, s in envs.items() if "rv" in s}
     if rv:
         lines += ["", f"## Reward-variance pre-check (groups of {header['group_size']} samples per seed)", "",
-                  "| env | groups | with variance | top-p 0.9 keeps | RV heterogeneity | reading |",
+                  "| env | groups | with variance | top-p 0.9 keeps | RV heterogeneity [95% bootstrap] | reading |",
                   "|---|---:|---:|---:|---:|---|"]
         for k, r in rv.items():
             lines.append(f"| {k} | {r['groups']} | {r['groups_with_variance']} | {r['top_p_kept_groups']} | "
-                         f"{_num(r['rv_heterogeneity'], '.2f')} | {r['reading']} |")
+                         f"{_num(r['rv_heterogeneity'], '.2f')}{_interval(r.get('rv_heterogeneity_ci95'))} | "
+                         f"{r['reading']} |")
     mi = {k: s["mi"] for k, s in envs.items() if "mi" in s}
     if mi:
         lines += ["", "## MI proxies (first turns, scored by the model that played them)", "",
