@@ -30,6 +30,7 @@ __all__ = [
     "masked_whiten",
     "aggregate_loss",
     "check_same_shape",
+    "zero_outside",
 ]
 
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
@@ -93,6 +94,8 @@ def gae(
         rewards = place_on_last_token(rewards, m)
     check_same_shape(rewards=rewards, values=values)
     dtype = torch.promote_types(values.dtype, rewards.dtype)
+    if not dtype.is_floating_point:  # integer rewards and values: the discounted sums are fractions
+        dtype = torch.float32
     r = rewards.to(dtype)
     v = values.to(dtype).detach()
     b, t = v.shape
@@ -132,7 +135,15 @@ def _check_group_rewards(rewards: torch.Tensor, min_g: int, why: str) -> torch.T
         raise ValueError(f"rewards must be [P, G] (P groups x G rollouts); got shape {tuple(rewards.shape)}")
     if rewards.shape[1] < min_g:
         raise ValueError(f"rewards needs G >= {min_g} rollouts per group {why}; got G={rewards.shape[1]}")
-    return rewards if rewards.is_floating_point() else rewards.to(torch.float32)
+    r = rewards if rewards.is_floating_point() else rewards.to(torch.float32)
+    bad = ~torch.isfinite(r)
+    if bool(bad.any()):
+        # A NaN or inf reward has no advantage: grpo used to read its group as flat (A = 0 for every rollout)
+        # while dr_grpo and rloo returned NaN; every estimator now refuses it the same way.
+        groups = sorted({int(i) for i in bad.nonzero()[:, 0].tolist()})
+        raise ValueError(f"rewards must be finite; group(s) {groups[:8]}{' ...' if len(groups) > 8 else ''} "
+                         f"hold NaN or inf (drop those groups first, e.g. with ragen_core.math.filtering)")
+    return r
 
 
 def grpo(rewards: torch.Tensor, norm_by_std: bool = True, eps: float = 1e-6) -> torch.Tensor:
@@ -150,8 +161,8 @@ def grpo(rewards: torch.Tensor, norm_by_std: bool = True, eps: float = 1e-6) -> 
     Returns:
         ``[P, G]`` advantages (broadcast to tokens with :func:`expand_to_tokens`).
     """
-    if float(eps) < 0:
-        raise ValueError(f"eps must be >= 0; got {eps!r}")
+    if not float(eps) >= 0:  # NaN too
+        raise ValueError(f"eps must be a number >= 0; got {eps!r}")
     r = _check_group_rewards(rewards, 2 if norm_by_std else 1, "to normalise by the std")
     centred = r - r.mean(dim=1, keepdim=True)
     if not norm_by_std:
@@ -202,12 +213,28 @@ def expand_to_tokens(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tens
     return a[:, None] * (mask != 0).to(a.dtype)
 
 
+def _accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype that masked sums and token counts are taken in: float32 for 16-bit floats (a float16 count
+    overflows to inf at 65520 tokens), else the input's own (so float32 and float64 results are unchanged)."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def zero_outside(x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """``x`` where ``keep`` (bool), exactly 0 elsewhere: masked entries never reach a sum, NaN and inf
+    included (``x * m`` made NaN * 0 = NaN of a NaN on padding), and their gradient is 0."""
+    return torch.where(keep, x, torch.zeros((), dtype=x.dtype, device=x.device))
+
+
 def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
-    """``sum(x * m) / sum(m)`` over ``dim`` (all elements when None); ``x``, ``mask`` same shape."""
-    m = (mask != 0).to(x.dtype)
+    """``sum(x * m) / sum(m)`` over ``dim`` (all elements when None); ``x``, ``mask`` same shape. Masked
+    entries are left out whatever they hold (NaN, inf); 16-bit inputs are summed and counted in float32 (and
+    the mean is float32)."""
+    keep = mask != 0
+    acc = _accumulation_dtype(x.dtype) if x.is_floating_point() else torch.float32
+    xm = zero_outside(x.to(acc), keep)
     if dim is None:
-        return (x * m).sum() / m.sum()
-    return (x * m).sum(dim=dim) / m.sum(dim=dim)
+        return xm.sum() / keep.sum(dtype=acc)
+    return xm.sum(dim=dim) / keep.sum(dim=dim, dtype=acc)
 
 
 def masked_whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True, eps: float = 1e-8) -> torch.Tensor:
@@ -277,7 +304,10 @@ def aggregate_loss(
       horizon), Dr.GRPO's constant length normaliser. verl's version divides the total by C without the
       1/B'; ours is that divided by the number of sequences, as in the Dr.GRPO paper.
 
-    Rows without any valid token are left out of the sequence means (verl would produce NaN for them).
+    Rows without any valid token are left out of the sequence means (verl would produce NaN for them). Masked
+    entries are left out whatever they hold (NaN or inf on padding gives neither a NaN loss nor a NaN gradient).
+    16-bit losses are summed and counted in float32, and the result is float32 (a float16 token count overflows
+    at 65520 tokens).
 
     Args:
         loss_mat: ``[B, T]`` per-token loss.
@@ -293,13 +323,14 @@ def aggregate_loss(
     check_same_shape(loss_mat=loss_mat, mask=mask)
     if loss_mat.dim() != 2:
         raise ValueError(f"loss_mat must be [B, T]; got shape {tuple(loss_mat.shape)}")
-    m = (mask != 0).to(loss_mat.dtype)
-    lm = loss_mat * m
-    n_tok = m.sum(dim=1)
+    keep = mask != 0
+    acc = _accumulation_dtype(loss_mat.dtype) if loss_mat.is_floating_point() else torch.float32
+    lm = zero_outside(loss_mat.to(acc), keep)
+    n_tok = keep.sum(dim=1, dtype=acc)
     rows = n_tok > 0
     n_rows = rows.sum()
     if int(n_rows) == 0:
-        return loss_mat.sum() * 0.0
+        return lm.sum()  # 0, still attached to the graph
     if mode == "token-mean":
         return lm.sum() / n_tok.sum()
     seq_sum = lm.sum(dim=1)

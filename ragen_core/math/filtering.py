@@ -54,7 +54,8 @@ SCORES = ("variance", "std")
 ORDERS = ("largest", "smallest")
 #: Scores at or below this value count as zero for ``include_zero=False`` (official code's threshold).
 ZERO_TOL = 1e-10
-# Float slack for floor(value * P): 0.29 * 100 evaluates to 28.999999999999996 in binary floating point.
+# Float slack for floor(value * P) (0.29 * 100 evaluates to 28.999999999999996 in binary floating point) and,
+# relative to the total, for the top-p threshold value * total (0.28 * 25 evaluates to 7.000000000000001).
 _FLOOR_SLACK = 1e-9
 
 
@@ -268,7 +269,8 @@ def reward_variance(rewards: torch.Tensor, ddof: int = 1) -> torch.Tensor:
 
     Returns:
         float64 tensor ``[P]`` of variances (computed in float64 for exactness on small integer rewards),
-        invariant to the order of the rollouts within a group, bit for bit.
+        invariant to the order of the rollouts within a group, bit for bit, and exactly 0 for a group whose
+        rewards are all equal (whatever their value).
     """
     rewards = _check_rewards(rewards)
     g = rewards.shape[1]
@@ -284,7 +286,12 @@ def reward_variance(rewards: torch.Tensor, ddof: int = 1) -> torch.Tensor:
     # select_groups would be decided by rounding. NaN sorts last and still makes the variance NaN.
     r = rewards.to(torch.float64).sort(dim=1).values
     mean = r.mean(dim=1, keepdim=True)
-    return ((r - mean) ** 2).sum(dim=1) / (g - ddof)
+    variance = ((r - mean) ** 2).sum(dim=1) / (g - ddof)
+    # A group of equal rewards has variance exactly 0, also when the rewards are not dyadic: the mean of
+    # (0.1, 0.1, 0.1) is rounded, which left ~1e-34 here, so an all-flat batch was kept instead of skipped.
+    # Tested on the rewards themselves (as grpo does); a NaN reward is never equal and keeps its NaN.
+    flat = (r == r[:, :1]).all(dim=1)
+    return torch.where(flat, torch.zeros_like(variance), variance)
 
 
 def rv_statistics(variances: torch.Tensor) -> dict[str, float]:
@@ -327,7 +334,10 @@ def _top_p_count(sorted_scores: torch.Tensor, value: float, eps: float) -> int:
     total = float(cum[-1])
     if not total > 0.0:
         return 0
-    threshold = value * total - eps
+    # A prefix within _FLOOR_SLACK (relative) of the threshold reaches it: 0.28 * 25 equal scores evaluates to
+    # 7.000000000000001, and without the slack the 7 groups that make 28% exactly were not enough (top_k has
+    # the same slack). Scale-free, so it only decides prefixes equal to the threshold up to rounding.
+    threshold = value * total - eps - _FLOOR_SLACK * total
     # cum is non-decreasing (scores >= 0): k* - 1 is the number of prefixes still below the threshold.
     k = int((cum < threshold).sum()) + 1
     return min(max(k, 1), sorted_scores.numel())
@@ -350,7 +360,8 @@ def select_groups(
     When the candidates' total score is 0 (an all-zero batch) every strategy keeps nothing (``empty=True``,
     skip the step); otherwise:
 
-    - ``top_p``: keep the smallest prefix ``k* = min{k >= 1 : sum_{j<=k} s_sigma(j) >= value * sum_i s_i - eps}``.
+    - ``top_p``: keep the smallest prefix ``k* = min{k >= 1 : sum_{j<=k} s_sigma(j) >= value * sum_i s_i - eps}``
+      (a prefix equal to the threshold up to rounding, within 1e-9 of the total, reaches it).
       Total score 0 (or no candidate): keep nothing, ``empty=True``.
     - ``top_k``: keep ``max(1, floor(value * P))`` groups (``value`` in (0, 1], P = all groups), at most the
       number of candidates.
@@ -367,7 +378,8 @@ def select_groups(
             ``order``, ``eps``; default top-p at 0.9) as for ``FilterSpec(...)``: :meth:`FilterSpec.of`. The
             spec's ``score`` and ``ddof`` do not apply here (the scores are given).
         generator: ``torch.Generator`` for ``strategy="random"`` (required there, unused otherwise).
-        variances: optional ``[P]`` reward variances for the batch statistics (defaults to ``scores``).
+        variances: optional ``[P]`` reward variances for the batch statistics (defaults to ``scores``); another
+            shape is a ValueError.
 
     Returns:
         :class:`FilterResult`.
@@ -442,7 +454,11 @@ def select_groups(
         desc = torch.sort(torch.where(nan, torch.full_like(s, -math.inf), s), descending=True, stable=True).indices
         kept = desc[mask[desc]]
 
-    stats = rv_statistics(s if variances is None else torch.as_tensor(variances))
+    if variances is not None:
+        variances = torch.as_tensor(variances)
+        if tuple(variances.shape) != (p,):
+            raise ValueError(f"variances must be [P] like scores, P={p}; got shape {tuple(variances.shape)}")
+    stats = rv_statistics(s if variances is None else variances)
     return FilterResult(
         kept=kept.to(torch.long),
         mask=mask,

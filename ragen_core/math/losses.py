@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from ragen_core.math.advantages import LOSS_AGG_MODES, aggregate_loss, check_same_shape, masked_mean
+from ragen_core.math.advantages import LOSS_AGG_MODES, aggregate_loss, check_same_shape, masked_mean, zero_outside
 
 __all__ = [
     "KL_ESTIMATORS",
@@ -77,6 +77,10 @@ def ppo_policy_loss(
         raise ValueError(f"dual_clip_c must be > 1 (or None to disable); got {dual_clip_c!r}")
     if loss_agg_mode not in LOSS_AGG_MODES:
         raise ValueError(f"loss_agg_mode must be one of {LOSS_AGG_MODES}; got {loss_agg_mode!r}")
+    # Padding may hold anything (a -inf log-prob, a NaN advantage): read only valid tokens, so the masked ones
+    # give neither a NaN loss nor, through the exp below, a NaN gradient.
+    m = mask != 0
+    log_probs, old_log_probs, advantages = (zero_outside(t, m) for t in (log_probs, old_log_probs, advantages))
     log_ratio = torch.clamp(log_probs - old_log_probs, -_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP)
     ratio = torch.exp(log_ratio)
     pg1 = -advantages * ratio
@@ -90,7 +94,6 @@ def ppo_policy_loss(
         loss_mat = torch.where(neg, torch.minimum(clipped, pg3), clipped)
         dual_active = neg & (pg3 < clipped)
     loss = aggregate_loss(loss_mat, mask, loss_agg_mode, norm_constant=norm_constant)
-    m = mask != 0
     with torch.no_grad():
         n = max(int(m.sum()), 1)
         stats = {
@@ -157,6 +160,8 @@ def value_loss(
     check_same_shape(values=values, old_values=old_values, returns=returns, mask=mask)
     if clip_range is not None and not clip_range > 0:
         raise ValueError(f"clip_range must be > 0 (or None to disable); got {clip_range!r}")
+    valid = mask != 0  # padding may hold anything: only valid tokens are read (no NaN loss or gradient from it)
+    values, old_values, returns = (zero_outside(t, valid) for t in (values, old_values, returns))
     unclipped = (values - returns) ** 2
     if clip_range is None:
         loss_mat = 0.5 * unclipped
@@ -165,6 +170,5 @@ def value_loss(
         v_clip = old_values + torch.clamp(values - old_values, -clip_range, clip_range)
         clipped = (v_clip - returns) ** 2
         loss_mat = 0.5 * torch.maximum(unclipped, clipped)
-        m = mask != 0
-        frac = float(((clipped > unclipped) & m).sum()) / max(int(m.sum()), 1)
+        frac = float(((clipped > unclipped) & valid).sum()) / max(int(valid.sum()), 1)
     return aggregate_loss(loss_mat, mask, loss_agg_mode), {"vf_clipfrac": frac}

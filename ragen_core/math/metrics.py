@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from ragen_core.math.advantages import masked_mean
 from ragen_core.math.filtering import reward_variance, rv_statistics
 
 __all__ = [
@@ -75,9 +76,7 @@ def masked_token_entropy(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tens
     if logits.dim() != 3 or tuple(logits.shape[:2]) != tuple(mask.shape):
         raise ValueError(f"logits must be [B, T, V] matching mask [B, T]; got {tuple(logits.shape)} and "
                          f"{tuple(mask.shape)}")
-    h = token_entropy(logits)
-    m = (mask != 0).to(h.dtype)
-    return (h * m).sum() / m.sum()
+    return masked_mean(token_entropy(logits), mask)  # padding's logits never reach it (NaN included)
 
 
 def rv_heterogeneity(rewards_or_variances: torch.Tensor, ddof: int = 1) -> float:

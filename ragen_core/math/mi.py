@@ -112,6 +112,8 @@ def mi_proxies(
         L = torch.as_tensor(L)
     if L.dim() != 3 or L.shape[0] != L.shape[2] or L.shape[0] < 1 or L.shape[1] < 1:
         raise ValueError(f"L must be [P, G, P] with P, G >= 1; got shape {tuple(L.shape)}")
+    if not L.is_floating_point():  # integer scores are log-probs too; the proxies need -inf and fractions
+        L = L.to(torch.float64)
     p, g, _ = L.shape
     n = torch.as_tensor(lengths).to(torch.float64)
     if tuple(n.shape) != (p, g):
