@@ -1,7 +1,8 @@
 """Math answer checking by mathematical equivalence (MetaMathQA-style gold answers).
 
 `is_equivalent(candidate, gold)` decides whether a model's answer equals the gold answer. The rule is that an
-accepted answer denotes exactly one value, and that value equals the gold's. It is enforced in two steps.
+accepted answer denotes exactly one value, that value equals the gold's, and it is stated as a result. It is
+enforced in three steps.
 
 1. The answer's shape (`ragen_envs.math.grammar.parse_statement`): it must be lead-in words ("The answer
    is"), one math span (bare, in one `$...$` or in one `\\boxed{}`) and unit words after it (`dollars`,
@@ -27,10 +28,18 @@ rule                        what it reads
                             `\\text{}`, spaces, case and a trailing period
 ==========================  ==================================================================
 
+3. Its form (`final_form_refusal`): the answer is the result, not a computation of it. For a rational gold the
+   span must be a number written out (a decimal numeral, or one fraction of two integers in lowest terms: `1.75`,
+   `7/4`, `\\frac{7}{4}`; not `\\frac{14}{8}`, `1 + 3/4`, `4 \\cdot 5`, `5!`, `\\sqrt{25}`); for an expanded
+   polynomial gold it must be expanded (not `3(x + 14)(x + 12)x`). Without this rule the question's own
+   expression was paid as its answer (every fraction sum and every product to expand). Other golds (roots,
+   tuples, text) have no form rule. `check_answer(..., final_form=False)` checks equivalence alone.
+
 The rule name returned is "latex" when math-verify read the span (and the plain reader, if it could read it,
 agreed), "sympy" when only our reader could. An equation is accepted only as `variable = value` (either
-order) or when every side is a correct answer: `x = 12` is right for 12 and `2+3 = 5` for 5, but `6 = 5` is
-wrong for 5; a gold answer that is an equation is compared whole. `\\sqrt 9` is right for 3 and wrong for 9,
+order) or when every side equals the gold and the last states it in final form: `x = 12` is right for 12 and
+`2+3 = 5` for 5, but `6 = 5`, `5 = 2+3` and `x = 2+3` are wrong for 5; a gold answer that is an equation is
+compared whole. `\\sqrt 9` is right for 3 and wrong for 9,
 `4!` right for 24 and wrong for 4, `\\log 10` (math-verify reads `\\log` as base 10) right for 1 and wrong
 for 10. A gold answer with a subscript (`1011_2`, a number in base 2) is matched as text (spaces, braces and
 `$` ignored), since its value depends on reading the subscript as a base; a subscript in a candidate is
@@ -69,6 +78,7 @@ import logging
 import re
 import threading
 from functools import lru_cache
+from math import gcd as math_gcd
 from typing import Any, NamedTuple
 
 import sympy
@@ -407,6 +417,69 @@ def _normalise_text(text: str) -> str:
     return fold_case(re.sub(r"\s+", "", text).rstrip("."))
 
 
+# ---------------------------------------------------------------------- final form
+_SPACING = re.compile(r"\\(?:left|right|displaystyle)(?![A-Za-z])|\\[,;:! ]|\s")
+_DECIMAL = r"(?:\d+(?:\.\d*)?|\.\d+)"
+_NUMERAL = re.compile(rf"[+-]?(?:\\\$)?{_DECIMAL}")
+_FRACTION = re.compile(r"([+-]?)(?:\\frac(?:\{([+-]?\d+)\}\{([+-]?\d+)\}|(\d)(\d))|([+-]?\d+)/([+-]?\d+))")
+_DEGREES = re.compile(r"\^\{?\\circ\}?$")
+
+
+def _numeral_refusal(math: str) -> str | None:
+    r"""None when `math` is a number written out: a decimal numeral (`12`, `-0.75`, `1,200`, `\$12.50`, `90^\circ`)
+    or one fraction of two integers in lowest terms (`\frac{7}{4}`, `\frac74`, `-7/4`, `\frac{-7}{4}`); else why
+    not."""
+    text = _FRAC_VARIANTS.sub(r"\\frac", _SPACING.sub("", _THOUSANDS.sub("", math)))
+    while len(text) >= 2 and text[0] + text[-1] in ("()", "{}"):  # (12), {12}: grouping only
+        text = text[1:-1]
+    text = _DEGREES.sub("", text)  # 90^\circ is the number 90 in degrees
+    if _NUMERAL.fullmatch(text):
+        return None
+    fraction = _FRACTION.fullmatch(text)
+    if fraction is None:
+        return "a computation, not its result: state the value as a number"
+    parts = [g for g in fraction.groups()[1:] if g is not None]
+    num, den = int(parts[0]), int(parts[1])
+    if den == 0 or math_gcd(num, den) != 1:
+        return "a fraction not in lowest terms"
+    return None
+
+
+def _is_rational_gold(gold: GoldForms) -> bool:
+    values = [v for v in gold.values if isinstance(v, sympy.Expr)]
+    return bool(values) and all(v.is_Rational or v.is_Float for v in values)  # math-verify reads 16.5 as a Float
+
+
+def _is_expanded_polynomial(value: Any) -> bool:
+    try:
+        return bool(value.free_symbols) and bool(value.is_polynomial()) and sympy.expand(value) == value
+    except (AttributeError, TypeError, ValueError):
+        return False
+
+
+def final_form_refusal(math: str, gold: GoldForms, readings: list) -> str | None:
+    r"""Why the math span `math` (read as `readings`, sympy values) does not state its value in the gold's final
+    form, or None. An answer must be the result, not a restatement of the question: the expression a question
+    asks to evaluate (`\frac{5}{10} + \frac{2}{5} + \frac{1}{2}`, `200 - (7 \cdot 18 + 7 \cdot 9)`) or the
+    product it asks to expand (`3(x + 14)(x + 12)x`) equals the gold too, and paid full reward before.
+
+    - a rational gold (`12`, `\frac{7}{4}`, `12.5`): the answer is a decimal numeral or one fraction of two
+      integers in lowest terms (`1.75`, `7/4`; not `14/8`, `3.5/2`, `1 + 3/4`);
+    - an expanded polynomial gold (`3x^3 + 78x^2 + 504x`): the answer is expanded too (no product of sums, no
+      power of a sum) and has no brackets unless the gold has them (`(26 \cdot 3)x^2` shows work, not a result);
+    - any other gold (a root, a tuple, a set, text): no rule here.
+    """
+    if _is_rational_gold(gold):
+        return _numeral_refusal(math)
+    values = [v for v in gold.values if isinstance(v, sympy.Expr)]
+    if values and all(_is_expanded_polynomial(v) for v in values):
+        if any(not _is_expanded_polynomial(r) for r in readings):
+            return "not expanded"
+        if re.search(r"[(\[]", math) and not re.search(r"[(\[]", gold.text):
+            return "brackets in an expanded polynomial"
+    return None
+
+
 # ---------------------------------------------------------------------- candidate side
 def is_equivalent(candidate: str, gold: str) -> bool:
     """Whether `candidate` is mathematically equal to `gold` (the module docstring lists the rules)."""
@@ -419,12 +492,14 @@ def answer_refusal(candidate: str, gold: str) -> str | None:
     return statement if isinstance(statement, str) else None
 
 
-def check_answer(candidate: str, gold: str) -> str | None:
+def check_answer(candidate: str, gold: str, final_form: bool = True) -> str | None:
     """Which rule accepted `candidate` ("latex", "sympy", "percent", "text"), or None.
 
     Args:
         candidate: the model's answer text (the content of its `<answer>` block).
         gold: the gold answer (e.g. from `extract_gold`).
+        final_form: require the value in the gold's final form (:func:`final_form_refusal`; what the env
+            pays for). False checks equivalence alone: `2 + 3` is then right for 5.
     """
     if not isinstance(candidate, str) or not isinstance(gold, str):
         return None
@@ -438,7 +513,7 @@ def check_answer(candidate: str, gold: str) -> str | None:
         return "text" if _subscript_text(cand) == _subscript_text(_clean(gold)) else None
     statement = parse_statement(cand, gold)
     if isinstance(statement, Statement) and statement.math:
-        rule = _check_statement(statement, gold)
+        rule = _check_statement(statement, gold, final_form)
         if rule is not None:
             return rule
     return "text" if _text_match(cand, gold) else None
@@ -457,21 +532,23 @@ def _subscript_text(text: str) -> str:
     return fold_case(re.sub(r"[\s{}$]", "", _TEXT_CMD.sub(r"\1", text)))
 
 
-def _check_statement(statement: Statement, gold: str) -> str | None:
+def _check_statement(statement: Statement, gold: str, final_form: bool = True) -> str | None:
     math = statement.math + ("\\%" if statement.percent else "")
     if "=" in math and "=" not in gold:
-        return _check_equation(math, gold)
-    return _check_value(math, gold)
+        return _check_equation(math, gold, final_form)
+    return _check_value(math, gold, final_form)
 
 
-def _check_equation(math: str, gold: str) -> str | None:
+def _check_equation(math: str, gold: str, final_form: bool = True) -> str | None:
     """An equation answer: right when it is `variable = value` (either order, one variable side) or when
-    every side is a right answer (`2+3 = 5`); `6 = 5` is wrong for 5."""
+    every side equals the gold and the last one states it in final form (`2+3 = 5`; `5 = 2+3` and `x = 2+3`
+    are work without a result); `6 = 5` is wrong for 5."""
     sides = math.split("=")
     values = [side for side in sides if not _VARIABLE.fullmatch(side)]
     if len(sides) - len(values) > 1 or not values or any(not side.strip() for side in values):
         return None
-    rules = [_check_value(side.strip(), gold) for side in values]
+    last = len(values) - 1
+    rules = [_check_value(side.strip(), gold, final_form=final_form and i == last) for i, side in enumerate(values)]
     return rules[0] if all(rule is not None for rule in rules) else None
 
 
@@ -490,17 +567,24 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, sympy.Expr) and bool(value.is_number) and bool(value.is_real)
 
 
-def _check_value(math: str, gold: str) -> str | None:
-    """The value of one math span against the gold: every reader that reads it must agree (module docstring)."""
+def _check_value(math: str, gold: str, final_form: bool = True) -> str | None:
+    """The value of one math span against the gold: every reader that reads it must agree (module docstring);
+    with `final_form`, the span must also state the value in the gold's final form (:func:`final_form_refusal`)."""
     forms = _gold_forms(gold)
     percent = _PERCENT.match(math)
     if percent:
         value = sympy.Rational(percent.group(1))
         hit = any(_sympy_equal(value / 100, g) or _sympy_equal(value, g) for g in forms.values)
         return "percent" if hit else None
+    if final_form and _is_rational_gold(forms) and _numeral_refusal(math) is not None:
+        return None  # before any parser: a computation is refused by its text alone
     latex = latex_reading(math)
     plain = plain_to_sympy(math)
     if not latex and plain is None:
+        return None
+    readings = [_plain_symbols(latex[0])] if latex else []
+    readings += [plain] if plain is not None else []
+    if final_form and final_form_refusal(math, forms, readings) is not None:
         return None
     if latex and not _agrees(latex[0], forms, latex):
         return None

@@ -84,14 +84,14 @@ ACCEPT = [
         ],
     ),
     ("90", ["90^\\circ", "90^{\\circ}", "90 degrees"]),
-    ("5", ["5 \\text{ cm}^2", "\\frac{10}{2}", "2 + 3", "\\sqrt{25}", "5.0", "\\boxed{\\frac{10}{2}}"]),
-    ("20", ["4 \\cdot 5", "4 \\times 5", "4 × 5", "(4) \\cdot (5)"]),
-    ("1000", ["1,000", "1000.0", "10^3"]),
+    ("5", ["5 \\text{ cm}^2", "5.0", "\\boxed{5}"]),
+    ("1000", ["1,000", "1000.0"]),
     ("-3", ["-3", "- 3", "-3.0", "−3", "(-3)", "\\boxed{-3}"]),
-    ("x^2+5x+6", ["(x+2)(x+3)", "x**2 + 5*x + 6", "6 + 5x + x^2", "x^{2} + 5 x + 6"]),
+    ("x^2+5x+6", ["x**2 + 5*x + 6", "6 + 5x + x^2", "x^{2} + 5 x + 6"]),
+    ("(x+2)(x+3)", ["(x+3)(x+2)", "(x+2)*(x+3)"]),  # a gold not in expanded form: no form rule
     ("2\\sqrt{3}", ["\\sqrt{12}", "sqrt(12)", "2*sqrt(3)", "2 \\sqrt 3", "\\sqrt{3} \\cdot 2"]),
     ("50", ["50%", "50"]),
-    ("\\frac{7}{4}", ["1.75", "7/4", "\\frac{14}{8}", "\\dfrac{7}{4}", "\\left(\\frac{7}{4}\\right)"]),
+    ("\\frac{7}{4}", ["1.75", "7/4", "\\frac{-7}{-4}", "\\dfrac{7}{4}", "\\left(\\frac{7}{4}\\right)"]),
     ("2ab", ["2ab", "2 a b", "2ba", "a \\cdot 2b"]),
     ("east", ["East", "\\text{east}", "east."]),
     ("(2,3)", ["(2, 3)"]),
@@ -110,6 +110,28 @@ REJECT = [
     ("(2,3)", ["(3,2)", "(2,4)"]),
     ("\\frac{7}{4}", ["1.7", "7/5"]),
 ]
+
+
+# Equal to the gold but not its result: a computation (the question's own expression, a factorial, a root, a
+# product) or a form the question did not ask for (an unexpanded product, a fraction not in lowest terms). Each
+# is right by equivalence alone (check_answer(..., final_form=False)); the env pays only the final form.
+COMPUTATIONS = [
+    ("5", ["\\frac{10}{2}", "2 + 3", "\\sqrt{25}", "\\boxed{\\frac{10}{2}}", "x = 2+3", "5 = 2+3"]),
+    ("20", ["4 \\cdot 5", "4 \\times 5", "4 × 5", "(4) \\cdot (5)", "200 - (7*18 + 7*9) + 9"]),
+    ("1000", ["10^3", "10^{3}"]),
+    ("120", ["5!"]),
+    ("\\frac{7}{5}", ["\\frac{5}{10} + \\frac{2}{5} + \\frac{1}{2}", "\\frac{14}{10}", "14/10", "0.5 + 0.9"]),
+    ("\\frac{7}{4}", ["\\frac{14}{8}", "1 + 3/4", "3.5/2"]),
+    ("x^2+5x+6", ["(x+2)(x+3)", "x(x+5) + 6", "(x+2)^2 + x + 2"]),
+    ("3x^{3} + 78x^{2} + 504x", ["3(x + 14)(x + 12)(x)", "3x(x+14)(x+12)", "3x^3 + (26*3)x^2 + 504x"]),
+]
+
+
+@pytest.mark.parametrize("gold, answers", COMPUTATIONS)
+def test_a_computation_of_the_value_is_not_its_final_form(gold, answers):
+    for answer in answers:
+        assert not is_equivalent(answer, gold), (answer, gold)
+        assert check_answer(answer, gold, final_form=False) is not None, (answer, gold)
 
 
 @pytest.mark.parametrize("gold, answers", ACCEPT)
@@ -242,6 +264,7 @@ AMBIGUOUS = [
     ("\\sqrt{9}", "3", "9"),
     ("4!", "24", "4"),
     ("\\log 10", "1", "10"),
+    ("\\sqrt{8}", "2\\sqrt{2}", "8"),
     ("1_2", None, "1"),
     ("1_2", None, "12"),
     ("5_0", None, "5"),
@@ -251,14 +274,18 @@ AMBIGUOUS = [
 
 @pytest.mark.parametrize("answer, right, wrong", AMBIGUOUS)
 def test_an_answer_is_right_for_its_value_only(answer, right, wrong):
-    assert not is_equivalent(answer, wrong), (answer, wrong)
+    """Read by equivalence alone (a rational gold's final form is a number, so the env refuses `\\sqrt 9` for 3
+    as a computation; the reading is what is checked here), and by the env's rule for an irrational gold."""
+    assert check_answer(answer, wrong, final_form=False) is None, (answer, wrong)
     if right is not None:
-        assert is_equivalent(answer, right), (answer, right)
+        assert check_answer(answer, right, final_form=False) is not None, (answer, right)
 
 
 def test_equations_and_subscripted_golds():
-    for answer in ("x = 5", "5 = x", "2+3 = 5", "x = 2+3", "\\theta = 5"):
+    for answer in ("x = 5", "5 = x", "2+3 = 5", "\\theta = 5"):
         assert is_equivalent(answer, "5"), answer
+    for answer in ("x = 2+3", "5 = 2+3", "2+3 = 1+4"):  # work without a result in final form
+        assert not is_equivalent(answer, "5"), answer
     assert is_equivalent("x \\ne 5", "x \\ne 5")  # a relation the gold has is allowed
     assert is_equivalent("1011_2", "1011_2") and is_equivalent("1011_{2}", "1011_2")
     assert not is_equivalent("1011", "1011_2") and not is_equivalent("11", "1011_2")
@@ -378,7 +405,7 @@ def test_generator_answers_match_an_independent_computation(kind):
             )
             assert extract_gold(item["response"]) == item["answer"]
             expected = _expected(item)
-            assert is_equivalent(expected, item["answer"]), (item, expected)
+            assert check_answer(expected, item["answer"], final_form=False), (item, expected)
             assert not is_equivalent(f"({expected}) + 1", item["answer"])
 
 
@@ -558,11 +585,14 @@ def test_guards_keep_ordinary_answers():
     for answer in ("(9^{64})^{2}", "|x-1|+|x+1|", "5!", "n!", "x != 3", "\\left(\\frac{1}{2}\\right)^{2}",
                    "((x+1)^2)^3", "10^{64}", "2^{-2}"):
         assert answer_guard(answer) is None, answer
-    assert is_equivalent("((x+1)^2)^3", "(x+1)^6") and is_equivalent("5!", "120")
+    assert is_equivalent("((x+1)^2)^3", "(x+1)^6") and check_answer("5!", "120", final_form=False) == "latex"
 
 
 #: An answer that passes the cost guards and stalls sympy for minutes inside long C calls.
 STALL = "\\binom{10^{60}}{10^{30}}"
+#: A gold without a final-form rule (irrational), so that STALL reaches the comparison that stalls: against a
+#: rational gold the final-form rule refuses it from its text, before any parser runs.
+STALL_GOLD = "\\sqrt{2}"
 
 
 def test_every_check_is_bounded_in_a_worker_thread():
@@ -571,11 +601,11 @@ def test_every_check_is_bounded_in_a_worker_thread():
     checker recovers. Verdicts only: how long a check takes depends on the machine."""
     import threading
 
-    env = _env(max_turns=len(STALLING_ANSWERS) + 2, check_timeout=2.0)
+    env = _env(gold=STALL_GOLD, max_turns=len(STALLING_ANSWERS) + 2, check_timeout=2.0)
     results = []
 
     def play():
-        for answer in STALLING_ANSWERS + [STALL, "1/2"]:
+        for answer in STALLING_ANSWERS + [STALL, "\\sqrt{2}"]:
             _, r, term, _, info = env.step(_respond(answer))
             results.append((answer, r, info["check_error"], term))
 
@@ -617,11 +647,11 @@ def test_a_check_starved_mid_parse_gets_the_same_verdict():
 
     from ragen_envs.math import checker
 
-    quiet = checker.check_answer_bounded(STALL, "1/2", timeout=1.0)
+    quiet = checker.check_answer_bounded(STALL, STALL_GOLD, timeout=1.0)
     assert quiet == checker.CheckResult(None, "timeout")
     assert checker.check_answer_bounded("1/2", "0.5").error is None  # a fresh, ready worker
     worker = checker._worker
-    thread, result = _in_thread(checker.check_answer_bounded, STALL, "1/2", 1.0)
+    thread, result = _in_thread(checker.check_answer_bounded, STALL, STALL_GOLD, 1.0)
     _wait_for_cpu(worker, 0.3, thread)  # inside math-verify's parse
     os.kill(worker.proc.pid, signal.SIGSTOP)
     try:
@@ -646,7 +676,7 @@ def test_verdicts_are_the_same_on_a_busy_machine():
     timeout into a plain wrong answer.)"""
     from ragen_envs.math import checker
 
-    checks = [("1/2", "0.5"), ("\\frac{7}{4}", "1.75"), ("5 (4)", "20"), ("x**2 + 1", "x^2+1"), (STALL, "1/2")]
+    checks = [("1/2", "0.5"), ("\\frac{7}{4}", "1.75"), ("5 (4)", "20"), ("x**2 + 1", "x^2+1"), (STALL, STALL_GOLD)]
     quiet = [checker.check_answer_bounded(a, g, timeout=2.0) for a, g in checks]
     assert [r.rule is not None for r in quiet] == [True, True, False, True, False]
     assert quiet[-1].error == "timeout"
@@ -695,7 +725,7 @@ def test_a_worker_ended_by_its_cpu_limit_is_a_timeout():
 
     assert checker.check_answer_bounded("1/2", "0.5").error is None
     worker = checker._worker
-    thread, result = _in_thread(checker.check_answer_bounded, STALL, "1/2", 60.0)
+    thread, result = _in_thread(checker.check_answer_bounded, STALL, STALL_GOLD, 60.0)
     _wait_for_cpu(worker, 0.1, thread)
     os.kill(worker.proc.pid, signal.SIGXCPU)  # what the kernel sends at the RLIMIT_CPU soft limit
     thread.join(timeout=300)

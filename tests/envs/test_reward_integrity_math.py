@@ -137,7 +137,8 @@ def test_wrapped_negated_or_hedged_answers_are_wrong(gold, template, offset, lat
 @given(n=st.integers(2, 30), k=st.integers(0, 9))
 @settings(max_examples=AMBIGUOUS_EXAMPLES, deadline=None)
 def test_one_answer_is_not_right_for_two_values(n, k):
-    """Ambiguous forms (a root, a factorial, a subscript, a logarithm) count only for the value they denote."""
+    """Ambiguous forms (a root, a factorial, a subscript, a logarithm) count only for the value they denote, and
+    as computations they are not a number's final form."""
     square = str(n * n)
     forms = {
         f"\\sqrt{{{square}}}": sympy.Integer(n),
@@ -152,8 +153,9 @@ def test_one_answer_is_not_right_for_two_values(n, k):
         for decoy in {n, n * n, int(f"{n}{k}"), 10**k, k, int(square[0]) * int(square[1:] or 1)}:
             if value is None or sympy.Integer(decoy) != value:
                 assert not is_equivalent(answer, str(decoy)), (answer, decoy)
-        if value is not None:
-            assert is_equivalent(answer, sympy.latex(value)), (answer, value)
+        if value is not None:  # read right, and still not the final form of a number: paid nothing
+            assert check_answer(answer, sympy.latex(value), final_form=False) is not None, (answer, value)
+            assert not is_equivalent(answer, sympy.latex(value)), (answer, value)
 
 
 # ---------------------------------------------------------------------- a grammar of hedges (generated)
@@ -321,3 +323,44 @@ def test_right_answer_outside_the_answer_block_earns_nothing(seed):
         assert not info["success"] and reward <= committed_wrong, (response, reward)
     _, reward, _, _, info = _env_with_problem(seed).step(f"<think>x</think><answer>{gold}</answer>")
     assert info["success"] and reward == 1.0  # the check can fail: the right answer still earns 1
+
+
+# ---------------------------------------------------------------------- restating the question
+def _math_spans(text: str) -> list[str]:
+    """Every `$...$` span of a question, in order."""
+    import re
+
+    return re.findall(r"\$([^$]+)\$", text)
+
+
+def test_restating_the_question_is_never_paid():
+    """An outside review found that answering with the question's own expression (`\\frac{5}{10} + \\frac{2}{5} +
+    \\frac{1}{2}` for a sum, `3(x + 14)(x + 12)(x)` for a product to expand) was paid in full: 35 of seeds 0-149,
+    every `fraction_sum` and `expand_product` problem. Every span of every question, for 150 seeds of every kind,
+    is paid nothing (no question here already states its answer), while the gold is paid."""
+    paid, spans = [], 0
+    for seed in range(150):
+        env = MathEnv()
+        obs, _ = env.reset(seed=seed)
+        gold = env.oracle()[0]
+        for span in _math_spans(obs):
+            spans += 1
+            env = MathEnv()
+            env.reset(seed=seed)
+            _, reward, _, _, info = env.step(f"<think>x</think><answer>{span}</answer>")
+            if info["success"] or reward > 0:
+                paid.append((seed, span, gold))
+    assert spans >= 60 and paid == []
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), how=st.sampled_from(["{g} + 0", "2 \\cdot {g} - {g}", "({g}) \\cdot 1",
+                                                          "\\frac{{2 \\cdot {g}}}{{2}}", "{g} + 1 - 1"]))
+def test_a_computation_equal_to_the_gold_is_not_paid(seed, how):
+    """The class of the finding: any expression equal to the gold that is not its final form (a number for a
+    number, an expanded polynomial for one) is a computation, not the answer."""
+    item = generate_problem(np.random.default_rng(seed))
+    gold = item["answer"]
+    answer = how.format(g=f"({gold})" if any(c in gold for c in "+-") else gold)
+    assert check_answer(answer, gold, final_form=False) is not None, (answer, gold)  # equal to the gold
+    assert not is_equivalent(answer, gold), (answer, gold)
