@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -10,7 +9,7 @@ import numpy as np
 
 from ragen_envs import protocol
 from ragen_envs.base import TextAgentEnv
-from ragen_envs.validation import require_int
+from ragen_envs.validation import require_float, require_int, require_names
 
 # Arm names: professions whose income is steady (low-risk arm) or volatile (high-risk arm).
 # The train and test words are disjoint, so a policy can be checked on names it never saw.
@@ -31,10 +30,8 @@ HIGH_RISK_NAMES: dict[str, tuple[str, ...]] = {
 SPLITS = ("train", "test")
 
 
-def _check_names(names: Sequence[str], what: str) -> tuple[str, ...]:
-    if isinstance(names, str) or len(names) == 0:
-        raise ValueError(f"{what} must be a non-empty sequence of names, got {names!r}")
-    out = tuple(str(n) for n in names)
+def _check_names(names: object, what: str) -> tuple[str, ...]:
+    out = require_names(what, names)
     for n in out:
         if not n.strip() or n != n.strip() or protocol.ACTION_SEPARATOR in n or "<" in n or ">" in n:
             raise ValueError(f"{what}: {n!r} is not usable as an answer (empty, padded, or contains '||', '<', '>')")
@@ -136,19 +133,14 @@ class BanditEnv(TextAgentEnv):
         action_format: protocol.ActionFormat = "tagged",
         format_penalty: float = protocol.FORMAT_PENALTY,
     ):
-        for name, value in (("low_reward", low_reward), ("high_reward", high_reward),
-                            ("high_miss_reward", high_miss_reward)):
-            if not isinstance(value, (int, float, np.floating, np.integer)) or not math.isfinite(value):
-                raise ValueError(f"{name} must be a finite number, got {value!r}")
-        if not isinstance(high_prob, (int, float, np.floating)) or not 0.0 <= float(high_prob) <= 1.0:
-            raise ValueError(f"high_prob must be a probability in [0, 1], got {high_prob!r}")
+        # Bools, strings, NaN and infinities are refused (require_float): a NaN payoff poisons every return.
+        self.low_reward = require_float("low_reward", low_reward)
+        self.high_reward = require_float("high_reward", high_reward)
+        self.high_prob = require_float("high_prob", high_prob, 0.0, 1.0)
+        self.high_miss_reward = require_float("high_miss_reward", high_miss_reward)
         max_answers = require_int("max_answers", max_answers, 1)
-        if split not in SPLITS:
+        if not isinstance(split, str) or split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-        self.low_reward = float(low_reward)
-        self.high_reward = float(high_reward)
-        self.high_prob = float(high_prob)
-        self.high_miss_reward = float(high_miss_reward)
         self.split = split
         self.low_risk_names = _check_names(LOW_RISK_NAMES[split] if low_risk_names is None else low_risk_names,
                                            "low_risk_names")

@@ -62,7 +62,9 @@ How to add an env, and what the warm start needs of it: docs/architecture.md, "A
 A subclass never overrides `step()`, `reset()` or `_observation()`. Two limits end an episode:
 
 - `max_turns` (and the action budget `max_actions`) *truncate*: a time limit put on a task that
-  could go on (Sokoban, FrozenLake);
+  could go on (Sokoban, FrozenLake). `max_turns=None` (the default) means `default_max_turns`:
+  2 x `max_actions`, or 10,000 turns without a budget, or none where `turn_limit` is set, so that
+  an episode always ends, even when no answer is ever valid;
 - `turn_limit` *terminates*: the task itself allows that many turns (answers, attempts,
   submissions), so no reward can follow the last one and a critic must not bootstrap from it.
   Envs expose it under their own argument names (`max_answers`, `max_turns`) and pass it on.
@@ -94,11 +96,43 @@ from gymnasium import spaces
 
 from ragen_envs import contract, protocol
 from ragen_envs.spaces import MAX_RESPONSE_CHARS, action_space, fit_observation, observation_space
-from ragen_envs.validation import require_int
+from ragen_envs.validation import require_bool, require_float, require_int
 
 INVALID_NOTICE = "Your answer had no valid action; the state is unchanged."
 #: Refused answer pieces an observation lists one per line (`listed_refusals`); the rest are only counted.
 MAX_LISTED_REFUSALS = 5
+#: The default `max_turns` of an env with neither a task turn limit nor an action budget (`default_max_turns`).
+UNBUDGETED_MAX_TURNS = 10_000
+#: The default `max_turns` of an env with an action budget is this many times the budget (`default_max_turns`).
+TURNS_PER_BUDGETED_ACTION = 2
+
+
+def default_max_turns(max_actions: int | None, turn_limit: int | None) -> int | None:
+    """The turn limit (a truncation) of an env built with ``max_turns=None``: every episode must end, also for a
+    policy whose every answer is invalid (an answer that executes nothing spends no action of the budget, so the
+    budget alone never ends such an episode, and Gymnasium users get no `TimeLimit`: no id registers
+    `max_episode_steps`).
+
+    - With a task turn limit (`turn_limit`): None. That limit already terminates every episode.
+    - With an action budget: ``2 * max_actions``. Each turn that executes anything spends at least one action, so
+      valid play ends within `max_actions` turns by the budget itself; the turn limit only has to end the turns
+      that execute nothing, and the factor 2 leaves a policy as many of those as the budget has actions before it
+      cuts in (a limit of exactly `max_actions` would cut a policy that fumbled one answer before it could spend
+      its budget, and would bind on the last turn of configs/pocketcube_tiny.toml, whose `rollout.max_turns`
+      equals its `max_actions`, 2). Every shipped config plays fewer turns than ``2 * max_actions`` (its
+      `rollout.max_turns` is below it; tests/envs/test_episode_end_defaults.py checks each configs/*.toml), so the
+      default never changes a training run: the rollout's own limit always ends the episode first.
+    - Without a budget (``max_actions=None``, e.g. 2048's default): UNBUDGETED_MAX_TURNS (10,000). Then the task
+      alone decides how long valid play lasts (2048 ends by itself, after about a thousand moves for the 2048
+      tile); the cap sits far above that and above any rollout's `max_turns`, and only guarantees an end.
+
+    Pass `max_turns=` explicitly for another limit (a large one for practically none).
+    """
+    if turn_limit is not None:
+        return None
+    if max_actions is not None:
+        return TURNS_PER_BUDGETED_ACTION * max_actions
+    return UNBUDGETED_MAX_TURNS
 
 
 def listed_refusals(lines: list[str], limit: int = MAX_LISTED_REFUSALS) -> list[str]:
@@ -177,8 +211,11 @@ class TextAgentEnv(gym.Env):
         max_actions = require_int("max_actions", max_actions, 1, allow_none=True)
         max_turns = require_int("max_turns", max_turns, 1, allow_none=True)
         turn_limit = require_int("turn_limit", turn_limit, 1, allow_none=True)
-        if format_penalty > 0:
-            raise ValueError(f"format_penalty must be <= 0 (a penalty), got {format_penalty}")
+        if max_turns is None:
+            max_turns = default_max_turns(max_actions, turn_limit)
+        format_penalty = require_float("format_penalty", format_penalty, high=0.0)
+        vision = require_bool("vision", vision)
+        split_actions = require_bool("split_actions", split_actions)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
         self.action_format = action_format
@@ -186,9 +223,9 @@ class TextAgentEnv(gym.Env):
         self.max_actions = max_actions
         self.max_turns = max_turns
         self.turn_limit = turn_limit
-        self.format_penalty_value = float(format_penalty)
+        self.format_penalty_value = format_penalty
         self.render_mode = render_mode
-        self.vision = bool(vision)
+        self.vision = vision
         self.split_actions = split_actions
         self._matcher = protocol.vocabulary_matcher(self.ACTIONS, self.ACTION_ALIASES)
 

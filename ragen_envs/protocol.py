@@ -113,6 +113,19 @@ def normalize_action_text(text: str) -> str:
     return fold_case(_WHITESPACE.sub(" ", text).strip())
 
 
+class VocabularyMatcher:
+    """A matcher for a fixed vocabulary (`vocabulary_matcher`): a class, not a closure, so that an env holding one
+    pickles with the standard library (`pickle`, `copy.deepcopy`, multiprocessing), which cannot pickle a
+    function defined inside another."""
+
+    def __init__(self, table: dict[str, str]):
+        self.table = table
+
+    def __call__(self, piece: str) -> str | None:
+        found = self.table.get(fold_case(piece))  # fast path: already stripped, single spaces
+        return found if found is not None else self.table.get(normalize_action_text(piece))
+
+
 def vocabulary_matcher(names: Iterable[str], aliases: Mapping[str, str] | None = None) -> ActionMatcher:
     """A matcher for a fixed vocabulary: `"  up "` -> `"Up"`; aliases map extra spellings.
 
@@ -125,12 +138,7 @@ def vocabulary_matcher(names: Iterable[str], aliases: Mapping[str, str] | None =
         if canonical not in table.values():
             raise ValueError(f"alias {alias!r} points to {canonical!r}, which is not an action name")
         table[normalize_action_text(alias)] = canonical
-
-    def match(piece: str) -> str | None:
-        found = table.get(fold_case(piece))  # fast path: already stripped, single spaces
-        return found if found is not None else table.get(normalize_action_text(piece))
-
-    return match
+    return VocabularyMatcher(table)
 
 
 def _coerce_text(response: object) -> str | None:

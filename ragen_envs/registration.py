@@ -121,8 +121,14 @@ def describe(env_id: str) -> str:
 
 
 def accepted_kwargs(env_id: str) -> list[str]:
-    """The keyword arguments `gym.make(env_id, ...)` accepts: the parameters of the env class's ``__init__`` and of
-    its base classes' (an env passes ``**kwargs`` on to :class:`ragen_envs.base.TextAgentEnv`), sorted."""
+    """The keyword arguments `gym.make(env_id, ...)` accepts, sorted: exactly the names the env's constructor
+    takes, and the registered spec's kwargs.
+
+    The constructor's named parameters count; a base class's ``__init__`` counts only where the constructor passes
+    unknown names on to it (a ``**kwargs`` parameter, as SokobanEnv's ``**protocol_kwargs``), and so on up the
+    MRO. A subclass with a closed signature (Bandit, Countdown, Code, ...) sets the base's `max_actions`,
+    `max_actions_per_turn` or `turn_limit` itself, and `gym.make` with those names raises TypeError: listing
+    them would advertise knobs that do not exist (docs/envs.md) and make `kwarg_error` suggest them."""
     import inspect
 
     spec = gym.spec(env_id)
@@ -132,12 +138,14 @@ def accepted_kwargs(env_id: str) -> list[str]:
     for klass in getattr(cls, "__mro__", (cls,)):
         init = klass.__dict__.get("__init__")
         if init is None:
-            continue
+            continue  # this class inherits __init__: the next class up the MRO defines the signature
         try:
-            params = inspect.signature(init).parameters.values()
+            params = list(inspect.signature(init).parameters.values())
         except (TypeError, ValueError):
-            continue
+            break
         names |= {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self"}
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            break  # a closed signature: nothing reaches the base classes' parameters
     names |= set(spec.kwargs or {})
     return sorted(names)
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import os
+
 import numpy as np
 
 
@@ -50,3 +53,70 @@ def require_int_range(
     form = "an int or an inclusive (low, high) pair" if allow_int else "an inclusive (low, high) pair"
     chain = [*([str(low)] if low is not None else []), "low", "high", *([str(high)] if high is not None else [])]
     raise ValueError(f"{name} must be {form} of integers with {' <= '.join(chain)}, got {value!r}")
+
+
+def require_float(
+    name: str,
+    value: object,
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    allow_none: bool = False,
+) -> float | None:
+    """`value` as a finite float within [low, high] (None passes when `allow_none`), else ValueError naming `name`
+    and the accepted range.
+
+    Ints and numpy scalars pass; bools do not (`high_prob=True` is a mistake, not 1.0), nor strings, nor NaN or
+    infinities (a NaN reward or penalty poisons every return and advantage it is summed into).
+    """
+    if value is None and allow_none:
+        return None
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+        number = float(value)
+        if math.isfinite(number) and (low is None or number >= low) and (high is None or number <= high):
+            return number
+    if low is not None and high is not None:
+        accepted = f"a finite number in [{low:g}, {high:g}]"
+    elif low is not None:
+        accepted = f"a finite number >= {low:g}"
+    elif high is not None:
+        accepted = f"a finite number <= {high:g}"
+    else:
+        accepted = "a finite number"
+    prefix = "None or " if allow_none else ""
+    raise ValueError(f"{name} must be {prefix}{accepted}, got {value!r}")
+
+
+def require_bool(name: str, value: object) -> bool:
+    """`value` as a bool (True, False or a numpy bool), else ValueError naming `name`.
+
+    Nothing else passes: `bool("no")` is True and `bool(0.0)` False, so a string or a number given for a switch is
+    a mistake to report, not a truth value to guess.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
+def require_names(name: str, value: object, *, allow_none: bool = False) -> tuple[str, ...] | None:
+    """`value` as a non-empty tuple of strings (a list or tuple of str; None passes when `allow_none`), else
+    ValueError naming `name`.
+
+    A bare string is refused although Python iterates it: `families="fizzbuzz"` would become the names
+    "f", "i", "z", ... and the error would then list characters instead of saying what was wrong.
+    """
+    if value is None and allow_none:
+        return None
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+        return tuple(str(v) for v in value)
+    prefix = "None or " if allow_none else ""
+    raise ValueError(f"{name} must be {prefix}a non-empty list of names (strings), got {value!r}")
+
+
+def require_path(name: str, value: object, *, allow_none: bool = False):
+    """`value` unchanged when it is a path (a str or an `os.PathLike`; None passes when `allow_none`), else
+    ValueError naming `name` (`Path(5)` would raise a TypeError that names no argument)."""
+    if (value is None and allow_none) or isinstance(value, (str, os.PathLike)):
+        return value
+    prefix = "None or " if allow_none else ""
+    raise ValueError(f"{name} must be {prefix}a file path (str or os.PathLike), got {value!r}")

@@ -27,7 +27,7 @@ from ragen_envs.code.tasks import (
 )
 from ragen_envs.data import record_index
 from ragen_envs.spaces import fit_observation
-from ragen_envs.validation import require_int
+from ragen_envs.validation import require_bool, require_int, require_path
 
 # The first fenced block, ```python / ```py / ``` (the language tag is optional).
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.IGNORECASE | re.ASCII | re.DOTALL)
@@ -222,11 +222,12 @@ class CodeEnv(TextAgentEnv):
         format_penalty: float = protocol.FORMAT_PENALTY,
         render_mode: str | None = None,
     ):
-        if not isinstance(multi_turn_repair, bool):
-            raise ValueError(f"multi_turn_repair must be a bool, got {multi_turn_repair!r}")
+        multi_turn_repair = require_bool("multi_turn_repair", multi_turn_repair)
+        hide_dataset = require_bool("hide_dataset", hide_dataset)
+        dataset = require_path("dataset", dataset, allow_none=True)
         if max_turns is None:
             max_turns = 3 if multi_turn_repair else 1
-        elif not multi_turn_repair and max_turns != 1:
+        elif require_int("max_turns", max_turns, 1) != 1 and not multi_turn_repair:
             raise ValueError(
                 "max_turns > 1 needs multi_turn_repair=True (a single-turn episode ends at the first submission)"
             )
@@ -243,7 +244,7 @@ class CodeEnv(TextAgentEnv):
             num_tests=num_tests,
             max_len=max_len,
             max_value=max_value,
-            families=tuple(families) if families is not None else None,
+            families=families,
             style=style,
             num_public_tests=num_public_tests,
         )
@@ -284,6 +285,10 @@ class CodeEnv(TextAgentEnv):
         return {"task_family": self.task.family, "task_style": self.task.style, "num_tests": len(self.task.tests)}
 
     def _match_action(self, piece: str) -> str | None:
+        # Before reset() there is no task to judge a program against: nothing is an action (as in SearchQA,
+        # WebShop, Sudoku and 2048), so a step then is the defined "no valid action" step, not a crash.
+        if self.task is None:
+            return None
         return extract_program(piece)
 
     def _answer_example(self) -> str:

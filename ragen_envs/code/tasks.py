@@ -161,11 +161,12 @@ class CodeTaskConfig:
         if self.style not in _STYLES:
             raise ValueError(f"style must be one of {_STYLES}, got {self.style!r}")
         if self.families is not None:
-            fams = tuple(self.families)
-            unknown = [f for f in fams if f not in FAMILIES]
-            if unknown or not fams:
-                raise ValueError(f"families must be a non-empty subset of {sorted(FAMILIES)}, got {self.families!r}")
-            object.__setattr__(self, "families", fams)
+            # A list or tuple of names: a bare string ("fizzbuzz") would otherwise be split into its characters.
+            fams = self.families
+            if not (isinstance(fams, (list, tuple)) and fams
+                    and all(isinstance(f, str) and f in FAMILIES for f in fams)):
+                raise ValueError(f"families must be a non-empty list of names from {sorted(FAMILIES)}, got {fams!r}")
+            object.__setattr__(self, "families", tuple(fams))
         if not self.candidates():
             raise ValueError(f"no family of style {self.style!r} among {self.families}")
 

@@ -18,7 +18,7 @@ from ragen_envs.countdown.generator import CountdownConfig, generate_countdown
 from ragen_envs.countdown.solver import CountdownSolver
 from ragen_envs.data import Field, load_records, record_index
 from ragen_envs.protocol import FORMAT_PENALTY, ActionFormat
-from ragen_envs.validation import require_int
+from ragen_envs.validation import require_int, require_path
 
 #: Reward of a correct answer, and of a well-formed answer with the right numbers but the wrong value (RAGEN).
 CORRECT_REWARD = 1.0
@@ -149,9 +149,9 @@ class CountdownEnv(TextAgentEnv):
             render_mode=render_mode,
             split_actions=False,
         )
-        self.config = CountdownConfig(
-            num_count=num_count, num_range=tuple(num_range), target_range=tuple(target_range)
-        )
+        # CountdownConfig validates the ranges (ValueError naming each) before anything converts them.
+        self.config = CountdownConfig(num_count=num_count, num_range=num_range, target_range=target_range)
+        dataset = require_path("dataset", dataset, allow_none=True)
         self.dataset_path = None if dataset is None else Path(dataset)
         self.records = None if dataset is None else load_records(dataset, COUNTDOWN_SCHEMA)
         self.forfeited = False

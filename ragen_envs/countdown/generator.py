@@ -15,7 +15,9 @@ Difficulty knobs (`CountdownConfig`):
   mean a larger search for the agent, but also more reachable targets.
 - `num_range`: inclusive range of the numbers (default 1-100).
 - `target_range`: inclusive range of the target (default 1-100). A wide target range with few numbers
-  makes most draws unsolvable; `max_tries` bounds the rejection loop (ValueError when exceeded).
+  makes most draws unsolvable; `max_tries` bounds the rejection loop (ValueError when exceeded). A target
+  range above anything the numbers can reach (`reach_bound`) is refused when the config is built, and a draw
+  whose target is above its numbers' bound skips the solver, so an impossible config fails at once.
 
 Solvable fraction of draws with the default ranges, measured (1000/500/150/60 draws): 4% for 3
 numbers, 15% for 4, 66% for 5, 100% for 6. The solver costs about 2, 8.5, 50 and 220 ms per draw on a
@@ -52,14 +54,38 @@ class CountdownConfig:
     max_tries: int = 20_000
 
     def __post_init__(self) -> None:
-        require_int_range("num_count", self.num_count, MIN_NUMS, MAX_NUMS)
-        require_int_range("num_range", self.num_range, 1, allow_int=False)
-        require_int_range("target_range", self.target_range, 0, allow_int=False)
+        _, c_hi = require_int_range("num_count", self.num_count, MIN_NUMS, MAX_NUMS)
+        # Stored as tuples of ints (a list from a TOML config would make the frozen config unhashable).
+        object.__setattr__(self, "num_range", require_int_range("num_range", self.num_range, 1, allow_int=False))
+        object.__setattr__(self, "target_range",
+                           require_int_range("target_range", self.target_range, 0, allow_int=False))
         require_int("max_tries", self.max_tries, 1)
+        reach = reach_bound([self.num_range[1]] * c_hi)
+        if self.target_range[0] > reach:
+            # Checked up front: otherwise every one of the max_tries draws runs the solver in vain (half a minute).
+            raise ValueError(
+                f"no solvable Countdown instance exists: target_range={self.target_range} is unreachable, since "
+                f"{c_hi} numbers of at most {self.num_range[1]} make no value above {reach}; target_range must "
+                "start at or below that"
+            )
 
     @property
     def count_range(self) -> tuple[int, int]:
         return require_int_range("num_count", self.num_count, MIN_NUMS, MAX_NUMS)
+
+
+def reach_bound(nums: list[int]) -> int:
+    """An upper bound on the value of any expression of `nums` (each >= 1) with + - * /: 2^(n-1) * prod(nums).
+
+    Why: every subexpression's value is a fraction p/q in lowest terms or not, with |p| and |q| at most H(S) for
+    its numbers S, where H({x}) = x and combining two parts (sum, difference, product or quotient of p1/q1 and
+    p2/q2) gives a numerator and denominator of at most 2 H(S1) H(S2); so |value| <= |p| <= 2^(n-1) prod(nums),
+    since |q| >= 1. Loose (4 numbers up to 100 give 8e8; the true maximum is 1e8) but never too small.
+    """
+    bound = 2 ** (len(nums) - 1)
+    for x in nums:
+        bound *= int(x)
+    return bound
 
 
 def generate_countdown(rng: np.random.Generator, config: CountdownConfig | None = None) -> dict[str, Any]:
@@ -76,7 +102,8 @@ def generate_countdown(rng: np.random.Generator, config: CountdownConfig | None 
         count = int(rng.integers(c_lo, c_hi + 1))
         nums = [int(x) for x in rng.integers(n_lo, n_hi + 1, size=count)]
         target = int(rng.integers(t_lo, t_hi + 1))
-        solution = CountdownSolver(nums).solve(target)
+        # A target above the draw's reach_bound has no solution: skip the solver (the draws stay the same).
+        solution = None if target > reach_bound(nums) else CountdownSolver(nums).solve(target)
         if solution is not None:
             return {"target": target, "nums": nums, "solution": solution}
     raise ValueError(

@@ -10,9 +10,11 @@ import numpy as np
 from gymnasium import spaces
 
 from ragen_envs import protocol
-from ragen_envs.base import TextAgentEnv
+from ragen_envs.base import INVALID_NOTICE, TextAgentEnv
 from ragen_envs.frozenlake.maps import check_random_map_args, generate_random_map, validate_desc
-from ragen_envs.grid import DIRECTION_WORDS, coords, moved
+from ragen_envs.grid import DIRECTION_WORDS, coords, coords_chars, grid_chars, largest_fitting, moved
+from ragen_envs.spaces import MAX_OBSERVATION_CHARS
+from ragen_envs.validation import require_bool, require_float
 
 LEFT, DOWN, RIGHT, UP = 0, 1, 2, 3
 ACTION_NAMES: tuple[str, ...] = ("Left", "Down", "Right", "Up")
@@ -39,6 +41,8 @@ _TIE_TOL = 1e-9
 # Discount of the tie-break value: among equally likely actions the oracle prefers reaching the
 # goal sooner, which stops it from idling against a wall when the budget allows it.
 _TIE_BREAK_DISCOUNT = 0.9
+#: Largest map (in cells) whose oracle uses the dense (nS, 4, nS) matrix (2 MB at 256); larger ones are sparse.
+_DENSE_MAX_STATES = 256
 
 
 def build_transition_table(
@@ -87,7 +91,9 @@ def build_transition_table(
 
 
 def transition_matrix(table: TransitionTable) -> np.ndarray:
-    """The table as an array `T[s, a, s']` of shape (nS, 4, nS), duplicate entries summed."""
+    """The table as an array `T[s, a, s']` of shape (nS, 4, nS), duplicate entries summed.
+
+    O(nS^2) memory (8 GB for a 127x127 lake): for small maps and checks; the oracle uses `SparseTransitions`."""
     n = len(table)
     T = np.zeros((n, 4, n))
     for s, row in table.items():
@@ -95,6 +101,50 @@ def transition_matrix(table: TransitionTable) -> np.ndarray:
             for prob, nxt, _reward, _term in transitions:
                 T[s, a, nxt] += prob
     return T
+
+
+class SparseTransitions:
+    """A transition table as arrays (`from_table`): `T @ V` and `T[s] @ V` as for the dense
+    `transition_matrix(table)`, in O(nS) memory.
+
+    `next[k, s, a]`, `prob[k, s, a]`: the k-th distinct successor of (s, a), in increasing order, with its summed
+    probability (entries of `P[s][a]` that reach the same state merged in table order, as the dense matrix sums
+    them; shorter rows padded with probability 0). Every (s, a) has at most 3 successors, so a lake of any
+    accepted size costs a few MB where the dense (nS, 4, nS) matrix costs nS^2 * 32 bytes.
+    """
+
+    def __init__(self, next: np.ndarray, prob: np.ndarray):
+        self.next, self.prob = next, prob
+
+    @classmethod
+    def from_table(cls, table: TransitionTable) -> SparseTransitions:
+        rows = [[_merged(table[s][a]) for a in range(4)] for s in range(len(table))]
+        width = max(len(m) for row in rows for m in row)
+        nxt, prob = np.zeros((width, len(rows), 4), np.int64), np.zeros((width, len(rows), 4))
+        for s, row in enumerate(rows):
+            for a, merged in enumerate(row):
+                for k, (t, p) in enumerate(sorted(merged.items())):
+                    nxt[k, s, a], prob[k, s, a] = t, p
+        return cls(nxt, prob)
+
+    def __getitem__(self, s: int) -> SparseTransitions:
+        """State `s` alone: `T[s] @ V` is (4,), as for the dense matrix."""
+        return SparseTransitions(self.next[:, s], self.prob[:, s])
+
+    def __matmul__(self, V: np.ndarray) -> np.ndarray:
+        """The expected `V` of the next state: (nS, 4) for every state and action, (4,) for one state's row."""
+        out = self.prob[0] * V[self.next[0]]
+        for prob, nxt in zip(self.prob[1:], self.next[1:]):  # one successor slot at a time: no (k, nS, 4) temporary
+            out += prob * V[nxt]
+        return out
+
+
+def _merged(transitions: list[Transition]) -> dict[int, float]:
+    """next state -> probability, duplicate entries summed in table order."""
+    out: dict[int, float] = {}
+    for prob, nxt, _reward, _term in transitions:
+        out[nxt] = out.get(nxt, 0.0) + prob
+    return out
 
 
 def goal_values(
@@ -108,7 +158,8 @@ def goal_values(
     (the infinite-horizon optimum, reached from below).
 
     Args:
-        T: (nS, 4, nS) transition probabilities. goal, hole: (nS,) boolean masks.
+        T: (nS, 4, nS) transition probabilities, or a `SparseTransitions` (anything with `T @ V` of shape (nS, 4)).
+            goal, hole: (nS,) boolean masks.
         horizon: number of actions, or None for unbounded.
     Returns:
         (nS,) values V_horizon.
@@ -124,6 +175,52 @@ def goal_values(
         if done:
             break
     return V
+
+
+def lake_text_bound(nrow: int, ncol: int, goals: int, holes: int, obs_format: str) -> int:
+    """The most characters an observation of an `nrow` x `ncol` lake with `goals` goal and `holes` hole tiles can
+    take in `obs_format`, the no-valid-action notice line included (every coordinate at its widest).
+
+    The grid counts in every format (as for Sokoban's rooms), so `"coord"` does not let a lake grow without bound.
+    """
+    grid = grid_chars(nrow, ncol)
+    coord = (len(f"Board size: {nrow} rows x {ncol} cols (zero-indexed).") + len("\nGoal: ")
+             + coords_chars(nrow, ncol, goals) + len("\nHoles: ") + max(coords_chars(nrow, ncol, holes), len("none"))
+             + len("\nPlayer: ") + coords_chars(nrow, ncol, 1))
+    text = {"grid": grid, "coord": max(grid, coord), "grid_coord": coord + len("\nGrid Map:\n") + grid}[obs_format]
+    return len(INVALID_NOTICE) + 1 + text
+
+
+def _random_lake_bound(size: int, p: float, obs_format: str) -> int:
+    """`lake_text_bound` of a random map: one goal, and every other cell but the start a hole unless p == 1
+    (any number of holes can be drawn when p < 1, so the check holds for every map the knobs allow)."""
+    return lake_text_bound(size, size, 1, 0 if p == 1.0 else size * size - 2, obs_format)
+
+
+def check_lake_size(size: int, p: float, obs_format: str) -> None:
+    """ValueError naming `size` and the largest accepted one unless every random map's observation fits
+    MAX_OBSERVATION_CHARS: beyond it the observation is cut and the player can vanish from it."""
+    bound = _random_lake_bound(size, p, obs_format)
+    if bound <= MAX_OBSERVATION_CHARS:
+        return
+    largest = largest_fitting(lambda n: _random_lake_bound(n, p, obs_format) <= MAX_OBSERVATION_CHARS, 2,
+                              MAX_OBSERVATION_CHARS)
+    raise ValueError(
+        f"size={size} gives text observations of up to {bound} characters (obs_format={obs_format!r}, p={p}), over "
+        f"the {MAX_OBSERVATION_CHARS}-character limit: size must be at most {largest} with these settings"
+        + ("" if p == 1.0 or obs_format == "grid" else " (the coordinate formats list every hole; p=1 has none)")
+    )
+
+
+def check_desc_fits(desc: list[str], obs_format: str, name: str) -> None:
+    """ValueError naming `name` unless every observation of the map `desc` fits MAX_OBSERVATION_CHARS."""
+    text = "".join(desc)
+    bound = lake_text_bound(len(desc), len(desc[0]), text.count("G"), text.count("H"), obs_format)
+    if bound > MAX_OBSERVATION_CHARS:
+        raise ValueError(
+            f"{name}: a {len(desc)}x{len(desc[0])} map gives text observations of up to {bound} characters "
+            f"(obs_format={obs_format!r}), over the {MAX_OBSERVATION_CHARS}-character limit; use a smaller map"
+        )
 
 
 @cache
@@ -255,8 +352,13 @@ class FrozenLakeEnv(TextAgentEnv):
     ```
     * `desc=None`: a fixed map in Gymnasium's format (rows over S/F/H/G); None draws a new random
       map at every reset. `reset(options={"desc": rows})` plays one episode on the given map.
-    * `size=4`, `p=0.9`: side length and frozen-tile probability of random maps (ignored with `desc`).
-    * `is_slippery=True`, `success_rate=0.8`: as Gymnasium's; `is_slippery=False` is deterministic.
+    * `size=4`, `p=0.9`: side length and frozen-tile probability of random maps (ignored with `desc`). Every
+      observation must fit the 16,384-character limit (`lake_text_bound`), so `size` is at most 127 in the
+      `"grid"` format; the coordinate formats list every hole and any number can be drawn when p < 1, so there
+      it is at most 40 (`"coord"`) or 38 (`"grid_coord"`). The ValueError names the largest accepted size. A
+      `desc` (or `options["desc"]`) is held to the same limit.
+    * `is_slippery=True` (a bool), `success_rate=0.8` (a number in [0, 1]): as Gymnasium's; `is_slippery=False`
+      is deterministic.
     * `max_actions=10`: actions per episode (None: unlimited).
     * `obs_format="grid"`: `"grid"`, `"coord"` or `"grid_coord"` (see Text format).
     * `vision=False`, `render_mode=None` ("ansi" or "rgb_array"), and the protocol options of
@@ -289,14 +391,17 @@ class FrozenLakeEnv(TextAgentEnv):
         obs_format: str = "grid",
     ):
         self.size, self.p = check_random_map_args(size, p)
-        if not (isinstance(success_rate, (int, float, np.floating)) and 0.0 <= float(success_rate) <= 1.0):
-            raise ValueError(f"success_rate must be a probability in [0, 1], got {success_rate!r}")
-        if obs_format not in OBS_FORMATS:
+        success_rate = require_float("success_rate", success_rate, 0.0, 1.0)  # not True, "0.8" or NaN
+        if not (isinstance(obs_format, str) and obs_format in OBS_FORMATS):
             raise ValueError(f"obs_format must be one of {OBS_FORMATS}, got {obs_format!r}")
         self.obs_format = obs_format
         self.fixed_desc = None if desc is None else validate_desc(desc)
-        self.is_slippery = bool(is_slippery)
-        self.success_rate = float(success_rate)
+        if self.fixed_desc is None:
+            check_lake_size(self.size, self.p, obs_format)
+        else:
+            check_desc_fits(self.fixed_desc, obs_format, "desc")
+        self.is_slippery = require_bool("is_slippery", is_slippery)  # bool("no") would be slippery ice
+        self.success_rate = success_rate
         # The image space is fixed at construction, so the map shape must be known before the base init.
         self.nrow, self.ncol = (
             (len(self.fixed_desc), len(self.fixed_desc[0])) if self.fixed_desc else (self.size, self.size)
@@ -317,7 +422,7 @@ class FrozenLakeEnv(TextAgentEnv):
         self._tile_ids = np.zeros((self.nrow, self.ncol), np.int64)
         self._text_rows: list[str] = []
         self._cumulative: dict[int, dict[int, tuple[float, ...]]] = {}
-        self._T: np.ndarray | None = None
+        self._T: np.ndarray | SparseTransitions | None = None
         self._last_prob: float | None = None
         self._s_before = 0
 
@@ -328,7 +433,7 @@ class FrozenLakeEnv(TextAgentEnv):
         self.desc = list(desc)
         self.nrow, self.ncol = len(desc), len(desc[0])
         self.P = build_transition_table(desc, self.is_slippery, self.success_rate)
-        self._T = None  # the dense matrix is only built for the oracle
+        self._T = None  # the transition arrays are only built for the oracle
         letters = np.array([list(row) for row in desc])
         self._tile_ids = np.select([letters == "H", letters == "G"], [_HOLE, _GOAL], _FROZEN)
         self._text_rows = ["".join(TEXT_SYMBOLS[i] for i in row) for row in self._tile_ids]
@@ -347,6 +452,7 @@ class FrozenLakeEnv(TextAgentEnv):
     def _reset_task(self, options: dict[str, Any]) -> dict[str, Any]:
         if options.get("desc") is not None:
             desc = validate_desc(options["desc"])
+            check_desc_fits(desc, self.obs_format, "options['desc']")
             if self.vision and (len(desc), len(desc[0])) != (self.nrow, self.ncol):
                 raise ValueError(
                     f"options['desc'] must be {self.nrow}x{self.ncol} for this vision env (its image space is "
@@ -362,6 +468,13 @@ class FrozenLakeEnv(TextAgentEnv):
         self.s = self.start_state = starts[int(self.np_random.integers(len(starts)))]
         self._last_prob = None
         return {"map": list(desc), "player_position": self.player_position}
+
+    def _match_action(self, piece: str) -> str | None:
+        # Before reset() there is no lake to move on: nothing is an action (as in Code, SearchQA and Sudoku), so a
+        # step then is the defined "no valid action" step, not a KeyError from the empty transition table.
+        if not self.P:
+            return None
+        return super()._match_action(piece)
 
     def _execute(self, action: str) -> tuple[float, bool]:
         a = ACTION_NAMES.index(action)
@@ -444,9 +557,14 @@ class FrozenLakeEnv(TextAgentEnv):
         flat = self._tile_ids.ravel()
         return flat == _GOAL, flat == _HOLE
 
-    def _matrix(self) -> np.ndarray:
+    def _matrix(self) -> np.ndarray | SparseTransitions:
+        """`P` for the value iteration, built on first use per map: the dense `transition_matrix` up to
+        `_DENSE_MAX_STATES` states, `SparseTransitions` beyond (the dense one is O(nS^2): 8 GB at 127x127, the
+        largest accepted lake). Small maps keep the dense product so that the oracle's choice between exactly
+        tied actions, which its float rounding decides, stays what it always was."""
         if self._T is None:
-            self._T = transition_matrix(self.P)
+            n = len(self.P)
+            self._T = transition_matrix(self.P) if n <= _DENSE_MAX_STATES else SparseTransitions.from_table(self.P)
         return self._T
 
     def optimal_success_probability(self, *, from_current: bool = False) -> float:

@@ -89,7 +89,7 @@ def has_path(desc: Sequence[str]) -> bool:
 def check_random_map_args(size: object, p: object) -> tuple[int, float]:
     """(size, p) of a random map as (int, float), else ValueError naming the argument."""
     size = require_int("size", size, 2)
-    if not (isinstance(p, (int, float, np.floating)) and 0.0 < float(p) <= 1.0):
+    if isinstance(p, bool) or not (isinstance(p, (int, float, np.integer, np.floating)) and 0.0 < float(p) <= 1.0):
         raise ValueError(f"p (probability of a frozen tile) must be in (0, 1], got {p!r}")
     return size, float(p)
 

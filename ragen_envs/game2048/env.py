@@ -12,9 +12,13 @@ from ragen_envs.game2048.oracle import best_move
 from ragen_envs.game2048.rules import DIRECTIONS, legal_moves, move, spawn
 from ragen_envs.validation import require_int
 
+#: The largest tile a board holds: the int64 board cannot store 2^63, and a merge of two 2^62 tiles would make it.
+MAX_TILE = 2**62
+
 
 def check_board(board: Any, size: int) -> np.ndarray:
-    """A size x size board of 0 (empty) and tile values 2, 4, 8, ... as int64; ValueError otherwise."""
+    """A size x size board of 0 (empty) and tile values 2, 4, 8, ... up to MAX_TILE as int64; ValueError otherwise
+    (a larger tile would overflow the int64 board: an OverflowError, or a negative tile after a merge)."""
     try:
         arr = np.array(board, dtype=object)
     except (TypeError, ValueError):
@@ -23,9 +27,11 @@ def check_board(board: Any, size: int) -> np.ndarray:
         raise ValueError(f"board must be {size} rows of {size} tiles, got {board!r}")
     out = np.zeros((size, size), np.int64)
     for (r, c), v in np.ndenumerate(arr):
-        ok = isinstance(v, (int, np.integer)) and not isinstance(v, bool) and (v == 0 or (v >= 2 and v & (v - 1) == 0))
+        ok = isinstance(v, (int, np.integer)) and not isinstance(v, bool) and (
+            v == 0 or (2 <= v <= MAX_TILE and v & (v - 1) == 0))
         if not ok:
-            raise ValueError(f"board tiles must be 0 or powers of two >= 2, got {v!r} at row {r}, column {c}")
+            raise ValueError(f"board tiles must be 0 or powers of two from 2 to 2**62, got {v!r} at row {r}, "
+                             f"column {c}")
         out[r, c] = int(v)
     return out
 
@@ -104,9 +110,11 @@ class Game2048Env(TextAgentEnv):
     env = gym.make("ragen/2048-v0", size=4, target=2048)
     env = gym.make("ragen/2048-v0", size=3, target=64, max_actions=60)
     env.reset(seed=0, options={"board": [[2, 2, 0], [0, 4, 0], [0, 0, 0]]})   # start from a given board
+    # (refused when it already holds the target, which would start solved, or has no legal move)
     ```
     * `size=4`: the side of the board (2 to 8).
-    * `target=2048`: the tile that wins; a power of two, at least 8, at most 2^(size^2 + 1).
+    * `target=2048`: the tile that wins; a power of two, at least 8, at most 2^(size^2 + 1) and 2^62 (the board
+      is int64).
     * `max_actions=None`: the move budget (None: unlimited; the game ends by itself).
     * `oracle_depth=2`: expectimax depth of the oracle.
     * `render_mode=None` (`"ansi"`), and the protocol options of `TextAgentEnv`: `action_format`,
@@ -134,7 +142,8 @@ class Game2048Env(TextAgentEnv):
         format_penalty: float = protocol.FORMAT_PENALTY,
     ):
         self.size = require_int("size", size, 2, 8)
-        self.target = require_int("target", target, 8, 2 ** (self.size**2 + 1))
+        # At most 2^(size^2 + 1), the largest tile a board can make, and MAX_TILE, the largest an int64 board holds.
+        self.target = require_int("target", target, 8, min(2 ** (self.size**2 + 1), MAX_TILE))
         if self.target & (self.target - 1):
             raise ValueError(f"target must be a power of two, got {target!r}")
         self.oracle_depth = require_int("oracle_depth", oracle_depth, 1, 4)

@@ -41,6 +41,19 @@ def _sticker(face: str, row: int, col: int) -> int:
     return C.FACES.index(face) * 4 + row * 2 + col
 
 
+def _check_cache_dir(cache_dir: object) -> str | os.PathLike | None:
+    """`cache_dir` if it is None or a non-empty path (str or os.PathLike) that is not an existing file, else
+    ValueError naming it. A missing folder is fine: the table's first use creates it, parents included, like any
+    cache root (`ragen_envs.pocketcube.table`); an existing file could never hold the cache."""
+    if cache_dir is None:
+        return None
+    if not isinstance(cache_dir, (str, os.PathLike)) or not os.fspath(cache_dir):
+        raise ValueError(f"cache_dir must be None or a folder path (str or os.PathLike), got {cache_dir!r}")
+    if os.path.exists(cache_dir) and not os.path.isdir(cache_dir):
+        raise ValueError(f"cache_dir must be a folder (created on first use if missing), but {cache_dir!r} is a file")
+    return cache_dir
+
+
 @cache
 def _pixel_codes() -> np.ndarray:
     """[6 * 16, 8 * 16] int: the sticker index shown at each pixel of the net image, or background/border."""
@@ -92,7 +105,10 @@ def faces_text(state: np.ndarray) -> str:
 
 
 def parse_scramble(moves: str | list[str] | tuple[str, ...]) -> list[str]:
-    """Canonical move names of a scramble given as "R U2 F'" or a list; ValueError naming a bad move."""
+    """Canonical move names of a scramble given as "R U2 F'" or a list (or tuple) of moves; ValueError naming a
+    bad move, or the accepted form when `moves` is neither (`5` is no scramble, and `list(5)` a TypeError)."""
+    if not isinstance(moves, (str, list, tuple)):
+        raise ValueError(f"scramble must be a string of moves (\"R U2 F'\") or a list of them, got {moves!r}")
     pieces = moves.split() if isinstance(moves, str) else list(moves)
     out = []
     for piece in pieces:
@@ -199,7 +215,7 @@ class PocketCubeEnv(TextAgentEnv):
     A scrambled cube, never solved, with the Down-Back-Left corner (yellow, blue, orange) in place when the
     scramble turns only U, R, F (always: move scrambles and random-state scrambles alike).
     `reset(options={"scramble": "R U2 F'"})` plays the given scramble instead (any of the 18 moves, a string
-    or a list; ValueError naming a bad move).
+    or a list; ValueError naming a bad move, or a scramble that leaves the cube solved, such as "R R'").
 
     ## Rewards
     1 on the turn that solves the cube, 0 otherwise, plus the format penalty (-0.1) for a malformed answer
@@ -232,12 +248,15 @@ class PocketCubeEnv(TextAgentEnv):
     ```
     * `scramble_depth=5`: turns per scramble, an int or an inclusive (low, high) range drawn per level
       (RAGEN's default 5); None: a uniformly random state.
-    * `distance=(1, 11)`: accepted exact optimal distances, an int or an inclusive range; levels outside are
+    * `distance=(1, 11)`: accepted exact optimal distances, an int or an inclusive range within 1..11 (0, the
+      solved cube, is no level: it would pay the solve reward for a turn and back); levels outside are
       redrawn (at most 10,000 draws, then RuntimeError: ask for reachable distances, e.g. use
       `scramble_depth=None` for distance 11).
     * `max_actions=20`: face turns per episode (None: unlimited).
     * `obs_format="net"`: `"net"` or `"faces"` (see Text format).
-    * `cache_dir=None`: root of the table cache (default `$RAGEN2_CACHE` or `~/.cache/ragen2`).
+    * `cache_dir=None`: root of the table cache (default `$RAGEN2_CACHE` or `~/.cache/ragen2`), a str or
+      os.PathLike folder. Like the default root it is created (parents included) when the table is first needed
+      (the first reset), so a mistyped path makes a new folder rather than an error; a file there is refused.
     * `vision=False`, `render_mode=None` ("ansi" or "rgb_array"), and the protocol options of
       `TextAgentEnv`: `action_format`, `max_actions_per_turn`, `max_turns`, `format_penalty`.
 
@@ -270,7 +289,8 @@ class PocketCubeEnv(TextAgentEnv):
         self.scramble_range = None if scramble_depth is None else require_int_range(
             "scramble_depth", scramble_depth, 0, 1000
         )
-        self.distance_range = require_int_range("distance", distance, 0, GODS_NUMBER)
+        # From 1: a level at distance 0 is the solved cube, which would pay the solve reward for any turn and back.
+        self.distance_range = require_int_range("distance", distance, 1, GODS_NUMBER)
         if self.scramble_range is not None and self.distance_range[0] > self.scramble_range[1]:
             raise ValueError(
                 f"distance {self.distance_range} cannot be reached by scrambles of at most {self.scramble_range[1]} "
@@ -279,7 +299,7 @@ class PocketCubeEnv(TextAgentEnv):
         if obs_format not in OBS_FORMATS:
             raise ValueError(f"obs_format must be one of {OBS_FORMATS}, got {obs_format!r}")
         self.obs_format = obs_format
-        self.cache_dir = cache_dir
+        self.cache_dir = _check_cache_dir(cache_dir)
         super().__init__(
             action_format=action_format,
             max_actions_per_turn=max_actions_per_turn,
@@ -400,7 +420,13 @@ class PocketCubeEnv(TextAgentEnv):
     def _reset_task(self, options: dict[str, Any]) -> dict[str, Any]:
         if options.get("scramble") is not None:
             moves = parse_scramble(options["scramble"])
-            self.state, self._distance = C.apply_moves(C.SOLVED, moves).astype(np.uint8), None
+            state = C.apply_moves(C.SOLVED, moves).astype(np.uint8)
+            if C.is_solved(state)[0]:  # "R R'", "U U U U", "": no level
+                raise ValueError(
+                    f"options['scramble'] {' '.join(moves)!r} leaves the cube solved; give a scramble that does not "
+                    "(a solved start would pay the solve reward for turning a face and back)"
+                )
+            self.state, self._distance = state, None
         else:
             lo, hi = self.distance_range
             for _ in range(self.MAX_DRAWS):

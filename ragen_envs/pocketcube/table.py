@@ -15,6 +15,8 @@ time, where `<root>` is the `cache_dir` argument, else `$RAGEN2_CACHE`, else `~/
 cache). Written to a temporary file and renamed (readers never see half a table), under a file lock (concurrent
 processes build it once); read back memory-mapped, so processes share one copy in the page cache. A file whose
 hash or histogram is wrong is rebuilt; a cache folder that cannot be written leaves the table in memory only.
+The folder `<root>/pocketcube` is created when missing, parents included (as any cache root: the default one
+usually does not exist yet), so a `cache_dir` that names no existing folder becomes one on first use.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from ragen_envs.searchqa.retriever import (
     passages_from_texts,
 )
 from ragen_envs.spaces import fit_observation
-from ragen_envs.validation import require_int
+from ragen_envs.validation import require_int, require_path
 
 #: Answers scoring a token F1 at or below this earn nothing (the issue's rule).
 F1_THRESHOLD = 0.3
@@ -446,7 +446,9 @@ class SearchQAEnv(TextAgentEnv):
         )
         require_int("top_k", top_k, 1)
         require_int("max_passage_chars", max_passage_chars, 40)
-        kb_seed = require_int("kb_seed", kb_seed, allow_none=True)
+        kb_seed = require_int("kb_seed", kb_seed, 0, allow_none=True)  # numpy seeds are >= 0
+        dataset = require_path("dataset", dataset, allow_none=True)
+        corpus = require_path("corpus", corpus, allow_none=True)
         if corpus is not None and dataset is None:
             raise ValueError("corpus=... needs dataset=... (the generated questions use their own world)")
         self.top_k = int(top_k)

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ragen_envs.searchqa.retriever import Passage, PassageRetriever
-from ragen_envs.validation import require_int, require_int_range
+from ragen_envs.validation import require_float, require_int, require_int_range
 
 __all__ = ["Entity", "KnowledgeBase", "KnowledgeConfig", "QAItem", "generate_kb", "generate_question"]
 
@@ -122,8 +122,7 @@ class KnowledgeConfig:
         require_int("num_entities", self.num_entities, 12, 200_000)
         require_int_range("hops", self.hops, 1, 4)
         require_int("distractors", self.distractors, 0, 20)
-        if not 0.0 <= float(self.attribute_share) <= 1.0:
-            raise ValueError(f"attribute_share must be in [0, 1], got {self.attribute_share}")
+        require_float("attribute_share", self.attribute_share, 0.0, 1.0)
 
     @property
     def hop_range(self) -> tuple[int, int]:

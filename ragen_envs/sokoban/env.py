@@ -9,7 +9,7 @@ import numpy as np
 from gymnasium import spaces
 
 from ragen_envs.base import INVALID_NOTICE, TextAgentEnv
-from ragen_envs.grid import DIRECTION_WORDS, coords, moved
+from ragen_envs.grid import DIRECTION_WORDS, coords, coords_chars, grid_chars, largest_fitting, moved
 from ragen_envs.sokoban.generator import SokobanGenerator
 from ragen_envs.sokoban.level import RAGEN_LEGEND, RAGEN_SYMBOLS, Level, parse_xsb
 from ragen_envs.sokoban.render import (
@@ -25,7 +25,7 @@ from ragen_envs.sokoban.render import (
 )
 from ragen_envs.sokoban.solver import ACTION_NAMES, DEFAULT_MAX_STATES, Board, push_move, solve
 from ragen_envs.spaces import MAX_OBSERVATION_CHARS
-from ragen_envs.validation import require_int
+from ragen_envs.validation import require_bool, require_int
 
 OBS_FORMATS = ("grid", "coord", "grid_coord", "image")
 #: The text of ``obs_format="image"``: the same words for every state, so the image is all that tells levels apart.
@@ -35,6 +35,47 @@ STEP_PENALTY = -0.1
 BOX_ON_TARGET_REWARD = 1.0
 BOX_OFF_TARGET_PENALTY = -1.0
 SOLVED_REWARD = 10.0
+
+
+def room_text_bound(h: int, w: int, num_boxes: int, obs_format: str) -> int:
+    """The most characters an observation of a generated `h` x `w` room with `num_boxes` boxes can take in
+    `obs_format`, the no-valid-action notice line included: every coordinate at its widest, `(h-1, w-1)`.
+
+    In every format the room's grid map counts at least once: it is what `"grid"` shows and what a room costs to
+    generate and draw, so `"coord"` and `"image"` do not let `dim_room` grow without bound.
+    """
+    grid = grid_chars(h, w)
+    coord = (len(f"Board size: {h} rows x {w} cols (zero-indexed).") + len("\nTargets: ")
+             + coords_chars(h, w, num_boxes) + len("\nBoxes: ") + coords_chars(h, w, num_boxes)
+             + len("\nPlayer: ") + coords_chars(h, w, 1))
+    text = {"grid": grid, "coord": max(grid, coord), "grid_coord": coord + len("\nGrid Map:\n") + grid,
+            "image": grid}[obs_format]
+    return len(INVALID_NOTICE) + 1 + text
+
+
+def check_room_fits(dim_room: tuple[int, int], num_boxes: int, obs_format: str) -> None:
+    """ValueError naming `dim_room` and the largest accepted room unless every observation of a generated room
+    fits MAX_OBSERVATION_CHARS (`room_text_bound`), the limit a loaded level is held to at reset.
+
+    Checked at construction from the knobs: beyond the limit the observation is cut and the player can vanish
+    from it. A room too small for `num_boxes` is left to the generator, which names that problem.
+    """
+    h, w = dim_room
+    if (h - 2) * (w - 2) < num_boxes + 1 or room_text_bound(h, w, num_boxes, obs_format) <= MAX_OBSERVATION_CHARS:
+        return
+    def fits(rows: int, cols: int) -> bool:
+        return room_text_bound(rows, cols, num_boxes, obs_format) <= MAX_OBSERVATION_CHARS
+
+    square = largest_fitting(lambda n: fits(n, n), 3, MAX_OBSERVATION_CHARS)
+    rows = largest_fitting(lambda n: fits(n, w), 3, MAX_OBSERVATION_CHARS)
+    largest = "no room fits" if square is None else f"the largest accepted square room is ({square}, {square})"
+    if rows is not None:
+        largest += f", and with {w} columns at most ({rows}, {w})"
+    raise ValueError(
+        f"dim_room={tuple(dim_room)!r} gives text observations of up to "
+        f"{room_text_bound(h, w, num_boxes, obs_format)} characters (obs_format={obs_format!r}, "
+        f"num_boxes={num_boxes}), over the {MAX_OBSERVATION_CHARS}-character limit: {largest}"
+    )
 
 
 class SokobanEnv(TextAgentEnv):
@@ -137,7 +178,9 @@ class SokobanEnv(TextAgentEnv):
     obs, info = env.reset(options={"level": "#####\\n#@$.#\\n#####"})
     ```
 
-    - `dim_room=(6, 6)`: generated room size (H, W), outer wall ring included; also the image frame.
+    - `dim_room=(6, 6)`: generated room size (H, W), integers >= 3, outer wall ring included; also the image
+      frame. At most as large as the text observation allows (`room_text_bound`: (126, 126) with the default
+      format and one box; the ValueError names the largest accepted room).
     - `num_boxes=1`: boxes (= targets) of generated rooms.
     - `max_actions=10`: action budget per episode (truncation); None for no budget.
     - `obs_format="grid_coord"`: `"grid"`, `"coord"`, `"grid_coord"`, or `"image"` (the text withheld; needs
@@ -145,7 +188,7 @@ class SokobanEnv(TextAgentEnv):
     - `min_solution_len=1`, `max_solution_len=None`: bounds on the optimal solution length of
       generated rooms, in steps (None: `max_actions`, or no bound when `max_actions` is None).
     - `level_solver_max_states=100_000`: solver budget for `optimal_steps` of loaded levels.
-    - `vision=False`: add the image to the observation (`ragen/Sokoban-Vision-v0`).
+    - `vision=False`: add the image to the observation (`ragen/Sokoban-Vision-v0`); a bool (not "False").
     - `render_mode`: None, `"ansi"` (the text state) or `"rgb_array"` (the picture).
     - the protocol options of `TextAgentEnv`: `action_format`, `max_actions_per_turn`,
       `max_turns`, `format_penalty`.
@@ -185,24 +228,28 @@ class SokobanEnv(TextAgentEnv):
         render_mode: str | None = None,
         **protocol_kwargs: Any,
     ):
-        if obs_format not in OBS_FORMATS:
+        if not (isinstance(obs_format, str) and obs_format in OBS_FORMATS):
             raise ValueError(f"obs_format must be one of {OBS_FORMATS}, got {obs_format!r}")
+        vision = require_bool("vision", vision)  # before the base's own check: the image format reads it first
         if obs_format == "image" and not vision:
             raise ValueError('obs_format="image" withholds the text, so it needs the image: use vision=True '
                              "(ragen/Sokoban-Vision-v0)")
         if not isinstance(dim_room, (tuple, list)) or len(dim_room) != 2:
             raise ValueError(f"dim_room must be a pair (H, W) of integers >= 3, got {dim_room!r}")
+        # Validated before any use: int(6.9) would quietly make a 6-row room and int(None) a TypeError.
+        dim_room = (require_int("dim_room[0]", dim_room[0], 3), require_int("dim_room[1]", dim_room[1], 3))
+        num_boxes = require_int("num_boxes", num_boxes, 1)
+        min_solution_len = require_int("min_solution_len", min_solution_len, 1)
+        check_room_fits(dim_room, num_boxes, obs_format)
         level_solver_max_states = require_int("level_solver_max_states", level_solver_max_states, 0)
-        # The generator validates dim_room and the length bounds; it needs max_actions, which the
-        # base class validates, hence the order. dim_room must exist before super() (image space).
-        self.dim_room = (int(dim_room[0]), int(dim_room[1]))
+        # The generator validates the length bounds; it needs max_actions, which the base class
+        # validates, hence the order. dim_room must exist before super() (image space).
+        self.dim_room = dim_room
         self.obs_format = obs_format
         self.level_solver_max_states = int(level_solver_max_states)
         super().__init__(max_actions=max_actions, vision=vision, render_mode=render_mode, **protocol_kwargs)
         if max_solution_len is None:
-            max_solution_len = (
-                None if self.max_actions is None else max(self.max_actions, int(min_solution_len))
-            )
+            max_solution_len = None if self.max_actions is None else max(self.max_actions, min_solution_len)
         self.generator = SokobanGenerator(self.dim_room, num_boxes, min_solution_len, max_solution_len)
         self.num_boxes = self.generator.num_boxes
         self._load(self.generator.generate(np.random.default_rng(0)).level)  # a valid state before reset

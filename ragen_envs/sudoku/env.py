@@ -12,7 +12,6 @@ from ragen_envs import protocol
 from ragen_envs.base import TextAgentEnv, listed_refusals
 from ragen_envs.sudoku.generator import DIFFICULTY_GIVENS, TECHNIQUES, check_givens, generate_puzzle
 from ragen_envs.sudoku.solver import box_side, candidates, count_solutions, is_solved, peers, solve
-from ragen_envs.validation import require_int
 
 #: One placement: R<row>C<col>=<digit>, 1-indexed, ASCII letters in either case, spaces between the parts.
 #: ASCII digits only (re.ASCII: "٣" or "３" are not 3) and no leading zeros, so each placement has one spelling
@@ -105,7 +104,8 @@ class SudokuEnv(TextAgentEnv):
     refusals are listed (then "... and N more refused pieces of your answer."; `info["refused"]` has them all).
 
     ## Starting State
-    The puzzle: `givens` filled cells, the rest empty.
+    The puzzle: `givens` filled cells, the rest empty (at least one: a puzzle with no empty cell, as a knob or
+    as `options["puzzle"]`, is refused, since its start would already be solved).
 
     ## Rewards
     1 on the placement that completes a solved grid (which, the solution being unique, is the solution);
@@ -138,7 +138,8 @@ class SudokuEnv(TextAgentEnv):
     ```
     * `size=4`: the side n (4, 9 or 16).
     * `difficulty="easy"`: `"easy"`, `"medium"` or `"hard"`: 10 / 8 / 6 givens at 4x4, 36 / 30 / 26 at 9x9,
-      160 / 140 / 128 at 16x16. `givens=None`: the number of filled cells (overrides `difficulty`).
+      160 / 140 / 128 at 16x16. `givens=None`: the number of filled cells (overrides `difficulty`), an int
+      from 4 / 22 / 120 up to n * n - 1 (a puzzle with every cell given is already solved).
     * `technique="any"`: `"any"` (unique solution) or `"singles"` (also solvable by singles alone).
     * `max_actions="auto"`: the placement budget; `"auto"` is n * n, None unlimited.
     * `render_mode=None` (`"ansi"`), and the protocol options of `TextAgentEnv`: `action_format`,
@@ -165,18 +166,20 @@ class SudokuEnv(TextAgentEnv):
         max_turns: int | None = None,
         format_penalty: float = protocol.FORMAT_PENALTY,
     ):
-        self.n = require_int("size", size, 4)
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size not in DIFFICULTY_GIVENS:
+            raise ValueError(f"size must be one of the ints {sorted(DIFFICULTY_GIVENS)}, got {size!r}")
+        self.n = int(size)
         self.b = box_side(self.n)
-        if self.n not in DIFFICULTY_GIVENS:
-            raise ValueError(f"size must be one of {sorted(DIFFICULTY_GIVENS)}, got {size!r}")
-        if difficulty not in DIFFICULTIES:
+        if not (isinstance(difficulty, str) and difficulty in DIFFICULTIES):
             raise ValueError(f"difficulty must be one of {DIFFICULTIES}, got {difficulty!r}")
-        if technique not in TECHNIQUES:
+        if not (isinstance(technique, str) and technique in TECHNIQUES):
             raise ValueError(f"technique must be one of {TECHNIQUES}, got {technique!r}")
         self.difficulty = difficulty
         self.technique = technique
         self.num_givens = check_givens(self.n, DIFFICULTY_GIVENS[self.n][difficulty] if givens is None else givens)
-        if max_actions == "auto":
+        if isinstance(max_actions, str):  # the base names only the int form; "auto" is this env's own
+            if max_actions != "auto":
+                raise ValueError(f'max_actions must be "auto", None or an integer >= 1, got {max_actions!r}')
             max_actions = self.n * self.n
         super().__init__(
             action_format=action_format,
@@ -198,6 +201,9 @@ class SudokuEnv(TextAgentEnv):
     def _reset_task(self, options: dict[str, Any]) -> dict[str, Any]:
         if options.get("puzzle") is not None:
             puzzle = parse_board(options["puzzle"], self.n)
+            if 0 not in puzzle:
+                raise ValueError("options['puzzle'] has no empty cell: it is already solved (or broken); give a "
+                                 "puzzle with at least one empty cell")
             if count_solutions(puzzle, self.n) != 1:
                 raise ValueError("options['puzzle'] must have exactly one solution")
             solution = solve(puzzle, self.n)

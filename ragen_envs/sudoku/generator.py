@@ -31,12 +31,14 @@ MIN_GIVENS = {4: 4, 9: 22, 16: 120}
 
 
 def check_givens(n: int, givens: int) -> int:
-    """`givens` as an int in [MIN_GIVENS[n], n * n], else ValueError."""
+    """`givens` as an int in [MIN_GIVENS[n], n * n - 1], else ValueError: at most n * n - 1, since a puzzle with
+    every cell given is already solved (its start would be a success that no placement could change)."""
     box_side(n)
     if n not in MIN_GIVENS:
         raise ValueError(f"size must be one of {sorted(MIN_GIVENS)}, got {n}")
-    if isinstance(givens, bool) or not isinstance(givens, (int, np.integer)) or not MIN_GIVENS[n] <= givens <= n * n:
-        raise ValueError(f"givens must be an integer in [{MIN_GIVENS[n]}, {n * n}] for a {n}x{n} board, got {givens!r}")
+    top = n * n - 1
+    if isinstance(givens, bool) or not isinstance(givens, (int, np.integer)) or not MIN_GIVENS[n] <= givens <= top:
+        raise ValueError(f"givens must be an integer in [{MIN_GIVENS[n]}, {top}] for a {n}x{n} board, got {givens!r}")
     return int(givens)
 
 

@@ -15,7 +15,7 @@ from ragen_envs.base import TextAgentEnv
 from ragen_envs.data import record_index
 from ragen_envs.data.cache import BuildCache, file_version
 from ragen_envs.spaces import fit_observation
-from ragen_envs.validation import require_int, require_int_range
+from ragen_envs.validation import require_int, require_int_range, require_names, require_path
 from ragen_envs.webshop import pages
 from ragen_envs.webshop.catalog import (
     Catalog,
@@ -203,13 +203,15 @@ class WebShopEnv(TextAgentEnv):
         self.goal_attributes = require_int_range("goal_attributes", goal_attributes, 0, 6)
         if instructions is not None and products is None:
             raise ValueError("instructions=... needs products=... (the goals refer to that catalogue)")
-        catalog_seed = require_int("catalog_seed", catalog_seed)
+        catalog_seed = require_int("catalog_seed", catalog_seed, 0)  # numpy seeds are >= 0
+        products = require_path("products", products, allow_none=True)
+        instructions = require_path("instructions", instructions, allow_none=True)
         self.per_page = int(results_per_page)
         self.max_results = int(max_results)
 
         if products is None:
             config = CatalogConfig(
-                num_products=num_products, categories=None if categories is None else tuple(categories)
+                num_products=num_products, categories=require_names("categories", categories, allow_none=True)
             )
             self.catalog = _CATALOGS.get(
                 ("generated", config, catalog_seed),
