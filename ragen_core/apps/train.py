@@ -1,9 +1,12 @@
 """`ragen train CONFIG|PRESET [key=value ...] [--run-dir DIR]`, `ragen train --resume RUN_DIR [key=value ...]`.
 
 The command line of the trainer (:class:`ragen_core.training.trainer.Trainer`): :func:`main` parses the arguments
-and :func:`run` runs them. Everything the config names is checked before anything starts (:func:`preflight`), then
-the run folder is made (:func:`new_run_dir`, or ``--run-dir``) and the trainer fits. A resume may change only
-:data:`ragen_core.training.config.RESUME_KEYS`, and each resume is logged in the run's ``resume_log.jsonl``
+and :func:`run` runs them. Everything that can be checked before training is checked before the run folder is
+made (the config's values, what it names: :func:`preflight`; the folder itself: :func:`check_new_run_dir`), then
+the run folder is made (:func:`new_run_dir`, or ``--run-dir``) and the trainer fits. A new run never writes into a
+folder that holds another run or other files. A resume may change only
+:data:`ragen_core.training.config.RESUME_KEYS`, may not lower ``run.steps`` below the steps already trained, and
+continues in its own folder (no ``--run-dir``); each resume is logged in the run's ``resume_log.jsonl``
 (:data:`RESUME_LOG`). Config errors and Ctrl-C are one line each (exit status 2 and 130); Ctrl-C says how to
 resume, and a start that fails before its first checkpoint removes the folder it made. The same program runs as
 ``python -m ragen_core.apps.train`` (what ``ragen reproduce`` starts for each run).
@@ -22,11 +25,21 @@ from typing import Any
 
 from ragen_core.policy import TINY_PATHS
 from ragen_core.training.checkpoint import LATEST, CheckpointError
-from ragen_core.training.config import RESUME_KEYS, ConfigError, TrainConfig, dump_toml, load_config, resume_changes
-from ragen_core.training.report import markdown_to_text
-from ragen_core.training.trainer import Trainer
+from ragen_core.training.config import (
+    RESUME_KEYS,
+    ConfigError,
+    TrainConfig,
+    dump_toml,
+    load_config,
+    read_config_file,
+    resume_changes,
+)
+from ragen_core.training.provenance import PROVENANCE
+from ragen_core.training.report import METRICS, VAL_OUTCOMES, markdown_to_text
+from ragen_core.training.trainer import Trainer, check_runnable
 
-__all__ = ["PROG", "DESCRIPTION", "RESUME_LOG", "build_parser", "main", "new_run_dir", "preflight", "run"]
+__all__ = ["PROG", "DESCRIPTION", "RESUME_LOG", "RESTARTABLE", "build_parser", "check_new_run_dir", "main",
+           "new_run_dir", "preflight", "run"]
 
 PROG = "ragen train"
 #: The first line of `ragen train --help`.
@@ -44,7 +57,9 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser.add_argument("--resume", metavar="RUN_DIR", default=None,
                         help="continue the run in RUN_DIR from its latest checkpoint (its config.toml is used; "
                              "key=value may change only: " + ", ".join(RESUME_KEYS) + ")")
-    parser.add_argument("--run-dir", default=None, help="exact run folder (default: run.out_dir/run.name[-N])")
+    parser.add_argument("--run-dir", default=None,
+                        help="exact run folder of a new run, new or empty (default: run.out_dir/run.name[-N]); "
+                             "not with --resume, which continues in RUN_DIR")
     return parser
 
 
@@ -69,10 +84,50 @@ def new_run_dir(cfg: TrainConfig) -> Path:
 #: Every resume of a run, one JSON line each: when, from which step, and the config keys it changed.
 RESUME_LOG = "resume_log.jsonl"
 
+#: What a folder may hold for a new run to start in it (:func:`check_new_run_dir`): what a start that stopped before
+#: its first checkpoint leaves (nothing to resume; `--resume` prints the command that restarts it there) and
+#: ``train.log``, the log ``ragen reproduce`` keeps beside each run (it makes the folder and its log first).
+RESTARTABLE = frozenset({"config.toml", PROVENANCE, METRICS, VAL_OUTCOMES, "checkpoints", "tensorboard", "train.log"})
+
+
+def check_new_run_dir(run_dir: Path) -> None:
+    """ConfigError unless a new run may start in `run_dir`: a folder that does not exist yet, an empty one, or one
+    holding only :data:`RESTARTABLE` entries and no checkpoint. A new run rewrites ``config.toml``,
+    ``metrics.jsonl`` and the checkpoints, so a folder with a run that got further (a checkpoint) or with anything
+    else is refused rather than overwritten."""
+    if not run_dir.exists():
+        return
+    if not run_dir.is_dir():
+        raise ConfigError(f"--run-dir {run_dir} is a file, not a folder: give a new or empty folder")
+    entries = sorted(p.name for p in run_dir.iterdir())
+    checkpoints = sorted(run_dir.glob("checkpoints/*.pt"))
+    if checkpoints:
+        raise ConfigError(f"--run-dir {run_dir} already holds a run ({checkpoints[-1].relative_to(run_dir)}): "
+                          f"continue it with `ragen train --resume {run_dir}`, or give a new or empty folder")
+    other = [name for name in entries if name not in RESTARTABLE]
+    if other:
+        shown = ", ".join(other[:3]) + (f" and {len(other) - 3} more" if len(other) > 3 else "")
+        raise ConfigError(f"--run-dir {run_dir} is not empty (it holds {shown}): a new run would overwrite it; give "
+                          f"a new or empty folder, or `ragen train --resume {run_dir}` to continue a run there")
+
+
+def _checkpoint_step(run_dir: Path) -> int | None:
+    """The step of the run's latest checkpoint, read without loading its tensors (None when it cannot be read: the
+    trainer's resume then reports the damage)."""
+    import torch
+
+    try:
+        state = torch.load(run_dir / LATEST, map_location="cpu", weights_only=False, mmap=True)
+        return int(state["step"])
+    except Exception:  # noqa: BLE001 - a damaged file: CheckpointError later, with its own message
+        return None
+
 
 def preflight(cfg: TrainConfig) -> None:
     """Check what the config names before anything starts (no run folder yet): the env id and its kwargs (one env
-    is made and closed) and the model path. Raises ConfigError naming the key."""
+    is made and closed), the model path, and what the trainer checks before it builds anything
+    (:func:`ragen_core.training.trainer.check_runnable`: disjoint seed streams, the device). Raises ConfigError
+    naming the key."""
     import gymnasium as gym
 
     import ragen_envs  # noqa: F401  (registers the ids)
@@ -94,6 +149,7 @@ def preflight(cfg: TrainConfig) -> None:
             raise ConfigError(f"model.path {cfg.model.path!r} is not a folder: give a local transformers model "
                               "folder (weights, config and tokenizer), or tiny for the offline tiny model (tiny-base: "
                               "the tiny model pre-trained to copy and look up)")
+    check_runnable(cfg)
 
 
 class _NothingToResume(Exception):
@@ -122,6 +178,9 @@ def _prepare(args: argparse.Namespace) -> tuple[TrainConfig, Path, dict[str, tup
         if config is not None:
             raise ConfigError(f"--resume uses the run's own config.toml: drop {config!r} (only key=value overrides "
                               f"of {', '.join(RESUME_KEYS)} are allowed)")
+        if args.run_dir:
+            raise ConfigError(f"--run-dir cannot be used with --resume: a resume continues in {args.resume} itself "
+                              f"(copy the folder first to continue a copy)")
         run_dir = Path(args.resume)
         cfg_path = run_dir / "config.toml"
         if not cfg_path.is_file():
@@ -131,6 +190,10 @@ def _prepare(args: argparse.Namespace) -> tuple[TrainConfig, Path, dict[str, tup
         saved = load_config(cfg_path)
         cfg = load_config(cfg_path, overrides)
         changes = resume_changes(saved, cfg)
+        done = _checkpoint_step(run_dir)
+        if done is not None and cfg.run.steps < done:
+            raise ConfigError(f"run.steps={cfg.run.steps} is below the {done} steps this run has already trained: a "
+                              f"resume may keep or raise run.steps, not lower it")
         preflight(cfg)
         return cfg, run_dir, changes
     if config is None:
@@ -145,8 +208,12 @@ def _prepare(args: argparse.Namespace) -> tuple[TrainConfig, Path, dict[str, tup
     if note:
         print(note, file=sys.stderr)
     cfg = load_config(path, overrides)
+    if not read_config_file(path):  # said first: a typo'd or truncated file would otherwise train the defaults
+        print(f"note: {path} sets no keys (empty or only comments): every setting not given as key=value is its "
+              f"default (run.name={cfg.run.name!r}, env.id={cfg.env.id}, run.steps={cfg.run.steps})", file=sys.stderr)
     preflight(cfg)
     run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(cfg)
+    check_new_run_dir(run_dir)
     return cfg, run_dir, {}
 
 
@@ -165,6 +232,11 @@ def run(args: argparse.Namespace) -> int:
         print(str(e), file=sys.stderr)
         return 2
     created = not run_dir.exists()
+    try:  # only now, every check passed: a folder that cannot be made is one line, not a traceback
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        print(f"cannot make the run folder {run_dir}: {e.strerror or e}", file=sys.stderr)
+        return 2
     trainer: Trainer | None = None
     print(f"run folder: {run_dir}", file=sys.stderr, flush=True)
     from transformers.utils import logging as hf_logging
@@ -187,6 +259,10 @@ def run(args: argparse.Namespace) -> int:
     except CheckpointError as e:
         print(f"cannot resume: {e}", file=sys.stderr)
         return 2
+    except ConfigError as e:  # a check of the trainer's own (the same ones ran above, so rare): no traceback
+        _remove_failed_start(run_dir, created, trainer)
+        print(f"config error: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         saved = trainer.saved_step if trainer is not None else None
         if saved is None:
@@ -203,13 +279,18 @@ def run(args: argparse.Namespace) -> int:
                   f"`ragen train --resume {run_dir}`", file=sys.stderr)
         return 130
     except BaseException:
-        # A start that failed before its first checkpoint leaves no folder behind (it has nothing to resume).
-        if created and run_dir.exists() and (trainer is None or trainer.saved_step is None):
-            shutil.rmtree(run_dir, ignore_errors=True)
+        _remove_failed_start(run_dir, created, trainer)
         raise
     print(f"run folder: {run_dir}")
     print(markdown_to_text((run_dir / "summary.md").read_text()))
     return 0
+
+
+def _remove_failed_start(run_dir: Path, created: bool, trainer: Trainer | None) -> None:
+    """A start that failed before its first checkpoint leaves no folder behind (it has nothing to resume), unless
+    the folder was there before (a folder the user made is never removed)."""
+    if created and run_dir.exists() and (trainer is None or trainer.saved_step is None):
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -87,7 +87,9 @@ class Algorithm:
     fixed_loss_agg: bool = False
     #: `algo.dynamic_sampling` (DAPO's refill of the groups the filter dropped) is allowed.
     dynamic_sampling: bool = False
-    #: Smallest `rollout.group_size` the advantage is defined for.
+    #: Smallest `rollout.group_size` the advantage is defined for: 2 for every group-relative estimator (with one
+    #: rollout per group, the return minus its own group mean is 0, so every advantage is 0 and only the entropy
+    #: bonus trains); 1 for the critic's GAE, which needs no group.
     min_group_size: int = 1
 
     def __post_init__(self) -> None:
@@ -124,14 +126,14 @@ ALGORITHMS: dict[str, Algorithm] = {
         Algorithm("ppo", "critic + token-level GAE (gamma, lambda), advantages whitened over the batch",
                   critic=True),
         Algorithm("grpo", "group-normalised returns (advantages.grpo), no critic",
-                  group_advantage=_grpo_or_centred, takes_std_eps=True),
+                  group_advantage=_grpo_or_centred, takes_std_eps=True, min_group_size=2),
         Algorithm("dr_grpo", "group-centred returns without std (advantages.dr_grpo), constant length normaliser "
                   "C = max_turns * max_new_tokens", group_advantage=adv_lib.dr_grpo,
-                  loss_agg_mode="seq-mean-token-sum-norm", fixed_loss_agg=True),
+                  loss_agg_mode="seq-mean-token-sum-norm", fixed_loss_agg=True, min_group_size=2),
         Algorithm("dapo", "GRPO advantages with DAPO's token-level loss and dynamic sampling; "
                   "with dynamic sampling off it runs exactly as grpo with token-mean",
                   group_advantage=_grpo_or_centred, takes_std_eps=True, loss_agg_mode="token-mean", fixed_loss_agg=True,
-                  dynamic_sampling=True),
+                  dynamic_sampling=True, min_group_size=2),
         Algorithm("rloo", "REINFORCE leave-one-out baseline (advantages.rloo), no critic",
                   group_advantage=adv_lib.rloo, min_group_size=2),
     )
@@ -162,8 +164,8 @@ def config_errors(algo_cfg: Any, group_size: int) -> list[tuple[str, str]]:
         allowed = ", ".join(n for n, x in ALGORITHMS.items() if x.dynamic_sampling)
         errors.append(("algo.dynamic_sampling", f"is not part of algo.name={a.name} (allowed with: {allowed})"))
     if group_size < a.min_group_size:
-        errors.append(("rollout.group_size", f"must be >= {a.min_group_size} for algo.name={a.name}; "
-                       f"got {group_size}"))
+        errors.append(("rollout.group_size", f"must be >= {a.min_group_size} for algo.name={a.name} (its advantage "
+                       f"compares the rollouts of a group); got {group_size}"))
     return errors
 
 

@@ -23,13 +23,15 @@ Loading::
     cfg = load_config("configs/sokoban_tiny.toml", ["algo.name=grpo", "rollout.groups=4"])
 
 Unknown sections or keys, in a file or an override, raise :class:`ConfigError` naming the key and listing
-the accepted ones; values are type-checked (ints are accepted where floats are expected).
+the accepted ones; values are type-checked (ints are accepted where floats are expected), and every numeric key is
+checked against its declared range (:data:`BOUNDS`: finite, and >= 0 or >= 1 as the key needs) in one place.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import sys
 import typing
 from dataclasses import dataclass, field
@@ -69,6 +71,10 @@ __all__ = [
     "dump_toml",
     "RESUME_KEYS",
     "resume_changes",
+    "Bound",
+    "BOUNDS",
+    "numeric_keys",
+    "read_config_file",
 ]
 
 #: The trainer's algorithms (the table of ragen_core.training.algorithms).
@@ -368,89 +374,196 @@ class TrainConfig:
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
 
     def validate(self) -> TrainConfig:
-        """Range checks and the algorithm table's rules; raises ConfigError naming the key."""
-        _int("run.steps", self.run.steps, 0)
+        """Range checks and the algorithm table's rules; raises ConfigError naming the key.
+
+        Every numeric key is checked first, against its declared :data:`BOUNDS` (one place, one wording); what
+        follows are the rules that tie keys together or read a non-numeric one.
+        """
+        _check_numbers(self)
+        _check_run_name(self.run.name)
         _check(self.run.device in ("auto", "cpu", "cuda") or self.run.device.startswith("cuda:"),
                "run.device", "must be auto, cpu, cuda or cuda:N")
-        _int("run.threads", self.run.threads, 0, "0 = torch's default")
-        _int("run.save_every", self.run.save_every, 0, "0 = only at the end")
-        _int("run.rollouts_steps", self.run.rollouts_steps, 0, "0 = no rollouts.jsonl")
         _check(self.model.dtype in ("float32", "bfloat16"), "model.dtype", "must be float32 or bfloat16")
-        _int("rollout.groups", self.rollout.groups, 1)
-        _int("rollout.group_size", self.rollout.group_size, 1)
         try:
             self.rollout.check()
         except ValueError as e:  # its messages start with the option's name
             raise ConfigError(f"rollout.{e}") from None
         for key, what in config_errors(self.algo, self.rollout.group_size):
             raise ConfigError(f"{key} {what}")
-        _check(self.algo.lr > 0, "algo.lr", "must be > 0")
-        _int("algo.epochs", self.algo.epochs, 1)
-        _int("algo.mini_batch_size", self.algo.mini_batch_size, 1)
-        _int("algo.micro_batch_size", self.algo.micro_batch_size, 1)
-        _check(self.algo.target_kl >= 0, "algo.target_kl", "must be >= 0 (0 = off)")
-        _check(0 <= self.algo.clip_low < 1, "algo.clip_low", "must be in [0, 1)")
-        _check(self.algo.clip_high >= 0, "algo.clip_high", "must be >= 0")
-        _check(self.algo.dual_clip == 0 or self.algo.dual_clip > 1, "algo.dual_clip", "must be 0 (off) or > 1")
-        _check(self.algo.entropy_coef >= 0, "algo.entropy_coef", "must be >= 0")
-        _check(self.algo.kl_coef >= 0, "algo.kl_coef", "must be >= 0")
         _one_of("algo.kl_estimator", self.algo.kl_estimator, KL_ESTIMATORS)
-        _check(0 <= self.algo.gamma <= 1, "algo.gamma", "must be in [0, 1]")
-        _check(0 <= self.algo.lam <= 1, "algo.lam", "must be in [0, 1]")
-        _check(self.algo.grad_clip >= 0, "algo.grad_clip", "must be >= 0 (0 = no clipping)")
-        _check(self.algo.adam_eps > 0, "algo.adam_eps", "must be > 0")
         _one_of("algo.lr_schedule", self.algo.lr_schedule, LR_SCHEDULES)
         _one_of("algo.optimizer", self.algo.optimizer, OPTIMIZERS)
         _check(isinstance(self.algo.grad_parts, bool), "algo.grad_parts", "must be true or false")
-        _int("algo.max_refill_rounds", self.algo.max_refill_rounds, 0)
-        # filter.spec validated itself when it was built; the trainer filters groups of G >= 2 only.
-        if self.filter.enabled and self.rollout.group_size >= 2:
+        if self.filter.enabled:
+            # The filter ranks groups by their reward variance: one rollout per group has none (the trainer would
+            # keep every group and log NaN variances), so filtering needs G >= 2 (and G > filter.ddof).
+            _check(self.rollout.group_size >= 2, "rollout.group_size",
+                   f"must be >= 2 with filter.enabled=true (the filter ranks groups by their reward variance, which "
+                   f"one rollout per group does not define); got {self.rollout.group_size} (or set "
+                   f"filter.enabled=false)")
             try:
                 self.filter.spec.check_group_size(self.rollout.group_size)
             except FilterSpecError as e:
                 raise ConfigError(f"filter.{e.field} {e.problem} (rollout.group_size)") from None
-        _int("filter.max_empty_steps", self.filter.max_empty_steps, 0, "0 = never stop")
         _one_of("filter.empty_step", self.filter.empty_step, EMPTY_STEPS)
-        _int("mi.every", self.mi.every, 0, "0 = never")
-        _int("mi.until", self.mi.until, 0, "0 = no limit")
-        _check(0 <= self.mi.ema_alpha < 1, "mi.ema_alpha", "must be in [0, 1)")
         _one_of("mi.span", self.mi.span, ("reasoning", "response"))
-        _int("mi.probe_prompts", self.mi.probe_prompts, 0, "0 = no probe")
-        if self.mi.probe_prompts:
-            _int("mi.probe_prompts", self.mi.probe_prompts, 2, "a probe needs at least 2 prompts")
-        _int("mi.probe_group_size", self.mi.probe_group_size, 1)
-        _int("mi.probe_every", self.mi.probe_every, 0, "0 = mi.every")
-        _int("mi.probe_until", self.mi.probe_until, 0, "0 = no limit")
-        _int("mi.probe_seed", self.mi.probe_seed, 0)
-        _int("eval.every", self.eval.every, 0, "0 = never")
-        _int("eval.until", self.eval.until, 0, "0 = no limit")
-        _int("eval.episodes", self.eval.episodes, 1)
-        _int("warm_start.sft_episodes", self.warm_start.sft_episodes, 0)
         _one_of("warm_start.policy", self.warm_start.policy, ("oracle", "random"))
-        _check(0 <= self.warm_start.action_noise <= 1, "warm_start.action_noise", "must be a probability in [0, 1]")
         _one_of("warm_start.noise_action", self.warm_start.noise_action, NOISE_ACTIONS)
-        _int("warm_start.epochs", self.warm_start.epochs, 1)
         _one_of("warm_start.reasoning", self.warm_start.reasoning, REASONING_STYLES)
-        _check(0 <= self.warm_start.reasoning_dependence <= 1, "warm_start.reasoning_dependence",
-               "must be a probability in [0, 1]")
         _one_of("warm_start.template_answer", self.warm_start.template_answer, TEMPLATE_ANSWERS)
-        _int("warm_start.filler_words", self.warm_start.filler_words, 0)
-        _int("warm_start.template_levels", self.warm_start.template_levels, 1)
         _one_of("warm_start.schedule", self.warm_start.schedule, ("linear", "constant"))
         return self
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The accepted values of one numeric config key (an entry of :data:`BOUNDS`).
+
+    A value is accepted when it is a finite number (an integer for an int key) in the interval from `low` to
+    `high` (None: unbounded; `open_low` / `open_high` exclude that end), or exactly `off`, a value outside the
+    interval that switches the feature off (``algo.dual_clip = 0``). No key accepts NaN or an infinity: none of
+    them means "no limit" (where a key has a no-limit value, it is 0 and says so in `note`), and a NaN or an
+    infinity reaches the optimiser, a loop count or a time limit unnoticed (``algo.lr = inf`` trains every
+    weight to inf and exits 0).
+    """
+
+    low: float | None = 0
+    high: float | None = None
+    open_low: bool = False
+    open_high: bool = False
+    off: float | None = None
+    #: What a special value means (``0 = no limit``); shown in the error message.
+    note: str = ""
+
+    def accepts(self, value: Any, integer: bool) -> bool:
+        """Whether `value` is accepted for a key of type int (`integer`) or float."""
+        if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+            return False
+        if self.off is not None and value == self.off:
+            return True
+        if not math.isfinite(value):
+            return False
+        if self.low is not None and (value < self.low or (self.open_low and value == self.low)):
+            return False
+        return self.high is None or (value < self.high or (not self.open_high and value == self.high))
+
+    def describe(self, integer: bool) -> str:
+        """The accepted values in words: ``an integer >= 1``, ``0 or a finite number > 1``, ``a finite number in
+        [0, 1)``."""
+        kind = "an integer" if integer else "a finite number"
+        if self.low is not None and self.high is not None:
+            text = (f"{kind} in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}"
+                    f"{')' if self.open_high else ']'}")
+        elif self.low is not None:
+            text = f"{kind} {'>' if self.open_low else '>='} {self.low:g}"
+        elif self.high is not None:
+            text = f"{kind} {'<' if self.open_high else '<='} {self.high:g}"
+        else:
+            text = kind
+        return f"{self.off:g} or {text}" if self.off is not None else text
+
+
+#: The declared range of every numeric key of the config (``section.key``; :func:`numeric_keys` lists them), checked
+#: in one place (:func:`_check_numbers`, the first thing :meth:`TrainConfig.validate` does). A numeric field without an
+#: entry here makes every validation fail (KeyError), so a new field cannot go unchecked. Seeds are >= 0 (numpy, torch
+#: and gymnasium refuse negative ones); learning rates, coefficients and cadences are >= 0; counts and sizes >= 1.
+BOUNDS: dict[str, Bound] = {
+    "run.seed": Bound(0),
+    "run.steps": Bound(0),
+    "run.threads": Bound(0, note="0 = auto"),
+    "run.save_every": Bound(0, note="0 = only at the end"),
+    "run.rollouts_steps": Bound(0, note="0 = no rollouts.jsonl"),
+    "run.keep_every": Bound(0, note="0 = only the latest checkpoint"),
+    "run.max_minutes": Bound(0, note="0 = no limit"),
+    "model.critic_lr": Bound(0),
+    "env.train_seed": Bound(0),
+    "env.val_seed": Bound(0),
+    "rollout.max_turns": Bound(1),
+    "rollout.max_new_tokens": Bound(1),
+    "rollout.temperature": Bound(0, open_low=True),
+    "rollout.top_p": Bound(0, 1, open_low=True),
+    "rollout.length_limit": Bound(0, note="0 = rollout.max_new_tokens"),
+    "rollout.groups": Bound(1),
+    "rollout.group_size": Bound(1),
+    "algo.lr": Bound(0, open_low=True),
+    "algo.weight_decay": Bound(0),
+    "algo.epochs": Bound(1),
+    "algo.mini_batch_size": Bound(1),
+    "algo.micro_batch_size": Bound(1),
+    "algo.target_kl": Bound(0, note="0 = off"),
+    "algo.clip_low": Bound(0, 1, open_high=True),
+    "algo.clip_high": Bound(0),
+    "algo.dual_clip": Bound(1, open_low=True, off=0, note="0 = off"),
+    "algo.entropy_coef": Bound(0),
+    "algo.kl_coef": Bound(0, note="0 = no KL"),
+    "algo.gamma": Bound(0, 1),
+    "algo.lam": Bound(0, 1),
+    "algo.value_clip": Bound(0, note="0 = no value clipping"),
+    "algo.grad_clip": Bound(0, note="0 = no clipping"),
+    "algo.adam_eps": Bound(0, open_low=True),
+    "algo.max_refill_rounds": Bound(0),
+    "filter.value": Bound(0, open_low=True, note="a keep rate in (0, 1], or a count for strategy top_k_abs"),
+    "filter.ddof": Bound(0),
+    "filter.eps": Bound(0),
+    "filter.max_empty_steps": Bound(0, note="0 = never stop"),
+    "mi.every": Bound(0, note="0 = never"),
+    "mi.until": Bound(0, note="0 = no limit"),
+    "mi.batch_tokens": Bound(1),
+    "mi.ema_alpha": Bound(0, 1, open_high=True),
+    "mi.ema_eps": Bound(0),
+    "mi.probe_prompts": Bound(2, off=0, note="0 = no probe; a probe needs at least 2 prompts"),
+    "mi.probe_group_size": Bound(1),
+    "mi.probe_every": Bound(0, note="0 = mi.every"),
+    "mi.probe_until": Bound(0, note="0 = no limit"),
+    "mi.probe_seed": Bound(0),
+    "eval.every": Bound(0, note="0 = never"),
+    "eval.until": Bound(0, note="0 = no limit"),
+    "eval.episodes": Bound(1),
+    "warm_start.sft_episodes": Bound(0, note="0 = no warm start"),
+    "warm_start.action_noise": Bound(0, 1),
+    "warm_start.epochs": Bound(1),
+    "warm_start.lr": Bound(0),
+    "warm_start.batch_size": Bound(1),
+    "warm_start.seed": Bound(0),
+    "warm_start.reasoning_dependence": Bound(0, 1),
+    "warm_start.template_levels": Bound(1),
+    "warm_start.filler_words": Bound(0),
+}
+
+
+def numeric_keys() -> dict[str, type]:
+    """Every numeric key of the config schema, ``section.key -> int | float`` (the keys :data:`BOUNDS` covers)."""
+    out: dict[str, type] = {}
+    for section, cls in _field_types(TrainConfig).items():
+        for key, (_, typ) in _section_keys(cls).items():
+            if typ in (int, float):
+                out[f"{section}.{key}"] = typ
+    return out
+
+
+def _check_numbers(cfg: TrainConfig) -> None:
+    """ConfigError naming the first numeric key outside its :data:`BOUNDS` entry, and the accepted range."""
+    values = config_to_dict(cfg)
+    for key, typ in numeric_keys().items():
+        bound = BOUNDS[key]  # KeyError: a numeric field was added without declaring its range
+        section, name = key.split(".")
+        value = values[section][name]
+        if not bound.accepts(value, integer=typ is int):
+            note = f" ({bound.note})" if bound.note else ""
+            raise ConfigError(f"{key} must be {bound.describe(integer=typ is int)}{note}; got {value!r}")
+
+
+def _check_run_name(name: str) -> None:
+    """`run.name` is one folder name: the run folder is ``run.out_dir/run.name``, so an empty name would make it
+    ``run.out_dir`` itself (taken: ``run.out_dir-1`` beside it), and a separator or ``..`` would put it elsewhere."""
+    _check(isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and "\\" not in name,
+           "run.name", f"must be a plain folder name (not empty, no / or \\, not . or ..): the run folder is "
+           f"run.out_dir/run.name; got {name!r}")
 
 
 def _check(ok: bool, key: str, what: str) -> None:
     if not ok:
         raise ConfigError(f"{key} {what}")
-
-
-def _int(key: str, value: Any, low: int, note: str = "") -> None:
-    """An int >= `low` (ragen_envs.validation.require_int's rule and wording), else ConfigError."""
-    try:
-        require_int(key, value, low=low)
-    except ValueError as e:
-        raise ConfigError(f"{e} ({note})" if note else str(e)) from None
 
 
 def _one_of(key: str, value: Any, choices: tuple[str, ...]) -> None:
@@ -550,7 +663,10 @@ def _coerce(key: str, value: Any, typ: Any) -> Any:
     else:  # pragma: no cover - every field above is one of these
         return value
     name = getattr(typ, "__name__", str(typ))
-    raise ConfigError(f"{key} must be of type {name}; got {value!r} ({type(value).__name__})")
+    hint = ""
+    if typ is str and isinstance(value, (bool, int, float)):  # a number or a bool where text is meant
+        hint = f": quote it, {key.split('.')[-1]} = \"{_toml_value(value)}\" in a file"
+    raise ConfigError(f"{key} must be of type {name}; got {value!r} ({type(value).__name__}){hint}")
 
 
 def config_from_dict(data: dict[str, Any], base: TrainConfig | None = None) -> TrainConfig:
@@ -600,7 +716,8 @@ def _parse_value(text: str) -> Any:
 
 
 def apply_overrides(cfg: TrainConfig, overrides: list[str] | tuple[str, ...]) -> TrainConfig:
-    """Apply `section.key=value` overrides (values parsed as TOML; bare words are strings).
+    """Apply `section.key=value` overrides (values parsed as TOML; bare words are strings; a text key takes the
+    text as written unless it is a quoted TOML string, so `run.name=123` is the name "123").
 
     `env.kwargs.NAME=value` sets one env keyword argument.
     """
@@ -625,8 +742,38 @@ def _nested_overrides(overrides: list[str] | tuple[str, ...], env_kwargs: Any) -
             kwargs = nested.setdefault("env", {}).setdefault("kwargs", dict(env_kwargs))
             kwargs[parts[2]] = value
             continue
+        if not isinstance(value, str) and _key_type(parts[0], parts[1]) is str:
+            # A text key given a number or a bool (`run.name=123`): on a command line the text is what was meant.
+            value = raw.strip()
         nested.setdefault(parts[0], {})[parts[1]] = value
     return nested
+
+
+def _key_type(section: str, key: str) -> Any:
+    """The annotation of config key `section.key` (None when there is no such key: the caller names it)."""
+    cls = _field_types(TrainConfig).get(section)
+    if cls is None or not dataclasses.is_dataclass(cls):
+        return None
+    return _section_keys(cls).get(key, (None, None))[1]
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """The tables of a TOML config file (``{}`` for an empty one); ConfigError, one line, when it is missing,
+    unreadable, not UTF-8 (TOML's encoding) or not TOML."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {str(p)!r} does not exist")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{p}: not UTF-8 text (byte {e.object[e.start:e.start + 1]!r} at offset {e.start}); "
+                          "a TOML config file must be UTF-8") from None
+    except OSError as e:
+        raise ConfigError(f"{p}: cannot be read: {e.strerror or e}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{p}: invalid TOML: {e}") from None
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
@@ -635,15 +782,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
     The overrides are merged into the file's tables before anything is built, so that settings checked together
     (`filter.strategy` and `filter.value`) are checked on their final values.
     """
-    data: dict[str, Any] = {}
-    if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"config file {str(p)!r} does not exist")
-        try:
-            data = tomllib.loads(p.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"{p}: invalid TOML: {e}") from None
+    data = read_config_file(path) if path is not None else {}
     env = data.get("env")
     kwargs = env.get("kwargs") if isinstance(env, dict) else None
     nested = _nested_overrides(list(overrides), kwargs if isinstance(kwargs, dict) else TrainConfig().env.kwargs)

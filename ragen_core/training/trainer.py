@@ -59,7 +59,7 @@ from ragen_core.training.config import ConfigError, TrainConfig, dump_toml
 from ragen_core.training.metrics import Collapse, Filter, Loss, Perf, Probe, Rollout, Val
 from ragen_core.training.probe import cadence_due
 from ragen_core.training.provenance import write_provenance
-from ragen_core.training.report import RunLog, write_plots, write_summary
+from ragen_core.training.report import RunLog, require_tensorboard, write_plots, write_summary
 
 __all__ = [
     "Trainer",
@@ -69,6 +69,7 @@ __all__ = [
     "zero_advantage_share",
     "validation_rollout",
     "seed_streams",
+    "check_runnable",
 ]
 
 
@@ -315,6 +316,35 @@ def _check_seed_ranges(cfg: TrainConfig) -> None:
             raise ConfigError(f"{key}: {name} seeds {seeds.start}..{seeds.stop - 1} overlap {where}")
 
 
+def _check_device(name: str) -> None:
+    """ConfigError unless `run.device` names a device this torch can use: ``cuda`` needs a CUDA build and a visible
+    GPU, ``cuda:N`` one of at least N + 1 GPUs (torch itself fails only at the first tensor moved there, deep in
+    the run, with an AssertionError)."""
+    if not name.startswith("cuda"):
+        return
+    if not torch.cuda.is_available():
+        why = "this torch is built without CUDA" if torch.version.cuda is None else "no CUDA GPU is visible"
+        raise ConfigError(f"run.device={name}: {why} (torch {torch.__version__}); use run.device=cpu or auto")
+    index = name.partition(":")[2]
+    count = torch.cuda.device_count()
+    if index and (not index.isdigit() or int(index) >= count):
+        raise ConfigError(f"run.device={name}: must be cuda or cuda:N with N < {count} (the GPUs visible here)")
+
+
+def check_runnable(cfg: TrainConfig) -> None:
+    """The checks of a validated config that look beyond its own values: the seed streams are disjoint
+    (:func:`_check_seed_ranges`), `run.device` exists here, and `run.tensorboard` has its package. Raises
+    ConfigError naming the key.
+
+    The trainer runs them before it creates anything, and ``ragen train`` before it makes the run folder, so that a
+    config that cannot run leaves nothing behind.
+    """
+    _check_seed_ranges(cfg)
+    _check_device(cfg.run.device)
+    if cfg.run.tensorboard:
+        require_tensorboard()
+
+
 # ---------------------------------------------------------------------------------------------- the trainer
 class Trainer:
     """The policy, critic, reference, optimisers and RNG streams of one run (see the module docstring).
@@ -333,9 +363,9 @@ class Trainer:
         self.algo = get_algorithm(cfg.algo.name)  # the algorithm's table entry: read by every part below
         self.loss_agg_mode = self.algo.resolve_loss_agg_mode(cfg.algo.loss_agg_mode)
         self.run_dir = Path(run_dir)
+        check_runnable(cfg)  # before the run folder is made: a config that cannot run leaves nothing behind
         (self.run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
         self.device = resolve_device(cfg.run.device)
-        _check_seed_ranges(cfg)
         # Models: the policy (and its optimiser), a critic if the algorithm has one, a frozen reference if KL is on.
         if policy is None:
             policy = load_policy(policy_path(cfg), device=self.device, dtype=cfg.model.dtype)
@@ -371,8 +401,11 @@ class Trainer:
         if cfg.mi.probe_prompts:
             from ragen_core.training.probe import build_probe
 
-            self.probe = build_probe(cfg.env.id, cfg.env.kwargs, cfg.mi.probe_prompts, cfg.mi.probe_group_size,
-                                     cfg.mi.probe_seed, self.settings, cfg.env.per_rollout_option)
+            try:
+                self.probe = build_probe(cfg.env.id, cfg.env.kwargs, cfg.mi.probe_prompts, cfg.mi.probe_group_size,
+                                         cfg.mi.probe_seed, self.settings, cfg.env.per_rollout_option)
+            except ValueError as e:  # too few distinct levels for mi.probe_prompts: a setting, not a bug
+                raise ConfigError(f"mi.probe_prompts: {e}") from None
         self.log = RunLog(self.run_dir, tensorboard=cfg.run.tensorboard, on_step=on_step)
         self.rollouts_file = RolloutsFile(self.run_dir / ROLLOUTS, cfg.run.rollouts_steps)
         #: Where :meth:`say` writes the run's progress lines (None: nowhere; `ragen train` sets stderr).
@@ -1085,8 +1118,18 @@ class Trainer:
         return path
 
     def load_checkpoint(self) -> None:
-        """Restore the latest checkpoint; the metrics logged after it belong to the lost step and are dropped."""
-        self.load_state_dict(load_checkpoint(self.run_dir))
+        """Restore the latest checkpoint; the metrics logged after it belong to the lost step and are dropped.
+
+        Raises:
+            ConfigError: `run.steps` is below the steps the checkpoint has trained (before anything is restored or
+                rewritten: such a run would train nothing and report "N of M" steps with N > M).
+        """
+        state = load_checkpoint(self.run_dir)
+        done = int(state.get("step", 0))
+        if self.cfg.run.steps < done:
+            raise ConfigError(f"run.steps={self.cfg.run.steps} is below the {done} steps this run has already "
+                              f"trained: a resume may keep or raise run.steps, not lower it")
+        self.load_state_dict(state)
         self.saved_step = self.state.step
         self.log.rewind(self.state.step)
 

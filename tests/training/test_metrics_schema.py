@@ -75,13 +75,15 @@ def model_dir(make_tiny_model):
 
 @pytest.mark.parametrize("group_size", [1, 2])
 def test_the_filter_logs_the_same_keys_on_and_off(model_dir, tmp_path, group_size):
-    """The filter's decision keys, whether it filters, is off, or cannot run (one rollout per group)."""
+    """The filter's decision keys, whether it filters, is off, or cannot run (one rollout per group: a config error
+    for `ragen train`, but a config built in code reaches the trainer's own guard)."""
     policy = HFPolicy.from_pretrained(model_dir)
     decided = {}
     for enabled in (True, False):
         cfg = load_config(None, ["env.id=ragen/Bandit-v0", "rollout.groups=3", f"rollout.group_size={group_size}",
                                  "rollout.max_turns=1", "rollout.max_new_tokens=8", "run.device=cpu",
-                                 "eval.episodes=1", f"filter.enabled={str(enabled).lower()}"])
+                                 "eval.episodes=1", f"filter.enabled={str(enabled and group_size >= 2).lower()}"])
+        cfg.filter.enabled = enabled
         trainer = Trainer(cfg, tmp_path / str(enabled), policy=policy)
         _, metrics = trainer.filter_with_metrics(trainer.collect())
         decided[enabled] = metrics
