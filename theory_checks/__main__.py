@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from .mutants import mutation_summary
 from .report import format_mutants, format_table, run_all, write_json, write_report
@@ -34,13 +35,38 @@ def build_parser(prog: str = "python -m theory_checks") -> argparse.ArgumentPars
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m theory_checks") -> int:
-    """Run all checks; 0 when everything holds (and, with --mutants, every mutant is caught), 1 otherwise.
+    """Run all checks; 0 when everything holds (and, with --mutants, every mutant is caught), 1 otherwise; 2 for a
+    bad argument (a negative seed, a --json or --report path that cannot be written: checked first), 130 on Ctrl-C.
 
     `prog` names the program in the usage line and parse errors (``ragen verify`` passes its own name)."""
     args = build_parser(prog).parse_args(argv)
     if args.seed < 0:
         print(f"--seed must be a non-negative integer, got {args.seed}", file=sys.stderr)
         return 2
+    for flag, path, kind in (("--json", args.json, "file"), ("--report", args.report, "folder")):
+        problem = _output_problem(Path(path), kind) if path is not None else None
+        if problem is not None:  # before the checks run (half a minute or more), not after
+            print(f"{prog}: {flag} {path}: {problem}", file=sys.stderr)
+            return 2
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        print(f"\n{prog}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _output_problem(path: Path, kind: str) -> str | None:
+    """Why `path` cannot be written as a `kind` ("file" or "folder"; one line), or None."""
+    if path.exists() and path.is_dir() != (kind == "folder"):
+        return f"it is a {'folder' if path.is_dir() else 'file'}, not a {kind}"
+    above = next((p for p in path.parents if p.exists()), None)
+    if above is not None and not above.is_dir():
+        return f"{above} is a file, not a folder"
+    return None
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the checks of parsed `args` and print (and write) their results; the exit status of :func:`main`."""
     log = None if args.quiet else (lambda s: print(s, flush=True))
     result = run_all(seed=args.seed, quick=args.quick, progress=not args.quiet, log=log, mutants=args.mutants)
     print(format_table(result.summaries))

@@ -1,6 +1,7 @@
 """``ragen diagnose ROLLOUTS.jsonl|RUN_DIR [--model PATH|RUN_DIR]``: collapse diagnostics on anyone's rollouts.
 
-Input: one JSON object per line (one trajectory): ``group`` (int or string, the prompt group), ``reward``
+Input: one JSON object per line (one trajectory): ``group`` (int or string, the prompt group; the integer 1 and
+the string "1" are two groups, which the report then names by their JSON text, ``1`` and ``"1"``), ``reward``
 (number; NaN allowed, it marks the group's variance NaN), optional ``prompt`` and ``response`` (strings) and
 ``model`` (the :func:`ragen_core.policy.identity.weights_sha256` of the policy that sampled it). A training run
 folder stands for its ``rollouts.jsonl`` (the trainer writes its last steps' rollouts there, in this format).
@@ -17,8 +18,9 @@ Output:
    ``--scorer-is-sampler`` says so; otherwise it is withheld with the reason.
 
 Malformed lines are reported with their line numbers on stderr (never silently skipped); the valid lines are
-still analysed and the exit status is 1. Exit status 2: the file cannot be read, nothing can be analysed, or
-``--model`` is not a local model folder (or its packages are not installed).
+still analysed and the exit status is 1. Exit status 2: the file cannot be read, nothing can be analysed, an option
+is out of range (``--max-groups`` below 0, a ``--device`` this torch cannot use), or ``--model`` is not a local model
+folder (or its packages are not installed). Ctrl-C: one line, exit status 130.
 
 The pre-check needs only numpy (the base install, no torch): :func:`rv_report` computes the trainer's statistics
 (``ragen_core.math.filtering.rv_statistics``) and its top-p rule (``select_groups(strategy="top_p")``) in numpy, and
@@ -44,6 +46,8 @@ __all__ = [
     "group_rollouts",
     "rv_report",
     "mi_report",
+    "device_problem",
+    "group_labels",
     "format_histogram",
     "simulate_bimodal_rollouts",
     "write_rollouts",
@@ -131,18 +135,41 @@ def group_rollouts(rollouts: Sequence[Rollout]) -> dict[int | str, list[Rollout]
 
 
 def _group_variance(rewards: Sequence[float], ddof: int) -> float:
-    """``1/(n - ddof) sum_k (r_k - mean)^2`` (NaN with fewer than ddof + 1 rewards or any NaN reward).
+    """``1/(n - ddof) sum_k (r_k - mean)^2`` (NaN with fewer than ddof + 1 rewards or any NaN reward; ``inf`` when
+    it overflows float64, e.g. rewards of +-1e308): the group variance of every report here (``ragen eval``'s
+    pre-check included).
 
-    Summed in ascending order, as :func:`ragen_core.math.filtering.reward_variance` does: the variance is then a
-    function of the group's multiset of rewards, bit for bit, so that equal groups listed in another rollout order
-    tie exactly and top-p's stable tie-break (lower index first) decides between them, not rounding.
+    The torch-free copy of :func:`ragen_core.math.filtering.reward_variance`, with its two rules (the pre-check runs
+    on the base install, without torch; tests/apps check the two agree):
+
+    - summed in ascending order, so that the variance is a function of the group's multiset of rewards, bit for bit:
+      equal groups listed in another rollout order tie exactly and top-p's stable tie-break (lower index first)
+      decides between them, not rounding;
+    - exactly 0 for a group whose rewards are all equal, whatever their value: the rounded mean of (-0.1, -0.1,
+      -0.1) left ~1e-34 here, so a batch of flat groups read as "low heterogeneity, top-p keeps every group"
+      where the trainer sees no variance and skips the update.
     """
     n = len(rewards)
     if n - ddof < 1 or any(math.isnan(x) for x in rewards):
         return math.nan
     r = sorted(float(x) for x in rewards)
+    if r[0] == r[-1]:
+        return 0.0
     mean = sum(r) / n
-    return sum((x - mean) ** 2 for x in r) / (n - ddof)
+    try:
+        return sum((x - mean) ** 2 for x in r) / (n - ddof)
+    except OverflowError:  # float ** raises where numpy and torch give inf
+        return math.inf
+
+
+def group_labels(names: Sequence[int | str]) -> dict[int | str, str]:
+    """How reports name each group: ``str(group)``, unless two groups would share a name (the integer ``1`` and the
+    string ``"1"`` are two groups): then every group is named by its JSON text (``1`` and ``"1"``), so that each
+    is shown, counted and listed apart."""
+    labels = {g: str(g) for g in names}
+    if len(set(labels.values())) < len(labels):
+        labels = {g: json.dumps(g, ensure_ascii=False) for g in names}
+    return labels
 
 
 def rv_report(
@@ -160,6 +187,7 @@ def rv_report(
     if score not in ("variance", "std"):
         raise ValueError(f"score must be 'variance' or 'std'; got {score!r}")
     names = list(groups)
+    label = group_labels(names)
     variances = [_group_variance([r.reward for r in groups[g]], ddof) for g in names]
     sizes = [len(groups[g]) for g in names]
     too_small = [g for g, s in zip(names, sizes) if s - ddof < 1]
@@ -171,7 +199,7 @@ def rv_report(
         "group_size_max": max(sizes) if sizes else 0,
         "too_small_groups": len(too_small),
         "ddof": ddof,
-        "variances": {str(names[i]): variances[i] for i in usable},
+        "variances": {label[names[i]]: variances[i] for i in usable},
     }
     if not usable:
         report.update(rv_mean=math.nan, rv_std=math.nan, rv_heterogeneity=math.nan, zero_fraction=math.nan,
@@ -195,7 +223,7 @@ def rv_report(
             "kept_groups": len(kept),
             "kept_fraction": len(kept) / len(usable),
             "empty": not kept,
-            "kept": [str(names[usable[i]]) for i in kept],
+            "kept": [label[names[usable[i]]] for i in kept],
         },
     )
     return report
@@ -206,8 +234,15 @@ def rv_report(
 ZERO_TOL = 1e-10
 
 
+#: The top-p threshold's relative slack (ragen_core.math.filtering._FLOOR_SLACK; a copy, to keep this module
+#: torch-free).
+TOP_P_SLACK = 1e-9
+
+
 #: Bootstrap resamples of the groups for :func:`heterogeneity_interval`.
 BOOTSTRAP_RESAMPLES = 2000
+#: Resampled group variances held at a time by :func:`heterogeneity_interval` (2**18 float64: 2 MiB an array).
+BOOTSTRAP_CHUNK = 1 << 18
 
 
 def heterogeneity_interval(variances: np.ndarray, level: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,
@@ -216,18 +251,28 @@ def heterogeneity_interval(variances: np.ndarray, level: float = 0.95, resamples
     (one per group, NaN groups left out), resampling the groups with replacement (seeded, so a report is
     reproducible). Resamples whose mean is 0 (no variance drawn) have no ratio and are left out; ``[nan, nan]``
     with fewer than 2 groups or no resample with a ratio. With n groups the ratio cannot exceed sqrt(n - 1) (one
-    group holding all the variance), so a few groups can only give a wide interval."""
+    group holding all the variance), so a few groups can only give a wide interval.
+
+    The resamples are drawn a block of rows at a time (about :data:`BOOTSTRAP_CHUNK` values), so memory stays
+    bounded whatever the number of groups (all of them at once took 16 bytes x 2000 x n: 4 GB at 125k groups). The
+    draws are the same (the generator's stream does not depend on how it is cut into calls) and each row's ratio
+    is computed alone, so the interval is the one of a single (resamples x n) draw, bit for bit."""
     v = np.asarray(variances, dtype=np.float64).reshape(-1)
     v = v[~np.isnan(v)]
     if v.size < 2:
         return [math.nan, math.nan]
     rng = np.random.default_rng(seed)
-    draws = v[rng.integers(0, v.size, size=(resamples, v.size))]
-    means = draws.mean(axis=1)
-    ok = means > 0
-    if not ok.any():
+    rows = max(1, BOOTSTRAP_CHUNK // v.size)
+    parts = []
+    with np.errstate(invalid="ignore", over="ignore"):  # an overflowing (inf) variance gives a NaN ratio, no warning
+        for start in range(0, resamples, rows):
+            draws = v[rng.integers(0, v.size, size=(min(rows, resamples - start), v.size))]
+            means = draws.mean(axis=1)
+            ok = means > 0
+            parts.append(draws[ok].std(axis=1) / means[ok])
+    ratios = np.concatenate(parts) if parts else np.empty(0)
+    if not ratios.size:
         return [math.nan, math.nan]
-    ratios = draws[ok].std(axis=1) / means[ok]
     tail = (1.0 - level) / 2.0
     return [float(np.quantile(ratios, tail)), float(np.quantile(ratios, 1.0 - tail))]
 
@@ -268,7 +313,8 @@ def rv_statistics_np(variances: np.ndarray) -> dict[str, float]:
         out.update(rv_mean=math.nan, rv_std=math.nan, rv_heterogeneity=math.nan, zero_fraction=math.nan)
         return out
     vv = v[~nan]
-    mean, std = float(vv.mean()), float(vv.std())
+    with np.errstate(invalid="ignore", over="ignore"):  # an overflowing (inf) variance: mean inf, std NaN, as torch
+        mean, std = float(vv.mean()), float(vv.std())
     out.update(rv_mean=mean, rv_std=std, rv_heterogeneity=std / mean if mean > 0 else math.nan,
                zero_fraction=int((vv <= ZERO_TOL).sum()) / n)
     return out
@@ -277,8 +323,8 @@ def rv_statistics_np(variances: np.ndarray) -> dict[str, float]:
 def top_p_kept(scores: np.ndarray, keep_rate: float) -> list[int]:
     """The groups top-p keeps (``select_groups(strategy="top_p", include_zero=True, order="largest", eps=0)``):
     rank the non-NaN scores ``[P]`` by a stable descending sort (ties: lower index first) and keep the smallest
-    prefix k >= 1 with ``sum_{j<=k} s_(j) >= keep_rate * sum_i s_i``; nothing when that sum is 0. Indices in
-    ranked order."""
+    prefix k >= 1 with ``sum_{j<=k} s_(j) >= keep_rate * sum_i s_i`` (up to a relative 1e-9, as there); nothing
+    when that sum is 0. Indices in ranked order."""
     s = np.asarray(scores, dtype=np.float64).reshape(-1)
     cand = [i for i in np.argsort(-np.where(np.isnan(s), -np.inf, s), kind="stable") if not np.isnan(s[i])]
     if not cand:
@@ -287,7 +333,9 @@ def top_p_kept(scores: np.ndarray, keep_rate: float) -> list[int]:
     total = float(cum[-1])
     if not total > 0.0:
         return []
-    k = min(max(int((cum < keep_rate * total).sum()) + 1, 1), len(cand))
+    # A prefix within TOP_P_SLACK (relative to the total) of the threshold reaches it, as in select_groups: 0.28 x 25
+    # equal scores evaluates to 7.000000000000001, and 7 groups make 28% exactly.
+    k = min(max(int((cum < keep_rate * total - TOP_P_SLACK * total).sum()) + 1, 1), len(cand))
     return [int(i) for i in cand[:k]]
 
 
@@ -320,9 +368,11 @@ def mi_report(
     """Cross-score the rollouts with the causal LM at ``model_path`` and compute the MI proxies.
 
     Each group's prompt is its first rollout's ``prompt``; every group is truncated to the smallest group
-    size G (the proxies need a [P, G, P] tensor). Raises ValueError when prompts or responses are missing or
-    fewer than two groups remain.
+    size G (the proxies need a [P, G, P] tensor). ``max_groups``: score the first N groups (None or 0: all).
+    Raises ValueError when prompts or responses are missing, fewer than two groups remain or ``max_groups < 0``.
     """
+    if max_groups is not None and max_groups < 0:
+        raise ValueError(f"max_groups must be >= 0 (0 or None: all groups); got {max_groups}")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     import ragen_core.policy.tiny  # noqa: F401  (registers the tiny vision model type)
@@ -341,6 +391,7 @@ def mi_report(
         notes.append(f"scored the {len(own)} of {len(names)} groups that this model sampled (the others name other "
                      "weights)")
         names = own
+    label = group_labels(list(groups))
     names = names[: max_groups] if max_groups else names
     if len(names) < 2:
         raise ValueError("--model needs at least two groups (P >= 2) to cross-score")
@@ -349,7 +400,8 @@ def mi_report(
             if r.prompt is None or r.response is None:
                 raise ValueError(f"line {r.line}: --model needs 'prompt' and 'response' on every rollout")
         if len({r.prompt for r in groups[g]}) > 1:
-            notes.append(f"group {g}: rollouts have different prompts; using the first one (line {groups[g][0].line})")
+            notes.append(f"group {label[g]}: rollouts have different prompts; using the first one "
+                         f"(line {groups[g][0].line})")
     g_min = min(len(groups[g]) for g in names)
     if any(len(groups[g]) != g_min for g in names):
         notes.append(f"groups have different sizes; each is truncated to its first G={g_min} rollouts")
@@ -462,9 +514,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bins", type=int, default=10, help="histogram bins (default 10)")
     parser.add_argument("--batch-tokens", type=int, default=16384,
                         help="token budget per forward call when cross-scoring (default 16384)")
-    parser.add_argument("--max-groups", type=int, default=None, help="cross-score only the first N groups")
+    parser.add_argument("--max-groups", type=int, default=None, metavar="N",
+                        help="cross-score only the first N groups (default, or 0: all of them)")
     parser.add_argument("--device", default="cpu", help="torch device for --model (default cpu)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+
+
+def device_problem(name: str) -> str | None:
+    """Why torch cannot put a model on device `name` here (``--device``; one line), or None when it can. ``auto``
+    (cuda when available, else cpu) always can. Imports torch: call it only where a model is to be loaded."""
+    if name == "auto":
+        return None
+    import torch
+
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        return f"--device {name!r} is not a torch device (e.g. cpu, cuda, cuda:0, mps, auto)"
+    try:
+        torch.empty(0, device=device)
+    except (AssertionError, RuntimeError) as exc:  # CPU-only torch, no driver, no such GPU
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return f"--device {name}: not a device this torch can use ({why})"
+    return None
 
 
 def _fmt(x: float) -> str:
@@ -494,11 +566,16 @@ def _print_text(report: dict[str, Any], bins: int, mi: dict[str, Any] | None, ou
           "left out of the statistics\n")
     if report["nan_groups"]:
         w(f"  {report['nan_groups']} group(s) have a NaN reward: never kept\n")
+    overflow = sum(1 for x in report["variances"].values() if x == math.inf)
+    if overflow:
+        w(f"  {overflow} group(s) have a reward variance that overflows float64 (inf): the statistics are not "
+          "finite; rescale the rewards\n")
     w("\nRV heterogeneity pre-check (docs/science.md section 4)\n")
     w(f"  mean per-group reward variance  {_fmt(report['rv_mean'])}\n")
     w(f"  std of per-group variance       {_fmt(report['rv_std'])}\n")
-    w(f"  RV heterogeneity (std/mean)     {_fmt(report['rv_heterogeneity'])}  "
-      f"-> {heterogeneity_reading(report['rv_heterogeneity'], report.get('rv_heterogeneity_ci95'))}\n")
+    reading = ("undefined (a group's reward variance overflows float64)" if overflow else
+               heterogeneity_reading(report["rv_heterogeneity"], report.get("rv_heterogeneity_ci95")))
+    w(f"  RV heterogeneity (std/mean)     {_fmt(report['rv_heterogeneity'])}  -> {reading}\n")
     # Both shares name their denominators: the zero share is over the groups with a variance (NaN groups have
     # none), the kept share over every group with enough rollouts (NaN groups included: they are never kept).
     n_usable = len(report["variances"])
@@ -562,6 +639,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     if args.batch_tokens < 1:
         err.write(f"error: --batch-tokens must be >= 1; got {args.batch_tokens}\n")
         return 2
+    if args.max_groups is not None and args.max_groups < 0:
+        err.write(f"error: --max-groups must be >= 0 (0: all groups); got {args.max_groups}\n")
+        return 2
     source = Path(args.rollouts)
     if source.is_dir():
         if not (source / ROLLOUTS_FILE).is_file():
@@ -597,6 +677,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             return 2
         from ragen_core.apps.export import exported_model, is_run_dir
 
+        problem = device_problem(args.device)
+        if problem is not None:
+            err.write(f"error: {problem}\n")
+            return 2
         if is_run_dir(args.model):
             try:
                 args.model = str(exported_model(args.model))
@@ -637,8 +721,14 @@ def build_parser(prog: str = "ragen diagnose") -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "ragen diagnose") -> int:
-    """Entry point: ``ragen diagnose`` / ``python -m ragen_core.apps.diagnose ROLLOUTS.jsonl [--model PATH]``."""
-    return run(build_parser(prog).parse_args(argv))
+    """Entry point: ``ragen diagnose`` / ``python -m ragen_core.apps.diagnose ROLLOUTS.jsonl [--model PATH]``;
+    Ctrl-C is one line and exit status 130."""
+    args = build_parser(prog).parse_args(argv)
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        print(f"\n{prog}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ PROG = "ragen export"
 #: What the export writes beside the model files.
 EXPORT_INFO = "ragen_export.json"
 
-__all__ = ["EXPORT_INFO", "build_parser", "export_is_stale", "export_run", "exported_model", "is_run_dir", "main"]
+__all__ = ["EXPORT_INFO", "build_parser", "export_is_stale", "export_run", "exported_model", "folder_problem",
+           "is_run_dir", "main"]
 
 
 def is_run_dir(path: str | Path) -> bool:
@@ -29,11 +30,24 @@ def is_run_dir(path: str | Path) -> bool:
     return (p / "config.toml").is_file() and (p / "checkpoints" / "latest.pt").is_file()
 
 
+def folder_problem(folder: str | Path) -> str | None:
+    """Why `folder` cannot be made or written as a folder (one line), or None: it, or a folder above it, is an
+    existing file."""
+    path = Path(folder)
+    if path.exists() and not path.is_dir():
+        return "it is a file, not a folder"
+    above = next((p for p in path.parents if p.exists()), None)
+    if above is not None and not above.is_dir():
+        return f"{above} is a file, not a folder"
+    return None
+
+
 def export_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     """Write the run's latest policy as a transformers folder (module docstring); returns the folder.
 
     Raises:
-        ValueError: `run_dir` is not a run folder, or its checkpoint cannot be read (the message says which).
+        ValueError: `run_dir` is not a run folder, `out` is a file (or lies under one), or the checkpoint cannot be
+            read (the message says which).
     """
     from ragen_core.policy import load_policy
     from ragen_core.policy.identity import weights_sha256
@@ -44,6 +58,10 @@ def export_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     run = Path(run_dir)
     if not is_run_dir(run):
         raise ValueError(f"{run} is not a run folder (it needs config.toml and checkpoints/latest.pt)")
+    target = Path(out) if out is not None else run / "model"
+    problem = folder_problem(target)
+    if problem is not None:  # before the policy is loaded: a bad --out costs nothing
+        raise ValueError(f"--out {target}: {problem}")
     cfg = load_config(run / "config.toml")
     policy = load_policy(policy_path(cfg), dtype=cfg.model.dtype)
     try:
@@ -51,7 +69,6 @@ def export_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
         policy.model.load_state_dict(state["model"])
     except Exception as e:  # noqa: BLE001 - a damaged checkpoint is reported in one line, whatever torch raised
         raise ValueError(f"cannot read the checkpoint of {run}: {type(e).__name__}: {str(e).splitlines()[0]}") from None
-    target = Path(out) if out is not None else run / "model"
     target.mkdir(parents=True, exist_ok=True)
     policy.model.save_pretrained(target)
     policy.tokenizer.save_pretrained(target)
@@ -101,6 +118,9 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         target = export_run(args.run_dir, args.out)
     except ValueError as e:
         print(f"{prog}: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a folder that cannot be written (permissions, a full disk)
+        print(f"{prog}: cannot write {args.out or Path(args.run_dir) / 'model'}: {e.strerror or e}", file=sys.stderr)
         return 2
     print(f"exported to {target} (load it with AutoModelForCausalLM.from_pretrained, or ragen diagnose --model)")
     return 0

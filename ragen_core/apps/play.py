@@ -207,14 +207,18 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     """`ragen play ENV_ID [--seed S] [key=value ...]`."""
     parser = argparse.ArgumentParser(prog=prog)
     parser.add_argument("env_id", help="a registered id, e.g. ragen/Sokoban-v0")
-    parser.add_argument("--seed", type=int, default=None, help="seed of the first episode")
+    parser.add_argument("--seed", type=int, default=None, help="seed of the first episode (an integer >= 0)")
     parser.add_argument("env_kwargs", nargs="*", metavar="key=value", help="keyword arguments for gym.make")
     return parser
 
 
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
-    """Parse `argv` and :func:`play`; 2 with one `config error:` line for a kwarg that is not key=value."""
+    """Parse `argv` and :func:`play`; 2 with one `config error:` line for a kwarg that is not key=value or a
+    negative --seed."""
     args = build_parser(prog).parse_args(argv)
+    if args.seed is not None and args.seed < 0:  # gymnasium's reset takes no negative seed (a traceback before)
+        print(f"config error: --seed must be an integer >= 0; got {args.seed}", file=sys.stderr)
+        return 2
     try:
         kwargs = parse_kwargs(args.env_kwargs)
     except ValueError as exc:

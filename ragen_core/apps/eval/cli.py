@@ -1,7 +1,9 @@
 """The ``ragen eval`` command line: parse, check, and run an evaluation (``ragen_core.apps.eval.run``).
 
-Every input mistake is one line starting ``ragen eval:`` and exit status 2 (found before an episode is played: a
-folder made for it is removed again); a server that is unreachable or keeps failing is one line and exit status 1;
+Every input mistake is one line starting ``ragen eval:`` and exit status 2, found before the output folder is made
+where it can be (``--out`` must be a new or empty folder; ``--device`` must be one this torch can use), else before
+an episode is played (the folder made for it is removed again); so is an evaluation whose every env is refused. A
+server that is unreachable or keeps failing is one line and exit status 1;
 Ctrl-C is one line and 130. Each names the folder and the resume command when episodes were kept.
 """
 
@@ -14,7 +16,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ragen_core.apps.eval.spec import RESUME_FLAGS, SpecError, build_spec, default_out_dir, load_spec
+from ragen_core.apps.eval.records import EPISODES
+from ragen_core.apps.eval.spec import EVAL_JSON, RESUME_FLAGS, SpecError, build_spec, default_out_dir, load_spec
 
 __all__ = ["PROG", "build_parser", "main", "serve_extra_hint"]
 
@@ -88,6 +91,35 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     return p
 
 
+def _out_problem(folder: Path) -> str | None:
+    """Why a fresh evaluation cannot be written to `folder` (one line), or None. It must be a new folder or an empty
+    one: an evaluation's folder is resumed (``--resume``), never written over, and any other non-empty folder (a
+    training run's) is not this evaluation's to fill."""
+    from ragen_core.apps.export import folder_problem
+
+    problem = folder_problem(folder)
+    if problem is not None:
+        return f"--out {folder}: {problem}"
+    if folder.is_dir():
+        if (folder / EPISODES).exists() or (folder / EVAL_JSON).exists():
+            return f"{folder} already holds an evaluation: finish it with --resume {folder}, or choose another --out"
+        if any(folder.iterdir()):
+            return (f"--out {folder} is a folder that holds other files (a training run's?), not an evaluation: "
+                    "choose a new or empty folder")
+    return None
+
+
+def _discard(folder: Path, created: bool, resumed: bool) -> None:
+    """Undo the start of an evaluation that played nothing: remove the folder made for it, or the ``eval.json``
+    written into the empty folder given, so that the same command can be run again."""
+    if resumed or (folder / EPISODES).exists():
+        return
+    if created:
+        shutil.rmtree(folder, ignore_errors=True)
+    else:
+        (folder / EVAL_JSON).unlink(missing_ok=True)
+
+
 def _resume(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[object, Path]:
     folder = Path(args.resume)
     spec = load_spec(folder)
@@ -116,12 +148,18 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         else:
             spec = build_spec(args, notes)
             folder = Path(args.out) if args.out else default_out_dir(spec)
-            if (folder / "episodes.jsonl").exists() or (folder / "eval.json").exists():
-                raise SpecError(f"{folder} already holds an evaluation: finish it with --resume {folder}, or choose "
-                                "another --out")
+            problem = _out_problem(folder)
+            if problem is not None:
+                raise SpecError(problem)
         if spec.backend == "server" and _missing("openai"):
             print(serve_extra_hint("openai"), file=sys.stderr)
             return 2
+        if spec.backend == "local":  # checked before the folder is made: a bad device must leave nothing behind
+            from ragen_core.apps.diagnose import device_problem
+
+            problem = device_problem(spec.device)
+            if problem is not None:
+                raise SpecError(problem)
     except SpecError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 2
@@ -130,19 +168,25 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     for note in notes:
         print(note, file=sys.stderr)
     created = not folder.exists()
-    folder.mkdir(parents=True, exist_ok=True)
-    if not args.resume:
-        spec.save(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not args.resume:
+            spec.save(folder)
+    except OSError as e:  # a folder that cannot be written (permissions, a full disk)
+        print(f"{prog}: cannot write {folder}: {e.strerror or e}", file=sys.stderr)
+        return 2
     print(f"evaluation folder: {folder}", file=sys.stderr, flush=True)
     progress = sys.stderr.isatty() if args.progress is None else bool(args.progress)
     try:
-        return execute(spec, folder, progress=progress, prog=prog)
+        status = execute(spec, folder, progress=progress, prog=prog)
     except (ValueError, OSError) as e:  # a model folder that does not load, an env kwarg it refuses, a full disk
-        if created and not (folder / "episodes.jsonl").exists():
-            shutil.rmtree(folder, ignore_errors=True)  # nothing was played: leave no folder behind
+        _discard(folder, created, bool(args.resume))  # nothing was played: leave nothing behind
         print(f"{prog}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # while a model loads (execute handles it once episodes are being played)
         print(f"\n{prog}: interrupted before the first episode; start again with `ragen eval --resume {folder}`",
               file=sys.stderr)
         return 130
+    if status == 2:  # every env refused: nothing was evaluated
+        _discard(folder, created, bool(args.resume))
+    return status

@@ -10,6 +10,9 @@ stderr that says how many episodes are kept and the command that plays the rest:
 - nothing else: a failed episode (context length, a refused request, a reply without text) is recorded and counted
   apart, and the evaluation goes on.
 
+When every requested env is refused (a text-only model on vision ids, a server that refuses images), nothing is
+evaluated: one line, exit status 2, no summary.
+
 The summary (``summary.json``, ``summary.md``, ``summary.png``) is written when every episode is in the file.
 """
 
@@ -98,7 +101,8 @@ def _run_config(spec: EvalSpec) -> Any:
 
 def execute(spec: EvalSpec, folder: Path, *, progress: bool, prog: str = "ragen eval", out: TextIO | None = None,
             err: TextIO | None = None) -> int:
-    """Play the episodes the folder lacks and write the summary; the exit status (0, 1 server gone, 130 Ctrl-C)."""
+    """Play the episodes the folder lacks and write the summary; the exit status (0, 1 server gone, 2 every env
+    refused: nothing evaluated, 130 Ctrl-C)."""
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     log = EpisodeLog.open(folder / EPISODES)
@@ -110,6 +114,9 @@ def execute(spec: EvalSpec, folder: Path, *, progress: bool, prog: str = "ragen 
         source = ModelSource(str(spec.model), spec.device, _run_config(spec))
         _refuse_image_envs(spec, source, folder, err)
     all_keys = spec.keys()
+    if not all_keys:  # every env refused (a text model on vision ids): nothing to play, no summary to write
+        err.write(f"{prog}: nothing was evaluated: every requested env was refused\n")
+        return 2
     todo: list[Key] = [k for k in all_keys if k not in log.done]
     bar = Progress(len(all_keys), len(all_keys) - len(todo), progress)
     t0 = time.perf_counter()
@@ -145,6 +152,9 @@ def execute(spec: EvalSpec, folder: Path, *, progress: bool, prog: str = "ragen 
         err.write(f"\n{prog}: interrupted; {kept()}\n")
         return 130
     bar.close()
+    if not spec.keys():  # the server refused every env while playing
+        err.write(f"{prog}: nothing was evaluated: every requested env was refused\n")
+        return 2
     wall = time.perf_counter() - t0
     text = write_summary(spec, folder, source, played=len(todo), wall_s=wall)
     from ragen_core.training.report import markdown_to_text

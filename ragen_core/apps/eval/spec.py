@@ -171,17 +171,25 @@ def build_spec(args: Any, notes: list[str]) -> EvalSpec:
     if kind == "run":
         if args.config:
             raise SpecError("a run folder brings its own config.toml: drop --config")
-        config, source = load_config_arg(str(Path(args.model).expanduser()))[0], f"run {args.model}"
+        try:
+            config, source = load_config_arg(str(Path(args.model).expanduser()))[0], f"run {args.model}"
+        except ValueError as e:
+            raise SpecError(str(e)) from None
     elif args.config:
         try:
             config, source = load_config_arg(args.config)
         except ValueError as e:
             raise SpecError(str(e)) from None
     try:
-        envs = resolve_env_ids(args.envs) if args.envs else ([config.env.id] if config is not None else
-                                                             resolve_env_ids(SUITE))
+        # `--envs ''` is an empty list of ids (refused), not the default: only a missing --envs means the default.
+        envs = resolve_env_ids(args.envs) if args.envs is not None else ([config.env.id] if config is not None else
+                                                                         resolve_env_ids(SUITE))
     except ValueError as e:
         raise SpecError(str(e)) from None
+    if args.config and config is not None and config.env.id not in envs:
+        # --config sets up its own env only (config_for_env): with none of --envs being it, it would change nothing.
+        raise SpecError(f"--config {args.config} sets up {config.env.id}, which --envs does not include: a config "
+                        "applies to its own env id only (add it to --envs, or drop --config)")
 
     sampling = Sampling(args.temperature, args.top_p, args.max_tokens)
     seed = EVAL_SEED if args.seed is None else int(args.seed)

@@ -99,8 +99,8 @@ def _groups(lines: Sequence[dict[str, Any]]) -> dict[int | str, list[Any]]:
 def rv_profile(lines: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The reward-variance pre-check of one env's groups (``rv_report``, ddof 1, top-p rho = 0.9) and its reading:
     ``filter_acts`` is True when some group has a variance (above ``diagnose.ZERO_TOL``, 1e-10) and top-p would keep
-    some but not all groups. ``top_p_kept_groups`` is ``ragen diagnose``'s count, which ranks the raw variances (a
-    group of equal rewards can have a variance of 1e-34 from float rounding and count as kept there)."""
+    some but not all groups. ``top_p_kept_groups`` is ``ragen diagnose``'s count (a group of equal rewards has a
+    variance of exactly 0, whatever the rewards, as in the trainer: a batch of such groups keeps none)."""
     from ragen_core.apps.diagnose import ZERO_TOL, rv_report
 
     rep = rv_report(_groups(lines), keep_rate=KEEP_RATE)

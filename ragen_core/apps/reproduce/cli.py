@@ -95,6 +95,10 @@ def default_configs_dir() -> str | None:
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     """Run an experiment and write its report; 0, 1 (a run failed, or nothing to report) or 2 (bad arguments)."""
     args = build_parser(prog).parse_args(argv)
+    problem = _argument_problem(args)
+    if problem is not None:  # before anything is printed or created
+        print(f"ragen reproduce: {problem}", file=sys.stderr)
+        return 2
     if args.from_results:
         return from_results(args.from_results, args.report_dir)
     if args.configs_dir is None:
@@ -107,7 +111,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         return 2
     out = Path(args.out or _default_out(exp, args.quick)).resolve()
     try:
-        groups = tuple(e.strip() for e in args.envs.split(",")) if args.envs else None
+        groups = tuple(e.strip() for e in args.envs.split(",")) if args.envs is not None else None
         configs = find_configs_dir(args.configs_dir, groups if groups is not None else exp.groups())
         from ragen_core.training.warm_cache import default_warm_cache_dir  # imports torch: only when runs are built
 
@@ -146,6 +150,22 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     path = exp.write(records, args.report_dir or str(out), header)
     print(f"report: {path}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _argument_problem(args: argparse.Namespace) -> str | None:
+    """The first argument that cannot work, as one line (None when every one can): checked before anything is
+    printed or created, so that a mistake costs nothing and leaves nothing behind."""
+    from ragen_core.apps.export import folder_problem
+
+    if args.workers < 1:
+        return f"--workers must be an integer >= 1; got {args.workers}"
+    if args.envs is not None and not any(e.strip() for e in args.envs.split(",")):
+        return "--envs: no env given (leave --envs out for all of them)"
+    for flag, folder in (("--out", args.out), ("--report-dir", args.report_dir), ("--warm-cache", args.warm_cache)):
+        problem = folder_problem(folder) if folder is not None else None
+        if problem is not None:
+            return f"{flag} {folder}: {problem}"
+    return None
 
 
 def _default_out(exp: Experiment, quick: bool) -> str:
