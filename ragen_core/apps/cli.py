@@ -58,7 +58,8 @@ COMMANDS: dict[str, Command] = {
     "train": Command("ragen_core.apps.train",
                      "train an agent: ragen train CONFIG|PRESET [key=value ...] [--resume RUN_DIR]", needs_train=True),
     # `diagnose` needs the extra only with --model (it says so itself).
-    "diagnose": Command("ragen_core.apps.diagnose", "RV heterogeneity and MI proxies of a rollouts JSONL file"),
+    "diagnose": Command("ragen_core.apps.diagnose", "RV heterogeneity and MI proxies of a rollouts JSONL file",
+                        quiet_on_closed_pipe=True),  # a read-only report (`ragen diagnose f.jsonl | head`)
     "export": Command("ragen_core.apps.export", "write a run's policy as a transformers model folder",
                       needs_train=True),
     "eval": Command("ragen_core.apps.eval", "evaluate a model (a folder, a run, tiny or an OpenAI-compatible server) "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import math
 import re
 import subprocess
@@ -274,3 +275,18 @@ def test_a_closed_pipe_ends_the_listing_quietly(tmp_path, monkeypatch):
     with open(tmp_path / "stdout", "w") as target:
         monkeypatch.setattr(sys, "stdout", ClosedPipe(target.fileno()))
         assert cli.main(["configs"]) == 0
+
+
+def test_a_closed_pipe_ends_a_diagnosis_quietly(tmp_path):
+    """`ragen diagnose FILE | head -1` (a real pipe, closed after the first line): status 0 and no traceback."""
+    # 20,000 groups: the report's first line is printed before the statistics are computed, the rest after the
+    # reader has gone
+    rows = [{"group": g, "reward": float(k % 2)} for g in range(20_000) for k in range(2)]
+    path = tmp_path / "rollouts.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    proc = subprocess.Popen([sys.executable, "-m", "ragen_core.apps.cli", "diagnose", str(path)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.readline()
+    proc.stdout.close()  # the reader goes away, as `head -1` does
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and b"Traceback" not in err, err.decode()
