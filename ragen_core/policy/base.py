@@ -129,10 +129,11 @@ class Policy(Protocol):
         prompts = check_generate_args(prompts, max_new_tokens, temperature, top_p)
         if not prompts:
             return []
-        if isinstance(stop, str):
-            stop = (stop,)
+        stop = stop_strings(stop)
+        if images is not None and len(images) != len(prompts):  # checked here, whichever path decodes
+            raise ValueError(f"images must have one list per sequence ({len(prompts)}), got {len(images)}")
         request = SamplingRequest(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                                  stop=tuple(s for s in stop if s), generator=generator, images=images,
+                                  stop=stop, generator=generator, images=images,
                                   greedy=greedy or temperature == 0)
         return self._sample(prompts, request)
 
@@ -162,6 +163,20 @@ class Policy(Protocol):
         ...
 
 
+def stop_strings(stop: str | Sequence[str] | None) -> tuple[str, ...]:
+    """Stop strings as a tuple without empty ones: one string is one stop string (not its characters), None is
+    none; anything but strings is a TypeError naming the bad entry."""
+    if stop is None:
+        return ()
+    if isinstance(stop, str):
+        stop = (stop,)
+    stops = tuple(stop)
+    bad = [s for s in stops if not isinstance(s, str)]
+    if bad:
+        raise TypeError(f"stop strings must be str; got {bad[0]!r} ({type(bad[0]).__name__})")
+    return tuple(s for s in stops if s)
+
+
 def check_generate_args(
     prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float
 ) -> list[list[int]]:
@@ -170,7 +185,7 @@ def check_generate_args(
     Raises ValueError for `max_new_tokens` not an integer >= 1, `temperature` < 0 (0 means greedy), `top_p`
     outside (0, 1], or an empty prompt.
     """
-    if not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
     if not temperature >= 0:
         raise ValueError(f"temperature must be >= 0 (0 means greedy), got {temperature}")

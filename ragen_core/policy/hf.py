@@ -299,6 +299,10 @@ class HFPolicy(Policy):
         for i, m in enumerate(messages):
             if not isinstance(m, dict) or "role" not in m or "content" not in m:
                 raise ValueError(f"message {i} must be a dict with 'role' and 'content', got {m!r}")
+            if not isinstance(m["role"], str) or not isinstance(m["content"], str):
+                # the chat template would fail inside Jinja, saying a key that is there is missing
+                raise ValueError(f"message {i}: 'role' and 'content' must be strings, got role {m['role']!r} "
+                                 f"and content of type {type(m['content']).__name__}")
         if getattr(self.tokenizer, "chat_template", None):
             text = self.tokenizer.apply_chat_template(
                 [{"role": m["role"], "content": m["content"]} for m in messages],

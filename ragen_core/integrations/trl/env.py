@@ -35,6 +35,7 @@ from typing import Any
 
 from ragen_core.episode import ChatEpisode, rollout_option, safe_step
 from ragen_core.integrations._views import read_only
+from ragen_core.policy.base import stop_strings
 from ragen_envs import contract
 
 __all__ = ["RagenEnvironment", "ragen_environment_factory", "seed_dataset", "TOOL_HINT", "EnvReward",
@@ -280,7 +281,7 @@ def stop_at(model: Any, tokenizer: Any, stops: Any = ("</answer>",)) -> list[int
     and every answer would fail the env's format check.
     """
     ids = []
-    for stop in stops:
+    for stop in stop_strings(stops):  # one string is one stop string, not its characters
         tokens = tokenizer(stop, add_special_tokens=False)["input_ids"]
         if len(tokens) != 1:
             raise ValueError(
