@@ -4,8 +4,6 @@ ids 1 and "1" in one file, rewards whose variance overflows, a bootstrap over ve
 
 from __future__ import annotations
 
-import argparse
-import io
 import json
 import math
 import random
@@ -14,16 +12,9 @@ import warnings
 
 import numpy as np
 import pytest
+from test_diagnose import run_cli
 
 from ragen_core.apps import diagnose
-
-
-def run_cli(argv: list[str]) -> tuple[int, str, str]:
-    parser = argparse.ArgumentParser()
-    diagnose.add_arguments(parser)
-    out, err = io.StringIO(), io.StringIO()
-    rc = diagnose.run(parser.parse_args(argv), out=out, err=err)
-    return rc, out.getvalue(), err.getvalue()
 
 
 def _write(tmp_path, rows: list[tuple[object, float]], name: str = "r.jsonl"):

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from bandit_cli import BANDIT_CORPUS, bandit_args, base_config_file
 
 from ragen_core.apps.train import RESUME_LOG, main
 from ragen_core.training import trainer as train_mod
@@ -19,21 +20,14 @@ from ragen_core.training.trainer import Trainer
 
 @pytest.fixture(scope="module")
 def model_dir(make_tiny_model):
-    return make_tiny_model("Bandit arm teacher engineer gambler Choose one arm <answer> </answer>")
+    return make_tiny_model(BANDIT_CORPUS)
 
 
 def _args(model_dir: Path, *extra: str) -> list[str]:
-    return [f"model.path={model_dir}", "env.id=ragen/Bandit-v0", "rollout.groups=2", "rollout.group_size=2",
-            "rollout.max_turns=1", "rollout.max_new_tokens=8", "rollout.system_prompt=false", "run.steps=2",
-            "run.device=cpu", "run.progress=false", "algo.name=grpo", "algo.lr=1e-3", "algo.mini_batch_size=4",
-            "algo.micro_batch_size=4", "eval.episodes=2", "eval.every=2", "mi.every=0",
-            "warm_start.sft_episodes=4", "warm_start.epochs=1", "warm_start.batch_size=4", *extra]
+    return bandit_args(model_dir, *extra, steps=2)
 
 
-def _cfg_file(tmp_path: Path) -> Path:
-    path = tmp_path / "base.toml"
-    path.write_text("# a test config\n[run]\nseed = 3\n")
-    return path
+_cfg_file = base_config_file
 
 
 def _metrics(run_dir: Path) -> list[dict]:
