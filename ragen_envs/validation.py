@@ -12,6 +12,21 @@ def _is_int(value: object) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
+def _out_of_range(name: str, value: object, kind: str, show, low, high, allow_none: bool) -> str:
+    """The one wording of a bad number: ``"{name} must be [None or ]{kind}[ in [low, high] | >= low | <= high],
+    got {value!r}"``, the bounds written by `show`."""
+    if low is not None and high is not None:
+        accepted = f"{kind} in [{show(low)}, {show(high)}]"
+    elif low is not None:
+        accepted = f"{kind} >= {show(low)}"
+    elif high is not None:
+        accepted = f"{kind} <= {show(high)}"
+    else:
+        accepted = kind
+    prefix = "None or " if allow_none else ""
+    return f"{name} must be {prefix}{accepted}, got {value!r}"
+
+
 def require_int(
     name: str, value: object, low: int | None = None, high: int | None = None, *, allow_none: bool = False
 ):
@@ -23,16 +38,7 @@ def require_int(
         return None
     if _is_int(value) and (low is None or value >= low) and (high is None or value <= high):
         return int(value)
-    if low is not None and high is not None:
-        accepted = f"an integer in [{low}, {high}]"
-    elif low is not None:
-        accepted = f"an integer >= {low}"
-    elif high is not None:
-        accepted = f"an integer <= {high}"
-    else:
-        accepted = "an integer"
-    prefix = "None or " if allow_none else ""
-    raise ValueError(f"{name} must be {prefix}{accepted}, got {value!r}")
+    raise ValueError(_out_of_range(name, value, "an integer", str, low, high, allow_none))
 
 
 def require_int_range(
@@ -75,16 +81,7 @@ def require_float(
         number = float(value)
         if math.isfinite(number) and (low is None or number >= low) and (high is None or number <= high):
             return number
-    if low is not None and high is not None:
-        accepted = f"a finite number in [{low:g}, {high:g}]"
-    elif low is not None:
-        accepted = f"a finite number >= {low:g}"
-    elif high is not None:
-        accepted = f"a finite number <= {high:g}"
-    else:
-        accepted = "a finite number"
-    prefix = "None or " if allow_none else ""
-    raise ValueError(f"{name} must be {prefix}{accepted}, got {value!r}")
+    raise ValueError(_out_of_range(name, value, "a finite number", lambda x: f"{x:g}", low, high, allow_none))
 
 
 def require_bool(name: str, value: object) -> bool:
