@@ -22,7 +22,7 @@ the engine. :func:`per_rollout_options` is the one formula for per-rollout reset
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +30,7 @@ import numpy as np
 
 from ragen_envs import contract
 from ragen_envs.protocol import RESPONSE_FORMAT
+from ragen_envs.validation import require_bool, require_int
 
 __all__ = [
     "ChatEpisode",
@@ -42,6 +43,7 @@ __all__ = [
     "safe_step",
     "rollout_option",
     "per_rollout_options",
+    "seed_list",
 ]
 
 
@@ -121,10 +123,12 @@ def rollout_option(option: str, seed: int, k: int, group_size: int) -> dict[str,
     The G rollouts of a group share the reset seed (same initial state); a per-rollout option (``env.
     per_rollout_option``, e.g. the Bandit's ``payoff_seed``) gives each its own integer, distinct across groups
     and rollouts while ``0 <= k < G``. Validation and warm-start rollouts use ``G = 1``: the option is the seed.
+    `seed` and `k` must be integers >= 0 and `group_size` one >= 1 (ValueError naming it: 1.7 is not truncated).
     """
     if not option:
         return None
-    return {option: int(seed) * int(group_size) + int(k)}
+    seed, k = require_int("seed", seed, low=0), require_int("k", k, low=0)
+    return {option: seed * require_int("group_size", group_size, low=1) + k}
 
 
 def per_rollout_options(option: str, seeds: Sequence[int], group_size: int) -> list[dict[str, int]] | None:
@@ -132,7 +136,22 @@ def per_rollout_options(option: str, seeds: Sequence[int], group_size: int) -> l
     ``ragen_core.rollout.rollout``'s envs): a list of ``P * G`` dicts, or None without option."""
     if not option:
         return None
-    return [rollout_option(option, s, k, group_size) for s in seeds for k in range(int(group_size))]
+    group_size = require_int("group_size", group_size, low=1)
+    return [rollout_option(option, s, k, group_size) for s in seed_list("seeds", seeds) for k in range(group_size)]
+
+
+def seed_list(name: str, seeds: Any) -> list[int]:
+    """`seeds` (a list, tuple, 1-D numpy array or integer tensor of seeds) as a list of Python ints >= 0.
+
+    TypeError for a single value or a string in place of the list; ValueError naming ``name[i]`` for an entry that
+    is not an integer >= 0 (a float, a bool, a negative number: a seed of 1.7 is a mistake, not seed 1).
+    """
+    if getattr(seeds, "ndim", None) == 1 and callable(getattr(seeds, "tolist", None)):  # numpy array, torch tensor
+        seeds = seeds.tolist()
+    if isinstance(seeds, (str, bytes, Mapping)) or not isinstance(seeds, Iterable):
+        raise TypeError(f"{name} must be a list of integer seeds (one per group), got {type(seeds).__name__} "
+                        f"{seeds!r:.40}")
+    return [require_int(f"{name}[{i}]", x, low=0) for i, x in enumerate(seeds)]
 
 
 # ---------------------------------------------------------------------------------------------- the episode
@@ -199,6 +218,9 @@ class ChatEpisode:
         image_token: the policy's image placeholder (vision policies); None drops images.
         reminder: end each user turn with the format reminder (False: the TRL tool adapter).
 
+    `length_limit` must be an integer >= 0, `max_turns` None or an integer >= 1, `system_prompt` and `reminder`
+    True or False (ValueError naming the argument otherwise).
+
     State after :meth:`reset` (updated by every :meth:`step`):
         ``system``, ``instructions``: the system message text ("" when off) and the env's instructions;
         ``user``, ``user_images``: the pending user message (None once the episode is over) and its images;
@@ -211,11 +233,11 @@ class ChatEpisode:
     def __init__(self, env: Any, *, length_limit: int, system_prompt: bool = True, max_turns: int | None = None,
                  image_token: str | None = None, reminder: bool = True) -> None:
         self.env = env
-        self.length_limit = int(length_limit)
-        self.system_prompt = bool(system_prompt)
-        self.max_turns = max_turns
+        self.length_limit = require_int("length_limit", length_limit, low=0)
+        self.system_prompt = require_bool("system_prompt", system_prompt)
+        self.max_turns = require_int("max_turns", max_turns, low=1, allow_none=True)
         self.image_token = image_token
-        self.reminder = bool(reminder)
+        self.reminder = require_bool("reminder", reminder)
         self._clear()
 
     def _clear(self) -> None:
@@ -246,9 +268,13 @@ class ChatEpisode:
                 "content": user_turn_text(turn, text, self.actions_left, prev_reward, self.length_limit, fmt)}
 
     def reset(self, seed: int, options: dict[str, Any] | None = None) -> EpisodeStart:
-        """Reset the env with `seed` (and reset `options`); returns the opening (system message, first user turn)."""
+        """Reset the env with `seed` (an integer >= 0) and reset `options` (None or a dict); returns the opening
+        (system message, first user turn)."""
+        seed = require_int("seed", seed, low=0)
+        if options is not None and not isinstance(options, Mapping):
+            raise TypeError(f"options must be None or a dict of reset options, got {type(options).__name__}")
         self._clear()
-        obs, info = self.env.reset(seed=int(seed), options=options)
+        obs, info = self.env.reset(seed=seed, options=options)
         self.observation = obs
         text, image = observation_text(obs, self.image_token)
         self.actions_left = info.get("actions_left")
@@ -277,9 +303,13 @@ class ChatEpisode:
         return msgs, images
 
     def step(self, response: str) -> EpisodeStep:
-        """Play one model response (raw text, parsed by the env) through :func:`safe_step`."""
+        """Play one model response (raw text, parsed by the env) through :func:`safe_step`; a `response` that is
+        not a str is a TypeError (the env would otherwise turn it into a format error)."""
         if self.done or self.user is None:
             raise RuntimeError("the episode is over; reset it (or start a new one)")
+        if not isinstance(response, str):
+            raise TypeError(f"response must be a str (the model's text), got {type(response).__name__} "
+                            f"{response!r:.40}")
         obs, reward, terminated, truncated, info = safe_step(self.env, response)
         reward = float(reward)
         self.observation = obs

@@ -31,15 +31,15 @@ span Z (the response tokens through ``</think>``, or the whole response when it 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 import torch
 
-from ragen_core.episode import ChatEpisode, EpisodeStart
-from ragen_envs.validation import require_int
+from ragen_core.episode import ChatEpisode, EpisodeStart, seed_list
+from ragen_envs.validation import require_bool, require_float, require_int
 
 __all__ = [
     "parse_context",
@@ -59,6 +59,7 @@ __all__ = [
     "make_envs",
     "chat_episode",
     "reset_episode",
+    "seed_list",
 ]
 
 #: A scripted responder (warm start, tests): (envs, indices of active episodes) -> one response text each.
@@ -73,8 +74,10 @@ REWARD_PLACEMENTS = ("last_token", "per_turn")
 def parse_context(context: str) -> int | None:
     """Context mode -> number of previous turns shown (None = full history, 0 = single turn).
 
-    Accepted: "full", "single_turn", "window:N" with N >= 1.
+    Accepted: "full", "single_turn", "window:N" with N >= 1 (anything else, a non-string included, is a ValueError).
     """
+    if not isinstance(context, str):
+        raise ValueError(f"context must be 'full', 'single_turn' or 'window:N' with N >= 1; got {context!r}")
     if context == "full":
         return None
     if context == "single_turn":
@@ -112,17 +115,29 @@ class RolloutOptions:
     system_prompt: bool = True
 
     def check(self) -> None:
-        """Raise ValueError naming the first option out of range (the message starts with the field's name)."""
+        """Raise ValueError naming the first option out of range or of the wrong type (the message starts with the
+        field's name): bools and floats are not counts, strings are not numbers, a switch is True or False."""
         for name in ("max_turns", "max_new_tokens"):
             require_int(name, getattr(self, name), low=1)
         parse_context(self.context)
-        if not self.temperature > 0:
-            raise ValueError(f"temperature must be > 0; got {self.temperature!r}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1]; got {self.top_p!r}")
+        if not _finite_number(self.temperature) or not self.temperature > 0:
+            raise ValueError(f"temperature must be a finite number > 0; got {self.temperature!r}")
+        if not _finite_number(self.top_p) or not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be a number in (0, 1]; got {self.top_p!r}")
         if self.reward_placement not in REWARD_PLACEMENTS:
             raise ValueError(f"reward_placement must be one of {', '.join(REWARD_PLACEMENTS)}; "
                              f"got {self.reward_placement!r}")
+        require_int("length_limit", self.length_limit, low=0)
+        require_bool("system_prompt", self.system_prompt)
+
+
+def _finite_number(value: object) -> bool:
+    """A finite real number, not a bool and not a string (:func:`ragen_envs.validation.require_float`'s rule)."""
+    try:
+        require_float("value", value)
+    except ValueError:
+        return False
+    return True
 
 
 @dataclass
@@ -145,6 +160,14 @@ class RolloutSettings(RolloutOptions):
 
     def __post_init__(self) -> None:
         self.check()
+
+    def check(self) -> None:
+        """:meth:`RolloutOptions.check`, and `greedy` a bool and `stop` one string or a list of strings."""
+        super().check()
+        require_bool("greedy", self.greedy)
+        stop = self.stop
+        if not (isinstance(stop, str) or (isinstance(stop, (list, tuple)) and all(isinstance(x, str) for x in stop))):
+            raise ValueError(f"stop must be a string or a list of strings (the stop strings); got {stop!r}")
 
 
 @dataclass
@@ -436,33 +459,41 @@ def rollout(
         policy: a :class:`ragen_core.policy.base.Policy` (``encode_chat``, ``generate``, ``tokenizer``).
         envs: at least ``P * G`` envs (gymnasium envs of this package); env ``i * G + k`` plays rollout k of
             group i.
-        seeds: P reset seeds, one per group.
-        group_size: G.
-        settings: turns, context mode, sampling (defaults: 5 turns, full context, temperature 1).
+        seeds: P reset seeds, one per group: integers >= 0 (numpy integers and integer tensors too).
+        group_size: G, an integer >= 1.
+        settings: a :class:`RolloutSettings`: turns, context mode, sampling (defaults: 5 turns, full context,
+            temperature 1); checked again here, so a field changed after construction is checked too.
         generator: torch generator of the sampler (reproducible rollouts).
-        responder: scripted responses instead of the policy's (warm start, tests); see :data:`Responder`.
-        reset_options: optional per-episode `options` for `env.reset` (length P * G;
+        responder: scripted responses instead of the policy's (warm start, tests); see :data:`Responder`. It
+            must return one str per active episode (ValueError for another count, TypeError for a non-str).
+        reset_options: optional per-episode `options` for `env.reset`: None or a dict each (exactly P * G entries;
             ``ragen_core.episode.per_rollout_options`` builds them from ``env.per_rollout_option``).
         on_turn: called with the turn number (1-based) after each turn, which plays every episode still running
             (a progress bar; at most ``settings.max_turns`` calls, fewer when every episode ends early).
 
     Returns:
         :class:`RolloutBatch`.
+
+    Raises:
+        ValueError / TypeError naming the argument (before any env is reset) for a count, a seed or settings that
+        are not what is listed above.
     """
-    s = settings or RolloutSettings()
+    s, seeds, g, options = _check_rollout_args(settings, seeds, group_size, reset_options)
     window = parse_context(s.context)
-    p, g = len(seeds), int(group_size)
+    p = len(seeds)
     n = p * g
-    if g < 1 or p < 1:
+    if p < 1:
         raise ValueError(f"need at least one group and group_size >= 1; got {p} groups of {g}")
     if len(envs) < n:
         raise ValueError(f"need {n} envs for {p} groups x {g} rollouts; got {len(envs)}")
+    if options is not None and len(options) != n:
+        raise ValueError(f"reset_options must have one entry per episode (P * G = {n}), got {len(options)}")
     image_token = getattr(policy, "image_token", None)
 
-    trajs = [Trajectory(group=i // g, index_in_group=i % g, seed=int(seeds[i // g])) for i in range(n)]
+    trajs = [Trajectory(group=i // g, index_in_group=i % g, seed=seeds[i // g]) for i in range(n)]
     episodes = [chat_episode(envs[i], s, image_token=image_token) for i in range(n)]
     for i, ep in enumerate(episodes):
-        ep.reset(int(seeds[i // g]), reset_options[i] if reset_options is not None else None)
+        ep.reset(seeds[i // g], options[i] if options is not None else None)
 
     for turn in range(s.max_turns):  # every episode ends within max_turns (ChatEpisode counts them)
         idx = [i for i in range(n) if not episodes[i].done]
@@ -497,6 +528,30 @@ def rollout(
                        max_turns=s.max_turns)
 
 
+def _check_rollout_args(settings: Any, seeds: Any, group_size: Any, reset_options: Any
+                        ) -> tuple[RolloutSettings, list[int], int, list[Any] | None]:
+    """:func:`rollout`'s settings (checked), seeds (as ints), group size and reset options (as a list), or a
+    ValueError / TypeError naming the argument: a float count or seed used to be truncated without a word."""
+    if settings is not None and not isinstance(settings, RolloutSettings):
+        raise TypeError(f"settings must be None or a RolloutSettings (RolloutSettings.from_config(cfg.rollout) "
+                        f"builds one from a [rollout] section), got {type(settings).__name__}")
+    s = settings or RolloutSettings()
+    s.check()
+    seeds = seed_list("seeds", seeds)
+    g = require_int("group_size", group_size, low=1)
+    if reset_options is None:
+        return s, seeds, g, None
+    if isinstance(reset_options, (str, bytes, Mapping)) or not isinstance(reset_options, Iterable):
+        raise TypeError(f"reset_options must be None or a list of P * G reset options (None or a dict each), got "
+                        f"{type(reset_options).__name__} {reset_options!r:.60}")
+    options = list(reset_options)
+    for i, o in enumerate(options):
+        if o is not None and not isinstance(o, Mapping):
+            raise TypeError(f"reset_options[{i}] must be None or a dict of reset options, got {type(o).__name__} "
+                            f"{o!r:.40}")
+    return s, seeds, g, options
+
+
 def _next_prompt(policy: Any, ep: ChatEpisode, traj: Trajectory,
                  window: int | None) -> tuple[list[int], list[np.ndarray]]:
     """Token ids and images of `ep`'s next prompt (module docstring: context modes).
@@ -519,8 +574,17 @@ def _respond(policy: Any, s: RolloutSettings, envs: Sequence[Any], idx: Sequence
     """One (text, response ids, sampling log-probs, finish reason) per prompt: the responder's texts (log-probs 0,
     finish "stop") or one batched ``policy.generate`` call."""
     if responder is not None:
+        texts = responder(envs, idx)
+        if isinstance(texts, (str, bytes)) or not isinstance(texts, Iterable):
+            raise TypeError(f"responder must return a list of str texts (one per active episode), got "
+                            f"{type(texts).__name__} {texts!r:.40}")
+        texts = list(texts)
+        if len(texts) != len(idx):
+            raise ValueError(f"responder must return one text per active episode ({len(idx)}), got {len(texts)}")
         out = []
-        for text in responder(envs, idx):
+        for j, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"responder must return str texts; entry {j} is {type(text).__name__} {text!r:.40}")
             rid = list(policy.tokenizer(text, add_special_tokens=False)["input_ids"])
             out.append((text, rid, [0.0] * len(rid), "stop"))
         return out

@@ -14,12 +14,15 @@ Token conventions:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
+
+from ragen_envs.validation import require_bool
 
 ImageList = list[np.ndarray]
 
@@ -117,16 +120,23 @@ class Policy(Protocol):
         """Sample one response per prompt (batched, KV-cached).
 
         Args:
-            prompts: token-id lists (from `encode_chat`), each non-empty.
+            prompts: token-id lists (from `encode_chat`; 1-D integer tensors / arrays too), each non-empty, every id
+                in ``[0, vocab size)``.
             max_new_tokens: per response, >= 1.
-            temperature: > 0 for sampling (0 is accepted and means greedy).
+            temperature: a finite number > 0 for sampling (0 is accepted and means greedy).
             top_p: nucleus mass in (0, 1].
             stop: stop strings (or one string), matched on the decoded response; empty strings are ignored.
-            generator: torch.Generator for the draws (same generator state -> same samples).
+            generator: None or a torch.Generator for the draws (same generator state -> same samples).
             images: one list of uint8 HxWx3 arrays per prompt (vision models).
-            greedy: argmax decoding.
+            greedy: argmax decoding (True or False).
+
+        Bad arguments raise ValueError (a value out of range) or TypeError (a value of the wrong kind), naming the
+        argument, before anything is computed. No prompts (an empty list) give no generations (an empty list).
         """
-        prompts = check_generate_args(prompts, max_new_tokens, temperature, top_p)
+        prompts = check_generate_args(prompts, max_new_tokens, temperature, top_p,
+                                      vocab_size=model_vocab_size(getattr(self, "model", None)))
+        check_generator(generator)
+        greedy = require_bool("greedy", greedy)
         if not prompts:
             return []
         stop = stop_strings(stop)
@@ -177,21 +187,101 @@ def stop_strings(stop: str | Sequence[str] | None) -> tuple[str, ...]:
     return tuple(s for s in stops if s)
 
 
-def check_generate_args(
-    prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float
-) -> list[list[int]]:
-    """Validate the arguments of `Policy.generate` (one contract for every backend); return the prompts as lists.
+def is_number(value: object) -> bool:
+    """A real number that is not a bool (`top_p=True` is a mistake, not 1.0)."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
-    Raises ValueError for `max_new_tokens` not an integer >= 1, `temperature` < 0 (0 means greedy), `top_p`
-    outside (0, 1], or an empty prompt.
+
+def model_vocab_size(model: Any) -> int | None:
+    """The number of token ids `model` can embed (its input embedding's rows), or None when it cannot tell."""
+    get = getattr(model, "get_input_embeddings", None)
+    try:
+        emb = get() if callable(get) else None
+    except (NotImplementedError, AttributeError):  # a model without an input embedding of its own
+        emb = None
+    weight = getattr(emb, "weight", None)
+    if isinstance(weight, torch.Tensor) and weight.ndim == 2:
+        return int(weight.shape[0])
+    size = getattr(getattr(model, "config", None), "vocab_size", None)
+    return int(size) if isinstance(size, int) and not isinstance(size, bool) else None
+
+
+def _integer_dtype(dtype: torch.dtype) -> bool:
+    """An integer torch dtype (not bool, not floating, not complex)."""
+    return not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
+
+
+def _id_row(name: str, i: int, row: Any) -> list[int]:
+    """Row `i` of the token-id lists `name` as a list of Python ints; TypeError for anything else."""
+    if isinstance(row, (torch.Tensor, np.ndarray)):
+        integer = np.issubdtype(row.dtype, np.integer) if isinstance(row, np.ndarray) else _integer_dtype(row.dtype)
+        if row.ndim != 1 or not integer:
+            raise TypeError(f"{name} must be token-id lists; entry {i} is a {row.ndim}-D {row.dtype} "
+                            f"{type(row).__name__} (a 1-D integer one is accepted)")
+        return row.tolist()
+    if isinstance(row, (str, bytes, dict)) or not isinstance(row, Iterable):
+        hint = " (one prompt goes in a list: [prompt])" if is_number(row) else ""
+        raise TypeError(f"{name} must be a list of token-id lists (one per sequence); entry {i} is "
+                        f"{type(row).__name__} {row!r:.40}{hint}")
+    ids = list(row)
+    if all(type(x) is int for x in ids):  # the common case, checked fast
+        return ids
+    out = []
+    for j, x in enumerate(ids):
+        if isinstance(x, np.integer) or (isinstance(x, torch.Tensor) and x.ndim == 0 and _integer_dtype(x.dtype)):
+            x = int(x)
+        if type(x) is not int:
+            raise TypeError(f"{name} must hold integer token ids; entry {i} has {x!r} ({type(x).__name__}) "
+                            f"at position {j}")
+        out.append(x)
+    return out
+
+
+def token_id_lists(name: str, seqs: Any, vocab_size: int | None = None) -> list[list[int]]:
+    """`seqs` (token-id lists, or 1-D integer tensors / arrays, or a 2-D integer tensor) as lists of Python ints.
+
+    TypeError names `name` for a string, a flat list of ids or an entry that is not an integer (a float id used to
+    be truncated to an int); ValueError for an id outside ``[0, vocab_size)`` (the embedding would raise an
+    IndexError deep inside the model). Empty lists pass (the caller decides whether they may be empty).
+    """
+    if isinstance(seqs, (str, bytes, dict)) or not isinstance(seqs, Iterable):
+        raise TypeError(f"{name} must be a list of token-id lists (one per sequence), got {type(seqs).__name__} "
+                        f"{seqs!r:.40}")
+    rows = [_id_row(name, i, row) for i, row in enumerate(seqs)]
+    if vocab_size is not None:
+        for i, ids in enumerate(rows):
+            if ids and (min(ids) < 0 or max(ids) >= vocab_size):
+                j, bad = next((j, x) for j, x in enumerate(ids) if not 0 <= x < vocab_size)
+                raise ValueError(f"{name} must hold token ids in [0, {vocab_size}) (the model's vocabulary); entry "
+                                 f"{i} has {bad} at position {j}")
+    return rows
+
+
+def check_generator(generator: Any) -> None:
+    """TypeError unless `generator` is None or a `torch.Generator` (a seed or a numpy generator is not one)."""
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be None or a torch.Generator (torch.Generator().manual_seed(seed)), got "
+                        f"{type(generator).__name__} {generator!r:.40}")
+
+
+def check_generate_args(
+    prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float, *,
+    vocab_size: int | None = None,
+) -> list[list[int]]:
+    """Validate the arguments of `Policy.generate` (one contract for every backend); return the prompts as lists of
+    Python ints (:func:`token_id_lists`).
+
+    Raises ValueError for `max_new_tokens` not an integer >= 1, `temperature` not a finite number >= 0 (0 means
+    greedy), `top_p` not a number in (0, 1], an empty prompt or a token id outside ``[0, vocab_size)`` (when
+    given), and TypeError for prompts that are not token-id lists.
     """
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
-    if not temperature >= 0:
-        raise ValueError(f"temperature must be >= 0 (0 means greedy), got {temperature}")
-    if not 0.0 < top_p <= 1.0:
-        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
-    prompts = [list(p) for p in prompts]
+    if not (is_number(temperature) and math.isfinite(temperature) and temperature >= 0):
+        raise ValueError(f"temperature must be a finite number >= 0 (0 means greedy), got {temperature!r}")
+    if not (is_number(top_p) and 0.0 < top_p <= 1.0):
+        raise ValueError(f"top_p must be a number in (0, 1], got {top_p!r}")
+    prompts = token_id_lists("prompts", prompts, vocab_size)
     for i, p in enumerate(prompts):
         if not p:
             raise ValueError(f"prompt {i} is empty; encode_chat() a conversation first")

@@ -34,13 +34,23 @@ driven through their processor are not supported (see `ragen_core.policy.tiny`'s
 from __future__ import annotations
 
 import inspect
+import math
 import os
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-from ragen_core.policy.base import Generation, ImageList, Policy, PolicyOutput, SamplingRequest
+from ragen_core.policy.base import (
+    Generation,
+    ImageList,
+    Policy,
+    PolicyOutput,
+    SamplingRequest,
+    is_number,
+    model_vocab_size,
+    token_id_lists,
+)
 from ragen_core.policy.fast_qwen2 import FastQwen2, unsupported_reason
 
 #: Prompt layout for tokenizers without a chat template (documented in the module docstring).
@@ -80,7 +90,16 @@ def sample_from_logits(
     See the module docstring for the two rules (greedy / temperature + nucleus). The nucleus keeps the
     smallest prefix of tokens, sorted by probability, whose mass reaches `top_p` (at least one token).
     `uniform` `[B, 1]`: the rows' uniform draws, already made (by default one per row from `generator`).
+    ValueError for `logits` not `[B, V]`, or (when sampling) a `temperature` that is not a finite number > 0 or a
+    `top_p` outside (0, 1].
     """
+    if not isinstance(logits, torch.Tensor) or logits.ndim != 2:
+        raise ValueError(f"logits must be a [B, V] tensor, got {getattr(logits, 'shape', type(logits).__name__)}")
+    if not greedy:
+        if not (is_number(temperature) and math.isfinite(temperature) and temperature > 0):
+            raise ValueError(f"temperature must be a finite number > 0 when sampling, got {temperature!r}")
+        if not (is_number(top_p) and 0.0 < top_p <= 1.0):
+            raise ValueError(f"top_p must be a number in (0, 1], got {top_p!r}")
     logits = logits.float()
     if greedy:
         tokens = logits.argmax(-1)
@@ -126,10 +145,12 @@ def pad_batch(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Pad token-id lists into (`input_ids` `[B, T]`, `attention_mask` `[B, T]`), long tensors.
 
-    `side` is "right" (what `forward_logprobs` documents) or "left" (what generation uses).
+    `side` is "right" (what `forward_logprobs` documents) or "left" (what generation uses). The sequences must be
+    integer token ids (:func:`ragen_core.policy.base.token_id_lists`; a float id is a TypeError, not truncated).
     """
     if side not in ("left", "right"):
         raise ValueError(f"side must be 'left' or 'right', got {side!r}")
+    sequences = token_id_lists("sequences", sequences)
     if len(sequences) == 0:
         raise ValueError("pad_batch needs at least one sequence")
     T = max(len(s) for s in sequences)
@@ -140,7 +161,7 @@ def pad_batch(
         if n == 0:
             continue
         sl = slice(0, n) if side == "right" else slice(T - n, T)
-        ids[b, sl] = torch.as_tensor(list(seq), dtype=torch.long)
+        ids[b, sl] = torch.as_tensor(seq, dtype=torch.long)
         mask[b, sl] = 1
     return ids.to(device), mask.to(device)
 
@@ -289,13 +310,25 @@ class HFPolicy(Policy):
     def supports_images(self) -> bool:
         return self._image_token_id is not None
 
+    @property
+    def vocab_size(self) -> int | None:
+        """The number of token ids the model embeds (valid ids are ``[0, vocab_size)``; None when unknown)."""
+        return model_vocab_size(self.model)
+
     def encode_chat(
         self, messages: Sequence[dict[str, str]], add_generation_prompt: bool = True
     ) -> list[int]:
         """Token ids of a chat; with `add_generation_prompt` they end with the assistant header.
 
-        Each `image_token` in a message becomes `image_seq_len` image tokens (vision models only).
+        Each `image_token` in a message becomes `image_seq_len` image tokens (vision models only). `messages` must
+        be a non-empty list (or tuple) of ``{"role": str, "content": str}`` dicts: TypeError / ValueError otherwise.
         """
+        if not isinstance(messages, (list, tuple)):
+            hint = " (wrap one message in a list: [message])" if isinstance(messages, dict) else ""
+            raise TypeError(f"messages must be a list of {{'role', 'content'}} dicts, got {type(messages).__name__} "
+                            f"{messages!r:.60}{hint}")
+        if not messages:
+            raise ValueError("messages is empty; a chat needs at least one {'role', 'content'} message")
         for i, m in enumerate(messages):
             if not isinstance(m, dict) or "role" not in m or "content" not in m:
                 raise ValueError(f"message {i} must be a dict with 'role' and 'content', got {m!r}")
@@ -323,7 +356,8 @@ class HFPolicy(Policy):
     def pad(
         self, sequences: Sequence[Sequence[int]], side: str = "right"
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """`pad_batch` with this policy's pad id, on its device."""
+        """`pad_batch` with this policy's pad id, on its device (ids outside the vocabulary are a ValueError)."""
+        sequences = token_id_lists("sequences", sequences, self.vocab_size)
         return pad_batch(sequences, self.pad_token_id, side=side, device=self.device)
 
     def _fast_model(self) -> FastQwen2 | None:
@@ -339,7 +373,14 @@ class HFPolicy(Policy):
         self, prompts: Sequence[Sequence[int]], traces: Sequence[Sequence[Sequence[int]]], batch_tokens: int = 8192
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(L [P, G, P], lengths [P, G])`` of :func:`ragen_core.math.mi.cross_score` (`return_lengths=True`) for
-        token-id prompts and traces: on the lean forward where the model allows it, else that function."""
+        token-id prompts and traces: on the lean forward where the model allows it, else that function. Ids outside
+        the vocabulary are a ValueError, entries that are not token ids a TypeError."""
+        vocab = self.vocab_size
+        token_id_lists("prompts", prompts, vocab)
+        if isinstance(traces, (str, bytes)) or not isinstance(traces, (Sequence, torch.Tensor)):
+            raise TypeError(f"traces must be P groups of token-id lists, got {type(traces).__name__}")
+        for i, group in enumerate(traces):
+            token_id_lists(f"traces[{i}]", group, vocab)
         fast = self._fast_model()
         was_training = self.model.training
         self.model.eval()
@@ -525,6 +566,69 @@ class HFPolicy(Policy):
         return self._stop_tokens[key]
 
     # ------------------------------------------------------------------------------- scoring
+    def _check_scoring_inputs(
+        self,
+        input_ids: Any,
+        attention_mask: Any,
+        score_mask: Any,
+        temperature: Any,
+        images: Sequence[ImageList] | None,
+    ) -> torch.Tensor | None:
+        """Validate :meth:`forward_logprobs`' inputs (its docstring lists the errors); return `score_mask` as a
+        bool tensor (None stays None). The value checks read the tensors once (one device sync)."""
+        for name, x in (("input_ids", input_ids), ("attention_mask", attention_mask), ("score_mask", score_mask)):
+            if x is not None and not isinstance(x, torch.Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor [B, T] (see pad()), got {type(x).__name__}")
+        if input_ids.dtype.is_floating_point or input_ids.dtype.is_complex or input_ids.dtype == torch.bool:
+            raise TypeError(f"input_ids must be an integer tensor of token ids, got dtype {input_ids.dtype}")
+        if input_ids.ndim != 2 or input_ids.shape != attention_mask.shape:
+            raise ValueError(
+                f"input_ids and attention_mask must both be [B, T]; got {tuple(input_ids.shape)} and "
+                f"{tuple(attention_mask.shape)}"
+            )
+        if input_ids.shape[1] == 0:
+            raise ValueError(f"input_ids has 0 columns (T = 0), shape {tuple(input_ids.shape)}; every sequence needs "
+                             "at least one token")
+        if score_mask is not None and score_mask.shape != input_ids.shape:
+            raise ValueError(f"score_mask must be [B, T] = {list(input_ids.shape)} like input_ids, got "
+                             f"{list(score_mask.shape)}")
+        if not (is_number(temperature) and math.isfinite(temperature) and temperature > 0):
+            raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+        if images is not None and len(images) != input_ids.shape[0]:
+            raise ValueError(f"images must have one list per sequence ({input_ids.shape[0]}), got {len(images)}")
+        if input_ids.numel() == 0:
+            return None if score_mask is None else score_mask.bool()
+        vocab = self.vocab_size
+        checks = [((attention_mask != 0) & (attention_mask != 1)).any()]
+        if vocab is not None:
+            checks.append(((input_ids < 0) | (input_ids >= vocab)).any())
+        if score_mask is not None and score_mask.dtype != torch.bool:
+            checks.append(((score_mask != 0) & (score_mask != 1)).any())
+        bad = torch.stack([c.to(input_ids.device) for c in checks]).tolist()
+        if bad[0]:
+            raise ValueError("attention_mask must hold only 0/1 (1 on real tokens), got values "
+                             f"{sorted(set(attention_mask.unique().tolist()))[:8]}")
+        if vocab is not None and bad[1]:
+            b, t = ((input_ids < 0) | (input_ids >= vocab)).nonzero()[0].tolist()
+            raise ValueError(f"input_ids must hold token ids in [0, {vocab}) (the model's vocabulary, padding "
+                             f"included); got {int(input_ids[b, t])} at [{b}, {t}]")
+        if score_mask is not None and score_mask.dtype != torch.bool:
+            if bad[-1]:
+                raise ValueError(f"score_mask must hold only 0/1 (or be bool), got values "
+                                 f"{sorted(set(score_mask.unique().tolist()))[:8]}")
+            score_mask = score_mask != 0
+        return score_mask
+
+    def _empty_scores(self, t: int, with_entropy: bool, with_hidden: bool) -> PolicyOutput:
+        """The :class:`PolicyOutput` of a batch of no rows and `t` columns: empty `[0, t]` tensors (and an empty
+        `[0, t, H]` hidden state when asked)."""
+        zeros = torch.zeros(0, t, dtype=torch.float32, device=self.device)
+        extras: dict[str, Any] = {}
+        if with_hidden:
+            emb = self.model.get_input_embeddings().weight
+            extras["hidden"] = emb.new_zeros(0, t, emb.shape[1])
+        return PolicyOutput(logprobs=zeros, entropy=zeros.clone() if with_entropy else None, extras=extras)
+
     def forward_logprobs(
         self,
         input_ids: torch.Tensor,
@@ -555,17 +659,18 @@ class HFPolicy(Policy):
                 temperature-T rollout without top-p).
             with_hidden: put the last layer's hidden states `[B, T, H]` in `extras["hidden"]`
                 (for a value head).
-            score_mask: `[B, T]`, the positions whose log-prob (and entropy) are needed; the others are 0.
-                Right-padded batches of models the lean forward runs (`ragen_core.policy.fast_qwen2`) then
-                compute only what those positions need.
+            score_mask: `[B, T]` bool (or 0/1 of any dtype), the positions whose log-prob (and entropy) are
+                needed; the others are 0. Right-padded batches of models the lean forward runs
+                (`ragen_core.policy.fast_qwen2`) then compute only what those positions need.
+
+        Bad inputs raise before the model runs (:meth:`_check_scoring_inputs`): a ValueError for a shape other than
+        `[B, T]` with T >= 1, a mask value other than 0/1, an id outside ``[0, vocab_size)``, a temperature that is
+        not a finite number > 0 or an image list per sequence that does not match B; a TypeError for a non-tensor or
+        non-integer `input_ids`. A batch of B = 0 rows scores to empty `[0, T]` tensors.
         """
-        if input_ids.ndim != 2 or input_ids.shape != attention_mask.shape:
-            raise ValueError(
-                f"input_ids and attention_mask must both be [B, T]; got {tuple(input_ids.shape)} and "
-                f"{tuple(attention_mask.shape)}"
-            )
-        if not temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {temperature}")
+        score_mask = self._check_scoring_inputs(input_ids, attention_mask, score_mask, temperature, images)
+        if input_ids.shape[0] == 0:
+            return self._empty_scores(input_ids.shape[1], with_entropy, with_hidden)
         device = self.device
         input_ids = input_ids.to(device)
         attention_mask = attention_mask.to(device).long()
@@ -602,7 +707,7 @@ class HFPolicy(Policy):
             ent = (lse - (torch.softmax(z, -1) * z).sum(-1)) * valid
             entropy = torch.cat([zeros, ent], dim=1)
         if score_mask is not None:
-            keep = score_mask.to(logprobs.device).to(logprobs.dtype)
+            keep = score_mask.to(logprobs.device).to(logprobs.dtype)  # bool: 1.0 where kept
             logprobs = logprobs * keep
             entropy = entropy * keep if entropy is not None else None
         extras: dict[str, Any] = {}

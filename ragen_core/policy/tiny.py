@@ -86,6 +86,8 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
+from ragen_envs.validation import require_bool, require_int, require_path
+
 #: Bump when the build recipe changes: it is part of the cache key of `default_tiny_model_dir`.
 TINY_FORMAT_VERSION = 2
 
@@ -413,6 +415,14 @@ class PatchImageEncoder(nn.Module):
         return self.proj(self.norm(x))
 
 
+def _check_ids(input_ids: torch.Tensor, vocab_size: int) -> None:
+    """ValueError naming the first token id outside ``[0, vocab_size)`` (the embedding would raise an IndexError)."""
+    if input_ids.numel() and not bool(((input_ids >= 0) & (input_ids < vocab_size)).all()):
+        where = ((input_ids < 0) | (input_ids >= vocab_size)).nonzero()[0].tolist()
+        raise ValueError(f"input_ids must hold token ids in [0, {vocab_size}) (the model's vocabulary); got "
+                         f"{int(input_ids[tuple(where)])} at {where}")
+
+
 class TinyVisionForCausalLM(Qwen2ForCausalLM):
     """The tiny LM with a patch-embedding image encoder (see the module docstring).
 
@@ -461,7 +471,9 @@ class TinyVisionForCausalLM(Qwen2ForCausalLM):
         if inputs_embeds is None:
             if input_ids is None:
                 raise ValueError("TinyVisionForCausalLM.forward needs input_ids or inputs_embeds")
-            inputs_embeds = self.get_input_embeddings()(input_ids)
+            embed = self.get_input_embeddings()
+            _check_ids(input_ids, embed.weight.shape[0])
+            inputs_embeds = embed(input_ids)
             if pixel_values is not None and pixel_values.shape[0] > 0:
                 feats = self.vision_encoder(pixel_values.to(inputs_embeds.dtype))  # [N, K, H]
                 slots = input_ids == self.config.image_token_id
@@ -500,6 +512,32 @@ def count_parameters(model: nn.Module) -> int:
     return sum(seen.values())
 
 
+def _check_build_args(out_dir: Any, *, vision: Any, kv_heads: Any, intermediate: Any, seed: Any,
+                      **sizes: Any) -> None:
+    """The argument checks of :func:`build_tiny_model` that need no arithmetic between them (its docstring)."""
+    require_path("out_dir", out_dir)
+    require_int("vocab_size", sizes.pop("vocab_size"), low=256 + len(SPECIAL_TOKENS))
+    for name, value in sizes.items():  # hidden, layers, heads, max_positions, image_size, patch_size
+        require_int(name, value, low=1)
+    require_int("kv_heads", kv_heads, low=1, allow_none=True)
+    require_int("intermediate", intermediate, low=0, allow_none=True)
+    require_int("seed", seed)
+    require_bool("vision", vision)
+
+
+def _corpus_texts(corpus: Any) -> list[str]:
+    """`corpus` as a list of texts: TypeError for a bare string (it would be read as its characters, one text each)
+    or anything that is not an iterable of strings."""
+    if isinstance(corpus, (str, bytes)) or not isinstance(corpus, Iterable):
+        raise TypeError(f"corpus must be None, a TinyCorpus or a list of strings, got {type(corpus).__name__} "
+                        f"{corpus!r:.40} (wrap one text in a list: [text])")
+    texts = list(corpus)
+    bad = next((t for t in texts if not isinstance(t, str)), None)
+    if bad is not None:
+        raise TypeError(f"corpus must be a list of strings; it holds {bad!r} ({type(bad).__name__})")
+    return texts
+
+
 def build_tiny_model(
     out_dir: str | os.PathLike,
     corpus: Iterable[str] | TinyCorpus | None = None,
@@ -525,26 +563,35 @@ def build_tiny_model(
             sample). Any other iterable of strings is used together with the built-in format sample, so the
             format tags and symbols are always covered.
         vocab_size: BPE vocabulary upper bound (the model's vocabulary is the tokenizer's length).
-        hidden, layers, heads, kv_heads, intermediate: transformer sizes (`intermediate` defaults to
-            4 * hidden; `kv_heads` None means `heads`). `hidden` must be divisible by `heads`.
+        hidden, layers, heads, kv_heads, intermediate: transformer sizes, integers >= 1 (`intermediate` None or 0
+            means 4 * hidden; `kv_heads` None means `heads`). `hidden` must be divisible by `heads`.
+        max_positions: the model's position limit, an integer >= 1.
         vision: build `TinyVisionForCausalLM` (image-prefix model) instead of `Qwen2ForCausalLM`.
         image_size, patch_size: vision only; images are resized to image_size^2, patch_size divides it.
         seed: weight-initialisation seed (the tokenizer is deterministic given the corpus).
 
     Returns:
         Path to the saved directory (loadable with `HFPolicy.from_pretrained`).
+
+    Raises:
+        ValueError naming the argument for a size that is not an integer in range (bools and floats included:
+        `hidden=32.0` is refused, not truncated), a `vision` flag that is not a bool, or an `out_dir` that is not a
+        path; TypeError for a `corpus` that is not an iterable of strings. Nothing is written then.
     """
-    if hidden < 1 or layers < 1 or heads < 1 or hidden % heads:
-        raise ValueError(
-            f"need hidden >= 1, layers >= 1 and hidden divisible by heads; got {hidden=}, {layers=}, {heads=}"
-        )
+    _check_build_args(out_dir, vocab_size=vocab_size, hidden=hidden, layers=layers, heads=heads,
+                      kv_heads=kv_heads, intermediate=intermediate, max_positions=max_positions, vision=vision,
+                      image_size=image_size, patch_size=patch_size, seed=seed)
+    if hidden % heads:
+        raise ValueError(f"hidden must be divisible by heads; got {hidden=}, {heads=}")
     kv = heads if kv_heads is None else kv_heads
-    if kv < 1 or heads % kv:
+    if heads % kv:
         raise ValueError(f"kv_heads must divide heads ({heads}), got {kv_heads}")
     if (hidden // heads) % 2:
         raise ValueError(f"head dim hidden/heads must be even for RoPE, got {hidden // heads}")
-    if vision and (patch_size < 1 or image_size % patch_size):
+    if vision and image_size % patch_size:
         raise ValueError(f"patch_size must divide image_size, got {patch_size=} {image_size=}")
+    if corpus is not None and not isinstance(corpus, TinyCorpus):
+        corpus = _corpus_texts(corpus)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -553,7 +600,7 @@ def build_tiny_model(
     if isinstance(corpus, TinyCorpus):
         texts, used, version = list(corpus.texts), list(corpus.env_ids), corpus.version
     else:
-        texts, used, version = [_BUILTIN_TEXT, *(str(t) for t in corpus)], [], None
+        texts, used, version = [_BUILTIN_TEXT, *corpus], [], None
     tokenizer = build_tokenizer(texts, vocab_size=vocab_size)
     intermediate = intermediate or 4 * hidden
 

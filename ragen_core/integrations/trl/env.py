@@ -33,10 +33,13 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ragen_core.episode import ChatEpisode, rollout_option, safe_step
+import numpy as np
+
+from ragen_core.episode import ChatEpisode, rollout_option, safe_step, seed_list
 from ragen_core.integrations._views import read_only
 from ragen_core.policy.base import stop_strings
 from ragen_envs import contract
+from ragen_envs.validation import require_int
 
 __all__ = ["RagenEnvironment", "ragen_environment_factory", "seed_dataset", "TOOL_HINT", "EnvReward",
            "single_turn_dataset", "stop_at", "tool_chat_template", "use_tool_chat_template"]
@@ -92,6 +95,8 @@ class RagenEnvironment:
     def reset(self, **row: Any) -> str:
         """Start the episode of one rollout from its dataset row; returns the first observation text."""
         seed = row.get(self._seed_key)
+        if isinstance(seed, np.integer):
+            seed = int(seed)
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ValueError(
                 f"each dataset row needs a non-negative integer {self._seed_key!r} column (the episode seed, shared "
@@ -186,7 +191,8 @@ def single_turn_dataset(env_id: str, seeds: Any, env_kwargs: Mapping[str, Any] |
 
     Args:
         env_id: a registered text env id.
-        seeds: the episode seeds, in order (TRL with ``shuffle_dataset=False`` consumes them in this order).
+        seeds: the episode seeds, in order (TRL with ``shuffle_dataset=False`` consumes them in this order): a
+            non-empty list of integers >= 0 (ValueError naming the entry otherwise: 1.7 is not seed 1).
         env_kwargs: ``gym.make`` keyword arguments (the env's own defaults otherwise).
         settings: a ``ragen_core.rollout.RolloutSettings`` (its ``system_prompt`` and length limit), default one.
     """
@@ -194,9 +200,9 @@ def single_turn_dataset(env_id: str, seeds: Any, env_kwargs: Mapping[str, Any] |
 
     from ragen_core.rollout import make_envs, reset_episode
 
-    seeds = [int(s) for s in seeds]
-    if not seeds or any(s < 0 for s in seeds):
-        raise ValueError(f"seeds must be a non-empty list of non-negative integers; got {seeds[:5]!r}")
+    seeds = seed_list("seeds", seeds)
+    if not seeds:
+        raise ValueError(f"seeds must be a non-empty list of non-negative integers; got {seeds!r}")
     env = make_envs(env_id, 1, env_kwargs)[0]
     prompts = []
     for seed in seeds:
@@ -211,13 +217,14 @@ class EnvReward:
     """A TRL reward function that plays each completion as the one turn of its row's episode.
 
     ``reward(prompts, completions, **columns) -> list[float]``: the env is reset with the row's ``seed_key``
-    column and stepped once with the completion text; the reward is that step's (for a single-turn episode, the
-    episode return), with the env's format penalty for malformed answers and when the env raises
-    (``ragen_core.episode.safe_step``). ``last_success`` holds each row's ``info["success"]`` of the last call.
+    column (integers >= 0; a ValueError names any other entry, before any env is stepped) and stepped once with
+    the completion text; the reward is that step's (for a single-turn episode, the episode return), with the env's
+    format penalty for malformed answers and when the env raises (``ragen_core.episode.safe_step``).
+    ``last_success`` holds each row's ``info["success"]`` of the last call.
 
     Args:
         env_id, env_kwargs: the env, as for ``gym.make``.
-        group_size: G (TRL's ``num_generations``); needed with ``per_rollout_option``.
+        group_size: G (TRL's ``num_generations``), None or an integer >= 1; needed with ``per_rollout_option``.
         per_rollout_option: a reset option that gets a distinct integer per rollout of a group, as the trainer's
             ``env.per_rollout_option`` (the Bandit's ``payoff_seed``): rollout k of seed s gets ``s * G + k``,
             where k counts the rows of seed s within one call. TRL passes a generation batch's rows grouped
@@ -230,9 +237,9 @@ class EnvReward:
                  per_rollout_option: str | None = None, seed_key: str = "seed") -> None:
         from ragen_core.rollout import make_envs
 
-        if per_rollout_option and (isinstance(group_size, bool) or not isinstance(group_size, int)
-                                   or group_size < 1):
+        if per_rollout_option and group_size is None:
             raise ValueError(f"per_rollout_option needs group_size = G (a positive integer); got {group_size!r}")
+        group_size = require_int("group_size", group_size, low=1, allow_none=True)
         self.__name__ = "env_reward"  # TRL names the reward column after it
         self._env = make_envs(env_id, 1, env_kwargs)[0]
         self._group_size = group_size
@@ -244,10 +251,10 @@ class EnvReward:
         seeds = columns.get(self._seed_key)
         if seeds is None or len(seeds) != len(completions):
             raise ValueError(f"every row needs a {self._seed_key!r} column (single_turn_dataset writes one)")
+        seeds = seed_list(self._seed_key, seeds)
         counts: dict[int, int] = {}
         rewards, success = [], []
         for seed, completion in zip(seeds, completions):
-            seed = int(seed)
             k = counts.get(seed, 0)
             counts[seed] = k + 1
             self._env.reset(seed=seed, options=rollout_option(self._option or "", seed, k, self._group_size or 1))
