@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sys
 import time
 import traceback
 
@@ -53,6 +54,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--full", default="", help="comma-separated names of QUICK_ALWAYS to run in full "
                                                    "(e.g. learning: 4 configs x 3 seeds x 2 variants, hours)")
     args = parser.parse_args(argv)
+    # A stray comma, an empty list or an unknown name is a usage error (exit 2): `--only typo` used to run nothing and
+    # then rewrite the README tables, `--only ''` to run every benchmark (hours). The rule of `ragen bench`.
+    from ragen_core.apps.bench import list_problem
+
+    problem = list_problem(sys.argv[1:] if argv is None else argv, [name for name, _ in BENCHMARKS],
+                           sorted(QUICK_ALWAYS))
+    if problem is not None:
+        parser.error(problem)
     full = {name for name in args.full.split(",") if name}
     only = {name for name in args.only.split(",") if name}
     failed: list[str] = []

@@ -7,6 +7,17 @@ import os
 
 import numpy as np
 
+#: The largest seed accepted anywhere a seed enters: the seed keys of a training config and the seed flags of
+#: ``ragen eval`` (``--seed``, with the last seed ``--seed + --episodes - 1``), ``ragen reproduce`` (``--first-seed``,
+#: with the last seed ``--first-seed + --seeds - 1``) and ``ragen play`` (``--seed``). It is 2**32 - 1, the range of
+#: a 32-bit unsigned seed (numpy's legacy generators, most tools), and it keeps the seeds derived from them inside
+#: torch's 64-bit generator seeds: ``torch.Generator.manual_seed`` refuses anything above 2**64 - 1, which
+#: ``run.seed`` plus its offsets reaches from ``run.seed`` = 2**64 - 20000 on and the warm start's
+#: ``warm_start.seed + 1_000_003 * run.seed`` from about ``run.seed`` = 1.8e13 on (a traceback in the middle of a
+#: run before this bound); gymnasium's ``reset(seed=...)`` takes any integer >= 0. Defined here, with the other
+#: argument checks, because ``ragen play`` runs on the base install (no torch).
+MAX_SEED = 2**32 - 1
+
 
 def _is_int(value: object) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)

@@ -177,15 +177,20 @@ def main(argv: list[str] | None = None) -> int:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    from ragen_core.apps.train import new_run_dir
+    from ragen_core.apps.train import new_run_dir, preflight
     from ragen_core.policy import HFPolicy, default_tiny_model_dir
-    from ragen_core.training.config import load_config
+    from ragen_core.training.config import ConfigError, load_config
     from ragen_core.training.trainer import Trainer
 
     t = time.perf_counter()
     model_dir = default_tiny_model_dir()
-    cfg = load_config(None, [*DEMO_OVERRIDES, f'run.out_dir="{args.out}"', f'model.path="{model_dir}"',
-                             *args.overrides])
+    try:  # what `ragen train` checks, before anything is made: a mistaken override is one line
+        cfg = load_config(None, [*DEMO_OVERRIDES, f'run.out_dir="{args.out}"', f'model.path="{model_dir}"',
+                                 *args.overrides])
+        preflight(cfg)
+    except ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr)
+        return 2
     run_dir = new_run_dir(cfg)
     print("RAGEN-2 demo: tiny offline model -> Sokoban warm start (a noisy demonstrator) -> GRPO + top-p filtering "
           f"(rho = {cfg.filter.spec.value}) on CPU")

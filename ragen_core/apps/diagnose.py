@@ -58,6 +58,8 @@ __all__ = [
 
 #: The rollouts file of a training run folder.
 ROLLOUTS_FILE = "rollouts.jsonl"
+#: The most histogram bins `--bins` takes (one printed line each).
+MAX_BINS = 10_000
 
 # Reference points quoted by docs/science.md section 4 for reading the heterogeneity ratio.
 _HIGH_RATIO = 1.0
@@ -511,7 +513,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--score", choices=("variance", "std"), default="variance",
                         help="rank groups by variance (paper) or std (official code)")
     parser.add_argument("--ddof", type=int, choices=(0, 1), default=1, help="variance ddof (default 1)")
-    parser.add_argument("--bins", type=int, default=10, help="histogram bins (default 10)")
+    parser.add_argument("--bins", type=int, default=10, help=f"histogram bins, 1 to {MAX_BINS} (default 10)")
     parser.add_argument("--batch-tokens", type=int, default=16384,
                         help="token budget per forward call when cross-scoring (default 16384)")
     parser.add_argument("--max-groups", type=int, default=None, metavar="N",
@@ -633,8 +635,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     if not (0.0 < args.keep_rate <= 1.0):
         err.write(f"error: --keep-rate must be in (0, 1]; got {args.keep_rate}\n")
         return 2
-    if args.bins < 1:
-        err.write(f"error: --bins must be >= 1; got {args.bins}\n")
+    if not 1 <= args.bins <= MAX_BINS:  # more bins than that would be lines nobody reads (and 10**11 fill memory)
+        err.write(f"error: --bins must be an integer in [1, {MAX_BINS}]; got {args.bins}\n")
         return 2
     if args.batch_tokens < 1:
         err.write(f"error: --batch-tokens must be >= 1; got {args.batch_tokens}\n")

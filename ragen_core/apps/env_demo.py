@@ -19,6 +19,7 @@ import gymnasium as gym
 import numpy as np
 
 import ragen_envs
+from ragen_core.apps.play import MAX_SEED
 
 
 def _response(answer: str) -> str:
@@ -77,8 +78,12 @@ def run_episode(env: gym.Env, agent: Callable[[gym.Env], str], seed: int, max_tu
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=50, help="episodes per env and agent")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help=f"first seed (an integer in [0, {MAX_SEED}])")
     args = parser.parse_args(argv)
+    if args.episodes < 1:
+        parser.error(f"--episodes must be an integer >= 1; got {args.episodes}")
+    if not 0 <= args.seed <= MAX_SEED:  # numpy's generator refuses a negative seed (a traceback before)
+        parser.error(f"--seed must be an integer in [0, {MAX_SEED}] (2**32 - 1, the largest seed); got {args.seed}")
 
     from rich.console import Console
     from rich.table import Table

@@ -6,13 +6,20 @@ that any transformers-based tool loads (``AutoModelForCausalLM.from_pretrained``
 ``ragen diagnose --model``): ``save_pretrained`` weights and config, the tokenizer, and ``ragen_export.json``
 (``{"run": ..., "step": ..., "weights_sha256": ...}``; the hash is :func:`ragen_core.policy.identity.weights_sha256`,
 the one a run's ``rollouts.jsonl`` names its sampler by). Default ``--out``: ``RUN_DIR/model``.
+
+``--out`` is a new folder, an empty one, or an earlier export (a folder holding ``ragen_export.json``), which is
+replaced as a whole: the new export is written beside it first and then takes its place, so that no file of the
+earlier one (another tokenizer's, a shard of a larger model) is left mixed in, and a failed export leaves it as it
+was. Any other non-empty folder (a run folder, a folder of one's own) is refused (:func:`export_out_problem`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,8 +27,8 @@ PROG = "ragen export"
 #: What the export writes beside the model files.
 EXPORT_INFO = "ragen_export.json"
 
-__all__ = ["EXPORT_INFO", "build_parser", "export_is_stale", "export_run", "exported_model", "folder_problem",
-           "is_run_dir", "main"]
+__all__ = ["EXPORT_INFO", "build_parser", "export_is_stale", "export_out_problem", "export_run", "exported_model",
+           "folder_problem", "is_earlier_export", "is_run_dir", "main"]
 
 
 def is_run_dir(path: str | Path) -> bool:
@@ -42,12 +49,37 @@ def folder_problem(folder: str | Path) -> str | None:
     return None
 
 
+def is_earlier_export(folder: str | Path) -> bool:
+    """Whether `folder` is a folder an earlier export wrote (it holds :data:`EXPORT_INFO`)."""
+    return (Path(folder) / EXPORT_INFO).is_file()
+
+
+def export_out_problem(folder: str | Path) -> str | None:
+    """Why an export may not be written to `folder` (one line), or None: it must be a new folder, an empty one or
+    an earlier export (:func:`is_earlier_export`, replaced as a whole); a file, or a folder holding anything else,
+    is refused rather than written into."""
+    path = Path(folder)
+    problem = folder_problem(path)
+    if problem is not None:
+        return problem
+    if path.is_dir() and not is_earlier_export(path):
+        entries = sorted(p.name for p in path.iterdir())
+        if entries:
+            shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
+            return (f"it is not empty (it holds {shown}) and is not an earlier export (no {EXPORT_INFO}): the "
+                    "export would mix its files with these; give a new or empty folder")
+    return None
+
+
 def export_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     """Write the run's latest policy as a transformers folder (module docstring); returns the folder.
 
+    `out` (default ``RUN_DIR/model``) is a new or empty folder, written directly, or an earlier export, replaced as
+    a whole: the new export is written to a folder beside it, which then takes its place.
+
     Raises:
-        ValueError: `run_dir` is not a run folder, `out` is a file (or lies under one), or the checkpoint cannot be
-            read (the message says which).
+        ValueError: `run_dir` is not a run folder, `out` cannot take an export (:func:`export_out_problem`), or the
+            checkpoint cannot be read (the message says which).
     """
     from ragen_core.policy import load_policy
     from ragen_core.policy.identity import weights_sha256
@@ -59,9 +91,10 @@ def export_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     if not is_run_dir(run):
         raise ValueError(f"{run} is not a run folder (it needs config.toml and checkpoints/latest.pt)")
     target = Path(out) if out is not None else run / "model"
-    problem = folder_problem(target)
+    problem = export_out_problem(target)
     if problem is not None:  # before the policy is loaded: a bad --out costs nothing
-        raise ValueError(f"--out {target}: {problem}")
+        where = f"--out {target}" if out is not None else f"{target} (the run's export folder, RUN_DIR/model)"
+        raise ValueError(f"{where}: {problem}")
     cfg = load_config(run / "config.toml")
     policy = load_policy(policy_path(cfg), dtype=cfg.model.dtype)
     try:
@@ -69,13 +102,29 @@ def export_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
         policy.model.load_state_dict(state["model"])
     except Exception as e:  # noqa: BLE001 - a damaged checkpoint is reported in one line, whatever torch raised
         raise ValueError(f"cannot read the checkpoint of {run}: {type(e).__name__}: {str(e).splitlines()[0]}") from None
-    target.mkdir(parents=True, exist_ok=True)
-    policy.model.save_pretrained(target)
-    policy.tokenizer.save_pretrained(target)
     info = {"run": str(run.resolve()), "step": int(state.get("step", 0)),
             "weights_sha256": weights_sha256(policy.model)}
-    (target / EXPORT_INFO).write_text(json.dumps(info, indent=1) + "\n")
+    if not is_earlier_export(target):
+        target.mkdir(parents=True, exist_ok=True)
+        _write_export(policy, info, target)
+        return target
+    fresh = target.parent / f".{target.name}.export-{uuid.uuid4().hex[:12]}"
+    fresh.mkdir()  # (not tempfile.mkdtemp: its folder would keep mode 0700)
+    try:
+        _write_export(policy, info, fresh)
+    except BaseException:
+        shutil.rmtree(fresh, ignore_errors=True)  # the earlier export stays as it was
+        raise
+    shutil.rmtree(target)
+    fresh.rename(target)
     return target
+
+
+def _write_export(policy: object, info: dict[str, object], folder: Path) -> None:
+    """The files of an export in `folder` (an existing folder): weights and config, tokenizer, :data:`EXPORT_INFO`."""
+    policy.model.save_pretrained(folder)
+    policy.tokenizer.save_pretrained(folder)
+    (folder / EXPORT_INFO).write_text(json.dumps(info, indent=1) + "\n")
 
 
 def export_is_stale(run: str | Path, exported: str | Path) -> bool:
@@ -108,7 +157,9 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description="Write a run's policy as a transformers model folder "
                                 "(save_pretrained weights, config and tokenizer).")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a training run folder (config.toml, checkpoints/latest.pt)")
-    p.add_argument("--out", default=None, help="where to write it (default RUN_DIR/model)")
+    p.add_argument("--out", default=None,
+                   help="where to write it (default RUN_DIR/model): a new or empty folder, or an earlier export "
+                        f"(a folder with {EXPORT_INFO}), which is replaced as a whole; any other folder is refused")
     return p
 
 

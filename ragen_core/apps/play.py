@@ -23,6 +23,7 @@ import gymnasium as gym
 
 import ragen_envs  # noqa: F401  (registers the ids)
 from ragen_envs import contract
+from ragen_envs.validation import MAX_SEED
 
 _HIDDEN_INFO = {"instructions"}
 #: Terminal escape sequences (arrow keys without line editing: ``^[[A``), which are never actions.
@@ -207,17 +208,22 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     """`ragen play ENV_ID [--seed S] [key=value ...]`."""
     parser = argparse.ArgumentParser(prog=prog)
     parser.add_argument("env_id", help="a registered id, e.g. ragen/Sokoban-v0")
-    parser.add_argument("--seed", type=int, default=None, help="seed of the first episode (an integer >= 0)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help=f"seed of the first episode (an integer in [0, {MAX_SEED}]; default: a random one)")
     parser.add_argument("env_kwargs", nargs="*", metavar="key=value", help="keyword arguments for gym.make")
     return parser
 
 
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     """Parse `argv` and :func:`play`; 2 with one `config error:` line for a kwarg that is not key=value or a
-    negative --seed."""
+    --seed outside [0, MAX_SEED]."""
     args = build_parser(prog).parse_args(argv)
     if args.seed is not None and args.seed < 0:  # gymnasium's reset takes no negative seed (a traceback before)
         print(f"config error: --seed must be an integer >= 0; got {args.seed}", file=sys.stderr)
+        return 2
+    if args.seed is not None and args.seed > MAX_SEED:
+        print(f"config error: --seed must be an integer <= {MAX_SEED} (2**32 - 1, the largest seed); got "
+              f"{args.seed}", file=sys.stderr)
         return 2
     try:
         kwargs = parse_kwargs(args.env_kwargs)

@@ -36,6 +36,7 @@ from ragen_core.training.config import (
 )
 from ragen_core.training.provenance import PROVENANCE
 from ragen_core.training.report import METRICS, VAL_OUTCOMES, markdown_to_text
+from ragen_core.training.sft import check_demonstrator
 from ragen_core.training.trainer import Trainer, check_runnable
 
 __all__ = ["PROG", "DESCRIPTION", "RESUME_LOG", "RESTARTABLE", "build_parser", "check_new_run_dir", "main",
@@ -125,9 +126,10 @@ def _checkpoint_step(run_dir: Path) -> int | None:
 
 def preflight(cfg: TrainConfig) -> None:
     """Check what the config names before anything starts (no run folder yet): the env id and its kwargs (one env
-    is made and closed), the model path, and what the trainer checks before it builds anything
-    (:func:`ragen_core.training.trainer.check_runnable`: disjoint seed streams, the device). Raises ConfigError
-    naming the key."""
+    is made and closed), the model path, what the trainer checks before it builds anything
+    (:func:`ragen_core.training.trainer.check_runnable`: disjoint seed streams, the device), and that the env serves
+    the demonstrator hooks the warm start will call (:func:`ragen_core.training.sft.check_demonstrator`: an oracle
+    for ``warm_start.policy = "oracle"``, ...). Raises ConfigError naming the key."""
     import gymnasium as gym
 
     import ragen_envs  # noqa: F401  (registers the ids)
@@ -150,6 +152,10 @@ def preflight(cfg: TrainConfig) -> None:
                               "folder (weights, config and tokenizer), or tiny for the offline tiny model (tiny-base: "
                               "the tiny model pre-trained to copy and look up)")
     check_runnable(cfg)
+    try:
+        check_demonstrator(cfg)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 class _NothingToResume(Exception):

@@ -44,7 +44,7 @@ from ragen_core.rollout import RolloutOptions
 from ragen_core.training.algorithms import ALGORITHMS as _ALGORITHM_TABLE
 from ragen_core.training.algorithms import AUTO, config_errors
 from ragen_core.training.sft import NOISE_ACTIONS, REASONING_STYLES, TEMPLATE_ANSWERS
-from ragen_envs.validation import require_int
+from ragen_envs.validation import MAX_SEED, require_int
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -73,6 +73,9 @@ __all__ = [
     "resume_changes",
     "Bound",
     "BOUNDS",
+    "MAX_SEED",
+    "SEED_KEYS",
+    "seed_range_problem",
     "numeric_keys",
     "read_config_file",
 ]
@@ -379,6 +382,7 @@ class TrainConfig:
         Every numeric key is checked first, against its declared :data:`BOUNDS` (one place, one wording); what
         follows are the rules that tie keys together or read a non-numeric one.
         """
+        _check_types(self)
         _check_numbers(self)
         _check_run_name(self.run.name)
         _check(self.run.device in ("auto", "cpu", "cuda") or self.run.device.startswith("cuda:"),
@@ -441,7 +445,7 @@ class Bound:
             return False
         if self.off is not None and value == self.off:
             return True
-        if not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):  # an int is finite (and may not fit a float)
             return False
         if self.low is not None and (value < self.low or (self.open_low and value == self.low)):
             return False
@@ -451,24 +455,52 @@ class Bound:
         """The accepted values in words: ``an integer >= 1``, ``0 or a finite number > 1``, ``a finite number in
         [0, 1)``."""
         kind = "an integer" if integer else "a finite number"
+        low, high = _number(self.low), _number(self.high)
         if self.low is not None and self.high is not None:
-            text = (f"{kind} in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}"
-                    f"{')' if self.open_high else ']'}")
+            text = f"{kind} in {'(' if self.open_low else '['}{low}, {high}{')' if self.open_high else ']'}"
         elif self.low is not None:
-            text = f"{kind} {'>' if self.open_low else '>='} {self.low:g}"
+            text = f"{kind} {'>' if self.open_low else '>='} {low}"
         elif self.high is not None:
-            text = f"{kind} {'<' if self.open_high else '<='} {self.high:g}"
+            text = f"{kind} {'<' if self.open_high else '<='} {high}"
         else:
             text = kind
-        return f"{self.off:g} or {text}" if self.off is not None else text
+        return f"{_number(self.off)} or {text}" if self.off is not None else text
 
+
+def _number(value: float | None) -> str:
+    """A bound as written in a message: an int in full (``4294967295``), a float in ``:g`` form (``0.5``)."""
+    if value is None:
+        return ""
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
+#: The largest seed (:data:`ragen_envs.validation.MAX_SEED`, where the reason is written).
+#: The config keys that are seeds (each in [0, :data:`MAX_SEED`]).
+SEED_KEYS = ("run.seed", "env.train_seed", "env.val_seed", "warm_start.seed", "mi.probe_seed")
+_SEED_NOTE = "a seed: at most 2**32 - 1"
+
+
+def seed_range_problem(flag: str, first: Any, count: int = 1, count_flag: str = "") -> str | None:
+    """Why the seeds ``first .. first + count - 1`` that command-line flags ask for cannot be used (one line), or
+    None: `first` (given by `flag`) is not an integer >= 0, or the last seed is above :data:`MAX_SEED` (`count_flag`
+    names the flag that gave `count`, when there is one)."""
+    if isinstance(first, bool) or not isinstance(first, int) or first < 0:
+        return f"{flag} must be an integer >= 0; got {_shown(first)}"
+    last = first + count - 1
+    if last <= MAX_SEED:
+        return None
+    if count <= 1 or not count_flag or first > MAX_SEED:
+        return f"{flag} must be an integer <= {MAX_SEED} (2**32 - 1, the largest seed); got {_shown(first)}"
+    return (f"{flag} {first} with {count_flag} {count} reaches seed {last}, above the largest seed {MAX_SEED} "
+            f"(2**32 - 1): lower {flag} or {count_flag}")
 
 #: The declared range of every numeric key of the config (``section.key``; :func:`numeric_keys` lists them), checked
 #: in one place (:func:`_check_numbers`, the first thing :meth:`TrainConfig.validate` does). A numeric field without an
-#: entry here makes every validation fail (KeyError), so a new field cannot go unchecked. Seeds are >= 0 (numpy, torch
-#: and gymnasium refuse negative ones); learning rates, coefficients and cadences are >= 0; counts and sizes >= 1.
+#: entry here makes every validation fail (KeyError), so a new field cannot go unchecked. Seeds are in [0, MAX_SEED]
+#: (numpy, torch and gymnasium refuse negative ones; :data:`MAX_SEED` says why the top); learning rates, coefficients
+#: and cadences are >= 0; counts and sizes >= 1.
 BOUNDS: dict[str, Bound] = {
-    "run.seed": Bound(0),
+    "run.seed": Bound(0, MAX_SEED, note=_SEED_NOTE),
     "run.steps": Bound(0),
     "run.threads": Bound(0, note="0 = auto"),
     "run.save_every": Bound(0, note="0 = only at the end"),
@@ -476,8 +508,8 @@ BOUNDS: dict[str, Bound] = {
     "run.keep_every": Bound(0, note="0 = only the latest checkpoint"),
     "run.max_minutes": Bound(0, note="0 = no limit"),
     "model.critic_lr": Bound(0),
-    "env.train_seed": Bound(0),
-    "env.val_seed": Bound(0),
+    "env.train_seed": Bound(0, MAX_SEED, note=_SEED_NOTE),
+    "env.val_seed": Bound(0, MAX_SEED, note=_SEED_NOTE),
     "rollout.max_turns": Bound(1),
     "rollout.max_new_tokens": Bound(1),
     "rollout.temperature": Bound(0, open_low=True),
@@ -515,7 +547,7 @@ BOUNDS: dict[str, Bound] = {
     "mi.probe_group_size": Bound(1),
     "mi.probe_every": Bound(0, note="0 = mi.every"),
     "mi.probe_until": Bound(0, note="0 = no limit"),
-    "mi.probe_seed": Bound(0),
+    "mi.probe_seed": Bound(0, MAX_SEED, note=_SEED_NOTE),
     "eval.every": Bound(0, note="0 = never"),
     "eval.until": Bound(0, note="0 = no limit"),
     "eval.episodes": Bound(1),
@@ -524,7 +556,7 @@ BOUNDS: dict[str, Bound] = {
     "warm_start.epochs": Bound(1),
     "warm_start.lr": Bound(0),
     "warm_start.batch_size": Bound(1),
-    "warm_start.seed": Bound(0),
+    "warm_start.seed": Bound(0, MAX_SEED, note=_SEED_NOTE),
     "warm_start.reasoning_dependence": Bound(0, 1),
     "warm_start.template_levels": Bound(1),
     "warm_start.filler_words": Bound(0),
@@ -541,6 +573,16 @@ def numeric_keys() -> dict[str, type]:
     return out
 
 
+def _check_types(cfg: TrainConfig) -> None:
+    """ConfigError naming the first key whose value is not of its declared type (the rule a file or an override
+    meets when it is read, :func:`_coerce`), for a config built or changed in code: ``filter.enabled = "false"``
+    is a non-empty string, which would switch the filter on."""
+    values = config_to_dict(cfg)
+    for section, cls in _field_types(TrainConfig).items():
+        for key, (_, typ) in _section_keys(cls).items():
+            _coerce(f"{section}.{key}", values[section][key], typ)
+
+
 def _check_numbers(cfg: TrainConfig) -> None:
     """ConfigError naming the first numeric key outside its :data:`BOUNDS` entry, and the accepted range."""
     values = config_to_dict(cfg)
@@ -550,7 +592,16 @@ def _check_numbers(cfg: TrainConfig) -> None:
         value = values[section][name]
         if not bound.accepts(value, integer=typ is int):
             note = f" ({bound.note})" if bound.note else ""
-            raise ConfigError(f"{key} must be {bound.describe(integer=typ is int)}{note}; got {value!r}")
+            raise ConfigError(f"{key} must be {bound.describe(integer=typ is int)}{note}; got {_shown(value)}")
+
+
+def _shown(value: Any) -> str:
+    """`value` as a message shows it: its repr, or for an integer of more than 30 digits its first digits and its
+    length (``10**400`` would fill the screen)."""
+    text = repr(value)
+    if isinstance(value, int) and len(text) > 30:
+        return f"{text[:12]}... (an integer of {len(text.lstrip('-'))} digits)"
+    return text
 
 
 def _check_run_name(name: str) -> None:
@@ -653,7 +704,10 @@ def _coerce(key: str, value: Any, typ: Any) -> Any:
             raise ConfigError(str(e)) from None
     elif typ is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
+            try:
+                return float(value)
+            except OverflowError:  # an integer beyond any float: no key takes it (they are all finite)
+                raise ConfigError(f"{key} must be a finite number; got {_shown(value)}") from None
     elif typ is str:
         if isinstance(value, str):
             return value
@@ -735,7 +789,10 @@ def _nested_overrides(overrides: list[str] | tuple[str, ...], env_kwargs: Any) -
         parts = key.split(".")
         if len(parts) < 2 or not all(parts):
             raise ConfigError(f"override key {key!r} must be section.key (e.g. algo.lr=1e-6)")
-        value = _parse_value(raw.strip())
+        try:
+            value = _parse_value(raw.strip())
+        except ValueError as e:  # tomllib's own limit: an integer of more than 4300 digits
+            raise ConfigError(f"{key}: {str(e).split(';')[0]}") from None
         if len(parts) > 2:
             if parts[:2] != ["env", "kwargs"] or len(parts) != 3:
                 raise ConfigError(f"unknown config key {key!r}: only env.kwargs.NAME may have three parts")
@@ -774,6 +831,8 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{p}: invalid TOML: {e}") from None
+    except ValueError as e:  # an integer of more than 4300 digits (Python's limit; the rest says how to lift it)
+        raise ConfigError(f"{p}: {str(e).split(';')[0]}") from None
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:

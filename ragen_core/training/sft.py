@@ -45,6 +45,7 @@ __all__ = [
     "template_reasoning",
     "demonstrator_template_parts",
     "demonstrator_templates",
+    "check_demonstrator",
     "collect_sft_batch",
     "sft_train",
     "warm_start",
@@ -196,6 +197,43 @@ def demonstrator_templates(cfg: Any) -> list[str] | None:
     warm-start stream. None when the demonstrator always reasons about the state."""
     parts = demonstrator_template_parts(cfg)
     return None if parts is None else [text for text, _ in parts]
+
+
+def check_demonstrator(cfg: Any) -> None:
+    """Check, before anything is made, that the env of `cfg` serves every demonstrator hook its warm start will ask
+    for; a ValueError of one line, naming the ``warm_start`` key, the env id and what is missing (the hook's own
+    message) when it does not. Nothing to check without a warm start (``warm_start.sft_episodes = 0``).
+
+    Which hooks a warm start asks for: the oracle's turn (``policy = "oracle"``) and the noisy demonstrator's answer
+    (``action_noise`` > 0, of kind ``noise_action``), or the random policy's turn (``policy = "random"``); the
+    templates of ``reasoning_dependence`` < 1 are the oracle's turns on the reference levels, whatever the policy.
+    Each is called once, through :mod:`ragen_core.training.demonstrators`, on a fresh env reset as the warm start's
+    first episode is (so the env itself says what it lacks: no list of envs), with a generator of its own: the
+    warm start's draws are untouched.
+    """
+    ws = cfg.warm_start
+    if not ws.sft_episodes:
+        return
+    env = make_envs(cfg.env.id, 1, cfg.env.kwargs)[0]
+    key = f"warm_start.policy={ws.policy}"
+    try:
+        options = per_rollout_options(cfg.env.per_rollout_option, [ws.seed], 1)
+        env.reset(seed=ws.seed, options=options[0] if options else None)
+        rng = np.random.default_rng(0)
+        if ws.policy == "oracle":
+            _oracle_parts(env, ws.reasoning)
+            if ws.action_noise > 0:
+                key = f"warm_start.noise_action={ws.noise_action} (warm_start.action_noise={ws.action_noise:g})"
+                demonstrators.noise_answer(env, ws.noise_action, rng)
+        else:
+            demonstrators.random_turn(env, rng)
+        if ws.reasoning_dependence < 1.0:
+            key = f"warm_start.reasoning_dependence={ws.reasoning_dependence:g} (its templates are oracle turns)"
+            demonstrator_template_parts(cfg)
+    except (ValueError, NotImplementedError) as e:
+        raise ValueError(f"{key} on {cfg.env.id}: {e}") from None
+    finally:
+        env.close()
 
 
 def scripted_responder(kind: str = "oracle", rng: np.random.Generator | None = None,

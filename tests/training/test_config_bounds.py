@@ -194,3 +194,37 @@ def test_the_bounds_do_not_change_valid_configs():
     before = dataclasses.asdict(cfg)
     cfg.validate()
     assert dataclasses.asdict(cfg) == before
+
+
+def _set(cfg: TrainConfig, key: str, value) -> None:
+    """Set `key` on a config object as code would (the fields of ``filter.spec`` are keys of [filter])."""
+    section_name, name = key.split(".")
+    section = getattr(cfg, section_name)
+    if hasattr(section, name):
+        object.__setattr__(section, name, value)
+        return
+    for f in dataclasses.fields(section):  # an inlined part (filter.spec): a frozen dataclass, replaced
+        part = getattr(section, f.name)
+        if dataclasses.is_dataclass(part) and hasattr(part, name):
+            object.__setattr__(part, name, value)
+            return
+    raise KeyError(key)
+
+
+#: A value of the wrong kind for each kind of key, as a notebook could set it: text for a flag ("false" is a non-empty
+#: string, so it would read as true), a number for text, text for a number, a list for a table.
+WRONG_KIND = {bool: "false", str: 3, int: "3", float: "0.5", dict: ["a"]}
+
+
+@pytest.mark.parametrize("key", sorted(k for s, v in config_to_dict(TrainConfig()).items() for k in
+                                       (f"{s}.{name}" for name in v)))
+def test_a_key_set_in_code_to_a_value_of_the_wrong_kind_is_refused_by_validate(key):
+    section, name = key.split(".")
+    value = config_to_dict(TrainConfig())[section][name]
+    kind = next((t for t in (bool, str, int, float, dict) if isinstance(value, t)), None)
+    if kind is None:  # an optional key whose default is None takes several kinds; nothing to check here
+        pytest.skip(f"{key} defaults to {value!r}")
+    cfg = TrainConfig()
+    _set(cfg, key, WRONG_KIND[kind])
+    with pytest.raises(ConfigError, match=re.escape(key)):
+        cfg.validate()

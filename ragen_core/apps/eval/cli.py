@@ -67,7 +67,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                            "brings its own)")
     what.add_argument("--episodes", type=int, default=None, metavar="N", help="seeds per env (default 128)")
     what.add_argument("--seed", type=int, default=None, metavar="S",
-                      help="first seed (default 6000: held out from every shipped config's seeds)")
+                      help="first seed (default 6000: held out from every shipped config's seeds); the last one, "
+                           "S + N - 1, is at most 2**32 - 1")
     what.add_argument("--group-size", type=int, default=None, metavar="G",
                       help="samples per seed (default 1); G > 1 adds the reward-variance pre-check")
     samp = p.add_argument_group("sampling (defaults: the config's, else the paper's: temperature 1, top-p 1)")
@@ -187,6 +188,9 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         print(f"\n{prog}: interrupted before the first episode; start again with `ragen eval --resume {folder}`",
               file=sys.stderr)
         return 130
+    except Exception:  # anything else (a bug, memory): the traceback, and no folder left that holds nothing played
+        _discard(folder, created, bool(args.resume))
+        raise
     if status == 2:  # every env refused: nothing was evaluated
         _discard(folder, created, bool(args.resume))
     return status

@@ -22,11 +22,13 @@ from 123, warm start from 777, the MI probe from 5000, training from 10000 up): 
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ragen_core.apps.arguments import comma_list
 from ragen_core.rollout import RolloutSettings
 from ragen_core.training.config import ConfigError, TrainConfig, load_config
 from ragen_core.training.trainer import seed_streams
@@ -108,23 +110,20 @@ def registered_ids() -> list[str]:
 
 def resolve_env_ids(text: str) -> list[str]:
     """``--envs`` -> env ids: ``suite`` (every registered id; the caller drops those the model cannot take) or a
-    comma-separated list of ids (``ragen/Sokoban-v0``; the ``ragen/`` prefix may be left out). Raises ValueError
-    naming an unknown id."""
+    comma-separated list of ids (``ragen/Sokoban-v0``; the ``ragen/`` prefix may be left out; a repeated id counts
+    once). Raises ValueError naming an unknown id, or an empty entry
+    (:func:`ragen_core.apps.arguments.comma_list`)."""
     ids = registered_ids()
     if text.strip() == SUITE:
         return ids
     by_lower = {i.lower(): i for i in ids} | {i.split("/", 1)[1].lower(): i for i in ids}
     out: list[str] = []
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
+    for part in comma_list("--envs", text, "env id"):
         found = by_lower.get(part.lower())
         if found is None:
             raise ValueError(f"--envs: unknown env id {part!r} (`ragen envs` lists them, or use 'suite')")
         if found not in out:
             out.append(found)
-    if not out:
-        raise ValueError("--envs: no env id given")
     return out
 
 
@@ -169,8 +168,8 @@ def make_plan(env_id: str, cfg: TrainConfig, source: str, sampling: Sampling) ->
     over: dict[str, Any] = {}
     greedy = False  # the config's temperature (the paper's 1.0) unless --temperature says otherwise
     if sampling.temperature is not None:
-        if sampling.temperature < 0:
-            raise ValueError(f"--temperature must be >= 0 (0 = greedy); got {sampling.temperature}")
+        if not (math.isfinite(sampling.temperature) and sampling.temperature >= 0):
+            raise ValueError(f"--temperature must be >= 0 and finite (0 = greedy); got {sampling.temperature}")
         greedy = sampling.temperature == 0
         if not greedy:
             over["temperature"] = float(sampling.temperature)

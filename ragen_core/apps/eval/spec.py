@@ -29,6 +29,7 @@ from ragen_core.apps.eval.plan import (
     resolve_env_ids,
     seed_overlaps,
 )
+from ragen_core.training.config import seed_range_problem
 
 __all__ = ["EVAL_JSON", "RESUME_FLAGS", "EvalSpec", "SpecError", "build_spec", "default_out_dir", "load_spec",
            "model_kind"]
@@ -161,8 +162,10 @@ def build_spec(args: Any, notes: list[str]) -> EvalSpec:
         value = getattr(args, name)
         if value is not None and value < low:
             raise SpecError(f"--{name.replace('_', '-')} must be >= {low}; got {value}")
-    if args.seed is not None and args.seed < 0:
-        raise SpecError(f"--seed must be >= 0; got {args.seed}")
+    problem = seed_range_problem("--seed", EVAL_SEED if args.seed is None else args.seed,
+                                 128 if args.episodes is None else args.episodes, "--episodes")
+    if problem is not None:  # the seeds --seed .. --seed + --episodes - 1, each in [0, MAX_SEED]
+        raise SpecError(problem)
     if args.timeout is not None and not args.timeout > 0:
         raise SpecError(f"--timeout must be > 0 seconds; got {args.timeout}")
 

@@ -25,6 +25,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ragen_core.apps.arguments import comma_list
 from ragen_core.apps.reproduce.experiments import EXPERIMENTS, write_experiment
 from ragen_core.apps.reproduce.runner import design_cost, finished_records, run_local, run_ray
 from ragen_core.apps.reproduce.spec import Experiment, RunRecord, build_runs, choose_seeds
@@ -49,7 +50,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                         "1); the tuning seeds 100-199 are used only by a search and never by the others")
     p.add_argument("--first-seed", type=int, default=None,
                    help="S, the first training seed (default: the experiment's, 0 for the study): a study on seeds "
-                        "that an earlier config's study did not see")
+                        "that an earlier config's study did not see; S+N-1 is at most 2**32 - 1, the largest seed")
     p.add_argument("--out", default=None, help="run folders (default runs/reproduce[-quick] "
                                                "for the study, runs/experiment-NAME[-quick] for the others)")
     p.add_argument("--warm-cache", default=None, metavar="DIR",
@@ -111,7 +112,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         return 2
     out = Path(args.out or _default_out(exp, args.quick)).resolve()
     try:
-        groups = tuple(e.strip() for e in args.envs.split(",")) if args.envs is not None else None
+        groups = tuple(comma_list("--envs", args.envs, "env")) if args.envs is not None else None
         configs = find_configs_dir(args.configs_dir, groups if groups is not None else exp.groups())
         from ragen_core.training.warm_cache import default_warm_cache_dir  # imports torch: only when runs are built
 
@@ -159,8 +160,13 @@ def _argument_problem(args: argparse.Namespace) -> str | None:
 
     if args.workers < 1:
         return f"--workers must be an integer >= 1; got {args.workers}"
-    if args.envs is not None and not any(e.strip() for e in args.envs.split(",")):
-        return "--envs: no env given (leave --envs out for all of them)"
+    if args.envs is not None:
+        if not args.envs.replace(",", "").strip():
+            return "--envs: no env given (leave --envs out for all of them)"
+        try:
+            comma_list("--envs", args.envs, "env")  # an empty entry ('a,'): a stray comma, not an env named ''
+        except ValueError as e:
+            return str(e)
     for flag, folder in (("--out", args.out), ("--report-dir", args.report_dir), ("--warm-cache", args.warm_cache)):
         problem = folder_problem(folder) if folder is not None else None
         if problem is not None:

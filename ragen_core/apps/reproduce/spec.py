@@ -97,15 +97,19 @@ def choose_seeds(exp: Experiment, n: int | None = None, first: int | None = None
     """Seeds first..first+n-1 of `exp` (defaults: its :class:`Seeds`), of its kind.
 
     Raises:
-        ValueError: n < 1, first < 0, a reporting range that reaches the tuning seeds 100-199, or a tuning
-            experiment's seed outside them.
+        ValueError: n < 1, first < 0, a last seed above 2**32 - 1
+            (:data:`ragen_core.training.config.MAX_SEED`), a reporting range that reaches the tuning seeds 100-199,
+            or a tuning experiment's seed outside them.
     """
     n = (exp.seeds.quick_count if quick else exp.seeds.count) if n is None else n
     first = exp.seeds.first if first is None else first
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"--seeds must be an integer >= 1; got {n!r}")
-    if isinstance(first, bool) or not isinstance(first, int) or first < 0:
-        raise ValueError(f"--first-seed must be an integer >= 0; got {first!r}")
+    from ragen_core.training.config import seed_range_problem
+
+    problem = seed_range_problem("--first-seed", first, n, "--seeds")
+    if problem is not None:  # each seed in [0, MAX_SEED]
+        raise ValueError(problem)
     seeds = list(range(first, first + n))
     if exp.seeds.kind == "reporting" and seeds[0] < TUNING_SEEDS.stop and seeds[-1] >= TUNING_SEEDS.start:
         raise ValueError(f"seeds {seeds[0]}-{seeds[-1]} would reach the tuning seeds {TUNING_SEEDS.start}-"
