@@ -3,7 +3,8 @@
 - :mod:`~ragen_core.training.config`: the strict sectioned TOML config (``TrainConfig``)
 - :mod:`~ragen_core.training.algorithms`: PPO / GRPO / Dr.GRPO / DAPO / RLOO as rows of one table
 - :mod:`~ragen_core.training.trainer`: ``Trainer`` (rollout -> filter -> advantages -> update), run by
-  ``ragen train`` (:mod:`ragen_core.apps.train`); :mod:`~ragen_core.training.metrics`: every logged metric key
+  ``ragen train`` (:mod:`ragen_core.apps.train`) or from Python (docs/train.md, "From Python");
+  :mod:`~ragen_core.training.metrics`: every logged metric key
 - :mod:`~ragen_core.training.checkpoint`, :mod:`~ragen_core.training.report`: resumable state, metrics and plots
 - :mod:`~ragen_core.training.sft`, :mod:`~ragen_core.training.demonstrators`,
   :mod:`~ragen_core.training.warm_cache`: the supervised warm start on scripted demonstrations

@@ -37,6 +37,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 import sys
 import time
 import warnings
@@ -51,11 +52,18 @@ from ragen_core.episode import per_rollout_options
 from ragen_core.math import losses
 from ragen_core.math.advantages import TRAJ_MEAN, aggregate_loss, trajectory_token_weights
 from ragen_core.math.filtering import filter_groups, reward_variance, rv_statistics, select_rows
-from ragen_core.policy import load_policy
+from ragen_core.policy import TINY_PATHS, load_policy
 from ragen_core.rollout import RolloutBatch, RolloutSettings, build_batch, make_envs, pad_token_id, rollout
 from ragen_core.training.algorithms import compute_advantages, get_algorithm, token_loss_mode
-from ragen_core.training.checkpoint import RNGStreams, TrainState, load_checkpoint, save_checkpoint
-from ragen_core.training.config import ConfigError, TrainConfig, dump_toml
+from ragen_core.training.checkpoint import LATEST, RNGStreams, TrainState, load_checkpoint, save_checkpoint
+from ragen_core.training.config import (
+    ConfigError,
+    TrainConfig,
+    config_to_dict,
+    dump_toml,
+    load_config,
+    resume_changes,
+)
 from ragen_core.training.metrics import Collapse, Filter, Loss, Perf, Probe, Rollout, Val
 from ragen_core.training.probe import cadence_due
 from ragen_core.training.provenance import write_provenance
@@ -63,6 +71,7 @@ from ragen_core.training.report import RunLog, require_tensorboard, write_plots,
 
 __all__ = [
     "Trainer",
+    "LIVE_KEYS",
     "ValueModel",
     "resolve_device",
     "select_groups_rows",
@@ -345,26 +354,186 @@ def check_runnable(cfg: TrainConfig) -> None:
         require_tensorboard()
 
 
+# ---------------------------------------------------------------------------------------------- the Python API's checks
+#: The config keys a built :class:`Trainer` reads afresh at every step, so a change between its construction and
+#: :meth:`Trainer.fit` (or between two ``fit()`` calls) takes effect: the run's length and stopping rules, the
+#: measurement and checkpoint cadences, the progress bar, the rows per forward pass. Every other key was read when
+#: the trainer built its models, envs, sampler settings and logs; a change to it on a built trainer would be
+#: ignored (or break it), so :meth:`Trainer.fit` and :meth:`Trainer.train_step` refuse it (build a new Trainer).
+#: A subset of ``ragen_core.training.config.RESUME_KEYS``: the keys a resume may change.
+LIVE_KEYS = ("run.steps", "run.max_minutes", "run.progress", "run.save_every", "run.keep_every", "eval.every",
+             "eval.until", "mi.every", "mi.until", "mi.batch_tokens", "mi.probe_every", "mi.probe_until",
+             "filter.max_empty_steps", "algo.micro_batch_size")
+
+
+def _short(value: Any) -> str:
+    """``value``'s repr, cut to 80 characters, and its type: what an error message says was given."""
+    text = repr(value)
+    return f"{text[:77] + '...' if len(text) > 80 else text} ({type(value).__name__})"
+
+
+def _check_arguments(cfg: Any, run_dir: Any, policy: Any, resume: Any, on_step: Any) -> None:
+    """TypeError naming the first :class:`Trainer` argument of the wrong kind (ValueError for an empty run_dir),
+    before anything is loaded or made."""
+    if not isinstance(cfg, TrainConfig):
+        raise TypeError(f"cfg must be a ragen_core.training.config.TrainConfig (load_config(path, overrides), or "
+                        f"TrainConfig() with its fields set); got {_short(cfg)}")
+    if not isinstance(run_dir, (str, os.PathLike)):
+        raise TypeError(f"run_dir must be a folder path (str or os.PathLike: a new or empty folder, or a run folder "
+                        f"with resume=True), e.g. Path(cfg.run.out_dir) / cfg.run.name; got {_short(run_dir)}")
+    if str(run_dir) == "":
+        raise ValueError("run_dir must be a folder path; got '' (an empty path would be the current folder)")
+    if policy is not None:
+        missing = [name for name in ("model", "tokenizer", "generate", "forward_logprobs", "encode_chat")
+                   if not hasattr(policy, name)]
+        if missing or not isinstance(policy.model, torch.nn.Module):
+            raise TypeError(f"policy must be None (the trainer loads cfg.model.path) or a built Policy "
+                            f"(ragen_core.policy.load_policy(path), HFPolicy.from_pretrained(path)) whose .model is "
+                            f"a torch.nn.Module; got {_short(policy)}"
+                            + (f", which has no {', '.join(missing)}" if missing else ""))
+    if not isinstance(resume, bool):
+        raise TypeError(f"resume must be True or False (True: continue the run in run_dir from its latest "
+                        f"checkpoint); got {_short(resume)}")
+    if on_step is not None and not callable(on_step):
+        raise TypeError(f"on_step must be a callable taking one metrics dict, or None; got {_short(on_step)}")
+
+
+def _check_env_and_model(cfg: TrainConfig, policy: Any) -> None:
+    """ConfigError unless ``env.id`` is a registered env id with ``env.kwargs`` a table, and (when no policy is
+    given) ``model.path`` is a model folder or a built-in tiny model: gymnasium and transformers would otherwise
+    fail later, with their own words."""
+    import gymnasium as gym
+
+    import ragen_envs  # noqa: F401  (registers the ragen/ ids)
+
+    if not isinstance(cfg.env.id, str):
+        raise ConfigError(f"env.id must be an env id (text; `ragen envs` lists them); got {_short(cfg.env.id)}")
+    try:
+        gym.spec(cfg.env.id)
+    except gym.error.Error as e:
+        raise ConfigError(f"env.id: {e} (`ragen envs` lists the ids)") from None
+    if not isinstance(cfg.env.kwargs, dict):
+        raise ConfigError(f"env.kwargs must be a table (dict) of the env's keyword arguments; "
+                          f"got {_short(cfg.env.kwargs)}")
+    if policy is None and cfg.model.path not in TINY_PATHS and not Path(cfg.model.path).expanduser().is_dir():
+        raise ConfigError(f"model.path {cfg.model.path!r} is not a folder: give a local transformers model folder "
+                          f"(weights, config and tokenizer), or tiny for the offline tiny model (tiny-base: the tiny "
+                          f"model pre-trained to copy and look up), or pass policy=")
+
+
+def _make_envs(cfg: TrainConfig, n: int) -> list[Any]:
+    """``n`` envs of the config (:func:`ragen_core.rollout.make_envs`); an env that refuses ``env.kwargs`` is a
+    ConfigError naming them (an unknown name gets the accepted ones)."""
+    import gymnasium as gym
+
+    try:
+        return make_envs(cfg.env.id, n, cfg.env.kwargs)
+    except (TypeError, ValueError, gym.error.Error) as e:
+        from ragen_envs.registration import kwarg_error
+
+        raise ConfigError(f"env.kwargs {cfg.env.kwargs!r} for {cfg.env.id}: "
+                          f"{kwarg_error(cfg.env.id, dict(cfg.env.kwargs), e)}") from None
+
+
+def _check_run_dir(run_dir: Path, resume: bool) -> None:
+    """The run folder suits the call: not a file; with `resume`, it holds a checkpoint (FileNotFoundError);
+    without, it holds no run (ValueError: a new run would overwrite its config, metrics and checkpoints)."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ValueError(f"run_dir {run_dir} is a file, not a folder: give a new or empty folder (or a run folder "
+                         f"with resume=True)")
+    if resume:
+        if not (run_dir / LATEST).is_file():
+            raise FileNotFoundError(f"no checkpoint to resume from: {run_dir / LATEST} does not exist (a run stopped "
+                                    f"before its first checkpoint has nothing to resume: start it with resume=False)")
+        return
+    checkpoints = sorted(run_dir.glob("checkpoints/*.pt"))
+    if checkpoints:
+        raise ValueError(f"run_dir {run_dir} already holds a run ({checkpoints[-1].relative_to(run_dir)}): pass "
+                         f"resume=True to continue it, or give a new or empty folder (a new run would overwrite its "
+                         f"config.toml, metrics.jsonl and checkpoints)")
+
+
+def _check_resume_config(cfg: TrainConfig, run_dir: Path) -> None:
+    """ConfigError unless `cfg` is the config of the run in `run_dir` (its ``config.toml``) up to the keys a resume
+    may change (:func:`ragen_core.training.config.resume_changes`, the rule of ``ragen train --resume``)."""
+    path = run_dir / "config.toml"
+    if not path.is_file():
+        raise ConfigError(f"resume: {path} does not exist (is {run_dir} a run folder?): a resume is checked "
+                          f"against the run's own config")
+    resume_changes(load_config(path), cfg)
+
+
+def _changed_keys(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) -> dict[str, tuple]:
+    """``{"section.key": (old, new)}`` for the keys whose values differ between two :func:`config_to_dict`."""
+    return {f"{section}.{key}": (before[section][key], value)
+            for section, values in after.items() for key, value in values.items()
+            if value != before[section][key]}
+
+
 # ---------------------------------------------------------------------------------------------- the trainer
+def _check_demonstrator(cfg: TrainConfig) -> None:
+    """The env serves every demonstrator hook the warm start will call
+    (:func:`ragen_core.training.sft.check_demonstrator`), as a ConfigError naming the ``warm_start`` key."""
+    from ragen_core.training.sft import check_demonstrator
+
+    try:
+        check_demonstrator(cfg)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
 class Trainer:
     """The policy, critic, reference, optimisers and RNG streams of one run (see the module docstring).
 
+    From Python (a notebook), as ``ragen train`` runs it::
+
+        cfg = load_config(resolve_config("bandit_tiny")[0], ["run.steps=20"])  # or TrainConfig(), fields set
+        trainer = Trainer(cfg, "runs/my-run")      # checks everything, then makes the folder
+        history = trainer.fit()                    # warm start, RL steps, plots, summary: metrics.jsonl's records
+        trainer = Trainer(cfg, "runs/my-run", resume=True)   # later: continue it from its latest checkpoint
+
+    Everything is checked before the run folder is made (a failure leaves no folder behind), all but the env kwargs
+    before the policy is loaded: the arguments
+    (TypeError naming the one of the wrong kind), the config (:meth:`TrainConfig.validate`, again: a config changed
+    after loading is checked like a loaded one; :func:`check_runnable`; the env id and kwargs; ``model.path`` when no
+    policy is given: ConfigError naming the key), the run folder (ValueError when a new run would overwrite one that
+    holds a run) and, with `resume`, the run's own ``config.toml`` (ConfigError for a key a resume may not change,
+    the rule of ``ragen train --resume``).
+
+    The config object stays the caller's: a key of :data:`LIVE_KEYS` changed after construction takes effect (and
+    is written to ``config.toml``), any other is a ConfigError at the next :meth:`fit` / :meth:`train_step`.
+
     Args:
-        cfg: a validated TrainConfig.
-        run_dir: the run folder (created).
+        cfg: the run's TrainConfig.
+        run_dir: the run folder: new or empty (made after every check passed), or a run folder with `resume`.
         policy: an already-built Policy (tests, the demo); None loads `cfg.model.path`.
-        resume: restore the latest checkpoint of `run_dir`.
-        on_step: called with each step's metrics dict (the demo's live table).
+        resume: restore the latest checkpoint of `run_dir`; `cfg` may differ from the run's ``config.toml`` only in
+            ``ragen_core.training.config.RESUME_KEYS`` (``config.toml`` then records the new values).
+        on_step: called with every record logged to ``metrics.jsonl`` (the warm start's, each step's, each
+            validation's), after it is written (the demo's live table).
     """
 
     def __init__(self, cfg: TrainConfig, run_dir: str | Path, policy: Any = None, resume: bool = False,
                  on_step: Callable[[dict[str, Any]], None] | None = None):
+        _check_arguments(cfg, run_dir, policy, resume, on_step)
+        cfg.validate()  # a config built in code, or changed after load_config, is checked like a loaded one
         self.cfg = cfg
         self.algo = get_algorithm(cfg.algo.name)  # the algorithm's table entry: read by every part below
         self.loss_agg_mode = self.algo.resolve_loss_agg_mode(cfg.algo.loss_agg_mode)
         self.run_dir = Path(run_dir)
-        check_runnable(cfg)  # before the run folder is made: a config that cannot run leaves nothing behind
-        (self.run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+        # Before the run folder is made: a config that cannot run leaves nothing behind.
+        check_runnable(cfg)
+        _check_env_and_model(cfg, policy)
+        if not resume:  # a resumed run's warm start is behind it
+            _check_demonstrator(cfg)
+        _check_run_dir(self.run_dir, resume)
+        if resume:
+            _check_resume_config(cfg, self.run_dir)
+        #: The config as last checked (:meth:`_check_config`): what a later change is compared with.
+        self._config_seen = config_to_dict(cfg)
+        #: A fit() or train_step() of this trainer stopped part-way (Ctrl-C, an error): its in-memory state may be
+        #: half-updated, so the next fit() goes back to the last checkpoint (:meth:`_restore_after_interrupt`).
+        self._interrupted = False
         self.device = resolve_device(cfg.run.device)
         # Models: the policy (and its optimiser), a critic if the algorithm has one, a frozen reference if KL is on.
         if policy is None:
@@ -380,11 +549,11 @@ class Trainer:
         self.state = TrainState()
         # Envs: P x G for training, one per validation episode.
         P, G = cfg.rollout.groups, cfg.rollout.group_size
-        self.envs = make_envs(cfg.env.id, P * G, cfg.env.kwargs)
+        self.envs = _make_envs(cfg, P * G)
         hazard = format_penalty_warning(self.envs[0])
         if hazard:
             warnings.warn(hazard, stacklevel=2)
-        self.val_envs = make_envs(cfg.env.id, cfg.eval.episodes, cfg.env.kwargs)
+        self.val_envs = _make_envs(cfg, cfg.eval.episodes)
         self.settings = RolloutSettings.from_config(cfg.rollout)
         self.val_settings = RolloutSettings.from_config(cfg.rollout, greedy=cfg.eval.greedy)
         self.rng = RNGStreams(cfg.run.seed)
@@ -406,6 +575,7 @@ class Trainer:
                                          cfg.mi.probe_seed, self.settings, cfg.env.per_rollout_option)
             except ValueError as e:  # too few distinct levels for mi.probe_prompts: a setting, not a bug
                 raise ConfigError(f"mi.probe_prompts: {e}") from None
+        (self.run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)  # every check passed: make the folder
         self.log = RunLog(self.run_dir, tensorboard=cfg.run.tensorboard, on_step=on_step)
         self.rollouts_file = RolloutsFile(self.run_dir / ROLLOUTS, cfg.run.rollouts_steps)
         #: Where :meth:`say` writes the run's progress lines (None: nowhere; `ragen train` sets stderr).
@@ -433,7 +603,34 @@ class Trainer:
 
     # ------------------------------------------------------------------ one step
     def train_step(self) -> dict[str, Any]:
-        """Rollout -> filter -> (MI) -> compact -> score -> advantages -> update (-> validation)."""
+        """One RL step: rollout -> filter -> (MI) -> compact -> score -> advantages -> update (-> validation);
+        returns its metrics record.
+
+        :meth:`fit` runs the steps of a run (and logs and checkpoints them); a step called here is neither logged
+        nor checkpointed, so :meth:`fit` refuses to continue a trainer that took one (RuntimeError).
+
+        Raises:
+            ConfigError: the config changed since the trainer was built in a key it does not read at every step
+                (:data:`LIVE_KEYS`), or is no longer valid.
+            RuntimeError: the previous step (or fit()) was interrupted part-way: its model, optimiser and RNG
+                streams may be half-updated (:meth:`load_checkpoint` goes back to the last checkpoint).
+        """
+        if self._interrupted:
+            back = (f"call trainer.load_checkpoint() to go back to the last checkpoint (step {self.saved_step}) or "
+                    f"trainer.fit() (which does that itself), or build a new Trainer" if self.saved_step is not None
+                    else "nothing was checkpointed yet (load_checkpoint() has nothing to go back to): build a new "
+                         "Trainer, with a freshly loaded policy")
+            raise RuntimeError(f"the last train_step() or fit() of this Trainer was interrupted part-way, so its "
+                               f"model, optimiser and RNG streams may be half-updated: {back}")
+        self._check_config()
+        try:
+            return self._train_step()
+        except BaseException:
+            self._interrupted = True
+            raise
+
+    def _train_step(self) -> dict[str, Any]:
+        """The body of :meth:`train_step` (numbered as in the module docstring)."""
         cfg = self.cfg
         step = self.state.step + 1
         metrics: dict[str, Any] = {"step": step}
@@ -519,7 +716,7 @@ class Trainer:
         self.state.step = step
 
         # 8. validation, and the held-out MI probe
-        if cadence_due(step, cfg.eval.every, cfg.eval.until):  # the last step's validation: see train()
+        if cadence_due(step, cfg.eval.every, cfg.eval.until):  # the last step's validation: see fit()
             metrics.update(self._timed_evaluate())
         if self.probe_due(step):
             metrics.update(self.probe_diagnostics(step))
@@ -1016,7 +1213,90 @@ class Trainer:
         self.save_checkpoint()
 
     def fit(self) -> list[dict[str, Any]]:
-        """Warm start (if configured, fresh runs only), the training loop, plots and summary."""
+        """Run the run: warm start (if configured, fresh runs only), the training loop up to ``run.steps``, the
+        last validation, plots and summary; returns the records of ``metrics.jsonl`` (a new list each call).
+
+        Call it again after a Ctrl-C (or an error) part-way, in a notebook as with ``ragen train --resume``: it
+        goes back to the last checkpoint (the state, the RNG streams and the logs of that step) and continues, as
+        an uninterrupted run would have. Again after a finished run, it trains nothing more unless ``run.steps``
+        was raised (the keys it re-reads: :data:`LIVE_KEYS`).
+
+        Raises:
+            ConfigError: the config is invalid, or changed since the trainer was built outside :data:`LIVE_KEYS`, or
+                ``run.steps`` is below the steps trained (or changed after steps trained under a linear schedule).
+            RuntimeError: the trainer took steps by :meth:`train_step` outside fit() (they are in neither the log
+                nor a checkpoint), or the last fit() stopped before the run's first checkpoint (nothing to go back
+                to; the policy may be partly trained: build a new Trainer).
+        """
+        if self._interrupted:
+            self._restore_after_interrupt()
+        done = self.saved_step if self.saved_step is not None else 0
+        if self.state.step != done:
+            fix = ("call trainer.load_checkpoint() to drop them and continue from the last checkpoint (step "
+                   f"{self.saved_step}), or build a new Trainer" if self.saved_step is not None else
+                   "the run folder has no config.toml, warm start or step-0 measurements for them either: build a "
+                   "new Trainer and call fit() first")
+            raise RuntimeError(f"this Trainer is at step {self.state.step}, after train_step() calls outside fit() "
+                               f"that are in neither metrics.jsonl nor a checkpoint (last checkpoint: "
+                               f"{'none' if self.saved_step is None else f'step {self.saved_step}'}), so fit() "
+                               f"cannot continue them as one run: {fix}")
+        self._check_config(in_fit=True)
+        if self.saved_step is not None or self.resumed:  # a run under way: config.toml holds the values in force
+            self._write_config()
+        try:
+            return list(self._fit())
+        except BaseException:
+            self._interrupted = True
+            raise
+
+    def _restore_after_interrupt(self) -> None:
+        """After a fit() or train_step() that stopped part-way: back to the last checkpoint, as a resume does."""
+        if self.saved_step is None:
+            raise RuntimeError("the last fit() of this Trainer stopped before the run's first checkpoint (in the warm "
+                               "start or before it), so there is nothing to go back to and its policy may be partly "
+                               "trained: build a new Trainer, with a freshly loaded policy, to start the run again "
+                               "(the same run_dir is fine)")
+        self.load_checkpoint()
+
+    def _check_config(self, in_fit: bool = False) -> None:
+        """The config as it is now (the caller's object is the trainer's, and may have changed since): valid
+        (:meth:`TrainConfig.validate`), and changed since the last check in :data:`LIVE_KEYS` only; ``run.steps``
+        fixed once steps trained under ``algo.lr_schedule=linear`` (its rate at every step depends on it) and, for
+        `in_fit`, not below the steps trained. A run under way gets ``config.toml`` rewritten with a change.
+        ConfigError naming the key otherwise."""
+        cfg = self.cfg
+        if not isinstance(cfg, TrainConfig):
+            raise TypeError(f"Trainer.cfg must be a TrainConfig; got {_short(cfg)}")
+        cfg.validate()
+        now = config_to_dict(cfg)
+        changes = _changed_keys(self._config_seen, now)
+        for key, (before, after) in changes.items():
+            if key not in LIVE_KEYS:
+                raise ConfigError(f"{key} changed from {before!r} to {after!r} after the Trainer was built: the "
+                                  f"trainer read it when it built its models, envs and logs, so the change would "
+                                  f"not take effect; build a new Trainer for it (a built one re-reads only "
+                                  f"{', '.join(LIVE_KEYS)})")
+        if "run.steps" in changes and cfg.algo.lr_schedule == "linear" and self.state.step > 0:
+            before, after = changes["run.steps"]
+            raise ConfigError(f"run.steps changed from {before} to {after} after {self.state.step} steps trained with "
+                              f"algo.lr_schedule=linear, whose learning rate at every step depends on run.steps: "
+                              f"start a new run instead")
+        if in_fit and cfg.run.steps < self.state.step:
+            raise ConfigError(f"run.steps={cfg.run.steps} is below the {self.state.step} steps this run has "
+                              f"already trained: keep or raise it")
+        self._config_seen = now
+        if changes and (self.saved_step is not None or self.resumed):
+            self._write_config()
+
+    def _write_config(self) -> None:
+        """``config.toml`` with the values in force (written only when they differ from the file's)."""
+        text = dump_toml(self.cfg)
+        path = self.run_dir / "config.toml"
+        if not path.is_file() or path.read_text() != text:
+            path.write_text(text)
+
+    def _fit(self) -> list[dict[str, Any]]:
+        """The body of :meth:`fit`; returns the log's history."""
         cfg = self.cfg
         t_start = time.perf_counter()  # run.max_minutes counts from here (warm start included)
         if self.state.step == 0:
@@ -1120,6 +1400,9 @@ class Trainer:
     def load_checkpoint(self) -> None:
         """Restore the latest checkpoint; the metrics logged after it belong to the lost step and are dropped.
 
+        The way back after an interrupted :meth:`train_step` (``fit()`` takes it by itself), or to drop steps taken
+        by :meth:`train_step` outside ``fit()``.
+
         Raises:
             ConfigError: `run.steps` is below the steps the checkpoint has trained (before anything is restored or
                 rewritten: such a run would train nothing and report "N of M" steps with N > M).
@@ -1132,6 +1415,8 @@ class Trainer:
         self.load_state_dict(state)
         self.saved_step = self.state.step
         self.log.rewind(self.state.step)
+        self.resumed = True  # fit() continues from here: no second warm start at step 0
+        self._interrupted = False  # the state is the checkpoint's, whatever was half-done before
 
 
 #: The progress bar's fields: metric -> its short name on the bar (explained once by BAR_LEGEND).

@@ -83,8 +83,8 @@ def test_the_filter_logs_the_same_keys_on_and_off(model_dir, tmp_path, group_siz
         cfg = load_config(None, ["env.id=ragen/Bandit-v0", "rollout.groups=3", f"rollout.group_size={group_size}",
                                  "rollout.max_turns=1", "rollout.max_new_tokens=8", "run.device=cpu",
                                  "eval.episodes=1", f"filter.enabled={str(enabled and group_size >= 2).lower()}"])
-        cfg.filter.enabled = enabled
         trainer = Trainer(cfg, tmp_path / str(enabled), policy=policy)
+        cfg.filter.enabled = enabled  # after the Trainer's own config check, which refuses it with one rollout
         _, metrics = trainer.filter_with_metrics(trainer.collect())
         decided[enabled] = metrics
     assert list(decided[True]) == list(decided[False]) == list(Filter.DECISION)

@@ -231,8 +231,9 @@ def test_probe_seeds_must_be_held_out(model_dir, tmp_path):
     # the same overlap rule for the warm start against validation (seeds 123..126 here), probe off
     with pytest.raises(ConfigError, match="warm_start.seed.*overlap the validation"):
         Trainer(_cfg("warm_start.seed=120", "warm_start.sft_episodes=10"), tmp_path / "d", policy=policy)
-    Trainer(_cfg("warm_start.seed=127", "warm_start.sft_episodes=10", "mi.probe_prompts=4", "mi.probe_seed=140"),
-            tmp_path / "e", policy=policy)  # adjacent ranges do not overlap
+    Trainer(_cfg("warm_start.seed=127", "warm_start.sft_episodes=10", "warm_start.policy=random",
+                 "mi.probe_prompts=4", "mi.probe_seed=140"),
+            tmp_path / "e", policy=policy)  # adjacent ranges do not overlap (random: this env has no oracle)
 
 
 def test_pmi_return_association_matches_a_plain_loop_and_reads_the_direction():

@@ -145,7 +145,9 @@ def test_grad_parts_change_no_metric_but_add_the_parts(model_dir, tmp_path):
     off, _ = run(model_dir, tmp_path / "off", "run.seed=4", "run.steps=1")
     on, _ = run(model_dir, tmp_path / "on", "run.seed=4", "run.steps=1", "algo.grad_parts=true")
     assert on[0]["loss/grad_norm"] == pytest.approx(off[0]["loss/grad_norm"], rel=1e-5)
-    assert on[0]["loss/policy"] == off[0]["loss/policy"]
+    # Equal to rounding, not bit for bit: the second mini-batch's loss follows an update whose gradient was summed
+    # part by part, which rounds differently from one joint backward on some CPUs (seen without AVX-512).
+    assert on[0]["loss/policy"] == pytest.approx(off[0]["loss/policy"], rel=1e-5)
     for key in ("loss/grad_norm_task", "loss/grad_norm_entropy", "loss/update_norm"):
         assert key in on[0] and key not in off[0]
     assert "loss/grad_norm_kl" not in on[0]  # KL off
