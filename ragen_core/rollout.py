@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 from ragen_core.episode import ChatEpisode, EpisodeStart, seed_list
+from ragen_core.limits import MAX_BATCH, MAX_TURNS
 from ragen_envs.validation import require_bool, require_float, require_int
 
 __all__ = [
@@ -116,9 +117,14 @@ class RolloutOptions:
 
     def check(self) -> None:
         """Raise ValueError naming the first option out of range or of the wrong type (the message starts with the
-        field's name): bools and floats are not counts, strings are not numbers, a switch is True or False."""
+        field's name): bools and floats are not counts, strings are not numbers, a switch is True or False.
+        ``max_turns`` is at most :data:`ragen_core.limits.MAX_TURNS` (a rollout sizes a table and its metrics by
+        it); ``max_new_tokens``' bound is the model's positions, checked where the model is known
+        (:mod:`ragen_core.limits`)."""
         for name in ("max_turns", "max_new_tokens"):
             require_int(name, getattr(self, name), low=1)
+        if self.max_turns > MAX_TURNS:
+            raise ValueError(f"max_turns must be at most {MAX_TURNS} (the envs' own turn cap); got {self.max_turns}")
         parse_context(self.context)
         if not _finite_number(self.temperature) or not self.temperature > 0:
             raise ValueError(f"temperature must be a finite number > 0; got {self.temperature!r}")
@@ -476,7 +482,7 @@ def rollout(
 
     Raises:
         ValueError / TypeError naming the argument (before any env is reset) for a count, a seed or settings that
-        are not what is listed above.
+        are not what is listed above, or more than :data:`ragen_core.limits.MAX_BATCH` episodes (P * G).
     """
     s, seeds, g, options = _check_rollout_args(settings, seeds, group_size, reset_options)
     window = parse_context(s.context)
@@ -484,6 +490,8 @@ def rollout(
     n = p * g
     if p < 1:
         raise ValueError(f"need at least one group and group_size >= 1; got {p} groups of {g}")
+    if n > MAX_BATCH:  # ragen_core.limits: the most episodes one batch (one batched generate) can hold
+        raise ValueError(f"len(seeds) x group_size must be at most {MAX_BATCH} episodes (one batch); got {p} x {g}")
     if len(envs) < n:
         raise ValueError(f"need {n} envs for {p} groups x {g} rollouts; got {len(envs)}")
     if options is not None and len(options) != n:

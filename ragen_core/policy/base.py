@@ -22,6 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
+from ragen_core.limits import max_new_tokens_problem, model_positions
 from ragen_envs.validation import require_bool
 
 ImageList = list[np.ndarray]
@@ -122,7 +123,8 @@ class Policy(Protocol):
         Args:
             prompts: token-id lists (from `encode_chat`; 1-D integer tensors / arrays too), each non-empty, every id
                 in ``[0, vocab size)``.
-            max_new_tokens: per response, >= 1.
+            max_new_tokens: per response, >= 1 and at most the model's positions (its ``max_position_embeddings``,
+                when its config says: :mod:`ragen_core.limits`; the prompt is not counted).
             temperature: a finite number > 0 for sampling (0 is accepted and means greedy).
             top_p: nucleus mass in (0, 1].
             stop: stop strings (or one string), matched on the decoded response; empty strings are ignored.
@@ -133,8 +135,9 @@ class Policy(Protocol):
         Bad arguments raise ValueError (a value out of range) or TypeError (a value of the wrong kind), naming the
         argument, before anything is computed. No prompts (an empty list) give no generations (an empty list).
         """
-        prompts = check_generate_args(prompts, max_new_tokens, temperature, top_p,
-                                      vocab_size=model_vocab_size(getattr(self, "model", None)))
+        model = getattr(self, "model", None)
+        prompts = check_generate_args(prompts, max_new_tokens, temperature, top_p, vocab_size=model_vocab_size(model),
+                                      positions=model_positions(getattr(model, "config", None)))
         check_generator(generator)
         greedy = require_bool("greedy", greedy)
         if not prompts:
@@ -266,17 +269,21 @@ def check_generator(generator: Any) -> None:
 
 def check_generate_args(
     prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float, *,
-    vocab_size: int | None = None,
+    vocab_size: int | None = None, positions: int | None = None,
 ) -> list[list[int]]:
     """Validate the arguments of `Policy.generate` (one contract for every backend); return the prompts as lists of
     Python ints (:func:`token_id_lists`).
 
-    Raises ValueError for `max_new_tokens` not an integer >= 1, `temperature` not a finite number >= 0 (0 means
-    greedy), `top_p` not a number in (0, 1], an empty prompt or a token id outside ``[0, vocab_size)`` (when
-    given), and TypeError for prompts that are not token-id lists.
+    Raises ValueError for `max_new_tokens` not an integer >= 1 or above the model's `positions` (when given: a
+    decoding cache is laid out for prompt + max_new_tokens positions before the first token), `temperature` not a
+    finite number >= 0 (0 means greedy), `top_p` not a number in (0, 1], an empty prompt or a token id outside
+    ``[0, vocab_size)`` (when given), and TypeError for prompts that are not token-id lists.
     """
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+    problem = max_new_tokens_problem("max_new_tokens", int(max_new_tokens), positions)
+    if problem is not None:
+        raise ValueError(problem)
     if not (is_number(temperature) and math.isfinite(temperature) and temperature >= 0):
         raise ValueError(f"temperature must be a finite number >= 0 (0 means greedy), got {temperature!r}")
     if not (is_number(top_p) and 0.0 < top_p <= 1.0):

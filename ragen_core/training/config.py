@@ -24,7 +24,8 @@ Loading::
 
 Unknown sections or keys, in a file or an override, raise :class:`ConfigError` naming the key and listing
 the accepted ones; values are type-checked (ints are accepted where floats are expected), and every numeric key is
-checked against its declared range (:data:`BOUNDS`: finite, and >= 0 or >= 1 as the key needs) in one place.
+checked against its declared range (:data:`BOUNDS`: finite, >= 0 or >= 1 as the key needs, and for the counts and
+lengths the code sizes its work by, at most what it can run: :mod:`ragen_core.limits`) in one place.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ragen_core.limits import MAX_BATCH, MAX_FILLER_WORDS, MAX_TURNS, max_new_tokens_problem, path_positions
 from ragen_core.math.filtering import FilterSpec, FilterSpecError
 from ragen_core.math.losses import KL_ESTIMATORS
 from ragen_core.rollout import RolloutOptions
@@ -384,6 +386,7 @@ class TrainConfig:
         """
         _check_types(self)
         _check_numbers(self)
+        _check_sizes(self)
         _check_run_name(self.run.name)
         _check(self.run.device in ("auto", "cpu", "cuda") or self.run.device.startswith("cuda:"),
                "run.device", "must be auto, cpu, cuda or cuda:N")
@@ -474,10 +477,12 @@ def _number(value: float | None) -> str:
     return str(value) if isinstance(value, int) else f"{value:g}"
 
 
-#: The largest seed (:data:`ragen_envs.validation.MAX_SEED`, where the reason is written).
-#: The config keys that are seeds (each in [0, :data:`MAX_SEED`]).
+#: The config keys that are seeds, each in [0, MAX_SEED] (:data:`ragen_envs.validation.MAX_SEED`, 2**32 - 1, where
+#: the reason is written).
 SEED_KEYS = ("run.seed", "env.train_seed", "env.val_seed", "warm_start.seed", "mi.probe_seed")
 _SEED_NOTE = "a seed: at most 2**32 - 1"
+#: Why a batch count is at most MAX_BATCH (ragen_core.limits).
+_BATCH_NOTE = "episodes of one batch: torch's CUDA attention kernels run at most 65535 rows"
 
 
 def seed_range_problem(flag: str, first: Any, count: int = 1, count_flag: str = "") -> str | None:
@@ -499,6 +504,18 @@ def seed_range_problem(flag: str, first: Any, count: int = 1, count_flag: str = 
 #: entry here makes every validation fail (KeyError), so a new field cannot go unchecked. Seeds are in [0, MAX_SEED]
 #: (numpy, torch and gymnasium refuse negative ones; :data:`MAX_SEED` says why the top); learning rates, coefficients
 #: and cadences are >= 0; counts and sizes >= 1.
+#:
+#: Upper bounds: a count that the code sizes work by before the first result (envs, seeds and rows built up front,
+#: tables preallocated) is at most what the code can run, each limit defined with its reason in
+#: :mod:`ragen_core.limits`: episodes of one batch (rollout.groups x rollout.group_size, eval.episodes, mi.probe_prompts
+#: x mi.probe_group_size, warm_start.sft_episodes) at most MAX_BATCH (65,535: torch's CUDA attention kernels run at
+#: most that many rows), rollout.max_turns at most MAX_TURNS (10,000: the envs' own turn cap), warm_start.filler_words
+#: at most MAX_FILLER_WORDS (5,461: beyond, the words fill the 16,384 characters of a response that the envs read);
+#: rollout.max_new_tokens at most the positions of the model (``model.path``) when they are known without loading it
+#: (:func:`_check_sizes`). Beyond these, a value was an out-of-memory traceback or hours of set-up before anything
+#: ran. Counts that only loop over work the run does (run.steps, algo.epochs, warm_start.epochs, algo.max_refill_rounds)
+#: and budgets bounded by the data they split (mi.batch_tokens, algo.mini_batch_size, algo.micro_batch_size,
+#: warm_start.batch_size) have no upper bound: a larger value allocates nothing more.
 BOUNDS: dict[str, Bound] = {
     "run.seed": Bound(0, MAX_SEED, note=_SEED_NOTE),
     "run.steps": Bound(0),
@@ -510,13 +527,13 @@ BOUNDS: dict[str, Bound] = {
     "model.critic_lr": Bound(0),
     "env.train_seed": Bound(0, MAX_SEED, note=_SEED_NOTE),
     "env.val_seed": Bound(0, MAX_SEED, note=_SEED_NOTE),
-    "rollout.max_turns": Bound(1),
+    "rollout.max_turns": Bound(1, MAX_TURNS, note="the envs' own turn cap"),
     "rollout.max_new_tokens": Bound(1),
     "rollout.temperature": Bound(0, open_low=True),
     "rollout.top_p": Bound(0, 1, open_low=True),
     "rollout.length_limit": Bound(0, note="0 = rollout.max_new_tokens"),
-    "rollout.groups": Bound(1),
-    "rollout.group_size": Bound(1),
+    "rollout.groups": Bound(1, MAX_BATCH, note=_BATCH_NOTE),
+    "rollout.group_size": Bound(1, MAX_BATCH, note=_BATCH_NOTE),
     "algo.lr": Bound(0, open_low=True),
     "algo.weight_decay": Bound(0),
     "algo.epochs": Bound(1),
@@ -543,15 +560,18 @@ BOUNDS: dict[str, Bound] = {
     "mi.batch_tokens": Bound(1),
     "mi.ema_alpha": Bound(0, 1, open_high=True),
     "mi.ema_eps": Bound(0),
-    "mi.probe_prompts": Bound(2, off=0, note="0 = no probe; a probe needs at least 2 prompts"),
-    "mi.probe_group_size": Bound(1),
+    "mi.probe_prompts": Bound(2, MAX_BATCH, off=0, note="0 = no probe; a probe needs at least 2 prompts; "
+                                                      + _BATCH_NOTE),
+    "mi.probe_group_size": Bound(1, MAX_BATCH, note=_BATCH_NOTE),
     "mi.probe_every": Bound(0, note="0 = mi.every"),
     "mi.probe_until": Bound(0, note="0 = no limit"),
     "mi.probe_seed": Bound(0, MAX_SEED, note=_SEED_NOTE),
     "eval.every": Bound(0, note="0 = never"),
     "eval.until": Bound(0, note="0 = no limit"),
-    "eval.episodes": Bound(1),
-    "warm_start.sft_episodes": Bound(0, note="0 = no warm start"),
+    "eval.episodes": Bound(1, MAX_BATCH, note=_BATCH_NOTE),
+    "warm_start.sft_episodes": Bound(0, MAX_BATCH, note="0 = no warm start; its demonstrations are held in memory "
+                                                        "as one token batch, about 40 bytes a token: 65535 episodes "
+                                                        "of two 300-token turns are 1.6 GB"),
     "warm_start.action_noise": Bound(0, 1),
     "warm_start.epochs": Bound(1),
     "warm_start.lr": Bound(0),
@@ -559,7 +579,8 @@ BOUNDS: dict[str, Bound] = {
     "warm_start.seed": Bound(0, MAX_SEED, note=_SEED_NOTE),
     "warm_start.reasoning_dependence": Bound(0, 1),
     "warm_start.template_levels": Bound(1),
-    "warm_start.filler_words": Bound(0),
+    "warm_start.filler_words": Bound(0, MAX_FILLER_WORDS, note="3 characters or more each: more would fill the "
+                                                               "16384 characters of a response that the envs read"),
 }
 
 
@@ -593,6 +614,21 @@ def _check_numbers(cfg: TrainConfig) -> None:
         if not bound.accepts(value, integer=typ is int):
             note = f" ({bound.note})" if bound.note else ""
             raise ConfigError(f"{key} must be {bound.describe(integer=typ is int)}{note}; got {_shown(value)}")
+
+
+def _check_sizes(cfg: TrainConfig) -> None:
+    """ConfigError for the size limits that tie keys together (:mod:`ragen_core.limits`): the episodes of one
+    batch, P x G of a step's rollout and N x G of the probe's, at most MAX_BATCH; ``rollout.max_new_tokens`` at most
+    the positions of ``model.path`` (a tiny model, or a model folder's config.json; not checked when the folder is
+    not there yet)."""
+    batches = {("rollout.groups", "rollout.group_size"): (cfg.rollout.groups, cfg.rollout.group_size),
+               ("mi.probe_prompts", "mi.probe_group_size"): (cfg.mi.probe_prompts, cfg.mi.probe_group_size)}
+    for (a, b), (x, y) in batches.items():
+        _check(x * y <= MAX_BATCH, a, f"x {b} must be at most {MAX_BATCH} ({_BATCH_NOTE}); got {x} x {y} = {x * y}")
+    problem = max_new_tokens_problem("rollout.max_new_tokens", cfg.rollout.max_new_tokens,
+                                     path_positions(cfg.model.path), f"model.path {cfg.model.path!r}")
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 def _shown(value: Any) -> str:

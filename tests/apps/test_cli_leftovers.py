@@ -85,7 +85,7 @@ def test_a_config_file_with_a_huge_integer_is_one_config_error(tmp_path):
 def test_the_numbers_of_other_keys_read_as_before():
     assert config_mod.BOUNDS["rollout.top_p"].describe(integer=False) == "a finite number in (0, 1]"
     assert config_mod.BOUNDS["algo.dual_clip"].describe(integer=False) == "0 or a finite number > 1"
-    assert config_mod.BOUNDS["mi.probe_prompts"].describe(integer=True) == "0 or an integer >= 2"
+    assert config_mod.BOUNDS["mi.probe_prompts"].describe(integer=True) == "0 or an integer in [2, 65535]"
     assert load_config(None, ["run.steps=12", "algo.lr=3"]).algo.lr == 3.0
 
 

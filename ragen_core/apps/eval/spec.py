@@ -29,6 +29,7 @@ from ragen_core.apps.eval.plan import (
     resolve_env_ids,
     seed_overlaps,
 )
+from ragen_core.limits import MAX_BATCH, max_new_tokens_problem, path_positions
 from ragen_core.training.config import seed_range_problem
 
 __all__ = ["EVAL_JSON", "RESUME_FLAGS", "EvalSpec", "SpecError", "build_spec", "default_out_dir", "load_spec",
@@ -135,6 +136,30 @@ def default_out_dir(spec: EvalSpec, root: Path = Path("evals")) -> Path:
     return Path(f"{base}-{i}")
 
 
+def _count_problem(episodes: int, group_size: int) -> str | None:
+    """Why ``--episodes`` x ``--group-size`` episodes per env cannot be played (one line), or None: more than
+    :data:`ragen_core.limits.MAX_BATCH`, the most a run's validation (``eval.episodes``) or one training step plays;
+    an evaluation lists every episode before the first one is played, and in process no batch is then larger than
+    the limit whatever ``--workers`` says."""
+    if episodes * group_size <= MAX_BATCH:
+        return None
+    return (f"--episodes {episodes} x --group-size {group_size} = {episodes * group_size} episodes per env; at most "
+            f"{MAX_BATCH} (the most a run's validation or a training step plays: ragen_core.limits.MAX_BATCH)")
+
+
+def _tokens_problem(args: Any, kind: str, config: Any, max_new_tokens: int, source: str) -> str | None:
+    """Why an in-process model cannot generate `max_new_tokens` per turn (``--max-tokens``, else the setting of
+    `source`), or None: more than the model's positions (:func:`ragen_core.limits.max_new_tokens_problem`), known
+    without loading it for tiny, a model folder, or a run folder (its ``model.path``). A server's model is its own
+    to check (it answers a request over its context with an error, recorded per episode)."""
+    if kind == "server":
+        return None
+    path = config.model.path if kind == "run" else str(Path(args.model).expanduser())
+    name = "--max-tokens" if args.max_tokens is not None else f"rollout.max_new_tokens ({source})"
+    return max_new_tokens_problem(name, max_new_tokens, path_positions("tiny" if kind == "tiny" else path),
+                                  f"MODEL {args.model}")
+
+
 def build_spec(args: Any, notes: list[str]) -> EvalSpec:
     """The :class:`EvalSpec` of a fresh evaluation from parsed arguments; `notes` collects lines for the user
     (seed ranges that overlap a config's streams). Raises SpecError with a one-line message."""
@@ -162,6 +187,9 @@ def build_spec(args: Any, notes: list[str]) -> EvalSpec:
         value = getattr(args, name)
         if value is not None and value < low:
             raise SpecError(f"--{name.replace('_', '-')} must be >= {low}; got {value}")
+    problem = _count_problem(128 if args.episodes is None else args.episodes, args.group_size or 1)
+    if problem is not None:
+        raise SpecError(problem)
     problem = seed_range_problem("--seed", EVAL_SEED if args.seed is None else args.seed,
                                  128 if args.episodes is None else args.episodes, "--episodes")
     if problem is not None:  # the seeds --seed .. --seed + --episodes - 1, each in [0, MAX_SEED]
@@ -204,6 +232,9 @@ def build_spec(args: Any, notes: list[str]) -> EvalSpec:
             plans[env_id] = make_plan(env_id, cfg, src, sampling).to_json()
         except ValueError as e:
             raise SpecError(str(e)) from None
+        problem = _tokens_problem(args, kind, config, plans[env_id]["settings"]["max_new_tokens"], src)
+        if problem is not None:
+            raise SpecError(problem)
         overlap = seed_overlaps(range(seed, seed + episodes), cfg)
         if overlap:
             notes.append(f"note: {env_id}: seeds {seed}..{seed + episodes - 1} overlap the {', '.join(overlap)} "

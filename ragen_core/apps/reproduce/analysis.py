@@ -83,6 +83,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
 
+from ragen_core.apps.reproduce.spec import MAX_SEEDS
 from ragen_core.apps.reproduce.verdicts import PairedRule, ShareRule, Verdict, mean_of, paired, verdict_text
 from ragen_core.apps.reproduce.verdicts import mde as mde
 from ragen_core.math.collapse import collapse_from_history, detect_collapse
@@ -503,7 +504,7 @@ def _ci(values: list[float]) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------- power
-def seeds_needed(effect: float, sd: float, power: float = 0.8, max_n: int = 1000) -> int | None:
+def seeds_needed(effect: float, sd: float, power: float = 0.8, max_n: int = MAX_SEEDS) -> int | None:
     """The smallest number of seeds (pairs) n >= 2 whose paired t-test (two-sided, alpha 0.05) detects `effect`
     with probability `power`: :func:`ragen_core.math.stats.pairs_needed`; None when more than `max_n` are needed."""
     if not (math.isfinite(sd) and sd > 0) or not effect:
@@ -529,10 +530,10 @@ def paired_comparison(a: dict[int, float | None], b: dict[int, float | None], di
 def equivalence_seeds(sd: float | None, bound: float, power: float = 0.8) -> int | None:
     """Seeds (pairs) TOST within +-`bound` needs to conclude equivalence with probability `power` when the true
     difference is 0 and the paired SD is `sd` (:func:`ragen_core.math.stats.pairs_needed_equivalence`); None when
-    sd is unknown or 0, or more than 1000 are needed."""
+    sd is unknown or 0, or more than :data:`~ragen_core.apps.reproduce.spec.MAX_SEEDS` (1000) are needed."""
     if sd is None or not math.isfinite(sd) or sd <= 0:
         return None
-    return pairs_needed_equivalence(sd, bound, alpha=PAIRED.equivalence_alpha, power=power, max_n=1000)
+    return pairs_needed_equivalence(sd, bound, alpha=PAIRED.equivalence_alpha, power=power, max_n=MAX_SEEDS)
 
 
 def equivalence_power_now(sd: float | None, n: int, bound: float) -> float | None:

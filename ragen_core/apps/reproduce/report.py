@@ -26,6 +26,7 @@ from ragen_core.apps.reproduce.analysis import (
     fmt_unit,
 )
 from ragen_core.apps.reproduce.runner import PHASES, design_cost
+from ragen_core.apps.reproduce.spec import MAX_SEEDS
 from ragen_core.apps.reproduce.study import ARMS
 from ragen_core.apps.reproduce.verdicts import pct, verdict_text
 
@@ -603,11 +604,11 @@ def _section_power(rows: list[dict[str, Any]]) -> list[str]:
               "bound | P(equivalent) now, true difference 0 | seeds for 80% |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         fmt = fmt_unit(r["unit"])
-        needed = "; ".join(f"{fmt(eff)} -> {'> 1000' if n is None else n}" for eff, n in r["needed"].items())
+        needed = "; ".join(f"{fmt(eff)} -> {f'> {MAX_SEEDS}' if n is None else n}" for eff, n in r["needed"].items())
         eq_n = r.get("equivalence_needed")
         lines.append(f"| {_env(r['env'])} | {r['label']} | {r['n']} | {_plain(r['sd'], r['unit'])}"
                      f" | {_plain(r['mde'], r['unit'])} | {needed} | +-{_plain(r.get('bound'), r['unit'])} | "
-                     f"{_num(r.get('equivalence_power'), '{:.2f}')} | {'> 1000' if eq_n is None else eq_n} |")
+                     f"{_num(r.get('equivalence_power'), '{:.2f}')} | {f'> {MAX_SEEDS}' if eq_n is None else eq_n} |")
     return lines
 
 

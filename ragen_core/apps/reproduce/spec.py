@@ -12,12 +12,17 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TUNING_SEEDS", "RunSpec", "Variant", "Seeds", "Experiment", "RunRecord", "build_runs", "choose_seeds",
-           "check_seeds", "third_of_the_run"]
+__all__ = ["TUNING_SEEDS", "MAX_SEEDS", "RunSpec", "Variant", "Seeds", "Experiment", "RunRecord", "build_runs",
+           "choose_seeds", "check_seeds", "third_of_the_run"]
 
 #: Seeds 100-199 are the tuning seeds, on which configs were piloted and tuned: an experiment that reports
 #: verdicts never uses them, a search uses only them.
 TUNING_SEEDS = range(100, 200)
+#: The most seeds an experiment runs (``--seeds``): the most its power analysis ever plans
+#: (:func:`ragen_core.apps.reproduce.analysis.seeds_needed` and ``equivalence_seeds`` report a design that needs more
+#: as out of reach, "> 1000" in the report). Each seed is a training run of every arm, and every run is listed
+#: before the first one starts: a count in the billions (within the seed bound) was an out-of-memory traceback.
+MAX_SEEDS = 1000
 
 
 @dataclass(frozen=True)
@@ -97,14 +102,17 @@ def choose_seeds(exp: Experiment, n: int | None = None, first: int | None = None
     """Seeds first..first+n-1 of `exp` (defaults: its :class:`Seeds`), of its kind.
 
     Raises:
-        ValueError: n < 1, first < 0, a last seed above 2**32 - 1
-            (:data:`ragen_core.training.config.MAX_SEED`), a reporting range that reaches the tuning seeds 100-199,
+        ValueError: n < 1 or above :data:`MAX_SEEDS`, first < 0, a last seed above 2**32 - 1
+            (:data:`ragen_envs.validation.MAX_SEED`), a reporting range that reaches the tuning seeds 100-199,
             or a tuning experiment's seed outside them.
     """
     n = (exp.seeds.quick_count if quick else exp.seeds.count) if n is None else n
     first = exp.seeds.first if first is None else first
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"--seeds must be an integer >= 1; got {n!r}")
+    if n > MAX_SEEDS:
+        raise ValueError(f"--seeds must be an integer in [1, {MAX_SEEDS}] (the most seeds an experiment's power "
+                         f"analysis plans; each seed is a training run of every arm); got {n}")
     from ragen_core.training.config import seed_range_problem
 
     problem = seed_range_problem("--first-seed", first, n, "--seeds")
