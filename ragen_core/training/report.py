@@ -276,6 +276,15 @@ def _probe_summary(history: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def _run_files(run_dir: Path, summary: Path) -> str:
+    """The run folder's files as the summary lists them: every file it holds now (what the run wrote, the plots
+    included), the latest checkpoint, and the summary itself; read off the folder, so the list cannot go stale."""
+    names = {p.name for p in run_dir.iterdir() if p.is_file()} | {summary.name}
+    if (run_dir / "checkpoints" / "latest.pt").is_file():
+        names.add("checkpoints/latest.pt")
+    return ", ".join(f"`{name}`" for name in sorted(names))
+
+
 def write_summary(run_dir: Path, cfg: TrainConfig, history: list[dict[str, Any]], stopped: str = "") -> Path:
     """summary.md: what was run, the numbers at start and end, where the files are."""
     steps = [r[STEP] for r in history if r.get(STEP, 0) > 0]
@@ -305,12 +314,10 @@ def write_summary(run_dir: Path, cfg: TrainConfig, history: list[dict[str, Any]]
                   "input dependence; compressed reasoning = low within-input diversity, still input-dependent, "
                   "the normal end state of a policy that learned its task; \"unresolved\": too few prompts to "
                   "tell the MI side from chance, `collapse/regime_resolved`)."]
-    files = "`config.toml`, `metrics.jsonl`, `checkpoints/latest.pt`, `success.png`, `entropy_mi.png`, `filter.png`"
     if _series(history, Probe.RETRIEVAL_MARGIN)[0]:
         lines += ["", *_probe_summary(history)]
-        files += ", `probe.png`"
-    lines += ["", f"Files: {files}."]
     path = run_dir / "summary.md"
+    lines += ["", f"Files: {_run_files(run_dir, path)}."]
     path.write_text("\n".join(lines) + "\n")
     return path
 

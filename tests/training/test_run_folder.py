@@ -56,6 +56,17 @@ def test_train_says_where_and_what_as_it_goes(model_dir, tmp_path, capsys):
     assert err[0] == f"run folder: {run}" and "resuming at step 2 of 3 (the last checkpoint)" in err
 
 
+def test_the_summary_lists_every_file_the_run_folder_holds(run_dir):
+    """summary.md's "Files:" line names what a user finds in the folder (it had left out val_outcomes.jsonl,
+    rollouts.jsonl, provenance.json and itself)."""
+    line = next(x for x in (run_dir / "summary.md").read_text().splitlines() if x.startswith("Files: "))
+    listed = set(line[len("Files: "):].rstrip(".").replace("`", "").split(", "))
+    on_disk = {p.name for p in run_dir.iterdir() if p.is_file()}
+    assert on_disk <= listed and {"summary.md", "checkpoints/latest.pt", "rollouts.jsonl", "val_outcomes.jsonl",
+                                  "provenance.json", "metrics.jsonl", "config.toml"} <= listed
+    assert listed - on_disk == {"checkpoints/latest.pt"} and (run_dir / "checkpoints" / "latest.pt").is_file()
+
+
 @pytest.mark.parametrize("damage", ["truncated", "random bytes", "empty"])
 def test_a_damaged_checkpoint_is_one_line_and_left_alone(run_dir, tmp_path, capsys, damage):
     import shutil

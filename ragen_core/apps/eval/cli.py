@@ -54,7 +54,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                      help="environment variable holding the API key (default: OPENAI_API_KEY if set, else none)")
     srv.add_argument("--timeout", type=float, default=None, metavar="S", help="per-request timeout (default 120 s)")
     srv.add_argument("--max-retries", type=int, default=None, metavar="N",
-                     help="retries of a request on connection errors, timeouts, 429 and 5xx, with backoff "
+                     help="retries of a request on connection errors, timeouts, 408, 409, 429 and 5xx, with backoff "
                           "(default 4)")
     srv.add_argument("--extra-body", default=None, metavar="JSON",
                      help="server-specific fields added to every request, e.g. '{\"top_k\": 20}'")
