@@ -14,8 +14,11 @@ def release(version: str) -> tuple[int, ...]:
     """The first three numeric parts of a version, padded with zeros: ``"1.16.0"`` -> ``(1, 16, 0)``.
 
     Pre/post/dev suffixes are ignored (``"1.17.0.dev0"`` -> ``(1, 17, 0)``, ``"1.0.0rc1"`` -> ``(1, 0, 0)``);
-    parsing stops at the first part that does not start with a digit (``"2.x"`` -> ``(2, 0, 0)``).
+    parsing stops at the first part that does not start with a digit (``"2.x"`` -> ``(2, 0, 0)``). A `version`
+    that is not a string raises TypeError.
     """
+    if not isinstance(version, str):
+        raise TypeError(f"version must be a string such as '1.16.0'; got {type(version).__name__} {version!r}")
     parts: list[int] = []
     for piece in version.split(".")[:3]:
         digits = ""
@@ -59,7 +62,11 @@ def check_supported(
 
     Raises:
         error: `dist` is not installed, or its version is outside `supported` (without the override).
+        TypeError: `version` is neither a string nor None (``1.16`` is not the version ``"1.16"``).
     """
+    if version is not None and not isinstance(version, str):
+        raise TypeError(f"version must be a string such as '1.16.0' or None (the installed {dist}); got "
+                        f"{type(version).__name__} {version!r}")
     low, high = supported
     wanted = (f"{dist}>={format_release(low)},<{format_release(high)} (tested: {tested}); "
               f"install it with `pip install ragen2[{extra}]`")

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+import numbers
 import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -68,6 +70,25 @@ def _left_padded(tokenizer: Any) -> Any:
     return tok
 
 
+def _override_list(overrides: Any) -> list[str]:
+    """`overrides` as a list of ``section.key=value`` strings; TypeError for a lone string or a non-string entry."""
+    if isinstance(overrides, (str, bytes)) or not isinstance(overrides, Sequence):
+        raise TypeError(f"overrides must be a list of 'section.key=value' strings; got {type(overrides).__name__} "
+                        f"{overrides!r:.60} (wrap a single override in a list)")
+    for i, item in enumerate(overrides):
+        if not isinstance(item, str):
+            raise TypeError(f"overrides[{i}] must be a 'section.key=value' string; got {type(item).__name__} "
+                            f"{item!r:.40}")
+    return list(overrides)
+
+
+def _max_calls(value: Any) -> int | None:
+    """A tool-call budget: None (until the episode ends) or an integer >= 1 (ValueError naming it otherwise)."""
+    from ragen_envs.validation import require_int
+
+    return require_int("max_calls", value, low=1, allow_none=True)
+
+
 def warm_start(config: str | Path = "countdown_tiny", overrides: Sequence[str] = (), *,
                cache_dir: str | Path | None = None, device: str | None = None,
                progress: bool = False) -> WarmStarted:
@@ -90,6 +111,7 @@ def warm_start(config: str | Path = "countdown_tiny", overrides: Sequence[str] =
 
     Raises:
         ragen_core.training.config.ConfigError: an unknown preset, a bad key or value (one line naming it).
+        TypeError: `overrides` is not a list of strings (a lone string would be read character by character).
     """
     from ragen_core.policy import load_policy
     from ragen_core.training.config import ConfigError, load_config
@@ -97,11 +119,11 @@ def warm_start(config: str | Path = "countdown_tiny", overrides: Sequence[str] =
     from ragen_core.training.trainer import policy_path, resolve_device
     from ragen_core.training.warm_cache import cached_warm_start
 
+    extra = _override_list(overrides)
     try:
         path, _ = resolve_config(str(config))
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    extra = list(overrides)
     if cache_dir is not None:
         extra.append(f"warm_start.cache_dir={json.dumps(str(cache_dir))}")
     if device is not None:
@@ -190,10 +212,13 @@ def tool_episode_tokens(tokenizer: Any, environment: Any, seed: int, *, prompt: 
     from transformers.utils import get_json_schema
 
     from ragen_core.training.sft import oracle_response
+    from ragen_envs.validation import require_int
 
+    seed = require_int("seed", seed, low=0)
+    max_calls = _max_calls(max_calls)
     gen = rng if rng is not None else np.random.default_rng(seed)
     tools = [get_json_schema(environment.act)]  # the schema TRL renders for the env's `act` tool
-    text = environment.reset(seed=int(seed))
+    text = environment.reset(seed=seed)
     ids = list(tokenizer.apply_chat_template([{"role": "user", "content": prompt + text}], tools=tools,
                                              add_generation_prompt=True, tokenize=True, return_dict=False,
                                              chat_template=chat_template))
@@ -238,8 +263,10 @@ def warm_start_tools(env_id: str = "ragen/FrozenLake-v0", env_kwargs: Mapping[st
 
     Args:
         env_kwargs: ``gym.make`` keyword arguments (``action_format="answer"`` is the adapter's default).
-        max_calls: the tool calls per episode (TRL's ``max_tool_calling_iterations``); None: until the episode
-            ends (the env's action budget).
+        max_calls: the tool calls per episode (TRL's ``max_tool_calling_iterations``), an integer >= 1; None:
+            until the episode ends (the env's action budget).
+        episodes, epochs, batch_size: integers >= 1; `seed` an integer >= 0; `lr` a finite number >= 0 (checked
+            before anything loads: a ValueError naming the argument).
         include_instructions: as :class:`RagenEnvironment` (use the same value in the factory).
         reasoning: write the oracle's reasoning before each call (False: the call only; see
             :func:`tool_episode_tokens`).
@@ -256,9 +283,15 @@ def warm_start_tools(env_id: str = "ragen/FrozenLake-v0", env_kwargs: Mapping[st
     from ragen_core.policy import load_policy
     from ragen_core.training.sft import sft_train
     from ragen_core.training.trainer import resolve_device
+    from ragen_envs.validation import require_int
 
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise ValueError(f"episodes must be a positive integer; got {episodes!r}")
+    # Checked before the model loads and the demonstrations are played (sft_train would fail only after both).
+    epochs, batch_size = require_int("epochs", epochs, low=1), require_int("batch_size", batch_size, low=1)
+    seed, max_calls = require_int("seed", seed, low=0), _max_calls(max_calls)
+    if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not math.isfinite(lr) or lr < 0:
+        raise ValueError(f"lr must be a finite number >= 0; got {lr!r}")
     t0 = time.perf_counter()
     dev = resolve_device(device)
     policy = load_policy(model, device=dev)
@@ -324,16 +357,21 @@ def play_tool_episodes(model: Any, tokenizer: Any, env_id: str, seeds: Sequence[
     Qwen2.5 format) is executed on its :class:`RagenEnvironment`, and the tool result and the next generation
     prompt are appended; an episode stops at a turn without a valid call, when it is over, or after `max_calls`
     calls. Returns ``success`` and ``return`` (means of ``get_reward()``: the format penalty without any call),
-    ``calls`` (mean executed calls) and ``episodes``.
+    ``calls`` (mean executed calls) and ``episodes``. `seeds` are integers >= 0, `max_calls` and `max_new_tokens`
+    integers >= 1 (ValueError naming them otherwise).
     """
     import torch
     from transformers.utils import get_json_schema
 
+    from ragen_core.episode import seed_list
     from ragen_core.integrations.trl.env import RagenEnvironment
+    from ragen_envs.validation import require_int
 
-    seeds = [int(s) for s in seeds]
+    seeds = seed_list("seeds", seeds)  # 1.5 is a mistake, not seed 1
     if not seeds:
         raise ValueError("seeds must name at least one episode")
+    max_calls = require_int("max_calls", max_calls, low=1)
+    max_new_tokens = require_int("max_new_tokens", max_new_tokens, low=1)
     envs = [RagenEnvironment(env_id, env_kwargs, include_instructions=include_instructions) for _ in seeds]
     tools = [get_json_schema(envs[0].act)]
     hist = [list(tokenizer.apply_chat_template([{"role": "user", "content": prompt + e.reset(seed=s)}],

@@ -216,7 +216,8 @@ def test_trl_env_reward_is_pinned():
     reward = EnvReward("ragen/Bandit-v0", group_size=2, per_rollout_option="payoff_seed")
     completions = ["<answer> Trader </answer>", "<answer> Janitor </answer>", [{"role": "assistant",
                    "content": "<answer> Trader </answer>"}], "junk", "<answer> Trader </answer>"]
-    got = reward(None, completions, seed=[3, 3, 4, 4, 3])
+    # (a seed may have at most group_size rows in one call: a third row of seed 3 would take seed 4's first option)
+    got = reward(None, completions, seed=[3, 3, 4, 4, 5])
     _check("trl/env_reward", _digest([got, reward.last_success]))
 
 

@@ -30,7 +30,7 @@ template, no response schema), and TRL's rollouts are then the trainer's rollout
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -222,6 +222,11 @@ class EnvReward:
     format penalty for malformed answers and when the env raises (``ragen_core.episode.safe_step``).
     ``last_success`` holds each row's ``info["success"]`` of the last call.
 
+    A completion is a string (TRL's standard format) or a list of messages (conversational: the assistant
+    messages' text, whose content may be a string, None or a list of ``{"type": "text", "text": ...}`` parts);
+    ``prompts`` (when given) and the seeds need one entry per completion. Anything else raises a TypeError or
+    ValueError naming the argument before any env is stepped.
+
     Args:
         env_id, env_kwargs: the env, as for ``gym.make``.
         group_size: G (TRL's ``num_generations``), None or an integer >= 1; needed with ``per_rollout_option``.
@@ -229,7 +234,8 @@ class EnvReward:
             ``env.per_rollout_option`` (the Bandit's ``payoff_seed``): rollout k of seed s gets ``s * G + k``,
             where k counts the rows of seed s within one call. TRL passes a generation batch's rows grouped
             (its sampler repeats each prompt G times in a row); on several processes each process scores its own
-            slice, so use it with one process or with G rows per process.
+            slice, so use it with one process or with G rows per process. A call where a seed has more than G
+            rows raises ValueError: its rollout k = G would get the option of seed s + 1's first rollout.
         seed_key: the dataset column with the episode seed.
     """
 
@@ -248,30 +254,78 @@ class EnvReward:
         self.last_success: list[bool] = []
 
     def __call__(self, prompts: list[Any], completions: list[Any], **columns: Any) -> list[float]:
+        if isinstance(completions, (str, bytes, Mapping)) or not isinstance(completions, Sequence):
+            raise TypeError("completions must be a list of completions (strings, or lists of messages), one per "
+                            f"row; got {type(completions).__name__} {completions!r:.40}")
+        if prompts is not None and len(prompts) != len(completions):
+            raise ValueError(f"prompts and completions must have the same length; got {len(prompts)} and "
+                             f"{len(completions)} (one prompt per completion)")
+        texts = [_completion_text(c, f"completions[{i}]") for i, c in enumerate(completions)]
         seeds = columns.get(self._seed_key)
         if seeds is None or len(seeds) != len(completions):
             raise ValueError(f"every row needs a {self._seed_key!r} column (single_turn_dataset writes one)")
         seeds = seed_list(self._seed_key, seeds)
+        if self._option:
+            self._check_rollout_counts(seeds)
         counts: dict[int, int] = {}
         rewards, success = [], []
-        for seed, completion in zip(seeds, completions):
+        for seed, text in zip(seeds, texts):
             k = counts.get(seed, 0)
             counts[seed] = k + 1
             self._env.reset(seed=seed, options=rollout_option(self._option or "", seed, k, self._group_size or 1))
-            _, reward, _, _, info = safe_step(self._env, _completion_text(completion))
+            _, reward, _, _, info = safe_step(self._env, text)
             rewards.append(float(reward))
             success.append(bool(info.get("success", False)))
         self.last_success = success
         return rewards
 
+    def _check_rollout_counts(self, seeds: list[int]) -> None:
+        """Refuse a call where a seed has more than G rows: its rollout k = G would get the reset option s * G + G,
+        the option of the first rollout of seed s + 1, and the two would silently share their draws."""
+        counts: dict[int, int] = {}
+        for seed in seeds:
+            counts[seed] = counts.get(seed, 0) + 1
+        over = {s: c for s, c in counts.items() if c > self._group_size}
+        if over:
+            seed, count = next(iter(over.items()))
+            raise ValueError(
+                f"seed {seed} has {count} rows in this call, more than group_size={self._group_size}: its per-rollout "
+                f"{self._option!r} options s * G + k would reach those of seed {seed + 1}. Set group_size to TRL's "
+                "num_generations, and give each prompt group its own seed"
+            )
 
-def _completion_text(completion: Any) -> str:
-    """The text of a TRL completion: a string (standard format) or a list of messages (conversational)."""
+
+def _completion_text(completion: Any, name: str = "completion") -> str:
+    """The text of a TRL completion: a string (standard format) or a list of messages (conversational).
+
+    Of a message list, the assistant messages' contents are joined; a content is a string, None (a message that
+    only calls a tool) or a list of content parts, whose ``{"type": "text", "text": ...}`` parts are joined (other
+    parts, images, carry no text). Anything else raises TypeError naming `name`.
+    """
     if isinstance(completion, str):
         return completion
-    if isinstance(completion, list):
-        return "".join(str(m.get("content", "")) for m in completion if m.get("role") == "assistant")
-    raise TypeError(f"a completion is a string or a list of messages; got {type(completion).__name__}")
+    if not isinstance(completion, list):
+        raise TypeError(f"{name} must be a string or a list of messages; got {type(completion).__name__}")
+    texts = []
+    for j, message in enumerate(completion):
+        if not isinstance(message, Mapping):
+            raise TypeError(f"{name}[{j}] must be a message dict {{'role': ..., 'content': ...}}; got "
+                            f"{type(message).__name__} {message!r:.40}")
+        if message.get("role") == "assistant":
+            texts.append(_content_text(message.get("content"), f"{name}[{j}]['content']"))
+    return "".join(texts)
+
+
+def _content_text(content: Any, name: str) -> str:
+    """A message content as text: a string, None (no text) or a list of content parts (their text parts)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(part, Mapping) for part in content):
+        return "".join(str(part.get("text") or "") for part in content if part.get("type") == "text")
+    raise TypeError(f"{name} must be a string, None or a list of content parts ({{'type': 'text', 'text': ...}}); "
+                    f"got {type(content).__name__} {content!r:.40}")
 
 
 def stop_at(model: Any, tokenizer: Any, stops: Any = ("</answer>",)) -> list[int]:

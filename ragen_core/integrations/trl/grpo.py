@@ -31,15 +31,16 @@ which masks dropped groups in the loss:
   before ranking, the ranking uses the raw (not normalised) rewards;
 - PR ``top_k=n`` (a count) is ``rv_filter="top_k_abs", rv_filter_value=n`` here (``"top_k"`` here is a rate);
 - differences (ours): an all-zero batch keeps nothing under *every* strategy (the PR's top-k keeps k groups of
-  it); a group with a NaN reward (a completion no reward function scored) is never kept and is counted in
-  ``filter/nan_groups``; when ``0 < p * total <= eps`` top-p keeps one group (the PR keeps none); dropped rows
-  are removed, not masked, and advantages with *batch* statistics are recomputed over kept rows;
+  it); a group with a NaN reward (a completion no reward function scored) or an infinite one is never kept and
+  is counted in ``filter/nan_groups``; when ``0 < p * total <= eps`` top-p keeps one group (the PR keeps none);
+  dropped rows are removed, not masked, and advantages with *batch* statistics are recomputed over kept rows;
   further strategies (``min_p``, ``random``, ``order="smallest"``, ``score="std"``).
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -56,6 +57,8 @@ from ragen_core.integrations.trl.env import (
     use_tool_chat_template,
 )
 from ragen_core.integrations.trl.rows import (
+    AGGREGATIONS,
+    SCALE_REWARDS,
     batch_level_advantages,
     group_rewards,
     local_kept_rows,
@@ -65,6 +68,7 @@ from ragen_core.integrations.trl.rows import (
 from ragen_core.integrations.trl.version import TESTED_TRL_VERSION, check_trl_version
 from ragen_core.math.filtering import FilterResult, FilterSpec, FilterSpecError, filter_groups
 from ragen_core.math.mi import DEFAULT_BATCH_TOKENS, MIZScoreEMA, cross_score, flatten_proxies, mi_proxies
+from ragen_envs.validation import require_int
 
 check_trl_version()
 
@@ -95,6 +99,11 @@ if _missing:  # pragma: no cover - only with an untested TRL forced through RAGE
     raise ImportError(f"this TRL's GRPOTrainer lacks the hooks {_missing}; use trl=={TESTED_TRL_VERSION}")
 
 
+def _is_real(x: Any) -> bool:
+    """Whether `x` is a real number (an int or float, numpy's included; not a bool, not a string)."""
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
 def append_finite(store: Any, metrics: dict[str, float]) -> None:
     """Append each metric to TRL's per-key lists, leaving out undefined (NaN / inf) values.
 
@@ -116,9 +125,15 @@ _SPEC = FilterSpec()  # the defaults of the rv_filter_* fields
 
 
 def rv_filter_arguments(spec: FilterSpec | None) -> dict[str, Any]:
-    """The ``rv_filter*`` arguments of ``RagenGRPOConfig`` that give ``spec`` (None: ``rv_filter=None``, off)."""
+    """The ``rv_filter*`` arguments of ``RagenGRPOConfig`` that give ``spec`` (None: ``rv_filter=None``, off).
+
+    Raises TypeError for anything but a :class:`~ragen_core.math.filtering.FilterSpec` (or a subclass) or None.
+    """
     if spec is None:
         return {"rv_filter": None}
+    if not isinstance(spec, FilterSpec):
+        raise TypeError(f"spec must be a FilterSpec or None; got {type(spec).__name__} (build one with "
+                        "FilterSpec(...) or FilterSpec.from_config(...))")
     return {key: getattr(spec, name) for name, key in RV_FILTER_FIELDS.items()}
 
 
@@ -151,7 +166,10 @@ class RagenGRPOConfig(GRPOConfig):
     mi_eps: float = field(default=1e-3, metadata={"help": "MI z-score denominator constant."})
 
     def __post_init__(self) -> None:
+        # Checked before TRL's own checks, which crash on a None (``%``) and let a fractional G through.
+        require_int("num_generations", self.num_generations, low=2)
         super().__post_init__()
+        self._check_trl_choices()
         spec = self.filter_spec()
         if spec is not None:
             try:
@@ -161,11 +179,29 @@ class RagenGRPOConfig(GRPOConfig):
         if isinstance(self.mi_every, bool) or not isinstance(self.mi_every, int) or self.mi_every < 0:
             raise ValueError(f"mi_every must be a non-negative integer (0 = off); got {self.mi_every!r}")
         if self.mi_every:
-            MIZScoreEMA(self.mi_ema_alpha, self.mi_eps)  # validates alpha and eps
+            if not _is_real(self.mi_ema_alpha) or not 0.0 <= self.mi_ema_alpha < 1.0:
+                raise ValueError(f"mi_ema_alpha must be in [0, 1); got {self.mi_ema_alpha!r}")
+            if not _is_real(self.mi_eps) or not self.mi_eps >= 0.0:
+                raise ValueError(f"mi_eps must be >= 0; got {self.mi_eps!r}")
             if isinstance(self.mi_batch_tokens, bool) or not isinstance(self.mi_batch_tokens, int) or \
                     self.mi_batch_tokens < 1:
                 raise ValueError(f"mi_batch_tokens must be a positive integer; got {self.mi_batch_tokens!r}")
 
+    def _check_trl_choices(self) -> None:
+        """TRL's reward settings that it checks only once it has generated a batch (or never: weights)."""
+        if self.scale_rewards not in SCALE_REWARDS:
+            raise ValueError(f"scale_rewards must be one of {', '.join(map(repr, SCALE_REWARDS))} (or True / False); "
+                             f"got {self.scale_rewards!r}")
+        if self.multi_objective_aggregation not in AGGREGATIONS:
+            raise ValueError(f"multi_objective_aggregation must be one of {', '.join(map(repr, AGGREGATIONS))}; "
+                             f"got {self.multi_objective_aggregation!r}")
+        if self.reward_weights is not None:
+            try:  # TRL reads them with torch.tensor(reward_weights)
+                finite = bool(torch.isfinite(torch.as_tensor(self.reward_weights, dtype=torch.float64)).all())
+            except (TypeError, ValueError, RuntimeError):
+                finite = False
+            if not finite:
+                raise ValueError(f"reward_weights must be finite numbers; got {self.reward_weights!r}")
 
     def filter_spec(self) -> FilterSpec | None:
         """The :class:`~ragen_core.math.filtering.FilterSpec` of the ``rv_filter*`` fields; None when ``rv_filter`` is

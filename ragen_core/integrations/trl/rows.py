@@ -19,7 +19,12 @@ the backward pass runs over fewer rows and tokens (masking would save nothing; d
 
 from __future__ import annotations
 
+import operator
+
 import torch
+
+from ragen_core.integrations._checks import bool_mask, row_indices
+from ragen_envs.validation import require_int
 
 __all__ = [
     "PROMPT_KEYS",
@@ -44,38 +49,59 @@ COMPLETION_KEYS = (
     "importance_sampling_ratio",
     "tool_mask",
 )
+#: TRL's ``multi_objective_aggregation`` and ``scale_rewards`` values (TRL 1.16).
+AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
+SCALE_REWARDS = ("batch", "group", "none")
 #: Keys with one value per row.
 ROW_KEYS = ("advantages",)
 _SCALAR_KEYS = ("num_items_in_batch",)
+#: Keys :func:`take_rows` reads whatever it keeps (``advantages`` too when it adds placeholder rows).
+_REQUIRED_KEYS = ("completion_ids", "completion_mask", "prompt_mask", "advantages")
+
+
+def _check_rewards(rewards_per_func, weights, group_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(rewards [N, F] float, weights [F])`` after checking shapes, `group_size` and finite weights.
+
+    Integer rewards (or a nested list) become float32; float rewards are used as they are.
+    """
+    r = torch.as_tensor(rewards_per_func)
+    if r.dim() != 2:
+        raise ValueError(f"rewards_per_func must be [N, F]; got shape {tuple(r.shape)}")
+    if not r.is_floating_point():
+        r = r.to(torch.float32)
+    n, f = r.shape
+    w = torch.as_tensor(weights, dtype=r.dtype, device=r.device).reshape(-1)
+    if not bool(torch.isfinite(w).all()):
+        raise ValueError(f"weights must be finite (one per reward function); got {w.tolist()}")
+    if w.numel() != f:
+        raise ValueError(f"weights must have F={f} entries (one per reward function); got {w.numel()}")
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1 or n % group_size:
+        raise ValueError(f"group_size must be a positive integer dividing N={n}; got {group_size!r}")
+    return r, w
 
 
 def group_rewards(rewards_per_func: torch.Tensor, weights: torch.Tensor, group_size: int) -> torch.Tensor:
     """Raw per-completion rewards as a ``[P, G]`` table, the input of ``ragen_core.math.filtering.filter_groups``.
 
-        R[i, k] = sum_f w_f * r_f(i*G + k)     (NaN terms skipped; NaN when every r_f is NaN)
+        R[i, k] = sum_f w_f * r_f(i*G + k)     (NaN terms skipped; NaN when every r_f is NaN or the sum is +-inf)
 
     This is TRL's ``sum_then_normalize`` reward before any normalisation: ranking groups by the variance of
     already-normalised rewards would make every non-constant group look alike. A row where every reward
-    function returned ``None`` (TRL stores NaN) stays NaN, so its group is never kept.
+    function returned ``None`` (TRL stores NaN) stays NaN, so its group is never kept; so does a row whose reward is
+    infinite (a broken reward function: TRL's advantages of its group would be NaN), as in the verl adapter.
 
     Args:
         rewards_per_func: ``[N, F]`` rewards of all processes (TRL gathers them), NaN for ``None``.
-        weights: ``[F]`` reward weights.
+        weights: ``[F]`` finite reward weights.
         group_size: G, completions per prompt; must divide N.
 
     Returns:
         float tensor ``[N // G, G]``.
     """
-    if rewards_per_func.dim() != 2:
-        raise ValueError(f"rewards_per_func must be [N, F]; got shape {tuple(rewards_per_func.shape)}")
-    n, f = rewards_per_func.shape
-    w = torch.as_tensor(weights, dtype=rewards_per_func.dtype, device=rewards_per_func.device).reshape(-1)
-    if w.numel() != f:
-        raise ValueError(f"weights must have F={f} entries (one per reward function); got {w.numel()}")
-    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1 or n % group_size:
-        raise ValueError(f"group_size must be a positive integer dividing N={n}; got {group_size!r}")
+    rewards_per_func, w = _check_rewards(rewards_per_func, weights, group_size)
+    n = rewards_per_func.shape[0]
     rewards = (rewards_per_func * w[None, :]).nansum(dim=1)
-    rewards[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
+    rewards[torch.isnan(rewards_per_func).all(dim=1) | torch.isinf(rewards)] = torch.nan
     return rewards.reshape(n // group_size, group_size)
 
 
@@ -91,8 +117,10 @@ def local_kept_rows(group_mask: torch.Tensor, group_size: int, start: int, count
     Returns:
         LongTensor ``[n_kept_local]`` of local row indices, ascending.
     """
-    mask = torch.as_tensor(group_mask, dtype=torch.bool).reshape(-1)
-    if start < 0 or count < 0 or start + count > mask.numel() * group_size:
+    mask = bool_mask("group_mask", group_mask)
+    group_size = require_int("group_size", group_size, low=1)
+    start, count = require_int("start", start, low=0), require_int("count", count, low=0)
+    if start + count > mask.numel() * group_size:
         raise ValueError(f"rows [{start}, {start + count}) fall outside the {mask.numel() * group_size} global rows")
     groups = torch.arange(start, start + count) // group_size
     return mask[groups].nonzero().flatten()
@@ -108,7 +136,15 @@ def _span(mask: torch.Tensor) -> tuple[int, int]:
 
 def padded_row_count(kept: int, multiple: int) -> int:
     """Rows one process trains on after filtering: ``kept`` rounded up to a positive multiple of ``multiple``."""
-    return max(1, -(-int(kept) // multiple)) * multiple
+    if isinstance(multiple, bool) or not isinstance(multiple, int) or multiple < 1:
+        raise ValueError(f"multiple must be a positive integer; got {multiple!r}")
+    try:
+        count = operator.index(kept)  # an int, a numpy integer or a 0-d integer tensor (a count of rows)
+    except TypeError:
+        count = None
+    if isinstance(kept, bool) or count is None or count < 0:
+        raise ValueError(f"kept must be a non-negative integer; got {kept!r}")
+    return max(1, -(-count // multiple)) * multiple
 
 
 def take_rows(batch: dict, rows: torch.Tensor, multiple: int = 1, min_rows: int = 0) -> tuple[dict, int]:
@@ -123,7 +159,8 @@ def take_rows(batch: dict, rows: torch.Tensor, multiple: int = 1, min_rows: int 
     Args:
         batch: the dict described in the module docstring (``n`` rows). Keys outside ``PROMPT_KEYS``,
             ``COMPLETION_KEYS``, ``ROW_KEYS`` and ``num_items_in_batch`` (images, token type ids) raise.
-        rows: LongTensor ``[m]`` of local row indices to keep, in any order.
+        rows: LongTensor ``[m]`` of local row indices to keep, in any order (integers; a boolean mask is refused:
+            pass ``mask.nonzero().flatten()``).
         multiple: positive integer; the output has ``max(1, ceil(m / multiple)) * multiple`` rows, or
             ``min_rows`` if that is more.
         min_rows: at least this many rows (a multiple of ``multiple``). Under DDP every process must hold the same
@@ -142,8 +179,16 @@ def take_rows(batch: dict, rows: torch.Tensor, multiple: int = 1, min_rows: int 
             f"group filtering cannot remove rows of batch keys {unknown} (multimodal inputs are not supported); "
             "disable rv_filter for this model"
         )
+    missing = [k for k in _REQUIRED_KEYS if batch.get(k) is None]
+    if missing:
+        raise ValueError(f"batch lacks {', '.join(map(repr, missing))}: take_rows needs {list(_REQUIRED_KEYS)} "
+                         "(the output of GRPOTrainer._generate_and_score_completions)")
     n = batch["completion_ids"].shape[0]
-    rows = torch.as_tensor(rows, dtype=torch.long).reshape(-1)
+    for key, value in batch.items():
+        if value is not None and key not in _SCALAR_KEYS and (value.dim() == 0 or value.shape[0] != n):
+            rows_of = value.shape[0] if value.dim() else 0
+            raise ValueError(f"batch[{key!r}] has {rows_of} rows; completion_ids has {n} (every entry is [n, ...])")
+    rows = row_indices("rows", rows)
     if rows.numel() and (int(rows.min()) < 0 or int(rows.max()) >= n):
         raise ValueError(f"rows must be local indices in [0, {n}); got {rows.tolist()}")
     if isinstance(min_rows, bool) or not isinstance(min_rows, int) or min_rows < 0 or min_rows % multiple:
@@ -204,22 +249,31 @@ def batch_level_advantages(
 
     Args:
         rewards_per_func: ``[N, F]`` gathered rewards (NaN for ``None``).
-        weights: ``[F]``.
-        group_size: G.
+        weights: ``[F]`` finite weights.
+        group_size: G, dividing N.
         row_mask: BoolTensor ``[N]``, True on rows of kept groups.
         aggregation: ``"sum_then_normalize"`` or ``"normalize_then_sum"``.
         scale_rewards: ``"batch"``, ``"group"`` or ``"none"``.
+        Any other value raises ValueError (TypeError for a row_mask that is not boolean) naming it.
 
     Returns:
         ``[N]`` advantages (meaningful on kept rows; NaN rewards give 0, as in TRL), or None when TRL's own
         advantages are already independent of the other groups.
     """
+    if aggregation not in AGGREGATIONS:
+        raise ValueError(f"multi_objective_aggregation must be one of {', '.join(map(repr, AGGREGATIONS))}; "
+                         f"got {aggregation!r}")
+    if scale_rewards not in SCALE_REWARDS:
+        raise ValueError(f"scale_rewards must be one of {', '.join(map(repr, SCALE_REWARDS))}; "
+                         f"got {scale_rewards!r}")
+    rewards_per_func, w = _check_rewards(rewards_per_func, weights, group_size)
+    n, f = rewards_per_func.shape
+    row_mask = bool_mask("row_mask", row_mask)
+    if row_mask.numel() != n:
+        raise ValueError(f"row_mask must have N={n} entries (one per row); got shape {tuple(row_mask.shape)}")
     if aggregation == "sum_then_normalize" and scale_rewards != "batch":
         return None
-    if aggregation not in ("sum_then_normalize", "normalize_then_sum"):
-        raise ValueError(f"unknown multi_objective_aggregation {aggregation!r}")
-    n, f = rewards_per_func.shape
-    w = torch.as_tensor(weights, dtype=rewards_per_func.dtype, device=rewards_per_func.device).reshape(1, -1)
+    w = w.reshape(1, -1)
     unscorable = torch.isnan(rewards_per_func).all(dim=1)
     if aggregation == "sum_then_normalize":
         rewards = (rewards_per_func * w).nansum(dim=1).masked_fill(unscorable, torch.nan)

@@ -86,7 +86,7 @@ def ragen_snr_advantage(
     """verl advantage estimator ``ragen_snr`` (the signature of verl's outcome estimators).
 
     Args:
-        token_level_rewards, response_mask: ``[B, T]``.
+        token_level_rewards, response_mask: ``[B, T]`` tensors (numpy arrays are read as tensors).
         index: ``[B]`` uids (verl passes ``non_tensor_batch["uid"]``).
         epsilon: the grpo std constant.
         norm_adv_by_std_in_grpo: False turns ``estimator: grpo`` into ``dr_grpo`` (verl's meaning).
@@ -101,6 +101,7 @@ def ragen_snr_advantage(
     """
     if index is None:
         raise ValueError("the ragen_snr estimator needs the uid of every row (non_tensor_batch['uid'])")
+    token_level_rewards, response_mask = torch.as_tensor(token_level_rewards), torch.as_tensor(response_mask)
     handoff = StepHandoff() if handoff is None else handoff
     step = handoff.next_step()
     spec = filter_spec_from_algorithm(config)

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ragen_core.integrations._checks import id_list, row_indices
 from ragen_core.math import advantages as adv_mod
 from ragen_core.math import filtering
 from ragen_core.math.filtering import (
@@ -51,6 +52,7 @@ from ragen_core.math.filtering import (
     select_groups,
 )
 from ragen_core.training.algorithms import ALGORITHMS
+from ragen_envs.validation import require_int
 
 __all__ = [
     "MODES",
@@ -68,6 +70,8 @@ __all__ = [
     "TRAINER_MODE",
     "AGENT_LOOP_NAME",
     "filter_spec_from_algorithm",
+    "MISettings",
+    "mi_settings_from_algorithm",
     "random_generator",
     "StepHandoff",
 ]
@@ -125,8 +129,11 @@ class FilterSpec(filtering.FilterSpec):
         PR #7894's names are accepted: ``top_p: 0.9`` (with ``strategy: top_p``), ``top_k: 4`` (with
         ``strategy: top_k``: a count, our ``top_k_abs``), ``variance_ddof``, ``selection_eps``. Its defaults
         are not: ours stay (``include_zero=True``, ``eps=0``); :meth:`pr7894_defaults` gives its own. Unknown
-        keys are errors.
+        keys are errors, and so is a section that is not a mapping (TypeError).
         """
+        if config is not None and not isinstance(config, Mapping):
+            raise TypeError(f"ragen_filter must be a mapping of filter settings (e.g. {{strategy: top_p, value: 0.9}}) "
+                            f"or None; got {type(config).__name__} {config!r:.40}")
         raw = dict(config or {})
         known = {f.name for f in fields(cls)}
         out: dict[str, Any] = {}
@@ -225,17 +232,13 @@ def group_rows(uids: Sequence[Any] | np.ndarray | torch.Tensor) -> tuple[torch.T
     """Group rows by uid, groups numbered in first-seen order.
 
     Args:
-        uids: ``[B]`` hashable ids (verl's ``non_tensor_batch["uid"]``, an object array of str).
+        uids: ``[B]`` hashable ids (verl's ``non_tensor_batch["uid"]``, an object array of str); a string, a
+            single value or a mapping raises TypeError (a string's characters are not ids), a NaN id ValueError.
 
     Returns:
         ``(group_of_row, group_uids)``: LongTensor ``[B]`` and the P distinct uids (index = group number).
     """
-    if isinstance(uids, (np.ndarray, torch.Tensor)):
-        if uids.ndim != 1:
-            raise ValueError(f"uids must be 1-D [B]; got shape {tuple(uids.shape)}")
-        ids = uids.tolist()
-    else:
-        ids = list(uids)
+    ids = id_list("uids", uids)
     if not ids:
         raise ValueError("uids must hold at least one row (B >= 1)")
     codes: dict[Any, int] = {}
@@ -289,6 +292,17 @@ def group_variances(
     return torch.where(n_bad > 0, torch.full_like(var, math.nan), var)
 
 
+def _spec(spec: Any) -> FilterSpec:
+    """`spec`, or the default :class:`FilterSpec` for None; TypeError naming it otherwise (a dict, or
+    ``ragen_core.math.filtering.FilterSpec``, which lacks this adapter's ``mode`` / ``enable`` / ``estimator``)."""
+    if spec is None:
+        return FilterSpec()
+    if not isinstance(spec, FilterSpec):
+        raise TypeError("spec must be a ragen_core.integrations.verl.core.FilterSpec or None (build one from a "
+                        f"mapping with FilterSpec.from_config({{...}})); got {type(spec).__name__}")
+    return spec
+
+
 def filter_rows(
     token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,
@@ -305,7 +319,7 @@ def filter_rows(
     Returns:
         :class:`RowFilterResult`; ``rows`` are the rows of kept groups in their original order.
     """
-    spec = spec or FilterSpec()
+    spec = _spec(spec)
     # B scalars: the per-group work runs on the CPU whatever device the batch is on.
     rewards = sequence_rewards(token_level_rewards, response_mask).cpu()
     group_of_row, group_uids = group_rows(uids)
@@ -328,12 +342,16 @@ def select_rows(batch: Mapping[str, Any], rows: torch.Tensor | Sequence[int]) ->
     """Physically keep ``rows`` of every entry of a batch (tensors, numpy arrays, lists), all ``[B, ...]``.
 
     This is what ``DataProto.select_idxs`` does for verl's tensor and non-tensor parts; the pure version serves
-    tests and any other container.
+    tests and any other container. ``rows`` are integer indices (``RowFilterResult.rows``); a boolean mask
+    (``row_mask``) or float indices raise TypeError.
 
     Returns:
         a new dict, each value with ``len(rows)`` rows in the order of ``rows``.
     """
-    idx = torch.as_tensor(rows, dtype=torch.long).reshape(-1)
+    idx = row_indices("rows", rows)
+    for name, v in batch.items():
+        if isinstance(v, (torch.Tensor, np.ndarray)) and v.ndim == 0:
+            raise ValueError(f"batch[{name!r}] has no row dimension (a scalar); every entry must be [B, ...]")
     sizes = {name: (v.shape[0] if isinstance(v, (torch.Tensor, np.ndarray)) else len(v)) for name, v in batch.items()}
     if len(set(sizes.values())) > 1:
         raise ValueError(f"every batch entry must have the same number of rows B; got {sizes}")
@@ -410,7 +428,7 @@ def masked_group_advantages(
     Returns:
         ``(advantages [B, T], RowFilterResult)``.
     """
-    spec = spec or FilterSpec()
+    spec = _spec(spec)
     res = filter_rows(token_level_rewards, response_mask, uids, spec, generator)
     r = torch.as_tensor(token_level_rewards)
     m = torch.as_tensor(response_mask)
@@ -439,13 +457,60 @@ def _to_container(cfg: Any) -> Any:
     return OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
 
 
+def _algorithm_section(algorithm: Any, name: str) -> Any:
+    """The ``name`` section of verl's ``config.algorithm`` (a mapping, a DictConfig or an object), None if absent."""
+    if algorithm is None:
+        return None
+    getter = getattr(algorithm, "get", None)
+    section = getter(name, None) if callable(getter) else getattr(algorithm, name, None)
+    return _to_container(section)
+
+
 def filter_spec_from_algorithm(algorithm: Any) -> FilterSpec:
     """:class:`FilterSpec` from verl's ``config.algorithm`` (its ``ragen_filter`` section; defaults if absent)."""
-    section = None
-    if algorithm is not None:
-        getter = getattr(algorithm, "get", None)
-        section = getter("ragen_filter", None) if callable(getter) else getattr(algorithm, "ragen_filter", None)
-    return FilterSpec.from_config(_to_container(section))
+    return FilterSpec.from_config(_algorithm_section(algorithm, "ragen_filter"))
+
+
+@dataclass(frozen=True)
+class MISettings:
+    """The ``algorithm.ragen_mi`` section of the trainer mode (``ragen_snr_sync``).
+
+    Attributes:
+        every: log the MI proxies every this many global steps (0 = off).
+        max_groups: cross-score at most this many groups (the first ones seen; the cost grows as P^2 G).
+        model_path: the scorer's weights, a path ``from_pretrained`` reads (None: the actor's ``model.path``).
+        device: where the scorer runs, as ``Module.to`` takes it (None: ``cuda`` when the trainer process sees one,
+            else ``cpu``).
+    """
+
+    every: int = 0
+    max_groups: int = 8
+    model_path: Any = None
+    device: Any = None
+
+
+def mi_settings_from_algorithm(algorithm: Any) -> MISettings:
+    """:class:`MISettings` from verl's ``config.algorithm`` (its ``ragen_mi`` section; defaults if absent).
+
+    A key set to null takes its default. An unknown key (a misspelt ``evry`` would leave the metrics off), a
+    fractional or negative ``every``, a ``max_groups`` below 1 or a section that is not a mapping raise a
+    ValueError / TypeError naming ``ragen_mi.<key>``.
+    """
+    section = _algorithm_section(algorithm, "ragen_mi")
+    if section is None:
+        return MISettings()
+    if not isinstance(section, Mapping):
+        raise TypeError(f"ragen_mi must be a mapping (e.g. {{every: 5, max_groups: 8}}) or None; got "
+                        f"{type(section).__name__} {section!r:.40}")
+    known = sorted(f.name for f in fields(MISettings))
+    for key in section:
+        if key not in known:
+            raise ValueError(f"unknown ragen_mi key {key!r}; known keys: {', '.join(known)}")
+    values = {k: v for k, v in section.items() if v is not None}
+    out = MISettings(**values)
+    every = require_int("ragen_mi.every", out.every, low=0)
+    max_groups = require_int("ragen_mi.max_groups", out.max_groups, low=1)
+    return MISettings(every, max_groups, out.model_path, out.device)
 
 
 def random_generator(spec: FilterSpec, step: int) -> torch.Generator | None:

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 import ragen_envs  # noqa: F401  (registers the ragen/ ids)
 from ragen_core.episode import ChatEpisode
@@ -47,9 +48,8 @@ class EnvEpisode:
                  length_limit: int = 400, system_prompt: bool = True) -> None:
         if not isinstance(env_id, str) or env_id not in gym.registry:
             raise ValueError(f"env_id must be a registered ragen/ id (see `ragen envs`); got {env_id!r}")
-        for name, v in (("seed", seed), ("max_turns", max_turns), ("length_limit", length_limit)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name == "seed" else 1):
-                raise ValueError(f"{name} must be an integer >= {0 if name == 'seed' else 1}; got {v!r}")
+        seed, max_turns, length_limit = (_count(name, v, 0 if name == "seed" else 1) for name, v in (
+            ("seed", seed), ("max_turns", max_turns), ("length_limit", length_limit)))
         self.env = gym.make(env_id, **dict(env_kwargs or {}))
         self.seed, self.max_turns, self.length_limit = seed, max_turns, length_limit
         self.system_prompt = bool(system_prompt)
@@ -75,12 +75,24 @@ class EnvEpisode:
             self.env.close()
         return user
 
+
 def episode_from_extra_info(extra_info: Mapping[str, Any] | None) -> EnvEpisode:
     """Build an :class:`EnvEpisode` from a dataset row's ``extra_info`` (module docstring); unknown keys are
-    ignored only if they are not ours to read (verl adds ``index`` and others)."""
+    ignored only if they are not ours to read (verl adds ``index`` and others). ``seed``, ``max_turns`` and
+    ``length_limit`` must be integers (numpy integers included; ValueError naming the key otherwise)."""
     if not isinstance(extra_info, Mapping) or "env_id" not in extra_info or "seed" not in extra_info:
         raise ValueError("the dataset row's extra_info must be a mapping with at least 'env_id' and 'seed' "
                          f"(keys read: {', '.join(_EXTRA_KEYS)}); got {extra_info!r}")
     kw = {k: extra_info[k] for k in _EXTRA_KEYS if k in extra_info and extra_info[k] is not None}
-    kw["seed"] = int(kw["seed"])
+    for key in ("seed", "max_turns", "length_limit"):
+        if key in kw:
+            kw[key] = _count(f"extra_info[{key!r}]", kw[key], 0 if key == "seed" else 1)
     return EnvEpisode(**kw)
+
+
+def _count(name: str, value: Any, low: int) -> int:
+    """`value` as a Python int >= `low` (numpy integers, as a parquet row may hold, included); ValueError naming
+    `name` otherwise: a bool, a float (seed 10.7 is a mistake, not seed 10) or a string."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= low:
+        return int(value)
+    raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")

@@ -25,7 +25,13 @@ __all__ = ["first_span", "mi_inputs", "mi_metrics"]
 
 
 def first_span(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """The tokens of ``ids`` ``[T]`` in the first maximal run of ``mask != 0`` (empty when there is none)."""
+    """The tokens of ``ids`` ``[T]`` in the first maximal run of ``mask != 0`` (empty when there is none).
+
+    ``ids`` and ``mask`` must be 1-D of the same length T (ValueError otherwise).
+    """
+    ids_shape, mask_shape = tuple(torch.as_tensor(ids).shape), tuple(torch.as_tensor(mask).shape)
+    if len(ids_shape) != 1 or ids_shape != mask_shape:
+        raise ValueError(f"ids {list(ids_shape)} and mask {list(mask_shape)} must be 1-D of the same length T")
     m = torch.as_tensor(mask).reshape(-1) != 0
     on = m.nonzero().flatten()
     if on.numel() == 0:
@@ -47,8 +53,9 @@ def mi_inputs(
     """Prompts ``[P]`` and traces ``[P][G]`` for cross-scoring, from a verl batch.
 
     Args:
-        prompts: ``[B, Tp]`` prompt ids; ``prompt_mask`` ``[B, Tp]`` its padding mask (any side).
-        responses: ``[B, Tr]`` response ids; ``response_mask`` ``[B, Tr]``.
+        prompts: ``[B, Tp]`` integer prompt ids; ``prompt_mask`` ``[B, Tp]`` its padding mask (any side).
+        responses: ``[B, Tr]`` integer response ids; ``response_mask`` ``[B, Tr]``. Tensors, numpy arrays or
+            nested lists; float ids raise TypeError (a token id 7.5 is a mistake, not token 7).
         uids: ``[B]`` group ids; groups must have equal sizes G.
         max_groups: keep at most this many groups (the first ones seen), as cross-scoring costs P^2 G traces.
 
@@ -57,10 +64,15 @@ def mi_inputs(
         generated span, the uids of the groups used, and the number of groups left out because one of their
         traces is empty (``mi_proxies`` needs |z| >= 1).
     """
+    prompts, prompt_mask, responses, response_mask = (torch.as_tensor(t) for t in (prompts, prompt_mask, responses,
+                                                                                   response_mask))
     for name, t in (("prompts", prompts), ("prompt_mask", prompt_mask), ("responses", responses),
                     ("response_mask", response_mask)):
-        if torch.as_tensor(t).dim() != 2:
-            raise ValueError(f"{name} must be 2-D [B, T]; got shape {tuple(torch.as_tensor(t).shape)}")
+        if t.dim() != 2:
+            raise ValueError(f"{name} must be 2-D [B, T]; got shape {tuple(t.shape)}")
+    for name, t in (("prompts", prompts), ("responses", responses)):
+        if t.is_floating_point() or t.dtype == torch.bool:
+            raise TypeError(f"{name} must hold integer token ids; got dtype {t.dtype}")
     if prompts.shape != prompt_mask.shape or responses.shape != response_mask.shape:
         raise ValueError("prompt_mask must match prompts and response_mask must match responses")
     group_of_row, group_uids = group_rows(uids)
@@ -109,7 +121,12 @@ def mi_metrics(
 
     ``L[i, k, j] = log p(z_ik | x_j)`` by :func:`ragen_core.math.mi.cross_score` (KV cache reuse), then
     :func:`ragen_core.math.mi.mi_proxies` with equal prompts treated as one (``prompt_ids`` = the prompt token
-    strings). Needs P >= 2 usable groups; returns ``{prefix + "skipped": 1.0}`` otherwise.
+    strings). Needs P >= 2 usable groups.
+
+    Returns:
+        the flat proxies of :func:`ragen_core.math.mi.flatten_proxies` plus ``prefix + "skipped"`` (0.0) and
+        ``prefix + "groups_without_trace"`` (groups left out for an empty first span); with fewer than two usable
+        groups only those two keys, ``skipped`` 1.0.
     """
     xs, zs, _, skipped = mi_inputs(prompts, prompt_mask, responses, response_mask, uids, max_groups)
     if len(xs) < 2:

@@ -30,9 +30,11 @@ from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY  # noqa: E402
 from ragen_core.integrations.verl.core import (  # noqa: E402
     ADV_ESTIMATOR_NAME,
     TRAINER_MODE,
+    MISettings,
     StepHandoff,
     filter_rows,
     filter_spec_from_algorithm,
+    mi_settings_from_algorithm,
     random_generator,
 )
 from ragen_core.integrations.verl.mi import mi_metrics  # noqa: E402
@@ -56,9 +58,9 @@ class RagenSNRTrainer(PPOTrainerSync):
     """``PPOTrainerSync`` that removes the dropped groups before balancing (module docstring).
 
     Config (all optional): ``algorithm.ragen_filter`` (``core.FilterSpec`` keys; ``mode: remove``) and
-    ``algorithm.ragen_mi`` (``every``: steps between MI metrics, 0 = off; ``max_groups``: groups scored, default
-    8; ``model_path``: the causal LM that scores, default the actor's ``model.path``; ``device``: default
-    ``cuda`` when the trainer process sees one, else ``cpu``).
+    ``algorithm.ragen_mi`` (``core.MISettings``: ``every``: steps between MI metrics, 0 = off; ``max_groups``:
+    groups scored, default 8; ``model_path``: the causal LM that scores, default the actor's ``model.path``;
+    ``device``: default ``cuda`` when the trainer process sees one, else ``cpu``; unknown keys are errors).
     """
 
     _ragen_skip_update = False
@@ -73,9 +75,8 @@ class RagenSNRTrainer(PPOTrainerSync):
         if handoff is not None:
             handoff.begin_step(self.global_steps)
         fields = ["uid", "rm_scores", "response_mask"]
-        mi_cfg = self.config.algorithm.get("ragen_mi", None) or {}
-        every = int(mi_cfg.get("every", 0) or 0)
-        want_mi = every > 0 and self.global_steps % every == 0
+        mi_cfg = mi_settings_from_algorithm(self.config.algorithm)
+        want_mi = mi_cfg.every > 0 and self.global_steps % mi_cfg.every == 0
         if want_mi:
             fields += ["prompts", "responses"]
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
@@ -101,7 +102,7 @@ class RagenSNRTrainer(PPOTrainerSync):
         metrics["ragen_filter/skipped_update"] = float(self._ragen_skip_update)
         return super()._balance_batch(batch, metrics, logging_prefix=logging_prefix, keep_minibatch=keep_minibatch)
 
-    def _ragen_mi(self, data: Any, resp_mask: torch.Tensor, uids: np.ndarray, cfg: Any) -> dict[str, float]:
+    def _ragen_mi(self, data: Any, resp_mask: torch.Tensor, uids: np.ndarray, cfg: MISettings) -> dict[str, float]:
         prompt_lengths = data["prompts"].offsets().diff()
         response_lengths = data["responses"].offsets().diff()
         prompts = data["prompts"].to_padded_tensor(padding=0)
@@ -111,12 +112,12 @@ class RagenSNRTrainer(PPOTrainerSync):
         if self._ragen_mi_model is None:
             from transformers import AutoModelForCausalLM
 
-            path = cfg.get("model_path", None) or self.config.actor_rollout_ref.model.path
-            device = cfg.get("device", None) or ("cuda" if torch.cuda.is_available() else "cpu")
+            path = cfg.model_path or self.config.actor_rollout_ref.model.path
+            device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
             self._ragen_mi_model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16 if device != "cpu"
                                                                         else torch.float32).to(device)
         return mi_metrics(self._ragen_mi_model, prompts, prompt_mask, responses, mask, uids,
-                          max_groups=int(cfg.get("max_groups", 8)))
+                          max_groups=cfg.max_groups)
 
     def _update_actor(self, batch, metrics):
         if self._ragen_skip_update:
