@@ -155,7 +155,7 @@ def _group_variance(rewards: Sequence[float], ddof: int) -> float:
     if n - ddof < 1 or any(math.isnan(x) for x in rewards):
         return math.nan
     r = sorted(float(x) for x in rewards)
-    if r[0] == r[-1]:
+    if r[0] == r[-1] and math.isfinite(r[0]):  # equal infinities have no finite spread: NaN below, as in torch
         return 0.0
     mean = sum(r) / n
     try:

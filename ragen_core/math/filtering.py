@@ -263,8 +263,9 @@ def reward_variance(rewards: torch.Tensor, ddof: int = 1) -> torch.Tensor:
     ``V_i = 1/(G - ddof) * sum_k (R_ik - mean_i)^2``, the paper uses ``ddof = 1``.
 
     Args:
-        rewards: float tensor ``[P, G]``, one row per prompt group. NaN entries are allowed: they make that
-            group's variance NaN (such a group is never kept by :func:`filter_groups`).
+        rewards: float tensor ``[P, G]``, one row per prompt group. NaN and infinite entries are allowed: they
+            make that group's variance NaN (such a group is never kept by :func:`filter_groups`), also when every
+            reward of the group is the same infinity.
         ddof: delta degrees of freedom, an integer in ``[0, G - 1]``.
 
     Returns:
@@ -290,7 +291,8 @@ def reward_variance(rewards: torch.Tensor, ddof: int = 1) -> torch.Tensor:
     # A group of equal rewards has variance exactly 0, also when the rewards are not dyadic: the mean of
     # (0.1, 0.1, 0.1) is rounded, which left ~1e-34 here, so an all-flat batch was kept instead of skipped.
     # Tested on the rewards themselves (as grpo does); a NaN reward is never equal and keeps its NaN.
-    flat = (r == r[:, :1]).all(dim=1)
+    # An infinity equals itself, but a group of them has no finite variance: it stays NaN, as (inf - inf)^2 gives.
+    flat = (r == r[:, :1]).all(dim=1) & torch.isfinite(r[:, 0])
     return torch.where(flat, torch.zeros_like(variance), variance)
 
 

@@ -66,6 +66,16 @@ def test_group_variance_is_the_trainers_reward_variance():
                 assert got == pytest.approx(ref, rel=1e-12) and got == pytest.approx(loop, rel=1e-9), rewards
 
 
+@pytest.mark.parametrize("rewards", [[math.inf, math.inf], [-math.inf, -math.inf, -math.inf], [math.inf, 0.5]])
+def test_an_infinite_reward_gives_nan_in_both_copies(rewards):
+    """Equal infinities are not a flat group: NaN in the pre-check's copy and in the trainer's (it read 0 in both)."""
+    torch = pytest.importorskip("torch")
+    from ragen_core.math.filtering import reward_variance
+
+    assert math.isnan(diagnose._group_variance(rewards, 1))
+    assert math.isnan(float(reward_variance(torch.tensor([rewards], dtype=torch.float64))[0]))
+
+
 def test_eval_precheck_of_flat_non_dyadic_groups_keeps_nothing():
     """`ragen eval --group-size` (rv_profile) on the reviewer's Bandit case: every episode -0.1."""
     from ragen_core.apps.eval.summary import rv_profile

@@ -44,6 +44,14 @@ def test_nan_reward_keeps_its_group_variance_nan():
     assert math.isnan(float(v[0])) and float(v[1]) == pytest.approx(1 / 3)
 
 
+@pytest.mark.parametrize("row", [[math.inf, math.inf], [-math.inf, -math.inf], [math.inf, 1.0], [math.inf, -math.inf]])
+def test_an_infinite_reward_makes_its_group_variance_nan_never_zero(row):
+    """A group of equal infinities is not flat (an infinity equals itself, but has no finite spread): NaN, as
+    (inf - inf)^2 gives, so no filter keeps it and no advantage is computed from it."""
+    v = F.reward_variance(torch.tensor([row, [0.0, 1.0]], dtype=torch.float64))
+    assert math.isnan(float(v[0])) and float(v[1]) == pytest.approx(0.5)
+
+
 # ---------------------------------------------------------------- the top-p threshold met exactly
 def _exact_top_p(scores: list[Fraction], rho: Fraction) -> int:
     ranked = sorted(scores, reverse=True)
