@@ -14,8 +14,16 @@ import math
 
 import numpy as np
 
+from .inputs import (
+    require_bool,
+    require_channel,
+    require_distribution,
+    require_int,
+    require_real,
+    require_rng,
+)
 from .records import Check, bound, search_record
-from .testbed import channel_mutual_information, h2, kl_divergence, softmax
+from .testbed import _h2, _softmax, channel_mutual_information, h2, kl_divergence, softmax
 
 __all__ = [
     "t8_checks",
@@ -26,6 +34,10 @@ __all__ = [
     "t8_paper_cap",
     "check_t8_families",
 ]
+
+
+#: the bounds :func:`t8_adversarial_search` can target
+_TARGETS = ("paper", "pinsker", "afw", "classical")
 
 
 def _afw(db: float, X: int, factor: float = 2.0) -> float:
@@ -46,8 +58,14 @@ def t8_checks(w: np.ndarray, p0: np.ndarray, p1: np.ndarray, family: str = "rand
     classical: the same with dbar log|X| (X is a classical variable: H(X|Z) lies in [0, log|X|], so the
                Alicki-Fannes-Winter argument gives range log|X| instead of 2 log|X|; Winter 2016, Lemma 2);
     Pinsker:   dbar <= sqrt(E_x KL / 2), and the AFW bound at that value (a corollary).
+
+    w: ``[X]``, p0 and p1: ``[X, Z]`` with Z >= 2, probability vectors (rows).
     """
+    w, p0 = require_channel(w, p0, "w", "p0")
+    p1 = require_distribution("p1", p1, 2, shape=p0.shape)
     X, Z = p0.shape
+    if Z < 2:
+        raise ValueError(f"p0 and p1 must have at least 2 outcomes (columns), got {Z}")
     dI = abs(channel_mutual_information(w, p1) - channel_mutual_information(w, p0))
     with np.errstate(divide="ignore", invalid="ignore"):
         kl = kl_divergence(p1, p0, axis=1)
@@ -79,6 +97,7 @@ def t8_checks(w: np.ndarray, p0: np.ndarray, p1: np.ndarray, family: str = "rand
 
 def check_t8(rng: np.random.Generator) -> list[Check]:
     """T8 on a random pair of channels pi, pi_0 (same prompt weights), perturbation scale log-uniform."""
+    rng = require_rng("rng", rng)
     X = int(rng.integers(2, 7))
     Z = int(rng.integers(2, 9))
     w = rng.dirichlet(np.ones(X)) if rng.random() < 0.5 else np.full(X, 1.0 / X)
@@ -91,7 +110,10 @@ def t8_small_weight_pair(n: int, eps: float) -> tuple[np.ndarray, np.ndarray, np
     """Near-extremal for the dbar bounds: prompt 0 has weight 1 - eps, prompts 1..n-1 share eps; under pi_0
     every prompt emits z = 0, under pi prompt x emits z = x.  Then dbar = eps and
     |dI| = H(X) = h2(eps) + eps log(n - 1), which approaches the classical-X bound as eps -> 0 or n grows
-    (and the AFW bound, whose extra dbar log|X| becomes negligible against h2, as eps -> 0)."""
+    (and the AFW bound, whose extra dbar log|X| becomes negligible against h2, as eps -> 0).
+    n >= 2 prompts, eps in (0, 1)."""
+    n = require_int("n", n, 2)
+    eps = require_real("eps", eps, 0.0, 1.0, low_open=True, high_open=True)
     w = np.array([1.0 - eps] + [eps / (n - 1)] * (n - 1))
     p0 = np.zeros((n, n))
     p0[:, 0] = 1.0
@@ -102,7 +124,9 @@ def t8_small_weight_pair(n: int, eps: float) -> tuple[np.ndarray, np.ndarray, np
 def t8_symmetric_pair(n: int, a: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Near-extremal for the KL bounds (found by the adversarial search, then written in closed form): X uniform
     on n prompts, pi_0 the n-ary symmetric channel with error a, pi noiseless.  KL(pi||pi_0) = -log(1 - a) for
-    every x, dbar = a, |dI| = h2(a) + a log(n - 1)."""
+    every x, dbar = a, |dI| = h2(a) + a log(n - 1).  n >= 2 prompts, a in [0, 1]."""
+    n = require_int("n", n, 2)
+    a = require_real("a", a, 0.0, 1.0)
     w = np.full(n, 1.0 / n)
     p0 = np.full((n, n), a / (n - 1)) + np.eye(n) * (1.0 - a - a / (n - 1))
     return w, p0, np.eye(n)
@@ -121,7 +145,7 @@ def _t8_ratio_batch(target: str, w: np.ndarray, p0: np.ndarray, p1: np.ndarray) 
         kl = np.sum(p1 * (np.log(p1) - np.log(p0)), axis=2).max(axis=1)
         delta = np.sqrt(np.maximum(kl, 0.0) / 2)
         D = X * Z
-        rhs = 2 * (delta * math.log(D - 1) + h2(np.clip(delta, 0.0, 1.0)))
+        rhs = 2 * (delta * math.log(D - 1) + _h2(np.clip(delta, 0.0, 1.0)))
         return np.where(delta <= 1 - 1 / D, dI / np.maximum(rhs, 1e-300), -1.0)
     if target == "pinsker":
         db = np.minimum(
@@ -130,14 +154,20 @@ def _t8_ratio_batch(target: str, w: np.ndarray, p0: np.ndarray, p1: np.ndarray) 
     else:
         db = np.einsum("nx,nx->n", w, 0.5 * np.abs(p1 - p0).sum(axis=2))
     factor = 1.0 if target == "classical" else 2.0
-    rhs = factor * db * math.log(X) + (1 + db) * h2(db / (1 + db))
+    rhs = factor * db * math.log(X) + (1 + db) * _h2(db / (1 + db))
     return np.where(db > 1e-8, dI / np.maximum(rhs, 1e-300), -1.0)
 
 
 def t8_adversarial_search(rng: np.random.Generator, target: str, X: int, Z: int, gens: int = 150,
                           pop: int = 64) -> tuple[float, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Maximise |dI| / rhs over channel pairs and prompt weights by a (1 + pop) evolution strategy on the
-    logits (self-adapting step); returns (best ratio, (w, p0, p1)).  ``target``: paper, pinsker, afw, classical."""
+    logits (self-adapting step); returns (best ratio, (w, p0, p1)).  ``target``: paper, pinsker, afw, classical;
+    X >= 1 prompts, Z >= 2 outcomes, gens >= 1 generations of pop >= 1 offspring."""
+    rng = require_rng("rng", rng)
+    if target not in _TARGETS:
+        raise ValueError(f"target must be one of {', '.join(_TARGETS)}, got {target!r}")
+    X, Z = require_int("X", X, 1), require_int("Z", Z, 2)
+    gens, pop = require_int("gens", gens, 1), require_int("pop", pop, 1)
     m0 = rng.normal(size=(X, Z)) * 3.0
     m = [m0, m0 + rng.normal(size=(X, Z)) * 0.3, rng.normal(size=X)]
     step, best = 1.0, -1.0
@@ -147,7 +177,7 @@ def t8_adversarial_search(rng: np.random.Generator, target: str, X: int, Z: int,
         W = m[2] + step * rng.normal(size=(pop, X))
         L0[0], L1[0], W[0] = m
         with np.errstate(all="ignore"):
-            r = np.nan_to_num(_t8_ratio_batch(target, softmax(W, 1), softmax(L0, 2), softmax(L1, 2)), nan=-1.0)
+            r = np.nan_to_num(_t8_ratio_batch(target, _softmax(W, 1), _softmax(L0, 2), _softmax(L1, 2)), nan=-1.0)
         i = int(np.argmax(r))
         best = float(r[i])
         if i > 0:
@@ -155,18 +185,20 @@ def t8_adversarial_search(rng: np.random.Generator, target: str, X: int, Z: int,
             step *= 1.1
         else:
             step = max(step * 0.85, 1e-3)
-    return best, (softmax(m[2], 0), softmax(m[0], 1), softmax(m[1], 1))
+    return best, (_softmax(m[2], 0), _softmax(m[0], 1), _softmax(m[1], 1))
 
 
 def t8_paper_cap(X: int, Z: int, n_grid: int = 4000) -> float:
     """Largest possible |dI| / (paper rhs) implied by the classical-X bound: with dbar <= delta (Pinsker, Jensen)
     and |dI| <= log min(|X|, |Z|),  cap = max_delta min(W(delta), log min(X, Z)) / paper(delta), W the
     classical-X bound (increasing in dbar).  Log-spaced delta grid down to 1e-12; the limit delta -> 0 is 1/2.
+    X >= 1, Z >= 2, n_grid >= 2 grid points.
     """
+    X, Z, n_grid = require_int("X", X, 1), require_int("Z", Z, 2), require_int("n_grid", n_grid, 2)
     D = X * Z
     delta = np.concatenate([np.logspace(-12, -1, n_grid // 2), np.linspace(0.1, 1 - 1 / D, n_grid // 2)])
-    paper = 2 * (delta * math.log(D - 1) + h2(delta))
-    W = delta * math.log(X) + (1 + delta) * h2(delta / (1 + delta))
+    paper = 2 * (delta * math.log(D - 1) + _h2(delta))
+    W = delta * math.log(X) + (1 + delta) * _h2(delta / (1 + delta))
     return float(np.max(np.minimum(W, math.log(min(X, Z))) / paper))
 
 
@@ -181,6 +213,7 @@ def check_t8_families(rng: np.random.Generator, quick: bool = False) -> list[Che
     - the cap of the paper's ratio implied by the classical-X bound (< 1/2: the paper's constant is loose
       by a factor >= 2, so its x0.5 and x0.9 variants are true statements no instance can refute).
     """
+    rng, quick = require_rng("rng", rng), require_bool("quick", quick)
     out: list[Check] = []
     eps_list = (1e-2, 1e-4, 1e-8, 1e-10) if quick else (1e-1, 1e-2, 1e-3, 1e-4, 1e-6, 1e-8, 1e-10, 1e-12)
     for n in ((2, 6) if quick else (2, 3, 4, 6, 8)):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .inputs import PROB_ATOL, require_array, require_bool, require_channel, require_distribution, require_rng
 from .records import Check, bound, strict
 from .testbed import channel_mutual_information, random_channel
 
@@ -17,8 +18,24 @@ __all__ = ["ALPHAS", "mixture_mi", "check_t4", "t4_instances"]
 ALPHAS = np.linspace(0.0, 1.0, 11)
 
 
+def _t4_args(w: object, channel: object, q: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """w [X] and q [Z] probability vectors, channel [X, Z] with probability rows."""
+    w, channel = require_channel(w, channel)
+    q = require_distribution("q", q, 1)
+    if q.shape[0] != channel.shape[1]:
+        raise ValueError(f"q must have one entry per column of channel ({channel.shape[1]}), got {q.shape[0]}")
+    return w, channel, q
+
+
 def mixture_mi(w: np.ndarray, channel: np.ndarray, q: np.ndarray, alphas: np.ndarray = ALPHAS) -> np.ndarray:
-    """I_alpha(X;Z) for p_alpha(z|x) = (1 - alpha) p(z|x) + alpha q(z), one value per alpha."""
+    """I_alpha(X;Z) for p_alpha(z|x) = (1 - alpha) p(z|x) + alpha q(z), one value per alpha.
+
+    w: prompt weights ``[X]``; channel: ``[X, Z]`` (rows p(.|x)); q: template ``[Z]``: probability vectors;
+    alphas: numbers in [0, 1] (outside it p_alpha is not a distribution)."""
+    w, channel, q = _t4_args(w, channel, q)
+    alphas = np.atleast_1d(require_array("alphas", alphas, nonneg=True))
+    if np.any(alphas > 1):
+        raise ValueError(f"alphas must lie in [0, 1], got {float(alphas[alphas > 1][0])!r}")
     return np.array([channel_mutual_information(w, (1 - a) * channel + a * q[None, :]) for a in alphas])
 
 
@@ -29,8 +46,14 @@ def check_t4(
 
     - contraction I_alpha <= (1 - alpha) I (``tight``: equality expected);
     - convexity I(alpha_m) <= (I(alpha_{m-1}) + I(alpha_{m+1})) / 2;
-    - ``label == "q = p(z)"``: strict contraction I_alpha < (1 - alpha) I for alpha in (0, 1) when I > 0.
+    - ``label == "q = p(z)"``: strict contraction I_alpha < (1 - alpha) I for alpha in (0, 1) when I > 0
+      (``ValueError`` when q is not the marginal w @ channel).
     """
+    w, channel, q = _t4_args(w, channel, q)
+    tight = require_bool("tight", tight)
+    if label == "q = p(z)" and np.max(np.abs(q - w @ channel)) > PROB_ATOL:
+        raise ValueError(f"label 'q = p(z)' needs q = w @ channel (the marginal), got q = {q.tolist()} "
+                         f"and w @ channel = {(w @ channel).tolist()}")
     I_a = mixture_mi(w, channel, q)
     I0 = I_a[0]
     atol = 1e-15 * (1.0 + I0)
@@ -47,6 +70,7 @@ def check_t4(
 
 def t4_instances(rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, str, bool]]:
     """Random (w, channel, q, label, tight) triples: random q, q = p(z), and q on x-independent outcomes."""
+    rng = require_rng("rng", rng)
     X = int(rng.integers(2, 6))
     Z = int(rng.integers(2, 7))
     w = rng.dirichlet(np.ones(X)) if rng.random() < 0.5 else np.full(X, 1.0 / X)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .inputs import require_rng
 from .records import Check, identity
 from .testbed import enumerate_outcomes
 
@@ -19,6 +20,7 @@ def check_t6(rng: np.random.Generator) -> list[Check]:
     so with m = 0 it is eta^2 T v (diffusive, RMS ~ sqrt T) and a persistent m is ballistic.
     Enumerates all K^T update sequences.
     """
+    rng = require_rng("rng", rng)
     K = int(rng.integers(2, 4))
     T = int(rng.integers(1, 7 if K == 2 else 6))
     d = int(rng.integers(1, 4))

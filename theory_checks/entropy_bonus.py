@@ -10,14 +10,26 @@ import math
 
 import numpy as np
 
+from .inputs import require_array, require_distribution
 from .records import Check, counterexample, identity
-from .testbed import SoftmaxTestbed, channel_mutual_information, softmax
+from .testbed import SoftmaxTestbed, channel_mutual_information, require_testbed, softmax
 
 __all__ = ["mi_logit_gradient", "mi_time_derivative", "check_t9", "check_t9_counterexample", "entropy_rows"]
 
 
+def _w_logits(w: object, logits: object) -> tuple[np.ndarray, np.ndarray]:
+    """w: prompt weights [X] (a probability vector); logits: finite [X, Z]."""
+    logits = require_array("logits", logits, 2)
+    w = require_distribution("w", w, 1)
+    if w.shape[0] != logits.shape[0]:
+        raise ValueError(f"w must have one weight per row of logits ({logits.shape[0]}), got {w.shape[0]}")
+    return w, logits
+
+
 def mi_logit_gradient(w: np.ndarray, logits: np.ndarray) -> np.ndarray:
-    """dI/d logit(x, z) = w(x) pi(z|x) [log(pi(z|x) / p(z)) - KL(pi(.|x) || p)] for a tabular softmax channel."""
+    """dI/d logit(x, z) = w(x) pi(z|x) [log(pi(z|x) / p(z)) - KL(pi(.|x) || p)] for a tabular softmax channel
+    (w: prompt weights ``[X]``, a probability vector; logits: finite ``[X, Z]``)."""
+    w, logits = _w_logits(w, logits)
     pi = softmax(logits, 1)
     m = w @ pi
     lr = np.log(pi) - np.log(m)[None, :]
@@ -26,7 +38,9 @@ def mi_logit_gradient(w: np.ndarray, logits: np.ndarray) -> np.ndarray:
 
 
 def mi_time_derivative(w: np.ndarray, logits: np.ndarray) -> float:
-    """dI/dt along per-prompt entropy ascent d logit_x/dt = grad_{logit_x} H(pi(.|x)) = -pi (log pi + H)."""
+    """dI/dt along per-prompt entropy ascent d logit_x/dt = grad_{logit_x} H(pi(.|x)) = -pi (log pi + H)
+    (arguments as in :func:`mi_logit_gradient`)."""
+    w, logits = _w_logits(w, logits)
     pi = softmax(logits, 1)
     Hx = -np.sum(pi * np.log(pi), axis=1, keepdims=True)
     velocity = -pi * (np.log(pi) + Hx)
@@ -39,6 +53,7 @@ def _mi_of_logits(w: np.ndarray, logits: np.ndarray) -> float:
 
 def check_t9(tb: SoftmaxTestbed, tb2: SoftmaxTestbed) -> list[Check]:
     """T9 decomposition between two policies: dI = dH(Z) - dH(Z|X) (I from the KL form, H's from entropies)."""
+    tb, tb2 = require_testbed("tb", tb), require_testbed("tb2", tb2)
     dI = tb2.mutual_information() - tb.mutual_information()
     dmarg = tb2.marginal_entropy() - tb.marginal_entropy()
     din = tb2.cond_entropy() - tb.cond_entropy()
@@ -91,5 +106,6 @@ def check_t9_counterexample() -> list[Check]:
 
 
 def entropy_rows(p: np.ndarray) -> np.ndarray:
-    """Row entropies H(p[x, :])."""
+    """Row entropies H(p[x, :]) of ``p [X, Z]``, each row a probability vector."""
+    p = require_distribution("p", p, 2)
     return -np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0), axis=1)

@@ -13,6 +13,7 @@ from .drift import check_t6
 from .entropy_bonus import check_t9, check_t9_counterexample
 from .filtering import check_t7_counterexample, check_t7_paper_setting, check_t7_snr, check_t7_subsets
 from .identities import check_estimator_enumeration, check_identities
+from .inputs import require_bool, require_int, require_rng
 from .mi_proxies import check_mi_proxy_exact
 from .records import Check, search_record
 from .regularisers import check_t5, check_t5_counterexample
@@ -35,7 +36,9 @@ __all__ = ["run_exact"]
 
 def run_exact(rng: np.random.Generator, n_testbeds: int, progress: bool = False, quick: bool = False) -> list[Check]:
     """All exact checks: ``n_testbeds`` random testbeds plus the tightness families, the near-tight and
-    adversarial T8 instances, and the counterexamples."""
+    adversarial T8 instances, and the counterexamples (``n_testbeds`` >= 1)."""
+    rng, n_testbeds = require_rng("rng", rng), require_int("n_testbeds", n_testbeds, 1)
+    progress, quick = require_bool("progress", progress), require_bool("quick", quick)
     checks: list[Check] = []
     Gs = (1, 2, 4, 8, 16, 64)
     het_ratio = -math.inf

@@ -13,10 +13,11 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from . import reference
+from .inputs import MAX_OUTCOMES, require_array, require_int, require_real, require_rng
 from .magnitudes import norm, scales
 from .records import Check, bound, counterexample, identity, strict
-from .reference import top_p_by_score
-from .testbed import SoftmaxTestbed, enumerate_outcomes
+from .testbed import SoftmaxTestbed, enumerate_outcomes, require_testbed
 
 __all__ = [
     "T7_PAPER_SETTING",
@@ -26,7 +27,18 @@ __all__ = [
     "check_t7_paper_setting",
     "check_t7_snr",
     "t7_paper_prompt",
+    "top_p_by_score",
 ]
+
+
+def top_p_by_score(scores: np.ndarray, rho: float) -> list[int]:
+    """The paper's top-p rule (:func:`theory_checks.reference.top_p_by_score`, which documents it) on checked
+    arguments: ``scores`` a non-empty ``[P]`` vector of finite non-negative numbers, ``rho`` in (0, 1]
+    (``ValueError``/``TypeError`` otherwise: rho = 0 or an empty batch would keep one group or none, rho > 1
+    every group, silently).  Returns the kept group indices in ranking order."""
+    scores = require_array("scores", scores, 1, nonneg=True)
+    rho = require_real("rho", rho, 0.0, 1.0, low_open=True)
+    return reference.top_p_by_score(scores, rho)
 
 
 def _group_errors(tb: SoftmaxTestbed, x: int, G: int) -> tuple[np.ndarray, np.ndarray]:
@@ -46,10 +58,16 @@ def check_t7_identity(tb: SoftmaxTestbed, S: Iterable[int], G: int,
 
         E||(1/n) sum_{i in S} (g_hat_i - g_i)||^2 = (1/n^2) sum_{i in S} sigma_i^2,  sigma_i^2 = MSE_G(i).
 
-    ``errors`` caches :func:`_group_errors` per prompt (used when every subset S is enumerated).
+    ``errors`` caches :func:`_group_errors` per prompt (used when every subset S is enumerated).  S lists distinct
+    prompts (integers in [0, X)), at least one; G is an integer >= 1; the (2Z)^(G |S|) joint outcomes are at most
+    :data:`~theory_checks.inputs.MAX_OUTCOMES`.
     """
-    S = list(S)
+    tb, G = require_testbed("tb", tb), require_int("G", G, 1)
+    S = _subset(S, tb.X)
     n = len(S)
+    if (2 * tb.Z) ** (G * n) > MAX_OUTCOMES:
+        raise ValueError(f"enumerating (2Z)^(G |S|) = {2 * tb.Z}^{G * n} joint outcomes is more than the "
+                         f"{MAX_OUTCOMES} allowed (Z = {tb.Z}, G = {G}, |S| = {n}): use a smaller G or S")
     cache = {} if errors is None else errors
     for x in S:
         if x not in cache:
@@ -69,8 +87,23 @@ def check_t7_identity(tb: SoftmaxTestbed, S: Iterable[int], G: int,
                      note=f"S = {S} of {tb.X} prompts")]
 
 
+def _subset(S: object, X: int) -> list[int]:
+    """S as a list of distinct prompt indices in [0, X), not empty."""
+    try:
+        items = list(S)  # type: ignore[call-overload]
+    except TypeError:
+        raise TypeError(f"S must be an iterable of prompt indices, got {S!r} ({type(S).__name__})") from None
+    if not items:
+        raise ValueError("S must hold at least one prompt (the mean over an empty subset is undefined)")
+    out = [require_int("each prompt of S", x, 0, X - 1) for x in items]
+    if len(set(out)) != len(out):
+        raise ValueError(f"S must list distinct prompts, got {out}")
+    return out
+
+
 def check_t7_subsets(tb: SoftmaxTestbed, G: int) -> list[Check]:
     """The T7 identity for every non-empty subset S of the prompts (proper subsets included)."""
+    tb, G = require_testbed("tb", tb), require_int("G", G, 1)
     cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     out: list[Check] = []
     for n in range(1, tb.X + 1):
@@ -82,8 +115,11 @@ def check_t7_subsets(tb: SoftmaxTestbed, G: int) -> list[Check]:
 def check_t7_counterexample(G: int = 8, P: int = 8, n: int = 4) -> list[Check]:
     """"Filtering reduces the MSE" is false: P copies of one prompt (equal sigma_i), keep n < P groups.
 
-    MSE_S = sigma^2 / n = (P / n) MSE_all > MSE_all.
+    MSE_S = sigma^2 / n = (P / n) MSE_all > MSE_all.  Integers G >= 1, P >= 2 and 1 <= n < P (keeping every
+    group is no filtering).
     """
+    G, P = require_int("G", G, 1), require_int("P", P, 2)
+    n = require_int("n", n, 1, P - 1)
     base = SoftmaxTestbed.two_action(0.3, 0.5)
     tb = SoftmaxTestbed(
         np.repeat(base.features, P, axis=0), base.theta, np.repeat(base.mu, P, axis=0), np.repeat(base.sigma, P)
@@ -104,10 +140,12 @@ T7_PAPER_SETTING = {"rv_high": 0.34, "rv_low": 0.11, "sigma": 0.3, "G": 8, "rho"
 
 
 def t7_paper_prompt(rv: float, sigma: float) -> SoftmaxTestbed:
-    """The 2-action prompt (mu = 1[a = 1], p <= 1/2) with population reward variance p(1-p) + sigma^2 = rv."""
+    """The 2-action prompt (mu = 1[a = 1], p <= 1/2) with population reward variance p(1-p) + sigma^2 = rv
+    (sigma >= 0, and 0 < rv - sigma^2 <= 1/4: the signal variance p(1-p) of a 2-action policy)."""
+    rv, sigma = require_real("rv", rv), require_real("sigma", sigma, 0.0)
     q = rv - sigma**2
     if not 0.0 < q <= 0.25:
-        raise ValueError(f"need 0 < rv - sigma^2 <= 1/4, got {q}")
+        raise ValueError(f"need 0 < rv - sigma^2 <= 1/4, got {q} (rv = {rv}, sigma = {sigma})")
     p = 0.5 * (1.0 - math.sqrt(1.0 - 4.0 * q))
     return SoftmaxTestbed.two_action(p, sigma)
 
@@ -226,6 +264,7 @@ def check_t7_snr(rng: np.random.Generator, G: int) -> list[Check]:
     a set D with sum_D g_i = 0 and sum_D sigma_i^2 > 0.  D = pure-noise prompts (mu constant: g = 0)
     and mirrored pairs (mu' = -mu on the same features: g' = -g).  A sanity row: once sum_D g = 0 the
     inequality reduces to sqrt(a) < sqrt(a + b) with b > 0."""
+    rng, G = require_rng("rng", rng), require_int("G", G, 1)
     # moderate temperatures: a near-deterministic dropped prompt would have sigma_i^2 ~ 1e-20 and a ratio 1 - 1e-20
     base = SoftmaxTestbed.random(rng, X=int(rng.integers(1, 4)), temperature=float(np.exp(rng.uniform(-1, 1))),
                                  sigma_scale=float(np.exp(rng.uniform(-2, 1))), mu_offset=0.0)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .inputs import MAX_OUTCOMES, require_int, require_rng
 from .magnitudes import norm, scales
 from .records import Check, bound, identity
-from .testbed import SoftmaxTestbed, enumerate_outcomes, softmax
+from .testbed import SoftmaxTestbed, enumerate_outcomes, require_testbed, softmax
 
 __all__ = ["check_identities", "check_estimator_enumeration"]
 
@@ -23,6 +24,7 @@ def check_identities(tb: SoftmaxTestbed, rng: np.random.Generator) -> list[Check
     - Regulariser gradients: tabular logit formulas chained through phi equal the score-function
       forms grad KL = E_pi[s log(pi / pi_ref)], grad H = -E_pi[s log pi].
     """
+    tb, rng = require_testbed("tb", tb), require_rng("rng", rng)
     out: list[Check] = []
     ms, ps = scales(tb)
     pi = tb.probs()
@@ -66,8 +68,15 @@ def check_estimator_enumeration(tb: SoftmaxTestbed, G: int, baseline: np.ndarray
     """MSE_G formulas of :meth:`SoftmaxTestbed.estimator_mse` against brute-force enumeration.
 
     Enumerates all (2Z)^G tuples of (outcome, eps = +-sigma) per prompt and averages
-    ||(1/G) sum_k A_k s_k - g||^2 (and the GRPO-normalised version of T3).  Needs (2Z)^G small.
+    ||(1/G) sum_k A_k s_k - g||^2 (and the GRPO-normalised version of T3).  Needs (2Z)^G small: at most
+    :data:`~theory_checks.inputs.MAX_OUTCOMES` (``ValueError`` otherwise).  ``baseline``: None (the true b(x)), a
+    number or ``[X]``.
     """
+    tb, G = require_testbed("tb", tb), require_int("G", G, 1)
+    if (2 * tb.Z) ** G > MAX_OUTCOMES:
+        raise ValueError(f"enumerating (2Z)^G = {2 * tb.Z}^{G} outcome tuples is more than the {MAX_OUTCOMES} "
+                         f"allowed (Z = {tb.Z}, G = {G}): use a smaller G")
+    baseline = None if baseline is None else tb._baseline_arg(baseline)
     out: list[Check] = []
     pi, s, mu, sig = tb.probs(), tb.score(), tb.mu, np.sqrt(tb.noise_variance())
     b = tb.baseline() if baseline is None else baseline

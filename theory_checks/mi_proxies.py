@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from .inputs import require_distribution, require_int, require_real, require_rng
 from .records import Check, bound, identity
 from .testbed import channel_cond_entropy, channel_marginal_entropy, channel_mutual_information, h2, softmax
 
@@ -18,18 +19,28 @@ def expected_seq_proxy(sampler: np.ndarray, scorer: np.ndarray) -> float:
     """E[MI-Seq-Est] for a batch of P prompts with channel rows ``sampler`` [P, Z] and ``scorer`` [P, Z]:
 
         (1/P) sum_i sum_z q_i(z) [ log p_i(z) - log( (1/P) sum_j p_j(z) ) ]    (the MI proxy's expectation).
+
+    Every row a probability vector; the scorer's entries > 0 (its log-probabilities enter).
     """
+    sampler = require_distribution("sampler", sampler, 2)
+    scorer = require_distribution("scorer", scorer, 2, shape=sampler.shape)
+    if np.any(scorer <= 0):
+        where = [int(i) for i in np.argwhere(scorer <= 0)[0]]
+        raise ValueError(f"scorer must be > 0 everywhere (log scorer enters the proxy), got 0 at index {where}")
     mix = scorer.mean(axis=0)
     return float(np.mean(np.sum(sampler * (np.log(scorer) - np.log(mix)[None, :]), axis=1)))
 
 
 def bayes_accuracy(channel: np.ndarray) -> float:
-    """Retrieval accuracy of the Bayes (MAP) scorer, uniform prompts: (1/P) sum_z max_i p_i(z)."""
+    """Retrieval accuracy of the Bayes (MAP) scorer, uniform prompts: (1/P) sum_z max_i p_i(z); ``channel [P, Z]``
+    with a probability vector in every row."""
+    channel = require_distribution("channel", channel, 2)
     return float(np.sum(channel.max(axis=0)) / channel.shape[0])
 
 
 def fano_lower(acc: float, P: int) -> float:
-    """Fano: I_P >= log P - h2(1 - acc) - (1 - acc) log(P - 1)."""
+    """Fano: I_P >= log P - h2(1 - acc) - (1 - acc) log(P - 1); acc in [0, 1], P >= 1 prompts."""
+    acc, P = require_real("acc", acc, 0.0, 1.0), require_int("P", P, 1)
     pe = 1.0 - acc
     return math.log(P) - float(h2(pe)) - (pe * math.log(P - 1) if P > 1 else 0.0)
 
@@ -43,6 +54,7 @@ def check_mi_proxy_exact(rng: np.random.Generator) -> list[Check]:
     - exact collapse: E[Retrieval-Acc] = 1/P for an arbitrary scorer with first-index tie-break;
     - Fano with the Bayes scorer: log P - h2(1-Acc) - (1-Acc) log(P-1) <= I_P; the symmetric channel is tight.
     """
+    rng = require_rng("rng", rng)
     out: list[Check] = []
     P = int(rng.integers(2, 9))
     Z = int(rng.integers(2, 10))

@@ -58,10 +58,12 @@ from typing import Any
 
 import numpy as np
 
+from . import reference
+from .inputs import require_array, require_bool, require_int, require_real, require_rng
 from .mi_proxies import bayes_accuracy, expected_seq_proxy
 from .records import Check, bound, identity
 from .reference import retrieval_hits as _retrieval_hits
-from .reference import seq_proxy_terms, token_proxy_terms
+from .reference import token_proxy_terms
 from .reference import topk_by_variance as _topk_by_variance
 from .testbed import SoftmaxTestbed, channel_mutual_information, softmax
 
@@ -95,15 +97,39 @@ def core_available() -> dict[str, str]:
     return out
 
 
+def seq_proxy_terms(L: np.ndarray) -> np.ndarray:
+    """Per-trace sequence-level proxy terms ``[P, G]`` of a cross-score tensor ``L [P, G, P]``,
+    ``L[i, k, j] = log pi(z_ik | x_j)`` (:func:`theory_checks.reference.seq_proxy_terms`, which documents them),
+    on a checked ``L``: 3-D with ``L.shape[2] == L.shape[0]``, no NaN or +inf (a log-probability of -inf is
+    allowed, but not in a trace's own column: its term would be -inf or NaN)."""
+    L = require_array("L", L, 3, allow_neg_inf=True)
+    if L.shape[2] != L.shape[0]:
+        raise ValueError(f"L must have shape [P, G, P] (one column per scoring prompt), got {list(L.shape)}")
+    own = np.einsum("iki->ik", L)
+    if np.any(own == -np.inf):
+        i, k = (int(v) for v in np.argwhere(own == -np.inf)[0])
+        raise ValueError(f"L[i, k, i] (a trace scored by its own prompt) must be finite, got -inf at i={i}, k={k}")
+    return reference.seq_proxy_terms(L)
+
+
 @dataclass
 class Interval:
-    """Mean of n bounded i.i.d. draws with its half-width (see the module docstring)."""
+    """Mean of n bounded i.i.d. draws with its half-width (see the module docstring): a finite mean, a
+    half-width >= 0 (not NaN), n >= 1 draws, lo_range <= hi_range."""
 
     mean: float
     halfwidth: float
     n: int
     lo_range: float
     hi_range: float
+
+    def __post_init__(self) -> None:
+        require_real("mean", self.mean)
+        require_real("halfwidth", self.halfwidth, 0.0, finite=False)
+        require_int("n", self.n, 1)
+        lo, hi = require_real("lo_range", self.lo_range), require_real("hi_range", self.hi_range)
+        if lo > hi:
+            raise ValueError(f"lo_range must be <= hi_range, got {lo} > {hi}")
 
     @property
     def lower(self) -> float:
@@ -116,11 +142,19 @@ class Interval:
 
 @dataclass(frozen=True)
 class Est:
-    """A quantity with a confidence interval [lo, hi] (lo = hi = est for an exact value)."""
+    """A quantity with a confidence interval [lo, hi] (lo = hi = est for an exact value): numbers, never NaN
+    (+-inf allowed), with lo <= hi.  A NaN would make every comparison False, so a bound lhs.lo > rhs.hi could
+    never be refuted."""
 
     est: float
     lo: float
     hi: float
+
+    def __post_init__(self) -> None:
+        lo, hi = require_real("lo", self.lo, finite=False), require_real("hi", self.hi, finite=False)
+        require_real("est", self.est, finite=False)
+        if lo > hi:
+            raise ValueError(f"lo must be <= hi, got lo = {lo} > hi = {hi}")
 
     @classmethod
     def exact(cls, v: float) -> Est:
@@ -128,7 +162,10 @@ class Est:
 
     @classmethod
     def of(cls, iv: Interval, scale: float = 1.0) -> Est:
-        return cls(iv.mean * scale, iv.lower * scale, iv.upper * scale)
+        """The interval ``iv`` times ``scale`` (a negative scale swaps the ends)."""
+        scale = require_real("scale", scale)
+        a, b = iv.lower * scale, iv.upper * scale
+        return cls(iv.mean * scale, min(a, b), max(a, b))
 
     def map(self, f: Any) -> Est:
         """Image under a monotone function (decreasing ones swap the ends)."""
@@ -138,19 +175,31 @@ class Est:
 
 @dataclass
 class MCBudget:
-    """Bonferroni bookkeeping: hands out intervals at level DELTA / M_INTERVALS and counts them."""
+    """Bonferroni bookkeeping: hands out intervals at level DELTA / M_INTERVALS and counts them.
+
+    ``delta`` in (0, 1) is the total level, ``m`` >= 1 the number of intervals it is split over."""
 
     delta: float = DELTA
     m: int = M_INTERVALS
     used: int = 0
     log: list[str] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        self.delta = require_real("delta", self.delta, 0.0, 1.0, low_open=True, high_open=True)
+        self.m = require_int("m", self.m, 1)
+        self.used = require_int("used", self.used, 0)
+
     def interval(self, y: np.ndarray, lo: float, hi: float, what: str = "") -> Interval:
-        """Confidence interval for E y from draws ``y`` known to lie in [lo, hi]."""
-        y = np.asarray(y, dtype=np.float64).ravel()
+        """Confidence interval for E y from draws ``y`` (at least 2, finite) known to lie in [lo, hi] (finite,
+        lo <= hi); ``AssertionError`` for draws outside it (the interval would not be valid: a simulator that
+        breaks its own declared range is a bug, as is asking for more than ``m`` intervals)."""
+        y = require_array("y", y, allow_empty=True).ravel()
         n = y.size
         if n < 2:
-            raise ValueError("need at least 2 draws")
+            raise ValueError(f"y must hold at least 2 draws, got {n}")
+        lo, hi = require_real("lo", lo), require_real("hi", hi)
+        if lo > hi:
+            raise ValueError(f"lo must be <= hi, got lo = {lo} > hi = {hi}")
         tol = 1e-9 * max(1.0, abs(lo), abs(hi))
         if y.min() < lo - tol or y.max() > hi + tol:
             raise AssertionError(f"{what}: draws outside the declared range [{lo}, {hi}]: [{y.min()}, {y.max()}]")
@@ -730,6 +779,7 @@ def mc_mi(rng: np.random.Generator, budget: MCBudget, G: int, batches: int, core
 def run_montecarlo(rng: np.random.Generator, quick: bool = False) -> tuple[list[Check], dict[str, Any]]:
     """All Monte Carlo checks; returns (checks, plot data).  ``quick`` uses fewer draws, still sized so that
     every validation detects a 5% error of its exact value."""
+    rng, quick = require_rng("rng", rng), require_bool("quick", quick)
     budget = MCBudget()
     core = core_available()
     plot: dict[str, Any] = {"core": core}

@@ -8,8 +8,9 @@ Every check compares two numbers computed independently and returns :class:`Chec
   floor never shows a ratio above 1); instances with rhs <= atol get no ratio.
   ``tight=True`` marks an instance of an equality family: it must also reach ``|ratio - 1| <= TIGHT_TOL``.
 - ``strict``: a true strict inequality ``lhs < rhs``; holds when ``ratio < 1 - RTOL``.
-- ``identity``: ``lhs == rhs``; holds when ``|lhs - rhs| <= RTOL max(|lhs|, |rhs|) + atol``;
-  ``ratio`` is the relative error ``|lhs - rhs| / max(|lhs|, |rhs|, atol / RTOL)``.
+- ``identity``: ``lhs == rhs``; holds when ``|lhs - rhs| <= rtol max(|lhs|, |rhs|) + atol`` (``rtol`` = RTOL
+  unless given); ``ratio`` is the relative error ``|lhs - rhs| / max(|lhs|, |rhs|, atol / rtol)`` (``atol`` in
+  place of ``atol / rtol`` when rtol = 0).
 - ``counterexample``: a claim ``lhs <= rhs`` that is false in general; the check holds
   (the counterexample is reproduced) when ``lhs > rhs (1 + CE_MARGIN)``.
 - ``search``: the best ratio of an adversarial or random search (:func:`search_record`, never a failure).
@@ -20,6 +21,11 @@ their own ``mc-validation``, ``bound``, ``counterexample`` and ``symbolic`` reco
 The absolute tolerances ``atol`` only absorb float64 rounding around exact zeros (scaled by the
 magnitudes involved, about 1e-12 of them, :mod:`theory_checks.magnitudes`); they are documented where they
 are set.
+
+Arguments (``ValueError``/``TypeError`` naming the argument otherwise): lhs and rhs are real numbers or arrays
+with the same number of elements (or one of them a single number), not empty, never NaN (+-inf allowed: an
+infinite bound); ``atol`` finite and >= 0; ``rtol`` in [0, 1) (an rtol of 1 accepts any two numbers of one sign,
+e.g. 1 == 1000); a ``strict`` rhs positive.  The same holds for every variant's numbers.
 
 Every constructor also evaluates deliberately wrong variants of its statement on the same numbers
 (``Check.mutants``, see :mod:`theory_checks.mutants`).
@@ -34,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import catalog
+from .inputs import require_array, require_bool, require_real
 
 __all__ = ["Check", "RTOL", "TIGHT_TOL", "CE_MARGIN", "Variants", "bound", "strict", "identity", "counterexample",
            "search_record"]
@@ -85,8 +92,9 @@ class Check:
 Variants = Mapping[str, tuple["float | np.ndarray", "float | np.ndarray"]]
 
 
-def _flat(a: float | np.ndarray) -> np.ndarray:
-    return np.atleast_1d(np.asarray(a, dtype=np.float64)).ravel()
+def _flat(a: float | np.ndarray, name: str = "value") -> np.ndarray:
+    """`a` as a flat float64 array: real, not empty, no NaN (``ValueError``/``TypeError`` naming `name`)."""
+    return np.atleast_1d(require_array(name, a, allow_inf=True)).ravel()
 
 
 def _bound_eval(lhs_a: np.ndarray, rhs_a: np.ndarray, atol_a: np.ndarray, tight: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -103,9 +111,22 @@ def _bound_eval(lhs_a: np.ndarray, rhs_a: np.ndarray, atol_a: np.ndarray, tight:
     return ok, ratio
 
 
-def _pair(lhs: float | np.ndarray, rhs: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    a, b = np.broadcast_arrays(_flat(lhs), _flat(rhs))
+def _pair(lhs: float | np.ndarray, rhs: float | np.ndarray, what: str = "") -> tuple[np.ndarray, np.ndarray]:
+    """lhs and rhs flattened and broadcast to one length (`what` says whose numbers they are, for errors)."""
+    a, b = _flat(lhs, "lhs" + what), _flat(rhs, "rhs" + what)
+    if a.size != b.size and 1 not in (a.size, b.size):
+        raise ValueError(f"lhs and rhs{what} must have the same number of elements (or one of them 1), "
+                         f"got {a.size} and {b.size}")
+    a, b = np.broadcast_arrays(a, b)
     return a, b
+
+
+def _atol(atol: float | np.ndarray, n: int) -> np.ndarray:
+    """The absolute tolerance: finite, >= 0, one number or one per element (n of them)."""
+    a = np.atleast_1d(require_array("atol", atol, nonneg=True)).ravel()
+    if a.size not in (1, n):
+        raise ValueError(f"atol must be one number or one per element ({n}), got {a.size}")
+    return a
 
 
 #: an elementwise acceptance rule: (lhs, rhs, atol), arrays of one shape -> (accepted, ratio)
@@ -124,17 +145,20 @@ def _record(check_id: str, kind: str, rule: _Rule, lhs: float | np.ndarray, rhs:
     each judged by the same rule with the same atol.
     """
     lhs_a, rhs_a = _pair(lhs, rhs)
-    atol_f = _flat(atol)
+    atol_f = _atol(atol, lhs_a.size)
     atol_a = np.broadcast_to(atol_f, lhs_a.shape)
     ok, ratio = rule(lhs_a, rhs_a, atol_a)
     i = int(np.flatnonzero(~ok)[0]) if not ok.all() else worst(ratio)
 
-    def holds(lv: float | np.ndarray, rv: float | np.ndarray) -> bool:
-        la, ra = _pair(lv, rv)
+    def holds(label: str, lv: float | np.ndarray, rv: float | np.ndarray) -> bool:
+        la, ra = _pair(lv, rv, f" of variant {label!r}")
+        if atol_f.size not in (1, la.size):
+            raise ValueError(f"variant {label!r} must have as many elements as the record ({atol_f.size}), "
+                             f"got {la.size}")
         return bool(rule(la, ra, np.broadcast_to(atol_f, la.shape))[0].all())
 
     cases = fixed(lhs_a, rhs_a, atol_a) + list((variants or {}).items())
-    muts = tuple((label, holds(lv, rv)) for label, (lv, rv) in cases)
+    muts = tuple((label, holds(label, lv, rv)) for label, (lv, rv) in cases)
     return Check(check_id, float(lhs_a[i]), float(rhs_a[i]), bool(ok.all()), float(ratio[i]), kind, tight, method,
                  note, muts)
 
@@ -155,6 +179,8 @@ def bound(
     on an equality instance (``tight``), and every ``variants`` entry ``label -> (lhs', rhs')`` (a wrong
     formula evaluated on the same instance, e.g. with a factor dropped).
     """
+
+    tight = require_bool("tight", tight)
 
     def rule(la: np.ndarray, ra: np.ndarray, aa: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return _bound_eval(la, ra, aa, tight)
@@ -179,7 +205,11 @@ def _strict_eval(lhs_a: np.ndarray, rhs_a: np.ndarray) -> tuple[np.ndarray, np.n
 
 def strict(check_id: str, lhs: float | np.ndarray, rhs: float | np.ndarray, method: str = "exact", note: str = "",
            variants: Variants | None = None) -> Check:
-    """lhs < rhs strictly (ratio < 1 - RTOL); rhs must be positive.  Mutants: ``rhs x0.5``, ``reversed``."""
+    """lhs < rhs strictly (ratio < 1 - RTOL); rhs must be positive (``ValueError`` otherwise: the ratio lhs / rhs
+    decides).  Mutants: ``rhs x0.5``, ``reversed``."""
+    r = _flat(rhs, "rhs")
+    if np.any(r <= 0):
+        raise ValueError(f"rhs of a strict inequality must be positive, got {float(r[np.argmax(r <= 0)])!r}")
     return _record(check_id, "strict", lambda la, ra, _: _strict_eval(la, ra), lhs, rhs, 0.0,
                    lambda ratio: int(np.argmax(ratio)),
                    lambda la, ra, _: [("rhs x0.5", (la, 0.5 * ra)), ("reversed", (ra, la))],
@@ -213,8 +243,9 @@ def identity(
     """lhs == rhs up to rtol (relative) and atol (absolute); ratio = relative error.
 
     Mutants: ``rhs x0.5``, ``rhs x0.9``, ``rhs x2`` (only when some element is above the absolute floor:
-    scaling 0 = 0 changes nothing) and the ``variants``.
+    scaling 0 = 0 changes nothing) and the ``variants``.  ``rtol`` lies in [0, 1).
     """
+    rtol = require_real("rtol", rtol, 0.0, 1.0, high_open=True)
 
     def fixed(la: np.ndarray, ra: np.ndarray, aa: np.ndarray) -> list[tuple[str, tuple[np.ndarray, np.ndarray]]]:
         if not np.any(np.maximum(np.abs(la), np.abs(ra)) > 2 * aa):
@@ -234,16 +265,21 @@ def counterexample(check_id: str, lhs: float, rhs: float, method: str = "exact",
     """A claimed ``lhs <= rhs`` that fails: reproduced when lhs > rhs (1 + CE_MARGIN).
 
     Mutants: ``reversed`` (the instance must not also refute ``lhs >= rhs``) and the ``variants``
-    (typically the corrected claim, which the instance must not refute).
+    (typically the corrected claim, which the instance must not refute).  lhs and rhs are single numbers.
     """
+    lhs = require_real("lhs", lhs, finite=False)
+    rhs = require_real("rhs", rhs, finite=False)
     ratio = lhs / rhs if rhs != 0 else math.inf
     muts = [("reversed", _ce_holds(rhs, lhs))]
     for label, (lv, rv) in (variants or {}).items():
-        muts.append((label, _ce_holds(float(lv), float(rv))))
+        muts.append((label, _ce_holds(require_real(f"lhs of variant {label!r}", lv, finite=False),
+                                      require_real(f"rhs of variant {label!r}", rv, finite=False))))
     return Check(check_id, float(lhs), float(rhs), _ce_holds(lhs, rhs), float(ratio), "counterexample", False,
                  method, note, tuple(muts))
 
 
 def search_record(check_id: str, best: float, note: str = "") -> Check:
-    """A search result (the largest ratio found), reported but not a claim: it never fails a run."""
+    """A search result (the largest ratio found; a number, -inf when nothing was found), reported but not a claim:
+    it never fails a run."""
+    best = require_real("best", best, finite=False)
     return Check(check_id, best, 1.0, True, best, "search", False, "exact", note)

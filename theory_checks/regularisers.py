@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .inputs import require_bool, require_rng
 from .magnitudes import norm
 from .records import Check, bound, counterexample
-from .testbed import SoftmaxTestbed, softmax
+from .testbed import SoftmaxTestbed, require_testbed, softmax
 
 __all__ = ["check_t5", "check_t5_counterexample"]
 
@@ -22,7 +23,9 @@ def check_t5(tb: SoftmaxTestbed, rng: np.random.Generator, tight: bool = False) 
     """T5: rho(x) = ||g_reg|| / (||g_task|| + ||g_reg||) >= ||g_reg|| / (||g_reg|| + sqrt(RV E||s||^2)).
 
     g_reg = beta grad KL(pi || pi_ref) (random reference) and beta grad H (entropy bonus), beta random.
+    Prompts whose regulariser gradient is 0 are left out (rho = 0 there).
     """
+    tb, rng, tight = require_testbed("tb", tb), require_rng("rng", rng), require_bool("tight", tight)
     out: list[Check] = []
     g = tb.task_gradient()
     cap = np.sqrt(tb.reward_variance() * tb.score_sq_norm())

@@ -39,6 +39,7 @@ import numpy as np
 from .catalog import entry, label
 from .contraction import mixture_mi
 from .exact import run_exact
+from .inputs import require_bool, require_seed
 from .montecarlo import TARGET_ERROR, run_montecarlo
 from .mutants import MutantResult, evaluate_mutants, mutation_summary
 from .records import Check
@@ -190,8 +191,14 @@ def summarise(checks: list[Check]) -> list[Summary]:
 
 def run_all(seed: int = 0, quick: bool = False, progress: bool = False, log: Callable[[str], None] | None = None,
             mutants: bool = False) -> RunResult:
-    """Exact, Monte Carlo and symbolic checks with independent streams spawned from ``seed``; with
-    ``mutants`` also the mutation results (the mutants are evaluated by every run; the flag attaches them)."""
+    """Exact, Monte Carlo and symbolic checks with independent streams spawned from ``seed`` (an integer in
+    [0, 2**32 - 1], the project's seed range); with ``mutants`` also the mutation results (the mutants are
+    evaluated by every run; the flag attaches them).  ``log``: None or a callable taking one line."""
+    seed = require_seed("seed", seed)
+    quick, progress, mutants = require_bool("quick", quick), require_bool("progress", progress), require_bool(
+        "mutants", mutants)
+    if log is not None and not callable(log):
+        raise TypeError(f"log must be None or a callable taking a line of text, got {log!r} ({type(log).__name__})")
     say = log or (lambda s: None)
     r_exact, r_mc, r_plot = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3))
     n_tb = N_TESTBEDS_QUICK if quick else N_TESTBEDS_FULL

@@ -17,9 +17,10 @@ import math
 
 import numpy as np
 
+from .inputs import require_bool, require_int, require_real, require_rng
 from .magnitudes import norm, scales
 from .records import Check, bound, counterexample, identity
-from .testbed import SoftmaxTestbed
+from .testbed import SoftmaxTestbed, require_testbed
 
 __all__ = [
     "check_t1",
@@ -41,6 +42,7 @@ def check_t1(tb: SoftmaxTestbed, rng: np.random.Generator | None = None, tight: 
     With ``rng`` also the any-baseline form ||E[(R - c) s]|| <= sqrt(RV E||s||^2) for a random c far
     from b.  ``tight`` marks an equality instance (rank-one score, A proportional to it, sigma = 0).
     """
+    tb, rng, tight = require_testbed("tb", tb), require_rng("rng", rng, allow_none=True), require_bool("tight", tight)
     ms, ps = scales(tb)
     atol = 1e-12 * ms * ps
     gn = norm(tb.task_gradient())
@@ -74,7 +76,11 @@ def check_t2(tb: SoftmaxTestbed, G: int, rng: np.random.Generator | None = None,
 
     Homoscedastic testbeds with sigma > 0 (else the bounds are infinite).  Heteroscedastic ones are
     checked with sigma_eff.  With ``rng`` also with a baseline c != b (MSE grows, bound unchanged).
+    Prompts with sigma = 0 (sigma_eff = 0) are left out: their bound is infinite; a testbed without noise gives
+    no record (an empty list).  ``G`` is the group size, an integer >= 1.
     """
+    tb, rng, tight = require_testbed("tb", tb), require_rng("rng", rng, allow_none=True), require_bool("tight", tight)
+    G = require_int("G", G, 1)
     out: list[Check] = []
     sig2 = tb.noise_variance()
     pos = np.min(sig2, axis=1) > 0 if not tb.heteroscedastic else tb.effective_noise_variance() > 0
@@ -103,7 +109,9 @@ def check_t2(tb: SoftmaxTestbed, G: int, rng: np.random.Generator | None = None,
 
 
 def check_t2_two_action(p: float, sigma: float, G: int) -> list[Check]:
-    """2-action closed form SNR^2 = G p(1-p) / ((1-2p)^2 + sigma^2) against the testbed's enumeration."""
+    """2-action closed form SNR^2 = G p(1-p) / ((1-2p)^2 + sigma^2) against the testbed's enumeration
+    (p in (0, 1), sigma >= 0, G an integer >= 1)."""
+    G = require_int("G", G, 1)
     tb = SoftmaxTestbed.two_action(p, sigma)
     snr2 = float(_snr(tb, G)[0] ** 2)
     closed = G * p * (1 - p) / ((1 - 2 * p) ** 2 + sigma**2)
@@ -125,6 +133,7 @@ def check_t2_heteroscedastic_counterexample(G: int = 8) -> list[Check]:
     Claimed: SNR^2 / G <= RV_mu / E_pi sigma^2 = 0.4.  Exact: SNR^2 / G = 6/11 = 0.5454...
     With sigma_eff the bound holds (checked as well).
     """
+    G = require_int("G", G, 1)
     tb = SoftmaxTestbed.heteroscedastic_counterexample()
     snr2g = float(_snr(tb, G)[0] ** 2 / G)
     rvmu = float(tb.signal_variance()[0])
@@ -146,7 +155,12 @@ def check_t2_heteroscedastic_counterexample(G: int = 8) -> list[Check]:
 def check_t2_paper_two_action_heteroscedastic(p: float, var0: float, var1: float, G: int) -> list[Check]:
     """T2 as stated, SNR <= sqrt(G RV)/sigma with the plain average sigma^2 = E_pi sigma^2, on a
     2-action softmax with noise variance var0 on action 0 and var1 on action 1.  It holds for 2 actions
-    (sympy proof S9), unlike the sharper form (6/11 > 2/5)."""
+    (sympy proof S9), unlike the sharper form (6/11 > 2/5).  var0, var1 >= 0, not both 0 (without noise the
+    bound is infinite)."""
+    var0, var1 = require_real("var0", var0, 0.0), require_real("var1", var1, 0.0)
+    if var0 == 0.0 and var1 == 0.0:
+        raise ValueError("var0 and var1 must not both be 0: without noise T2's bound sqrt(G RV) / sigma is infinite")
+    G = require_int("G", G, 1)
     base = SoftmaxTestbed.two_action(p)
     tb = SoftmaxTestbed(base.features, base.theta, base.mu, np.sqrt(np.array([[var0, var1]])))
     snr = float(_snr(tb, G)[0])
@@ -163,6 +177,7 @@ def check_t2_paper_heteroscedastic_counterexample(G: int = 8) -> list[Check]:
     raises the plain average: SNR^2 / G = ||g||^2 / E||(mu - b) s - g||^2 = (4/9) / (2/9) = 2, while the
     claimed ceiling is RV / sigma^2 = (2/3 + 1) / 1 = 5/3.  With sigma_eff (here 0) the claim holds.
     """
+    G = require_int("G", G, 1)
     tb = SoftmaxTestbed.zero_score_noise_counterexample()
     snr2g = float(_snr(tb, G)[0] ** 2 / G)
     rv, sbar, seff = (
@@ -189,7 +204,9 @@ def check_t2_paper_heteroscedastic_counterexample(G: int = 8) -> list[Check]:
 
 
 def t2_paper_plain_ratio(tb: SoftmaxTestbed, G: int) -> float:
-    """Largest SNR / (sqrt(G RV)/sigma) over the prompts of a heteroscedastic testbed, plain-average sigma."""
+    """Largest SNR / (sqrt(G RV)/sigma) over the prompts of a heteroscedastic testbed, plain-average sigma
+    (NaN when no prompt has noise)."""
+    tb, G = require_testbed("tb", tb), require_int("G", G, 1)
     sbar = tb.mean_noise_variance()
     pos = sbar > 0
     if not pos.any():
@@ -200,7 +217,9 @@ def t2_paper_plain_ratio(tb: SoftmaxTestbed, G: int) -> float:
 # ---------------------------------------------------------------------------------------------- T3
 def check_t3(tb: SoftmaxTestbed, K: int, tight: bool = False) -> list[Check]:
     """T3: MSE of the population-normalised GRPO estimator >= (1/K)(sigma^2/RV) E||s||^2, and the floor
-    saturates: (1/K)(sigma^2/RV) E||s||^2 <= E||s||^2 / K.  sigma_eff^2 for heteroscedastic noise."""
+    saturates: (1/K)(sigma^2/RV) E||s||^2 <= E||s||^2 / K.  sigma_eff^2 for heteroscedastic noise.
+    ``K`` is the group size, an integer >= 1; prompts with RV = 0 are left out (an empty list when every one is)."""
+    tb, K, tight = require_testbed("tb", tb), require_int("K", K, 1), require_bool("tight", tight)
     rv = tb.reward_variance()
     ms, ps = scales(tb)
     pos = rv > 1e-12 * ms**2
@@ -221,6 +240,7 @@ def check_t3(tb: SoftmaxTestbed, K: int, tight: bool = False) -> list[Check]:
 
 def check_t3_two_action(p: float, sigma: float, K: int) -> list[Check]:
     """2-action: MSE = p(1-p)[(1-2p)^2 + sigma^2] / (K (p(1-p) + sigma^2)) against enumeration."""
+    K = require_int("K", K, 1)
     tb = SoftmaxTestbed.two_action(p, sigma)
     mse = float(tb.grpo_mse(K)[0])
     closed = p * (1 - p) * ((1 - 2 * p) ** 2 + sigma**2) / (K * (p * (1 - p) + sigma**2))
@@ -234,6 +254,7 @@ def check_t3_heteroscedastic_counterexample(K: int = 8) -> list[Check]:
 
     floor K RV = E_pi sigma^2 E s^2 = 0.6 * 0.24 = 0.144 > K RV MSE = 0.1056.
     """
+    K = require_int("K", K, 1)
     tb = SoftmaxTestbed.heteroscedastic_counterexample()
     rv = float(tb.reward_variance()[0])
     floor = float(tb.mean_noise_variance()[0] / rv * tb.score_sq_norm()[0] / K)

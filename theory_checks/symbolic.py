@@ -107,7 +107,12 @@ GRID: dict[sp.Symbol, tuple[sp.Expr, ...]] = {
 
 
 def _instances(expr: sp.Expr) -> list[sp.Expr]:
-    """expr at every point of :data:`GRID` over its free symbols (non-finite values, e.g. at a pole, dropped)."""
+    """expr at every point of :data:`GRID` over its free symbols (non-finite values, e.g. at a pole, dropped).
+
+    ``ValueError`` when a symbol has no grid values, a value is not real, or no point gives a finite value: a claim
+    with no instance to test it on would count as "not refuted" without having been tried."""
+    if not isinstance(expr, sp.Basic):
+        raise TypeError(f"expr must be a sympy expression, got {expr!r} ({type(expr).__name__})")
     syms = sorted(expr.free_symbols, key=str)
     missing = [x for x in syms if x not in GRID]
     if missing:
@@ -116,7 +121,12 @@ def _instances(expr: sp.Expr) -> list[sp.Expr]:
     for vals in itertools.product(*(GRID[x] for x in syms)):
         val = sp.nsimplify(expr.xreplace(dict(zip(syms, vals))))
         if val.is_finite is not False and val not in (sp.nan, sp.zoo):
+            if val.is_extended_real is False:
+                raise ValueError(f"{expr} is not real at {dict(zip(syms, vals))} (= {val}): a claim expr >= 0 or "
+                                 "expr == 0 needs a real expression")
             out.append(val)
+    if not out:
+        raise ValueError(f"{expr} has no finite value at any point of GRID over {syms}: nothing to test it on")
     return out
 
 
@@ -191,7 +201,13 @@ def prove_nonneg_quadratic(expr: sp.Expr, u: sp.Symbol, v: sp.Symbol, var: sp.Sy
     each one-variable bracket c00/2 + b w + d w^2 (w = u or v), that b >= 0 wherever b^2 - 2 c00 d > 0, decided
     exactly over var > 0 by ``solveset`` (a quadratic with a non-negative constant term and leading
     coefficient is >= 0 on w >= 0 iff its linear coefficient is >= 0 or its discriminant is <= 0).
+    Returns False (not proved) whenever it cannot decide, a numerator that is not a polynomial in (u, v) included.
     """
+    for name, sym in (("u", u), ("v", v), ("var", var)):
+        if not isinstance(sym, sp.Symbol):
+            raise TypeError(f"{name} must be a sympy Symbol, got {sym!r} ({type(sym).__name__})")
+    if u == v:
+        raise ValueError(f"u and v must be two different symbols, got {u} twice")
     num, den = sp.fraction(sp.factor(sp.together(expr)))
     if _nonneg(den, strict=True):
         sign = 1
@@ -199,7 +215,10 @@ def prove_nonneg_quadratic(expr: sp.Expr, u: sp.Symbol, v: sp.Symbol, var: sp.Sy
         sign = -1
     else:
         return False
-    poly = sp.Poly(sp.expand(sign * num), u, v)
+    try:
+        poly = sp.Poly(sp.expand(sign * num), u, v)
+    except sp.PolynomialError:  # e.g. sqrt(u): not a polynomial in (u, v), outside what this test decides
+        return False
     if poly.total_degree() > 2:
         return False
 

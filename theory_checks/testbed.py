@@ -34,8 +34,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .inputs import (
+    MAX_OUTCOMES,
+    PROB_ATOL,
+    require_array,
+    require_bool,
+    require_channel,
+    require_distribution,
+    require_int,
+    require_real,
+    require_rng,
+    shown,
+)
+
 __all__ = [
     "SoftmaxTestbed",
+    "require_testbed",
     "entropy",
     "kl_divergence",
     "channel_mutual_information",
@@ -49,7 +63,19 @@ __all__ = [
 
 
 def softmax(logits: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Numerically stable softmax along ``axis`` (float64)."""
+    """Numerically stable softmax along ``axis`` (float64).
+
+    ``logits`` must be real, without NaN or +inf (``-inf`` masks an entry), with at least one finite entry in
+    every slice along ``axis`` (``ValueError`` otherwise: the result would be NaN)."""
+    logits = require_array("logits", logits, allow_neg_inf=True)
+    axis = require_int("axis", axis, -logits.ndim, logits.ndim - 1)
+    if np.any(np.all(logits == -np.inf, axis=axis)):
+        raise ValueError("logits must have a finite entry in every slice along axis (all -inf has no softmax)")
+    return _softmax(logits, axis)
+
+
+def _softmax(logits: np.ndarray, axis: int = -1) -> np.ndarray:
+    """:func:`softmax` without the argument checks (internal callers with logits known to be valid)."""
     logits = np.asarray(logits, dtype=np.float64)
     shifted = logits - np.max(logits, axis=axis, keepdims=True)
     e = np.exp(shifted)
@@ -68,33 +94,70 @@ def _xlogy(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return out
 
 
+def _along(name: str, p: object, axis: int) -> tuple[np.ndarray, int]:
+    """`p` as probability vectors along `axis`: finite, non-negative, each summing to 1 within PROB_ATOL."""
+    arr = require_array(name, p, nonneg=True)
+    axis = require_int("axis", axis, -arr.ndim, arr.ndim - 1)
+    sums = np.sum(arr, axis=axis)
+    if np.any(np.abs(sums - 1.0) > PROB_ATOL):
+        bad = float(np.ravel(sums)[int(np.argmax(np.abs(np.ravel(sums) - 1.0)))])
+        raise ValueError(f"{name} must sum to 1 along axis {axis} (probability vectors, within {PROB_ATOL:g}), "
+                         f"got a sum of {bad!r}; renormalise in float64: p / p.sum(axis, keepdims=True)")
+    return arr, axis
+
+
 def entropy(p: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Shannon entropy -sum p log p (nats) along ``axis``."""
+    """Shannon entropy -sum p log p (nats) along ``axis``; ``p`` must hold probability vectors along ``axis``."""
+    p, axis = _along("p", p, axis)
+    return _entropy(p, axis)
+
+
+def _entropy(p: np.ndarray, axis: int = -1) -> np.ndarray:
     return -np.sum(_xlogy(p, p), axis=axis)
 
 
 def kl_divergence(p: np.ndarray, q: np.ndarray, axis: int = -1) -> np.ndarray:
-    """KL(p || q) = sum p log(p / q) along ``axis`` (nats; +inf if supp p is not in supp q)."""
-    p = np.asarray(p, dtype=np.float64)
-    q = np.asarray(q, dtype=np.float64)
+    """KL(p || q) = sum p log(p / q) along ``axis`` (nats; +inf if supp p is not in supp q).
+
+    ``p`` and ``q`` hold probability vectors along ``axis`` and broadcast against each other (one of them may be a
+    single vector)."""
+    p, axis = _along("p", p, axis)
+    q, _ = _along("q", q, axis if np.ndim(q) == p.ndim else -1)
+    try:
+        np.broadcast_shapes(p.shape, q.shape)
+    except ValueError:
+        raise ValueError(f"p and q must have broadcastable shapes, got {list(p.shape)} and {list(q.shape)}") from None
     with np.errstate(divide="ignore"):
         return np.sum(_xlogy(p, p) - _xlogy(p, q), axis=axis)
 
 
 def h2(t: np.ndarray | float) -> np.ndarray:
-    """Binary entropy h2(t) = -t log t - (1-t) log(1-t) in nats (h2(0) = h2(1) = 0)."""
+    """Binary entropy h2(t) = -t log t - (1-t) log(1-t) in nats (h2(0) = h2(1) = 0); every t in [0, 1]."""
+    arr = require_array("t", t, nonneg=True)
+    if np.any(arr > 1):
+        raise ValueError(f"t must lie in [0, 1] (a probability), got {float(arr[arr > 1].ravel()[0])!r}")
+    return _h2(arr)
+
+
+def _h2(t: np.ndarray | float) -> np.ndarray:
+    """:func:`h2` without the argument checks (NaN in, NaN out: used inside searches)."""
     t = np.asarray(t, dtype=np.float64)
     return -(_xlogy(t, t) + _xlogy(1.0 - t, 1.0 - t))
 
 
 def channel_marginal_entropy(w: np.ndarray, channel: np.ndarray) -> float:
-    """H(Z) for the joint w(x) channel[x, z]: entropy of p(z) = sum_x w(x) channel[x, z]."""
-    return float(entropy(np.asarray(w) @ np.asarray(channel)))
+    """H(Z) for the joint w(x) channel[x, z]: entropy of p(z) = sum_x w(x) channel[x, z].
+
+    ``w``: prompt weights ``[X]`` (a probability vector); ``channel``: ``[X, Z]``, each row a probability vector.
+    """
+    w, channel = require_channel(w, channel)
+    return float(_entropy(w @ channel))
 
 
 def channel_cond_entropy(w: np.ndarray, channel: np.ndarray) -> float:
-    """H(Z|X) = sum_x w(x) H(channel[x, :])."""
-    return float(np.asarray(w) @ entropy(channel, axis=1))
+    """H(Z|X) = sum_x w(x) H(channel[x, :]) (arguments as in :func:`channel_marginal_entropy`)."""
+    w, channel = require_channel(w, channel)
+    return float(w @ _entropy(channel, axis=1))
 
 
 def _bregman_log(r: np.ndarray) -> np.ndarray:
@@ -120,9 +183,9 @@ def channel_mutual_information(w: np.ndarray, channel: np.ndarray) -> float:
     H(Z) = H(Z|X) + I can be checked between two independent computations.  Each KL is summed in the
     Bregman form sum_z p(z) f(channel[x, z] / p(z)), f(r) = r log r - r + 1 >= 0 (the added terms
     sum to 0), which has no first-order cancellation: I keeps ~1e-12 relative accuracy down to I ~ 1e-8.
+    Arguments as in :func:`channel_marginal_entropy`.
     """
-    w = np.asarray(w, dtype=np.float64)
-    channel = np.asarray(channel, dtype=np.float64)
+    w, channel = require_channel(w, channel)
     marginal = w @ channel
     keep_z = marginal > 0
     keep_x = w > 0
@@ -150,30 +213,25 @@ class SoftmaxTestbed:
     prompt_probs: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        self.features = np.asarray(self.features, dtype=np.float64)
-        self.theta = np.asarray(self.theta, dtype=np.float64)
-        self.mu = np.asarray(self.mu, dtype=np.float64)
-        self.sigma = np.asarray(self.sigma, dtype=np.float64)
+        """Check every field (real, finite, of the shapes above; ``ValueError``/``TypeError`` naming it)."""
+        self.features = require_array("features", self.features)
         if self.features.ndim != 3:
             raise ValueError(f"features must have shape [X, Z, d], got {self.features.shape}")
         X, Z, d = self.features.shape
         if Z < 2:
             raise ValueError(f"need at least 2 outcomes per prompt, got Z={Z}")
-        if self.theta.shape != (d,):
-            raise ValueError(f"theta must have shape [{d}], got {self.theta.shape}")
-        if self.mu.shape != (X, Z):
-            raise ValueError(f"mu must have shape [{X}, {Z}], got {self.mu.shape}")
+        self.theta = require_array("theta", self.theta, shape=(d,))
+        self.mu = require_array("mu", self.mu, shape=(X, Z))
+        self.sigma = require_array("sigma", self.sigma, nonneg=True)
         if self.sigma.shape not in ((X,), (X, Z)):
             raise ValueError(f"sigma must have shape [{X}] or [{X}, {Z}], got {self.sigma.shape}")
-        if np.any(self.sigma < 0):
-            raise ValueError("sigma must be non-negative")
         if self.prompt_probs is None:
             self.prompt_probs = np.full(X, 1.0 / X)
-        self.prompt_probs = np.asarray(self.prompt_probs, dtype=np.float64)
-        if self.prompt_probs.shape != (X,) or np.any(self.prompt_probs < 0):
-            raise ValueError(f"prompt_probs must be a non-negative vector of length {X}")
-        if abs(self.prompt_probs.sum() - 1.0) > 1e-12:
-            raise ValueError(f"prompt_probs must sum to 1, got {self.prompt_probs.sum()!r}")
+        self.prompt_probs = require_distribution("prompt_probs", self.prompt_probs, 1, shape=(X,))
+        with np.errstate(over="ignore", invalid="ignore"):
+            finite = np.all(np.isfinite(self.features @ self.theta))
+        if not finite:
+            raise ValueError("the logits phi(x, z) . theta overflow float64: scale features or theta down")
 
     # ------------------------------------------------------------------ shapes
     @property
@@ -203,7 +261,7 @@ class SoftmaxTestbed:
 
     def probs(self) -> np.ndarray:
         """pi(z|x), ``[X, Z]``."""
-        return softmax(self.logits(), axis=1)
+        return _softmax(self.logits(), axis=1)
 
     def score(self) -> np.ndarray:
         """s(z; x) = phi(x, z) - sum_z' pi(z'|x) phi(x, z'), ``[X, Z, d]``."""
@@ -258,12 +316,22 @@ class SoftmaxTestbed:
         return self.signal_variance() + self.mean_noise_variance()
 
     # ------------------------------------------------------------------ gradients
+    def _baseline_arg(self, baseline: object) -> np.ndarray:
+        """The baseline c(x), ``[X]``: b(x) when None, a finite number for every prompt, or a ``[X]`` vector."""
+        if baseline is None:
+            return self.baseline()
+        c = require_array("baseline", baseline)
+        if c.shape not in ((), (self.X,)):
+            raise ValueError(f"baseline must be a number or have shape [{self.X}] (one per prompt), "
+                             f"got shape {list(c.shape)}")
+        return np.broadcast_to(c, (self.X,))
+
     def task_gradient(self, baseline: np.ndarray | None = None) -> np.ndarray:
-        """g(x) = E[(R - c(x)) s], ``[X, d]``; c = b(x) (the true baseline) when None.
+        """g(x) = E[(R - c(x)) s], ``[X, d]``; c = b(x) (the true baseline) when None, else a number or ``[X]``.
 
         The noise drops out (E[eps | z] = 0), and so does c, because E_pi s = 0.
         """
-        c = self.baseline() if baseline is None else np.asarray(baseline, dtype=np.float64)
+        c = self._baseline_arg(baseline)
         adv = self.mu - c[:, None]
         return np.einsum("xz,xz,xzd->xd", self.probs(), adv, self.score())
 
@@ -274,14 +342,15 @@ class SoftmaxTestbed:
 
             g_hat = (1/G) sum_k A_k s_k,   A_k = (R_k - c(x)) / n(x)
 
-        with c the true baseline b(x) when ``baseline`` is None, and n(x) = sqrt(RV(x)) when
-        ``normalize`` (population GRPO advantage of T3) else 1.  The G terms are i.i.d., so
+        with c the true baseline b(x) when ``baseline`` is None (else a number or ``[X]``), and n(x) = sqrt(RV(x))
+        when ``normalize`` (population GRPO advantage of T3) else 1.  ``G`` is an integer >= 1 (a group size:
+        ``TypeError`` for 2.5 or True).  The G terms are i.i.d., so
 
             MSE_G = ( E_pi[((mu - c)^2 + sigma^2) ||s||^2] - ||g||^2 ) / (G n^2).
         """
-        if G < 1:
-            raise ValueError(f"G must be >= 1, got {G}")
-        c = self.baseline() if baseline is None else np.asarray(baseline, dtype=np.float64)
+        G = require_int("G", G, 1)
+        normalize = require_bool("normalize", normalize)
+        c = self._baseline_arg(baseline)
         pi = self.probs()
         s = self.score()
         g = self.task_gradient()
@@ -296,12 +365,17 @@ class SoftmaxTestbed:
         return np.maximum(mse, 0.0)
 
     def grpo_mse(self, K: int) -> np.ndarray:
-        """T3: E||g_tilde_hat - g/sqrt(RV)||^2 with A_tilde = (R - b) / sqrt(RV) over K samples, ``[X]``."""
-        return self.estimator_mse(K, normalize=True)
+        """T3: E||g_tilde_hat - g/sqrt(RV)||^2 with A_tilde = (R - b) / sqrt(RV) over K samples (an integer >= 1),
+        ``[X]``; NaN where RV(x) = 0."""
+        return self.estimator_mse(require_int("K", K, 1), normalize=True)
 
     # ------------------------------------------------------------------ regularisers
     def kl_logit_gradient(self, ref_probs: np.ndarray) -> np.ndarray:
-        """Tabular d KL(pi || pi_ref) / d logit_z = pi (log(pi / pi_ref) - KL), ``[X, Z]`` (T5)."""
+        """Tabular d KL(pi || pi_ref) / d logit_z = pi (log(pi / pi_ref) - KL), ``[X, Z]`` (T5).
+
+        ``ref_probs``: ``[X, Z]``, each row a probability vector with every entry > 0 (KL(pi || pi_ref) is
+        infinite where pi_ref = 0, since pi > 0)."""
+        ref_probs = self._ref_arg(ref_probs)
         pi = self.probs()
         log_ratio = np.log(pi) - np.log(ref_probs)
         kl = np.sum(pi * log_ratio, axis=1, keepdims=True)
@@ -314,8 +388,17 @@ class SoftmaxTestbed:
         H = -np.sum(pi * logp, axis=1, keepdims=True)
         return -pi * (logp + H)
 
+    def _ref_arg(self, ref_probs: object) -> np.ndarray:
+        ref = require_distribution("ref_probs", ref_probs, 2, shape=(self.X, self.Z))
+        if np.any(ref <= 0):
+            where = [int(i) for i in np.argwhere(ref <= 0)[0]]
+            raise ValueError(f"ref_probs must be > 0 everywhere (KL(pi || pi_ref) is infinite where pi_ref = 0), "
+                             f"got 0 at index {where}")
+        return ref
+
     def kl_gradient(self, ref_probs: np.ndarray) -> np.ndarray:
-        """grad_theta KL(pi(.|x) || pi_ref(.|x)) = sum_z [tabular logit gradient]_z phi(x, z), ``[X, d]``."""
+        """grad_theta KL(pi(.|x) || pi_ref(.|x)) = sum_z [tabular logit gradient]_z phi(x, z), ``[X, d]``
+        (``ref_probs`` as in :meth:`kl_logit_gradient`)."""
         return np.einsum("xz,xzd->xd", self.kl_logit_gradient(ref_probs), self.features)
 
     def entropy_gradient(self) -> np.ndarray:
@@ -348,12 +431,13 @@ class SoftmaxTestbed:
         sigma: np.ndarray | float = 0.0,
         prompt_probs: np.ndarray | None = None,
     ) -> SoftmaxTestbed:
-        """One parameter per (x, z): features are one-hot, so theta is the flattened logit table."""
-        logits = np.asarray(logits, dtype=np.float64)
+        """One parameter per (x, z): features are one-hot, so theta is the flattened logit table ``logits [X, Z]``;
+        ``sigma`` a number (the same for every prompt), ``[X]`` or ``[X, Z]``."""
+        logits = require_array("logits", logits, 2)
         X, Z = logits.shape
         features = np.eye(X * Z).reshape(X, Z, X * Z)
-        mu = np.zeros((X, Z)) if mu is None else np.asarray(mu, dtype=np.float64)
-        sig = np.asarray(sigma, dtype=np.float64)
+        mu = np.zeros((X, Z)) if mu is None else mu
+        sig = require_array("sigma", sigma, nonneg=True)
         if sig.ndim == 0:
             sig = np.full(X, float(sig))
         return cls(features, logits.reshape(-1), mu, sig, prompt_probs)
@@ -365,8 +449,10 @@ class SoftmaxTestbed:
         features phi(0) = 0, phi(1) = 1, so s(1) = 1 - p, s(0) = -p and
         g = p(1-p) = E s^2 = RV_mu (T1 holds with equality when sigma = 0).
         """
+        p = require_real("p", p)
         if not 0.0 < p < 1.0:
             raise ValueError(f"p must lie in (0, 1), got {p}")
+        sigma = require_real("sigma", sigma, 0.0)
         theta = np.array([np.log(p) - np.log1p(-p)])
         features = np.array([[[0.0], [1.0]]])
         return cls(features, theta, np.array([[0.0, 1.0]]), np.array([float(sigma)]))
@@ -405,7 +491,11 @@ class SoftmaxTestbed:
         """A T1 equality case: phi(x, z) = c(x, z) v(x) (rank-one score), mu = a(x) + beta(x) c(x, z), sigma = 0.
 
         Then s = (c - E c) v and A = beta (c - E c), so A is proportional to the score's only direction.
+        ``temperature`` > 0 scales c (at 0 the score vanishes and there is no equality to check).
         """
+        rng = require_rng("rng", rng)
+        X, Z, d = require_int("X", X, 1), require_int("Z", Z, 2), require_int("d", d, 1)
+        temperature = require_real("temperature", temperature, 0.0, low_open=True)
         c = rng.normal(size=(X, Z)) * temperature
         v = rng.normal(size=(X, d))
         features = c[:, :, None] * v[:, None, :]
@@ -431,8 +521,18 @@ class SoftmaxTestbed:
         Draws cover: X in 1..6, Z in 2..8, d in 1..5; an inverse temperature ||theta|| log-uniform in
         [0.01, 30] (so near-deterministic policies occur); sigma log-uniform in [1e-3, 100] (large
         noise), sometimes exactly 0; reward means with a random offset up to +-100 (baselines far from
-        0); occasionally duplicated outcome features (ties) and non-uniform prompt weights.
+        0); occasionally duplicated outcome features (ties) and non-uniform prompt weights.  Given values:
+        X >= 1, Z >= 2, d >= 1 (integers), temperature >= 0 (the norm of theta: 0 is the uniform policy),
+        sigma_scale >= 0 and mu_offset finite.
         """
+        rng = require_rng("rng", rng)
+        X = None if X is None else require_int("X", X, 1)
+        Z = None if Z is None else require_int("Z", Z, 2)
+        d = None if d is None else require_int("d", d, 1)
+        temperature = None if temperature is None else require_real("temperature", temperature, 0.0)
+        sigma_scale = None if sigma_scale is None else require_real("sigma_scale", sigma_scale, 0.0)
+        mu_offset = None if mu_offset is None else require_real("mu_offset", mu_offset)
+        heteroscedastic = require_bool("heteroscedastic", heteroscedastic)
         X = int(rng.integers(1, 7)) if X is None else X
         Z = int(rng.integers(2, 9)) if Z is None else Z
         d = int(rng.integers(1, 6)) if d is None else d
@@ -459,13 +559,31 @@ class SoftmaxTestbed:
 
 
 def random_channel(rng: np.random.Generator, X: int, Z: int, scale: float = 2.0) -> np.ndarray:
-    """A random full-support channel softmax(scale * N(0, 1)), ``[X, Z]``."""
-    return softmax(scale * rng.normal(size=(X, Z)), axis=1)
+    """A random full-support channel softmax(scale * N(0, 1)), ``[X, Z]`` (X, Z >= 1, scale >= 0)."""
+    rng = require_rng("rng", rng)
+    X, Z = require_int("X", X, 1), require_int("Z", Z, 1)
+    scale = require_real("scale", scale, 0.0)
+    return _softmax(scale * rng.normal(size=(X, Z)), axis=1)
 
 
 def enumerate_outcomes(probs: Sequence[float] | np.ndarray, G: int) -> tuple[np.ndarray, np.ndarray]:
-    """All G-tuples of outcome indices with their probabilities: (indices [n^G, G], weights [n^G])."""
-    probs = np.asarray(probs, dtype=np.float64)
+    """All G-tuples of outcome indices with their probabilities: (indices [n^G, G], weights [n^G]).
+
+    ``probs``: a probability vector ``[n]``; ``G`` >= 1, with n^G at most :data:`~theory_checks.inputs.MAX_OUTCOMES`
+    (``ValueError`` before anything is allocated: 16 outcomes and G = 8 would need 256 GiB).
+    """
+    probs = require_distribution("probs", probs, 1)
+    G = require_int("G", G, 1)
     n = probs.shape[0]
+    if n**G > MAX_OUTCOMES:
+        raise ValueError(f"enumerating {n}^{G} = {n**G:.3g} outcome tuples is more than the {MAX_OUTCOMES} allowed "
+                         f"(probs has {n} outcomes, G = {G}): use a smaller G or fewer outcomes")
     idx = np.indices((n,) * G).reshape(G, -1).T
     return idx, np.prod(probs[idx], axis=1)
+
+
+def require_testbed(name: str, tb: object) -> SoftmaxTestbed:
+    """`tb` if it is a :class:`SoftmaxTestbed`; ``TypeError`` naming `name` otherwise."""
+    if not isinstance(tb, SoftmaxTestbed):
+        raise TypeError(f"{name} must be a SoftmaxTestbed, got {shown(tb)} ({type(tb).__name__})")
+    return tb
