@@ -27,8 +27,11 @@ benchmark measures what is left, so that the next attempt starts from numbers:
 2. **AdamW alone** on the tiny model's 26 parameters (random gradients, 200 steps): per tensor (today), foreach,
    one flat buffer (every parameter a view of it) and fused; ms per step and whether the parameters equal today's.
 3. **Decoding attention** at a decoding step's shape (32 rows, 2 key/value heads of 2 queries each, head dim 32,
-   200 cached keys): today's two batched products (keys read transposed from their ``[T, d]`` cache), keys cached
-   transposed (``[d, T]``), ``scaled_dot_product_attention``, and a hand-written C kernel that reads each row's
+   200 cached keys, the first 150 a prompt shared by each group of 4 rows): today's two batched products (keys read
+   transposed from their ``[T, d]`` cache), keys cached transposed (``[d, T]``), ``scaled_dot_product_attention``,
+   the same products called as ``torch.bmm`` on 3-D views, each group's prompt keys and values read once for the
+   group's rows (one product per group and head; the decoded keys per row; one softmax over both; the values'
+   two parts summed), and a hand-written C kernel that reads each row's
    keys and values once for all its queries (compiled with the system's C compiler where there is one: what a
    fused kernel could reach); microseconds per layer and whether the output equals today's.
 4. **A shared prompt head**: the longest token prefix common to every SFT row of each config (a head shared by all
@@ -385,10 +388,15 @@ def measure_decode_attention(reps: int = 2000) -> list[dict[str, Any]]:
     import torch.nn.functional as F
 
     n, hk, rep, d, cap, t = 32, 2, 2, 32, 260, 200
+    group, tp = 4, 150  # rows in groups of 4 sharing a prompt of 150 keys (then 50 decoded keys of their own)
     gen = torch.Generator().manual_seed(0)
     q = torch.randn(n, hk, rep, d, generator=gen)
     kb = torch.randn(n, hk, cap, d, generator=gen)
     vb = torch.randn(n, hk, cap, d, generator=gen)
+    kp = torch.randn(n // group, hk, tp, d, generator=gen)  # each group's prompt keys and values, stored once
+    vp = torch.randn(n // group, hk, tp, d, generator=gen)
+    kb[:, :, :tp] = kp.repeat_interleave(group, 0)  # today's cache holds a copy per row
+    vb[:, :, :tp] = vp.repeat_interleave(group, 0)
     kt = kb.transpose(2, 3).contiguous()  # the same keys cached as [d, T]
     bias = torch.zeros(n, 1, 1, cap)
     bias[:, :, :, :3] = float("-inf")  # a row's padding before a shorter prompt
@@ -407,8 +415,27 @@ def measure_decode_attention(reps: int = 2000) -> list[dict[str, Any]]:
                                               attn_mask=bias[:, :, :, :t], scale=scale,
                                               enable_gqa=True).view(n, hk, rep, d)
 
+    k3, v3 = kb.view(n * hk, cap, d), vb.view(n * hk, cap, d)
+
+    def three_d():  # the same products on [rows x heads, ., .] views: torch.bmm directly, no 4-D matmul
+        s = torch.bmm(q.view(n * hk, rep, d), k3[:, :t].transpose(1, 2)).view(n, hk, rep, t)
+        s = s.mul_(scale).add_(bias[:, :, :, :t])
+        return torch.bmm(torch.softmax(s, -1).view(n * hk, rep, t), v3[:, :t]).view(n, hk, rep, d)
+
+    g = n // group
+
+    def grouped():  # a group's queries against its prompt's keys in one product; decoded keys per row; one softmax
+        qg = q.view(g, group, hk, rep, d).transpose(1, 2).reshape(g, hk, group * rep, d)
+        sp = torch.matmul(qg, kp.transpose(2, 3)).view(g, hk, group, rep, tp).transpose(1, 2).reshape(n, hk, rep, tp)
+        sd = torch.matmul(q, kb[:, :, tp:t].transpose(2, 3))
+        p = torch.softmax(torch.cat([sp, sd], -1).mul_(scale).add_(bias[:, :, :, :t]), -1)
+        pp = p[..., :tp].reshape(g, group, hk, rep, tp).transpose(1, 2).reshape(g, hk, group * rep, tp)
+        op = torch.matmul(pp, vp).view(g, hk, group, rep, d).transpose(1, 2).reshape(n, hk, rep, d)
+        return op + torch.matmul(p[..., tp:], vb[:, :, tp:t])
+
     candidates = [("today", today), ("keys cached transposed", keys_transposed),
-                  ("scaled_dot_product_attention", sdpa)]
+                  ("scaled_dot_product_attention", sdpa), ("the same products on 3-D views (torch.bmm)", three_d),
+                  (f"a group's prompt keys read once (groups of {group}, {tp} shared keys)", grouped)]
     kernel = _c_attention()
     if kernel is not None:
         flat_bias = bias[:, 0, 0, :].contiguous()
