@@ -70,6 +70,7 @@ import os
 import shutil
 import struct
 import tempfile
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -729,6 +730,14 @@ def default_tiny_model_dir(
     version (`TINY_CORPUS_VERSION`) and the SHA-256 of that corpus file's bytes. No env is stepped: the
     model is a function of the shipped corpus, not of today's envs. Built into a temporary folder and
     renamed, so concurrent callers never see a half-written model.
+
+    The build records the model's digest (`tiny_model_digest`) in ``ragen_tiny.json`` (``"sha256"``), and
+    whether it is the pinned default (``"pinned"``: the digest equals `TINY_MODEL_SHA256`; None for non-default
+    `build_kwargs`). A default model that is not the pinned one (other tokenizers, transformers or torch versions
+    can build other bytes) warns (`TinyModelMismatchWarning`): runs still work, but recorded tiny numbers will not
+    reproduce bit for bit. A cached folder whose files no longer give its recorded digest (a truncated or edited
+    file, a half-deleted folder) raises `CorruptTinyModelError` naming the folder to delete; it is rebuilt on the
+    next call. Checked once per folder and process (about 6 ms).
     """
     root = cache_root(cache_dir)
     corpus_file = corpus_path(TINY_CORPUS_VERSION)
@@ -747,12 +756,15 @@ def default_tiny_model_dir(
     )
     name = f"tiny-{'vision-' if vision else ''}{hashlib.sha256(key.encode()).hexdigest()[:16]}"
     target = root / name
+    pinned = None if build_kwargs else TINY_MODEL_SHA256["vision" if vision else "text"]
     if (target / "ragen_tiny.json").exists():
+        _verify_cached(target, pinned)
         return target
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
     try:
         build_tiny_model(tmp, None, vision=vision, **build_kwargs)
+        _record_digest(tmp, pinned)
         try:
             os.replace(tmp, target)
         except OSError:
@@ -762,3 +774,60 @@ def default_tiny_model_dir(
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+class TinyModelMismatchWarning(UserWarning):
+    """The default tiny model built here is not the pinned one (`TINY_MODEL_SHA256`): recorded tiny numbers
+    will not reproduce bit for bit on this installation."""
+
+
+class CorruptTinyModelError(RuntimeError):
+    """A cached tiny model folder whose files no longer give the digest recorded when it was built."""
+
+
+#: Folders checked by this process: path -> the recorded digest they matched (checked once per process).
+_VERIFIED: dict[str, str] = {}
+
+
+def _mismatch_message(where: Path, got: str, pinned: str) -> str:
+    import tokenizers
+    import transformers
+
+    return (f"the default tiny model at {where} (digest {got[:12]}) is not the pinned one ({pinned[:12]}): this "
+            f"installation (torch {torch.__version__}, transformers {transformers.__version__}, tokenizers "
+            f"{tokenizers.__version__}) builds other tokenizer or weight bytes, so runs work but recorded tiny numbers "
+            "(docs, committed results) will not reproduce bit for bit")
+
+
+def _record_digest(folder: Path, pinned: str | None) -> None:
+    """Write the freshly built model's digest (and whether it is the pinned default) into its ragen_tiny.json;
+    warn when a default build is not the pinned model."""
+    meta_file = folder / "ragen_tiny.json"
+    meta = json.loads(meta_file.read_text())
+    digest = tiny_model_digest(folder)
+    meta["sha256"] = digest
+    meta["pinned"] = None if pinned is None else digest == pinned
+    meta_file.write_text(json.dumps(meta, indent=2))
+    if pinned is not None and digest != pinned:
+        warnings.warn(_mismatch_message(folder, digest, pinned), TinyModelMismatchWarning, stacklevel=3)
+
+
+def _verify_cached(folder: Path, pinned: str | None) -> None:
+    """Check a cached folder against the digest its build recorded (folders built before digests were recorded:
+    against the pinned one, a warning only); `CorruptTinyModelError` if its files no longer give it."""
+    key = str(folder)
+    if key in _VERIFIED:
+        return
+    hint = f"delete the folder (rm -r '{folder}') and it is rebuilt on the next call"
+    try:
+        meta = json.loads((folder / "ragen_tiny.json").read_text())
+        digest = tiny_model_digest(folder)
+    except (OSError, ValueError, KeyError, struct.error) as err:  # a missing, truncated or garbled file
+        raise CorruptTinyModelError(f"the cached tiny model at {folder} cannot be read ({err}); {hint}") from err
+    recorded = meta.get("sha256") if isinstance(meta, dict) else None
+    if recorded is not None and digest != recorded:
+        raise CorruptTinyModelError(f"the cached tiny model at {folder} was modified or damaged after it was built "
+                                    f"(digest {digest[:12]}, recorded {str(recorded)[:12]}); {hint}")
+    if recorded is None and pinned is not None and digest != pinned:
+        warnings.warn(_mismatch_message(folder, digest, pinned), TinyModelMismatchWarning, stacklevel=3)
+    _VERIFIED[key] = digest
