@@ -758,7 +758,7 @@ def default_tiny_model_dir(
     target = root / name
     pinned = None if build_kwargs else TINY_MODEL_SHA256["vision" if vision else "text"]
     if (target / "ragen_tiny.json").exists():
-        _verify_cached(target, pinned)
+        verify_cached_model(target, pinned)
         return target
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
@@ -812,15 +812,16 @@ def _record_digest(folder: Path, pinned: str | None) -> None:
         warnings.warn(_mismatch_message(folder, digest, pinned), TinyModelMismatchWarning, stacklevel=3)
 
 
-def _verify_cached(folder: Path, pinned: str | None) -> None:
-    """Check a cached folder against the digest its build recorded (folders built before digests were recorded:
-    against the pinned one, a warning only); `CorruptTinyModelError` if its files no longer give it."""
+def verify_cached_model(folder: Path, pinned: str | None, meta_name: str = "ragen_tiny.json") -> None:
+    """Check a cached folder against the digest its build recorded in `meta_name` (folders built before digests
+    were recorded: against `pinned` if given, a warning only); `CorruptTinyModelError` if its files no longer give
+    it. Also used for the cached tiny base models (`ragen_tiny_base.json`)."""
     key = str(folder)
     if key in _VERIFIED:
         return
     hint = f"delete the folder (rm -r '{folder}') and it is rebuilt on the next call"
     try:
-        meta = json.loads((folder / "ragen_tiny.json").read_text())
+        meta = json.loads((folder / meta_name).read_text())
         digest = tiny_model_digest(folder)
     except (OSError, ValueError, KeyError, struct.error) as err:  # a missing, truncated or garbled file
         raise CorruptTinyModelError(f"the cached tiny model at {folder} cannot be read ({err}); {hint}") from err

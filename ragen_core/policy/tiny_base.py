@@ -58,6 +58,7 @@ from ragen_core.policy.tiny import (
     build_tiny_model,
     cache_root,
     tiny_model_digest,
+    verify_cached_model,
 )
 
 __all__ = [
@@ -745,6 +746,7 @@ def build_tiny_base_model(out_dir: str | os.PathLike, recipe: BaseRecipe = DEFAU
         "eval_n": eval_n,
         "before": before,
         "after": after,
+        "sha256": tiny_model_digest(out),  # of the saved, pre-trained model: a cached folder is checked against it
     }
     (out / "ragen_tiny_base.json").write_text(json.dumps(meta, indent=2))
     return out
@@ -761,7 +763,8 @@ def default_tiny_base_dir(cache_dir: str | os.PathLike | None = None, recipe: Ba
     The cache folder (under `cache_dir`, default `$RAGEN2_CACHE` or `~/.cache/ragen2`) is named after
     `recipe_digest(recipe)` (default: `DEFAULT_RECIPE`) and the torch version. Built into a temporary folder and
     renamed; a lock file makes a second process that asks for the same model meanwhile wait for the first one's build
-    instead of starting its own.
+    instead of starting its own. A cached folder whose files no longer give the digest its build recorded
+    (``"sha256"`` in ``ragen_tiny_base.json``) raises `CorruptTinyModelError` naming the folder to delete.
     """
     recipe = DEFAULT_RECIPE if recipe is None else recipe
     root = cache_root(cache_dir)
@@ -769,6 +772,7 @@ def default_tiny_base_dir(cache_dir: str | os.PathLike | None = None, recipe: Ba
     name = f"tiny-base-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
     target = root / name
     if (target / "ragen_tiny_base.json").exists():
+        verify_cached_model(target, None, "ragen_tiny_base.json")
         return target
     root.mkdir(parents=True, exist_ok=True)
     with open(root / f".{name}.lock", "w") as lock:

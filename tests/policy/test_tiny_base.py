@@ -9,6 +9,7 @@ import dataclasses
 import functools
 import json
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -258,6 +259,22 @@ def test_the_cache_builds_once_per_recipe(small_cache, monkeypatch):
     with pytest.raises(AssertionError, match="built again"):  # another recipe is another folder
         tiny_base.default_tiny_base_dir(root, dataclasses.replace(SMALL, steps=5))
     assert sorted(p.name for p in root.iterdir() if not p.name.startswith(".")) == [path.name]
+
+
+def test_a_damaged_cached_base_model_is_refused_not_loaded(small_cache, tmp_path, monkeypatch):
+    """The build records the trained model's digest; a cached folder whose weights were edited is refused."""
+    root, path = small_cache
+    meta = json.loads((path / "ragen_tiny_base.json").read_text())
+    assert meta["sha256"] == tiny.tiny_model_digest(path)
+    copy = tmp_path / "cache"
+    shutil.copytree(root, copy)
+    weights = copy / path.name / "model.safetensors"
+    raw = bytearray(weights.read_bytes())
+    raw[-5] ^= 0x01
+    weights.write_bytes(bytes(raw))
+    monkeypatch.setattr(tiny, "_VERIFIED", {})
+    with pytest.raises(tiny.CorruptTinyModelError, match="modified or damaged"):
+        tiny_base.default_tiny_base_dir(copy, SMALL)
 
 
 def test_load_policy_tiny_base_is_the_tiny_model_pretrained(small_cache, monkeypatch):
