@@ -36,6 +36,7 @@ from __future__ import annotations
 import inspect
 import math
 import os
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -265,6 +266,12 @@ class HFPolicy(Policy):
             device: "cpu", "cuda", "cuda:1", ...
             dtype: None (checkpoint default; float32 for the tiny model), "bfloat16", "float16", "float32".
             attn_implementation: passed to transformers ("sdpa", "eager", "flash_attention_2").
+
+        Raises ValueError, before anything is computed with it, for a folder whose checkpoint lacks weights the
+        model needs (transformers would initialise them at random and only log it: a model of another architecture,
+        a damaged or partial file), whose tokenizer encodes no text (its files missing) or holds more tokens than the
+        model embeds, and for a CUDA device where this torch has none. Weights in the file that the model does not
+        use only warn.
         """
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -274,17 +281,20 @@ class HFPolicy(Policy):
             raise ValueError(
                 f"{path!s} is not a directory; HFPolicy loads local checkpoints only (no download)"
             )
+        where = _usable_device(device)
         kwargs: dict[str, Any] = {"local_files_only": True, "trust_remote_code": trust_remote_code}
         torch_dtype = resolve_dtype(dtype)
         if torch_dtype is not None:
             kwargs["dtype"] = torch_dtype
         if attn_implementation is not None:
             kwargs["attn_implementation"] = attn_implementation
-        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
-        model.to(torch.device(device))
+        model, info = AutoModelForCausalLM.from_pretrained(path, output_loading_info=True, **kwargs)
+        _check_loaded_weights(path, info)
+        model.to(where)
         tokenizer = AutoTokenizer.from_pretrained(
             path, local_files_only=True, trust_remote_code=trust_remote_code
         )
+        _check_tokenizer_fits(path, tokenizer, model)
         return cls(model, tokenizer, eos_token_ids=eos_token_ids)
 
     def _default_eos_ids(self) -> list[int]:
@@ -714,3 +724,45 @@ class HFPolicy(Policy):
         if with_hidden:
             extras["hidden"] = out.hidden_states[-1]
         return PolicyOutput(logprobs=logprobs, entropy=entropy, extras=extras)
+
+
+def _usable_device(device: str | torch.device) -> torch.device:
+    """`device` as a torch.device, refused with its reason when this torch cannot use it (a CUDA device without
+    CUDA raised an AssertionError deep in torch, after the weights were loaded)."""
+    try:
+        where = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r} ({err})") from None
+    if where.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r}: this torch ({torch.__version__}) has no usable CUDA device; "
+                             "use device='cpu'")
+        if where.index is not None and where.index >= torch.cuda.device_count():
+            raise ValueError(f"device {device!r}: only {torch.cuda.device_count()} CUDA device(s) here")
+    return where
+
+
+def _check_loaded_weights(path: str | os.PathLike, info: dict[str, Any]) -> None:
+    """Refuse a checkpoint that left parameters at their random initialisation; warn of weights it did not use."""
+    missing = list(info.get("missing_keys") or [])
+    if missing:
+        shown = ", ".join(sorted(missing)[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise ValueError(f"{path!s}: the checkpoint lacks {len(missing)} weight(s) the model needs ({shown}); "
+                         "transformers would initialise them at random. Is the folder complete, and is its "
+                         "config.json the architecture its weights were saved from?")
+    unexpected = list(info.get("unexpected_keys") or [])
+    if unexpected:
+        warnings.warn(f"{path!s}: {len(unexpected)} weight(s) in the checkpoint are not used by the model "
+                      f"({', '.join(sorted(unexpected)[:5])})", stacklevel=3)
+
+
+def _check_tokenizer_fits(path: str | os.PathLike, tokenizer: Any, model: Any) -> None:
+    """Refuse a tokenizer that encodes no text (an empty vocabulary: its files are missing) or that holds ids the
+    model cannot embed."""
+    if not tokenizer("Hello world", add_special_tokens=False)["input_ids"]:
+        raise ValueError(f"{path!s}: the tokenizer encodes no text (a vocabulary of {len(tokenizer)}): are its files "
+                         "(tokenizer.json, or vocab.json and merges.txt) missing from the folder?")
+    rows = model_vocab_size(model)
+    if rows is not None and len(tokenizer) > rows:
+        raise ValueError(f"{path!s}: the tokenizer has {len(tokenizer)} tokens but the model embeds only {rows}; "
+                         "they are not a pair (its ids past the embedding would fail in generation)")
