@@ -380,10 +380,14 @@ def mi_report(
     import ragen_core.policy.tiny  # noqa: F401  (registers the tiny vision model type)
     from ragen_core.math.metrics import noise_note, regime_from_proxies, regime_resolution
     from ragen_core.math.mi import cross_score, mi_proxies, mi_seq_null
+    from ragen_core.policy.hf import check_loaded_weights, check_tokenizer_fits
     from ragen_core.policy.identity import weights_sha256
 
     tokenizer = AutoTokenizer.from_pretrained(model_path)
-    model = AutoModelForCausalLM.from_pretrained(model_path).float().to(device)
+    model, info = AutoModelForCausalLM.from_pretrained(model_path, output_loading_info=True)
+    check_loaded_weights(model_path, info)  # weights left at random would score the rollouts with noise
+    check_tokenizer_fits(model_path, tokenizer, model)
+    model = model.float().to(device)
     scorer = weights_sha256(model)
     notes: list[str] = []
     names = list(groups)

@@ -269,9 +269,9 @@ class HFPolicy(Policy):
 
         Raises ValueError, before anything is computed with it, for a folder whose checkpoint lacks weights the
         model needs (transformers would initialise them at random and only log it: a model of another architecture,
-        a damaged or partial file), whose tokenizer encodes no text (its files missing) or holds more tokens than the
-        model embeds, and for a CUDA device where this torch has none. Weights in the file that the model does not
-        use only warn.
+        a damaged or partial file), whose tokenizer encodes no text (its files missing) or encodes plain text to ids
+        the model does not embed, and for a CUDA device where this torch has none. Weights in the file that the
+        model does not use only warn.
         """
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -289,12 +289,12 @@ class HFPolicy(Policy):
         if attn_implementation is not None:
             kwargs["attn_implementation"] = attn_implementation
         model, info = AutoModelForCausalLM.from_pretrained(path, output_loading_info=True, **kwargs)
-        _check_loaded_weights(path, info)
+        check_loaded_weights(path, info)
         model.to(where)
         tokenizer = AutoTokenizer.from_pretrained(
             path, local_files_only=True, trust_remote_code=trust_remote_code
         )
-        _check_tokenizer_fits(path, tokenizer, model)
+        check_tokenizer_fits(path, tokenizer, model)
         return cls(model, tokenizer, eos_token_ids=eos_token_ids)
 
     def _default_eos_ids(self) -> list[int]:
@@ -742,7 +742,7 @@ def _usable_device(device: str | torch.device) -> torch.device:
     return where
 
 
-def _check_loaded_weights(path: str | os.PathLike, info: dict[str, Any]) -> None:
+def check_loaded_weights(path: str | os.PathLike, info: dict[str, Any]) -> None:
     """Refuse a checkpoint that left parameters at their random initialisation; warn of weights it did not use."""
     missing = list(info.get("missing_keys") or [])
     if missing:
@@ -756,13 +756,15 @@ def _check_loaded_weights(path: str | os.PathLike, info: dict[str, Any]) -> None
                       f"({', '.join(sorted(unexpected)[:5])})", stacklevel=3)
 
 
-def _check_tokenizer_fits(path: str | os.PathLike, tokenizer: Any, model: Any) -> None:
-    """Refuse a tokenizer that encodes no text (an empty vocabulary: its files are missing) or that holds ids the
-    model cannot embed."""
-    if not tokenizer("Hello world", add_special_tokens=False)["input_ids"]:
+def check_tokenizer_fits(path: str | os.PathLike, tokenizer: Any, model: Any) -> None:
+    """Refuse a tokenizer that encodes no text (an empty vocabulary: its files are missing) or that encodes plain
+    text to ids the model cannot embed. (A tokenizer with a few more entries than the embedding, special tokens
+    never fed, is common and allowed: every entry point checks the ids it is given.)"""
+    ids = tokenizer("Hello world", add_special_tokens=False)["input_ids"]
+    if not ids:
         raise ValueError(f"{path!s}: the tokenizer encodes no text (a vocabulary of {len(tokenizer)}): are its files "
                          "(tokenizer.json, or vocab.json and merges.txt) missing from the folder?")
     rows = model_vocab_size(model)
-    if rows is not None and len(tokenizer) > rows:
-        raise ValueError(f"{path!s}: the tokenizer has {len(tokenizer)} tokens but the model embeds only {rows}; "
-                         "they are not a pair (its ids past the embedding would fail in generation)")
+    if rows is not None and max(ids) >= rows:
+        raise ValueError(f"{path!s}: the tokenizer encodes plain text to id {max(ids)} but the model embeds only "
+                         f"{rows} ids; they are not a pair")

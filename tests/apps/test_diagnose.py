@@ -200,6 +200,25 @@ def test_model_cross_scoring_reports_mi(model_dir, tmp_path):
     assert rc == 0 and "(unresolved: too few prompts" in text
 
 
+def test_a_model_folder_missing_weights_is_refused_not_scored_with_random_ones(model_dir, tmp_path):
+    """transformers initialises weights missing from the checkpoint at random and only logs it: the MI would have
+    been computed with noise."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    broken = tmp_path / "broken"
+    shutil.copytree(model_dir, broken)
+    weights = load_file(broken / "model.safetensors")
+    del weights[next(k for k in weights if "layers.1.mlp.down_proj" in k)]
+    save_file(weights, broken / "model.safetensors", metadata={"format": "pt"})
+    rows = [json.loads(line) for line in SAMPLE.read_text().splitlines()]
+    path = tmp_path / "small.jsonl"
+    diagnose.write_rollouts([r for i, r in enumerate(r for r in rows if r["group"] < 3) if i % 8 < 2], path)
+    rc, _, err = run_cli([str(path), "--model", str(broken)])
+    assert rc == 2 and "lacks 1 weight" in err and "down_proj" in err
+
+
 def test_model_needs_prompt_and_response(model_dir, tmp_path):
     path = tmp_path / "noprompt.jsonl"
     diagnose.write_rollouts([{"group": g, "reward": float(k)} for g in range(2) for k in range(2)], path)

@@ -76,15 +76,17 @@ def test_a_folder_without_tokenizer_files_is_refused(copy):
         HFPolicy.from_pretrained(copy)
 
 
-def test_a_tokenizer_larger_than_the_embedding_is_refused(copy):
+def test_a_tokenizer_whose_text_ids_the_model_does_not_embed_is_refused(copy):
+    """An embedding cut below the ids plain text encodes to (a tokenizer and a model that are not a pair)."""
     cfg = json.loads((copy / "config.json").read_text())
-    rows = cfg["vocab_size"]
+    rows = 300
     weights = load_file(copy / "model.safetensors")
-    weights = {k: (v[: rows - 8].clone() if v.shape[0] == rows and v.ndim == 2 else v) for k, v in weights.items()}
+    full = cfg["vocab_size"]
+    weights = {k: (v[:rows].clone() if v.ndim == 2 and v.shape[0] == full else v) for k, v in weights.items()}
     save_file(weights, copy / "model.safetensors", metadata={"format": "pt"})
-    cfg["vocab_size"] = rows - 8
+    cfg["vocab_size"] = rows
     (copy / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(ValueError, match=f"embeds only {rows - 8}"):
+    with pytest.raises(ValueError, match=f"embeds only {rows} ids"):
         HFPolicy.from_pretrained(copy)
 
 
