@@ -8,13 +8,15 @@ A checkpoint is the trainer's ``state_dict()`` (``ragen_core.training.trainer.Tr
     ema                                                    (MI-ZScore-EMA)
     rng                                                    (RNGStreams: sample, update, filter, torch, cuda)
 
-``checkpoints/latest.pt`` is replaced atomically after every save; ``step_NNNNNN.pt`` copies are kept every
-`run.keep_every` steps.
+``checkpoints/latest.pt`` is replaced atomically after every save; ``step_NNNNNN.pt`` copies (byte copies of it,
+written atomically too) are kept every `run.keep_every` steps.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,15 +83,26 @@ class RNGStreams:
 
 
 def save_checkpoint(run_dir: str | Path, state: dict[str, Any], step: int, keep_every: int = 0) -> Path:
-    """Write `state` to ``checkpoints/latest.pt`` atomically (and a numbered copy every `keep_every` steps)."""
+    """Write `state` to ``checkpoints/latest.pt`` atomically (and a numbered copy every `keep_every` steps,
+    atomically too: a damaged ``latest.pt`` is repaired by copying the newest numbered one over it, so a copy cut
+    short by a crash or a full disk must never be left under its final name)."""
     path = Path(run_dir) / LATEST
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    torch.save(state, tmp)
-    tmp.replace(path)
+    _replace_with(path, lambda tmp: torch.save(state, tmp))
     if keep_every and step and step % keep_every == 0:
-        torch.save(state, path.parent / f"step_{step:06d}.pt")
+        _replace_with(path.parent / f"step_{step:06d}.pt", lambda tmp: shutil.copyfile(path, tmp))
     return path
+
+
+def _replace_with(path: Path, write: Callable[[Path], Any]) -> None:
+    """``write(tmp)`` beside `path`, then rename it over `path`; a write that fails leaves `path` as it was and no
+    temporary file behind."""
+    tmp = path.with_name(path.stem + ".tmp")
+    try:
+        write(tmp)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 class CheckpointError(RuntimeError):

@@ -25,7 +25,9 @@ __all__ = ["Metric", "SCHEMA", "STEP", "Rollout", "Filter", "Loss", "Collapse", 
 @dataclass(frozen=True)
 class Metric:
     """One key of ``metrics.jsonl``: ``key`` (``{k}`` stands for a number), its ``unit``, who logs it and when
-    (``logged_by``) and what it means (``description``). A value that is undefined for a batch is logged as null."""
+    (``logged_by``) and what it means (``description``). A value that is undefined for a batch is logged as null,
+    and so is any NaN or infinity (a description's "NaN" is a null in the file): every line of ``metrics.jsonl`` is
+    strict JSON, which ``json.loads`` and ``pandas.read_json(path, lines=True)`` read as they are."""
 
     key: str
     unit: str

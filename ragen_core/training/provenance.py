@@ -4,9 +4,10 @@
      "torch": "2.13.0+cpu", "python": "3.11.7", "started": "2026-12-03T10:00:00+00:00"}
 
 ``commit`` is the git commit of the checkout the code was imported from (None for an installed wheel, whose
-version stands in for it), ``dirty`` whether tracked files differed from it, ``config_sha256`` the SHA-256 of
-the resolved ``config.toml`` the run wrote. A study's report (``ragen reproduce``) reads these, so every number
-in it can be traced to the code and the config that made it.
+version stands in for it, also when that wheel lies inside another project's repository), ``dirty`` whether
+tracked files differed from it (untracked files are not counted; None when git cannot tell), ``config_sha256``
+the SHA-256 of the resolved ``config.toml`` the run wrote. A study's report (``ragen reproduce``) reads these, so
+every number in it can be traced to the code and the config that made it.
 """
 
 from __future__ import annotations
@@ -31,19 +32,26 @@ def config_sha256(config_text: str) -> str:
 
 
 def git_state(path: str | Path | None = None) -> tuple[str | None, bool | None]:
-    """(commit, dirty) of the git checkout holding `path` (default: this package); (None, None) outside one or
-    without git. `dirty` is True when tracked files differ from the commit."""
+    """(commit, dirty) of the git checkout holding `path` (default: this package); (None, None) outside one, without
+    git, or when `path` holds no file tracked by that checkout: a package installed in a virtual environment that
+    lies inside another project's repository is not that project's commit. `dirty` is True when tracked files
+    differ from the commit, None when git cannot tell (a damaged index)."""
     where = Path(path) if path is not None else Path(__file__).resolve().parent
     try:
         commit = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True,
                                 timeout=10)
         if commit.returncode != 0:
             return None, None
+        tracked = subprocess.run(["git", "-C", str(where), "ls-files", "--error-unmatch", "--", "."],
+                                 capture_output=True, timeout=10)
+        if tracked.returncode != 0:
+            return None, None
         diff = subprocess.run(["git", "-C", str(where), "diff", "--quiet", "HEAD", "--"], capture_output=True,
                               timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None, None
-    return commit.stdout.strip(), diff.returncode != 0
+    # git diff --quiet: 0 no differences, 1 differences, anything else an error (not "dirty").
+    return commit.stdout.strip(), {0: False, 1: True}.get(diff.returncode)
 
 
 def cpu_model() -> str | None:

@@ -10,7 +10,11 @@ The step-0 measurements (the validation and the held-out probe before the first 
 plus the eval and probe settings, so they are shared the same way (:func:`cached_step0`): every arm of a seed
 measures its starting point once.
 
-A file lock per key makes concurrent runs of the same key wait for the first one rather than train twice.
+A file lock per key makes concurrent runs of the same key wait for the first one rather than train twice (the
+kernel releases it when its holder dies, SIGKILL included, so a lock file left behind blocks nothing). Entries are
+written atomically and carry their key and a SHA-256 of their content: an entry that is truncated, overwritten or
+edited is never used, but computed again and replaced (a RuntimeWarning names it). A cache folder that cannot be
+made or written in is a ConfigError naming ``warm_start.cache_dir``; ``~`` in it is the home folder.
 The cache is on the local file system: runs on several machines need a shared folder (or no cache).
 """
 
@@ -22,10 +26,14 @@ import importlib
 import inspect
 import json
 import os
+import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from ragen_core.training.config import ConfigError
 
 __all__ = ["cache_key", "cached_warm_start", "demonstration_code_digest", "training_code_digest", "step0_key",
            "cached_step0", "default_warm_cache_dir"]
@@ -121,38 +129,123 @@ def cached_warm_start(policy: Any, cfg: Any, device: torch.device | None = None)
 
     Returns the SFT metrics with ``sft/cached`` = 1.0 when the weights were loaded, 0.0 when trained here.
     The timing metrics of a hit are the loading time (``perf/sft_s``) and the original run's
-    (``perf/sft_s_original``).
+    (``perf/sft_s_original``). An entry that cannot be used (truncated, overwritten, its weights altered since
+    they were written, or not weights of this policy) is never loaded: a RuntimeWarning names it, and the warm start
+    is trained here and replaces it. ConfigError (naming ``warm_start.cache_dir``) when the folder cannot be made or
+    written in.
     """
     import time
 
     from ragen_core.training.sft import warm_start
 
-    folder = str(cfg.warm_start.cache_dir or "")
-    if not folder:
+    root = _cache_folder(cfg)
+    if root is None:
         return {**warm_start(policy, cfg, device=device), "sft/cached": 0.0}
-    root = Path(folder)
-    root.mkdir(parents=True, exist_ok=True)
     key = cache_key(cfg)
     path = root / f"{key}.pt"
     with _lock(root / f"{key}.lock"):
         if path.is_file():
             t0 = time.perf_counter()
-            blob = torch.load(path, map_location="cpu", weights_only=True)
-            policy.model.load_state_dict(blob["model"])
-            metrics = {k: float(v) for k, v in blob["metrics"].items()}
-            metrics["perf/sft_s_original"] = metrics.get("perf/sft_s", 0.0)
-            metrics["perf/sft_s"] = time.perf_counter() - t0
-            return {**metrics, "sft/cached": 1.0}
+            blob = _read_weights(path, key, policy.model)
+            if blob is not None:
+                policy.model.load_state_dict(blob["model"])
+                metrics = {k: float(v) for k, v in blob["metrics"].items()}
+                metrics["perf/sft_s_original"] = metrics.get("perf/sft_s", 0.0)
+                metrics["perf/sft_s"] = time.perf_counter() - t0
+                return {**metrics, "sft/cached": 1.0}
         metrics = warm_start(policy, cfg, device=device)
         state = {k: v.detach().to("cpu") for k, v in policy.model.state_dict().items()}
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        torch.save({"model": state, "metrics": metrics, "key": key}, tmp)
-        os.replace(tmp, path)  # atomic: a reader sees the whole file or none
+        blob = {"model": state, "metrics": metrics, "key": key, "sha256": _weights_digest(state, metrics)}
+        _write_atomically(path, lambda tmp: torch.save(blob, tmp))
         return {**metrics, "sft/cached": 0.0}
 
 
+def _cache_folder(cfg: Any) -> Path | None:
+    """The cache folder of `cfg` (``~`` expanded), made when missing; None without one. ConfigError naming
+    ``warm_start.cache_dir`` when it is a file or cannot be made: one line, not an OSError from deep inside."""
+    folder = str(cfg.warm_start.cache_dir or "")
+    if not folder:
+        return None
+    root = Path(folder).expanduser()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        why = "it is a file, not a folder" if root.is_file() else f"it cannot be made ({e.strerror or e})"
+        raise ConfigError(f"warm_start.cache_dir {folder!r}: {why}; give a folder the run can write in, or \"\" "
+                          f"for no cache") from None
+    return root
+
+
+class _Damaged(Exception):
+    """A cache entry that exists but cannot be used (the message says why)."""
+
+
+def _unusable(path: Path, why: str) -> None:
+    """Warn that the cache entry `path` is not used (it is computed again and replaced)."""
+    warnings.warn(f"warm-start cache entry {path} cannot be used ({why}): computing it again, and replacing it",
+                  RuntimeWarning, stacklevel=3)
+
+
+def _weights_digest(state: dict[str, torch.Tensor], metrics: dict[str, Any]) -> str:
+    """Hex SHA-256 of a cached warm start: every tensor's name, dtype, shape and bytes, and the metrics. torch's
+    files check their structure but not their data, so a flipped bit in a weight would load silently without it."""
+    h = hashlib.sha256()
+    for name in sorted(state):
+        t = state[name].detach().to("cpu").contiguous()
+        h.update(f"{name}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    h.update(json.dumps(metrics, sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def _read_weights(path: Path, key: str, model: torch.nn.Module) -> dict[str, Any] | None:
+    """The cached warm start in `path` when it is whole, written for `key` and fits `model` (names, shapes,
+    dtypes); otherwise None, after a RuntimeWarning naming the file. Checked before anything is loaded, since
+    ``load_state_dict`` copies the tensors that match before it raises on those that do not."""
+    try:
+        try:
+            blob = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as e:  # noqa: BLE001 - torch raises RuntimeError, UnpicklingError, EOFError, ... on damage
+            raise _Damaged(f"not a readable torch file: {type(e).__name__}") from None
+        if not isinstance(blob, dict) or not {"model", "metrics", "key", "sha256"} <= blob.keys():
+            raise _Damaged("not a cached warm start")
+        if blob["key"] != key:
+            raise _Damaged(f"it holds the entry of key {str(blob['key'])[:12]}...")
+        state, metrics = blob["model"], blob["metrics"]
+        if not isinstance(state, dict) or not isinstance(metrics, dict) or not all(
+                isinstance(v, torch.Tensor) for v in state.values()):
+            raise _Damaged("not a cached warm start")
+        if _weights_digest(state, metrics) != blob["sha256"]:
+            raise _Damaged("its weights or metrics changed after they were written")
+        own = model.state_dict()
+        if state.keys() != own.keys():
+            raise _Damaged("its weights are not this model's: other parameter names")
+        odd = next((n for n, t in own.items() if (t.shape, t.dtype) != (state[n].shape, state[n].dtype)), None)
+        if odd is not None:
+            raise _Damaged(f"its weights are not this model's: {odd} differs in shape or dtype")
+        return blob
+    except _Damaged as e:
+        _unusable(path, str(e))
+        return None
+
+
+def _write_atomically(path: Path, write: Any) -> None:
+    """``write(tmp)`` to a file beside `path`, then rename it over `path`: a reader sees the whole file or none,
+    and a write that fails (a full disk) leaves neither a partial entry nor its temporary file behind."""
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 class _lock:
-    """An exclusive advisory lock on a file (fcntl; a no-op where fcntl does not exist)."""
+    """An exclusive advisory lock on a file (fcntl; a no-op where fcntl does not exist).
+
+    The kernel drops the lock when its holder exits, however it ends (SIGKILL too), so a lock file left behind
+    never blocks a later run. A run that finds the lock held says so on stderr before it waits.
+    """
 
     def __init__(self, path: Path):
         self.path = path
@@ -163,8 +256,21 @@ class _lock:
             import fcntl
         except ImportError:  # Windows: no concurrent runs of one key are coordinated there
             return self
-        self.handle = open(self.path, "a+")
-        fcntl.flock(self.handle.fileno(), fcntl.LOCK_EX)
+        try:
+            self.handle = open(self.path, "a+")
+        except OSError as e:
+            raise ConfigError(f"warm_start.cache_dir {str(self.path.parent)!r}: cannot write in it "
+                              f"({e.strerror or e}); give a folder the run can write in, or \"\" for no "
+                              f"cache") from None
+        try:
+            fcntl.flock(self.handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"waiting for another process to fill the warm-start cache entry locked by {self.path}",
+                  file=sys.stderr, flush=True)
+            fcntl.flock(self.handle.fileno(), fcntl.LOCK_EX)
+        except BaseException:
+            self.handle.close()
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -193,19 +299,47 @@ def cached_step0(cfg: Any, what: str, compute: Any) -> tuple[dict[str, Any], boo
     """``(value, hit)``: the step-0 measurement `what` from the cache in ``cfg.warm_start.cache_dir``, or
     ``compute()`` (a JSON-serialisable dict, stored for the next run of the same key). No cache folder: always
     computed. Floats round-trip exactly through JSON, so a hit gives the numbers the run would have computed (its
-    validation and probe draw from generators seeded by run.seed and the step alone)."""
-    folder = str(cfg.warm_start.cache_dir or "")
-    if not folder:
+    validation and probe draw from generators seeded by run.seed and the step alone). An entry that cannot be used
+    (not JSON, truncated, edited, another key's) is computed again and replaced, after a RuntimeWarning naming it.
+
+    The file is ``{"key": ..., "sha256": ..., "value": ...}``: the SHA-256 of the value's JSON text guards against
+    an edited number, which would otherwise be handed back as a measurement."""
+    root = _cache_folder(cfg)
+    if root is None:
         return compute(), False
-    root = Path(folder)
-    root.mkdir(parents=True, exist_ok=True)
     key = step0_key(cfg, what)
     path = root / f"{key}.step0.json"
     with _lock(root / f"{key}.lock"):
         if path.is_file():
-            return json.loads(path.read_text()), True
+            value = _read_step0(path, key)
+            if value is not None:
+                return value, True
         value = compute()
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(value))
-        os.replace(tmp, path)
+        text = json.dumps({"key": key, "sha256": _value_digest(value), "value": value})
+        _write_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
         return value, False
+
+
+def _value_digest(value: Any) -> str:
+    """Hex SHA-256 of a step-0 value's canonical JSON text."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+
+
+def _read_step0(path: Path, key: str) -> dict[str, Any] | None:
+    """The cached step-0 value in `path` when the file is whole and written for `key`; otherwise None, after a
+    RuntimeWarning naming the file."""
+    try:
+        try:
+            entry = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+            raise _Damaged(f"not readable JSON: {type(e).__name__}") from None
+        if not isinstance(entry, dict) or not isinstance(entry.get("value"), dict):
+            raise _Damaged("not a cached step-0 measurement")
+        if entry.get("key") != key:
+            raise _Damaged("it holds another key's measurement")
+        if entry.get("sha256") != _value_digest(entry["value"]):
+            raise _Damaged("its numbers changed after they were written")
+        return entry["value"]
+    except _Damaged as e:
+        _unusable(path, str(e))
+        return None
