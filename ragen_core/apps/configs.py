@@ -16,16 +16,29 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     return parser
 
 
+def closest_preset(name: str, names: list[str]) -> str:
+    """" (did you mean 'X'?)" for the preset closest to `name` (a path such as ``configs/X.toml``, case and ``-``
+    for ``_`` ignored), or "" when none is close."""
+    import difflib
+    from pathlib import PurePath
+
+    key = PurePath(name.replace("\\", "/")).name.lower().removesuffix(".toml").replace("-", "_")
+    keyed = {n.lower(): n for n in names}
+    close = difflib.get_close_matches(key, list(keyed), n=1, cutoff=0.6)
+    return f" (did you mean {keyed[close[0]]!r}?)" if close else ""
+
+
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     """The listing (or NAME's TOML); 2 with one `config error:` line for an unknown NAME or no presets at all."""
     args = build_parser(prog).parse_args(argv)
     from ragen_core.training.presets import list_presets, preset_path, presets_dir
 
-    if args.name:
+    if args.name is not None:  # (`ragen configs ''` is an unknown name, not the listing)
         path = preset_path(args.name)
         if path is None:
-            names = ", ".join(n for n, _, _ in list_presets())
-            print(f"config error: no shipped preset {args.name!r}; presets: {names}", file=sys.stderr)
+            names = [n for n, _, _ in list_presets()]
+            print(f"config error: no shipped preset {args.name!r}{closest_preset(args.name, names)}; presets: "
+                  f"{', '.join(names)}", file=sys.stderr)
             return 2
         print(path.read_text(encoding="utf-8"), end="")
         return 0
@@ -43,4 +56,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # a closed stdout pipe (`| head`) ends it quietly, as `ragen configs` does
+    from ragen_core.apps.cli import run_command
+
+    raise SystemExit(run_command("configs", sys.argv[1:]))

@@ -6,6 +6,10 @@ solver (Sokoban: shortest solution; FrozenLake: the action that maximises the pr
 reaching the goal; Bandit: the arm with the higher expected payoff; task envs: a reference answer).
 The random agent answers, well formatted, with uniformly drawn action names (or an empty guess for
 free-form tasks), so the gap between the two columns is what an RL agent can learn.
+
+Every episode stops after `--max-turns` turns (default 20) if the env has not ended it; such an episode counts as a
+failure, and a note under the table says, per env, how many were cut (2048's game runs for hundreds of turns, so
+its oracle's 0% at the default is the cap, not the solver).
 """
 
 from __future__ import annotations
@@ -57,10 +61,20 @@ class AgentStats:
         return self.total_return / max(1, self.episodes)
 
 
-def run_episode(env: gym.Env, agent: Callable[[gym.Env], str], seed: int, max_turns: int = 20, show=None):
-    """Play one episode; returns (success, return). `show(text)` receives the rendered turns."""
+@dataclass(frozen=True)
+class Episode:
+    """One played episode: its success, return, and whether `max_turns` cut it before the env ended it."""
+
+    success: bool
+    total: float
+    cut: bool
+
+
+def play_episode(env: gym.Env, agent: Callable[[gym.Env], str], seed: int, max_turns: int = 20, show=None) -> Episode:
+    """Play one episode of at most `max_turns` turns. `show(text)` receives the rendered turns."""
     obs, info = env.reset(seed=seed)
     total = 0.0
+    ended = False
     for turn in range(1, max_turns + 1):
         answer = agent(env)
         if show:
@@ -68,20 +82,40 @@ def run_episode(env: gym.Env, agent: Callable[[gym.Env], str], seed: int, max_tu
         obs, reward, terminated, truncated, info = env.step(_response(answer))
         total += reward
         if terminated or truncated:
+            ended = True
             break
     if show:
         show(f"Final state:\n{obs['text'] if isinstance(obs, dict) else obs}\n"
-             f"success={info['success']} return={total:+.2f}")
-    return bool(info["success"]), total
+             f"success={info['success']} return={total:+.2f}" + ("" if ended else f" (cut at {max_turns} turns)"))
+    return Episode(bool(info["success"]), total, cut=not ended)
+
+
+def run_episode(env: gym.Env, agent: Callable[[gym.Env], str], seed: int, max_turns: int = 20, show=None):
+    """Play one episode (:func:`play_episode`); returns (success, return)."""
+    episode = play_episode(env, agent, seed, max_turns=max_turns, show=show)
+    return episode.success, episode.total
+
+
+def cut_note(env_id: str, cuts: dict[str, int], episodes: int, max_turns: int) -> str | None:
+    """The line under the table for an env whose episodes the turn cap cut (they count as failures), or None."""
+    if not any(cuts.values()):
+        return None
+    counts = " and ".join(f"{n} of {episodes} {name}" for name, n in cuts.items() if n)
+    return (f"{env_id}: {counts} episodes stopped at {max_turns} turns before the env ended them (counted as "
+            f"failures; --max-turns N plays longer)")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=50, help="episodes per env and agent")
     parser.add_argument("--seed", type=int, default=0, help=f"first seed (an integer in [0, {MAX_SEED}])")
+    parser.add_argument("--max-turns", type=int, default=20,
+                        help="turns an episode may last before the demo stops it (counted as a failure)")
     args = parser.parse_args(argv)
     if args.episodes < 1:
         parser.error(f"--episodes must be an integer >= 1; got {args.episodes}")
+    if args.max_turns < 1:
+        parser.error(f"--max-turns must be an integer >= 1; got {args.max_turns}")
     if not 0 <= args.seed <= MAX_SEED:  # numpy's generator refuses a negative seed (a traceback before)
         parser.error(f"--seed must be an integer in [0, {MAX_SEED}] (2**32 - 1, the largest seed); got {args.seed}")
 
@@ -94,22 +128,26 @@ def main(argv: list[str] | None = None) -> int:
     if "ragen/Sokoban-v0" in ids:
         console.rule("One Sokoban episode played by the solver")
         env = gym.make("ragen/Sokoban-v0")
-        run_episode(env, oracle_answer, seed=args.seed, show=console.print)
+        run_episode(env, oracle_answer, seed=args.seed, max_turns=args.max_turns, show=console.print)
 
     table = Table(title=f"Oracle vs random agent, {args.episodes} episodes per cell")
     for col in ("env", "oracle success", "oracle return", "random success", "random return", "episodes/s"):
         table.add_column(col, justify="left" if col == "env" else "right")
+    notes = []
     for env_id in ids:
         env = gym.make(env_id)
         stats = {"oracle": AgentStats(), "random": AgentStats()}
+        cuts = {"oracle": 0, "random": 0}
         start = time.perf_counter()
         for name, agent in (("oracle", oracle_answer), ("random", lambda e: random_answer(e, rng))):
             for ep in range(args.episodes):
-                success, ret = run_episode(env, agent, seed=args.seed + 1000 + ep)
+                episode = play_episode(env, agent, seed=args.seed + 1000 + ep, max_turns=args.max_turns)
                 s = stats[name]
                 s.episodes += 1
-                s.successes += success
-                s.total_return += ret
+                s.successes += episode.success
+                s.total_return += episode.total
+                cuts[name] += episode.cut
+        notes.append(cut_note(env_id, cuts, args.episodes, args.max_turns))
         rate = 2 * args.episodes / (time.perf_counter() - start)
         table.add_row(
             env_id,
@@ -121,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         env.close()
     console.print(table)
+    for note in filter(None, notes):
+        console.print(note)
     return 0
 
 

@@ -8,6 +8,7 @@ from the registry and the classes, never typed by hand.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 
 PROG = "ragen envs"
@@ -54,4 +55,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # a closed stdout pipe (`| head`) ends it quietly, as `ragen envs` does
+    from ragen_core.apps.cli import run_command
+
+    raise SystemExit(run_command("envs", sys.argv[1:]))

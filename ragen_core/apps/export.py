@@ -8,9 +8,12 @@ that any transformers-based tool loads (``AutoModelForCausalLM.from_pretrained``
 the one a run's ``rollouts.jsonl`` names its sampler by). Default ``--out``: ``RUN_DIR/model``.
 
 ``--out`` is a new folder, an empty one, or an earlier export (a folder holding ``ragen_export.json``), which is
-replaced as a whole: the new export is written beside it first and then takes its place, so that no file of the
-earlier one (another tokenizer's, a shard of a larger model) is left mixed in, and a failed export leaves it as it
-was. Any other non-empty folder (a run folder, a folder of one's own) is refused (:func:`export_out_problem`).
+replaced as a whole. Every export is written to a hidden folder beside ``--out`` first and then takes its place, so
+that no file of an earlier one (another tokenizer's, a shard of a larger model) is left mixed in, and a failed or
+interrupted export (a full disk, Ctrl-C) leaves ``--out`` as it was: absent, empty or the earlier export, never
+half-written. Any other non-empty folder (a run folder, a folder of one's own) is refused
+(:func:`export_out_problem`). A checkpoint whose weights do not fit the model ``config.toml`` names (the model
+folder was replaced after training) is one line naming the first mismatch.
 """
 
 from __future__ import annotations
@@ -78,8 +81,9 @@ def export_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     a whole: the new export is written to a folder beside it, which then takes its place.
 
     Raises:
-        ValueError: `run_dir` is not a run folder, `out` cannot take an export (:func:`export_out_problem`), or the
-            checkpoint cannot be read (the message says which).
+        ValueError: `run_dir` is not a run folder, `out` cannot take an export (:func:`export_out_problem`), the
+            model its config names cannot be loaded, or the checkpoint cannot be read or does not fit that model
+            (the message says which).
     """
     from ragen_core.policy import load_policy
     from ragen_core.policy.identity import weights_sha256
@@ -96,28 +100,60 @@ def export_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
         where = f"--out {target}" if out is not None else f"{target} (the run's export folder, RUN_DIR/model)"
         raise ValueError(f"{where}: {problem}")
     cfg = load_config(run / "config.toml")
-    policy = load_policy(policy_path(cfg), dtype=cfg.model.dtype)
+    try:
+        policy = load_policy(policy_path(cfg), dtype=cfg.model.dtype)
+    except (OSError, ValueError) as e:  # transformers' OSError for a damaged model folder read as a failed write
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(f"cannot load the model {run / 'config.toml'} names (model.path = {cfg.model.path!r}): "
+                         f"{why}") from None
     try:
         state = load_checkpoint(run)
-        policy.model.load_state_dict(state["model"])
     except Exception as e:  # noqa: BLE001 - a damaged checkpoint is reported in one line, whatever torch raised
         raise ValueError(f"cannot read the checkpoint of {run}: {type(e).__name__}: {str(e).splitlines()[0]}") from None
+    try:
+        policy.model.load_state_dict(state["model"])
+    except RuntimeError as e:  # torch's message starts with a line that names no key: report the first mismatch
+        raise ValueError(f"the checkpoint of {run} does not fit the model its config.toml names (model.path = "
+                         f"{cfg.model.path!r}; replaced since the run?): {_first_mismatch(str(e))}") from None
     info = {"run": str(run.resolve()), "step": int(state.get("step", 0)),
             "weights_sha256": weights_sha256(policy.model)}
-    if not is_earlier_export(target):
-        target.mkdir(parents=True, exist_ok=True)
-        _write_export(policy, info, target)
-        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
     fresh = target.parent / f".{target.name}.export-{uuid.uuid4().hex[:12]}"
     fresh.mkdir()  # (not tempfile.mkdtemp: its folder would keep mode 0700)
     try:
         _write_export(policy, info, fresh)
+        _swap_into_place(fresh, target)
     except BaseException:
-        shutil.rmtree(fresh, ignore_errors=True)  # the earlier export stays as it was
+        shutil.rmtree(fresh, ignore_errors=True)  # --out stays as it was: absent, empty or the earlier export
         raise
-    shutil.rmtree(target)
-    fresh.rename(target)
     return target
+
+
+def _first_mismatch(message: str) -> str:
+    """The first line of torch's `load_state_dict` error that names a key (``size mismatch for ...``, ``Missing
+    key(s) ...``), cut to 300 characters, and how many more such lines there are."""
+    lines = [line.strip() for line in message.splitlines()[1:] if line.strip()] or [message.strip()]
+    first = lines[0] if len(lines[0]) <= 300 else lines[0][:297] + "..."
+    return first + (f" (and {len(lines) - 1} more)" if len(lines) > 1 else "")
+
+
+def _swap_into_place(fresh: Path, target: Path) -> None:
+    """Move the finished export `fresh` to `target` (absent, an empty folder or an earlier export). The earlier
+    export is renamed aside first and removed only once `fresh` is in place; were that rename to fail, it is put
+    back, so that `target` never ends up missing or half-written."""
+    if target.is_dir() and not any(target.iterdir()):
+        target.rmdir()  # an empty folder: rename onto it is POSIX-only
+    if not target.exists():
+        fresh.rename(target)
+        return
+    aside = target.parent / f".{target.name}.replaced-{uuid.uuid4().hex[:12]}"
+    target.rename(aside)
+    try:
+        fresh.rename(target)
+    except BaseException:
+        aside.rename(target)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _write_export(policy: object, info: dict[str, object], folder: Path) -> None:

@@ -6,8 +6,10 @@ seed), `?` shows the instructions and the state again, Ctrl-C
 quits (exit status 130, no traceback); an empty line or a stray arrow key costs no turn. A bare action is
 wrapped into the response format for you, so the format penalty only applies to responses you type in full.
 Where Python has `readline` (not on Windows), the prompt has line editing (arrow keys, Ctrl-A/E) and history
-(up arrow) of the session's lines. Bad env kwargs (`bogus=1`, `num_boxes=abc`) are one `config error:` line and
-exit status 2.
+(up arrow) of the session's lines. Bad env kwargs (`bogus=1`, `num_boxes=abc`), an env that cannot be built or
+started with them (`render_mode=human` without pygame, a Sokoban `min_solution_len` no room reaches), an unknown id
+(with the closest ids) and an id that is not a text env (`CartPole-v1`) are one `config error:` line and exit
+status 2. Typed bytes that are not text in the terminal's encoding are read as U+FFFD, not a traceback.
 """
 
 from __future__ import annotations
@@ -97,23 +99,31 @@ def play(
     out = sys.stdout if out is None else out
     if read_line is None:
         enable_line_editing()
+        tolerate_undecodable_input()
         read_line = input
     try:
         gym.spec(env_id)
     except gym.error.Error as exc:
         why = str(exc).rstrip(".")
-        print(f"config error: cannot make {env_id!r}: {why} (`ragen envs` lists the ids)", file=out)
+        print(f"config error: cannot make {env_id!r}: {why}{_closest_ids(env_id)} (`ragen envs` lists the ids)",
+              file=out)
         return 2
     try:
         env = gym.make(env_id, **(kwargs or {}))
-    except (gym.error.Error, TypeError, ValueError) as exc:
+    except (gym.error.Error, TypeError, ValueError, RuntimeError) as exc:
+        # RuntimeError: an env whose constructor cannot do what the kwargs ask (Sokoban's level generator finding
+        # no room of `min_solution_len`) says so in its message; a traceback would bury it.
         from ragen_envs.registration import kwarg_error
 
         print(f"config error: {env_id} with {kwargs or {}}: {kwarg_error(env_id, kwargs or {}, exc)}", file=out)
         return 2
     try:
+        if not isinstance(env.action_space, gym.spaces.Text):
+            print(f"config error: {env_id} is not a text env (its actions are {env.action_space}, not typed text): "
+                  "`ragen play` plays the text envs that `ragen envs` lists", file=out)
+            return 2
         return _play_loop(env, env_id, episode_seed=random.randrange(2**31) if seed is None else int(seed),
-                          read_line=read_line, out=out)
+                          read_line=read_line, out=out, kwargs=kwargs or {})
     except KeyboardInterrupt:
         print("\n(interrupted: bye)", file=out)
         return 130
@@ -121,25 +131,58 @@ def play(
         env.close()
 
 
-def _play_loop(env: Any, env_id: str, episode_seed: int, read_line: Callable[[str], str], out: TextIO) -> int:
-    """The episodes of :func:`play` until `q` or the end of input. Every episode has a known seed, so that `r`
-    can restart the same level."""
+def tolerate_undecodable_input(stream: Any = None) -> None:
+    """Make `stream` (None: ``sys.stdin``) read bytes that are not text in its encoding as U+FFFD instead of raising
+    UnicodeDecodeError in `input()` (a UTF-8 locale decodes strictly; a pasted Latin-1 byte was a traceback). A
+    stream without ``reconfigure`` (a test's StringIO) is left as it is."""
+    stream = sys.stdin if stream is None else stream
+    reconfigure = getattr(stream, "reconfigure", None)
+    if callable(reconfigure):
+        try:
+            reconfigure(errors="replace")
+        except (ValueError, OSError):  # a closed or detached stream: input() reports that itself
+            pass
+
+
+def _closest_ids(env_id: str) -> str:
+    """" (did you mean ...?)" naming the registered ids closest to `env_id` (case and the ``ragen/`` namespace
+    ignored, so that ``Sokoban-v0`` and ``ragen/sokoban`` find ``ragen/Sokoban-v0``), or "" when none is close."""
+    import difflib
+
+    ids = list(gym.registry)
+    key = env_id.strip().lower().removeprefix("ragen/")
+    keyed = {i.lower().removeprefix("ragen/"): i for i in ids}
+    # The same name with another version or namespace first; else the one closest spelling.
+    names = [i for k, i in keyed.items() if key and k.rsplit("-v", 1)[0] == key.rsplit("-v", 1)[0]]
+    names = names or [keyed[c] for c in difflib.get_close_matches(key, list(keyed), n=1, cutoff=0.6)]
+    return f" (did you mean {' or '.join(repr(n) for n in names[:2])}?)" if names else ""
+
+
+def _play_loop(env: Any, env_id: str, episode_seed: int, read_line: Callable[[str], str], out: TextIO,
+               kwargs: dict[str, Any] | None = None) -> int:
+    """The episodes of :func:`play` until `q` or the end of input (0), or 2 with one `config error:` line when
+    an episode cannot start (:func:`_start_episode`). Every episode has a known seed, so that `r` can restart the
+    same level."""
     actions = [str(a) for a in getattr(env.unwrapped, "ACTIONS", ())]
     restart = False
     while True:
         if restart:
             episode_seed -= 1
-        obs, info = env.reset(seed=episode_seed)
+        started = _start_episode(env, env_id, episode_seed, kwargs or {}, out)
+        if started is None:
+            return 2
+        obs, info = started
         print(f"{env_id}, seed {episode_seed}" + (" (restarted)" if restart else ""), file=out)
         episode_seed += 1
         restart = False
         banner = BANNER.format(example=example_action(env))  # after reset: some examples depend on the state
-        print(info["instructions"], file=out)
+        instructions = info.get("instructions", "")  # every ragen/ env gives them; a text env outside may not
+        if instructions:
+            print(instructions, file=out)
         print("-" * 60, file=out)
         print(banner, file=out)
         _show_observation(obs, out)
         total = 0.0
-        instructions = info.get("instructions", "")
         while True:
             try:
                 raw = read_line("> ")
@@ -156,7 +199,9 @@ def _play_loop(env: Any, env_id: str, episode_seed: int, read_line: Callable[[st
             if line.lower() in {"q", "quit", "exit"}:
                 return 0
             if line == "?":
-                print(instructions or env.unwrapped.instructions(), file=out)
+                rules = instructions or getattr(env.unwrapped, "instructions", lambda: "")()
+                if rules:
+                    print(rules, file=out)
                 print(banner, file=out)
                 _show_observation(obs, out)
                 continue
@@ -179,6 +224,18 @@ def _play_loop(env: Any, env_id: str, episode_seed: int, read_line: Callable[[st
                 break
 
 
+def _start_episode(env: Any, env_id: str, seed: int, kwargs: dict[str, Any], out: TextIO) -> tuple[Any, dict] | None:
+    """`env.reset(seed=seed)`, or None after one `config error:` line when the env cannot start an episode with
+    these kwargs: gymnasium's `render_mode="human"` window needs pygame (DependencyNotInstalled at the first
+    reset), and an env's level generator says in a ValueError/RuntimeError what it could not build."""
+    try:
+        return env.reset(seed=seed)
+    except (gym.error.Error, ValueError, RuntimeError) as exc:
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"config error: {env_id} with {kwargs}: cannot start an episode (seed {seed}): {why}", file=out)
+        return None
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Command line
 # --------------------------------------------------------------------------------------------------------------
@@ -188,7 +245,7 @@ def parse_kwargs(pairs: Sequence[str]) -> dict[str, object]:
     """`key=value` strings -> kwargs; values parsed as Python literals when possible (`4` -> 4, `grid` -> "grid").
 
     Raises:
-        ValueError: for a string without `=`.
+        ValueError: for a string without `=` or with nothing before it.
     """
     import ast
 
@@ -197,6 +254,8 @@ def parse_kwargs(pairs: Sequence[str]) -> dict[str, object]:
         if "=" not in pair:
             raise ValueError(f"env kwarg {pair!r} must look like key=value")
         key, value = pair.split("=", 1)
+        if not key.strip():
+            raise ValueError(f"env kwarg {pair!r} has no name before '='; it must look like key=value")
         try:
             out[key] = ast.literal_eval(value)
         except (ValueError, SyntaxError):
@@ -217,7 +276,9 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     """Parse `argv` and :func:`play`; 2 with one `config error:` line for a kwarg that is not key=value or a
     --seed outside [0, MAX_SEED]."""
-    args = build_parser(prog).parse_args(argv)
+    # Intermixed: `ID --seed S key=value` (the documented order) left `key=value` unrecognised with parse_args,
+    # which matches both positionals before the option and so finds none left for the kwargs after it.
+    args = build_parser(prog).parse_intermixed_args(argv)
     if args.seed is not None and args.seed < 0:  # gymnasium's reset takes no negative seed (a traceback before)
         print(f"config error: --seed must be an integer >= 0; got {args.seed}", file=sys.stderr)
         return 2
@@ -234,4 +295,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # a closed stdout pipe ends it quietly, as `ragen play` does
+    from ragen_core.apps.cli import run_command
+
+    raise SystemExit(run_command("play", sys.argv[1:]))
