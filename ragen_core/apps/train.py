@@ -34,7 +34,7 @@ from ragen_core.training.config import (
     read_config_file,
     resume_changes,
 )
-from ragen_core.training.provenance import PROVENANCE
+from ragen_core.training.provenance import PROVENANCE, git_state
 from ragen_core.training.report import METRICS, VAL_OUTCOMES, markdown_to_text
 from ragen_core.training.sft import check_demonstrator
 from ragen_core.training.trainer import Trainer, check_runnable
@@ -168,8 +168,14 @@ def _nothing_to_resume(run_dir: Path) -> str:
 
 
 def _record_resume(run_dir: Path, step: int, changes: dict[str, tuple[Any, Any]]) -> None:
+    """Append the resume to the run's resume log: when, from which step, the accepted changes and the code it
+    continues with (provenance.json names the code of the run's start only; a resume may run another commit)."""
+    import torch
+
+    commit, dirty = git_state()
     rec = {"time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "step": step,
-           "changes": {k: {"from": a, "to": b} for k, (a, b) in changes.items()}}
+           "changes": {k: {"from": a, "to": b} for k, (a, b) in changes.items()},
+           "commit": commit, "dirty": dirty, "torch": torch.__version__}
     with open(run_dir / RESUME_LOG, "a", encoding="utf-8") as f:
         f.write(json.dumps(rec) + "\n")
 

@@ -86,22 +86,22 @@ class RunLog:
             f.write(json.dumps({"step": step, "seeds": seeds, "success": success}) + "\n")
 
     def rewind(self, step: int) -> None:
-        """Resume: reload the history up to `step`; records after it belong to the lost step and are dropped."""
+        """Resume: reload the history up to `step`; records after it belong to the lost step and are dropped.
+
+        A crash can cut the last line of either file short, and can fall between a validation's outcomes line and
+        its metrics record (the outcomes are written first): a last line that does not parse, and the outcomes of a
+        step whose metrics hold no validation, belong to work the checkpoint does not have, and are dropped (the
+        resumed run measures them again). A damaged line before the last is CheckpointError naming it: the files
+        were changed by something other than a crash."""
         mpath = self.run_dir / METRICS
-        history = []
-        if mpath.is_file():
-            for line in mpath.read_text(encoding="utf-8").splitlines():
-                if line.strip():
-                    rec = json.loads(line)
-                    if rec.get(STEP, 0) <= step:
-                        history.append(rec)
+        history = [r for r in _jsonl_records(mpath) if r.get(STEP, 0) <= step] if mpath.is_file() else []
         self.history = history
         mpath.write_text("".join(json.dumps(r) + "\n" for r in history))
         vpath = self.run_dir / VAL_OUTCOMES
         if vpath.is_file():
-            kept = [line for line in vpath.read_text(encoding="utf-8").splitlines()
-                    if line.strip() and json.loads(line)["step"] <= step]
-            vpath.write_text("".join(line + "\n" for line in kept))
+            validated = {r.get(STEP) for r in history if Val.SUCCESS in r}
+            kept = [r for r in _jsonl_records(vpath) if r.get("step", 0) <= step and r.get("step") in validated]
+            vpath.write_text("".join(json.dumps(r) + "\n" for r in kept))
 
     def _tensorboard(self, metrics: dict[str, Any]) -> None:
         """Mirror the numeric metrics to TensorBoard (`run.tensorboard = true`, extra `tensorboard`)."""
@@ -112,6 +112,27 @@ class RunLog:
         for k, v in metrics.items():
             if k != STEP and isinstance(v, (int, float)):
                 self._tb.add_scalar(k, v, metrics[STEP])
+
+
+def _jsonl_records(path: Path) -> list[dict[str, Any]]:
+    """The records of a JSON-lines file the run appends to, for a resume: a last line that does not parse (cut
+    short by a crash) is left out; any other line that does not parse, or is not a record, is CheckpointError."""
+    from ragen_core.training.checkpoint import CheckpointError
+
+    lines = [(i, line) for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if line.strip()]
+    records = []
+    for k, (number, line) in enumerate(lines):
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            if k == len(lines) - 1:  # the record being written when the run stopped
+                break
+            raise CheckpointError(f"{path} line {number} is not JSON; the file was changed since the run wrote it "
+                                  "(restore it, or start a new run)") from None
+        if not isinstance(rec, dict):
+            raise CheckpointError(f"{path} line {number} is not a record of this run ({line[:60]!r})")
+        records.append(rec)
+    return records
 
 
 def _series(history: list[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
