@@ -8,7 +8,9 @@ works for every experiment: nothing here depends on which one it is. ``--report-
 starts nothing and reports the finished runs (listing the missing ones). ``--from-results RESULTS_JSON`` starts
 nothing and reads no run folder: it re-analyses the run records kept in a ``results.json`` (``{"header",
 "analysis", "records"}``) with this version's analysis and writes the report again (the records and the study's
-header are kept as they are).
+header are kept as they are); a file of another shape, or a record whose fields are not of the kinds the analysis
+reads (:func:`ragen_core.apps.reproduce.spec.record_problem`), is refused with one line naming what is wrong.
+The report's paths are checked before any run starts; Ctrl-C stops the study (exit 130) and starts no further run.
 
 Warm starts and their step-0 validation and probe go to one cache shared by every study and experiment
 (``--warm-cache``, default :func:`ragen_core.training.warm_cache.default_warm_cache_dir`): its key covers every
@@ -111,6 +113,10 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         print(f"ragen reproduce: {e}", file=sys.stderr)
         return 2
     out = Path(args.out or _default_out(exp, args.quick)).resolve()
+    problem = report_problem(exp, args.report_dir or out)
+    if problem is not None:  # before any run: a study of hours must not end in a traceback at its report
+        print(f"ragen reproduce: {'--report-dir' if args.report_dir else '--out'} {problem}", file=sys.stderr)
+        return 2
     try:
         groups = tuple(comma_list("--envs", args.envs, "env")) if args.envs is not None else None
         configs = find_configs_dir(args.configs_dir, groups if groups is not None else exp.groups())
@@ -126,11 +132,21 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         runs_dir.mkdir(parents=True, exist_ok=True)
     mode = "quick" if args.quick else "full"
     print(f"{exp.name}: {len(specs)} runs ({mode}, seeds {seeds[0]}..{seeds[-1]}) in {runs_dir}", file=sys.stderr)
-    failed = "" if args.report_only else _run(specs, runs_dir, args, ray=args.ray)
+    try:
+        failed = "" if args.report_only else _run(specs, runs_dir, args, ray=args.ray)
+    except KeyboardInterrupt:  # one line, not a traceback: what is kept and how to go on
+        print(f"\nragen reproduce: interrupted; no further run was started. Finished runs are kept in {runs_dir} "
+              "and a stopped one continues from its last checkpoint: rerun the same command to resume, or add "
+              "--report-only to report what has finished", file=sys.stderr)
+        return 130
     records, missing = finished_records(specs, runs_dir)
     if missing:
         print(f"ragen reproduce: {len(missing)} of {len(specs)} runs missing (reported as such): "
               + ", ".join(missing), file=sys.stderr)
+        if any(" (unreadable" in m or " (another design)" in m for m in missing):
+            print(f"ragen reproduce: a run folder listed as unreadable or of another design is not counted and not "
+                  f"run again: remove it from {runs_dir} to run it again (or give this design its own --out)",
+                  file=sys.stderr)
     if not records:
         print("ragen reproduce: no finished run to report", file=sys.stderr)
         return 1
@@ -148,9 +164,42 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         "arms": {name: {"overrides": list(variants[name].overrides), "purpose": variants[name].purpose}
                  for name in dict.fromkeys(s.arm for s in specs) if name in variants},
     }
-    path = exp.write(records, args.report_dir or str(out), header)
+    path = _write(exp, records, args.report_dir or str(out), header)
+    if path is None:
+        return 1
     print(f"report: {path}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def report_problem(exp: Experiment, report_dir: str | Path) -> str | None:
+    """Why the report of `exp` cannot be written to `report_dir` (one line, starting with the path), or None.
+
+    The report is ``reproduction.md`` and ``reproduction/`` (results.json and figures) for the study, ``NAME.md``
+    and ``NAME/`` for the other experiments (:func:`ragen_core.apps.reproduce.report.write_report`,
+    :func:`ragen_core.apps.reproduce.experiments.write_experiment`): each folder must be a folder or not exist yet,
+    each file must not be a folder. Existing report files are replaced (a report is regenerated, never edited)."""
+    from ragen_core.apps.export import folder_problem
+
+    root = Path(report_dir)
+    stem = "reproduction" if exp.name == "study" else exp.name
+    for folder in (root, root / stem):
+        problem = folder_problem(folder)
+        if problem is not None:
+            return f"{folder}: {problem} (the report goes there)"
+    for file in (root / f"{stem}.md", root / stem / "results.json"):
+        if file.is_dir():
+            return f"{file}: it is a folder, and the report writes a file of that name"
+    return None
+
+
+def _write(exp: Experiment, records: list, report_dir: str, header: dict) -> Path | None:
+    """`exp`'s report of `records` in `report_dir`; None (the reason printed) when it cannot be written."""
+    try:
+        return exp.write(records, report_dir, header)
+    except OSError as e:  # a full disk, a permission: the records are kept, so say how to write it again
+        print(f"ragen reproduce: cannot write the report to {report_dir} ({type(e).__name__}: {e}); nothing of "
+              "the runs is lost: `--report-only` (or `--from-results`) writes it again", file=sys.stderr)
+        return None
 
 
 def _argument_problem(args: argparse.Namespace) -> str | None:
@@ -185,8 +234,11 @@ def _command(exp: Experiment, args: argparse.Namespace, seeds: list[int]) -> str
     return ("ragen reproduce" + (f" --experiment {exp.name}" if exp.name != "study" else "")
             + (" --quick" if args.quick else "") + (f" --seeds {len(seeds)}" if len(seeds) != n_default else "")
             + (f" --first-seed {seeds[0]}" if seeds[0] != exp.seeds.first else "")
-            + (f" --envs {args.envs}" if args.envs else "") + (f" --report-dir {args.report_dir}" if args.report_dir
-                                                               else ""))
+            + (f" --envs {args.envs}" if args.envs else "")
+            # the folders as given: without them the command would run (not resume) the study in the defaults
+            + (f" --out {args.out}" if args.out else "") + (f" --configs-dir {args.configs_dir}" if args.configs_dir
+                                                             and args.configs_dir != default_configs_dir() else "")
+            + (f" --report-dir {args.report_dir}" if args.report_dir else ""))
 
 
 def _run(specs: list, runs_dir: Path, args: argparse.Namespace, ray: str | None = None) -> str:
@@ -214,6 +266,9 @@ def from_results(results: str | Path, report_dir: str | None = None) -> int:
     path = Path(results)
     try:
         data = json.loads(path.read_text())
+        problem = _results_problem(data)
+        if problem is not None:
+            raise ValueError(problem)
         records = [RunRecord.from_dict(r).to_dict() for r in data["records"]]
         header = dict(data["header"])
         exp = EXPERIMENTS[data.get("experiment") or "study"]
@@ -223,10 +278,39 @@ def from_results(results: str | Path, report_dir: str | None = None) -> int:
     if not records:
         print(f"ragen reproduce: {path} holds no run record", file=sys.stderr)
         return 1
+    absent = [k for k in STUDY_HEADER if k not in header] if exp.name == "study" else []
+    if absent:  # the study's report prints each of them
+        print(f"ragen reproduce: cannot read the records of {path}: its header lacks {absent} (a study's "
+              f"results.json header has {list(STUDY_HEADER)})", file=sys.stderr)
+        return 1
     target = report_dir if report_dir is not None else str(path.resolve().parent.parent)
-    out = exp.write(records, target, header)
+    problem = report_problem(exp, target)
+    if problem is not None:
+        print(f"ragen reproduce: --report-dir {problem}", file=sys.stderr)
+        return 1
+    out = _write(exp, records, target, header)
+    if out is None:
+        return 1
     print(f"report: {out} (from the {len(records)} records of {path})", file=sys.stderr)
     return 0
+
+
+#: The header keys a study's report prints (what :func:`main` writes into every results.json).
+STUDY_HEADER = ("mode", "command", "seeds", "n_runs", "n_missing", "missing", "core_minutes", "machine", "arms")
+
+
+def _results_problem(data: object) -> str | None:
+    """Why `data` (a parsed results.json) is not ``{"header": {...}, "records": [...], "experiment": NAME}``
+    (one line), or None; the records themselves are checked by :meth:`RunRecord.from_dict`."""
+    if not isinstance(data, dict):
+        return f"a results.json is a JSON object with \"header\" and \"records\"; got a JSON {type(data).__name__}"
+    for key, kind in (("header", dict), ("records", list)):
+        if not isinstance(data.get(key), kind):
+            return f"its {key!r} must be a JSON {'object' if kind is dict else 'list'}; got {data.get(key)!r:.60}"
+    name = data.get("experiment")
+    if name is not None and name not in EXPERIMENTS:
+        return f"its experiment {name!r} is not one of {', '.join(EXPERIMENTS)}"
+    return None
 
 
 def _machine() -> str:

@@ -43,7 +43,6 @@ test); nothing dispatches on its name.
 from __future__ import annotations
 
 import inspect
-import json
 import math
 from dataclasses import dataclass, replace
 from functools import partial
@@ -52,7 +51,7 @@ from typing import Any
 
 from ragen_core.apps.reproduce.analysis import OUTCOMES, PAIRED, finding_filtering, fmt_unit, power_analysis
 from ragen_core.apps.reproduce.analysis import analyse as analyse_study
-from ragen_core.apps.reproduce.report import cost_text, write_report
+from ragen_core.apps.reproduce.report import cost_text, results_json, write_report
 from ragen_core.apps.reproduce.spec import Experiment, RunSpec, Seeds, Variant, build_runs
 from ragen_core.apps.reproduce.study import STUDY
 from ragen_core.apps.reproduce.verdicts import (
@@ -510,9 +509,8 @@ def write_experiment(name: str, records: list, report_dir: str | Path, header: d
                                       f"--report-dir {folder}"}
     text = markdown(result, header) + f"\n![curves]({name}/curves.png)\n\nRegenerate: `{header['regenerate']}`\n"
     (folder / f"{name}.md").write_text(text)
-    (folder / name / "results.json").write_text(json.dumps({"experiment": name, "header": header,
-                                                            "analysis": result, "records": records}, indent=1,
-                                                           default=str) + "\n")
+    (folder / name / "results.json").write_text(results_json({"experiment": name, "header": header,
+                                                              "analysis": result, "records": records}))
     fig = figure(result, records)
     fig.savefig(folder / name / "curves.png", dpi=110)
     return folder / f"{name}.md"

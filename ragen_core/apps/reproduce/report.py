@@ -1018,18 +1018,30 @@ def write_report(result: dict[str, Any], report_dir: str | Path, header: dict[st
     root = Path(report_dir)
     folder = root / "reproduction"
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "results.json").write_text(json.dumps({"header": header, **result}, indent=1, default=_json_default)
-                                         + "\n")
+    (folder / "results.json").write_text(results_json({"header": header, **result}))
     _plots(result, folder)
     path = root / "reproduction.md"
     path.write_text(markdown(result, "reproduction", header))
     return path
 
 
-def _json_default(x: Any) -> Any:
-    if isinstance(x, float) and math.isnan(x):
-        return None
-    return str(x)
+def results_json(data: Any) -> str:
+    """`data` as the text of a ``results.json``: strict JSON, indented, any other object as its ``str``.
+
+    A float that is not finite is written as ``null`` (not measured), as the trainer's ``metrics.jsonl`` writes it:
+    ``NaN`` and ``Infinity`` are not JSON, and strict readers (``jq``, JavaScript, most JSON libraries) refuse the
+    whole file. (``json.dumps``' ``default`` never sees a float, so it cannot do this.)"""
+    return json.dumps(_finite_or_null(data), indent=1, default=str, allow_nan=False) + "\n"
+
+
+def _finite_or_null(x: Any) -> Any:
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite_or_null(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite_or_null(v) for v in x]
+    return x
 
 
 def cost_text(cost: dict | None) -> str:

@@ -11,6 +11,7 @@ machine, or a shared mount).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import multiprocessing
@@ -72,13 +73,58 @@ def execute_run(spec: RunSpec, runs_dir: str | Path, warm: bool = False) -> dict
     writes its output to ``train.log``; its wall time is measured around the process.
 
     Raises:
-        RuntimeError: the training process failed (the message names its log).
+        RuntimeError: the training process failed (the message names its log and exit status), or the run folder
+            cannot be used: a finished run's folder that is damaged or of another design (:func:`read_finished`),
+            a killed run of another design (:func:`design_problem`), which it neither counts nor overwrites.
     """
-    run_dir = Path(runs_dir) / spec.name
+    lock = _run_lock(Path(runs_dir), spec)
+    try:
+        return _execute(spec, Path(runs_dir) / spec.name, warm)
+    finally:
+        if lock is not None:
+            os.close(lock)  # releases the lock
+
+
+def _run_lock(runs_dir: Path, spec: RunSpec) -> int | None:
+    """Hold ``RUNS_DIR/.NAME.lock`` (an exclusive ``flock``) while this process runs `spec`: two studies on the same
+    ``--out`` (or two Ray tasks) would otherwise train the same run folder at once, interleaving its logs and
+    checkpoints. The file sits beside the run folder, which must hold only a run's own files. Returns the lock's file
+    descriptor; None where ``flock`` is not available (Windows, some network file systems): no lock, as before.
+
+    Raises:
+        RuntimeError: another process holds the run's lock (it is running it now).
+    """
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    path = runs_dir / f".{spec.name}.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise RuntimeError(f"run {spec.name} is being run by another process now (it holds {path}): is another "
+                           f"`ragen reproduce` running on the same --out? Let it finish, then rerun") from None
+    except OSError:  # a file system without flock: run unlocked, as before
+        os.close(fd)
+        return None
+    return fd
+
+
+def _execute(spec: RunSpec, run_dir: Path, warm: bool) -> dict[str, Any]:
+    """:func:`execute_run`'s body, under the run's lock."""
     done = run_dir / "done.json"
-    if done.is_file():
-        return json.loads(done.read_text())
+    if done.is_file():  # a damaged or foreign run folder, or one another process finished since this one looked
+        try:
+            return read_finished(spec, run_dir)
+        except RunFolderError as e:
+            raise RuntimeError(f"run {spec.name}: {e}") from None
     if (run_dir / "checkpoints" / "latest.pt").is_file() and (run_dir / "config.toml").is_file():
+        problem = design_problem(spec, run_dir)
+        if problem is not None:  # a killed run of another design: resuming it would continue that design
+            raise RuntimeError(f"run {spec.name}: {problem}")
         argv = ["--resume", str(run_dir)]
     else:
         argv = [spec.config, *spec.overrides, "--run-dir", str(run_dir)]
@@ -177,7 +223,7 @@ def read_run(run_dir: str | Path, spec: RunSpec) -> dict[str, Any]:
     kept_groups, zero_fraction, kept_zero_adv_share, skipped, ...}``); phases (seconds of each phase of the run,
     :func:`run_phases`). A missing file or key gives None.
     """
-    rows = [json.loads(x) for x in (Path(run_dir) / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    rows = _metric_rows(Path(run_dir) / "metrics.jsonl")
     val: dict[int, float] = {}
     for r in rows:
         if isinstance(r.get(Val.SUCCESS), (int, float)):
@@ -221,6 +267,22 @@ def read_run(run_dir: str | Path, spec: RunSpec) -> dict[str, Any]:
         filter_log=filter_log,
         phases=run_phases(rows),
     ).to_dict()
+
+
+def _metric_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of a ``metrics.jsonl``; ValueError naming the line that is not a JSON object (a damaged file)."""
+    rows = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as e:
+            raise ValueError(f"line {number} is not JSON ({e})") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"line {number} is a JSON {type(row).__name__}, not an object of metrics")
+        rows.append(row)
+    return rows
 
 
 #: The phases of a run whose seconds a record keeps (:func:`run_phases`), in the order a report lists them.
@@ -310,25 +372,135 @@ def _finite(x: Any) -> float | None:
     return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None
 
 
+class RunFolderError(ValueError):
+    """A finished run's folder that cannot be counted: damaged (a file that is not JSON) or of another design
+    (:func:`design_problem`). The message names the file and what to do; `kind` and `detail` are what a list of
+    missing runs gives (``NAME (unreadable: JSONDecodeError): done.json, line 1 ...``, ``NAME (another design):
+    run.steps = 13 (this design: 40)``): short, and without the machine's paths."""
+
+    def __init__(self, message: str, kind: str, detail: str = ""):
+        super().__init__(message)
+        self.kind = kind
+        self.detail = detail
+
+
+#: Keys of a run's config that change nothing it computes or records, so a run folder may differ from its spec in
+#: them: where the warm-start cache is (its key covers every input of a warm start) and the progress bar.
+SAME_RUN_KEYS = frozenset({"warm_start.cache_dir", "run.progress"})
+
+
+@functools.lru_cache(maxsize=4096)
+def _spec_config(spec: RunSpec) -> dict[str, dict[str, Any]] | None:
+    """The resolved config of `spec` as its run's ``config.toml`` holds it (the trainer writes ``dump_toml`` of
+    ``load_config(config, overrides)``), read back as TOML; None when the spec's config cannot be loaded (the run
+    itself would then fail and say why)."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+    from ragen_core.training.config import dump_toml, load_config
+
+    try:
+        return tomllib.loads(dump_toml(load_config(spec.config, list(spec.overrides))))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def design_problem(spec: RunSpec, run_dir: str | Path) -> str | None:
+    """Why the run in `run_dir` is not `spec`'s run (one line naming the keys that differ), or None
+    (:func:`design_difference` says only the keys).
+
+    A run folder is named by group, arm and seed only, so an ``--out`` that already holds runs of another design
+    (``--quick`` runs under a full study, runs of an edited base config or overrides) has folders of the same
+    names: counted as this design's, they would mix other runs into its verdicts. The run's ``config.toml`` is
+    compared with the spec's resolved config on the keys both know (a key added or removed since the run was made
+    is not a difference), but for :data:`SAME_RUN_KEYS`. A folder without ``config.toml`` has nothing to compare
+    (None)."""
+    differ = design_difference(spec, run_dir)
+    if differ is None:
+        return None
+    return (f"{run_dir} holds a run of another design ({differ}): it is not counted; give this design its own "
+            "--out, or remove that folder to run it again")
+
+
+def design_difference(spec: RunSpec, run_dir: str | Path) -> str | None:
+    """The keys in which the run in `run_dir` differs from `spec`'s (``run.steps = 13 (this design: 40); ...``, at
+    most 3 shown), or None (the same run, or nothing to compare: :func:`design_problem`)."""
+    path = Path(run_dir) / "config.toml"
+    if not path.is_file():
+        return None
+    wanted = _spec_config(spec)
+    if wanted is None:
+        return None
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+    try:
+        saved = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:  # a run's own config.toml that is not TOML: not comparable, not this run
+        return f"config.toml is not readable TOML ({type(e).__name__}: {e})"
+    differ = [f"{section}.{key} = {saved[section][key]!r} (this design: {value!r})"
+              for section, values in wanted.items() if isinstance(saved.get(section), dict)
+              for key, value in values.items()
+              if key in saved[section] and saved[section][key] != value and f"{section}.{key}" not in SAME_RUN_KEYS]
+    if not differ:
+        return None
+    return "; ".join(differ[:3]) + (f"; and {len(differ) - 3} more" if len(differ) > 3 else "")
+
+
+def _read_json(path: Path) -> Any:
+    """`path` as JSON, or RunFolderError naming it (and the line of a JSON Lines file)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise RunFolderError(f"{path} is not readable JSON ({e}); remove {path.parent} to run it again",
+                             f"unreadable: {type(e).__name__}", f"{path.name}, {e}") from None
+
+
+def read_finished(spec: RunSpec, run_dir: str | Path) -> dict[str, Any]:
+    """The record of the finished run of `spec` in `run_dir` (it has a ``done.json``), re-read from its
+    ``metrics.jsonl`` with this version's reader (a report can use fields added after the run) and the wall time
+    ``done.json`` kept.
+
+    Raises:
+        RunFolderError: ``done.json`` or a line of ``metrics.jsonl`` is not JSON, or the folder holds a run of
+            another design (:func:`design_problem`); the message names the file and what to do.
+    """
+    run_dir = Path(run_dir)
+    done = run_dir / "done.json"
+    record = _read_json(done)
+    if not isinstance(record, dict):
+        raise RunFolderError(f"{done} holds a JSON {type(record).__name__}, not a run record; remove {run_dir} to "
+                             "run it again", "unreadable: not a record", done.name)
+    differ = design_difference(spec, run_dir)
+    if differ is not None:
+        raise RunFolderError(design_problem(spec, run_dir) or differ, "another design", differ)
+    metrics = run_dir / "metrics.jsonl"
+    if not metrics.is_file():
+        return record
+    try:
+        # Keep the timing, and count the start-up from it again (the reader alone cannot: it has no wall time).
+        return with_wall_time(read_run(run_dir, spec), record.get("wall_s"))
+    except (OSError, ValueError, KeyError, TypeError) as e:  # json's error names the line; the file is named here
+        raise RunFolderError(f"{metrics} is damaged ({type(e).__name__}: {e}); remove {run_dir} to run it again",
+                             f"unreadable: {type(e).__name__}", f"{metrics.name}, {e}") from None
+
+
 def finished_records(specs: Iterable[RunSpec], runs_dir: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
-    """(records of the finished runs, names of the missing ones), starting nothing."""
+    """(records of the finished runs, names of the missing ones), starting nothing. A damaged run folder or one of
+    another design (:func:`read_finished`) is missing, with the reason: ``NAME (unreadable: JSONDecodeError): ...``
+    or ``NAME (another design): ...``."""
     records, missing = [], []
     for spec in specs:
         run_dir = Path(runs_dir) / spec.name
-        done = run_dir / "done.json"
-        if not done.is_file():
+        if not (run_dir / "done.json").is_file():
             missing.append(spec.name)
             continue
         try:
-            record = json.loads(done.read_text())
-            if (run_dir / "metrics.jsonl").is_file():
-                # Re-read with this version's reader (a report can use fields added after the run); keep the timing,
-                # and count the start-up from it again (the reader alone cannot: it has no wall time).
-                record = with_wall_time(read_run(run_dir, spec), record.get("wall_s"))
-        except (OSError, ValueError, KeyError, TypeError) as e:  # a damaged run folder is reported, not fatal
-            missing.append(f"{spec.name} (unreadable: {type(e).__name__})")
-            continue
-        records.append(record)
+            records.append(read_finished(spec, run_dir))
+        except RunFolderError as e:  # a damaged run folder is reported, not fatal
+            missing.append(f"{spec.name} ({e.kind}): {e.detail}")
     return records, missing
 
 
@@ -346,7 +518,9 @@ def run_local(specs: list[RunSpec], runs_dir: str | Path, workers: int = 2, prog
     from the warm process by default: :func:`execute_warm_run`). As with any multiprocessing start method but fork,
     a script calling this needs the ``if __name__ == "__main__":`` guard: each forked run imports the script.
 
-    A failed run is reported after the others finish (RuntimeError listing every failure).
+    A failed run is reported after the others finish (RuntimeError listing every failure). Ctrl-C
+    (KeyboardInterrupt) starts no further run: the queued ones are cancelled, the running ones are waited for (a
+    terminal's Ctrl-C reaches them too, and each stops at its last checkpoint), and the interrupt is raised again.
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1; got {workers}")
@@ -355,13 +529,20 @@ def run_local(specs: list[RunSpec], runs_dir: str | Path, workers: int = 2, prog
     failures = []
     with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = {pool.submit(execute, s, runs_dir): s for s in todo}
-        for fut in as_completed(futures):
-            try:
-                records.append(fut.result())
-            except Exception as e:  # noqa: BLE001 - every run's failure is collected and reported together
-                failures.append(f"{futures[fut].name}: {e}")
+        try:
+            for fut in as_completed(futures):
+                try:
+                    records.append(fut.result())
+                except Exception as e:  # noqa: BLE001 - every run's failure is collected and reported together
+                    failures.append(f"{futures[fut].name}: {e}")
+                if bar is not None:
+                    bar.update(1)
+        except KeyboardInterrupt:
+            # Leaving the `with` waits for every queued run too: without this, each would still start after Ctrl-C.
+            pool.shutdown(wait=False, cancel_futures=True)
             if bar is not None:
-                bar.update(1)
+                bar.close()
+            raise
     if bar is not None:
         bar.close()
     if failures:

@@ -7,13 +7,14 @@ any experiment into run specs for the runner (local or Ray), :func:`choose_seeds
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 __all__ = ["TUNING_SEEDS", "MAX_SEEDS", "RunSpec", "Variant", "Seeds", "Experiment", "RunRecord", "build_runs",
-           "choose_seeds", "check_seeds", "third_of_the_run"]
+           "choose_seeds", "check_seeds", "third_of_the_run", "record_problem"]
 
 #: Seeds 100-199 are the tuning seeds, on which configs were piloted and tuned: an experiment that reports
 #: verdicts never uses them, a search uses only them.
@@ -233,13 +234,20 @@ class RunRecord:
         """Read a record dict.
 
         Raises:
-            ValueError: a required field (env, arm, seed, name, steps, val) is missing.
+            TypeError: `d` is not a dict.
+            ValueError: a required field (env, arm, seed, name, steps, val) is missing, or a field the analysis
+                reads is of the wrong kind (:func:`record_problem`), named with the record.
         """
+        if not isinstance(d, dict):
+            raise TypeError(f"a run record must be a JSON object (a dict); got {type(d).__name__} {d!r:.60}")
         names = [f.name for f in fields(cls) if f.name not in ("extra", "keys")]
         required = ("env", "arm", "seed", "name", "steps", "val")
         absent = [k for k in required if k not in d]
         if absent:
             raise ValueError(f"run record {d.get('name', '?')!r} lacks {absent}")
+        problem = record_problem(d)
+        if problem is not None:  # here, not as a traceback deep inside the analysis
+            raise ValueError(f"run record {d.get('name')!r}: {problem}")
         known = {k: d[k] for k in names if k in d}
         known.setdefault("mi", [])
         known.setdefault("probe", [])
@@ -251,3 +259,50 @@ class RunRecord:
         values.update(self.extra)
         keys = self.keys if self.keys is not None else tuple(values)
         return {k: values[k] for k in keys}
+
+
+def _number(x: Any) -> bool:
+    """A finite int or float (not a bool)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _count(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
+def record_problem(d: dict[str, Any]) -> str | None:
+    """The first field of a record dict whose kind the analysis cannot use (one line), or None.
+
+    What :func:`ragen_core.apps.reproduce.runner.read_run` writes: env, arm and name strings; seed and steps integers
+    >= 0; val a list of ``[step, success]`` pairs (an integer step >= 0, a finite number); mi, probe and filter_log
+    lists of objects, each with an integer step; phases an object; the timings and the step-1 statistics finite
+    numbers or null; planned_steps an integer or null. A record of a ``results.json`` edited by hand or made by
+    another tool is checked against this before the analysis reads it (``--from-results``): NaN is not a number
+    here (``null`` is "not measured")."""
+    for key in ("env", "arm", "name"):
+        if not isinstance(d.get(key), str):
+            return f"{key} must be a string; got {d.get(key)!r}"
+    for key in ("seed", "steps"):
+        if not _count(d.get(key)):
+            return f"{key} must be an integer >= 0; got {d.get(key)!r}"
+    val = d.get("val")
+    if not isinstance(val, list):
+        return f"val must be a list of [step, success] pairs; got {val!r:.60}"
+    for pair in val:
+        if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and _count(pair[0]) and _number(pair[1])):
+            return f"val must be a list of [step, success] pairs (an integer step >= 0, a finite number); got {pair!r}"
+    for key in ("mi", "probe", "filter_log"):
+        rows = d.get(key)
+        if rows is None and key == "filter_log":
+            continue
+        if key in d and not (isinstance(rows, list) and all(isinstance(r, dict) and _count(r.get("step"))
+                                                             for r in rows)):
+            return f"{key} must be a list of objects, each with an integer step >= 0; got {rows!r:.60}"
+    for key in ("rv_heterogeneity_first", "zero_variance_fraction", "sft_s", "rl_s", "wall_s"):
+        if d.get(key) is not None and not _number(d[key]):
+            return f"{key} must be a finite number or null; got {d[key]!r}"
+    if d.get("planned_steps") is not None and not _count(d["planned_steps"]):
+        return f"planned_steps must be an integer >= 0 or null; got {d['planned_steps']!r}"
+    if d.get("phases") is not None and not isinstance(d["phases"], dict):
+        return f"phases must be an object or null; got {d['phases']!r:.60}"
+    return None
