@@ -17,7 +17,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ragen_core.apps.eval.records import EPISODES
-from ragen_core.apps.eval.spec import EVAL_JSON, RESUME_FLAGS, SpecError, build_spec, default_out_dir, load_spec
+from ragen_core.apps.eval.spec import (
+    EVAL_JSON,
+    RESUME_FLAGS,
+    SpecError,
+    api_key,
+    base_url_problem,
+    build_spec,
+    default_out_dir,
+    load_spec,
+)
 
 __all__ = ["PROG", "build_parser", "main", "serve_extra_hint"]
 
@@ -57,7 +66,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                      help="retries of a request on connection errors, timeouts, 408, 409, 429 and 5xx, with backoff "
                           "(default 4)")
     srv.add_argument("--extra-body", default=None, metavar="JSON",
-                     help="server-specific fields added to every request, e.g. '{\"top_k\": 20}'")
+                     help="server-specific fields added to every request, e.g. '{\"top_k\": 20}' (not the fields "
+                          "the evaluation sets: model, messages, max_tokens, temperature, top_p, stop, stream, n)")
     what = p.add_argument_group("what is played")
     what.add_argument("--envs", default=None, metavar="ID,ID...|suite",
                       help="env ids, or suite (every registered id the model can take); default: the config's env, "
@@ -135,6 +145,11 @@ def _resume(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[
             if name in ("base_url", "api_key_env") and spec.backend != "server":
                 raise SpecError(f"--{name.replace('_', '-')}: this evaluation runs in process, not on a server")
             setattr(spec, name, value)
+    if spec.backend == "server":  # what the resumed run sends, checked as a fresh one's is
+        problem = base_url_problem(str(spec.base_url))
+        if problem is not None:
+            raise SpecError(problem)
+        api_key(spec.api_key_env, "--api-key-env" if args.api_key_env else f"{EVAL_JSON}'s api_key_env")
     return spec, folder
 
 
@@ -164,7 +179,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     except SpecError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 2
-    from ragen_core.apps.eval.run import execute
+    from ragen_core.apps.eval.run import FolderBusy, execute
 
     for note in notes:
         print(note, file=sys.stderr)
@@ -180,6 +195,9 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     progress = sys.stderr.isatty() if args.progress is None else bool(args.progress)
     try:
         status = execute(spec, folder, progress=progress, prog=prog)
+    except FolderBusy as e:  # another process plays into it: the folder is its, leave it as it is
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 2
     except (ValueError, OSError) as e:  # a model folder that does not load, an env kwarg it refuses, a full disk
         _discard(folder, created, bool(args.resume))  # nothing was played: leave nothing behind
         print(f"{prog}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)

@@ -17,7 +17,9 @@ A line (every field always present; docs/eval.md, "Output files"):
 
 Why append-only: an interrupted evaluation keeps every finished line, and ``--resume`` plays only the keys the file
 lacks, so no episode is lost or played twice. A line cut short by a crash (no trailing newline) is removed before
-anything is appended (:meth:`EpisodeLog.open`).
+anything is appended (:meth:`EpisodeLog.open`); a complete line that is not an episode record, or a second line of
+the same episode, is refused with its line number (the file was edited or written by two evaluations at once, and
+counting such a file would be wrong).
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ __all__ = ["EPISODES", "FAILURE_REASONS", "EpisodeLog", "TurnRecord", "episode_r
 #: The episodes file of an evaluation folder.
 EPISODES = "episodes.jsonl"
 #: Why an episode can fail (``failed.reason``): the server said the prompt is longer than the model's context; the
-#: server refused the request otherwise (HTTP 400/413/422); the reply had no text.
-FAILURE_REASONS = ("context_length", "bad_request", "malformed_reply")
+#: server refused the request otherwise (HTTP 400/413/422); the reply was not a chat completion with text; the server
+#: said it generated more tokens than ``max_tokens`` asked for.
+FAILURE_REASONS = ("context_length", "bad_request", "malformed_reply", "over_max_tokens")
 #: Arrays in an env's info longer than this are recorded by their shape only (a picture is no log entry).
 _MAX_ARRAY = 64
 
@@ -123,6 +126,27 @@ def record_key(line: dict[str, Any]) -> Key:
     return Key(str(line["env"]), int(line["seed"]), int(line["sample"]))
 
 
+#: The fields the summary reads from every line.
+_NEEDED = ("env", "seed", "sample", "group", "reward", "success", "prompt", "response", "model", "num_turns",
+           "tokens", "latency_s", "turns", "failed")
+
+
+def _record_problem(line: Any) -> str | None:
+    """Why a parsed line is not an episode record (one phrase), or None."""
+    if not isinstance(line, dict):
+        return f"a JSON {type(line).__name__}, not an object"
+    missing = [k for k in _NEEDED if k not in line]
+    if missing:
+        return f"no {', '.join(missing)}"
+    try:
+        record_key(line)
+    except (TypeError, ValueError) as e:
+        return f"its key is not (env, seed, sample) ({e})"
+    if line["failed"] is not None and not (isinstance(line["failed"], dict) and "reason" in line["failed"]):
+        return "its 'failed' is neither null nor {\"reason\": ...}"
+    return None
+
+
 def read_episodes(path: str | Path) -> list[dict[str, Any]]:
     """The complete lines of an episodes file (a last line cut short by a crash is left out)."""
     p = Path(path)
@@ -148,15 +172,38 @@ class EpisodeLog:
 
     @classmethod
     def open(cls, path: str | Path) -> EpisodeLog:
-        """Read the keys already written; cut off a last line that a crash left without its newline."""
+        """Read the keys already written; cut off a last line that a crash left without its newline.
+
+        Raises:
+            ValueError: a complete line that is not an episode record, or that repeats an episode, named by its line
+                number (a crash only ever cuts the last line: anything else was done to the file).
+        """
         p = Path(path)
         log = cls(p)
         if p.is_file():
             raw = p.read_bytes()
             if raw and not raw.endswith(b"\n"):
                 p.write_bytes(raw[: raw.rfind(b"\n") + 1])
-            for line in read_episodes(p):
-                log.done.add(record_key(line))
+                raw = raw[: raw.rfind(b"\n") + 1]
+            first: dict[Key, int] = {}
+            for number, text in enumerate(raw.decode("utf-8", errors="replace").split("\n"), start=1):
+                if not text.strip():
+                    continue
+                try:
+                    line = json.loads(text)
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{p} line {number} is not JSON ({e}): remove or repair it, then resume") from None
+                problem = _record_problem(line)
+                if problem is not None:
+                    raise ValueError(f"{p} line {number} is not an episode record ({problem}): remove or repair it, "
+                                     "then resume")
+                key = record_key(line)
+                if key in first:
+                    raise ValueError(f"{p} line {number} repeats episode {key.env} seed {key.seed} sample "
+                                     f"{key.sample} of line {first[key]} (two evaluations wrote this file?): remove "
+                                     "one, then resume")
+                first[key] = number
+            log.done = set(first)
         return log
 
     def write(self, line: dict[str, Any]) -> None:

@@ -13,6 +13,9 @@ stderr that says how many episodes are kept and the command that plays the rest:
 When every requested env is refused (a text-only model on vision ids, a server that refuses images), nothing is
 evaluated: one line, exit status 2, no summary.
 
+One evaluation plays into a folder at a time: :func:`execute` holds a lock on it (:class:`FolderBusy` for a second
+``--resume`` of the same folder while the first plays; both would play the missing episodes and write each twice).
+
 The summary (``summary.json``, ``summary.md``, ``summary.png``) is written when every episode is in the file.
 """
 
@@ -29,7 +32,7 @@ from ragen_core.apps.eval.local import ModelSource, run_local
 from ragen_core.apps.eval.plan import Key
 from ragen_core.apps.eval.records import EPISODES, EpisodeLog, read_episodes
 from ragen_core.apps.eval.server import ServerClient, ServerError, run_server
-from ragen_core.apps.eval.spec import EvalSpec
+from ragen_core.apps.eval.spec import EvalSpec, api_key
 from ragen_core.apps.eval.summary import (
     SUMMARY_JSON,
     SUMMARY_MD,
@@ -42,7 +45,32 @@ from ragen_core.apps.eval.summary import (
 )
 from ragen_envs.contract import observes_images
 
-__all__ = ["Progress", "execute", "resume_command"]
+__all__ = ["FolderBusy", "Progress", "execute", "resume_command"]
+
+
+class FolderBusy(Exception):
+    """Another process is playing into this evaluation folder (one line for the user)."""
+
+
+def _lock(folder: Path) -> int | None:
+    """An exclusive lock on `folder` (its open descriptor; closing it releases it, as does the process's end).
+    None where ``fcntl`` is missing (Windows): no lock there.
+
+    Raises:
+        FolderBusy: another process holds it.
+    """
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise FolderBusy(f"{folder} is being played by another ragen eval right now: let it finish (a second one "
+                         "would play the same missing episodes again)") from None
+    return fd
 
 
 def resume_command(folder: Path) -> str:
@@ -76,11 +104,6 @@ class Progress:
             self.bar.close()
 
 
-def _api_key(spec: EvalSpec) -> str:
-    """The key from ``--api-key-env VAR``, else ``OPENAI_API_KEY``, else a placeholder (local servers take any)."""
-    if spec.api_key_env:
-        return os.environ.get(spec.api_key_env, "")
-    return os.environ.get("OPENAI_API_KEY") or "EMPTY"
 
 
 def _refuse_image_envs(spec: EvalSpec, source: ModelSource, folder: Path, err: TextIO) -> None:
@@ -105,6 +128,16 @@ def execute(spec: EvalSpec, folder: Path, *, progress: bool, prog: str = "ragen 
     refused: nothing evaluated, 130 Ctrl-C)."""
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
+    fd = _lock(folder)
+    try:
+        return _execute(spec, folder, progress=progress, prog=prog, out=out, err=err)
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _execute(spec: EvalSpec, folder: Path, *, progress: bool, prog: str, out: TextIO, err: TextIO) -> int:
+    """:func:`execute` with the folder locked."""
     log = EpisodeLog.open(folder / EPISODES)
     source = None
     if spec.backend == "local":
@@ -138,8 +171,8 @@ def execute(spec: EvalSpec, folder: Path, *, progress: bool, prog: str = "ragen 
         if todo and source is not None:
             run_local(source, spec.env_plans(), todo, spec.group_size, spec.workers, on_record)
         elif todo:
-            client = ServerClient(str(spec.base_url), str(spec.model_name), _api_key(spec), timeout=spec.timeout,
-                                  max_retries=spec.max_retries, extra_body=spec.extra_body)
+            client = ServerClient(str(spec.base_url), str(spec.model_name), api_key(spec.api_key_env),
+                                  timeout=spec.timeout, max_retries=spec.max_retries, extra_body=spec.extra_body)
             plans = spec.env_plans()
             vision = {e: observes_images(e, p.env_kwargs) for e, p in plans.items()}
             asyncio.run(run_server(client, plans, todo, spec.group_size, spec.workers, vision, on_record, on_refused))

@@ -8,15 +8,20 @@ last N turns in "window:N", none in "single_turn") and sent as one ``/chat/compl
 the model's chat template. The reply becomes the response text (:func:`reply_text`) and goes to the env.
 
 Transport: the ``openai`` package's ``AsyncOpenAI`` client, one per evaluation, with its retries (exponential backoff
-from 0.5 s, at most 8 s, with jitter; a ``Retry-After`` header is obeyed) on connection errors, timeouts, 408, 409,
-429 and 5xx, ``--max-retries`` times, and a per-request ``--timeout``. What happens after the retries
-(:func:`classify`):
+from 0.5 s, at most 8 s, with jitter; a ``Retry-After`` header is obeyed up to the client's limit,
+:func:`_max_retry_after`) on connection errors, timeouts, 408, 409, 429 and 5xx, ``--max-retries`` times, and a
+per-request ``--timeout`` (each wait for the connection or for data).
+A whole request, retries and their waits included, is cut off after :meth:`ServerClient.deadline` seconds: a server
+that keeps the connection open and trickles bytes without ever finishing its reply is a timeout too, never a hang.
+What happens after the retries (:func:`classify`):
 
 - the server cannot be reached, keeps timing out, rate-limiting (429) or failing (5xx), or refuses the API key or
   the model: :class:`ServerError`, which stops the evaluation with one line; finished episodes are kept and
   ``--resume`` plays the rest;
-- the request is refused for this episode (HTTP 400/413/422: a prompt longer than the model's context, ...) or the
-  reply carries no text: :class:`EpisodeFailure`, recorded in ``episodes.jsonl`` with its reason and counted apart;
+- the request is refused for this episode (HTTP 400/413/422: a prompt longer than the model's context, ...), the
+  reply is not a chat completion (not JSON, no choices, no text: :func:`parse_completion`) or the server says it
+  generated more tokens than ``max_tokens`` asked for: :class:`EpisodeFailure`, recorded in ``episodes.jsonl`` with
+  its reason and counted apart;
 - a request with images refused with 400/422: :class:`ImagesRefused`, and the env is skipped with that reason.
 
 Sampling: temperature 0 is sent for greedy decoding, else ``--temperature`` and ``--top-p``. ``transformers serve``
@@ -35,6 +40,7 @@ import asyncio
 import base64
 import io
 import json
+import math
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -50,7 +56,7 @@ from ragen_core.policy.hf import FALLBACK_GENERATION_PROMPT, FALLBACK_TEMPLATE, 
 from ragen_core.rollout import chat_episode, make_envs, parse_context
 
 __all__ = ["IMAGE_SENTINEL", "EpisodeFailure", "ImagesRefused", "Reply", "ServerClient", "ServerError", "classify",
-           "openai_messages", "play_episode", "reply_text", "run_server"]
+           "openai_messages", "parse_completion", "play_episode", "reply_text", "run_server"]
 
 #: The placeholder :class:`ChatEpisode` puts where an observation's image goes (a private-use character: no env
 #: prints it), replaced by an ``image_url`` content part in the request and by ``<image>`` in the record.
@@ -58,6 +64,17 @@ IMAGE_SENTINEL = "\ue000image\ue000"
 #: How a server says a prompt does not fit the model (vLLM, SGLang, transformers serve, llama.cpp, OpenAI).
 _CONTEXT_RE = re.compile(r"context length|context window|maximum context|max_model_len|too long|prompt has \d+ "
                          r"tokens|exceeds|n_ctx|maximum number of tokens", re.IGNORECASE)
+
+
+def _max_retry_after() -> float:
+    """The longest ``Retry-After`` the installed openai client waits for (its ``MAX_RETRY_AFTER_DELAY``: 120 s in
+    3.x, which does not retry a request whose server asks for longer; 60 s in the 1.x releases, which wait their
+    own backoff instead)."""
+    try:
+        from openai import _constants
+    except ImportError:
+        return 60.0
+    return float(getattr(_constants, "MAX_RETRY_AFTER_DELAY", 60.0))
 
 
 class ServerError(Exception):
@@ -140,16 +157,46 @@ def plain_prompt(messages: Sequence[dict[str, str]]) -> str:
     return text + FALLBACK_GENERATION_PROMPT
 
 
+def _get(obj: Any, name: str) -> Any:
+    """Field `name` of a reply part: a JSON object (a dict, as :func:`parse_completion` returns it) or a pydantic
+    object, its extension fields (``model_extra``) included; None when absent."""
+    if isinstance(obj, dict):
+        return obj.get(name)
+    value = getattr(obj, name, None)
+    return (getattr(obj, "model_extra", None) or {}).get(name) if value is None else value
+
+
 def _extra(obj: Any, *names: str) -> Any:
-    """The first non-None of `names` on a pydantic reply object, extension fields (``model_extra``) included."""
-    extra = getattr(obj, "model_extra", None) or {}
+    """The first non-None of `names` on a reply part (:func:`_get`)."""
     for name in names:
-        value = getattr(obj, name, None)
-        if value is None:
-            value = extra.get(name)
+        value = _get(obj, name)
         if value is not None:
             return value
     return None
+
+
+def _says(obj: Any, names: Sequence[str]) -> bool:
+    """Whether the reply part carries any of the (extension) fields `names`, even as null."""
+    fields = obj if isinstance(obj, dict) else (getattr(obj, "model_extra", None) or {})
+    return any(k in fields for k in names)
+
+
+def _content_text(content: Any, finish_reason: Any) -> str | None:
+    """A message's ``content`` as text: a string as it is; a list of content parts (the OpenAI form some servers
+    answer in) as its text parts joined in order; None when there is no text.
+
+    Raises:
+        EpisodeFailure: ``malformed_reply`` for content of any other kind (a number, an object).
+    """
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [p if isinstance(p, str) else p.get("text") for p in content
+                 if isinstance(p, str) or (isinstance(p, dict) and p.get("type", "text") == "text")]
+        texts = [t for t in texts if isinstance(t, str)]
+        return "".join(texts) if texts else None
+    raise EpisodeFailure("malformed_reply", f"the reply's content is a JSON {type(content).__name__}, not text "
+                                            f"(finish reason {finish_reason!r})")
 
 
 def reply_text(message: Any, choice: Any, stop: Sequence[str]) -> str:
@@ -165,25 +212,61 @@ def reply_text(message: Any, choice: Any, stop: Sequence[str]) -> str:
     - The text is cut right after the first stop string, as the in-process sampler cuts it
       (:func:`ragen_core.policy.hf.cut_at_stop`).
 
+    Message and choice are JSON objects (:func:`parse_completion`) or the openai package's objects. A content given
+    as a list of content parts is its text parts joined.
+
     Raises:
-        EpisodeFailure: ``malformed_reply`` when the reply has no text at all.
+        EpisodeFailure: ``malformed_reply`` when the reply has no text at all, or content that is not text.
     """
-    content = getattr(message, "content", None)
+    finish = _get(choice, "finish_reason")
+    content = _content_text(_get(message, "content"), finish)
     reasoning = _extra(message, "reasoning_content", "reasoning")
+    reasoning = reasoning if isinstance(reasoning, str) else None  # only text can be put back as the block
     if content is None and not reasoning:
-        raise EpisodeFailure("malformed_reply", f"the reply has no text (finish reason {choice.finish_reason!r})")
-    text = content if isinstance(content, str) else ""
-    if isinstance(reasoning, str) and reasoning and "<think>" not in text:
+        raise EpisodeFailure("malformed_reply", f"the reply has no text (finish reason {finish!r})")
+    text = content or ""
+    if reasoning and "<think>" not in text:
         text = f"<think>{reasoning}</think>{text}"
     matched = _extra(choice, "stop_reason", "matched_stop")
-    says = any(k in (getattr(choice, "model_extra", None) or {}) for k in ("stop_reason", "matched_stop"))
+    says = _says(choice, ("stop_reason", "matched_stop"))
     if stop and not any(s in text for s in stop):
         if isinstance(matched, str) and matched in stop:
             text += matched
-        elif not says and choice.finish_reason == "stop" and "</answer>" in stop \
+        elif not says and finish == "stop" and "</answer>" in stop \
                 and text.count("<answer>") > text.count("</answer>"):
             text += "</answer>"
     return cut_at_stop(text, stop) if stop else text
+
+
+def _count(value: Any) -> int | None:
+    """A token count a server reported: a non-negative integer, else None (not said)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def parse_completion(body: bytes) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """A chat completion's HTTP body -> (its first choice, its ``usage`` object or None), checked for the shape the
+    response text needs: a JSON object whose ``choices`` is a non-empty list of objects. Bytes that are not UTF-8
+    are decoded as U+FFFD, as the in-process path decodes tokens (``errors="replace"``).
+
+    Raises:
+        EpisodeFailure: ``malformed_reply`` naming what is wrong (not JSON, not an object, no choices).
+    """
+    text = body.decode("utf-8", errors="replace")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        start = " ".join(text[:80].split())
+        raise EpisodeFailure("malformed_reply", f"the reply is not JSON ({e}): {start!r}") from None
+    if not isinstance(data, dict):
+        raise EpisodeFailure("malformed_reply", f"the reply is a JSON {type(data).__name__}, not a chat completion")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise EpisodeFailure("malformed_reply", "the reply has no choices")
+    if not isinstance(choices[0], dict):
+        raise EpisodeFailure("malformed_reply", f"the reply's first choice is a JSON {type(choices[0]).__name__}, "
+                                                "not an object")
+    usage = data.get("usage")
+    return choices[0], usage if isinstance(usage, dict) else None
 
 
 # ---------------------------------------------------------------------------------------------- errors
@@ -203,6 +286,13 @@ def classify(exc: BaseException, url: str, model: str, retries: int, timeout: fl
         cause = exc.__cause__ or exc.__context__
         why = " ".join((f"{type(cause).__name__}: {cause}" if cause else str(exc)).split())
         return ServerError(f"cannot reach the server at {url} ({why[:200]}) {tries}")
+    wait, limit = _retry_after(exc), _max_retry_after()
+    if wait is not None and wait > limit and isinstance(exc, openai.APIStatusError):
+        # The client does not wait that long (3.x does not retry at all): "kept answering ... after N tries" would
+        # hide what the server asked for.
+        return ServerError(f"the server answered HTTP {exc.status_code} and asked to retry after {wait:.0f} s "
+                           f"(Retry-After), longer than the client waits ({limit:.0f} s): try again later or lower "
+                           f"--workers ({detail})")
     if isinstance(exc, openai.RateLimitError):
         return ServerError(f"the server kept answering 429 (rate limit) {tries}: lower --workers ({detail})")
     if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
@@ -227,6 +317,25 @@ def classify(exc: BaseException, url: str, model: str, retries: int, timeout: fl
     if isinstance(exc, openai.OpenAIError):
         return EpisodeFailure("malformed_reply", f"{type(exc).__name__}: {exc}")
     return exc if isinstance(exc, Exception) else RuntimeError(str(exc))
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """The seconds an error response's ``Retry-After`` header asks to wait (a number or an HTTP date), else None."""
+    import email.utils
+
+    response = getattr(exc, "response", None)
+    value = response.headers.get("retry-after") if response is not None else None
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_tz(value)
+        return None if when is None else float(email.utils.mktime_tz(when) - time.time())
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def _status_detail(exc: BaseException) -> str:
@@ -260,6 +369,25 @@ class ServerClient:
     def _fail(self, exc: BaseException, has_images: bool = False) -> Exception:
         return classify(exc, self.url, self.model, self.max_retries, self.timeout, has_images)
 
+    @property
+    def deadline(self) -> float | None:
+        """The most seconds one request may take, retries and their waits included: each try twice ``--timeout``
+        (the wait for the reply, then its body), each wait between tries at most the client's longest
+        ``Retry-After`` (:func:`_max_retry_after`). The
+        openai client's timeout bounds each wait for data, not a reply that trickles in; this bounds the whole.
+        None (no bound) with an infinite ``--timeout``."""
+        total = (self.max_retries + 1) * 2 * self.timeout + self.max_retries * _max_retry_after()
+        return total if math.isfinite(total) else None
+
+    async def _call(self, request: Any) -> Any:
+        """Await one client request within :attr:`deadline`; past it, :class:`ServerError`."""
+        try:
+            return await asyncio.wait_for(request, self.deadline)
+        except asyncio.TimeoutError:
+            raise ServerError(f"a request to {self.url} did not finish within {self.deadline:g} s (the server keeps "
+                              f"the connection open without completing its reply; --timeout {self.timeout:g} s "
+                              "bounds each wait for data): check the server, or raise --timeout") from None
+
     async def preflight(self) -> None:
         """Check, before anything is played, that the server answers and serves the model: the model list when it
         names the model, else one 1-token request. Raises :class:`ServerError` (one line) otherwise."""
@@ -267,9 +395,10 @@ class ServerClient:
 
         listed: list[str] | None = None
         try:
-            page = await self.client.models.list()
-            listed = [m.id for m in page.data]
-            if any(isinstance((getattr(m, "model_extra", None) or {}).get("status"), dict) for m in page.data):
+            raw = await self._call(self.client.models.with_raw_response.list())
+            entries = _model_entries(raw.http_response.content)
+            listed = None if entries is None else [str(m.get("id")) for m in entries]
+            if any(isinstance(m.get("status"), dict) for m in entries or ()):
                 self.flavour = "transformers"
         except (openai.NotFoundError, openai.UnprocessableEntityError, openai.BadRequestError):
             listed = None  # a server without /models: the request below decides
@@ -278,14 +407,18 @@ class ServerClient:
         if listed is not None and self.model in listed:
             return
         try:
-            await self.client.chat.completions.create(model=self.model, max_tokens=1,
-                                                      messages=[{"role": "user", "content": "ping"}])
+            # The raw response: its body is not parsed (a reply the client cannot parse is the episodes' concern).
+            await self._call(self.client.chat.completions.with_raw_response.create(
+                model=self.model, max_tokens=1, messages=[{"role": "user", "content": "ping"}]))
         except openai.OpenAIError as exc:
             # 404 (vLLM, OpenAI) or 400 (transformers serve: "Server is pinned to ...") for a model it lacks.
             if isinstance(exc, openai.APIStatusError) and exc.status_code in (400, 404, 422):
                 names = f" (it lists: {', '.join(listed[:8])})" if listed else ""
+                # Neither /models nor /chat/completions there: most often a URL without its API path.
+                path = (f"; it has no {self.url.rstrip('/')}/models either: does --base-url lack the API path "
+                        "(e.g. /v1)?" if listed is None and exc.status_code == 404 else "")
                 raise ServerError(f"the server at {self.url} does not serve model {self.model!r}{names}: "
-                                  f"{_status_detail(exc)}") from None
+                                  f"{_status_detail(exc)}{path}") from None
             raise self._fail(exc) from None
 
     async def complete(self, messages: list[dict[str, Any]], plan: EnvPlan, has_images: bool) -> Reply:
@@ -304,22 +437,35 @@ class ServerClient:
             kwargs["extra_body"] = extra
         t0 = time.perf_counter()
         try:
-            resp = await self.client.chat.completions.create(**kwargs)
+            # The raw response, parsed here (parse_completion): the client's own parsing lets a body that is not
+            # JSON or not UTF-8 escape as a bare exception and takes any shape of JSON without a check.
+            raw = await self._call(self.client.chat.completions.with_raw_response.create(**kwargs))
         except openai.OpenAIError as exc:
             raise self._fail(exc, has_images) from None
         latency = time.perf_counter() - t0
-        choices = getattr(resp, "choices", None)
-        if not choices:
-            raise EpisodeFailure("malformed_reply", "the reply has no choices")
-        choice = choices[0]
-        text = reply_text(choice.message, choice, s.stop)
-        usage = getattr(resp, "usage", None)
-        return Reply(text=text, finish_reason=str(choice.finish_reason or "stop"),
-                     prompt_tokens=getattr(usage, "prompt_tokens", None),
-                     completion_tokens=getattr(usage, "completion_tokens", None), latency_s=latency)
+        choice, usage = parse_completion(raw.http_response.content)
+        text = reply_text(choice.get("message"), choice, s.stop)
+        completion_tokens = _count((usage or {}).get("completion_tokens"))
+        if completion_tokens is not None and completion_tokens > s.max_new_tokens:
+            # Training never sees a longer response; the env must not score one (the server ignores max_tokens).
+            raise EpisodeFailure("over_max_tokens", f"the server generated {completion_tokens} tokens, more than "
+                                                    f"the {s.max_new_tokens} asked for (max_tokens)")
+        return Reply(text=text, finish_reason=str(choice.get("finish_reason") or "stop"),
+                     prompt_tokens=_count((usage or {}).get("prompt_tokens")), completion_tokens=completion_tokens,
+                     latency_s=latency)
 
     async def close(self) -> None:
         await self.client.close()
+
+
+def _model_entries(body: bytes) -> list[dict[str, Any]] | None:
+    """The entries of a ``/models`` listing (objects with an ``id``), or None when the body is not one."""
+    try:
+        data = json.loads(body.decode("utf-8", errors="replace"))
+    except json.JSONDecodeError:
+        return None
+    entries = data.get("data") if isinstance(data, dict) else None
+    return [m for m in entries if isinstance(m, dict) and "id" in m] if isinstance(entries, list) else None
 
 
 # ---------------------------------------------------------------------------------------------- one episode

@@ -32,8 +32,8 @@ from ragen_core.apps.eval.plan import (
 from ragen_core.limits import MAX_BATCH, max_new_tokens_problem, path_positions
 from ragen_core.training.config import seed_range_problem
 
-__all__ = ["EVAL_JSON", "RESUME_FLAGS", "EvalSpec", "SpecError", "build_spec", "default_out_dir", "load_spec",
-           "model_kind"]
+__all__ = ["EVAL_JSON", "RESERVED_BODY", "RESUME_FLAGS", "EvalSpec", "SpecError", "api_key", "base_url_problem",
+           "build_spec", "default_out_dir", "load_spec", "model_kind"]
 
 #: The definition file of an evaluation folder.
 EVAL_JSON = "eval.json"
@@ -41,6 +41,13 @@ EVAL_JSON = "eval.json"
 RESUME_FLAGS = ("workers", "timeout", "max_retries", "base_url", "api_key_env", "device")
 #: Default concurrent episodes: requests in flight (server) / episodes per batched generate (in process).
 DEFAULT_WORKERS = {"server": 8, "local": 64}
+#: Request fields ``--extra-body`` may not set: the evaluation's own (model, the episode's messages, its sampling
+#: and stop strings, each recorded in ``eval.json``; ``max_completion_tokens`` is the newer name of ``max_tokens``),
+#: and what the client cannot read (``stream``: server-sent events) or would throw away (``n``: other choices).
+RESERVED_BODY = ("model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop",
+                 "stream", "n")
+#: The placeholder key sent when no variable holds one (a local server takes any).
+NO_KEY = "EMPTY"
 
 
 class SpecError(ValueError):
@@ -101,6 +108,43 @@ def load_spec(folder: Path) -> EvalSpec:
         return EvalSpec(**{f.name: data[f.name] for f in fields(EvalSpec) if f.name in data})
     except (json.JSONDecodeError, TypeError, KeyError) as e:
         raise SpecError(f"--resume {folder}: {EVAL_JSON} is damaged ({type(e).__name__}: {e})") from None
+
+
+def base_url_problem(url: str) -> str | None:
+    """Why `url` cannot be a server's API root (one line), or None: an http(s) URL with a host, not an endpoint
+    (``.../chat/completions``: the client appends that itself)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as e:
+        return f"--base-url {url!r} is not a URL ({e})"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"--base-url {url!r} must be an http:// or https:// URL with a host, e.g. http://127.0.0.1:8000/v1"
+    if parts.path.rstrip("/").endswith("/chat/completions"):
+        return (f"--base-url {url!r} is an endpoint, not the API root: give the URL up to the API path "
+                "(e.g. http://127.0.0.1:8000/v1)")
+    return None
+
+
+def api_key(api_key_env: str | None, given: str = "--api-key-env") -> str:
+    """The API key: the variable `api_key_env` names, else ``OPENAI_API_KEY`` when set, else :data:`NO_KEY`.
+
+    Raises:
+        SpecError: the named variable is not set or empty, or a key holds whitespace or characters outside
+            printable ASCII (an HTTP header cannot carry it; a trailing newline is the usual cause).
+    """
+    var = api_key_env or "OPENAI_API_KEY"
+    key = os.environ.get(var, "")
+    if api_key_env and not key:
+        raise SpecError(f"{given} {api_key_env}: that environment variable is not set (or is empty)")
+    if not key:
+        return NO_KEY
+    if not re.fullmatch(r"[\x21-\x7e]+", key):
+        raise SpecError(f"the API key in ${var} holds whitespace or characters other than printable ASCII (a "
+                        "trailing newline?): an HTTP header cannot carry it")
+    return key
 
 
 def model_kind(model: str) -> str:
@@ -171,8 +215,10 @@ def build_spec(args: Any, notes: list[str]) -> EvalSpec:
     if backend == "server":
         if not args.model_name:
             raise SpecError("--base-url needs --model-name NAME (the name the server serves the model under)")
-        if args.api_key_env and not os.environ.get(args.api_key_env):
-            raise SpecError(f"--api-key-env {args.api_key_env}: that environment variable is not set")
+        problem = base_url_problem(args.base_url)
+        if problem is not None:
+            raise SpecError(problem)
+        api_key(args.api_key_env)  # a key that cannot be sent is refused before the folder is made
     elif args.model_name or args.api_key_env or args.extra_body:
         raise SpecError("--model-name, --api-key-env and --extra-body go with --base-url (a server), not with MODEL")
     extra_body: dict[str, Any] = {}
@@ -183,6 +229,10 @@ def build_spec(args: Any, notes: list[str]) -> EvalSpec:
             raise SpecError(f"--extra-body must be a JSON object: {e}") from None
         if not isinstance(extra_body, dict):
             raise SpecError(f"--extra-body must be a JSON object; got {type(extra_body).__name__}")
+        reserved = [k for k in RESERVED_BODY if k in extra_body]
+        if reserved:  # it would silently replace what eval.json and the summary say was played
+            raise SpecError(f"--extra-body may not set {', '.join(reserved)}: the evaluation sets those itself "
+                            "(--model-name, --temperature, --top-p, --max-tokens; stream and n are not read)")
     for name, low in (("episodes", 1), ("group_size", 1), ("workers", 1), ("max_retries", 0), ("mi_groups", 0)):
         value = getattr(args, name)
         if value is not None and value < low:
