@@ -15,11 +15,9 @@ resume, and a start that fails before its first checkpoint removes the folder it
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +27,12 @@ from ragen_core.training.config import (
     RESUME_KEYS,
     ConfigError,
     TrainConfig,
-    dump_toml,
     load_config,
     read_config_file,
     resume_changes,
 )
-from ragen_core.training.provenance import PROVENANCE, git_state
-from ragen_core.training.report import METRICS, VAL_OUTCOMES, markdown_to_text
+from ragen_core.training.provenance import PROVENANCE
+from ragen_core.training.report import METRICS, RESUME_LOG, VAL_OUTCOMES, markdown_to_text
 from ragen_core.training.sft import check_demonstrator
 from ragen_core.training.trainer import Trainer, check_runnable
 
@@ -81,9 +78,6 @@ def new_run_dir(cfg: TrainConfig) -> Path:
         i += 1
     return Path(f"{base}-{i}")
 
-
-#: Every resume of a run, one JSON line each: when, from which step, and the config keys it changed.
-RESUME_LOG = "resume_log.jsonl"
 
 #: What a folder may hold for a new run to start in it (:func:`check_new_run_dir`): what a start that stopped before
 #: its first checkpoint leaves (nothing to resume; `--resume` prints the command that restarts it there) and
@@ -165,19 +159,6 @@ class _NothingToResume(Exception):
 def _nothing_to_resume(run_dir: Path) -> str:
     return (f"nothing to resume in {run_dir}: it has no checkpoint ({LATEST}), so it stopped before its warm start "
             f"finished. Start it again from its config: ragen train {run_dir / 'config.toml'} --run-dir {run_dir}")
-
-
-def _record_resume(run_dir: Path, step: int, changes: dict[str, tuple[Any, Any]]) -> None:
-    """Append the resume to the run's resume log: when, from which step, the accepted changes and the code it
-    continues with (provenance.json names the code of the run's start only; a resume may run another commit)."""
-    import torch
-
-    commit, dirty = git_state()
-    rec = {"time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "step": step,
-           "changes": {k: {"from": a, "to": b} for k, (a, b) in changes.items()},
-           "commit": commit, "dirty": dirty, "torch": torch.__version__}
-    with open(run_dir / RESUME_LOG, "a", encoding="utf-8") as f:
-        f.write(json.dumps(rec) + "\n")
 
 
 def _prepare(args: argparse.Namespace) -> tuple[TrainConfig, Path, dict[str, tuple[Any, Any]]]:
@@ -262,8 +243,6 @@ def run(args: argparse.Namespace) -> int:
             if changes:
                 print("resume: " + ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changes.items()),
                       file=sys.stderr)
-            _record_resume(run_dir, trainer.state.step, changes)
-            (run_dir / "config.toml").write_text(dump_toml(cfg))
         elif cfg.warm_start.sft_episodes:
             trainer.say(f"warm start: {cfg.warm_start.sft_episodes} demonstrations x {cfg.warm_start.epochs} epochs "
                         "(cached by warm_start.cache_dir when set)")

@@ -29,6 +29,8 @@ __all__ = ["METRICS", "VAL_OUTCOMES", "RunLog", "markdown_to_text", "require_ten
 METRICS = "metrics.jsonl"
 #: Per-episode validation outcomes, one JSON line per validation: {"step", "seeds", "success": [0/1, ...]}.
 VAL_OUTCOMES = "val_outcomes.jsonl"
+#: One line per resume of the run: when, from which step, the accepted config changes and the code it ran with.
+RESUME_LOG = "resume_log.jsonl"
 
 
 def require_tensorboard() -> None:
@@ -112,6 +114,24 @@ class RunLog:
         for k, v in metrics.items():
             if k != STEP and isinstance(v, (int, float)):
                 self._tb.add_scalar(k, v, metrics[STEP])
+
+
+def record_resume(run_dir: Path, step: int, changes: dict[str, tuple[Any, Any]]) -> None:
+    """Append a resume to the run's :data:`RESUME_LOG`: when, from which step, the accepted changes (``{key: {"from",
+    "to"}}``) and the code it continues with (``provenance.json`` names the code of the run's start only; a resume
+    may run another commit)."""
+    from datetime import datetime, timezone
+
+    import torch
+
+    from ragen_core.training.provenance import git_state
+
+    commit, dirty = git_state()
+    rec = {"time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "step": step,
+           "changes": {k: {"from": a, "to": b} for k, (a, b) in changes.items()},
+           "commit": commit, "dirty": dirty, "torch": torch.__version__}
+    with open(Path(run_dir) / RESUME_LOG, "a", encoding="utf-8") as f:
+        f.write(json.dumps(rec) + "\n")
 
 
 def _jsonl_records(path: Path) -> list[dict[str, Any]]:

@@ -55,7 +55,14 @@ from ragen_core.math.filtering import filter_groups, reward_variance, rv_statist
 from ragen_core.policy import TINY_PATHS, load_policy
 from ragen_core.rollout import RolloutBatch, RolloutSettings, build_batch, make_envs, pad_token_id, rollout
 from ragen_core.training.algorithms import compute_advantages, get_algorithm, token_loss_mode
-from ragen_core.training.checkpoint import LATEST, RNGStreams, TrainState, load_checkpoint, save_checkpoint
+from ragen_core.training.checkpoint import (
+    LATEST,
+    CheckpointError,
+    RNGStreams,
+    TrainState,
+    load_checkpoint,
+    save_checkpoint,
+)
 from ragen_core.training.config import (
     ConfigError,
     TrainConfig,
@@ -67,7 +74,7 @@ from ragen_core.training.config import (
 from ragen_core.training.metrics import Collapse, Filter, Loss, Perf, Probe, Rollout, Val
 from ragen_core.training.probe import cadence_due
 from ragen_core.training.provenance import write_provenance
-from ragen_core.training.report import RunLog, require_tensorboard, write_plots, write_summary
+from ragen_core.training.report import RunLog, record_resume, require_tensorboard, write_plots, write_summary
 
 __all__ = [
     "Trainer",
@@ -453,14 +460,14 @@ def _check_run_dir(run_dir: Path, resume: bool) -> None:
                          f"config.toml, metrics.jsonl and checkpoints)")
 
 
-def _check_resume_config(cfg: TrainConfig, run_dir: Path) -> None:
+def _check_resume_config(cfg: TrainConfig, run_dir: Path) -> dict[str, tuple[Any, Any]]:
     """ConfigError unless `cfg` is the config of the run in `run_dir` (its ``config.toml``) up to the keys a resume
     may change (:func:`ragen_core.training.config.resume_changes`, the rule of ``ragen train --resume``)."""
     path = run_dir / "config.toml"
     if not path.is_file():
         raise ConfigError(f"resume: {path} does not exist (is {run_dir} a run folder?): a resume is checked "
                           f"against the run's own config")
-    resume_changes(load_config(path), cfg)
+    return resume_changes(load_config(path), cfg)
 
 
 def _changed_keys(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) -> dict[str, tuple]:
@@ -527,8 +534,9 @@ class Trainer:
         if not resume:  # a resumed run's warm start is behind it
             _check_demonstrator(cfg)
         _check_run_dir(self.run_dir, resume)
-        if resume:
-            _check_resume_config(cfg, self.run_dir)
+        #: The config changes this resume accepted (``{key: (old, new)}``; empty for a new run).
+        self.resume_changes: dict[str, tuple[Any, Any]] = (
+            _check_resume_config(cfg, self.run_dir) if resume else {})
         #: The config as last checked (:meth:`_check_config`): what a later change is compared with.
         self._config_seen = config_to_dict(cfg)
         #: A fit() or train_step() of this trainer stopped part-way (Ctrl-C, an error): its in-memory state may be
@@ -587,6 +595,9 @@ class Trainer:
         self.saved_step: int | None = None
         if resume:
             self.load_checkpoint()
+            # What ran from here on: the log of resumes, and config.toml holds the values in force.
+            record_resume(self.run_dir, self.state.step, self.resume_changes)
+            (self.run_dir / "config.toml").write_text(dump_toml(cfg))
         elif cfg.algo.kl_coef > 0:
             self._make_reference()
 
@@ -1378,7 +1389,27 @@ class Trainer:
             "rng": self.rng.state_dict(),
         }
 
+    def _check_fits(self, state: dict[str, Any]) -> None:
+        """CheckpointError (one line naming the first difference) when the checkpoint's model or critic weights are
+        not this trainer's (a policy of another architecture or size was passed): torch's ``load_state_dict``
+        copies the tensors that match before it raises on the rest, leaving the passed policy half overwritten."""
+        parts = [("model", self.model)] + ([("critic", self.critic)] if self.critic is not None
+                                           and state.get("critic") is not None else [])
+        for name, module in parts:
+            saved, own = state.get(name), module.state_dict()
+            if not isinstance(saved, dict):
+                raise CheckpointError(f"{self.run_dir / LATEST}: it holds no {name} weights")
+            problem = next((f"{k} is missing" for k in own if k not in saved), None) or next(
+                (f"{k} is not in this {name}" for k in saved if k not in own), None) or next(
+                (f"{k}: saved {tuple(saved[k].shape)} {saved[k].dtype}, this {name} {tuple(t.shape)} {t.dtype}"
+                 for k, t in own.items() if (tuple(saved[k].shape), saved[k].dtype) != (tuple(t.shape), t.dtype)),
+                None)
+            if problem is not None:
+                raise CheckpointError(f"{self.run_dir / LATEST} does not fit the {name} given to this Trainer "
+                                      f"({problem}): resume with the policy the run was trained with")
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._check_fits(state)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         if self.critic is not None and state["critic"] is not None:
@@ -1414,9 +1445,10 @@ class Trainer:
         if self.cfg.run.steps < done:
             raise ConfigError(f"run.steps={self.cfg.run.steps} is below the {done} steps this run has already "
                               f"trained: a resume may keep or raise run.steps, not lower it")
+        self._check_fits(state)  # before anything is restored or rewritten
+        self.log.rewind(done)
         self.load_state_dict(state)
         self.saved_step = self.state.step
-        self.log.rewind(self.state.step)
         self.resumed = True  # fit() continues from here: no second warm start at step 0
         self._interrupted = False  # the state is the checkpoint's, whatever was half-done before
 

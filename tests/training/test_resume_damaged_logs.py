@@ -94,3 +94,44 @@ def test_the_resume_log_names_the_code_the_resume_ran(run, capsys):
     (entry,) = _lines(run / RESUME_LOG)
     commit, dirty = git_state()
     assert (entry["commit"], entry["dirty"], entry["torch"]) == (commit, dirty, torch.__version__)
+
+
+def test_a_python_resume_is_logged_as_the_command_line_one_is(run, model_dir):
+    """`Trainer(cfg, run_dir, resume=True)` records the resume and writes the config in force (only the CLI did)."""
+    import torch
+
+    from ragen_core.training.config import load_config
+    from ragen_core.training.provenance import git_state
+    from ragen_core.training.trainer import Trainer
+
+    cfg = load_config(run / "config.toml", ["run.steps=3"])
+    trainer = Trainer(cfg, run, resume=True)
+    (entry,) = _lines(run / RESUME_LOG)
+    assert entry["step"] == 2 and entry["changes"] == {"run.steps": {"from": 2, "to": 3}}
+    assert (entry["commit"], entry["torch"]) == (git_state()[0], torch.__version__)
+    assert load_config(run / "config.toml").run.steps == 3
+    trainer.fit()
+    assert [r["step"] for r in _lines(run / "metrics.jsonl") if "rollout/return" in r] == [1, 2, 3]
+
+
+def test_resuming_with_a_policy_of_another_size_is_refused_and_leaves_it_untouched(run, tmp_path):
+    from ragen_core.policy import HFPolicy, build_tiny_model
+    from ragen_core.training.checkpoint import CheckpointError
+    from ragen_core.training.config import load_config
+    from ragen_core.training.trainer import Trainer
+
+    other = HFPolicy.from_pretrained(build_tiny_model(tmp_path / "other", corpus=[BANDIT_CORPUS], hidden=48,
+                                                      heads=2, layers=1))
+    before = {k: v.clone() for k, v in other.model.state_dict().items()}
+    log_before = (run / "metrics.jsonl").read_bytes()
+    with pytest.raises(CheckpointError, match="does not fit the model given to this Trainer"):
+        Trainer(load_config(run / "config.toml"), run, policy=other, resume=True)
+    after = other.model.state_dict()
+    assert all(torch_equal(before[k], after[k]) for k in before)  # nothing copied into it
+    assert (run / "metrics.jsonl").read_bytes() == log_before and not (run / RESUME_LOG).exists()
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+
+    return torch.equal(a, b)
