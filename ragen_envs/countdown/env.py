@@ -9,6 +9,7 @@ import numpy as np
 
 from ragen_envs.base import TextAgentEnv
 from ragen_envs.countdown.expression import (
+    MAX_LITERAL_DIGITS,
     ExpressionError,
     arithmetic_steps,
     parse_expression,
@@ -24,14 +25,23 @@ from ragen_envs.validation import require_int, require_path
 CORRECT_REWARD = 1.0
 FORMAT_REWARD = 0.1
 
+def _nums_problem(nums: list[int]) -> str | None:
+    """Why a record's `nums` cannot be played, or None. An answer writes each number as an unsigned integer
+    literal of at most MAX_LITERAL_DIGITS digits (a minus sign is an operation, not part of the number), so a
+    negative or longer number can never be used: even the solver's own answer (`-3 + 5`) scored 0."""
+    if not 1 <= len(nums) <= 7:
+        return "must hold 1 to 7 numbers"
+    for i, n in enumerate(nums):
+        if not 0 <= n < 10**MAX_LITERAL_DIGITS:
+            return (f"element {i} is {n}: numbers must be 0 to {10**MAX_LITERAL_DIGITS - 1} (an answer writes each "
+                    "as an unsigned integer)")
+    return None
+
+
 #: The public Countdown record: {"target": int, "nums": [int, ...]} (extra fields are kept and ignored).
 COUNTDOWN_SCHEMA = {
     "target": int,
-    "nums": Field(
-        list,
-        item_type=int,
-        check=lambda v: None if 1 <= len(v) <= 7 else "must hold 1 to 7 numbers",
-    ),
+    "nums": Field(list, item_type=int, check=_nums_problem),
 }
 
 
@@ -110,7 +120,8 @@ class CountdownEnv(TextAgentEnv):
     - `num_count`: 3-6 numbers, or an inclusive (low, high) range (default 4).
     - `num_range`, `target_range`: inclusive ranges (default (1, 100) each).
     - `dataset`: path of a `.jsonl` / `.json` file of `{target, nums}` records (strictly validated:
-      ValueError naming file, line and field). Overrides the generator knobs.
+      ValueError naming file, line and field; each number 0 to 10^12 - 1, as an answer can write it).
+      Overrides the generator knobs.
     - `action_format`: "tagged" (default, `<think>` then `<answer>`), "answer" or "plain".
     - `max_answers`: turns allowed to produce a valid answer (default 1: single turn).
     - `format_penalty`: default -0.1.

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,6 +40,8 @@ MAX_EXPRESSION_CHARS = 512
 MAX_LITERAL_DIGITS = 12
 #: Bound on the bit length of numerator and denominator of every intermediate value.
 MAX_VALUE_BITS = 1024
+#: Most digits a value can have (2**MAX_VALUE_BITS has 309): a stated `= <integer>` with more is false.
+_MAX_VALUE_DIGITS = len(str(2**MAX_VALUE_BITS))
 
 _UNICODE_SIGNS = str.maketrans(
     {"×": "*", "·": "*", "∗": "*", "÷": "/", "∕": "/", "−": "-", "–": "-"}
@@ -154,14 +157,25 @@ def parse_expression(text: str) -> ParsedExpression:
 
 
 def _stated_value(text: str) -> int | None:
-    """The integer after a trailing `=` (see :func:`normalize_expression`), or None without one."""
+    """The integer after a trailing `=` (see :func:`normalize_expression`), or None without one.
+
+    Raises ExpressionError (a false equation) when it has more digits than any value of an expression can
+    have (`_MAX_VALUE_DIGITS`, from `MAX_VALUE_BITS`): such a number cannot equal the left side, and it is
+    not converted (Python refuses int() of over 4,300 digits, and the check used to skip the comparison
+    then, accepting `E = 999...9` as a true equation).
+    """
     if not isinstance(text, str):
         return None
     match = _TRAILING_EQUALS.match(text.translate(_UNICODE_SIGNS).strip().strip("$`").strip())
     if not match:
         return None
     rhs = match.group(0)[len(match.group("lhs")) + 1:].strip()
-    return int(rhs) if len(rhs) <= 4300 else None
+    sign = -1 if rhs.startswith("-") else 1
+    # `\d` also matches other scripts' digits ("２４"): read each as its ASCII digit, then drop leading zeros.
+    digits = "".join(str(unicodedata.decimal(c)) for c in rhs.lstrip("-")).lstrip("0") or "0"
+    if len(digits) > _MAX_VALUE_DIGITS:
+        raise ExpressionError(f"a false equation: the right side has more than {_MAX_VALUE_DIGITS} digits")
+    return sign * int(digits)
 
 
 def uses_numbers_exactly(parsed: ParsedExpression, nums: Sequence[int]) -> bool:

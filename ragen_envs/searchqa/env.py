@@ -24,6 +24,7 @@ from ragen_envs.searchqa.knowledge import (
     oracle_retrieves_support,
 )
 from ragen_envs.searchqa.retriever import (
+    ENGLISH_STOPWORDS,
     Passage,
     PassageRetriever,
     cached_file_retriever,
@@ -131,6 +132,12 @@ def f1_score(prediction: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+def is_key_word(word: str) -> bool:
+    """Whether a (normalised) word can carry an answer on its own: it is not an English stop word
+    (`ENGLISH_STOPWORDS`: "of", "the", "a", "and", ...) and has more than one character ("J", "V", "1")."""
+    return len(word) > 1 and word not in ENGLISH_STOPWORDS
+
+
 def is_part_of(prediction: str, gold: str) -> bool:
     """Whether the prediction has a word and every word of it is a word of `gold` (multiset inclusion of
     `content_words`), i.e. the prediction is a part of the gold answer ("Smith" of "John Smith"), with no
@@ -139,14 +146,23 @@ def is_part_of(prediction: str, gold: str) -> bool:
     return bool(pred) and not (pred - Counter(content_words(gold)))
 
 
+def _earns_partial_credit(prediction: str, gold: str) -> bool:
+    """Whether an inexact answer may earn its F1: it is a part of `gold` (`is_part_of`) and has a key word
+    (`is_key_word`). A stop word or a single letter or digit alone is a part of many golds ("of" of "Bank of
+    America", F1 1/2; "a" of "Vitamin A", 2/3; "J" of "J. K. Rowling", 1/2), so one fixed answer, guessed
+    without reading anything, would be paid on every such question."""
+    return is_part_of(prediction, gold) and any(is_key_word(w) for w in content_words(prediction))
+
+
 def score_answer(prediction: str, golds: list[str] | tuple[str, ...] | str) -> tuple[float, bool, float]:
     """(reward, exact match, best F1) of an answer against one or several gold answers.
 
     reward = 1 if some gold matches exactly (`exact_match`); else the best token F1 over the golds of
-    which the answer is a part (`is_part_of`: no word outside that gold) when it is above F1_THRESHOLD
-    (0.3); else 0. The returned F1 is the best over all golds (HotpotQA's F1 over `content_words`), for
-    measurement; it is 1 for an exact match (whose content words may differ from the gold's only in a
-    letter "a" the gold has as a word: "type a personality" for "Type A personality").
+    which the answer is a part (`is_part_of`: no word outside that gold) with a key word (`is_key_word`: not
+    only stop words and single characters) when it is above F1_THRESHOLD (0.3); else 0. The returned F1 is
+    the best over all golds (HotpotQA's F1 over `content_words`), for measurement; it is 1 for an exact match
+    (whose content words may differ from the gold's only in a letter "a" the gold has as a word: "type a
+    personality" for "Type A personality").
 
     Why partial credit only for a part of the gold: token F1 pays for listing candidates. For gold
     "1956", `1115 1956` has F1 2/3, and k candidates one of which is right have F1 2/(k+1), while
@@ -154,14 +170,16 @@ def score_answer(prediction: str, golds: list[str] | tuple[str, ...] | str) -> t
     them all. An answer with a word that is not in the gold (a second candidate, a wrong word, a
     repeated word) earns nothing unless it matches exactly, so a hedge never pays more than committing
     to its wrong candidate would; an incomplete answer ("Smith" for "John Smith", "Vitamin" for
-    "Vitamin A") keeps its F1 but is not a success.
+    "Vitamin A") keeps its F1 but is not a success. A part made only of stop words or single characters
+    ("of" of "Bank of America", "a" of "Vitamin A") earns nothing: it says nothing about the answer, and one
+    fixed answer of that kind would be paid on every gold that has it.
     """
     golds = [golds] if isinstance(golds, str) else list(golds)
     em = any(exact_match(prediction, g) for g in golds)
     f1 = max(f1_score(prediction, g) for g in golds)
     if em:
         return 1.0, True, 1.0
-    partial = max((f1_score(prediction, g) for g in golds if is_part_of(prediction, g)), default=0.0)
+    partial = max((f1_score(prediction, g) for g in golds if _earns_partial_credit(prediction, g)), default=0.0)
     return (partial if partial > F1_THRESHOLD else 0.0), False, f1
 
 
@@ -361,7 +379,9 @@ class SearchQAEnv(TextAgentEnv):
     (every word of it is a gold word), the token F1 (HotpotQA's `f1_score`, over those words) when it is
     above 0.3; else 0. An answer with any word not in the gold (a second candidate: `1115 1956` for
     1956) earns 0, so listing candidates never pays more than committing to a wrong one
-    (`score_answer`). `search` earns 0. An invalid action (not one of the two
+    (`score_answer`). A part made only of stop words or single characters (`finish[of]` for "Bank of
+    America", `finish[a]` for "Vitamin A") earns 0: one such fixed answer would be paid on every gold that
+    has the word. `search` earns 0. An invalid action (not one of the two
     forms, several actions, malformed response) costs `format_penalty` (-0.1) and changes nothing but
     the turn counter.
 

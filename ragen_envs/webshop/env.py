@@ -14,7 +14,7 @@ from ragen_envs import protocol
 from ragen_envs.base import TextAgentEnv
 from ragen_envs.data import record_index
 from ragen_envs.data.cache import BuildCache, file_version
-from ragen_envs.spaces import fit_observation
+from ragen_envs.spaces import MAX_OBSERVATION_CHARS, fit_observation
 from ragen_envs.validation import require_int, require_int_range, require_names, require_path
 from ragen_envs.webshop import pages
 from ragen_envs.webshop.catalog import (
@@ -35,6 +35,8 @@ _GOAL_TRIES = 64
 _ACTION = re.compile(r"^\s*([A-Za-z]+)\s*\[(.*)\]\s*$", re.DOTALL)
 VERBS = ("search", "click")
 
+#: Room kept below the observation limit for what `_observation_text` adds to the page (notice, turn line).
+_FOOTER_CHARS = 300
 #: One catalogue (and search index) per generator config + seed or per file version, per process.
 _CATALOGS: BuildCache[Catalog] = BuildCache()
 
@@ -106,7 +108,8 @@ class WebShopEnv(TextAgentEnv):
     ## Observation Space
     `Text` (1 to 16,384 characters): the instruction, the current page (search bar; results with
     pagination; product page with price, attributes, option buttons and the current selection; the
-    purchase summary) and the turn counter.
+    purchase summary) and the turn counter. A search query too long for the page to fit is clipped where the
+    results page repeats it, so the results and buttons always show.
 
     ## Starting State
     The search page, with an instruction drawn with `self.np_random` (or a record of the
@@ -331,9 +334,15 @@ class WebShopEnv(TextAgentEnv):
         purchase = None
         if self._purchase is not None:
             purchase = (self._purchase[0], self._purchase[1], self._purchase[2].score)
-        return fit_observation(
-            pages.render_page(self.state, self.catalog, self.goal, self.per_page, purchase)
-        )
+        text = pages.render_page(self.state, self.catalog, self.goal, self.per_page, purchase)
+        overflow = len(text) - (MAX_OBSERVATION_CHARS - _FOOTER_CHARS)
+        if overflow > 0 and self.state.page == "results":
+            # A long query echoed in full pushed the results, the buttons and the turn line out of the
+            # observation (cut at its limit), so the agent could not see what to click. Clip the echo only
+            # when the page would not fit: every page that fits stays as it was.
+            keep = max(40, len(self.state.query) - overflow)
+            text = pages.render_page(self.state, self.catalog, self.goal, self.per_page, purchase, keep)
+        return fit_observation(text)
 
     def _observation_text(self, notice: str | None) -> str:
         # The turn counter is shown to the agent but is not part of the state text (which an invalid

@@ -138,14 +138,19 @@ def render_page(
     goal: Goal,
     per_page: int,
     purchase: tuple[Product, dict[str, str], float] | None = None,
+    max_query_chars: int | None = None,
 ) -> str:
-    """The text of the current page (WebShop's text observation, made readable)."""
+    """The text of the current page (WebShop's text observation, made readable). `max_query_chars` clips the
+    search query the results page echoes (None: in full)."""
     lines = [f"Instruction: {goal.instruction}"]
     if state.page == "search":
         lines += ["[Search page] Type your keywords with search[...]."]
     elif state.page == "results":
         n = len(state.results)
-        lines.append(f'Search results for "{state.query}": page {state.page_no + 1} of '
+        query = state.query
+        if max_query_chars is not None and len(query) > max_query_chars:
+            query = query[: max(0, max_query_chars - 3)].rstrip() + "..."
+        lines.append(f'Search results for "{query}": page {state.page_no + 1} of '
                      f"{state.num_pages(per_page)} (total results: {n})")  # fmt: skip
         buttons = (
             [BACK]
