@@ -9,6 +9,7 @@ import numpy as np
 
 from ragen_envs import protocol
 from ragen_envs.base import TextAgentEnv
+from ragen_envs.spaces import fit_observation
 from ragen_envs.validation import require_float, require_int, require_names
 
 # Arm names: professions whose income is steady (low-risk arm) or volatile (high-risk arm).
@@ -31,10 +32,22 @@ SPLITS = ("train", "test")
 
 
 def _check_names(names: object, what: str) -> tuple[str, ...]:
+    """The arm names as a tuple; ValueError naming `what` for a name no answer can match as the model sees it.
+
+    Besides the tag and separator characters, a name must come through both gates unchanged: the observation
+    (`fit_observation` shows a character beyond the BMP as U+FFFD) and the parser (it turns control characters
+    in a response into spaces and cuts a response at MAX_RESPONSE_CHARS). Otherwise the arm could never be
+    pulled, and its episodes never won.
+    """
     out = require_names(what, names)
     for n in out:
         if not n.strip() or n != n.strip() or protocol.ACTION_SEPARATOR in n or "<" in n or ">" in n:
             raise ValueError(f"{what}: {n!r} is not usable as an answer (empty, padded, or contains '||', '<', '>')")
+        if fit_observation(n) != n or protocol.parse_response(n, lambda piece: piece, action_format="plain",
+                                                               split_actions=False).answer != n:
+            raise ValueError(f"{what}: {n!r} cannot be answered as shown (it holds a control character, a lone "
+                             "surrogate or a character beyond the Basic Multilingual Plane, or is longer than a "
+                             "response)")
     return out
 
 
@@ -107,7 +120,8 @@ class BanditEnv(TextAgentEnv):
     * `high_reward=1.0`, `high_prob=0.25`, `high_miss_reward=0.0`: the high-risk arm pays
       `high_reward` with probability `high_prob`, else `high_miss_reward`.
     * `split="train"`: which word lists ("train" or "test", disjoint); `low_risk_names` /
-      `high_risk_names` replace the lists.
+      `high_risk_names` replace the lists (a name no answer could match as the model sees it is refused: one
+      with '||', '<', '>', padding, a control character or a character beyond the BMP).
     * `max_answers=1`: answers allowed; when all of them name no arm the episode terminates.
     * `action_format`, `format_penalty`, `render_mode="ansi"`: as in `TextAgentEnv`.
 
@@ -204,11 +218,13 @@ class BanditEnv(TextAgentEnv):
         return f"{self.arm_names[0]} sounds {kinds[0]}, {self.arm_names[1]} sounds {kinds[1]}."
 
     def _reset_task(self, options: dict[str, Any]) -> dict[str, Any]:
+        # Checked before anything changes: a refused reset left the new arm names with the old episode's matcher,
+        # so the old low arm's name was then paid as the high arm.
+        payoff_seed = require_int("options['payoff_seed']", options.get("payoff_seed", 0), 0)
         rng = self.np_random
         self.low_arm = self.low_risk_names[int(rng.integers(len(self.low_risk_names)))]
         self.high_arm = self.high_risk_names[int(rng.integers(len(self.high_risk_names)))]
         self.arm_names = (self.low_arm, self.high_arm) if rng.random() < 0.5 else (self.high_arm, self.low_arm)
-        payoff_seed = require_int("options['payoff_seed']", options.get("payoff_seed", 0), 0)
         # The payoff stream is keyed by a draw of the episode's generator and the payoff seed, so the
         # same reset seed with different payoff seeds gives the same arms and independent payoffs.
         self._payoff_rng = np.random.default_rng([int(rng.integers(2**63)), int(payoff_seed)])

@@ -11,7 +11,7 @@ from gymnasium import spaces
 from ragen_envs.base import INVALID_NOTICE, TextAgentEnv
 from ragen_envs.grid import DIRECTION_WORDS, coords, coords_chars, grid_chars, largest_fitting, moved
 from ragen_envs.sokoban.generator import SokobanGenerator
-from ragen_envs.sokoban.level import RAGEN_LEGEND, RAGEN_SYMBOLS, Level, parse_xsb
+from ragen_envs.sokoban.level import RAGEN_LEGEND, RAGEN_SYMBOLS, Level, parse_xsb, validate
 from ragen_envs.sokoban.render import (
     BOX,
     BOX_ON_TARGET,
@@ -140,8 +140,9 @@ class SokobanEnv(TextAgentEnv):
     max_solution_len)` using only `self.np_random`: the start is the hardest position the room
     offers with an optimal solution of `min_solution_len` to `max_solution_len` steps (by default
     at most `max_actions`, so every episode can be won within the budget).
-    `reset(options={"level": xsb_text})` loads any valid XSB level of any size instead (a
-    `ValueError` names what is wrong with an invalid one).
+    `reset(options={"level": xsb_text})` loads any valid XSB level of any size instead, or a `Level`
+    (held to the same rules, `ragen_envs.sokoban.level.validate`); a `ValueError` names what is wrong
+    with an invalid one, and a refused level leaves the env as it was.
 
     ## Rewards
 
@@ -417,7 +418,11 @@ class SokobanEnv(TextAgentEnv):
             return {"optimal_steps": item.optimal_steps}
         if isinstance(level, str):
             level = parse_xsb(level)
-        elif not isinstance(level, Level):
+        elif isinstance(level, Level):
+            # A Level is held to the rules XSB text is (parse_xsb validates): one built by hand could have more
+            # targets than boxes (solved with a target still empty), a piece off the grid or on a wall.
+            validate(level)
+        else:
             raise ValueError(f'options["level"] must be XSB text or a Level, got {type(level).__name__}')
         if level.is_solved:
             raise ValueError("the level is already solved (every box is on a target); give an unsolved level")
@@ -427,8 +432,11 @@ class SokobanEnv(TextAgentEnv):
                 f"a {h}x{w} level does not fit the {self.dim_room[0]}x{self.dim_room[1]} image frame of this "
                 "vision env; make it with dim_room at least the level size"
             )
+        previous = self.current_level()
         self._load(level)
         if len(self._state_text()) + len(INVALID_NOTICE) + 1 > MAX_OBSERVATION_CHARS:
+            # A refused level leaves the env as it was: the episode before it plays on, not the refused room.
+            self._load(previous)
             raise ValueError(
                 f"a {h}x{w} level gives a text observation over {MAX_OBSERVATION_CHARS} characters"
             )

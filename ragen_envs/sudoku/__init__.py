@@ -7,10 +7,11 @@
 
 from ragen_envs.sudoku.env import SudokuEnv, parse_board
 from ragen_envs.sudoku.generator import DIFFICULTY_GIVENS, generate_puzzle
-from ragen_envs.sudoku.solver import count_solutions, is_solved, singles_solve, solve
+from ragen_envs.sudoku.solver import SearchBudgetExceeded, count_solutions, is_solved, singles_solve, solve
 
 __all__ = [
     "DIFFICULTY_GIVENS",
+    "SearchBudgetExceeded",
     "SudokuEnv",
     "count_solutions",
     "generate_puzzle",

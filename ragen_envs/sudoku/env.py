@@ -11,7 +11,15 @@ import numpy as np
 from ragen_envs import protocol
 from ragen_envs.base import TextAgentEnv, listed_refusals
 from ragen_envs.sudoku.generator import DIFFICULTY_GIVENS, TECHNIQUES, check_givens, generate_puzzle
-from ragen_envs.sudoku.solver import box_side, candidates, count_solutions, is_solved, peers, solve
+from ragen_envs.sudoku.solver import (
+    SearchBudgetExceeded,
+    box_side,
+    candidates,
+    count_solutions,
+    is_solved,
+    peers,
+    solve,
+)
 
 #: One placement: R<row>C<col>=<digit>, 1-indexed, ASCII letters in either case, spaces between the parts.
 #: ASCII digits only (re.ASCII: "٣" or "３" are not 3) and no leading zeros, so each placement has one spelling
@@ -19,13 +27,20 @@ from ragen_envs.sudoku.solver import box_side, candidates, count_solutions, is_s
 ACTION_PATTERN = re.compile(r"r\s*([1-9][0-9]?)\s*c\s*([1-9][0-9]?)\s*=\s*(0|[1-9][0-9]?)", re.ASCII | re.IGNORECASE)
 DIFFICULTIES = ("easy", "medium", "hard")
 SOLVED_REWARD = 1.0
+#: Search positions the exact solver may visit to check an `options["puzzle"]` (uniqueness, then the solution):
+#: the hardest known 9x9 puzzles need about 125,000, a few seconds' worth is allowed; beyond it the puzzle is
+#: refused (a ValueError) instead of reset hanging on a puzzle built against the search.
+PUZZLE_MAX_SEARCH_NODES = 500_000
 
 
 def parse_board(board: Any, n: int) -> list[int]:
     """A board given as n rows of n digits (lists, or strings with `.`/`0` for empty cells), or a flat sequence
-    of n * n digits, as a flat row-major list; ValueError on any other shape or digit."""
+    of n * n digits (a list, or one string such as `"41.32..."`), as a flat row-major list; ValueError on any
+    other shape or digit."""
     if isinstance(board, str):
         board = [row for row in board.split() if row]
+        if len(board) == 1 and len(board[0]) == n * n:  # the flat form as one string, "41.32..." (n * n digits)
+            board = list(board[0])
     rows = list(board) if isinstance(board, (list, tuple, np.ndarray)) else None
     flat: list[Any] | None = None
     if rows is not None and len(rows) == n:
@@ -42,6 +57,8 @@ def parse_board(board: Any, n: int) -> list[int]:
         raise ValueError(f"a {n}x{n} board must be {n} rows of {n} digits (or {n * n} digits), got {board!r}")
     out = []
     for v in flat:
+        if isinstance(v, str) and v == ".":  # the empty cell of the string forms, also as a single character
+            v = "0"
         try:
             d = int(v)
         except (TypeError, ValueError):
@@ -50,6 +67,24 @@ def parse_board(board: Any, n: int) -> list[int]:
             raise ValueError(f"board cells must be digits 0..{n} (0 or '.' empty), got {v!r}")
         out.append(d)
     return out
+
+
+def _unique_solution(puzzle: list[int], n: int) -> list[int]:
+    """The solution of `options["puzzle"]`; ValueError when it has none or several, or when the exact search
+    cannot tell within PUZZLE_MAX_SEARCH_NODES positions (without the bound, a 16x16 puzzle built against the
+    search kept reset busy for longer than any caller waits)."""
+    try:
+        count = count_solutions(puzzle, n, max_nodes=PUZZLE_MAX_SEARCH_NODES)
+        solution = solve(puzzle, n, max_nodes=PUZZLE_MAX_SEARCH_NODES) if count == 1 else None
+    except SearchBudgetExceeded:
+        raise ValueError(
+            f"options['puzzle'] could not be checked for a unique solution within {PUZZLE_MAX_SEARCH_NODES:,} "
+            "search positions of the exact solver; give a puzzle with more givens"
+        ) from None
+    if solution is None:
+        found = "none" if count == 0 else "several"
+        raise ValueError(f"options['puzzle'] must have exactly one solution; it has {found}")
+    return solution
 
 
 class SudokuEnv(TextAgentEnv):
@@ -105,7 +140,10 @@ class SudokuEnv(TextAgentEnv):
 
     ## Starting State
     The puzzle: `givens` filled cells, the rest empty (at least one: a puzzle with no empty cell, as a knob or
-    as `options["puzzle"]`, is refused, since its start would already be solved).
+    as `options["puzzle"]`, is refused, since its start would already be solved). An `options["puzzle"]` must
+    have exactly one solution, which the exact solver confirms within `PUZZLE_MAX_SEARCH_NODES` (500,000) search
+    positions (about 2 s of search at 9x9, 7 s at 16x16; the hardest known 9x9 puzzles need a quarter of that);
+    else a ValueError says which of these failed.
 
     ## Rewards
     1 on the placement that completes a solved grid (which, the solution being unique, is the solution);
@@ -134,7 +172,7 @@ class SudokuEnv(TextAgentEnv):
 
     env = gym.make("ragen/Sudoku-v0", size=4, difficulty="easy")      # 10 givens
     env = gym.make("ragen/Sudoku-v0", size=9, givens=30, technique="singles", max_actions=100)
-    env.reset(seed=0, options={"puzzle": ["1..4", "..3.", ".1..", "4..1"]})   # a given puzzle (unique)
+    env.reset(seed=0, options={"puzzle": ["41.3", "2...", ".4..", "...1"]})   # a given puzzle (unique)
     ```
     * `size=4`: the side n (4, 9 or 16).
     * `difficulty="easy"`: `"easy"`, `"medium"` or `"hard"`: 10 / 8 / 6 givens at 4x4, 36 / 30 / 26 at 9x9,
@@ -204,10 +242,7 @@ class SudokuEnv(TextAgentEnv):
             if 0 not in puzzle:
                 raise ValueError("options['puzzle'] has no empty cell: it is already solved (or broken); give a "
                                  "puzzle with at least one empty cell")
-            if count_solutions(puzzle, self.n) != 1:
-                raise ValueError("options['puzzle'] must have exactly one solution")
-            solution = solve(puzzle, self.n)
-            assert solution is not None
+            solution = _unique_solution(puzzle, self.n)
         else:
             puzzle, solution = generate_puzzle(self.np_random, self.n, self.num_givens, self.technique)
         self.puzzle, self._solution = list(puzzle), list(solution)

@@ -60,13 +60,20 @@ def _where(n: int) -> tuple[tuple[int, int, int], ...]:
     return tuple((i // n, i % n, (i // n // b) * b + (i % n) // b) for i in range(n * n))
 
 
+class SearchBudgetExceeded(RuntimeError):
+    """The exact search visited `max_nodes` positions without an answer (`count_solutions`, `solve`)."""
+
+
 def _search(
-    board: Sequence[int], n: int, limit: int, order: np.random.Generator | None
+    board: Sequence[int], n: int, limit: int, order: np.random.Generator | None, max_nodes: int | None = None
 ) -> tuple[int, list[int] | None]:
     """(number of solutions found, capped at `limit`; the first solution or None).
 
     `order`: when given, the candidates of each cell are tried in a random order drawn from it (the
     generator of full grids uses this); the count is the same either way.
+    `max_nodes`: SearchBudgetExceeded once the search has visited more positions than this (None: no bound).
+    The search is exponential in the worst case: a 16x16 board with 30 givens whose row holds 15 cells for 14
+    digits runs for longer than any caller waits, while the hardest known 9x9 puzzles take about 125,000.
     """
     b = box_side(n)
     cells = [int(v) for v in board]
@@ -90,9 +97,13 @@ def _search(
     where = _where(n)
     found = 0
     first: list[int] | None = None
+    budget = -1 if max_nodes is None else max_nodes  # counted down; -1 never reaches 0
 
     def dfs(open_cells: list[int]) -> None:
-        nonlocal found, first
+        nonlocal found, first, budget
+        if budget == 0:
+            raise SearchBudgetExceeded(f"the search visited {max_nodes} positions without an answer")
+        budget -= 1
         if not open_cells:
             found += 1
             if first is None:
@@ -132,19 +143,21 @@ def _search(
     return found, first
 
 
-def count_solutions(board: Sequence[int], n: int, limit: int = 2) -> int:
+def count_solutions(board: Sequence[int], n: int, limit: int = 2, *, max_nodes: int | None = None) -> int:
     """The number of completions of `board` into a solved grid, capped at `limit` (>= 1).
 
-    `count_solutions(puzzle, n) == 1` is the uniqueness check of the generator.
+    `count_solutions(puzzle, n) == 1` is the uniqueness check of the generator. `max_nodes`: raise
+    SearchBudgetExceeded after that many search positions (None: search to the end, however long).
     """
     if limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
-    return _search(board, n, limit, None)[0]
+    return _search(board, n, limit, None, max_nodes)[0]
 
 
-def solve(board: Sequence[int], n: int) -> list[int] | None:
-    """The first completion of `board` in the search order (the solution of a unique puzzle), or None."""
-    return _search(board, n, 1, None)[1]
+def solve(board: Sequence[int], n: int, *, max_nodes: int | None = None) -> list[int] | None:
+    """The first completion of `board` in the search order (the solution of a unique puzzle), or None
+    (`max_nodes` as for `count_solutions`)."""
+    return _search(board, n, 1, None, max_nodes)[1]
 
 
 def random_solution(rng: np.random.Generator, n: int) -> list[int]:
