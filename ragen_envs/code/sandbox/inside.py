@@ -465,40 +465,203 @@ def exit_on_fault_signals(lib=None):
             raise _os_error(f"installing the fault handler of signal {signum}")
 
 
-def install_guard(workdir):
-    """Guard mode only: an audit hook refusing sockets, new processes and writes outside the working
-    dir. Not a hard boundary (native code can bypass it); see the sandbox module docstring."""
-    blocked = {"socket.__new__", "socket.connect", "socket.bind", "socket.sendto", "socket.getaddrinfo",
-               "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
-               "subprocess.Popen", "os.kill", "os.killpg", "pty.spawn", "ctypes.dlopen", "ctypes.dlsym",
-               "ctypes.call_function", "ctypes.cdata", "ctypes.addressof", "os.chroot", "os.setuid"}
-    blocked_imports = {"_posixsubprocess", "_ctypes", "ctypes", "_socket", "socket", "mmap"}
-    root = os.path.realpath(workdir) + os.sep
+#: Guard mode: the audit events refused outright.
+GUARD_BLOCKED_EVENTS = frozenset({
+    "socket.__new__", "socket.connect", "socket.bind", "socket.sendto", "socket.getaddrinfo",
+    "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
+    "subprocess.Popen", "os.kill", "os.killpg", "pty.spawn", "ctypes.dlopen", "ctypes.dlsym",
+    "ctypes.call_function", "ctypes.cdata", "ctypes.addressof", "ctypes.PyObj_FromPtr", "os.chroot",
+    "os.setuid",
+})
+#: Guard mode: the modules whose import is refused.
+GUARD_BLOCKED_IMPORTS = frozenset({"_posixsubprocess", "_ctypes", "ctypes", "_socket", "socket", "mmap"})
+#: Guard mode: function attributes that may not be set or deleted (they would change what the hook and its
+#: helpers, which a PermissionError's traceback and the gc expose, compute).
+GUARD_FROZEN_ATTRIBUTES = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
+#: Guard mode: the audit events that change the file system: event -> its (path argument, dir_fd argument
+#: or None) index pairs. Every such path must lie in the working dir, both as named (the entry itself: a
+#: rename or a removal acts on a symlink, not on its target) and with symlinks followed. `os.rename` covers
+#: `os.replace`, `os.remove` `os.unlink`; the target of `os.symlink` is checked apart.
+GUARD_PATH_EVENTS = {
+    "os.remove": ((0, 1),), "os.rmdir": ((0, 1),), "os.mkdir": ((0, 2),), "os.chmod": ((0, 2),),
+    "os.chown": ((0, 3),), "os.utime": ((0, 3),), "os.truncate": ((0, None),), "os.chflags": ((0, None),),
+    "os.setxattr": ((0, None),), "os.removexattr": ((0, None),), "shutil.rmtree": ((0, 1),),
+    "os.rename": ((0, 2), (1, 3)), "os.link": ((0, 2), (1, 3)), "os.symlink": ((1, 2),),
+}
+# The same as the hook reads it: a dict could be emptied through the hook's frame, a tuple cannot.
+_GUARD_PATH_EVENT_ITEMS = tuple(GUARD_PATH_EVENTS.items())
+_GUARD_PATH_EVENT_NAMES = frozenset(GUARD_PATH_EVENTS)
+_O_WRITE = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
-    def hook(event, args):
+# The guard hook's helpers. The program runs later in the same interpreter and may replace whatever it can
+# reach: a module's function (`os.path.realpath` used to be consulted: replaced, it let a program write
+# anywhere), a builtin, a class attribute (`os.stat_result.st_mode`), the methods of a str subclass it passes
+# as a path, a mutable set of the hook (it emptied the blocked events), a closure cell of the hook (the gc
+# finds cells; `cell_contents` rebinds without an audit event). So the hook and its helpers have no closure
+# and read no global or builtin name: everything they use is a default argument, bound before any program
+# runs, and immutable (the `posix` functions, the methods of `str`, `bytes`, `int` and `tuple`, strings,
+# tuples, frozensets); `GUARD_FROZEN_ATTRIBUTES` keeps their defaults and code as they are.
+
+
+def _guard_text(value, is_instance=isinstance, str_type=str, bytes_type=bytes, exact_str=str.__str__,
+                decode=bytes.decode):
+    """An exact str of a str or bytes argument (a subclass is copied); None for anything else."""
+    if is_instance(value, str_type):
+        return exact_str(value)
+    if is_instance(value, bytes_type):
+        return decode(value, "utf-8", "surrogateescape")
+    return None
+
+
+def _guard_resolve(path, base, follow_last=True, lstat=os.lstat, readlink=os.readlink, getcwd=os.getcwd,
+                   item=tuple.__getitem__, os_error=OSError):
+    """The absolute path `path` names (relative to `base`, else the working dir), resolved as the kernel
+    will: `.`, `..` and symlinks component by component (the last one only with `follow_last`; a missing
+    one is kept as named); None past 40 symlinks or for one that cannot be read."""
+    if not path.startswith("/"):
+        path = (base if base is not None else getcwd()) + "/" + path
+    todo, resolved, links = path.split("/")[::-1], "", 0
+    while todo:
+        name = todo.pop()
+        if name == "" or name == ".":
+            continue
+        if name == "..":
+            resolved = resolved[: resolved.rfind("/")] if resolved else ""
+            continue
+        candidate = resolved + "/" + name
+        try:
+            is_link = item(lstat(candidate), 0) & 0o170000 == 0o120000
+        except os_error:
+            is_link = False
+        if not is_link or (not follow_last and not [n for n in todo if n != "" and n != "."]):
+            resolved = candidate
+            continue
+        links += 1
+        try:
+            target = readlink(candidate)
+        except os_error:
+            return None
+        if links > 40:
+            return None
+        if target.startswith("/"):
+            resolved = ""
+        todo.extend(target.split("/")[::-1])
+    return resolved or "/"
+
+
+def _guard_inside(path, root):
+    return path is not None and (path == root or path.startswith(root + "/") or path == "/dev/null")
+
+
+def _guard_fd_path(fd, readlink=os.readlink, index=int.__index__, errors=(OSError, ValueError)):
+    """What an open file descriptor names (the host's /proc: guard mode has no namespaces), or None."""
+    try:
+        return readlink(f"/proc/self/fd/{index(fd)}")
+    except errors:
+        return None
+
+
+def _guard_is_directory(path, stat=os.stat, item=tuple.__getitem__, os_error=OSError):
+    try:
+        return item(stat(path), 0) & 0o170000 == 0o040000
+    except os_error:
+        return False
+
+
+def _guard_allowed(value, base, root, follow_last=True, is_instance=isinstance, int_type=int,
+                   fd_path=_guard_fd_path, text=_guard_text, resolve=_guard_resolve, inside=_guard_inside):
+    """Whether a path argument (a path, or a file descriptor) names a place in the working dir `root`."""
+    if is_instance(value, int_type):
+        return inside(fd_path(value), root)
+    path = text(value)
+    return path is not None and inside(resolve(path, base, follow_last), root)
+
+
+def _guard_path_event(event, pairs, args, root, is_instance=isinstance, int_type=int, index=int.__index__,
+                      length=len, error=PermissionError, fd_path=_guard_fd_path, text=_guard_text,
+                      resolve=_guard_resolve, inside=_guard_inside, allowed=_guard_allowed):
+    """Raise PermissionError unless every path of a `GUARD_PATH_EVENTS` event lies in the working dir."""
+    for path_index, fd_index in pairs:
+        if path_index >= length(args):
+            continue
+        base = None
+        if fd_index is not None and fd_index < length(args) and is_instance(args[fd_index], int_type):
+            if index(args[fd_index]) >= 0:
+                base = fd_path(args[fd_index])
+                if base is None:
+                    raise error("sandbox: " + event + " relative to an unknown directory is not allowed")
+        value = args[path_index]
+        if not (allowed(value, base, root) and allowed(value, base, root, follow_last=False)):
+            raise error("sandbox: " + event + " outside the working directory is not allowed")
+        if event == "os.symlink":  # the link's target is read relative to the link's directory
+            link = resolve(text(value), base, follow_last=False)
+            target = text(args[0])
+            if target is None or not inside(resolve(target, link[: link.rfind("/")] or "/"), root):
+                raise error("sandbox: a symlink to outside the working directory is not allowed")
+
+
+def _guard_open(args, root, is_instance=isinstance, int_type=int, index=int.__index__, length=len,
+                error=PermissionError, text=_guard_text, resolve=_guard_resolve, inside=_guard_inside,
+                is_directory=_guard_is_directory, o_write=_O_WRITE):
+    """Raise PermissionError for an "open" event that writes outside the working dir, opens a directory
+    outside it (its descriptor would let `os.open(name, dir_fd=...)` write there: that event does not carry
+    its dir_fd) or reads another process's environ/mem/cmdline."""
+    if not args or is_instance(args[0], int_type):
+        return
+    path = text(args[0])
+    real = resolve(path, None) if path is not None else None
+    if real is not None and real.startswith("/proc/") and real.endswith(("/environ", "/mem", "/cmdline")):
+        raise error("sandbox: reading " + real + " is not allowed")
+    if inside(real, root):
+        return
+    mode = text(args[1]) if length(args) > 1 and args[1] is not None else ""
+    flags = index(args[2]) if length(args) > 2 and is_instance(args[2], int_type) else 0
+    if mode is None or "w" in mode or "a" in mode or "x" in mode or "+" in mode or flags & o_write:
+        raise error("sandbox: writing outside the working directory is not allowed")
+    if real is not None and is_directory(real):
+        raise error("sandbox: opening a directory outside the working directory is not allowed")
+
+
+def guard_hook(workdir):
+    """The audit hook of guard mode for a program whose working dir is `workdir` (`install_guard`).
+
+    It refuses the events of `GUARD_BLOCKED_EVENTS`, the imports of `GUARD_BLOCKED_IMPORTS`, setting the
+    attributes of `GUARD_FROZEN_ATTRIBUTES`, reading another process's environ/mem/cmdline, and any change
+    of the file system outside `workdir`: an open for writing (`_guard_open`) and each event of
+    `GUARD_PATH_EVENTS`, at both ends of a rename or link (`_guard_path_event`). Its variables can be read
+    (a PermissionError's traceback holds its frame, the gc finds the function) but none can be changed (see
+    the helpers above).
+    """
+    root = _guard_resolve(str.__str__(workdir), None)
+
+    # No closure (see the helpers above): the run's values are default arguments.
+    def hook(event, args, root=root, blocked=GUARD_BLOCKED_EVENTS, imports=GUARD_BLOCKED_IMPORTS,
+             frozen=GUARD_FROZEN_ATTRIBUTES, path_events=_GUARD_PATH_EVENT_ITEMS,
+             path_event_names=_GUARD_PATH_EVENT_NAMES, check_open=_guard_open,
+             check_path_event=_guard_path_event, error=PermissionError, text=_guard_text):
         if event in blocked:
-            raise PermissionError(f"sandbox: {event} is not allowed")
-        if event == "import" and args and args[0] in blocked_imports:
-            raise PermissionError(f"sandbox: import of {args[0]} is not allowed")
-        if event == "open" and args:
-            path, mode = args[0], args[1] if len(args) > 1 else "r"
-            if isinstance(path, int):
-                return
-            flags = args[2] if len(args) > 2 else 0
-            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-                isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
-            p = os.path.realpath(os.fsdecode(path))
-            if p.startswith("/proc/") and p.endswith(("/environ", "/mem", "/cmdline")):
-                raise PermissionError(f"sandbox: reading {p} is not allowed")
-            if writing and not (p + os.sep).startswith(root) and p != "/dev/null":
-                raise PermissionError("sandbox: writing outside the working directory is not allowed")
-        if event in ("os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.symlink", "os.link",
-                     "os.chmod", "os.chown", "os.truncate", "shutil.rmtree") and args:
-            p = args[0]
-            if isinstance(p, (str, bytes)) and not (os.path.realpath(os.fsdecode(p)) + os.sep).startswith(root):
-                raise PermissionError(f"sandbox: {event} outside the working directory is not allowed")
+            raise error("sandbox: " + event + " is not allowed")
+        if event == "import":
+            name = text(args[0]) if args else None
+            if name in imports:
+                raise error("sandbox: import of " + name + " is not allowed")
+        elif event == "open":
+            check_open(args, root)
+        elif event in path_event_names:
+            for name, pairs in path_events:
+                if name == event:
+                    check_path_event(event, pairs, args, root)
+        elif event == "object.__setattr__" or event == "object.__delattr__":
+            if text(args[1]) in frozen:
+                raise error("sandbox: setting " + text(args[1]) + " is not allowed")
 
-    sys.addaudithook(hook)
+    return hook
+
+
+def install_guard(workdir):
+    """Guard mode only: the audit hook of `guard_hook`. Not a hard boundary (native code, and the calls no
+    audit event reports: `os.mkfifo`, `os.mknod`), can bypass it); see docs/security.md."""
+    sys.addaudithook(guard_hook(workdir))
 
 
 def harden(cfg):

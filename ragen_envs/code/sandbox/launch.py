@@ -2,7 +2,8 @@
 
 Imports `inside` from this directory through the import system, so that its cached bytecode is
 used instead of compiling it on every run, removes the directory from `sys.path` again (nothing
-of the project stays importable) and hands over to `inside.main`. It imports `inside` as a
+else of the project is importable; `import inside` still finds the loaded module, which holds none of
+the run's configuration: see `inside.program_process`) and hands over to `inside.main`. It imports `inside` as a
 top-level module, not as `ragen_envs.code.sandbox.inside`: the package's `__init__` (the caller
 side) must not run in the sandbox, and `-I -S` leaves only the standard library importable.
 """
