@@ -129,6 +129,9 @@ class BanditEnv(TextAgentEnv):
     * v0: initial version (RAGEN's two-armed bandit).
     """
 
+    #: The reset options this env reads (``reset(options=...)``); any other key is refused.
+    RESET_OPTIONS: ClassVar[frozenset[str] | None] = frozenset({"payoff_seed"})
+
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
     ROLE: ClassVar[str] = "You are playing a bandit game: choose which arm to pull to maximise your reward."
 

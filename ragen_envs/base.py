@@ -87,7 +87,7 @@ so a batched rollout may keep stepping envs that are already done.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -158,6 +158,10 @@ class TextAgentEnv(gym.Env):
     ACTIONS: ClassVar[tuple[str, ...]] = ()
     #: Extra accepted spellings, alias -> canonical name.
     ACTION_ALIASES: ClassVar[dict[str, str]] = {}
+    #: The keys of ``reset(options=...)`` this env reads; any other key is a ValueError naming it (a misspelt option
+    #: was silently ignored: ``{"levle": ...}`` played a random level). None: not declared, every key passes (every
+    #: registered env declares its own: tests/envs/test_reset_options.py).
+    RESET_OPTIONS: ClassVar[frozenset[str] | None] = None
     #: First line of the instructions.
     ROLE: ClassVar[str] = "You are an agent solving a task step by step."
 
@@ -253,6 +257,26 @@ class TextAgentEnv(gym.Env):
         if self._actions_left is None:
             return self.max_actions_per_turn
         return max(1, min(self.max_actions_per_turn, self._actions_left))
+
+    def _checked_options(self, options: Any) -> dict[str, Any]:
+        """`options` of :meth:`reset` as a dict: None is {}; anything but a mapping with string keys is a TypeError,
+        a key this env does not read (:attr:`RESET_OPTIONS`) a ValueError naming it and the keys it reads."""
+        if options is None:
+            return {}
+        if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
+            raise TypeError(f"options must be a dict of reset options with string keys (or None), got "
+                            f"{type(options).__name__} {options!r:.60}")
+        accepted = self.RESET_OPTIONS
+        unknown = sorted(set(options) - accepted) if accepted is not None else []
+        if unknown:
+            import difflib
+
+            near = difflib.get_close_matches(unknown[0], sorted(accepted), n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            reads = ", ".join(sorted(accepted)) or "none"
+            raise ValueError(f"{type(self).__name__} has no reset option {unknown[0]!r}{hint}; the options it reads: "
+                             f"{reads}")
+        return dict(options)
 
     # ------------------------------------------------------------------ hooks for subclasses
     def _reset_task(self, options: dict[str, Any]) -> dict[str, Any]:
@@ -426,8 +450,9 @@ class TextAgentEnv(gym.Env):
         return info
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        options = self._checked_options(options)  # before the RNG is reseeded: a refused reset changes nothing
         super().reset(seed=seed)
-        extra = self._reset_task(dict(options or {}))
+        extra = self._reset_task(options)
         self._actions_left = self.max_actions
         self._turn = 0
         self._terminated = False

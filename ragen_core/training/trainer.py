@@ -357,8 +357,33 @@ def check_runnable(cfg: TrainConfig) -> None:
     """
     _check_seed_ranges(cfg)
     _check_device(cfg.run.device)
+    _check_per_rollout_option(cfg)
     if cfg.run.tensorboard:
         require_tensorboard()
+
+
+def _check_per_rollout_option(cfg: TrainConfig) -> None:
+    """`env.per_rollout_option` is a reset option the env reads (its class's ``RESET_OPTIONS``): every reset of the
+    run would refuse it otherwise, deep inside the warm start or the first rollout. An env that declares none, or
+    an id the registry does not know (refused elsewhere), is not checked here."""
+    option = cfg.env.per_rollout_option
+    if not option:
+        return
+    import gymnasium as gym
+
+    try:
+        entry = gym.spec(cfg.env.id).entry_point
+        cls = gym.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
+    except (gym.error.Error, ImportError, AttributeError, ValueError):
+        return
+    reads = getattr(cls, "RESET_OPTIONS", None)
+    if reads is not None and option not in reads:
+        import difflib
+
+        near = difflib.get_close_matches(option, sorted(reads), n=1)
+        raise ConfigError(f"env.per_rollout_option {option!r}: {cfg.env.id} has no such reset option"
+                          f"{f' (did you mean {near[0]!r}?)' if near else ''}; the options it reads: "
+                          f"{', '.join(sorted(reads)) or 'none'}")
 
 
 # ---------------------------------------------------------------------------------------------- the Python API's checks
@@ -434,12 +459,13 @@ def _make_envs(cfg: TrainConfig, n: int) -> list[Any]:
     import gymnasium as gym
 
     try:
-        return make_envs(cfg.env.id, n, cfg.env.kwargs)
+        envs = make_envs(cfg.env.id, n, cfg.env.kwargs)
     except (TypeError, ValueError, gym.error.Error) as e:
         from ragen_envs.registration import kwarg_error
 
         raise ConfigError(f"env.kwargs {cfg.env.kwargs!r} for {cfg.env.id}: "
                           f"{kwarg_error(cfg.env.id, dict(cfg.env.kwargs), e)}") from None
+    return envs
 
 
 def _check_run_dir(run_dir: Path, resume: bool) -> None:

@@ -202,6 +202,9 @@ class CodeEnv(TextAgentEnv):
         </answer>
     """
 
+    #: The reset options this env reads (``reset(options=...)``); any other key is refused.
+    RESET_OPTIONS: ClassVar[frozenset[str] | None] = frozenset({"index"})
+
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
     ROLE: ClassVar[str] = "You are a careful Python programmer solving a programming problem."
 

@@ -137,6 +137,9 @@ class CountdownEnv(TextAgentEnv):
     `<think> ... </think> <answer> 8 / (3 - 8 / 3) </answer>`: one expression, not split on `||`.
     """
 
+    #: The reset options this env reads (``reset(options=...)``); any other key is refused.
+    RESET_OPTIONS: ClassVar[frozenset[str] | None] = frozenset({"index"})
+
     ROLE: ClassVar[str] = "You are solving the Countdown number puzzle."
 
     def __init__(

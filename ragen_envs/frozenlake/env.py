@@ -369,6 +369,9 @@ class FrozenLakeEnv(TextAgentEnv):
       added (default unchanged).
     """
 
+    #: The reset options this env reads (``reset(options=...)``); any other key is refused.
+    RESET_OPTIONS: ClassVar[frozenset[str] | None] = frozenset({"desc"})
+
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
     ACTIONS: ClassVar[tuple[str, ...]] = ACTION_NAMES
     ROLE: ClassVar[str] = "You are solving the FrozenLake puzzle."

@@ -124,6 +124,9 @@ class Game2048Env(TextAgentEnv):
     * v0: initial version.
     """
 
+    #: The reset options this env reads (``reset(options=...)``); any other key is refused.
+    RESET_OPTIONS: ClassVar[frozenset[str] | None] = frozenset({"board"})
+
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
     ACTIONS: ClassVar[tuple[str, ...]] = DIRECTIONS
     ROLE: ClassVar[str] = "You are playing the game 2048."

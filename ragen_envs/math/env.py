@@ -134,6 +134,9 @@ class MathEnv(TextAgentEnv):
     `random_action(rng)` (a number of the question, drawn uniformly: an uninformed guess).
     """
 
+    #: The reset options this env reads (``reset(options=...)``); any other key is refused.
+    RESET_OPTIONS: ClassVar[frozenset[str] | None] = frozenset({"index"})
+
     ROLE: ClassVar[str] = "You are a careful math solver."
 
     def __init__(

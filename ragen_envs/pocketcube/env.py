@@ -264,6 +264,9 @@ class PocketCubeEnv(TextAgentEnv):
     * v0: initial version.
     """
 
+    #: The reset options this env reads (``reset(options=...)``); any other key is refused.
+    RESET_OPTIONS: ClassVar[frozenset[str] | None] = frozenset({"scramble"})
+
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
     ACTIONS: ClassVar[tuple[str, ...]] = C.MOVE_NAMES
     ACTION_ALIASES: ClassVar[dict[str, str]] = ACTION_ALIASES

@@ -438,6 +438,9 @@ class SearchQAEnv(TextAgentEnv):
     entity) and `is_final_action(action)` (`finish[...]` is the answer; `search[...]` is the tool).
     """
 
+    #: The reset options this env reads (``reset(options=...)``); any other key is refused.
+    RESET_OPTIONS: ClassVar[frozenset[str] | None] = frozenset({"index"})
+
     ROLE: ClassVar[str] = "You are answering a question by searching a collection of passages."
 
     def __init__(

@@ -210,6 +210,9 @@ class SokobanEnv(TextAgentEnv):
     - v0: initial version.
     """
 
+    #: The reset options this env reads (``reset(options=...)``); any other key is refused.
+    RESET_OPTIONS: ClassVar[frozenset[str] | None] = frozenset({"level"})
+
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
     ACTIONS: ClassVar[tuple[str, ...]] = ACTION_NAMES
     ROLE: ClassVar[str] = "You are a Sokoban solver: plan your moves carefully, pushes cannot be undone."

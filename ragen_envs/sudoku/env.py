@@ -187,6 +187,9 @@ class SudokuEnv(TextAgentEnv):
     * v0: initial version.
     """
 
+    #: The reset options this env reads (``reset(options=...)``); any other key is refused.
+    RESET_OPTIONS: ClassVar[frozenset[str] | None] = frozenset({"puzzle"})
+
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
     ROLE: ClassVar[str] = "You are solving a Sudoku puzzle."
 

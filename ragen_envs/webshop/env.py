@@ -176,6 +176,9 @@ class WebShopEnv(TextAgentEnv):
     the other clicks are the tools).
     """  # noqa: E501 (the "Text format" sample reproduces one observation line verbatim)
 
+    #: The reset options this env reads (``reset(options=...)``); any other key is refused.
+    RESET_OPTIONS: ClassVar[frozenset[str] | None] = frozenset({"index"})
+
     ROLE: ClassVar[str] = "You are shopping online for a product that matches an instruction."
 
     def __init__(
