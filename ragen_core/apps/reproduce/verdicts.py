@@ -16,7 +16,8 @@ A direction-free reading of the same logic (the mechanism experiment's falls / r
 paired "lower / higher / equal") is the same verdict under its own labels (:data:`CHANGE_LABELS`,
 :data:`DIRECTION_LABELS`). The verdict is stored as its string value and every number as a number
 (:meth:`Comparison.as_dict`); the report words it (:func:`verdict_text`). Missing values are handled one way
-everywhere: :func:`mean_of` skips None and non-finite values.
+everywhere: :func:`mean_of` skips None and non-finite values, and :func:`compare` / :func:`paired` leave such a
+difference out with its seed.
 
 The study's findings 1 and 2 are judged by their own rules (:mod:`ragen_core.apps.reproduce.analysis`) and store
 their verdicts the same way: the bare word of a :class:`Verdict` under ``"verdict"``, why under ``"reason"`` (a
@@ -82,6 +83,22 @@ class PairedRule:
     direction: int = 1
     bounds: Mapping[str, float] = field(default_factory=dict, hash=False)
 
+    def __post_init__(self) -> None:
+        # A rule out of range would not fail loudly later: direction 0 turns every "held" into "contradicted",
+        # equivalence_alpha >= 0.5 inverts the equivalence interval (a looser test that still reads "equivalent").
+        if not 0.0 < self.level < 1.0:
+            raise ValueError(f"PairedRule level must be in (0, 1); got {self.level!r}")
+        if not 0.0 < self.equivalence_alpha < 0.5:
+            raise ValueError("PairedRule equivalence_alpha must be in (0, 0.5) (the equivalence interval has level "
+                             f"1 - 2 alpha); got {self.equivalence_alpha!r}")
+        if not 0.0 < self.power < 1.0:  # (and above 1 - level for a detectable effect: min_detectable_effect says so)
+            raise ValueError(f"PairedRule power must be in (0, 1); got {self.power!r}")
+        if isinstance(self.direction, bool) or not isinstance(self.direction, (int, float)) or not (
+                math.isfinite(self.direction) and self.direction != 0):
+            raise ValueError(f"PairedRule direction must be +1 or -1 (its sign is the paper's); got {self.direction!r}")
+        for name, b in self.bounds.items():
+            _check_bound(b, f"PairedRule bounds[{name!r}]")
+
     @property
     def alpha(self) -> float:
         """The two-sided level of the test the decision interval makes."""
@@ -100,6 +117,16 @@ class ChangeRule:
 
     bound: float
     paired: PairedRule = PairedRule()
+
+    def __post_init__(self) -> None:
+        _check_bound(self.bound, "ChangeRule bound")
+
+
+def _check_bound(bound: Any, what: str = "bound") -> None:
+    """An equivalence bound is a finite number > 0: with 0, a negative or a NaN bound no interval fits inside
+    (+-B) and "equivalent" could never be read; with an infinite one every interval would."""
+    if isinstance(bound, bool) or not isinstance(bound, (int, float)) or not (math.isfinite(bound) and bound > 0):
+        raise ValueError(f"{what} must be a finite number > 0 (or None: no equivalence verdict); got {bound!r}")
 
 
 @dataclass(frozen=True)
@@ -198,9 +225,16 @@ class Comparison:
 
 def compare(diffs: Iterable[float], rule: PairedRule = PairedRule(), bound: float | None = None,
             seeds: Iterable[Any] | None = None) -> Comparison:
-    """Judge the paired differences `diffs` by `rule` (equivalence within +-`bound` when it is given)."""
+    """Judge the paired differences `diffs` by `rule` (equivalence within +-`bound` when it is given). A NaN or
+    infinite difference is a missing measurement: left out with its seed, as :func:`mean_of` does."""
+    if bound is not None:
+        _check_bound(bound)
     ds = [float(d) for d in diffs]
     keys = list(seeds) if seeds is not None else list(range(len(ds)))
+    if len(keys) != len(ds):
+        raise ValueError(f"seeds must name one seed per difference; got {len(keys)} seeds for {len(ds)} differences")
+    kept = [(k, d) for k, d in zip(keys, ds) if math.isfinite(d)]
+    keys, ds = [k for k, _ in kept], [d for _, d in kept]
     n = len(ds)
     if not ds:
         return Comparison(0, keys, ds, None, [None, None], [None, None], None, None, bound, Verdict.NOT_TESTED,
@@ -210,8 +244,8 @@ def compare(diffs: Iterable[float], rule: PairedRule = PairedRule(), bound: floa
         return Comparison(n, keys, ds, m, [None, None], [None, None], None, None, bound, Verdict.INCONCLUSIVE,
                           rule.direction)
     sd = math.sqrt(sum((d - m) ** 2 for d in ds) / (n - 1))
-    if sd <= 1e-12 * max(1.0, abs(m)):  # every seed the same difference (rounding aside): a point interval
-        sd = 0.0
+    if sd <= 1e-12 * max(abs(d) for d in ds):  # every seed the same difference (rounding aside): a point interval
+        sd = 0.0  # (relative to the differences' own scale: a spread of 1e-13 among differences of 1e-13 is real)
     half = _t(0.5 + rule.level / 2.0, n - 1) * sd / math.sqrt(n)
     half_eq = _t(1.0 - rule.equivalence_alpha, n - 1) * sd / math.sqrt(n)
     lo, hi = m - half, m + half
@@ -230,9 +264,15 @@ def compare(diffs: Iterable[float], rule: PairedRule = PairedRule(), bound: floa
 
 def paired(a: Mapping[Any, float | None], b: Mapping[Any, float | None], rule: PairedRule = PairedRule(),
            bound: float | None = None) -> Comparison:
-    """``a - b`` paired by key (seed), over the keys where both have a value, judged by :func:`compare`."""
-    common = sorted(s for s in set(a) & set(b) if a[s] is not None and b[s] is not None)
+    """``a - b`` paired by key (seed), over the keys where both have a value (None and non-finite values are
+    missing, as in :func:`mean_of`), judged by :func:`compare`."""
+    common = sorted(s for s in set(a) & set(b) if _known(a[s]) and _known(b[s]))
     return compare([float(a[s]) - float(b[s]) for s in common], rule, bound, common)  # type: ignore[arg-type]
+
+
+def _known(v: Any) -> bool:
+    """A measured value: one that reads as a finite number (None, NaN and infinities are missing)."""
+    return v is not None and math.isfinite(float(v))
 
 
 def verdict_text(c: Mapping[str, Any], fmt: Callable[[float], str] = "{:.3f}".format) -> str:
