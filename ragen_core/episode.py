@@ -39,6 +39,7 @@ __all__ = [
     "user_turn_text",
     "response_format",
     "observation_text",
+    "escape_image_token",
     "system_messages",
     "safe_step",
     "rollout_option",
@@ -84,15 +85,30 @@ def response_format(env: Any) -> str:
     return RESPONSE_FORMAT
 
 
+def escape_image_token(text: str, image_token: str | None) -> str:
+    """`text` with every literal `image_token` broken by a zero-width space (U+200B after its first character; a
+    one-character token becomes U+FFFD), so that the only placeholders in a prompt are the ones placed for images.
+
+    The policy turns each placeholder into image tokens; one spelled out in an env's text or in a model's response
+    (``<image>`` written with ordinary tokens, then re-rendered in a windowed context) would stand for an image that
+    is not there, and the policy refuses the whole batch. Text without the placeholder is returned as it is.
+    """
+    if not image_token or image_token not in text:
+        return text
+    broken = image_token[0] + "\u200b" + image_token[1:] if len(image_token) > 1 else "\ufffd"
+    return text.replace(image_token, broken)
+
+
 def observation_text(obs: Any, image_token: str | None) -> tuple[str, np.ndarray | None]:
     """Text of an observation and its image; the image is placed in the text with the policy's image
-    placeholder (vision policies), or dropped for text-only policies (``image_token=None``)."""
+    placeholder (vision policies), or dropped for text-only policies (``image_token=None``). A placeholder
+    inside the env's own text is escaped (:func:`escape_image_token`)."""
     if isinstance(obs, dict):
-        text, image = str(obs.get("text", "")), obs.get("image")
+        text, image = escape_image_token(str(obs.get("text", "")), image_token), obs.get("image")
         if image is None or image_token is None:
             return text, None
         return f"{image_token}\n{text}", image
-    return str(obs), None
+    return escape_image_token(str(obs), image_token), None
 
 
 def system_messages(system: str) -> list[dict[str, str]]:
@@ -280,7 +296,7 @@ class ChatEpisode:
         self.actions_left = info.get("actions_left")
         self.response_format = response_format(self.env)
         self.instructions = str(info.get("instructions", ""))
-        self.system = self.instructions if self.system_prompt else ""
+        self.system = escape_image_token(self.instructions, self.image_token) if self.system_prompt else ""
         self.user = self._user(1, text, None)
         self.user_images = [image] if image is not None else []
         self.messages = system_messages(self.system)
@@ -296,7 +312,8 @@ class ChatEpisode:
         msgs = system_messages(self.system)
         images: list[np.ndarray] = []
         for user, assistant, user_images in kept:
-            msgs += [user, {"role": "assistant", "content": assistant}]
+            # The response is re-rendered from its text: a placeholder the model spelled out is not an image.
+            msgs += [user, {"role": "assistant", "content": escape_image_token(assistant, self.image_token)}]
             images += user_images
         msgs.append(self.user)
         images += self.user_images

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ragen_core.episode import ChatEpisode, EpisodeStart, seed_list
+from ragen_core.episode import ChatEpisode, EpisodeStart, escape_image_token, seed_list
 from ragen_core.limits import MAX_BATCH, MAX_TURNS
 from ragen_envs.validation import require_bool, require_float, require_int
 
@@ -593,7 +593,10 @@ def _respond(policy: Any, s: RolloutSettings, envs: Sequence[Any], idx: Sequence
         for j, text in enumerate(texts):
             if not isinstance(text, str):
                 raise TypeError(f"responder must return str texts; entry {j} is {type(text).__name__} {text!r:.40}")
-            rid = list(policy.tokenizer(text, add_special_tokens=False)["input_ids"])
+            # A literal image placeholder in a scripted text would encode as the image token with no image behind
+            # it (the batch is then refused in training); the episode escapes its own texts the same way.
+            safe = escape_image_token(text, getattr(policy, "image_token", None))
+            rid = list(policy.tokenizer(safe, add_special_tokens=False)["input_ids"])
             out.append((text, rid, [0.0] * len(rid), "stop"))
         return out
     gens = policy.generate(

@@ -424,13 +424,73 @@ def _check_ids(input_ids: torch.Tensor, vocab_size: int) -> None:
                          f"{int(input_ids[tuple(where)])} at {where}")
 
 
+def image_array(image: Any, name: str = "image") -> np.ndarray:
+    """`image` as a C-contiguous, writable uint8 ``(H, W, 3)`` array (H, W >= 1), or ValueError naming `name`.
+
+    Taken: a uint8 array (as it is), an RGB PIL image, a tensor (any device), and integer arrays (lists) whose
+    values all lie in 0-255 (converted exactly). Refused, since a cast would change the picture without a word:
+    float images (``astype(uint8)`` truncates a [0, 1] image to black), values outside 0-255 (they would wrap),
+    bools, other shapes (RGBA, grayscale, channels first) and empty images.
+    """
+    if isinstance(image, torch.Tensor):
+        image = image.detach().cpu().numpy()
+    try:
+        arr = np.asarray(image)
+    except (TypeError, ValueError) as err:  # a ragged nested list, an object numpy cannot read
+        raise ValueError(f"{name} must be an HxWx3 uint8 array (RGB), got {type(image).__name__}: {err}") from err
+    if arr.ndim != 3 or arr.shape[2] != 3:
+        raise ValueError(f"{name} must be an HxWx3 uint8 array (RGB, channels last), got shape {arr.shape} "
+                         f"({type(image).__name__}); convert a PIL image with image.convert('RGB')")
+    if arr.shape[0] < 1 or arr.shape[1] < 1:
+        raise ValueError(f"{name} is empty (shape {arr.shape}); an image needs at least one pixel")
+    if arr.dtype != np.uint8:
+        if arr.dtype.kind not in "iu":
+            hint = " (a float image in [0, 1]: (image * 255).round().astype(np.uint8))" if arr.dtype.kind == "f" else ""
+            raise ValueError(f"{name} must hold uint8 pixels 0-255, got dtype {arr.dtype}{hint}")
+        low, high = int(arr.min()), int(arr.max())
+        if low < 0 or high > 255:
+            raise ValueError(f"{name} must hold pixels 0-255, got values {low} to {high} (dtype {arr.dtype})")
+        arr = arr.astype(np.uint8)
+    # Writable as well: torch warns on (and must not write through) a read-only buffer such as np.asarray(PIL).
+    return np.require(arr, np.uint8, ["C", "W"])
+
+
+def _check_pixel_values(pixel_values: torch.Tensor, size: int) -> None:
+    """ValueError unless `pixel_values` is `[N, 3, size, size]` (what `prepare_pixel_values` makes): another size
+    would give another number of patches than the position embedding has."""
+    if pixel_values.ndim != 4 or tuple(pixel_values.shape[1:]) != (3, size, size):
+        raise ValueError(f"pixel_values must be [N, 3, {size}, {size}] (the model's image_size; use "
+                         f"prepare_pixel_values), got {list(pixel_values.shape)}")
+
+
+def _check_image_runs(slots: torch.Tensor, per_image: int) -> None:
+    """ValueError unless every run of consecutive image tokens in a row is a whole number of images.
+
+    The patch embeddings fill the image tokens in order, so a stray image token (one typed into a text, or an
+    image cut off) would shift every later image's patches by one position even when the total count matches.
+    """
+    if per_image <= 1:
+        return  # every image token is a whole image
+    edges = nn.functional.pad(slots.to(torch.int8), (1, 1)).diff(dim=-1)  # +1 where a run starts, -1 past its end
+    starts, ends = (edges == 1).nonzero(), (edges == -1).nonzero()  # row-major, so the i-th start pairs the i-th end
+    lengths = ends[:, 1] - starts[:, 1]
+    bad = (lengths % per_image).nonzero()
+    if bad.numel():
+        j = int(bad[0, 0])
+        raise ValueError(f"sequence {int(starts[j, 0])} has a run of {int(lengths[j])} <image> tokens at position "
+                         f"{int(starts[j, 1])}, not a whole number of images ({per_image} tokens each): an image "
+                         "token outside an image's placeholder (typed into a text?) would misalign the patches")
+
+
 class TinyVisionForCausalLM(Qwen2ForCausalLM):
     """The tiny LM with a patch-embedding image encoder (see the module docstring).
 
     `forward(input_ids, ..., pixel_values=None)`: when `pixel_values` `[N, 3, S, S]` is given, the
     embeddings at the `N * image_seq_len` positions where `input_ids == image_token_id` (in batch-major
     order) are replaced by the encoder's patch embeddings. Without `pixel_values` the `<image>` token
-    uses its ordinary embedding (decode steps of a KV-cached generation never contain it).
+    uses its ordinary embedding (decode steps of a KV-cached generation never contain it). ValueError when
+    `pixel_values` is not `[N, 3, image_size, image_size]`, when the image-token count is not
+    `N * image_seq_len`, or when a run of consecutive image tokens is not a whole number of images.
     """
 
     config_class = TinyVisionConfig
@@ -444,15 +504,13 @@ class TinyVisionForCausalLM(Qwen2ForCausalLM):
         """uint8 HxWx3 arrays -> `[N, 3, S, S]` float pixels in [-0.5, 0.5] on the model's device.
 
         Images are resized to `image_size` (nearest, so tile colours stay exact; a 96x96 image is
-        unchanged). Raises ValueError for anything that is not an HxWx3 array.
+        unchanged). An RGB PIL image, a CPU or GPU tensor and an integer array of values 0-255 are taken as
+        that uint8 array. Raises ValueError naming the image for anything else (`image_array`).
         """
         size = self.config.image_size
         out = []
         for i, img in enumerate(images):
-            arr = np.asarray(img)
-            if arr.ndim != 3 or arr.shape[2] != 3:
-                raise ValueError(f"image {i} must be an HxWx3 uint8 array, got shape {arr.shape}")
-            t = torch.from_numpy(np.ascontiguousarray(arr, dtype=np.uint8)).permute(2, 0, 1).float()
+            t = torch.from_numpy(image_array(img, f"image {i}")).permute(2, 0, 1).float()
             if t.shape[1:] != (size, size):
                 t = nn.functional.interpolate(t[None], size=(size, size), mode="nearest")[0]
             out.append(t / 255.0 - 0.5)
@@ -476,6 +534,7 @@ class TinyVisionForCausalLM(Qwen2ForCausalLM):
             _check_ids(input_ids, embed.weight.shape[0])
             inputs_embeds = embed(input_ids)
             if pixel_values is not None and pixel_values.shape[0] > 0:
+                _check_pixel_values(pixel_values, self.config.image_size)
                 feats = self.vision_encoder(pixel_values.to(inputs_embeds.dtype))  # [N, K, H]
                 slots = input_ids == self.config.image_token_id
                 if int(slots.sum()) != feats.shape[0] * feats.shape[1]:
@@ -483,6 +542,7 @@ class TinyVisionForCausalLM(Qwen2ForCausalLM):
                         f"{int(slots.sum())} <image> tokens in input_ids but {feats.shape[0]} images x "
                         f"{feats.shape[1]} patches; each image needs exactly {feats.shape[1]} tokens"
                     )
+                _check_image_runs(slots, feats.shape[1])
                 inputs_embeds = inputs_embeds.masked_scatter(
                     slots[..., None], feats.reshape(-1, feats.shape[-1])
                 )
@@ -568,7 +628,8 @@ def build_tiny_model(
             means 4 * hidden; `kv_heads` None means `heads`). `hidden` must be divisible by `heads`.
         max_positions: the model's position limit, an integer >= 1.
         vision: build `TinyVisionForCausalLM` (image-prefix model) instead of `Qwen2ForCausalLM`.
-        image_size, patch_size: vision only; images are resized to image_size^2, patch_size divides it.
+        image_size, patch_size: vision only; images are resized to image_size^2, patch_size divides it, and an
+            image's (image_size / patch_size)^2 tokens fit max_positions.
         seed: weight-initialisation seed (the tokenizer is deterministic given the corpus).
 
     Returns:
@@ -591,6 +652,12 @@ def build_tiny_model(
         raise ValueError(f"head dim hidden/heads must be even for RoPE, got {hidden // heads}")
     if vision and image_size % patch_size:
         raise ValueError(f"patch_size must divide image_size, got {patch_size=} {image_size=}")
+    if vision and (image_size // patch_size) ** 2 > max_positions:
+        # One image alone would pass the position limit; the encoder's position table would be as large (a huge
+        # image_size with patch_size=1 asks for gigabytes before anything can fail).
+        raise ValueError(f"an image of (image_size / patch_size)^2 = {(image_size // patch_size) ** 2} tokens does not "
+                         f"fit max_positions={max_positions}; got {image_size=}, {patch_size=} (use a larger "
+                         "patch_size or a smaller image_size)")
     if corpus is not None and not isinstance(corpus, TinyCorpus):
         corpus = _corpus_texts(corpus)
     out = Path(out_dir)

@@ -100,6 +100,11 @@ def render_tiles(tile_ids: np.ndarray) -> np.ndarray:
     ids = np.asarray(tile_ids)
     if ids.ndim != 2:
         raise ValueError(f"tile_ids must be a 2-D array, got shape {ids.shape}")
+    # NumPy would read -1 as the last sprite (player on target) instead of refusing it.
+    if ids.dtype.kind not in "iu" or (ids.size and (int(ids.min()) < 0 or int(ids.max()) >= NUM_TILES)):
+        low, high = (ids.min(), ids.max()) if ids.size else (None, None)
+        raise ValueError(f"tile_ids must hold integer tile ids 0-{NUM_TILES - 1}, got dtype {ids.dtype} with values "
+                         f"{low} to {high}")
     h, w = ids.shape
     blocks = sprites()[ids]  # (H, W, 16, 16, 3)
     return np.ascontiguousarray(blocks.transpose(0, 2, 1, 3, 4)).reshape(h * TILE, w * TILE, 3)
