@@ -423,6 +423,29 @@ def _normalise_inputs(
     return xs, zs
 
 
+def _check_ids(model: torch.nn.Module, xs: list[torch.Tensor], zs: list[list[torch.Tensor]]) -> None:
+    """ValueError naming the first prompt or trace holding a token id outside ``[0, V)`` of `model`'s input
+    embedding (an IndexError deep in the embedding otherwise, or a wrong row on some devices). Models without an
+    input embedding of their own are not checked."""
+    get = getattr(model, "get_input_embeddings", None)
+    try:
+        weight = getattr(get(), "weight", None) if callable(get) else None
+    except (NotImplementedError, AttributeError):
+        weight = None
+    if not isinstance(weight, torch.Tensor) or weight.dim() != 2:
+        return
+    vocab = int(weight.shape[0])
+    every = torch.cat([x.reshape(-1) for x in xs] + [z.reshape(-1) for group in zs for z in group])
+    if not every.numel() or (int(every.min()) >= 0 and int(every.max()) < vocab):
+        return  # one pass over all ids; the culprit is looked for only when there is one
+    named = [(f"prompts[{i}]", x) for i, x in enumerate(xs)]
+    named += [(f"responses[{i}][{k}]", z) for i, group in enumerate(zs) for k, z in enumerate(group)]
+    for name, ids in named:
+        outside = ids[(ids < 0) | (ids >= vocab)]
+        if outside.numel():
+            raise ValueError(f"{name} holds token id {int(outside[0])}, outside the model's vocabulary [0, {vocab})")
+
+
 def _forward_kwargs(model: torch.nn.Module) -> tuple[str, bool]:
     """Name of the cache argument (``cache`` in transformers >= 5.x, else ``past_key_values``) and whether the
     model accepts ``logits_to_keep``."""
@@ -596,6 +619,7 @@ def cross_score(
     """
     _check_budget(batch_tokens, allow_none=False)
     xs, zs = _normalise_inputs(prompts, responses, prompt_mask, response_mask, tokenizer)
+    _check_ids(model, xs, zs)
     p, g = len(xs), len(zs[0])
     flat, lens, order = _flat_traces(zs)
     device = next(model.parameters()).device
@@ -662,6 +686,7 @@ def cross_score_naive(
     """
     _check_budget(batch_tokens, allow_none=True)
     xs, zs = _normalise_inputs(prompts, responses, prompt_mask, response_mask, tokenizer)
+    _check_ids(model, xs, zs)
     p, g = len(xs), len(zs[0])
     flat, lens, order = _flat_traces(zs)
     device = next(model.parameters()).device

@@ -192,3 +192,20 @@ def test_bad_inputs(qwen):
         cross_score(model, ["a prompt", "another"], [["x", "y"], ["z", "w"]])
     with pytest.raises(ValueError, match="prompt_mask"):
         cross_score(model, prompts, responses, prompt_mask=torch.ones(2, 3))
+
+
+@pytest.mark.parametrize("scorer", [cross_score, cross_score_naive])
+@pytest.mark.parametrize("where, bad", [("prompt", VOCAB), ("response", -1), ("response", VOCAB + 7)])
+def test_token_ids_outside_the_vocabulary_are_one_error_naming_them(qwen, scorer, where, bad):
+    """Called directly (not through a policy, which checks its ids), an id past the embedding was an IndexError deep
+    in the model, and a negative one could read another row."""
+    prompts, responses = make_batch(1)
+    if where == "prompt":
+        prompts[1] = torch.cat([prompts[1], torch.tensor([bad])])
+        name = "prompts[1]"
+    else:
+        responses[2][1] = torch.cat([torch.tensor([bad]), responses[2][1]])
+        name = r"responses\[2\]\[1\]"
+    with pytest.raises(ValueError, match=rf"{'prompts.1.' if where == 'prompt' else name} holds token id {bad}, "
+                                         rf"outside the model's vocabulary \[0, {VOCAB}\)"):
+        scorer(qwen, prompts, responses)
