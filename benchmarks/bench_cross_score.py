@@ -25,15 +25,15 @@ interleaved in one process, are the numbers to read; the seconds scale with the 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 
 from benchmarks.machine import describe_machine, load_average
-from benchmarks.readme_tables import RESULTS
+from benchmarks.readme_tables import RESULTS, strict_json, write_text_atomic
 from ragen_core.policy import HFPolicy
 from ragen_core.policy.fast_qwen2 import FastQwen2, distinct_traces
 from ragen_core.policy.tiny import default_tiny_model_dir
@@ -183,18 +183,25 @@ def run_case(fast: FastQwen2, prompts: Sequence[Sequence[int]], traces: Sequence
 
 
 def main(argv: list[str] | None = None) -> int:
+    from benchmarks.machine import check_output_path, non_negative_int, positive_int
+
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_cross_score",
                                      description=__doc__.split("\n")[0])
-    parser.add_argument("--reps", type=int, default=5, help="repetitions per case (medians over them)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (the probe's run.threads is 1)")
-    parser.add_argument("--batch-tokens", type=int, default=8192, help="the budget (mi.batch_tokens' default)")
-    parser.add_argument("--cases", type=int, nargs="+", default=None, help="indices into CASES (default: all)")
+    parser.add_argument("--reps", type=positive_int, default=5, help="repetitions per case (medians over them)")
+    parser.add_argument("--threads", type=positive_int, default=1, help="torch threads (the probe's run.threads is 1)")
+    parser.add_argument("--batch-tokens", type=positive_int, default=8192, help="the budget (mi.batch_tokens' default)")
+    parser.add_argument("--cases", type=non_negative_int, nargs="+", default=None,
+                        help="indices into CASES (default: all)")
     parser.add_argument("--json", default=None, help="where to write the results (default "
                         "benchmarks/results/cross_score.json; --quick: cross_score_quick.json)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 2 repetitions of the first case")
     args = parser.parse_args(argv)
     if args.quick:
         args.reps, args.cases = 2, [0]
+    bad = [c for c in args.cases or () if c >= len(CASES)]
+    if bad:  # an index past CASES used to be skipped silently: a run that measured nothing, then wrote it
+        parser.error(f"--cases: no case {bad[0]}; the indices are 0-{len(CASES) - 1}")
+    check_output_path(parser, args.json, "--json")
     if args.json is None:
         args.json = str(RESULTS / ("cross_score_quick.json" if args.quick else "cross_score.json"))
     torch.set_num_threads(args.threads)
@@ -231,10 +238,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{machine['cores']} cores ({machine['cpu']}; torch {machine.get('torch')}; {machine['date']}).")
     print("\n".join(lines))
     print(footer)
-    with open(args.json, "w", encoding="utf-8") as fh:
-        json.dump({"benchmark": "cross_score", "results": results, "load_before": load_before,
-                   "load_after": load_after, "machine": machine, "markdown": "\n".join(lines) + "\n\n" + footer,
-                   "footer": footer}, fh, indent=2)
+    write_text_atomic(Path(args.json), strict_json(
+        {"benchmark": "cross_score", "results": results, "load_before": load_before, "load_after": load_after,
+         "machine": machine, "markdown": "\n".join(lines) + "\n\n" + footer, "footer": footer}, indent=2))
     print(f"wrote {args.json}")
     return 0
 

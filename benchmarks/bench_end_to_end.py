@@ -94,17 +94,22 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from benchmarks.machine import positive_int
+
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--baseline", default=BASELINE)
     p.add_argument("--config", default="collapse_sokoban")
-    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--steps", type=positive_int, default=20)
     p.add_argument("--seeds", default="13,14", help="comma-separated seeds (default 13,14)")
     p.add_argument("--quick", action="store_true", help="2 RL steps and 64 demonstrations (a smoke run)")
     a = p.parse_args(argv)
     seeds = [int(s) for s in a.seeds.split(",") if s]
     steps = 2 if a.quick else a.steps
     extra = ["warm_start.sft_episodes=64"] if a.quick else []
-    base_root = baseline_checkout(a.baseline)
+    try:
+        base_root = baseline_checkout(a.baseline)
+    except ValueError as e:
+        p.error(str(e))
     t0 = time.perf_counter()
     pairs = []
     for seed in seeds:

@@ -516,14 +516,18 @@ def main(argv: list[str] | None = None) -> int:
         "--quick", action="store_true", help="1 round of 1 s per measurement (full: 3 rounds of 4 s)"
     )
     parser.add_argument("--no-peer", action="store_true", help="skip the gym-sokoban side venv")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="the result JSON (default benchmarks/results/envs.json; --quick: envs_quick.json); "
+                             "the Markdown table goes beside it, as .md")
     args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.machine import check_output_path, describe_machine
+    from benchmarks.readme_tables import write_result
+
+    check_output_path(parser, args.out)
     seconds, rounds = (1.0, 1) if args.quick else (4.0, 3)
     mode = "quick" if args.quick else "full"
     cpu = pin_one_core()
-    sys.path.insert(0, str(ROOT))
-
-    from benchmarks.machine import describe_machine
-    from benchmarks.readme_tables import write_result
 
     load_start = _load_average()
     ours_runs, other_runs, peer_runs = [], [], []
@@ -554,8 +558,13 @@ def main(argv: list[str] | None = None) -> int:
         "raw": {"ours": ours, "other_envs": others, "gym_sokoban": peer},
         "markdown": table,
     }
-    write_result(result, RESULTS / "envs.json")
-    (RESULTS / "envs.md").write_text(table + "\n")
+    # A quick run writes envs_quick.json (ignored by git) and prints its table, as every other benchmark's quick
+    # form does: it used to overwrite the committed full-mode envs.json and envs.md, which `ragen bench --quick`
+    # then copied into the README's table.
+    out = args.out or RESULTS / ("envs_quick.json" if args.quick else "envs.json")
+    write_result(result, out)
+    if args.out is not None or not args.quick:
+        out.with_suffix(".md").write_text(table + "\n")
     return 0
 
 

@@ -123,12 +123,15 @@ def _row(path: str, workers: int, played: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from benchmarks.machine import check_output_path, positive_int
+
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_eval", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="8 episodes per measurement")
-    parser.add_argument("--episodes", type=int, default=None, help="episodes per measurement (default 64)")
+    parser.add_argument("--episodes", type=positive_int, default=None, help="episodes per measurement (default 64)")
     parser.add_argument("--no-cb", action="store_true", help="skip the continuous-batching server")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    check_output_path(parser, args.out)
     from benchmarks.machine import describe_machine, load_average
     from benchmarks.readme_tables import write_result
     from ragen_core.policy import default_tiny_model_dir

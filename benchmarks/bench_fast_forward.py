@@ -119,13 +119,16 @@ def markdown(runs: list[dict[str, Any]], verdicts: dict[str, dict[str, Any]], co
 
 
 def main(argv: list[str] | None = None) -> int:
+    from benchmarks.machine import non_negative_int, positive_int
+
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_fast_forward",
                                      description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, default=3, help="seeds (pairs of runs)")
-    parser.add_argument("--first-seed", type=int, default=300, help="the first seed (outside the study's 0-199)")
-    parser.add_argument("--steps", type=int, default=20, help="RL steps per run")
+    parser.add_argument("--seeds", type=positive_int, default=3, help="seeds (pairs of runs)")
+    parser.add_argument("--first-seed", type=non_negative_int, default=300,
+                        help="the first seed (outside the study's 0-199)")
+    parser.add_argument("--steps", type=positive_int, default=20, help="RL steps per run")
     parser.add_argument("--config", default="collapse_sokoban", help="a config of configs/ with a probe")
-    parser.add_argument("--workers", type=int, default=2, help="runs at a time (one torch thread each)")
+    parser.add_argument("--workers", type=positive_int, default=2, help="runs at a time (one torch thread each)")
     parser.add_argument("--out", type=Path, default=None, help="keep the run folders here (default: a temp dir)")
     parser.add_argument("--quick", action="store_true", help="one seed of 4 steps (a smoke run)")
     args = parser.parse_args(argv)

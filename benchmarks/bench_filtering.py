@@ -589,10 +589,12 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from benchmarks.machine import check_output_path, non_negative_int, positive_int
+
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_filtering", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="one small set, 2 rounds (well under a minute)")
     parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: stable timings)")
+    parser.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1: stable timings)")
     parser.add_argument("--envs", default=None, help="comma list of sokoban, frozenlake")
     parser.add_argument("--models", default=None, help="comma list of tiny, large")
     parser.add_argument("--sizes", default=None, help="P x G list for the tiny model, e.g. 8x16,4x8")
@@ -601,14 +603,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="P x G list timed on the tiny model, first env, headline contrast only "
                              "(default: 8x16, the paper's batch; none in --quick)")
     parser.add_argument("--sample-size", default=None, help="P x G sampled per env (default 8x16, quick 4x2)")
-    parser.add_argument("--max-new-tokens", type=int, default=None)
-    parser.add_argument("--warmup", type=int, default=1, help="warm-up rounds (CPU: one 'none' step each)")
-    parser.add_argument("--repeats", type=int, default=None, help="timed rounds (default 5, quick 2)")
-    parser.add_argument("--large-repeats", type=int, default=None, help="timed rounds, large model (default 3)")
+    parser.add_argument("--max-new-tokens", type=positive_int, default=None)
+    parser.add_argument("--warmup", type=non_negative_int, default=1, help="warm-up rounds (CPU: one 'none' step each)")
+    parser.add_argument("--repeats", type=positive_int, default=None, help="timed rounds (default 5, quick 2)")
+    parser.add_argument("--large-repeats", type=positive_int, default=None,
+                        help="timed rounds, large model (default 3)")
     parser.add_argument("--large-env", default="frozenlake", help="env of the large model (default frozenlake)")
     parser.add_argument("--large-all-variants", action="store_true",
                         help="time every variant on the large model (default: none / masked / removed at top-p 0.9)")
-    parser.add_argument("--micro-batch", type=int, default=8,
+    parser.add_argument("--micro-batch", type=positive_int, default=8,
                         help="also time the headline contrast in fixed micro-batches of this many rows, as trainers "
                              "run it (default 8: algo.micro_batch_size's default and TRL's per-device batch); 0 = no")
     parser.add_argument("--rewards", default="auto", choices=("auto", "real", "synthetic"))
@@ -618,6 +621,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--memory-child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    check_output_path(parser, args.out)
     if args.memory_child:
         return _memory_child(args.memory_child)
     device = setup_torch(parser, args)

@@ -230,13 +230,16 @@ def plot(summary: dict[str, Any], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from benchmarks.machine import non_negative_int, positive_int
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one seed, a third of the steps (make bench)")
     parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated names of CONFIGS")
-    parser.add_argument("--seeds", type=int, nargs="*", default=None, help="training seeds (default 0 1 2)")
+    parser.add_argument("--seeds", type=non_negative_int, nargs="*", default=None,
+                        help="training seeds (default 0 1 2)")
     parser.add_argument("--variants", default=None,
                         help="comma-separated: top_p,no_filter (default both; --quick: top_p)")
-    parser.add_argument("--workers", type=int, default=2, help="runs at a time (one core each)")
+    parser.add_argument("--workers", type=positive_int, default=2, help="runs at a time (one core each)")
     parser.add_argument("--runs-dir", default=None, help="where the runs go (default runs/bench_learning[-quick])")
     parser.add_argument("--no-run", action="store_true",
                         help="start nothing: aggregate the finished runs only and list the missing ones")

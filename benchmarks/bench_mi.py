@@ -196,17 +196,20 @@ def _markdown(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from benchmarks.machine import check_output_path, positive_int
+
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_mi", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, no per-pair baseline (seconds)")
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
-    parser.add_argument("--hidden", type=int, default=128)
-    parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--vocab", type=int, default=2048)
-    parser.add_argument("--repeats", type=int, default=None, help="timed repeats (default 2, quick 1)")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
-    parser.add_argument("--batch-tokens", type=int, default=DEFAULT_BATCH_TOKENS)
+    parser.add_argument("--hidden", type=positive_int, default=128)
+    parser.add_argument("--layers", type=positive_int, default=2)
+    parser.add_argument("--vocab", type=positive_int, default=2048)
+    parser.add_argument("--repeats", type=positive_int, default=None, help="timed repeats (default 2, quick 1)")
+    parser.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1)")
+    parser.add_argument("--batch-tokens", type=positive_int, default=DEFAULT_BATCH_TOKENS)
     parser.add_argument("--out", type=Path, default=None, help="JSON output path")
     args = parser.parse_args(argv)
+    check_output_path(parser, args.out)
     setup_torch(parser, args)
     if args.quick:
         sizes = {"p": 4, "g": 4, "prompt_len": 64, "response_len": 16}

@@ -265,11 +265,23 @@ def phase_gflop(phase: dict[str, Any], model: dict[str, int]) -> float:
 
 # ---------------------------------------------------------------------------------------------- running
 def baseline_checkout(commit: str) -> Path:
-    """A git worktree of `commit` under benchmarks/.baseline-COMMIT (made once, reused)."""
+    """A git worktree of `commit` under benchmarks/.baseline-COMMIT (made once, reused).
+
+    Raises ValueError (one message: git's own reason and the command to run by hand) when the worktree cannot be
+    made: an unknown commit, a shallow clone that lacks it, a source tree that is not a git checkout. The mains turn
+    it into a usage error; it used to be a CalledProcessError traceback with git's message swallowed."""
     where = Path(__file__).resolve().parent / f".baseline-{commit}"
     if not (where / "ragen_core").is_dir():
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--force", str(where), commit],
-                       check=True, capture_output=True)
+        cmd = ["git", "-C", str(ROOT), "worktree", "add", "--detach", "--force", str(where), commit]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+        except FileNotFoundError:  # no git on PATH
+            proc = subprocess.CompletedProcess(cmd, 127, "", "git: command not found")
+        if proc.returncode != 0:
+            reason = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+            raise ValueError(f"--baseline {commit}: cannot make its worktree {where} ({reason}); the commit must be "
+                             f"in this clone's history (`git fetch --unshallow` in a shallow clone), then "
+                             f"`git worktree add --detach {where} {commit}` makes it by hand")
     return where
 
 
@@ -444,11 +456,17 @@ def main(argv: list[str] | None = None) -> int:
 
     configs = [c for c in args.configs.split(",") if c] or (
         ["bandit_tiny", "collapse_sokoban"] if args.quick else list(CONFIGS))
+    unknown = [c for c in configs if not (ROOT / "configs" / f"{c}.toml").is_file()]
+    if unknown:  # checked before the baseline's profiles run, not after them (a RuntimeError from the driver)
+        parser.error(f"--configs: no config {unknown[0]!r} in configs/; e.g. {', '.join(CONFIGS)}")
     episodes = WARM_EPISODES["quick" if args.quick else "full"]
     start = time.perf_counter()
     gflops = matmul_gflops()
     by_shape: dict[tuple, dict[str, float]] = {}  # the matrix rates of each model's shapes, measured once
-    base_root = baseline_checkout(args.baseline)
+    try:
+        base_root = baseline_checkout(args.baseline)
+    except ValueError as e:
+        parser.error(str(e))
     summaries = []
     for config in configs:
         print(f"[profile] {config}: {args.baseline} ...", flush=True)

@@ -85,15 +85,18 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from benchmarks.machine import check_output_path, positive_int
+
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_rollout", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="one small configuration, 2 repeats")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
-    parser.add_argument("--repeats", type=int, default=None, help="default 3 (quick 2)")
+    parser.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1)")
+    parser.add_argument("--repeats", type=positive_int, default=None, help="default 3 (quick 2)")
     parser.add_argument("--configs", default=None,
                         help="semicolon list of PxG:turns:new_tokens (default '4x8:2:32', quick '2x2:1:16')")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    check_output_path(parser, args.out)
     device = setup_torch(parser, args)
     configs = []
     for part in (args.configs or ("2x2:1:16" if args.quick else "4x8:2:32")).split(";"):

@@ -515,10 +515,12 @@ def markdown(sft_rows: list[dict[str, Any]], adamw: list[dict[str, Any]], attent
 
 
 def main(argv: list[str] | None = None) -> int:
+    from benchmarks.machine import positive_int
+
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_speed_candidates",
                                      description=__doc__.split("\n")[0])
-    parser.add_argument("--episodes", type=int, default=160, help="demonstration episodes per config")
-    parser.add_argument("--repeats", type=int, default=4, help="rounds: timed epochs per candidate")
+    parser.add_argument("--episodes", type=positive_int, default=160, help="demonstration episodes per config")
+    parser.add_argument("--repeats", type=positive_int, default=4, help="rounds: timed epochs per candidate")
     parser.add_argument("--quick", action="store_true", help="16 episodes, one repeat (a smoke run)")
     args = parser.parse_args(argv)
     if args.quick:

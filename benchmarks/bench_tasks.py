@@ -117,8 +117,12 @@ def markdown(episodes: list[dict], bm25: dict, sandbox: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short measurements")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="the result JSON (default benchmarks/results/tasks.json; --quick: tasks_quick.json)")
     args = parser.parse_args(argv)
-    from benchmarks.machine import describe_machine
+    from benchmarks.machine import check_output_path, describe_machine
+
+    check_output_path(parser, args.out)
     from benchmarks.readme_tables import write_result
 
     seconds, queries, runs = (0.5, 50, 5) if args.quick else (3.0, 500, 30)
@@ -135,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         "sandbox": sandbox,
         "markdown": table,
     }
-    write_result(result, RESULTS / "tasks.json")
+    # The quick form writes tasks_quick.json (ignored by git), not the committed full-mode tasks.json.
+    write_result(result, args.out or RESULTS / ("tasks_quick.json" if args.quick else "tasks.json"))
     return 0
 
 

@@ -296,14 +296,18 @@ def plot(summary: dict[str, Any], pairs: list[dict[str, Any]], path: Path) -> Pa
 
 # ------------------------------------------------------------------------------------------------ main
 def main(argv: list[str] | None = None) -> int:
+    from benchmarks.machine import check_output_path, non_negative_int, positive_int
+
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_trl", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="one seed, 4 steps, a tiny warm start")
     parser.add_argument("--envs", default=",".join(ENVS), help=f"comma list of {', '.join(ENVS)}")
-    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="default 0 1 2 (quick: 0)")
-    parser.add_argument("--workers", type=int, default=2, help="(env, seed) pairs run at once (one thread each)")
+    parser.add_argument("--seeds", type=non_negative_int, nargs="+", default=None, help="default 0 1 2 (quick: 0)")
+    parser.add_argument("--workers", type=positive_int, default=2,
+                        help="(env, seed) pairs run at once (one thread each)")
     parser.add_argument("--runs-dir", type=Path, default=None, help="default runs/bench_trl[-quick]")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    check_output_path(parser, args.out)
     names = [n.strip() for n in args.envs.split(",") if n.strip()]
     unknown = [n for n in names if n not in ENVS]
     if unknown:

@@ -151,16 +151,19 @@ def main(argv: list[str] | None = None) -> int:
 
     import trl
 
+    from benchmarks.machine import check_output_path, positive_int
+
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_trl_filtering",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="4 x 4, 2 rounds")
     parser.add_argument("--sizes", default=None, help="P x G list (default 4x8,8x8)")
-    parser.add_argument("--per-device", type=int, default=8, help="TRL's per_device_train_batch_size (rows)")
-    parser.add_argument("--max-new-tokens", type=int, default=32)
-    parser.add_argument("--repeats", type=int, default=None, help="timed rounds (default 5, quick 2)")
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--per-device", type=positive_int, default=8, help="TRL's per_device_train_batch_size (rows)")
+    parser.add_argument("--max-new-tokens", type=positive_int, default=32)
+    parser.add_argument("--repeats", type=positive_int, default=None, help="timed rounds (default 5, quick 2)")
+    parser.add_argument("--threads", type=positive_int, default=1)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    check_output_path(parser, args.out)
     torch.set_num_threads(args.threads)
     sizes = parse_sizes(args.sizes or ("4x4" if args.quick else "4x8,8x8"))
     bad = [f"{p}x{g}" for p, g in sizes if (p * g) % min(args.per_device, p * g)]

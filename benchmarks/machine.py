@@ -96,3 +96,44 @@ def torch_result_header(benchmark: str, quick: bool, device: torch.device) -> di
         "device": str(device) if device.type == "cpu" else f"{device} ({machine['cuda']})",
         "torch_threads": torch.get_num_threads(),
     }
+
+
+def _int_at_least(low: int, what: str):
+    """An argparse `type` for an integer >= `low`: argparse turns its ArgumentTypeError into one usage line that
+    names the option (exit 2), where a 0 or negative count used to crash deep inside (the median of no timings, a
+    division by zero) or be read as "the default" (`args.repeats or 2`) after minutes of set-up."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer {what}; got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer {what}; got {value}")
+        return value
+
+    return parse
+
+
+#: Counts that must be at least one (repetitions, seeds, workers, steps, episodes, sizes, threads).
+positive_int = _int_at_least(1, ">= 1")
+#: Counts that may be zero (warm-up rounds, a first seed).
+non_negative_int = _int_at_least(0, ">= 0")
+
+
+def check_output_path(parser: argparse.ArgumentParser, path, option: str = "--out") -> None:
+    """Refuse an output path that cannot be written (a parser error, exit 2) before the benchmark runs, not after:
+    `path` an existing folder, or a path below an existing file. A benchmark runs for minutes to hours and wrote its
+    result last, so such a path used to lose the whole run to a traceback inside `write_result`."""
+    from pathlib import Path
+
+    if path is None:
+        return
+    path = Path(path)
+    if path.is_dir():
+        parser.error(f"{option} {path}: is a folder; give the path of the JSON file to write")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                parser.error(f"{option} {path}: {parent} is a file, not a folder")
+            break

@@ -331,6 +331,9 @@ def _phase(name: str, fn) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
+    if len(argv) < 2 or argv[0] in ("-h", "--help"):  # not `config, out = argv`'s ValueError traceback
+        print("usage: python benchmarks/profile_driver.py CONFIG OUT.json [key=value ...]", file=sys.stderr)
+        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
     config, out_path, *overrides = argv
     import torch
 

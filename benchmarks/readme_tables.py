@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import re
 from pathlib import Path
 
@@ -30,14 +32,43 @@ def machine_line(machine: dict) -> str:
     return "Measured on " + "; ".join(parts) + "." if parts else ""
 
 
+def finite(value):
+    """`value` with every float that is NaN or infinite replaced by None, in nested dicts, lists and tuples: a
+    measurement that has no value (a phase that never ran: 0 s over 0 steps) is JSON `null`, not the `NaN` that
+    `json.dumps` writes by default and that strict JSON readers (`jq`, browsers, most languages) reject."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+def strict_json(value, **kwargs) -> str:
+    """`json.dumps` of :func:`finite` (`value`): strict JSON, never `NaN` or `Infinity`."""
+    return json.dumps(finite(value), allow_nan=False, **kwargs)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file beside it and a rename: an interrupted run (Ctrl-C, a full
+    disk) leaves the previous file whole, never a truncated one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def write_result(result: dict, path: Path, *, show: str | None = None) -> Path:
     """Write one benchmark's result JSON to `path` (the format of the module docstring) and report it.
 
     Prints `show` (default: the result's `markdown` table), then `wrote PATH`, with the run's duration when the
-    result has a `wall_s`.
+    result has a `wall_s`. The JSON is strict (:func:`strict_json`) and written atomically (:func:`write_text_atomic`).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=2) + "\n")
+    write_text_atomic(Path(path), strict_json(result, indent=2) + "\n")
     print(result["markdown"] if show is None else show)
     wall = result.get("wall_s")
     print(f"wrote {path}" + ("" if wall is None else f" ({wall:.0f} s)"))

@@ -102,13 +102,14 @@ def markdown(groups: dict[str, dict[str, Any]], old_label: str, footer: str,
 
 
 def main(argv: list[str] | None = None) -> int:
+    from benchmarks.machine import positive_int
     from ragen_core.apps.reproduce.runner import run_local
     from ragen_core.apps.reproduce.study import build_study, find_configs_dir
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.study_equivalence", description=__doc__.split("\n")[0])
     parser.add_argument("--groups", default=",".join(DEFAULT_GROUPS), help="env/arm groups of the study to retrain")
     parser.add_argument("--seeds", default="20,21,22,23,24", help="seeds (comma-separated)")
-    parser.add_argument("--workers", type=int, default=2, help="runs at a time")
+    parser.add_argument("--workers", type=positive_int, default=2, help="runs at a time")
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "study_equivalence", help="run folders")
     parser.add_argument("--old", type=Path, default=ROOT / "docs" / "reproduction" / "results.json",
                         help="the committed study's results.json (its per-run records are the old side)")

@@ -328,13 +328,16 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from benchmarks.machine import check_output_path, non_negative_int, positive_int
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default=str(RESULTS / "profile.json"))
-    parser.add_argument("--first-seed", type=int, default=20)
-    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--first-seed", type=non_negative_int, default=20)
+    parser.add_argument("--seeds", type=positive_int, default=5)
     parser.add_argument("--out", default="", help="where to write (default: results/study_floor.json, or "
                                                   "study_floor_quick.json for a quick profile)")
     args = parser.parse_args(argv)
+    check_output_path(parser, args.out)
     from benchmarks.readme_tables import write_result
 
     profile = json.loads(Path(args.profile).read_text())

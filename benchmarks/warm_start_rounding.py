@@ -153,6 +153,8 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from benchmarks.machine import non_negative_int, positive_int
+
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["trace"]:
         p = argparse.ArgumentParser(prog="warm_start_rounding trace")
@@ -166,9 +168,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     p = argparse.ArgumentParser(prog="warm_start_rounding", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default="collapse_sokoban")
-    p.add_argument("--seed", type=int, default=300)
-    p.add_argument("--perturbations", type=int, default=3)
-    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--seed", type=non_negative_int, default=300)
+    p.add_argument("--perturbations", type=non_negative_int, default=3)
+    p.add_argument("--workers", type=positive_int, default=2)
     p.add_argument("--out", type=Path, default=None, help="trace folder (default: a temporary one)")
     a = p.parse_args(argv)
     from benchmarks.machine import describe_machine

@@ -17,14 +17,15 @@ breaking it fails here.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from benchmarks.machine import describe_machine, load_average
+from benchmarks.readme_tables import strict_json, write_text_atomic
 from ragen_core.policy import HFPolicy
 from ragen_core.policy.fast_qwen2 import DecodeState, FastQwen2
 from ragen_core.policy.tiny import default_tiny_model_dir
@@ -137,12 +138,15 @@ def _decode(state, tokens: torch.Tensor, last: torch.Tensor) -> tuple[float, int
 
 
 def main(argv: list[str] | None = None) -> int:
+    from benchmarks.machine import check_output_path, positive_int
+
     parser = argparse.ArgumentParser(prog="python -m benchmarks.micro.bench_decode", description=__doc__.split("\n")[0])
-    parser.add_argument("--rows", type=int, nargs="+", default=[32, 128])
-    parser.add_argument("--reps", type=int, default=15, help="repetitions per schedule (medians over them)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (the tiny model's default is 1)")
+    parser.add_argument("--rows", type=positive_int, nargs="+", default=[32, 128])
+    parser.add_argument("--reps", type=positive_int, default=15, help="repetitions per schedule (medians over them)")
+    parser.add_argument("--threads", type=positive_int, default=1, help="torch threads (the tiny model's default is 1)")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args(argv)
+    check_output_path(parser, args.json, "--json")
     torch.set_num_threads(args.threads)
     policy = HFPolicy.from_pretrained(default_tiny_model_dir())
     fast = FastQwen2(policy.model)
@@ -181,9 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(lines))
     print(footer)
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump({"results": results, "load_before": load_before, "load_after": load_after, "machine": machine,
-                       "markdown": "\n".join(lines), "footer": footer}, fh, indent=2)
+        write_text_atomic(Path(args.json), strict_json(
+            {"results": results, "load_before": load_before, "load_after": load_after, "machine": machine,
+             "markdown": "\n".join(lines), "footer": footer}, indent=2))
     return 0
 
 
