@@ -93,6 +93,20 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _seed_list(parser: argparse.ArgumentParser, text: str) -> list[int]:
+    """--seeds as integers >= 0 (a usage error for an empty list, a stray comma or a non-integer, before the
+    baseline checkout is prepared)."""
+    from ragen_core.apps.arguments import comma_list
+
+    try:
+        seeds = [int(s) for s in comma_list("--seeds", text, "seed")]
+    except ValueError as e:
+        parser.error(str(e) if str(e).startswith("--seeds") else f"--seeds {text!r}: give integers, e.g. 13,14")
+    if any(s < 0 for s in seeds):
+        parser.error(f"--seeds {text!r}: seeds are integers >= 0")
+    return seeds
+
+
 def main(argv: list[str] | None = None) -> int:
     from benchmarks.machine import positive_int
 
@@ -103,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", default="13,14", help="comma-separated seeds (default 13,14)")
     p.add_argument("--quick", action="store_true", help="2 RL steps and 64 demonstrations (a smoke run)")
     a = p.parse_args(argv)
-    seeds = [int(s) for s in a.seeds.split(",") if s]
+    seeds = _seed_list(p, a.seeds)
     steps = 2 if a.quick else a.steps
     extra = ["warm_start.sft_episodes=64"] if a.quick else []
     try:

@@ -115,3 +115,14 @@ def test_profile_driver_without_arguments_prints_its_usage():
     assert proc.returncode == 2
     assert proc.stderr.startswith("usage: python benchmarks/profile_driver.py CONFIG OUT.json")
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("seeds, says", [("", "no seed given"), ("a", "give integers"), ("13,,14", "is empty"),
+                                         ("-1", "integers >= 0")])
+def test_end_to_end_seeds_are_checked_before_the_baseline_is_prepared(seeds, says, capsys):
+    """`--seeds ''` crashed at min([]) after the baseline checkout was prepared; `--seeds a` was a traceback."""
+    from benchmarks import bench_end_to_end
+
+    with pytest.raises(SystemExit) as code:
+        bench_end_to_end.main([f"--seeds={seeds}", "--baseline", "no-such-commit"])
+    assert code.value.code == 2 and says in capsys.readouterr().err
