@@ -10,7 +10,10 @@ declares (each with a default there); nothing here knows any env:
 - :func:`noise_answer`: its ``noise_answer(kind, rng) -> answer``, what a noisy demonstrator answers instead.
 
 An env without a demonstrator (its ``oracle_step`` is the base class's, or an object without the hooks) is a
-ValueError that names it. How to give a new env its demonstrator: docs/architecture.md, "Adding an env".
+ValueError that names it, and so is a hook that answers out of its contract: a turn that is not a pair
+``(reasoning text, list of action strings)`` (a bare string in place of the list used to be split into one
+"action" per character), a reasoning or an answer that is not a string. How to give a new env its demonstrator:
+docs/architecture.md, "Adding an env".
 """
 
 from __future__ import annotations
@@ -32,24 +35,46 @@ def _hook(env: Any, name: str) -> tuple[Any, Any]:
     return u, hook
 
 
+def _checked_turn(u: Any, name: str, turn: Any) -> tuple[str, list[str]]:
+    """The ``(reasoning, [actions])`` a hook `name` of env `u` returned, as ``(str, list of str)``; a ValueError
+    naming the env and the hook when it is out of that contract (a string of actions would otherwise be iterated
+    character by character, and a reasoning of None written as the text "None")."""
+    where = f"{type(u).__name__}.{name}()"
+    if not isinstance(turn, (tuple, list)) or len(turn) != 2:
+        raise ValueError(f"{where} must return a pair (reasoning text, list of action strings); "
+                         f"got {type(turn).__name__} {turn!r:.60}")
+    text, acts = turn
+    if not isinstance(text, str):
+        raise ValueError(f"{where} must return its reasoning as a string; got {type(text).__name__} {text!r:.60}")
+    if not isinstance(acts, (list, tuple)) or not all(isinstance(a, str) for a in acts):
+        raise ValueError(f"{where} must return its actions as a list of strings (one per action, [\"Up\"] not "
+                         f"\"Up\"); got {type(acts).__name__} {acts!r:.60}")
+    return text, list(acts)
+
+
 def oracle_turn(env: Any, reasoning: str) -> tuple[str, list[str]]:
     """(reasoning text, the oracle's action(s) for this turn) in the style `reasoning` (``"full"`` / ``"plan"``;
     an env with one style ignores it): the env's ``oracle_step``. A ValueError naming the env when it has none."""
     u, step = _hook(env, "oracle_step")
     try:
-        text, acts = step(reasoning=reasoning)
+        turn = step(reasoning=reasoning)
     except NotImplementedError as err:
         raise ValueError(f"{type(u).__name__} has no demonstrator ({err}); use warm_start.policy='random'") from err
-    return str(text), [str(a) for a in acts]
+    return _checked_turn(u, "oracle_step", turn)
 
 
 def random_turn(env: Any, rng: np.random.Generator) -> tuple[str, list[str]]:
     """(reasoning text, [one uniformly random valid action]): the env's ``random_step``, every draw from `rng`."""
-    text, acts = _hook(env, "random_step")[1](rng)
-    return str(text), [str(a) for a in acts]
+    u, step = _hook(env, "random_step")
+    return _checked_turn(u, "random_step", step(rng))
 
 
 def noise_answer(env: Any, kind: str, rng: np.random.Generator) -> str:
     """What a noisy demonstrator answers instead of the oracle's action (`kind`: ``"first"`` the habit,
     ``"random"`` a random answer drawn from `rng`): the env's ``noise_answer``."""
-    return str(_hook(env, "noise_answer")[1](kind, rng))
+    u, hook = _hook(env, "noise_answer")
+    answer = hook(kind, rng)
+    if not isinstance(answer, str):  # str() would write a list as "['Up']" into the demonstration
+        raise ValueError(f"{type(u).__name__}.noise_answer() must return the answer as a string; "
+                         f"got {type(answer).__name__} {answer!r:.60}")
+    return answer

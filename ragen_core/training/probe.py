@@ -7,7 +7,8 @@ twice), so a value moves with the batch as much as with the policy. The probe fi
 
 - N distinct first-turn prompts (``mi.probe_prompts``, default 32: ceiling log 32 = 3.47 nats, retrieval chance
   1/32) drawn once from their own seed stream (``mi.probe_seed``), disjoint from the train, validation and
-  warm-start seeds; a level whose observation equals an earlier one is skipped, so no prompt is duplicated;
+  warm-start seeds; a level whose observation equals an earlier one is skipped, so no prompt is duplicated (an env
+  that shows images is refused: the prompts are cross-scored as token ids, without their pictures);
 - every ``mi.probe_every`` steps, and once before the first RL step (step 0): G samples per prompt
   (``mi.probe_group_size``) at the training temperature, from a sampler seeded by (run.seed, step) and
   independent of the training streams (switching the probe on or off leaves the training run unchanged);
@@ -50,6 +51,7 @@ import torch
 from ragen_core.episode import per_rollout_options, rollout_option
 from ragen_core.math.mi import cross_score, flatten_proxies, mi_proxies
 from ragen_core.rollout import RolloutBatch, RolloutSettings, make_envs, pad_token_id, rollout
+from ragen_envs.contract import vision
 
 __all__ = ["ProbeSet", "build_probe", "entropy_by_mode", "scripted_mode_entropies", "pmi_return_association",
            "cadence_due", "probe_due", "probe_metrics", "probe_seed_range", "reasoning_text", "template_match_share",
@@ -96,11 +98,13 @@ def build_probe(env_id: str, env_kwargs: dict[str, Any], n_prompts: int, group_s
     """Draw `n_prompts` levels with pairwise distinct first observations from seeds ``probe_seed, probe_seed+1,..``.
 
     Raises ValueError when fewer than `n_prompts` distinct levels exist among the candidate seeds (an env with
-    very few distinct levels: lower ``mi.probe_prompts``).
+    very few distinct levels: lower ``mi.probe_prompts``), and for an env whose observations show images
+    (:func:`_refuse_images`).
     """
-    if n_prompts < 2 or group_size < 1:
-        raise ValueError(f"a probe needs >= 2 prompts and >= 1 sample each; got {n_prompts} x {group_size}")
+    if _not_count(n_prompts, 2) or _not_count(group_size, 1):
+        raise ValueError(f"a probe needs >= 2 prompts and >= 1 sample each; got {n_prompts!r} x {group_size!r}")
     env = make_envs(env_id, 1, env_kwargs)[0]
+    _refuse_images(env, env_id)
     seen: set[str] = set()
     seeds: list[int] = []
     for s in probe_seed_range(probe_seed, n_prompts):
@@ -121,6 +125,23 @@ def build_probe(env_id: str, env_kwargs: dict[str, Any], n_prompts: int, group_s
     return ProbeSet(seeds=seeds, envs=make_envs(env_id, n_prompts * group_size, env_kwargs),
                     group_size=group_size, settings=replace(settings, max_turns=1, greedy=False),
                     reset_options=reset_options)
+
+
+def _not_count(value: Any, low: int) -> bool:
+    """Whether `value` is not an integer >= `low` (a bool or a float is not a count)."""
+    return isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low
+
+
+def _refuse_images(env: Any, env_id: str) -> None:
+    """ValueError for an env that shows images: the probe cross-scores its prompts as token ids alone
+    (:func:`policy_cross_score` takes no images), so it would score the traces of a vision policy without the
+    pictures they were sampled from (scorer and sampler disagree), and its next-token entropy pass has no images to
+    put behind the prompts' image tokens. The in-batch MI diagnostics skip such batches
+    (``collapse/mi_skipped_vision``); the probe is asked for by name, so it is refused before anything runs."""
+    if vision(env):
+        raise ValueError(f"{env_id} shows images (vision=True): the probe cross-scores its prompts as token ids "
+                         "without their images, so it cannot measure a vision env's input dependence; "
+                         "set mi.probe_prompts = 0")
 
 
 def policy_cross_score(policy: Any, prompts: list[list[int]], traces: list[list[list[int]]],
@@ -266,6 +287,8 @@ def probe_metrics(policy: Any, probe: ProbeSet, sample_seed: int, span: str = "r
         templates: the warm start's template reasoning(s), for ``probe/template_share`` (None: not logged).
         filler_words, n_filler: the warm start's input-independent opening words, dropped before comparing.
     """
+    if probe.envs:
+        _refuse_images(probe.envs[0], type(getattr(probe.envs[0], "unwrapped", probe.envs[0])).__name__)
     gen = torch.Generator().manual_seed(int(sample_seed))
     policy.model.eval()
     batch = rollout(policy, probe.envs, probe.seeds, probe.group_size, probe.settings, generator=gen,
