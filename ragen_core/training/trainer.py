@@ -302,11 +302,16 @@ def _overlaps(a: range, b: range) -> bool:
 def seed_streams(cfg: TrainConfig) -> dict[str, range]:
     """The seed streams a config uses, the ones :func:`_check_seed_ranges` keeps apart (and ``ragen eval``'s seeds
     avoid): ``validation`` (``eval.episodes`` seeds from ``env.val_seed``), ``warm-start`` (``warm_start.sft_episodes``
-    from ``warm_start.seed``), ``train`` (``env.train_seed`` upwards, unbounded: one seed per group, never reused) and,
-    with the MI probe on, ``probe`` (the seeds its levels may be drawn from)."""
+    from ``warm_start.seed``), ``train`` (``env.train_seed`` upwards, unbounded: one seed per group, never reused),
+    with a template demonstrator (``warm_start.reasoning_dependence`` < 1) ``template`` (the `template_levels` reference
+    levels whose reasoning it writes, the seeds just below ``warm_start.seed``) and, with the MI probe on, ``probe``
+    (the seeds its levels may be drawn from)."""
+    ws = cfg.warm_start
     streams = {"validation": range(cfg.env.val_seed, cfg.env.val_seed + cfg.eval.episodes),
-               "warm-start": range(cfg.warm_start.seed, cfg.warm_start.seed + cfg.warm_start.sft_episodes),
+               "warm-start": range(ws.seed, ws.seed + ws.sft_episodes),
                "train": range(cfg.env.train_seed, sys.maxsize)}
+    if ws.sft_episodes and ws.reasoning_dependence < 1:
+        streams["template"] = range(max(ws.seed - ws.template_levels, 0), ws.seed)
     if cfg.mi.probe_prompts:
         from ragen_core.training.probe import probe_seed_range
 
@@ -322,9 +327,19 @@ def _check_seed_ranges(cfg: TrainConfig) -> None:
     val, ws, train = streams["validation"], streams["warm-start"], streams["train"]
     checks = [("warm_start.seed", "warm-start", ws, "validation", val),
               ("env.val_seed", "validation", val, "train", train)]
+    if "template" in streams:
+        levels = cfg.warm_start.template_levels
+        if levels > cfg.warm_start.seed:  # the reference levels are the seeds just below it: seed 0 was repeated
+            raise ConfigError(f"warm_start.template_levels={levels} needs warm_start.seed >= {levels} (the template "
+                              f"reference levels are the {levels} seeds just below warm_start.seed="
+                              f"{cfg.warm_start.seed}); raise warm_start.seed or lower template_levels")
+        # The demonstrator writes its reasoning about these levels: they are trained on, as the warm start's are.
+        checks += [("warm_start.template_levels", "template reference", streams["template"], "validation", val)]
     if "probe" in streams:  # the probe's levels are held out from everything else
         checks += [("mi.probe_seed", "probe", streams["probe"], name, other)
                    for name, other in (("validation", val), ("warm-start", ws), ("train", train))]
+        if "template" in streams:
+            checks += [("mi.probe_seed", "probe", streams["probe"], "template reference", streams["template"])]
     for key, name, seeds, other_name, other in checks:
         if _overlaps(seeds, other):
             where = (f"the train seed stream starting at env.train_seed={cfg.env.train_seed}" if other is train

@@ -368,3 +368,29 @@ def test_demonstrations_and_probe_prompts_are_byte_identical_in_two_processes():
         assert done.returncode == 0, done.stderr[-2000:]
         digests.append(done.stdout.strip().splitlines()[-1])
     assert digests[0] == digests[1] and len(digests[0]) == 64
+
+
+def test_template_reference_levels_are_a_held_out_stream_of_their_own():
+    """The template demonstrator writes its reasoning about the `template_levels` seeds just below warm_start.seed:
+    more levels than seeds below repeated seed 0 silently, and those levels could overlap the validation or the
+    probe's seeds (the warm start then taught reasoning about held-out levels)."""
+    from ragen_core.training.config import ConfigError, load_config
+    from ragen_core.training.trainer import check_runnable, seed_streams
+
+    base = ["warm_start.reasoning_dependence=0", "warm_start.sft_episodes=16"]
+    ok = load_config(None, [*base, "warm_start.seed=777", "warm_start.template_levels=4"])
+    check_runnable(ok)
+    assert seed_streams(ok)["template"] == range(773, 777)
+    with pytest.raises(ConfigError, match=r"warm_start.template_levels=6 needs warm_start.seed >= 6"):
+        check_runnable(load_config(None, [*base, "warm_start.seed=3", "warm_start.template_levels=6"]))
+    with pytest.raises(ConfigError, match=r"warm_start.template_levels: template reference seeds 77..776 overlap the "
+                                          r"validation seeds"):
+        check_runnable(load_config(None, [*base, "warm_start.seed=777", "warm_start.template_levels=700"]))
+    probe = ["mi.probe_prompts=8", "mi.probe_seed=5000", "warm_start.seed=5040", "warm_start.template_levels=12",
+             "warm_start.sft_episodes=0"]
+    check_runnable(load_config(None, [*base[:1], *probe]))  # no warm start: no template stream
+    with pytest.raises(ConfigError, match="mi.probe_seed: probe seeds .* overlap the template reference seeds"):
+        check_runnable(load_config(None, [*base, *probe[:-1], "env.val_seed=123"]))
+    state_reasoning = load_config(None, ["warm_start.seed=3", "warm_start.template_levels=6"])
+    assert "template" not in seed_streams(state_reasoning)  # reasoning about the state: no reference levels
+    check_runnable(state_reasoning)

@@ -141,7 +141,8 @@ def test_seed_overlaps_names_the_streams_a_range_shares_seeds_with():
     assert seed_overlaps(range(123, 125), cfg) == ["validation"]
     assert seed_overlaps(range(5100, 5101), cfg) == ["probe"]
     assert seed_overlaps(range(9990, 10010), cfg) == ["train"]
-    assert seed_overlaps(range(700, 800), cfg) == ["warm-start"]
+    assert seed_overlaps(range(700, 800), cfg) == ["warm-start", "template"]
+    assert seed_overlaps(range(765, 766), cfg) == ["template"]  # the template demonstrator's reference levels
     assert seed_streams(cfg)["train"].stop == sys.maxsize
 
 
