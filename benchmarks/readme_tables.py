@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import re
 from pathlib import Path
+
+from ragen_core.jsonio import strict_dumps as strict_json
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -30,24 +31,6 @@ def machine_line(machine: dict) -> str:
     keys = ("cpu", "cores", "platform", "python", "torch", "date", "commit")
     parts = [f"{k}: {machine[k]}" for k in keys if machine.get(k) not in (None, "")]
     return "Measured on " + "; ".join(parts) + "." if parts else ""
-
-
-def finite(value):
-    """`value` with every float that is NaN or infinite replaced by None, in nested dicts, lists and tuples: a
-    measurement that has no value (a phase that never ran: 0 s over 0 steps) is JSON `null`, not the `NaN` that
-    `json.dumps` writes by default and that strict JSON readers (`jq`, browsers, most languages) reject."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite(v) for v in value]
-    return value
-
-
-def strict_json(value, **kwargs) -> str:
-    """`json.dumps` of :func:`finite` (`value`): strict JSON, never `NaN` or `Infinity`."""
-    return json.dumps(finite(value), allow_nan=False, **kwargs)
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -66,7 +49,8 @@ def write_result(result: dict, path: Path, *, show: str | None = None) -> Path:
     """Write one benchmark's result JSON to `path` (the format of the module docstring) and report it.
 
     Prints `show` (default: the result's `markdown` table), then `wrote PATH`, with the run's duration when the
-    result has a `wall_s`. The JSON is strict (:func:`strict_json`) and written atomically (:func:`write_text_atomic`).
+    result has a `wall_s`. The JSON is strict (:func:`ragen_core.jsonio.strict_dumps`) and written atomically
+    (:func:`write_text_atomic`).
     """
     write_text_atomic(Path(path), strict_json(result, indent=2) + "\n")
     print(result["markdown"] if show is None else show)

@@ -10,7 +10,6 @@ rules, so regenerating the report from other runs never keeps a stale conclusion
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from ragen_core.apps.reproduce.runner import PHASES, design_cost
 from ragen_core.apps.reproduce.spec import MAX_SEEDS
 from ragen_core.apps.reproduce.study import ARMS
 from ragen_core.apps.reproduce.verdicts import pct, verdict_text
+from ragen_core.jsonio import strict_dumps
 
 __all__ = ["write_report", "markdown", "collapse_figure", "FIGURES", "control_verdict_text", "pair_verdict_text"]
 
@@ -1026,22 +1026,9 @@ def write_report(result: dict[str, Any], report_dir: str | Path, header: dict[st
 
 
 def results_json(data: Any) -> str:
-    """`data` as the text of a ``results.json``: strict JSON, indented, any other object as its ``str``.
-
-    A float that is not finite is written as ``null`` (not measured), as the trainer's ``metrics.jsonl`` writes it:
-    ``NaN`` and ``Infinity`` are not JSON, and strict readers (``jq``, JavaScript, most JSON libraries) refuse the
-    whole file. (``json.dumps``' ``default`` never sees a float, so it cannot do this.)"""
-    return json.dumps(_finite_or_null(data), indent=1, default=str, allow_nan=False) + "\n"
-
-
-def _finite_or_null(x: Any) -> Any:
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {k: _finite_or_null(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_finite_or_null(v) for v in x]
-    return x
+    """`data` as the text of a ``results.json``: strict JSON (:mod:`ragen_core.jsonio`: a float that is not finite
+    is ``null``, not measured), indented, any other object as its ``str``."""
+    return strict_dumps(data, indent=1, default=str) + "\n"
 
 
 def cost_text(cost: dict | None) -> str:
