@@ -15,6 +15,7 @@ its oracle's 0% at the default is the cap, not the solver).
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -119,6 +120,13 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 <= args.seed <= MAX_SEED:  # numpy's generator refuses a negative seed (a traceback before)
         parser.error(f"--seed must be an integer in [0, {MAX_SEED}] (2**32 - 1, the largest seed); got {args.seed}")
 
+    from ragen_core.apps.install import missing_train_modules
+
+    if missing_train_modules(("rich",)):  # a base install (envs only): one line, not a ModuleNotFoundError
+        print("the env demo prints its tables with rich, a module of the training extra (missing: rich): "
+              "pip install 'ragen2[train]' (from a clone: pip install -e '.[train]'; docs/install.md)",
+              file=sys.stderr)
+        return 2
     from rich.console import Console
     from rich.table import Table
 

@@ -266,3 +266,15 @@ def test_an_export_that_fails_while_writing_leaves_out_as_it_was(tiny_run, tmp_p
     assert sorted(p.name for p in tmp_path.iterdir()) == ([] if before == "absent" else ["out"])  # nothing hidden
     assert export_main([str(tiny_run), "--out", str(out)]) == 0  # and the next export goes through
     assert (out / EXPORT_INFO).is_file() and (out / "tokenizer.json").is_file()
+
+
+def test_the_env_demo_on_an_install_without_rich_says_which_extra(monkeypatch, capsys):
+    """On a base install (the envs only) the demo failed with ModuleNotFoundError: rich."""
+    from ragen_core.apps import env_demo, install
+
+    real = install.missing_train_modules
+    monkeypatch.setattr(install, "missing_train_modules", lambda modules=(): ["rich"] if "rich" in modules else
+                        real(modules))
+    assert env_demo.main(["--episodes", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "missing: rich" in err and "ragen2[train]" in err
