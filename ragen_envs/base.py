@@ -21,6 +21,10 @@ A subclass implements the task through five hooks:
     _task_instructions() -> str           rules, legend and vocabulary (the format part is added here)
     _is_success() -> bool
 
+declares the reset options `_reset_task` reads (any other key is refused by `reset`, before `np_random` is reseeded):
+
+    RESET_OPTIONS = frozenset({"level"})  every registered env declares its own (tests/envs/test_reset_options.py)
+
 and optionally:
 
     _begin_step()                         first thing of every step() (the no-op step after the end

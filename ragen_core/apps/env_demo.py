@@ -1,6 +1,7 @@
 """Play every registered env with its oracle agent and with a random agent.
 
-`python -m ragen_core.apps.env_demo [--episodes N] [--seed S]` prints one rendered oracle episode
+`python -m ragen_core.apps.env_demo [--episodes N] [--seed S] [--max-turns T]` (the `train` extra: it prints with
+rich) prints one rendered oracle episode
 (Sokoban) and a table of success rates and mean returns. The oracle of each env is the env's own
 solver (Sokoban: shortest solution; FrozenLake: the action that maximises the probability of
 reaching the goal; Bandit: the arm with the higher expected payoff; task envs: a reference answer).

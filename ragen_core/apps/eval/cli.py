@@ -57,7 +57,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                    help="a transformers model folder, a training run folder (its policy and its settings) or tiny")
     srv = p.add_argument_group("server (instead of MODEL)")
     srv.add_argument("--base-url", default=None, metavar="URL",
-                     help="an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+                     help="an OpenAI-compatible server's API root, e.g. http://127.0.0.1:8000/v1 "
+                          "(not .../chat/completions)")
     srv.add_argument("--model-name", default=None, metavar="NAME", help="the model name the server serves")
     srv.add_argument("--api-key-env", default=None, metavar="VAR",
                      help="environment variable holding the API key (default: OPENAI_API_KEY if set, else none)")

@@ -3,7 +3,9 @@
 Each run is one training process (one torch thread) in ``OUT/runs/NAME``: locally forked from a warm process that
 imported torch, transformers and the trainer once (:func:`execute_warm_run`), else a fresh ``python -m
 ragen_core.apps.train``. A finished run has a ``done.json`` (its record, :func:`read_run`) and is never re-run; a
-killed one continues from its last checkpoint. With ``--ray ADDRESS`` every run is a Ray task (``num_cpus=1``) on
+killed one continues from its last checkpoint. A run folder of another design, or one whose ``done.json`` or
+``metrics.jsonl`` is damaged, is neither counted nor resumed (:func:`read_finished`, :func:`design_problem`).
+With ``--ray ADDRESS`` every run is a Ray task (``num_cpus=1``) on
 that cluster, a fresh process (:func:`execute_run`); the two paths differ only in who schedules the runs and in the
 imports. With Ray, the run folders and the warm-start cache must be on a file system that every Ray node sees (one
 machine, or a shared mount).
