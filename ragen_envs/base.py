@@ -270,17 +270,25 @@ class TextAgentEnv(gym.Env):
         if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
             raise TypeError(f"options must be a dict of reset options with string keys (or None), got "
                             f"{type(options).__name__} {options!r:.60}")
-        accepted = self.RESET_OPTIONS
-        unknown = sorted(set(options) - accepted) if accepted is not None else []
-        if unknown:
-            import difflib
-
-            near = difflib.get_close_matches(unknown[0], sorted(accepted), n=1)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
-            reads = ", ".join(sorted(accepted)) or "none"
-            raise ValueError(f"{type(self).__name__} has no reset option {unknown[0]!r}{hint}; the options it reads: "
-                             f"{reads}")
+        for key in sorted(options):
+            hint = self.unknown_reset_option(key)
+            if hint is not None:
+                raise ValueError(f"{type(self).__name__} has no reset option {key!r}{hint}")
         return dict(options)
+
+    @classmethod
+    def unknown_reset_option(cls, key: str) -> str | None:
+        """None when this env reads the reset option `key` (or declares no :attr:`RESET_OPTIONS`); else the end of
+        the refusal: the closest accepted key and the keys it reads (``" (did you mean 'level'?); the options it
+        reads: level"``). Also asked by ``ragen train`` of ``env.per_rollout_option``, before any env is made."""
+        accepted = cls.RESET_OPTIONS
+        if accepted is None or key in accepted:
+            return None
+        import difflib
+
+        near = difflib.get_close_matches(key, sorted(accepted), n=1)
+        return (f"{f' (did you mean {near[0]!r}?)' if near else ''}; the options it reads: "
+                f"{', '.join(sorted(accepted)) or 'none'}")
 
     # ------------------------------------------------------------------ hooks for subclasses
     def _reset_task(self, options: dict[str, Any]) -> dict[str, Any]:

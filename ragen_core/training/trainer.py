@@ -391,14 +391,10 @@ def _check_per_rollout_option(cfg: TrainConfig) -> None:
         cls = gym.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
     except (gym.error.Error, ImportError, AttributeError, ValueError):
         return
-    reads = getattr(cls, "RESET_OPTIONS", None)
-    if reads is not None and option not in reads:
-        import difflib
-
-        near = difflib.get_close_matches(option, sorted(reads), n=1)
-        raise ConfigError(f"env.per_rollout_option {option!r}: {cfg.env.id} has no such reset option"
-                          f"{f' (did you mean {near[0]!r}?)' if near else ''}; the options it reads: "
-                          f"{', '.join(sorted(reads)) or 'none'}")
+    ask = getattr(cls, "unknown_reset_option", None)  # the envs' own rule (ragen_envs.base.TextAgentEnv)
+    hint = ask(option) if callable(ask) else None
+    if hint is not None:
+        raise ConfigError(f"env.per_rollout_option {option!r}: {cfg.env.id} has no such reset option{hint}")
 
 
 # ---------------------------------------------------------------------------------------------- the Python API's checks
