@@ -400,6 +400,14 @@ def _options_problem(value: dict) -> str | None:
             or not all(isinstance(v, str) and v.strip() for v in values)
         ):
             return f"option {name!r} must be a non-empty list of non-empty strings"
+    # An item page shows each choice as "name: value"; two choices with one label could not be told apart.
+    labels: dict[str, tuple[str, str]] = {}
+    for name, values in value.items():
+        for v in values:
+            other = labels.setdefault(f"{name}: {v}", (name, v))
+            if other != (name, v):
+                return (f"options {other[0]!r}={other[1]!r} and {name!r}={v!r} are both shown as "
+                        f"{name + ': ' + v!r}; rename one")
     return None
 
 

@@ -122,9 +122,19 @@ def apply_click(state: ShopState, element: str, catalog: Catalog) -> bool:
     elif state.page == "results":
         state.page, state.item, state.selected = "item", catalog.by_asin[element], {}
     else:  # an option "name: value"
-        name, value = element.split(": ", 1)
+        name, value = _option_of(element, catalog.products[state.item])
         state.selected[name] = value
     return False
+
+
+def _option_of(element: str, product: Product) -> tuple[str, str]:
+    """The (option name, value) whose canonical element "name: value" is `element`. Looked up rather than split
+    at ": ", which an option's name may itself hold (the catalogue check refuses two pairs with one label)."""
+    for name, values in product.options.items():
+        for v in values:
+            if f"{name}: {v}" == element:
+                return name, v
+    raise ValueError(f"{element!r} is not an option of product {product.asin}")
 
 
 def money(x: float) -> str:

@@ -492,3 +492,28 @@ def test_echoed_surrogates_stay_in_the_observation_space(text):
 def test_async_vector_env_survives_a_lone_surrogate():
     responses = (respond("search[\ud800 shirt]"), respond("click[Back to Search]"), respond("search[mug]"))
     assert_async_vector_env_cleans("ragen/WebShop-v0", responses, "\ud800", num_products=100)
+
+
+def test_an_option_name_holding_colon_space_is_selected_whole(tmp_path):
+    """An item page shows a choice as "name: value"; a name that itself holds ": " must not be cut there (it was:
+    clicking "size: us: 9" selected option "size" = "us: 9", and the purchase missed the goal's option)."""
+    product = GOOD | {"title": "Trail Shoe", "options": {"size: us": ["8", "9"], "color": ["red", "blue"]}}
+    products = _write(tmp_path, "p.jsonl", [product])
+    goals = _write(tmp_path, "g.jsonl", [{"instruction": "i need a trail shoe, size: us 9, color: blue",
+                                          "attributes": ["x"], "options": {"size: us": "9", "color": "blue"},
+                                          "asin": "A1"}])
+    env = WebShopEnv(products=products, instructions=goals)
+    total, info, _ = run_oracle(env, 0)
+    assert total == 1.0 and info["success"]
+    env.reset(seed=0)
+    env.step(respond("search[trail shoe]"))
+    env.step(respond("click[A1]"))
+    env.step(respond("click[size: us: 9]"))
+    assert env.state.selected == {"size: us": "9"}
+
+
+def test_two_options_shown_with_one_label_are_refused(tmp_path):
+    # "a: b" = "c" and "a" = "b: c" would both be shown as "a: b: c".
+    path = _write(tmp_path, "p.jsonl", [GOOD | {"options": {"a: b": ["c"], "a": ["b: c"]}}])
+    with pytest.raises(ValueError, match="both shown as 'a: b: c'"):
+        WebShopEnv(products=path)
