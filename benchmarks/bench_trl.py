@@ -202,6 +202,11 @@ def _mean(xs: list[float]) -> float:
     return sum(xs) / len(xs) if xs else float("nan")
 
 
+def _measured(x: float | None) -> bool:
+    """False for a time that was not measured: NaN in memory, null once written as strict JSON."""
+    return x is not None and x == x
+
+
 def steps_to(curve: list[list[float]], level: float) -> int | None:
     """The first validation step whose success is at least `level` (None: never reached)."""
     return next((int(step) for step, value in curve if value >= level), None)
@@ -256,7 +261,7 @@ def markdown(summary: dict[str, Any], steps: dict[str, int], episodes: int = 128
                 f"{e['s_per_1k_tokens']:.3f} |")
     ratios = ", ".join(f"{n} {s['time_ratio_trl_over_ragen']:.2f}" for n, s in summary.items())
     scoring = ", ".join(f"{n} {s['ragen']['score_s_per_step']:.2f} s" for n, s in summary.items()
-                        if s["ragen"]["score_s_per_step"] == s["ragen"]["score_s_per_step"])  # not NaN
+                        if _measured(s["ragen"]["score_s_per_step"]))
     lines += ["", f"Time per 1,000 trained tokens, TRL / ragen: {ratios}. Of ragen's step, the teacher-forced pass "
                   f"that recomputes the old log-probs (`algo.recompute_old_logprobs`, TRL skips it when "
                   f"`num_iterations=1`) takes {scoring} per step. Validation: greedy, "

@@ -126,3 +126,27 @@ def test_end_to_end_seeds_are_checked_before_the_baseline_is_prepared(seeds, say
     with pytest.raises(SystemExit) as code:
         bench_end_to_end.main([f"--seeds={seeds}", "--baseline", "no-such-commit"])
     assert code.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_every_committed_json_record_is_strict_json():
+    """A committed result or record holding NaN or Infinity (Python's json default) is not JSON to other readers
+    (jq, JavaScript, strict parsers): benchmark results, run records and reports are written as strict JSON."""
+    root = Path(__file__).resolve().parents[2]
+    files = subprocess.run(["git", "ls-files", "*.json"], cwd=root, capture_output=True, text=True,
+                           check=True).stdout.split()
+    checked = [f for f in files if not f.startswith("tests/")]
+    assert checked, "no committed JSON found"
+    for name in checked:
+        try:
+            _strict((root / name).read_text())
+        except AssertionError as err:
+            raise AssertionError(f"{name}: {err}") from None
+
+
+def test_trl_crosscheck_markdown_renders_from_its_committed_summary():
+    """The committed summary has null where a time was not measured (strict JSON); the table still renders."""
+    from benchmarks import bench_trl
+
+    saved = json.loads((Path(__file__).resolve().parents[2] / "benchmarks/results/trl_crosscheck.json").read_text())
+    text = bench_trl.markdown(saved["summary"], saved["steps"])
+    assert "| engine |" in text and "None" not in text and "nan" not in text
