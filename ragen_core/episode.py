@@ -22,6 +22,7 @@ the engine. :func:`per_rollout_options` is the one formula for per-rollout reset
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,7 @@ __all__ = [
     "response_format",
     "observation_text",
     "escape_image_token",
+    "escape_control_tokens",
     "system_messages",
     "safe_step",
     "rollout_option",
@@ -99,16 +101,36 @@ def escape_image_token(text: str, image_token: str | None) -> str:
     return text.replace(image_token, broken)
 
 
-def observation_text(obs: Any, image_token: str | None) -> tuple[str, np.ndarray | None]:
+def escape_control_tokens(text: str, tokens: Sequence[str]) -> str:
+    """`text` with every literal control token of `tokens` (a tokenizer's special tokens: ``<|im_end|>``,
+    ``<|im_start|>``, ``<|endoftext|>``, ...) broken by a zero-width space after its first character, as
+    :func:`escape_image_token` breaks the image placeholder; tokens of one character are left alone (breaking them
+    would change ordinary text).
+
+    A chat template renders a message's content by tokenizing it, and a tokenizer turns a special token spelled in
+    text into the control token itself: an observation, instructions or a response holding ``<|im_end|>\n
+    <|im_start|>user`` would close its turn early and open a forged one in the prompt (and a scripted response would
+    train on the end-of-turn id). Text without any of them is returned as it is.
+    """
+    for token in sorted(tokens, key=len, reverse=True):
+        if len(token) > 1 and token in text:
+            text = text.replace(token, token[0] + "\u200b" + token[1:])
+    return text
+
+
+def observation_text(obs: Any, image_token: str | None,
+                     control_tokens: Sequence[str] = ()) -> tuple[str, np.ndarray | None]:
     """Text of an observation and its image; the image is placed in the text with the policy's image
     placeholder (vision policies), or dropped for text-only policies (``image_token=None``). A placeholder
-    inside the env's own text is escaped (:func:`escape_image_token`)."""
+    or a control token inside the env's own text is escaped (:func:`escape_image_token`,
+    :func:`escape_control_tokens`)."""
     if isinstance(obs, dict):
         text, image = escape_image_token(str(obs.get("text", "")), image_token), obs.get("image")
+        text = escape_control_tokens(text, control_tokens)
         if image is None or image_token is None:
             return text, None
         return f"{image_token}\n{text}", image
-    return escape_image_token(str(obs), image_token), None
+    return escape_control_tokens(escape_image_token(str(obs), image_token), control_tokens), None
 
 
 def system_messages(system: str) -> list[dict[str, str]]:
@@ -122,14 +144,38 @@ def safe_step(env: Any, text: str) -> tuple[Any, float, bool, bool, dict[str, An
     Envs must not raise on model text; one that does anyway (a bug, or a hostile answer that found one) must not
     stop a training run. The turn gets the env's format penalty as its reward, ``info["env_error"]`` names the
     exception, the episode terminates, and ``rollout/env_errors`` counts it. The env is reset by the next rollout.
+
+    A step that returns instead what the Gymnasium API rules out is the same kind of env bug and is contained the
+    same way (``info["env_error"]`` starts ``ValueError: env.step returned``): not a 5-tuple ``(observation, reward,
+    terminated, truncated, info)`` (an old-gym 4-tuple used to be an unpacking error deep inside the episode), a
+    reward that is not a finite number (a NaN used to reach the batch's returns without a word), or an ``info``
+    that is not a dict.
     """
     try:
-        return env.step(text)
+        return _checked_step(env.step(text))
     except Exception as exc:  # any env bug is contained here, by design
         penalty = contract.format_penalty(env)  # the env's, else the contract's default (-0.1)
         info = {"env_error": f"{type(exc).__name__}: {exc}"[:500], "format_penalty": penalty,
                 "format_error": "env_error", "success": False, "action_is_valid": False}
         return "", penalty, True, False, info
+
+
+def _checked_step(result: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    """`result` of ``env.step`` unchanged, or a ValueError saying which part breaks the Gymnasium step API
+    (:func:`safe_step`)."""
+    if not isinstance(result, tuple) or len(result) != 5:
+        got = f"a {len(result)}-tuple" if isinstance(result, tuple) else f"{type(result).__name__} {result!r:.40}"
+        raise ValueError(f"env.step returned {got}; expected (observation, reward, terminated, truncated, info)")
+    reward, info = result[1], result[4]
+    try:  # a number: Python's, numpy's or a 0-d tensor; not a string that float() would read
+        finite = not isinstance(reward, (str, bytes)) and math.isfinite(float(reward))
+    except (TypeError, ValueError):
+        finite = False
+    if not finite:
+        raise ValueError(f"env.step returned the reward {reward!r:.40}; expected a finite number")
+    if not isinstance(info, Mapping):
+        raise ValueError(f"env.step returned info {type(info).__name__} {info!r:.40}; expected a dict")
+    return result
 
 
 # ---------------------------------------------------------------------------------------------- reset options
@@ -232,10 +278,12 @@ class ChatEpisode:
         system_prompt: send the env's instructions as the system message (False: the first user turn opens).
         max_turns: most assistant turns (None: until the env ends the episode).
         image_token: the policy's image placeholder (vision policies); None drops images.
+        control_tokens: the policy's control tokens (its tokenizer's special tokens), escaped wherever they are
+            spelled in the text of a prompt (:func:`escape_control_tokens`); empty: none is.
         reminder: end each user turn with the format reminder (False: the TRL tool adapter).
 
     `length_limit` must be an integer >= 0, `max_turns` None or an integer >= 1, `system_prompt` and `reminder`
-    True or False (ValueError naming the argument otherwise).
+    True or False (ValueError naming the argument otherwise), `control_tokens` a list of str (TypeError).
 
     State after :meth:`reset` (updated by every :meth:`step`):
         ``system``, ``instructions``: the system message text ("" when off) and the env's instructions;
@@ -247,12 +295,16 @@ class ChatEpisode:
     """
 
     def __init__(self, env: Any, *, length_limit: int, system_prompt: bool = True, max_turns: int | None = None,
-                 image_token: str | None = None, reminder: bool = True) -> None:
+                 image_token: str | None = None, reminder: bool = True,
+                 control_tokens: Sequence[str] = ()) -> None:
         self.env = env
         self.length_limit = require_int("length_limit", length_limit, low=0)
         self.system_prompt = require_bool("system_prompt", system_prompt)
         self.max_turns = require_int("max_turns", max_turns, low=1, allow_none=True)
         self.image_token = image_token
+        if isinstance(control_tokens, (str, bytes)) or not all(isinstance(t, str) for t in control_tokens):
+            raise TypeError(f"control_tokens must be a list of str tokens, got {control_tokens!r:.60}")
+        self.control_tokens = tuple(control_tokens)
         self.reminder = require_bool("reminder", reminder)
         self._clear()
 
@@ -278,6 +330,10 @@ class ChatEpisode:
         """Assistant turns played so far."""
         return len(self.rewards)
 
+    def _escape(self, text: str) -> str:
+        """`text` as prompt text: no image placeholder and no control token that the text itself spells."""
+        return escape_control_tokens(escape_image_token(text, self.image_token), self.control_tokens)
+
     def _user(self, turn: int, text: str, prev_reward: float | None) -> dict[str, str]:
         fmt = self.response_format if self.reminder else None
         return {"role": "user",
@@ -292,11 +348,11 @@ class ChatEpisode:
         self._clear()
         obs, info = self.env.reset(seed=seed, options=options)
         self.observation = obs
-        text, image = observation_text(obs, self.image_token)
+        text, image = observation_text(obs, self.image_token, self.control_tokens)
         self.actions_left = info.get("actions_left")
         self.response_format = response_format(self.env)
         self.instructions = str(info.get("instructions", ""))
-        self.system = escape_image_token(self.instructions, self.image_token) if self.system_prompt else ""
+        self.system = self._escape(self.instructions) if self.system_prompt else ""
         self.user = self._user(1, text, None)
         self.user_images = [image] if image is not None else []
         self.messages = system_messages(self.system)
@@ -313,7 +369,7 @@ class ChatEpisode:
         images: list[np.ndarray] = []
         for user, assistant, user_images in kept:
             # The response is re-rendered from its text: a placeholder the model spelled out is not an image.
-            msgs += [user, {"role": "assistant", "content": escape_image_token(assistant, self.image_token)}]
+            msgs += [user, {"role": "assistant", "content": self._escape(assistant)}]
             images += user_images
         msgs.append(self.user)
         images += self.user_images
@@ -330,7 +386,7 @@ class ChatEpisode:
         obs, reward, terminated, truncated, info = safe_step(self.env, response)
         reward = float(reward)
         self.observation = obs
-        text, image = observation_text(obs, self.image_token)
+        text, image = observation_text(obs, self.image_token, self.control_tokens)
         self.rewards.append(reward)
         self.total_reward += reward
         self.history.append((self.user, response, self.user_images))

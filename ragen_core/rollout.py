@@ -23,7 +23,10 @@ Context modes and the rows of the batch:
 
 In both layouts ``loss_mask`` is 1 exactly on generated tokens: prompt, env observation and template tokens are
 never trained on. Rewards: ``"last_token"`` puts the episode return on the last generated token of the
-trajectory; ``"per_turn"`` puts each turn's reward on that turn's last generated token.
+trajectory; ``"per_turn"`` puts each turn's reward on that turn's last generated token. A turn whose response is
+empty (the model's first token ended it) has no token of its own: its reward goes on the last generated token
+before it (in the windowed layouts, on an earlier row); only a reward with no generated token before it in its
+trajectory stays on a prompt token, where no loss reads it.
 
 For the MI diagnostics (docs/science.md section 2) every turn keeps its input X (the prompt ids) and the reasoning
 span Z (the response tokens through ``</think>``, or the whole response when it has none).
@@ -38,7 +41,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ragen_core.episode import ChatEpisode, EpisodeStart, escape_image_token, seed_list
+from ragen_core.episode import ChatEpisode, EpisodeStart, escape_control_tokens, escape_image_token, seed_list
 from ragen_core.limits import MAX_BATCH, MAX_TURNS
 from ragen_envs.validation import require_bool, require_float, require_int
 
@@ -60,6 +63,7 @@ __all__ = [
     "make_envs",
     "chat_episode",
     "reset_episode",
+    "control_tokens",
     "seed_list",
 ]
 
@@ -70,6 +74,8 @@ _SENTINELS = ("A", "B")
 
 #: Where the rewards go in the token batch (module docstring).
 REWARD_PLACEMENTS = ("last_token", "per_turn")
+#: The spans :meth:`RolloutBatch.mi_inputs` takes as the trace Z (the ``mi.span`` config key's values).
+MI_SPANS = ("reasoning", "response")
 
 
 def parse_context(context: str) -> int | None:
@@ -289,8 +295,13 @@ class RolloutBatch:
 
         At turn 0 all G rollouts of a group share their prompt (same seed, same initial state). Z is the
         reasoning span (``span="reasoning"``) or the whole response; an empty span falls back to the response.
-        Trajectories without that turn contribute an empty trace.
+        Trajectories without that turn contribute an empty trace. `span` must be "reasoning" or "response" and
+        `turn` an integer >= 0 (ValueError otherwise: "reasonings" used to give the whole responses, and -1 the last
+        turn, without a word).
         """
+        if span not in MI_SPANS:
+            raise ValueError(f"span must be one of {', '.join(MI_SPANS)}; got {span!r}")
+        turn = require_int("turn", turn, low=0)
         prompts: list[list[int]] = []
         traces: list[list[list[int]]] = []
         for i in range(self.groups):
@@ -428,22 +439,37 @@ def make_envs(env_id: str, n: int, kwargs: dict[str, Any] | None = None) -> list
 
 
 def chat_episode(env: Any, settings: RolloutSettings | None = None, *,
-                 image_token: str | None = None) -> ChatEpisode:
+                 image_token: str | None = None, control_tokens: Sequence[str] = ()) -> ChatEpisode:
     """A :class:`ragen_core.episode.ChatEpisode` of `env` laid out as `settings` say (length limit stated in the
-    reminder, system prompt, ``max_turns``)."""
+    reminder, system prompt, ``max_turns``), escaping `image_token` and `control_tokens` in its texts
+    (:func:`control_tokens` gives a policy's)."""
     s = settings or RolloutSettings()
     return ChatEpisode(env, length_limit=s.length_limit or s.max_new_tokens, system_prompt=s.system_prompt,
-                       max_turns=s.max_turns, image_token=image_token)
+                       max_turns=s.max_turns, image_token=image_token, control_tokens=control_tokens)
 
 
 def reset_episode(env: Any, seed: int, settings: RolloutSettings | None = None, *,
-                  options: dict[str, Any] | None = None, image_token: str | None = None) -> EpisodeStart:
-    """Reset `env` with `seed` (and reset `options`) and build the episode's first prompt as :func:`rollout` does.
+                  options: dict[str, Any] | None = None, image_token: str | None = None,
+                  control_tokens: Sequence[str] = ()) -> EpisodeStart:
+    """Reset `env` with `seed` (and reset `options`) and build the episode's first prompt as :func:`rollout` does
+    (pass the policy's ``control_tokens(policy)`` for the very prompt text it sends).
 
     Other engines (the TRL adapter's single-turn dataset) call this so that their prompts are token for token the
     ones this package's trainer sends.
     """
-    return chat_episode(env, settings, image_token=image_token).reset(seed, options)
+    return chat_episode(env, settings, image_token=image_token, control_tokens=control_tokens).reset(seed, options)
+
+
+def control_tokens(policy: Any) -> tuple[str, ...]:
+    """The control tokens of `policy`'s tokenizer: its special tokens (``all_special_tokens`` and the added tokens
+    marked special, e.g. ``<|im_start|>``), which :func:`rollout` escapes where a text spells them
+    (:func:`ragen_core.episode.escape_control_tokens`); empty for a policy without such a tokenizer."""
+    tok = getattr(policy, "tokenizer", None)
+    names = set(getattr(tok, "all_special_tokens", None) or [])
+    for added in (getattr(tok, "added_tokens_decoder", None) or {}).values():
+        if getattr(added, "special", False):
+            names.add(str(added.content))
+    return tuple(sorted(str(n) for n in names))
 
 
 # ---------------------------------------------------------------------------------------------- the rollout
@@ -494,12 +520,14 @@ def rollout(
         raise ValueError(f"len(seeds) x group_size must be at most {MAX_BATCH} episodes (one batch); got {p} x {g}")
     if len(envs) < n:
         raise ValueError(f"need {n} envs for {p} groups x {g} rollouts; got {len(envs)}")
+    _check_distinct_envs(envs, n)
     if options is not None and len(options) != n:
         raise ValueError(f"reset_options must have one entry per episode (P * G = {n}), got {len(options)}")
     image_token = getattr(policy, "image_token", None)
+    controls = control_tokens(policy)
 
     trajs = [Trajectory(group=i // g, index_in_group=i % g, seed=seeds[i // g]) for i in range(n)]
-    episodes = [chat_episode(envs[i], s, image_token=image_token) for i in range(n)]
+    episodes = [chat_episode(envs[i], s, image_token=image_token, control_tokens=controls) for i in range(n)]
     for i, ep in enumerate(episodes):
         ep.reset(seeds[i // g], options[i] if options is not None else None)
 
@@ -560,6 +588,19 @@ def _check_rollout_args(settings: Any, seeds: Any, group_size: Any, reset_option
     return s, seeds, g, options
 
 
+def _check_distinct_envs(envs: Sequence[Any], n: int) -> None:
+    """ValueError naming the first of the `n` envs that is an earlier one (the same object, or a wrapper around the
+    same env): the episodes are stepped in lock-step, so one env shared by two of them plays both games on one
+    board (``[env] * 4`` used to give four interleaved, silently wrong trajectories)."""
+    seen: dict[int, int] = {}
+    for j in range(n):
+        key = id(getattr(envs[j], "unwrapped", envs[j]))
+        if key in seen:
+            raise ValueError(f"envs must be {n} distinct envs, one per episode (they are stepped in lock-step); "
+                             f"envs[{j}] is envs[{seen[key]}] (make_envs(env_id, n) builds independent ones)")
+        seen[key] = j
+
+
 def _next_prompt(policy: Any, ep: ChatEpisode, traj: Trajectory,
                  window: int | None) -> tuple[list[int], list[np.ndarray]]:
     """Token ids and images of `ep`'s next prompt (module docstring: context modes).
@@ -590,12 +631,14 @@ def _respond(policy: Any, s: RolloutSettings, envs: Sequence[Any], idx: Sequence
         if len(texts) != len(idx):
             raise ValueError(f"responder must return one text per active episode ({len(idx)}), got {len(texts)}")
         out = []
+        controls = control_tokens(policy)
         for j, text in enumerate(texts):
             if not isinstance(text, str):
                 raise TypeError(f"responder must return str texts; entry {j} is {type(text).__name__} {text!r:.40}")
             # A literal image placeholder in a scripted text would encode as the image token with no image behind
-            # it (the batch is then refused in training); the episode escapes its own texts the same way.
-            safe = escape_image_token(text, getattr(policy, "image_token", None))
+            # it (the batch is then refused in training), and a spelled control token as the control token (a
+            # trained end-of-turn id inside the response); the episode escapes its own texts the same way.
+            safe = escape_control_tokens(escape_image_token(text, getattr(policy, "image_token", None)), controls)
             rid = list(policy.tokenizer(safe, add_special_tokens=False)["input_ids"])
             out.append((text, rid, [0.0] * len(rid), "stop"))
         return out
@@ -610,6 +653,28 @@ def _respond(policy: Any, s: RolloutSettings, envs: Sequence[Any], idx: Sequence
         greedy=s.greedy,
     )
     return [(o.text, list(o.response_ids), list(o.response_logprobs), o.finish_reason) for o in gens]
+
+
+def _reward_slots(rows: Sequence[dict[str, Any]], trajs: Sequence[Trajectory]
+                  ) -> tuple[dict[int, list[tuple[int, int]]], dict[int, tuple[int, int]]]:
+    """Where rewards go (:func:`build_batch`): per trajectory, the (row, column) of each turn's reward, and the
+    (row, column) of its last generated token (absent when it generated none).
+
+    A turn's reward goes on its last generated token; a turn with an empty response has none, so its reward goes on
+    the last generated token before it, in an earlier turn and, in the windowed layouts, an earlier row (the loss
+    and the critic read rewards only where the loss mask is 1: the turn's own last prompt token, where it used to
+    go, dropped it from every return). A trajectory with no generated token up to that turn keeps it on that
+    prompt token: no generated token precedes the reward, so no return-to-go holds it.
+    """
+    slots: dict[int, list[tuple[int, int]]] = {}
+    last: dict[int, tuple[int, int]] = {}
+    for ri, row in enumerate(rows):
+        t_idx = row["traj"]
+        for end, k in zip(row["ends"], row["turns"]):
+            if trajs[t_idx].turns[k].response_ids:
+                last[t_idx] = (ri, end)
+            slots.setdefault(t_idx, []).append(last.get(t_idx, (ri, max(end, 0))))
+    return slots, last
 
 
 def pad_token_id(tokenizer: Any) -> int:
@@ -687,19 +752,15 @@ def build_batch(
         old_lp[ri, :m] = torch.tensor(row["lp"], dtype=torch.float32)
         turn_index[ri, :m] = torch.tensor(row["turn_of"], dtype=torch.long)
         last_row_of_traj[row["traj"]] = ri
-        if settings.reward_placement == "per_turn":
-            traj = trajs[row["traj"]]
-            for end, k in zip(row["ends"], row["turns"]):
-                if end >= 0 and traj.turns[k].response_ids:
-                    token_rewards[ri, end] += traj.turns[k].reward
-                else:
-                    # An empty response has no token to carry its reward: move it to the last token before.
-                    token_rewards[ri, max(end, 0)] += traj.turns[k].reward
+    slots, last_generated = _reward_slots(rows, trajs)
+    if settings.reward_placement == "per_turn":
+        for t_idx, traj in enumerate(trajs):
+            for (ri, col), turn in zip(slots[t_idx], traj.turns):
+                token_rewards[ri, col] += turn.reward
     if settings.reward_placement == "last_token":
         for t_idx, traj in enumerate(trajs):
             ri = last_row_of_traj[t_idx]
-            pos = (loss_mask[ri] != 0).nonzero().flatten()
-            end = int(pos[-1]) if pos.numel() else int(attention[ri].sum()) - 1
+            ri, end = last_generated.get(t_idx, (ri, int(attention[ri].sum()) - 1))
             token_rewards[ri, end] += traj.episode_return
 
     n = len(trajs)
