@@ -21,12 +21,14 @@ result nobody reads:
 Attention per layer for a continuation token at absolute position ``p`` of a sequence whose prefix has
 ``L`` tokens: keys = [prefix keys 0..L-1 ; continuation keys up to p], causal, with RoPE at absolute positions
 (``positions = cumsum(attention_mask) - 1``, as :class:`ragen_core.policy.hf.HFPolicy` uses). Every other piece
-(RMSNorm in float32, RoPE, grouped-query attention by SDPA, SwiGLU, the tied output layer) is transformers' own
+(RMSNorm in float32, RoPE, grouped-query attention by SDPA, SwiGLU, the output layer, tied or not) is transformers' own
 definition; the tests compare log-probs, entropies, gradients and sampled tokens with transformers' forward.
 
-Only plain `Qwen2ForCausalLM` models with the default RoPE, full attention everywhere, SiLU, no attention dropout
-and no gradient checkpointing take this path (:func:`unsupported_reason` says why another does not); anything
-else, images included, goes through transformers' forward unchanged.
+Only plain `Qwen2ForCausalLM` models with the default RoPE, full attention everywhere, SiLU, no attention dropout,
+no gradient checkpointing, every layer run (``config.num_hidden_layers``) and no module changed (no hooks, no
+forward set on an instance, no class but torch's and transformers' own: a LoRA or quantised layer) take this path
+(:func:`unsupported_reason` says why another does not); anything else, images included, goes through transformers'
+forward unchanged.
 """
 
 from __future__ import annotations
@@ -58,8 +60,38 @@ def unsupported_reason(model: torch.nn.Module) -> str | None:
             not hasattr(type(model), "is_activation_checkpointing")
             and getattr(model, "is_gradient_checkpointing", False)):
         return "gradient checkpointing"
-    if float(getattr(model.model.rotary_emb, "attention_scaling", 1.0)) != 1.0:
+    rotary = model.model.rotary_emb
+    if float(getattr(rotary, "attention_scaling", 1.0)) != 1.0:
         return "scaled RoPE"
+    if getattr(rotary, "rope_type", "default") != "default":  # the config's type may have changed since the load
+        return f"rope_type {rotary.rope_type!r} is not the default RoPE"
+    if len(model.model.layers) != int(cfg.num_hidden_layers):  # transformers runs the config's first layers only
+        return f"config.num_hidden_layers = {cfg.num_hidden_layers} of {len(model.model.layers)} layers"
+    return _altered_module(model)
+
+
+#: The module classes the lean forward may stand in for: it reads their parameters instead of calling them, so any
+#: other class in their place (a LoRA or quantised layer, a user's subclass) would be skipped.
+_TORCH_CLASSES = (torch.nn.Linear, torch.nn.Embedding, torch.nn.ModuleList, torch.nn.SiLU)
+_TRANSFORMERS_MODULES = ("transformers.models.qwen2.modeling_qwen2", "transformers.activations")
+
+
+def _altered_module(model: torch.nn.Module) -> str | None:
+    """Why a module of `model` computes something the lean forward would skip (one line), else None: a forward or
+    backward hook, a forward set on the instance (accelerate's offloading hooks set one), or a class that is
+    neither one of torch's layers it stands in for nor transformers' own (`_TORCH_CLASSES`,
+    `_TRANSFORMERS_MODULES`)."""
+    for name, mod in model.named_modules():
+        where = name or type(model).__name__
+        if mod._forward_hooks or mod._forward_pre_hooks or mod._backward_hooks or mod._backward_pre_hooks:
+            return f"{where} has hooks"
+        if "forward" in vars(mod):
+            return f"{where} has a forward of its own"
+        cls = type(mod)
+        if cls not in _TORCH_CLASSES and cls.__module__ not in _TRANSFORMERS_MODULES:
+            return f"{where} is a {cls.__module__}.{cls.__name__}"
+        if cls.__module__ == "transformers.activations" and cls.__name__ != "SiLUActivation":
+            return f"{where} is a {cls.__name__}, not SiLU"
     return None
 
 

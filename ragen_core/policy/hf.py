@@ -23,6 +23,11 @@ the decoded response contains one of the stop strings: the text is cut right aft
 and the ids end with the token that completed it (if that token also carries characters after the
 stop string, those are in the ids but not in `text`), or after `max_new_tokens` ("length").
 
+Positions: models that compute them (RoPE, ALiBi) take prompts of any length. A model that looks them up in a
+learned table (GPT-2's `wpe`: :func:`learned_position_limit`) has `max_position_embeddings` of them: a generation
+whose prompt + `max_new_tokens` - 1 tokens, a scored sequence or a cross-scored prompt + trace longer than that is a
+ValueError before the model runs (not an IndexError inside it).
+
 Images: models that follow the image-prefix convention of the tiny vision model (config attribute
 `image_token_id`, config property `image_seq_len`, method `prepare_pixel_values(list of HxWx3
 uint8) -> [N, 3, S, S]`, forward argument `pixel_values`) accept images. Put the placeholder
@@ -182,6 +187,28 @@ def _forward_param_names(model: torch.nn.Module) -> set[str]:
     return names
 
 
+#: Names of learned position tables (GPT-2 and GPT-Neo's ``wpe``, OPT and BioGPT's ``embed_positions``, BERT-style
+#: ``position_embeddings``): the last part of the module's name.
+_POSITION_TABLE_NAMES = ("wpe", "embed_positions", "position_embeddings")
+
+
+def learned_position_limit(model: torch.nn.Module) -> int | None:
+    """How many positions `model` embeds when it looks them up in a learned table (an ``nn.Embedding`` named as in
+    `_POSITION_TABLE_NAMES`, of the config's ``max_position_embeddings`` rows, OPT's 2 offset rows allowed): a position
+    id at or past it indexes outside the table, an IndexError deep in torch on a CPU and a device-side assert on
+    CUDA. None for models that compute their positions (RoPE, ALiBi: any position runs, see
+    :mod:`ragen_core.limits`)."""
+    cfg = getattr(model, "config", None)
+    limit = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
+        return None
+    for name, mod in model.named_modules():
+        if (isinstance(mod, torch.nn.Embedding) and name.rsplit(".", 1)[-1] in _POSITION_TABLE_NAMES
+                and limit <= mod.num_embeddings <= limit + 2):
+            return limit
+    return None
+
+
 class _Decoding:
     """The per-row state of one batched decoding: responses and their log-probs so far, the text of rows cut at a
     stop string, each row's finish reason, and the rows still generating."""
@@ -246,6 +273,7 @@ class HFPolicy(Policy):
         self.fast = True
         self._fast_cache: FastQwen2 | None = None
         self._stop_tokens: dict[tuple[str, ...], frozenset[int] | None] = {}
+        self._positions: tuple[torch.nn.Module, int | None] | None = None  # (model, its learned table's size)
 
     # ------------------------------------------------------------------------------ construction
     @classmethod
@@ -379,18 +407,45 @@ class HFPolicy(Policy):
             self._fast_cache = FastQwen2(self.model)
         return self._fast_cache
 
+    def _position_limit(self) -> int | None:
+        """:func:`learned_position_limit` of the current `self.model` (found once per model: the trainer may swap
+        models)."""
+        if self._positions is None or self._positions[0] is not self.model:
+            self._positions = (self.model, learned_position_limit(self.model))
+        return self._positions[1]
+
+    def _check_positions(self, tokens: int, what: str) -> None:
+        """ValueError, before the model runs, when `what` needs more positions (`tokens` tokens given to the model
+        at once) than its learned position table has; models that compute their positions take any length."""
+        limit = self._position_limit()
+        if limit is not None and tokens > limit:
+            raise ValueError(f"{what} needs {tokens} positions, but {type(self.model).__name__} embeds only {limit} "
+                             f"(a learned position table: config max_position_embeddings = {limit}); shorten it")
+
     def cross_score(
         self, prompts: Sequence[Sequence[int]], traces: Sequence[Sequence[Sequence[int]]], batch_tokens: int = 8192
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(L [P, G, P], lengths [P, G])`` of :func:`ragen_core.math.mi.cross_score` (`return_lengths=True`) for
         token-id prompts and traces: on the lean forward where the model allows it, else that function. Ids outside
-        the vocabulary are a ValueError, entries that are not token ids a TypeError."""
+        the vocabulary are a ValueError, entries that are not token ids a TypeError; so are, on either path, traces
+        that are not one group per prompt of G >= 1 traces each, and (models with a learned position table) a
+        longest prompt + longest trace past its positions."""
         vocab = self.vocab_size
         token_id_lists("prompts", prompts, vocab)
         if isinstance(traces, (str, bytes)) or not isinstance(traces, (Sequence, torch.Tensor)):
             raise TypeError(f"traces must be P groups of token-id lists, got {type(traces).__name__}")
         for i, group in enumerate(traces):
             token_id_lists(f"traces[{i}]", group, vocab)
+        if len(prompts) and len(traces) != len(prompts):  # the same rule and words on both paths as mi's
+            raise ValueError(f"traces must hold one group per prompt (P={len(prompts)} groups); got {len(traces)}")
+        sizes = {len(group) for group in traces}
+        if len(sizes) > 1 or 0 in sizes:
+            raise ValueError(f"every prompt group needs the same number G >= 1 of traces; got sizes {sorted(sizes)}")
+        longest = max((len(z) for group in traces for z in group), default=0)
+        if len(prompts) and longest:  # every trace is scored after every prompt, with all its tokens fed
+            self._check_positions(max(len(x) for x in prompts) + longest,
+                                  f"cross-scoring the longest prompt ({max(len(x) for x in prompts)} tokens) with the "
+                                  f"longest trace ({longest} tokens)")
         fast = self._fast_model()
         was_training = self.model.training
         self.model.eval()
@@ -456,6 +511,9 @@ class HFPolicy(Policy):
     def _sample(self, prompts: list[list[int]], request: SamplingRequest) -> list[Generation]:
         """`Policy.generate` after its checks: batched, left-padded, KV-cached (module docstring)."""
         r = request
+        longest = max(len(p) for p in prompts)  # the last new token is never fed back
+        self._check_positions(longest + r.max_new_tokens - 1,
+                              f"generating max_new_tokens={r.max_new_tokens} after a prompt of {longest} tokens")
         was_training = self.model.training
         self.model.eval()
         try:
@@ -675,12 +733,16 @@ class HFPolicy(Policy):
 
         Bad inputs raise before the model runs (:meth:`_check_scoring_inputs`): a ValueError for a shape other than
         `[B, T]` with T >= 1, a mask value other than 0/1, an id outside ``[0, vocab_size)``, a temperature that is
-        not a finite number > 0 or an image list per sequence that does not match B; a TypeError for a non-tensor or
-        non-integer `input_ids`. A batch of B = 0 rows scores to empty `[0, T]` tensors.
+        not a finite number > 0 or an image list per sequence that does not match B, a sequence longer than the
+        positions of a learned position table (GPT-2's; :func:`learned_position_limit`); a TypeError for a
+        non-tensor or non-integer `input_ids`. A batch of B = 0 rows scores to empty `[0, T]` tensors.
         """
         score_mask = self._check_scoring_inputs(input_ids, attention_mask, score_mask, temperature, images)
         if input_ids.shape[0] == 0:
             return self._empty_scores(input_ids.shape[1], with_entropy, with_hidden)
+        if self._position_limit() is not None:  # (a device sync only for models with a position table)
+            self._check_positions(int(attention_mask.sum(-1).max()),
+                                  "input_ids: the longest sequence (its attention_mask's 1s)")
         device = self.device
         input_ids = input_ids.to(device)
         attention_mask = attention_mask.to(device).long()
