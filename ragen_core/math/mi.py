@@ -32,6 +32,7 @@ __all__ = [
     "flatten_proxies",
     "MIZScoreEMA",
     "cross_score",
+    "learned_position_limit",
     "cross_score_naive",
     "classify_regime",
 ]
@@ -446,6 +447,44 @@ def _check_ids(model: torch.nn.Module, xs: list[torch.Tensor], zs: list[list[tor
             raise ValueError(f"{name} holds token id {int(outside[0])}, outside the model's vocabulary [0, {vocab})")
 
 
+#: Names of learned position tables (GPT-2 and GPT-Neo's ``wpe``, OPT and BioGPT's ``embed_positions``, BERT-style
+#: ``position_embeddings``): the last part of the module's name.
+POSITION_TABLE_NAMES = ("wpe", "embed_positions", "position_embeddings")
+
+
+def learned_position_limit(model: Any) -> int | None:
+    """How many positions `model` (a torch module) embeds when it looks them up in a learned table (an embedding
+    named as in :data:`POSITION_TABLE_NAMES`, of the config's ``max_position_embeddings`` rows, OPT's 2 offset rows
+    allowed): a position id at or past it indexes outside the table, an IndexError deep in torch on a CPU and a
+    device-side assert on CUDA. None for models that compute their positions (RoPE, ALiBi: any position runs, see
+    ragen_core.limits). Read off the modules."""
+    cfg = getattr(model, "config", None)
+    limit = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
+        return None
+    for name, mod in model.named_modules():
+        rows = getattr(mod, "num_embeddings", None)
+        if (type(mod).__name__ == "Embedding" and isinstance(rows, int)
+                and name.rsplit(".", 1)[-1] in POSITION_TABLE_NAMES and limit <= rows <= limit + 2):
+            return limit
+    return None
+
+
+def _check_positions(model: torch.nn.Module, xs: list[torch.Tensor], zs: list[list[torch.Tensor]]) -> None:
+    """ValueError naming the longest prompt + trace pair when it needs more positions than `model`'s learned position
+    table holds (GPT-2's ``wpe``: an IndexError deep in the embedding otherwise; a device-side assert on CUDA).
+    Models that compute their positions (RoPE) are not limited (:func:`ragen_core.limits.learned_position_limit`)."""
+    limit = learned_position_limit(model)
+    if limit is None:
+        return
+    i = max(range(len(xs)), key=lambda j: xs[j].numel())
+    longest = max((z.numel() for group in zs for z in group), default=0)
+    if xs[i].numel() + longest > limit:
+        raise ValueError(f"prompts[{i}] ({xs[i].numel()} tokens) with the longest trace ({longest} tokens) needs "
+                         f"{xs[i].numel() + longest} positions, but {type(model).__name__} embeds only {limit} (a "
+                         f"learned position table: config max_position_embeddings = {limit}); shorten them")
+
+
 def _forward_kwargs(model: torch.nn.Module) -> tuple[str, bool]:
     """Name of the cache argument (``cache`` in transformers >= 5.x, else ``past_key_values``) and whether the
     model accepts ``logits_to_keep``."""
@@ -620,6 +659,7 @@ def cross_score(
     _check_budget(batch_tokens, allow_none=False)
     xs, zs = _normalise_inputs(prompts, responses, prompt_mask, response_mask, tokenizer)
     _check_ids(model, xs, zs)
+    _check_positions(model, xs, zs)
     p, g = len(xs), len(zs[0])
     flat, lens, order = _flat_traces(zs)
     device = next(model.parameters()).device
@@ -687,6 +727,7 @@ def cross_score_naive(
     _check_budget(batch_tokens, allow_none=True)
     xs, zs = _normalise_inputs(prompts, responses, prompt_mask, response_mask, tokenizer)
     _check_ids(model, xs, zs)
+    _check_positions(model, xs, zs)
     p, g = len(xs), len(zs[0])
     flat, lens, order = _flat_traces(zs)
     device = next(model.parameters()).device

@@ -47,6 +47,7 @@ from typing import Any
 
 import torch
 
+from ragen_core.math.mi import learned_position_limit
 from ragen_core.policy.base import (
     Generation,
     ImageList,
@@ -185,28 +186,6 @@ def _forward_param_names(model: torch.nn.Module) -> set[str]:
         except (TypeError, ValueError):
             continue
     return names
-
-
-#: Names of learned position tables (GPT-2 and GPT-Neo's ``wpe``, OPT and BioGPT's ``embed_positions``, BERT-style
-#: ``position_embeddings``): the last part of the module's name.
-_POSITION_TABLE_NAMES = ("wpe", "embed_positions", "position_embeddings")
-
-
-def learned_position_limit(model: torch.nn.Module) -> int | None:
-    """How many positions `model` embeds when it looks them up in a learned table (an ``nn.Embedding`` named as in
-    `_POSITION_TABLE_NAMES`, of the config's ``max_position_embeddings`` rows, OPT's 2 offset rows allowed): a position
-    id at or past it indexes outside the table, an IndexError deep in torch on a CPU and a device-side assert on
-    CUDA. None for models that compute their positions (RoPE, ALiBi: any position runs, see
-    :mod:`ragen_core.limits`)."""
-    cfg = getattr(model, "config", None)
-    limit = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
-        return None
-    for name, mod in model.named_modules():
-        if (isinstance(mod, torch.nn.Embedding) and name.rsplit(".", 1)[-1] in _POSITION_TABLE_NAMES
-                and limit <= mod.num_embeddings <= limit + 2):
-            return limit
-    return None
 
 
 class _Decoding:

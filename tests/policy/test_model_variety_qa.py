@@ -35,6 +35,7 @@ from transformers import (
     Qwen3ForCausalLM,
 )
 
+from ragen_core.math import mi
 from ragen_core.policy import HFPolicy
 from ragen_core.policy.fast_qwen2 import unsupported_reason
 from ragen_core.policy.tiny import build_tokenizer
@@ -280,6 +281,18 @@ def test_gpt2_refuses_more_tokens_than_its_position_table_before_running(tok, tm
     assert policy.forward_logprobs(ids, mask).logprobs.shape == (1, 16)
     assert len(policy.generate([seq[:10]], max_new_tokens=7, greedy=True)[0].response_ids) <= 7
     assert policy.cross_score([seq[:12]], [[seq[:4]]])[0].shape == (1, 1, 1)
+
+
+@pytest.mark.parametrize("score", [mi.cross_score, mi.cross_score_naive])
+def test_mi_cross_scoring_called_directly_refuses_pairs_past_a_position_table(tok, tmp_path, score):
+    """The MI layer's own entry points (what diagnose, the probe and the TRL/verl adapters call) check the learned
+    position table too: before, an IndexError inside torch's embedding."""
+    cfg = GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=16, **_ids(tok))
+    model = _load(tmp_path, tok, GPT2LMHeadModel, cfg).model
+    seq = list(range(10, 30))
+    with pytest.raises(ValueError, match=r"prompts\[1\] \(12 tokens\) with the longest trace \(5 tokens\) needs 17"):
+        score(model, [seq[:3], seq[:12]], [[seq[:5]], [seq[:2]]])
+    assert score(model, [seq[:3], seq[:12]], [[seq[:4]], [seq[:2]]]).shape == (2, 1, 2)  # 16 positions: runs
 
 
 def test_rope_models_still_take_prompts_past_max_position_embeddings(tok, tmp_path):
