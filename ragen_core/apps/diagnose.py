@@ -4,7 +4,8 @@ Input: one JSON object per line (one trajectory): ``group`` (int or string, the 
 the string "1" are two groups, which the report then names by their JSON text, ``1`` and ``"1"``), ``reward``
 (number; NaN allowed, it marks the group's variance NaN), optional ``prompt`` and ``response`` (strings) and
 ``model`` (the :func:`ragen_core.policy.identity.weights_sha256` of the policy that sampled it). A training run
-folder stands for its ``rollouts.jsonl`` (the trainer writes its last steps' rollouts there, in this format).
+folder stands for its ``rollouts.jsonl`` (the trainer writes its last steps' rollouts there, in this format, with
+``step`` and ``final``: the report says when the file holds several training batches, whose groups it pools).
 
 Output:
 
@@ -15,12 +16,15 @@ Output:
    (:func:`ragen_core.math.mi.cross_score`) and reports the MI proxies of docs/science.md section 2 *as that model
    scores them*. The regime of section 1 is a statement about the policy that sampled the rollouts, so it is
    reported only when the scoring model is that policy: the rollouts name it (``model``) and its weights match, or
-   ``--scorer-is-sampler`` says so; otherwise it is withheld with the reason.
+   ``--scorer-is-sampler`` says so; otherwise it is withheld with the reason. A run folder that cannot take its
+   export (read-only) is left as it is: the model is exported to a temporary folder. Prompts that place images for
+   a vision model are refused (text-only cross-scoring would score them without their pictures).
 
-Malformed lines are reported with their line numbers on stderr (never silently skipped); the valid lines are
-still analysed and the exit status is 1. Exit status 2: the file cannot be read, nothing can be analysed, an option
-is out of range (``--max-groups`` below 0, a ``--device`` this torch cannot use), or ``--model`` is not a local model
-folder (or its packages are not installed). Ctrl-C: one line, exit status 130.
+Malformed lines (not UTF-8, not JSON Python can hold, not a rollout) are reported with their line numbers on
+stderr (never silently skipped); the valid lines are still analysed and the exit status is 1. Exit status 2: the
+file cannot be read, nothing can be analysed, an option is out of range (``--max-groups`` below 0, a ``--device``
+this torch cannot use), ``--model`` is not a local model folder (or its packages are not installed) or cannot score
+these rollouts (images in the prompts). Ctrl-C: one line, exit status 130.
 
 The pre-check needs only numpy (the base install, no torch): :func:`rv_report` computes the trainer's statistics
 (``ragen_core.math.filtering.rv_statistics``) and its top-p rule (``select_groups(strategy="top_p")``) in numpy, and
@@ -32,8 +36,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -48,6 +54,7 @@ __all__ = [
     "mi_report",
     "device_problem",
     "group_labels",
+    "batches_note",
     "format_histogram",
     "simulate_bimodal_rollouts",
     "write_rollouts",
@@ -77,6 +84,9 @@ class Rollout:
     response: str | None = None
     #: the weights hash of the policy that sampled it (optional)
     model: str | None = None
+    #: the training batch it belongs to, in a run's rollouts.jsonl: ``"step N"`` (field ``step``) or
+    #: ``"final weights"`` (``final: true``, the batch the final weights sampled); None when the line names none
+    batch: str | None = None
 
 
 @dataclass
@@ -87,11 +97,23 @@ class LoadResult:
     errors: list[str] = field(default_factory=list)
 
 
+#: The characters an undecodable byte becomes when a file is read with ``errors="surrogateescape"`` (a raw lone
+#: surrogate cannot come from valid UTF-8, and an escaped one in JSON text is ASCII), so a line holding one is
+#: not UTF-8.
+_UNDECODED = re.compile("[\udc80-\udcff]")
+
+
 def _parse_line(number: int, text: str) -> Rollout | str:
+    bad = _UNDECODED.search(text)
+    if bad is not None:  # one damaged line is reported like any other malformed line, not the whole file refused
+        return (f"line {number}: not UTF-8 text (byte 0x{ord(bad.group()) - 0xDC00:02x} at column "
+                f"{bad.start() + 1})")
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         return f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})"
+    except (ValueError, RecursionError) as exc:  # an integer of over 4300 digits; arrays nested too deep
+        return f"line {number}: not usable JSON ({str(exc).split(';')[0]})"
     if not isinstance(obj, dict):
         return f"line {number}: expected a JSON object, got {type(obj).__name__}"
     if "group" not in obj:
@@ -104,19 +126,27 @@ def _parse_line(number: int, text: str) -> Rollout | str:
     reward = obj["reward"]
     if isinstance(reward, bool) or not isinstance(reward, (int, float)):
         return f"line {number}: field 'reward' must be a number, got {json.dumps(reward)}"
+    try:
+        reward = float(reward)
+    except OverflowError:  # an integer beyond float64: as infinite as inf itself
+        reward = math.inf if reward > 0 else -math.inf
     if math.isinf(reward):
         return f"line {number}: field 'reward' must be finite (or NaN), got {reward}"
     for key in ("prompt", "response", "model"):
         if key in obj and obj[key] is not None and not isinstance(obj[key], str):
             return f"line {number}: field {key!r} must be a string, got {type(obj[key]).__name__}"
-    return Rollout(number, group, float(reward), obj.get("prompt"), obj.get("response"), obj.get("model"))
+    step = obj.get("step")  # optional, written by the trainer: only read, never required
+    batch = "final weights" if obj.get("final") is True else (
+        f"step {step}" if isinstance(step, int) and not isinstance(step, bool) else None)
+    return Rollout(number, group, reward, obj.get("prompt"), obj.get("response"), obj.get("model"), batch)
 
 
 def load_rollouts(path: str | Path) -> LoadResult:
     """Read a rollouts JSONL file. Blank lines are ignored; every other unusable line becomes an error
-    ``"line N: why"`` (1-based line numbers)."""
+    ``"line N: why"`` (1-based line numbers), a line that is not UTF-8 included (the others are still read). A
+    UTF-8 byte order mark at the start is skipped."""
     result = LoadResult()
-    with open(path, encoding="utf-8") as handle:
+    with open(path, encoding="utf-8-sig", errors="surrogateescape") as handle:
         for number, text in enumerate(handle, start=1):
             if not text.strip():
                 continue
@@ -405,6 +435,7 @@ def mi_report(
         for r in groups[g]:
             if r.prompt is None or r.response is None:
                 raise ValueError(f"line {r.line}: --model needs 'prompt' and 'response' on every rollout")
+        _refuse_images(model, tokenizer, groups[g][0])
         if len({r.prompt for r in groups[g]}) > 1:
             notes.append(f"group {label[g]}: rollouts have different prompts; using the first one "
                          f"(line {groups[g][0].line})")
@@ -442,6 +473,22 @@ def mi_report(
     stats["notes"] = notes
     stats["group_size_used"] = g_min
     return stats
+
+
+def _refuse_images(model: Any, tokenizer: Any, first: Rollout) -> None:
+    """ValueError when a group's prompt places images for a vision model (its image placeholder token):
+    :func:`cross_score` scores prompts as text alone, so the traces would be scored without the pictures they were
+    sampled from, and the proxies would describe another input than the sampler's (the trainer skips its MI
+    diagnostics for such batches, ``collapse/mi_skipped_vision``, and the held-out probe refuses a vision env)."""
+    token_id = getattr(model.config, "image_token_id", None) if hasattr(model, "prepare_pixel_values") else None
+    if token_id is None:
+        return
+    token = tokenizer.convert_ids_to_tokens(int(token_id))
+    if token and token in (first.prompt or ""):
+        raise ValueError(f"line {first.line}: the prompt shows images ({token}): --model cross-scores prompts as "
+                         "text, without their pictures, so it cannot measure a vision policy's input dependence "
+                         "(as the trainer skips its MI diagnostics for such batches: collapse/mi_skipped_vision); "
+                         "the pre-check without --model still applies")
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -563,10 +610,25 @@ def _verdict(ratio: float) -> str:
     return "intermediate: measure with and without filtering"
 
 
-def _print_text(report: dict[str, Any], bins: int, mi: dict[str, Any] | None, out: TextIO) -> None:
+def batches_note(rollouts: Sequence[Rollout]) -> str | None:
+    """The line that says the rollouts hold several training batches (a run's rollouts.jsonl keeps its last
+    steps' batches and the final weights' one), whose groups the pre-check pools, or None for one batch or none
+    named: the trainer filters each batch alone, so its ``filter/`` metrics are per batch, not these."""
+    names = list(dict.fromkeys(r.batch for r in rollouts if r.batch is not None))
+    if len(names) < 2:
+        return None
+    listed = ", ".join(names[:-1]) + " and " + names[-1]
+    return (f"these rollouts are {len(names)} training batches ({listed}): the statistics below pool their groups, "
+            "while the trainer filters each batch alone (its filter/ metrics in metrics.jsonl)")
+
+
+def _print_text(report: dict[str, Any], bins: int, mi: dict[str, Any] | None, out: TextIO,
+                batches: str | None = None) -> None:
     w = out.write
     w(f"rollouts: {report['n_rollouts']} in {report['n_groups']} groups "
       f"(sizes {report['group_size_min']}-{report['group_size_max']})\n")
+    if batches is not None:
+        w(f"  {batches}\n")
     if report["too_small_groups"]:
         w(f"  {report['too_small_groups']} group(s) have fewer than {report['ddof'] + 1} rollouts: no variance, "
           "left out of the statistics\n")
@@ -651,17 +713,15 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     source = Path(args.rollouts)
     if source.is_dir():
         if not (source / ROLLOUTS_FILE).is_file():
-            err.write(f"error: {source} is a folder without {ROLLOUTS_FILE} (training runs write one of their last "
-                      "steps' rollouts; a run from an older version has none): pass a rollouts JSONL file\n")
+            err.write(f"error: {source} is a folder without {ROLLOUTS_FILE} (a training run writes it from its first "
+                      "RL step on, unless run.rollouts_steps = 0: a run stopped during its warm start or step 1, or "
+                      "one from an older version, has none): pass a rollouts JSONL file\n")
             return 2
         args.rollouts = str(source / ROLLOUTS_FILE)
     try:
         loaded = load_rollouts(args.rollouts)
     except OSError as exc:
         err.write(f"error: cannot read {args.rollouts}: {exc.strerror or exc}\n")
-        return 2
-    except UnicodeDecodeError as exc:
-        err.write(f"error: {args.rollouts} is not UTF-8 text: {exc}\n")
         return 2
     for message in loaded.errors:
         err.write(f"{args.rollouts}: malformed {message}\n")
@@ -681,39 +741,66 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         if missing:
             err.write(extra_hint("diagnose --model", missing) + "\n")
             return 2
-        from ragen_core.apps.export import exported_model, is_run_dir
+        from ragen_core.apps.export import is_run_dir
 
         problem = device_problem(args.device)
         if problem is not None:
             err.write(f"error: {problem}\n")
             return 2
-        if is_run_dir(args.model):
-            try:
-                args.model = str(exported_model(args.model))
-            except ValueError as exc:
-                err.write(f"error: {exc}\n")
+        with ExitStack() as cleanup:  # a temporary export (of a run folder that cannot be written) lives till scored
+            shown = args.model  # what the report names as the scorer: a temporary export is named by its run
+            if is_run_dir(args.model):
+                try:
+                    args.model = str(_run_model(args.model, cleanup, err))
+                    shown = args.model if Path(args.model).parent == Path(shown) else f"{shown} (its model)"
+                except ValueError as exc:
+                    err.write(f"error: {exc}\n")
+                    return 2
+                except OSError as exc:  # not even a temporary folder could take the export
+                    err.write(f"error: cannot export the model of {args.model}: {exc.strerror or exc}\n")
+                    return 2
+            if not Path(args.model).expanduser().is_dir():
+                # A hub id would be fetched over the network (and retried for a minute offline): local folders only.
+                err.write(f"error: --model must be a local folder holding a transformers causal LM and its "
+                          f"tokenizer; {args.model!r} is not a folder\n")
                 return 2
-        if not Path(args.model).expanduser().is_dir():
-            # A hub id would be fetched over the network (and retried for a minute offline): local folders only.
-            err.write(f"error: --model must be a local folder holding a transformers causal LM and its tokenizer; "
-                      f"{args.model!r} is not a folder\n")
-            return 2
-        try:
-            mi = mi_report(groups, args.model, args.batch_tokens, max_groups=args.max_groups, device=args.device)
-        except (ValueError, OSError) as exc:
-            err.write(f"error: cross-scoring with {args.model} failed: {exc}\n")
-            return 2
+            try:
+                mi = mi_report(groups, args.model, args.batch_tokens, max_groups=args.max_groups, device=args.device)
+            except (ValueError, OSError) as exc:
+                err.write(f"error: cross-scoring with {shown} failed: {exc}\n")
+                return 2
+            mi["scoring_model"] = shown
         if args.scorer_is_sampler and not mi["scorer_is_sampler"].startswith("yes"):
             mi["scorer_is_sampler"] = "asserted by --scorer-is-sampler (" + mi["scorer_is_sampler"] + ")"
         elif not mi["scorer_is_sampler"].startswith("yes"):
             mi["regime"] = ("withheld: the regime describes the policy that sampled the rollouts, and this model is "
                             "not known to be it (pass --scorer-is-sampler if it is)")
+    batches = batches_note(loaded.rollouts)
     if args.json:
-        payload = {"rv": report, "mi": mi, "malformed": loaded.errors}
+        payload = {"rv": report, "mi": mi, "malformed": loaded.errors, "batches": batches}
         out.write(json.dumps(_json_safe(payload), indent=2) + "\n")
     else:
-        _print_text(report, args.bins, mi, out)
+        _print_text(report, args.bins, mi, out, batches)
     return 1 if loaded.errors else 0
+
+
+def _run_model(run_dir: str, cleanup: ExitStack, err: TextIO) -> Path:
+    """The model folder of a run folder given as ``--model``: its export ``RUN_DIR/model`` (written by
+    :func:`ragen_core.apps.export.exported_model` when missing or stale). A run folder that cannot take that export
+    (read-only, a full disk, ``model`` being a file) is left as it is: the model is exported to a temporary folder
+    instead (removed by `cleanup`), with a note on `err`. ValueError as ``exported_model``."""
+    import tempfile
+
+    from ragen_core.apps.export import export_run, exported_model
+
+    try:
+        return exported_model(run_dir)
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+    tmp = Path(cleanup.enter_context(tempfile.TemporaryDirectory(prefix="ragen-diagnose-")))
+    err.write(f"note: cannot write the export of {run_dir} to {Path(run_dir) / 'model'} ({why}); scoring with a "
+              "temporary export instead\n")
+    return export_run(run_dir, tmp / "model")
 
 
 def build_parser(prog: str = "ragen diagnose") -> argparse.ArgumentParser:

@@ -96,14 +96,16 @@ class RunLog:
         resumed run measures them again). A damaged line before the last is CheckpointError naming it: the files
         were changed by something other than a crash."""
         mpath = self.run_dir / METRICS
-        history = [r for r in _jsonl_records(mpath) if r.get(STEP, 0) <= step] if mpath.is_file() else []
-        self.history = history
-        mpath.write_text("".join(json.dumps(r) + "\n" for r in history))
         vpath = self.run_dir / VAL_OUTCOMES
-        if vpath.is_file():
-            validated = {r.get(STEP) for r in history if Val.SUCCESS in r}
-            kept = [r for r in _jsonl_records(vpath) if r.get("step", 0) <= step and r.get("step") in validated]
-            vpath.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        # Both files are read (and checked) before either is rewritten: a damaged one leaves both as they were.
+        history = [r for r in _jsonl_records(mpath) if r[STEP] <= step] if mpath.is_file() else []
+        outcomes = _jsonl_records(vpath) if vpath.is_file() else None
+        self.history = history
+        _replace_text(mpath, "".join(json.dumps(r) + "\n" for r in history))
+        if outcomes is not None:
+            validated = {r[STEP] for r in history if Val.SUCCESS in r}
+            kept = [r for r in outcomes if r["step"] <= step and r["step"] in validated]
+            _replace_text(vpath, "".join(json.dumps(r) + "\n" for r in kept))
 
     def _tensorboard(self, metrics: dict[str, Any]) -> None:
         """Mirror the numeric metrics to TensorBoard (`run.tensorboard = true`, extra `tensorboard`)."""
@@ -134,23 +136,39 @@ def record_resume(run_dir: Path, step: int, changes: dict[str, tuple[Any, Any]])
         f.write(json.dumps(rec) + "\n")
 
 
+def _replace_text(path: Path, text: str) -> None:
+    """Write `path` whole through a temporary file and a rename: a resume stopped while rewriting its logs (Ctrl-C,
+    a full disk) leaves the file as it was, never truncated (``write_text`` empties it first)."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def _jsonl_records(path: Path) -> list[dict[str, Any]]:
     """The records of a JSON-lines file the run appends to, for a resume: a last line that does not parse (cut
-    short by a crash) is left out; any other line that does not parse, or is not a record, is CheckpointError."""
+    short by a crash) is left out; any other line that is not UTF-8 or does not parse, or is not a record (a JSON
+    object with an integer ``step``, as the run writes every one), is CheckpointError naming it."""
     from ragen_core.training.checkpoint import CheckpointError
 
-    lines = [(i, line) for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if line.strip()]
+    text = path.read_bytes().decode("utf-8", errors="surrogateescape")  # a damaged byte is named by its line
+    lines = [(i, line) for i, line in enumerate(text.splitlines(), 1) if line.strip()]
     records = []
     for k, (number, line) in enumerate(lines):
         try:
+            line.encode("utf-8")  # an undecodable byte became a lone surrogate, which does not encode
             rec = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
             if k == len(lines) - 1:  # the record being written when the run stopped
                 break
             raise CheckpointError(f"{path} line {number} is not JSON; the file was changed since the run wrote it "
                                   "(restore it, or start a new run)") from None
-        if not isinstance(rec, dict):
-            raise CheckpointError(f"{path} line {number} is not a record of this run ({line[:60]!r})")
+        step = rec.get(STEP) if isinstance(rec, dict) else None
+        if not isinstance(step, int) or isinstance(step, bool):
+            raise CheckpointError(f"{path} line {number} is not a record of this run (a JSON object with an "
+                                  f"integer \"step\"): {line[:60]!r}")
         records.append(rec)
     return records
 
@@ -163,6 +181,21 @@ def _series(history: list[dict[str, Any]], key: str) -> tuple[list[int], list[fl
             xs.append(int(rec[STEP]))
             ys.append(float(v))
     return xs, ys
+
+
+#: The largest magnitude a plotted point may have: matplotlib cannot lay out an axis whose range reaches float64's
+#: limit (values of about 1e308 raised "arange: cannot compute length" at the end of a run, before its summary).
+_PLOT_MAX = 1e300
+
+
+def _drawable(history: list[dict[str, Any]], key: str, label: str) -> tuple[list[int], list[float], str]:
+    """The curve of `key` as plotted: :func:`_series` without the points beyond +-:data:`_PLOT_MAX`, and `label`
+    saying how many were left out (the metrics and the summary keep them)."""
+    xs, ys = _series(history, key)
+    keep = [i for i, y in enumerate(ys) if abs(y) <= _PLOT_MAX]
+    if len(keep) < len(ys):
+        label = f"{label} ({len(ys) - len(keep)} value(s) beyond +-{_PLOT_MAX:.0e} not drawn)"
+    return [xs[i] for i in keep], [ys[i] for i in keep], label
 
 
 def _legend_outside(ax: Any) -> None:
@@ -225,9 +258,9 @@ def write_plots(run_dir: Path, history: list[dict[str, Any]]) -> list[Path]:
         fig, axes = _panels(plt, len(panels), title)
         for ax, (ylabel, ylim, curves) in zip(axes, panels):
             for key, label, style in curves:
-                xs, ys = _series(history, key)
-                if xs:
-                    ax.plot(xs, ys, label=label, **style)
+                xs, ys, shown = _drawable(history, key, label)
+                if xs or shown != label:  # a curve whose every point was left out still says so in the legend
+                    ax.plot(xs, ys, label=shown, **style)
             ax.set_ylabel(ylabel)
             if ylim is not None:
                 ax.set_ylim(*ylim)
@@ -244,7 +277,7 @@ def _probe_plot(run_dir: Path, history: list[dict[str, Any]], plt: Any) -> Path:
     fig, axes = _panels(plt, 2, "Held-out probe: input dependence vs entropy")
     for key, label, style in ((Probe.RETRIEVAL_MARGIN, "retrieval margin over chance", "o-"),
                               (Probe.MI_SEQ_NORM, "MI-Seq-Est / log N", "s-")):
-        xs, ys = _series(history, key)
+        xs, ys, label = _drawable(history, key, label)
         axes[0].plot(xs, ys, style, label=label)
     axes[0].set_ylim(-0.05, 1.05)
     axes[0].set_ylabel("0 = chance, 1 = ceiling")
@@ -252,7 +285,9 @@ def _probe_plot(run_dir: Path, history: list[dict[str, Any]], plt: Any) -> Path:
                               (Probe.COND_ENTROPY_EST, "H(Z|X)", "tab:cyan")):
         xs, ys = _series(history, key)
         if xs and ys[0] > 0:
-            axes[1].plot(xs, [y / ys[0] for y in ys], "--", color=color, label=label)
+            rel = [y / ys[0] for y in ys]  # a ratio can reach the limit its values did not (1e200 / 1e-200)
+            keep = [i for i, y in enumerate(rel) if math.isfinite(y) and abs(y) <= _PLOT_MAX]
+            axes[1].plot([xs[i] for i in keep], [rel[i] for i in keep], "--", color=color, label=label)
     axes[1].axhspan(0.75, 1.25, color="tab:gray", alpha=0.1, label="+-25% band")
     axes[1].set_ylabel("relative to step 0")
     for ax in axes:
@@ -265,8 +300,22 @@ def _first_last(history: list[dict[str, Any]], key: str) -> tuple[float | None, 
     return (ys[0], ys[-1]) if ys else (None, None)
 
 
-def _fmt(v: float | None, digits: int = 3) -> str:
-    return "n/a" if v is None else f"{v:.{digits}f}"
+def _number(v: Any) -> float | None:
+    """`v` as a finite number, or None (null, NaN, text: a record the run did not write that way)."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+        return float(v)
+    return None
+
+
+def _fmt(v: Any, digits: int = 3) -> str:
+    n = _number(v)
+    return "n/a" if n is None else f"{n:.{digits}f}"
+
+
+def _count(v: Any) -> str:
+    """A count of a record (probe prompts, samples) as the summary shows it: ``?`` when it is not a number."""
+    n = _number(v)
+    return "?" if n is None else str(int(n))
 
 
 def task_gradient_direction(corr: list[float], level: float = 0.95) -> str:
@@ -293,8 +342,8 @@ def _probe_summary(history: list[dict[str, Any]]) -> list[str]:
 
     rows = [r for r in history if isinstance(r.get(Probe.RETRIEVAL_MARGIN), (int, float))]
     first, last = rows[0], rows[-1]
-    n = int(first.get(Probe.N_PROMPTS, 0))
-    out = [f"## Held-out MI probe ({n} prompts x {int(first.get(Probe.GROUP_SIZE, 0))} samples, steps "
+    out = [f"## Held-out MI probe ({_count(first.get(Probe.N_PROMPTS, 0))} prompts x "
+           f"{_count(first.get(Probe.GROUP_SIZE, 0))} samples, steps "
            f"{int(first[STEP])}..{int(last[STEP])})", "",
            "| metric | start | end | chance | ceiling |", "|---|---|---|---|---|"]
     for key, label, chance, ceiling in (
