@@ -10,10 +10,9 @@ What it shows, end to end, with the project's tiny offline model (no download, C
    ``use_tool_chat_template`` gives the tokenizer TRL's Qwen2.5 template (Qwen2.5/Qwen3 instruct models need no
    swap).
 2. ``ragen_core.integrations.warm.warm_start_tools``: the tiny model taught to play through the ``act`` tool, on
-episodes
-   laid out token for token as TRL's tool loop lays them out: the oracle's move in an ``act`` call (here half of
-   the moves replaced by the demonstrator's habit, "Left"; ``--reasoning`` adds the oracle's reasoning before
-   each call), the env's reply as the tool result, a closing message once the episode is over. Untrained, the
+   episodes laid out token for token as TRL's tool loop lays them out: the oracle's move in an ``act`` call (here
+   half of the moves replaced by the demonstrator's habit, "Left"; ``--reasoning`` adds the oracle's reasoning
+   before each call), the env's reply as the tool result, a closing message once the episode is over. Untrained, the
    model calls no tool, every rollout gets the format penalty and every step is empty (``filter/empty`` 1).
 3. ``ragen_environment_factory`` + ``seed_dataset``: one ``RagenEnvironment`` per rollout, seeded by its row,
    so the G rollouts of a group play the same map; ``act(answer)`` is one env turn; the reward is the episode
@@ -22,8 +21,7 @@ episodes
    ``max_tool_calling_iterations`` calls, then one more generation), the tool results are in the completion but
    not trained on (TRL's ``tool_mask``), the adapter drops low-variance groups and logs ``filter/*``.
 5. Greedy play on held-out maps before and after (``ragen_core.integrations.warm.play_tool_episodes``, the same
-layout), and
-   the per-step reward and filter logs.
+   layout), and the per-step reward and filter logs.
 
 The defaults (3x3 maps, at most 4 moves, one per call) are sized for a 2-core CPU and show the mechanics, not a
 trained agent: what they take and what they print on the current code is the table "The examples, measured" of
