@@ -64,7 +64,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     """Parse `argv` (default ``sys.argv[1:]``) and :func:`run` it: 0 when the run finished, 2 on a config error,
     130 when interrupted."""
-    args = build_parser(prog).parse_args(list(sys.argv[1:] if argv is None else argv))
+    # Intermixed: overrides may follow a flag (`ragen train CONFIG --run-dir D key=value`), as with most CLIs.
+    args = build_parser(prog).parse_intermixed_args(list(sys.argv[1:] if argv is None else argv))
     return run(args)
 
 

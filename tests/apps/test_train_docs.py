@@ -15,14 +15,16 @@ from ragen_core.training.config import RESUME_KEYS, dump_toml
 from ragen_core.training.trainer import check_runnable
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "docs" / "train.md", ROOT / "docs" / "training.md"]
+PAGES = [ROOT / "README.md", ROOT / "docs" / "train.md", ROOT / "docs" / "training.md"]
 
 
 def shown_commands(page: Path) -> list[list[str]]:
     """The `ragen train ...` command lines of the page's fenced code blocks (line continuations joined, comments
     dropped), as argument lists after `ragen train`."""
     commands = []
-    for block in re.findall(r"```(?:bash|sh|console)?\n(.*?)```", page.read_text(), flags=re.S):
+    # Fences open and close at the start of a line, whatever their language: a pattern for bash fences alone paired a
+    # Python block's closing fence with the next opening one and skipped the commands between them.
+    for block in re.findall(r"^```[^\n]*\n(.*?)^```", page.read_text(), flags=re.S | re.M):
         for line in block.replace("\\\n", " ").splitlines():
             words = shlex.split(line, comments=True)
             if words[:2] == ["ragen", "train"]:
@@ -47,7 +49,7 @@ def test_every_train_command_in_the_docs_passes_the_config_checks(tmp_path, monk
     ran = 0
     for page in PAGES:
         for argv in shown_commands(page):
-            args = train_app.build_parser().parse_args(argv)
+            args = train_app.build_parser().parse_intermixed_args(argv)  # as `main` parses
             try:
                 cfg, run_dir, _ = train_app._prepare(args)
             except Exception as e:  # noqa: BLE001 - the failing command, named
@@ -77,3 +79,12 @@ def test_help_lists_the_same_resume_keys(capsys):
     out = " ".join(capsys.readouterr().out.split())
     for key in RESUME_KEYS:
         assert key in out, key
+
+
+def test_overrides_may_follow_a_flag(tmp_path, capsys):
+    """`ragen train CONFIG --run-dir D key=value` is the order most command lines accept; argparse's default parse
+    refused it ("unrecognized arguments"). The override must reach the config: a bad value is its config error."""
+    status = train_app.main(["sokoban_tiny", "--run-dir", str(tmp_path / "run"), "run.steps=-3"])
+    assert status == 2
+    assert "run.steps" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
