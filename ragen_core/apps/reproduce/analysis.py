@@ -84,7 +84,7 @@ from statistics import NormalDist
 from typing import Any
 
 from ragen_core.apps.reproduce.spec import MAX_SEEDS
-from ragen_core.apps.reproduce.verdicts import PairedRule, ShareRule, Verdict, mean_of, paired, verdict_text
+from ragen_core.apps.reproduce.verdicts import PairedRule, ShareRule, Verdict, mean_of, paired, unpaired, verdict_text
 from ragen_core.apps.reproduce.verdicts import mde as mde
 from ragen_core.math.collapse import collapse_from_history, detect_collapse
 from ragen_core.math.stats import equivalence_power, mean_ci, pairs_needed, pairs_needed_equivalence
@@ -129,6 +129,8 @@ __all__ = [
     "CONTROL",
     "RULES",
     "StudyRules",
+    "RecordsError",
+    "check_one_run_each",
     "DetectorRule",
     "CorrelationRule",
     "verdict_text",
@@ -392,9 +394,11 @@ def _quantile(sorted_vals: list[float], q: float) -> float:
 
 # ------------------------------------------------------------------------------------------- per-run values
 def _metric(m: dict[str, Any], key: str) -> float | None:
+    """`key` of one measurement as a finite float, None when missing or not finite (``mi_norm``: MI-Seq over its
+    upper bound, both finite and the bound > 0), so a NaN or an infinity is a missing measurement here too."""
     if key == "mi_norm":
         ub, v = m.get("mi_upper_bound"), m.get("mi_seq_est")
-        return float(v) / float(ub) if isinstance(v, (int, float)) and isinstance(ub, (int, float)) and ub > 0 else None
+        return float(v) / float(ub) if _finite_number(v) and _finite_number(ub) and ub > 0 else None
     v = m.get(key)
     return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
 
@@ -459,19 +463,21 @@ def final_success(record: dict[str, Any]) -> float | None:
 def run_collapse(record: dict[str, Any]) -> dict[str, Any] | None:
     """The template-collapse verdict of one run from its probe curves (:func:`ragen_core.math.collapse.detect_collapse`
     with its defaults: drop 0.5, band 0.25), plus ``last_probe_step``; None without >= 2 probe measurements.
-    Curves the detector refuses (non-finite values, a zero starting entropy) give ``collapsed: False`` and the
-    reason."""
+    A measurement with a missing or non-finite value (None, NaN, an infinity) is left out, as everywhere in the
+    analysis (:func:`ragen_core.apps.reproduce.verdicts.mean_of`). Curves the detector still refuses (an entropy of
+    0, steps out of order) are not judged: ``refused: True``, ``collapsed: False`` and the reason; the findings
+    neither count such a run as one without the signature nor carry it as one without a drop (:func:`judged`)."""
     probe = record.get("probe") or []
     history = [{"step": p["step"], "probe/retrieval_margin": p.get("retrieval_margin"),
                 "probe/token_entropy": p.get("token_entropy"), "probe/cond_entropy_est": p.get("cond_entropy_est")}
                for p in probe]
-    usable = [h for h in history if all(isinstance(v, (int, float)) for v in h.values())]
+    usable = [h for h in history if all(_finite_number(v) for v in h.values())]
     if len(usable) < 2:
         return None
     try:
         v = collapse_from_history(usable)
     except ValueError as e:
-        return {"collapsed": False, "reason": f"probe curves refused: {e}", "drop_step": None,
+        return {"collapsed": False, "refused": True, "reason": f"probe curves refused: {e}", "drop_step": None,
                 "entropy_alarm_step": None, "cond_entropy_alarm_step": None, "last_probe_step": usable[-1]["step"],
                 "margin_start": None, "margin_min": None, "margin_end": None, "entropy_ratio": None,
                 "cond_entropy_ratio": None, "entropy_first": False}
@@ -481,6 +487,12 @@ def run_collapse(record: dict[str, Any]) -> dict[str, Any] | None:
     alarms = [a for a in (out["entropy_alarm_step"], out["cond_entropy_alarm_step"]) if a is not None]
     out["entropy_first"] = drop is not None and any(a <= drop for a in alarms)
     return out
+
+
+def judged(v: dict[str, Any] | None) -> bool:
+    """Whether a :func:`run_collapse` verdict judged the run: it had the probe measurements and the detector did not
+    refuse its curves. A run not judged is listed, never counted as a run without the signature or a drop."""
+    return v is not None and not v.get("refused")
 
 
 def _runs(records: list[dict[str, Any]], env: str | None = None, arm: str | None = None) -> list[dict[str, Any]]:
@@ -587,12 +599,14 @@ def finding_collapse(records: list[dict[str, Any]], envs: Sequence[str] = ("coll
     for env in envs:
         env_out: dict[str, Any] = {"arms": {}, "kind": "positive control"}
         for arm in dict.fromkeys(r["arm"] for r in _runs(records, env)):
-            per_seed = []
+            per_seed, refused = [], []
             for r in _runs(records, env, arm):
                 v = run_collapse(r)
-                if v is not None:
+                if judged(v):
                     per_seed.append({"seed": r["seed"], **v, **entropy_ratios(r), "final_success": final_success(r),
                                      "steps": r["steps"], "stopped_early": stopped_early(r, planned)})
+                elif v is not None:  # not judged: neither a run with the signature nor one without it
+                    refused.append({"seed": r["seed"], "reason": v["reason"]})
             env_out["arms"][arm] = {
                 "runs": per_seed, "n": len(per_seed),
                 "n_collapsed": sum(p["collapsed"] for p in per_seed),
@@ -600,7 +614,8 @@ def finding_collapse(records: list[dict[str, Any]], envs: Sequence[str] = ("coll
                 "n_no_drop": sum(p["drop_step"] is None for p in per_seed),
                 "stopped_early": [{"seed": r["seed"], "steps": r["steps"]} for r in _runs(records, env, arm)
                                   if stopped_early(r, planned)],
-                "no_probe": [r["seed"] for r in _runs(records, env, arm) if run_collapse(r) is None]}
+                "no_probe": [r["seed"] for r in _runs(records, env, arm) if run_collapse(r) is None],
+                **({"refused": refused} if refused else {})}
         c = env_out["arms"].get(collapse_arm, {"n": 0, "n_collapsed": 0, "n_entropy_first": 0, "n_no_drop": 0})
         env_out.update(_criterion_verdict(c["n"], c["n_collapsed"], c["n_entropy_first"], c["n_no_drop"]))
         env_out["planned_steps"] = planned.get(env)
@@ -683,7 +698,7 @@ def co_movement(records: list[dict[str, Any]], envs: Sequence[str] = ("collapse_
         if r["env"] not in envs or r["arm"] in CO_MOVEMENT_EXCLUDED_ARMS:
             continue
         v = run_collapse(r)
-        if v is None:
+        if not judged(v):
             continue
         if stopped_early(r, planned):
             excluded.append(r["name"])
@@ -784,6 +799,7 @@ def _outcomes(record: dict[str, Any], probe_until: int | None = None, val_until:
     if probe_until is not None:
         record = {**record, "probe": [p for p in record.get("probe") or [] if p["step"] <= probe_until]}
     v = run_collapse(record)
+    v = v if judged(v) else None  # curves the detector refused: no drop step, not a run without a drop
     probe = _points(record, "retrieval_margin", "probe")
     steps_to_drop = None
     if v is not None:
@@ -851,7 +867,7 @@ def finding_filtering(records: list[dict[str, Any]], envs: Sequence[str] = ("col
                 "zero_variance_fraction": _mean([r["zero_variance_fraction"] for r in runs[arm].values()
                                                  if r.get("zero_variance_fraction") is not None])}
         for a, b in comparisons:
-            env_out["comparisons"][f"{a}-{b}"] = _compare_arms(runs[a], runs[b], planned)
+            env_out["comparisons"][f"{a}-{b}"] = _compare_arms(runs[a], runs[b], planned, (a, b))
         het = {}
         for r in _runs(records, env):
             if r.get("rv_heterogeneity_first") is not None:
@@ -861,10 +877,12 @@ def finding_filtering(records: list[dict[str, Any]], envs: Sequence[str] = ("col
     return out
 
 
-def _compare_arms(runs_a: dict[int, dict[str, Any]], runs_b: dict[int, dict[str, Any]], planned: dict[str, int]
-                  ) -> dict[str, Any]:
+def _compare_arms(runs_a: dict[int, dict[str, Any]], runs_b: dict[int, dict[str, Any]], planned: dict[str, int],
+                  arms: tuple[str, str] = ("a", "b")) -> dict[str, Any]:
     """Every outcome of :data:`OUTCOMES`, ``a - b`` paired by seed under the early-stop rule, with the early
-    pairs listed and, when there are any, the comparison without them."""
+    pairs listed and, when there are any, the comparison without them; a seed with a run in only one of the `arms`
+    is named under ``unpaired`` (:func:`ragen_core.apps.reproduce.verdicts.unpaired`), not dropped unsaid."""
+    lone = unpaired({arms[0]: runs_a, arms[1]: runs_b})
     oa: dict[int, dict[str, float | None]] = {}
     ob: dict[int, dict[str, float | None]] = {}
     early = []
@@ -877,6 +895,8 @@ def _compare_arms(runs_a: dict[int, dict[str, Any]], runs_b: dict[int, dict[str,
         bound = EQUIVALENCE_BOUNDS[k]
         c = paired_comparison({s: o[k] for s, o in oa.items()}, {s: o[k] for s, o in ob.items()}, bound=bound)
         c["early_seeds"] = early
+        if lone:
+            c["unpaired"] = lone
         if early:
             keep = [s for s in oa if s not in early]
             c["sensitivity"] = paired_comparison({s: oa[s][k] for s in keep}, {s: ob[s][k] for s in keep},
@@ -1055,6 +1075,9 @@ def finding_quartiles(records: list[dict[str, Any]], env: str = "sokoban", plann
                                                           if x["kept_zero_adv_share"] is not None]),
                             "n_filter_logs": len(logs)}
     common = sorted(set(top) & set(bottom))
+    lone = unpaired({"rv_top_quartile": top, "rv_bottom_quartile": bottom})
+    if lone:  # a seed with one quartile run only: named, not dropped unsaid
+        out["unpaired"] = lone
     for name, (src, key, _unit) in measures.items():
         eq_a: dict[int, float | None] = {}
         eq_b: dict[int, float | None] = {}
@@ -1102,9 +1125,37 @@ def filter_log_summary(record: dict[str, Any]) -> dict[str, Any] | None:
             "all_zero_adv_steps": int(sum(v >= 1.0 for v in share)) if share else None}
 
 
+class RecordsError(ValueError):
+    """Run records that cannot be analysed as one design (one line saying which records and why)."""
+
+
+def check_one_run_each(records: list[dict[str, Any]]) -> None:
+    """Refuse records with two runs of one (env, arm, seed): a comparison paired by seed would keep one of them
+    silently and a count over runs would count the seed twice, so no analysis of them is right. A results.json
+    merged or edited by hand can hold such a pair; the runner never writes one.
+
+    Raises:
+        RecordsError: naming each repeated (env, arm, seed) and its records' names.
+    """
+    names: dict[tuple[Any, Any, Any], list[Any]] = {}
+    for r in records:
+        names.setdefault((r.get("env"), r.get("arm"), r.get("seed")), []).append(r.get("name"))
+    repeated = {k: v for k, v in names.items() if len(v) > 1}
+    if repeated:
+        what = "; ".join(f"{env}/{arm} seed {seed}: {len(v)} records ({', '.join(map(repr, v))})"
+                         for (env, arm, seed), v in repeated.items())
+        raise RecordsError(f"run records repeat a run: {what}; each (env, arm, seed) must be one record (remove the "
+                           "extra ones)")
+
+
 def analyse(records: list[dict[str, Any]], n_boot: int = N_BOOT) -> dict[str, Any]:
     """All four findings, the co-movement beside finding 1, the power analysis, the rules' constants and a per-run
-    table (`n_boot`: the bootstrap resamples of finding 2 and of the margin-success association)."""
+    table (`n_boot`: the bootstrap resamples of finding 2 and of the margin-success association).
+
+    Raises:
+        RecordsError: two records of one run (:func:`check_one_run_each`).
+    """
+    check_one_run_each(records)
     planned = planned_steps(records)
     runs = []
     for r in records:
@@ -1119,7 +1170,7 @@ def analyse(records: list[dict[str, Any]], n_boot: int = N_BOOT) -> dict[str, An
             "early": {k: early_value(r, f, source=src) for k, (src, f) in CORRELATED.items()},
             "margin_start": probe[0].get("retrieval_margin") if probe else None,
             "margin_end": probe[-1].get("retrieval_margin") if probe else None,
-            "collapsed": None if v is None else v["collapsed"], "drop_step": None if v is None else v["drop_step"],
+            "collapsed": v["collapsed"] if judged(v) else None, "drop_step": v["drop_step"] if judged(v) else None,
             "probe_s": _mean([p["probe_s"] for p in probe if p.get("probe_s") is not None]),
             "minutes": ((r.get("sft_s") or 0.0) + (r.get("rl_s") or 0.0)) / 60.0,
             "commit": r.get("commit"), "config_sha256": r.get("config_sha256"),

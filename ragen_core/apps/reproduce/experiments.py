@@ -44,12 +44,21 @@ from __future__ import annotations
 
 import inspect
 import math
+import sys
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ragen_core.apps.reproduce.analysis import OUTCOMES, PAIRED, finding_filtering, fmt_unit, power_analysis
+from ragen_core.apps.reproduce.analysis import (
+    OUTCOMES,
+    PAIRED,
+    RecordsError,
+    check_one_run_each,
+    finding_filtering,
+    fmt_unit,
+    power_analysis,
+)
 from ragen_core.apps.reproduce.analysis import analyse as analyse_study
 from ragen_core.apps.reproduce.report import cost_text, results_json, write_report
 from ragen_core.apps.reproduce.spec import Experiment, RunSpec, Seeds, Variant, build_runs
@@ -65,6 +74,8 @@ from ragen_core.apps.reproduce.verdicts import (
     mean_of,
     paired,
     pct,
+    unpaired,
+    unpaired_text,
     verdict_text,
 )
 from ragen_core.math.collapse import detect_harmful_collapse
@@ -225,6 +236,14 @@ def _paired(a: dict[int, float], b: dict[int, float], rule: ChangeRule = CHANGE_
     return {**c.as_dict(), "class": CHANGE_LABELS[c.verdict], "direction": DIRECTION_LABELS[c.verdict]}
 
 
+def _name_unpaired(c: dict[str, Any], runs: dict[str, list[Any]]) -> None:
+    """Add ``unpaired`` to the comparison `c` of the arms of `runs` (arm -> seeds with a run) when a seed has a run
+    in only some of them (:func:`ragen_core.apps.reproduce.verdicts.unpaired`): named, not dropped unsaid."""
+    lone = unpaired(runs)
+    if lone:
+        c["unpaired"] = lone
+
+
 def _account_verdict(account: str, arms: dict[str, Any], dose: dict[str, Any]) -> dict[str, Any]:
     pred = PREDICTIONS[account]
     checks = []
@@ -266,7 +285,7 @@ def _runs_by_arm(name: str, records: list[dict[str, Any]]) -> tuple[dict[str, An
 
 def _analyse_mechanism(name: str, records: list[dict[str, Any]]) -> dict[str, Any]:
     """Each arm's class (:func:`classify`), the paired payoff and dose comparisons, the accounts' verdicts."""
-    out, by_arm = _runs_by_arm(name, own_records(name, records))
+    out, by_arm = _runs_by_arm(name, _own_runs(name, records))
     runs = out["runs"]
     arms = {a: classify([r["delta"] for r in rs if r.get("delta") is not None]) for a, rs in by_arm.items()}
     for a, rs in by_arm.items():
@@ -278,6 +297,8 @@ def _analyse_mechanism(name: str, records: list[dict[str, Any]]) -> dict[str, An
     delta = {a: {r["seed"]: r["delta"] for r in rs if r.get("delta") is not None} for a, rs in by_arm.items()}
     dose = _paired(delta.get(DOSE[0], {}), delta.get(DOSE[1], {}))
     payoff = _paired(delta.get("pays_all", {}), delta.get("nopay_all", {}))
+    for c, pair in ((dose, DOSE), (payoff, ("pays_all", "nopay_all"))):
+        _name_unpaired(c, {a: [r["seed"] for r in by_arm.get(a, [])] for a in pair})
     out.update(arms=arms, dose=dose, payoff=payoff,
                accounts=[_account_verdict(a, arms, dose) for a in PREDICTIONS], probe_noise=probe_noise(runs))
     return out
@@ -285,7 +306,7 @@ def _analyse_mechanism(name: str, records: list[dict[str, Any]]) -> dict[str, An
 
 def _analyse_filter(name: str, records: list[dict[str, Any]]) -> dict[str, Any]:
     """Finding 3 by the study's rules on this experiment's runs, each arm's training summary, the seed plan."""
-    records = own_records(name, records)
+    records = _own_runs(name, records)
     out, by_arm = _runs_by_arm(name, records)
     filt = finding_filtering(records, envs=(name,), comparisons=FILTER_COMPARISONS)
     arms = filt[name]["arms"]
@@ -301,14 +322,21 @@ def _analyse_filter(name: str, records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _analyse_candidates(name: str, records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per candidate: which seeds show a collapse that emerges and hurts, and whether enough do (its ShareRule)."""
-    out, by_arm = _runs_by_arm(name, own_records(name, records))
+    """Per candidate: which seeds show a collapse that emerges and hurts, and whether enough do (its ShareRule).
+
+    The share is taken over every seed any candidate ran: a seed whose run of a candidate is missing is listed
+    under ``missing`` and counts as not showing it, so a lost run can never lower the bar ("every seed" of the
+    search is not met by the one seed left)."""
+    out, by_arm = _runs_by_arm(name, _own_runs(name, records))
     rule: ShareRule = EXPERIMENTS[name].rule
+    seeds = sorted({r["seed"] for rs in by_arm.values() for r in rs})
     cands = {}
     for a, rs in by_arm.items():
         flags = [bool(r.get("harmful", {}).get("harmful")) for r in rs]
-        cands[a] = {"seeds": [r["seed"] for r in rs], "harmful": flags, "needed": rule.needed(len(flags)),
-                    "shows_it": bool(flags) and rule.met(sum(flags), len(flags))}
+        missing = sorted(set(seeds) - {r["seed"] for r in rs})
+        cands[a] = {"seeds": [r["seed"] for r in rs], "harmful": flags, "needed": rule.needed(len(seeds)),
+                    "shows_it": bool(flags) and rule.met(sum(flags), len(seeds)),
+                    **({"missing": missing} if missing else {})}
     out["candidates"] = cands
     return out
 
@@ -373,8 +401,10 @@ def _mechanism_md(res: dict[str, Any]) -> list[str]:
                                                                           "dose")):
         c = res[key]
         lines.append("")
+        lone = unpaired_text(c.get("unpaired") or {})
         lines.append(f"Paired, {label}: mean {_f(c.get('mean'), '{:+.3f}')}, 95% CI {_ci(c, 'ci95')}, 90% CI "
-                     f"{_ci(c, 'ci90')} over seeds {c.get('seeds')}: **{c['direction']}**.")
+                     f"{_ci(c, 'ci90')} over seeds {c.get('seeds')}: **{c['direction']}**."
+                     + (f" Left out: {lone}." if lone else ""))
     noise = res.get("probe_noise") or {"n": 0}
     if noise["n"]:
         d = noise["deltas"]
@@ -426,6 +456,7 @@ def _filter_md(res: dict[str, Any]) -> list[str]:
             lines.append(f"| {comp} | {OUTCOMES[k][0]} | {c['n']} | {_f(c.get('mean'), '{:+.3f}')} | "
                          f"{_ci(c, 'ci95')} | {_ci(c, 'ci90')} | {_f(c.get('sd'))} | "
                          f"{fmt(c['bound']) if c.get('bound') is not None else 'n/a'} | **{verdict_text(c, fmt)}** |")
+    lines += _unpaired_lines({comp: next(iter(outs.values()), {}) for comp, outs in f["comparisons"].items()})
     p = res["seed_plan"]
     lines += ["", "## Seeds for the main comparison (the power analysis of section 7.4)", "",
               f"From these runs' paired SD of the primary outcome ({_f(p.get('sd'))}): {_plan_text(p)} -> **{p['n']} "
@@ -436,7 +467,8 @@ def _filter_md(res: dict[str, Any]) -> list[str]:
 
 def _search_md(res: dict[str, Any]) -> list[str]:
     share = EXPERIMENTS[res["experiment"]].rule
-    n = len(next(iter(res["candidates"].values()), {}).get("seeds", [])) or None
+    # every seed any candidate ran (the share's denominator: a candidate's missing run counts as not showing it)
+    n = len({s for c in res["candidates"].values() for s in [*c["seeds"], *c.get("missing", [])]}) or None
     rule = ("every seed meets" if share.share >= 1 else f"at least {pct(share.share)} of its seeds"
             + (f" ({share.needed(n)} of {n})" if n else "") + " meet")
     lines = ["## Candidates", "", f"A candidate shows a collapse that emerges and hurts when {rule} all three "
@@ -446,9 +478,17 @@ def _search_md(res: dict[str, Any]) -> list[str]:
              "end of the run.", "",
              "| candidate | seeds | per seed | shows it |", "|---|---|---|---|"]
     for a, c in res["candidates"].items():
-        per = ", ".join(f"{s}: {'yes' if h else 'no'}" for s, h in zip(c["seeds"], c["harmful"]))
+        per = ", ".join([f"{s}: {'yes' if h else 'no'}" for s, h in zip(c["seeds"], c["harmful"])]
+                        + [f"{s}: no run (counted as no)" for s in c.get("missing", [])])
         lines.append(f"| `{a}` | {len(c['seeds'])} | {per} | **{'yes' if c['shows_it'] else 'no'}** |")
     return lines
+
+
+def _unpaired_lines(comparisons: dict[str, dict[str, Any]]) -> list[str]:
+    """A line per comparison (name -> one of its outcome dicts) with seeds it could not pair (``unpaired``), after
+    a blank line; nothing when every seed was paired."""
+    lines = [f"- {comp}: {unpaired_text(c['unpaired'])}." for comp, c in comparisons.items() if c.get("unpaired")]
+    return ["", *lines] if lines else []
 
 
 def _change_rule_text(rule: ChangeRule) -> str:
@@ -500,11 +540,14 @@ def figure(result: dict[str, Any], records: list[dict[str, Any]]) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------- writing
-def write_experiment(name: str, records: list, report_dir: str | Path, header: dict) -> Path:
-    """Analyse an experiment's records and write ``NAME.md``, ``NAME/results.json`` and ``NAME/curves.png``."""
+def write_experiment(name: str, records: list, report_dir: str | Path, header: dict) -> Path | None:
+    """Analyse an experiment's records and write ``NAME.md``, ``NAME/results.json`` and ``NAME/curves.png``; None,
+    writing nothing, when the records cannot be analysed (:func:`_analysable`)."""
+    result = _analysable(lambda: analyse(name, records))
+    if result is None:
+        return None
     folder = Path(report_dir)
     (folder / name).mkdir(parents=True, exist_ok=True)
-    result = analyse(name, records)
     header = {**header, "regenerate": f"ragen reproduce --from-results {folder / name / 'results.json'} "
                                       f"--report-dir {folder}"}
     text = markdown(result, header) + f"\n![curves]({name}/curves.png)\n\nRegenerate: `{header['regenerate']}`\n"
@@ -516,11 +559,27 @@ def write_experiment(name: str, records: list, report_dir: str | Path, header: d
     return folder / f"{name}.md"
 
 
-def write_study(records: list, report_dir: str | Path, header: dict) -> Path:
-    """Analyse the study's records and write ``reproduction.md`` and ``reproduction/`` (results.json, figures)."""
+def write_study(records: list, report_dir: str | Path, header: dict) -> Path | None:
+    """Analyse the study's records and write ``reproduction.md`` and ``reproduction/`` (results.json, figures);
+    None, writing nothing, when the records cannot be analysed (:func:`_analysable`)."""
+    analysis = _analysable(lambda: analyse_study(records))
+    if analysis is None:
+        return None
     results = Path(report_dir) / "reproduction" / "results.json"
     header = {**header, "regenerate": f"ragen reproduce --from-results {results} --report-dir {report_dir}"}
-    return write_report({"analysis": analyse_study(records), "records": records}, report_dir, header)
+    return write_report({"analysis": analysis, "records": records}, report_dir, header)
+
+
+def _analysable(analysis: Any) -> dict[str, Any] | None:
+    """`analysis()`, or None with one line on stderr saying why when its records cannot be analysed as one design
+    (:class:`ragen_core.apps.reproduce.analysis.RecordsError`, e.g. two records of one run in a results.json merged
+    by hand): the writers are what `ragen reproduce` calls, and a wrong record must cost one line, not a
+    traceback (its caller returns 1 on None)."""
+    try:
+        return analysis()
+    except RecordsError as e:
+        print(f"ragen reproduce: cannot report these records: {e}", file=sys.stderr)
+        return None
 
 
 _SECTIONS = {}  # experiment name -> its report's own sections, filled with the registry below
@@ -768,10 +827,13 @@ def _regularisers_comparison(runs: list[dict[str, Any]], arms: tuple[str, ...], 
     """One comparison of :data:`REGULARISERS_COMPARISONS` on outcome `key` by :data:`REGULARISERS_RULE`."""
     rule, bound = REGULARISERS_RULE, REGULARISERS_RULE.bounds.get(key)
     if len(arms) == 2:
-        return paired(_values(runs, arms[0], key), _values(runs, arms[1], key), rule, bound).as_dict()
-    a, b, c, d = (_values(runs, arm, key) for arm in arms)
-    seeds = sorted(set(a) & set(b) & set(c) & set(d))
-    return compare([(a[s] - b[s]) - (c[s] - d[s]) for s in seeds], rule, bound, seeds).as_dict()
+        out = paired(_values(runs, arms[0], key), _values(runs, arms[1], key), rule, bound).as_dict()
+    else:
+        a, b, c, d = (_values(runs, arm, key) for arm in arms)
+        seeds = sorted(set(a) & set(b) & set(c) & set(d))
+        out = compare([(a[s] - b[s]) - (c[s] - d[s]) for s in seeds], rule, bound, seeds).as_dict()
+    _name_unpaired(out, {arm: [r["seed"] for r in runs if r["arm"] == arm] for arm in dict.fromkeys(arms)})
+    return out
 
 
 def _spread(values: list[Any]) -> dict[str, Any]:
@@ -786,7 +848,7 @@ def _analyse_regularisers(name: str, records: list[dict[str, Any]]) -> dict[str,
     `low_ent001`; the pilot's (tuning seeds) adds the seed plan of the main runs (:func:`regularisers_seed_plan`)."""
     exp = EXPERIMENTS[name]
     order = {(v.group, v.name): i for i, v in enumerate(exp.variants)}
-    runs = sorted((regularisers_run(r) for r in own_records(name, records)),
+    runs = sorted((regularisers_run(r) for r in _own_runs(name, records)),
                   key=lambda r: (order.get((r["env"], r["arm"]), 99), r["seed"]))
     table = _lr_table(getattr(exp, "lr_table", "REGULARISERS_LR"))
     envs: dict[str, Any] = {}
@@ -845,7 +907,7 @@ def _analyse_lr_pilot(name: str, records: list[dict[str, Any]]) -> dict[str, Any
     exp = EXPERIMENTS[name]
     rate = {_lr_arm(lr): lr for lr in LR_RULE.grid}
     order = {(v.group, v.name): i for i, v in enumerate(exp.variants)}
-    runs = sorted((regularisers_run(r) for r in own_records(name, records)),
+    runs = sorted((regularisers_run(r) for r in _own_runs(name, records)),
                   key=lambda r: (order.get((r["env"], r["arm"]), 99), r["seed"]))
     envs: dict[str, Any] = {}
     for env in dict.fromkeys(v.group for v in exp.variants):
@@ -916,6 +978,7 @@ def _regularisers_md(res: dict[str, Any]) -> list[str]:
                 lines.append(f"| {_comparison_label(comp)} | {k} | {c['n']} | {_f(c.get('mean'), fmt_out[k])} | "
                              f"{_ci(c, 'ci95')} | {_ci(c, 'ci90')} | {_f(c.get('sd'))} | {_f(c.get('bound'))} | "
                              f"**{verdict_text(c)}** |")
+        lines += _unpaired_lines({comp: next(iter(outs.values()), {}) for comp, outs in e["comparisons"].items()})
         lines += ["", "### Arms (mean [95% CI] over seeds)", "",
                   "| arm | seeds | slope per 100 steps | end margin | token entropy end/start | success end - start | "
                   "template share end - start | regulariser share of the gradient | regulariser-only steps | "
@@ -947,7 +1010,7 @@ def _regularisers_md(res: dict[str, Any]) -> list[str]:
                   "effect at n |", "|---|---|---|---|---|---|---|"]
         for env, outs in p["per"].items():
             for k, q in outs.items():
-                lines.append(f"| {env} | {k} | {_f(q.get('sd'))} | {q.get('n_detect')} | {q.get('n_equiv')} | "
+                lines.append(f"| {env} | {k} | {_f(q.get('sd'))} | {_pairs(q, 'n_detect')} | {_pairs(q, 'n_equiv')} | "
                              f"{q['n']}{' (capped)' if q.get('capped') else ''} | {_f(q.get('mde'))} |")
         lo, hi = p["limits"]
         lines += ["", f"**n = {p['n']}** (the largest over the envs and outcomes, at least {lo} and at most {hi}): "
@@ -959,6 +1022,15 @@ def _regularisers_md(res: dict[str, Any]) -> list[str]:
         lines.append(f"| {run.get('env')} | `{run['arm']}` | {run['seed']} | {_f(run.get('slope'), '{:+.3f}')} | "
                      f"{_f(run.get('end_margin'))} | {curve} |")
     return lines
+
+
+def _pairs(plan: dict[str, Any], key: str) -> str:
+    """A seed plan's pairs needed (`key`: ``n_detect`` or ``n_equiv``) as the report prints it: the number, "n/a"
+    without a usable paired SD, or "more than the plan searches" (None with an SD: the search's cap was passed)."""
+    n = plan.get(key)
+    if n is not None:
+        return str(n)
+    return "more than the plan searches" if _f(plan.get("sd")) != "n/a" and plan["sd"] > 0 else "n/a"
 
 
 def _lr_pilot_md(res: dict[str, Any]) -> list[str]:
@@ -1115,6 +1187,14 @@ def build_experiment(name: str, seeds: list[int], configs_dir: Path, cache_dir: 
     if name not in EXPERIMENTS:
         raise ValueError(f"unknown experiment {name!r}; expected one of {', '.join(EXPERIMENTS)}")
     return build_runs(EXPERIMENTS[name], seeds, configs_dir, cache_dir, quick=quick, groups=groups)
+
+
+def _own_runs(name: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`own_records`, refused when two of them are one run (the analysis's
+    :func:`ragen_core.apps.reproduce.analysis.check_one_run_each` raises RecordsError)."""
+    own = own_records(name, records)
+    check_one_run_each(own)
+    return own
 
 
 def own_records(name: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -27,7 +27,7 @@ from ragen_core.apps.reproduce.analysis import (
 from ragen_core.apps.reproduce.runner import PHASES, design_cost
 from ragen_core.apps.reproduce.spec import MAX_SEEDS
 from ragen_core.apps.reproduce.study import ARMS
-from ragen_core.apps.reproduce.verdicts import pct, verdict_text
+from ragen_core.apps.reproduce.verdicts import pct, unpaired_text, verdict_text
 from ragen_core.jsonio import strict_dumps
 
 __all__ = ["write_report", "markdown", "collapse_figure", "FIGURES", "control_verdict_text", "pair_verdict_text"]
@@ -50,6 +50,11 @@ def _ok(x: Any) -> bool:
 
 def _pct(x: float | None) -> str:
     return f"{100 * x:.1f}" if _ok(x) else "n/a"
+
+
+def _pct_sign(x: float | None) -> str:
+    """A share as a percentage with its sign ("42.5%"), "n/a" (not "n/a%") when it is not known."""
+    return f"{_pct(x)}%" if _ok(x) else "n/a"
 
 
 def _num(x: float | None, fmt: str = "{:.3f}") -> str:
@@ -292,6 +297,19 @@ def _rules(rules: StudyRules = RULES, paper: dict[str, Any] = PAPER) -> list[str
     ]
 
 
+def _margin_success_reading(ci: Any) -> tuple[str, str]:
+    """What the within-env correlation of the end margin with final success shows, worded from its 95% interval
+    (the sentence used to say "the collapse comes with higher success" whatever the interval): a margin that falls
+    (collapse) with success rising is rho < 0."""
+    lo, hi = (ci if isinstance(ci, (list, tuple)) and len(ci) == 2 else (None, None))
+    if _ok(hi) and hi < 0:
+        return "here the collapse comes with higher success", "on this testbed the collapse is the path that pays"
+    if _ok(lo) and lo > 0:
+        return "here the collapse comes with lower success", "on this testbed the collapse costs success"
+    return ("no relation shown (the interval contains 0, or there is none)",
+            "on this testbed the collapse is not shown to pay or to cost success")
+
+
 def _summary_rows(a: dict[str, Any]) -> list[str]:
     rows = []
     cm = a.get("co_movement") or {}
@@ -320,10 +338,10 @@ def _summary_rows(a: dict[str, Any]) -> list[str]:
         tail = ""
         if allg and allg["max_success_not_collapsed"] is not None:
             tail = f"; every run without the signature ended at <= {_pct(allg['max_success_not_collapsed'])}% success"
+        found, reading = _margin_success_reading(w.get("ci95"))
         rows.append(f"| collapse and success (collapse-prone configs) | filtering raises both MI and success | end "
                     f"margin vs final success within env: rho {_rho(w['rho'])} {_rho_ci(w['ci95'])} ({ms['n_runs']} "
-                    f"runs, {ms['n_seeds']} seeds): here the collapse comes with higher success{tail} | descriptive "
-                    "(no verdict): on this testbed the collapse is the path that pays |")
+                    f"runs, {ms['n_seeds']} seeds): {found}{tail} | descriptive (no verdict): {reading} |")
     corr = a["correlations"]
     for p in corr["pairs"]:
         mi, h = corr["metrics"][p["mi"]], corr["metrics"][p["entropy"]]
@@ -346,6 +364,8 @@ def _summary_rows(a: dict[str, Any]) -> list[str]:
             if m.get("early_seeds"):
                 here += (f"; seed{'s' if len(m['early_seeds']) > 1 else ''} "
                          f"{', '.join(map(str, m['early_seeds']))} at equal steps (a run stopped early)")
+            if m.get("unpaired"):
+                here += f"; {unpaired_text(m['unpaired'])}"
             paper = (f"top-p minus no filter, peak success: {_paper_effects(env)}" if comp == "top_p-no_filter"
                      else "not reported")
             rows.append(f"| 3. {comp.replace('-', ' minus ').replace('_', '-')}, {_env(env)} "
@@ -359,16 +379,19 @@ def _summary_rows(a: dict[str, Any]) -> list[str]:
         bottom = q["arms"].get("rv_bottom_quartile", {})
         stops = bottom.get("stopped_early") or []
         label = f" ({q.get('label', GRPO_LABEL)})" if eq["verdict"] == "held" else ""
+        lone = f"; {unpaired_text(q['unpaired'])}" if q.get("unpaired") else ""
         rows.append(f"| 4. RV quartiles, top minus bottom at equal steps | {_paper_quartiles(PAPER)} | success "
                     f"{_signed(eq['mean'], 'points')} points {_interval(eq['ci95'], 'points')}; "
                     f"in-batch MI-Seq / log P {_signed(mi['mean'], 'margin')}; zero-variance groups per step: top "
-                    f"{_pct(q['arms'].get('rv_top_quartile', {}).get('zero_variance_fraction'))}%, bottom "
-                    f"{_pct(bottom.get('zero_variance_fraction'))}%; {len(stops)} of {len(bottom.get('seeds', []))} "
-                    f"bottom runs stopped early | success: {_verdict(verdict_text(eq, fmt_unit('points')))}{label}; "
+                    f"{_pct_sign(q['arms'].get('rv_top_quartile', {}).get('zero_variance_fraction'))}, bottom "
+                    f"{_pct_sign(bottom.get('zero_variance_fraction'))}; {len(stops)} of "
+                    f"{len(bottom.get('seeds', []))} bottom runs stopped early{lone} | success: "
+                    f"{_verdict(verdict_text(eq, fmt_unit('points')))}{label}; "
                     f"MI: {_verdict(verdict_text(mi, fmt_unit('margin')))} |")
     else:
+        lone = f" ({unpaired_text(q['unpaired'])})" if q.get("unpaired") else ""
         rows.append(f"| 4. RV quartiles | {_paper_quartiles(PAPER)} | no seed with both quartile "
-                    "runs | not tested (no seed has both arms) |")
+                    f"runs{lone} | not tested (no seed has both arms) |")
     return rows
 
 
@@ -419,12 +442,18 @@ def _section_collapse(c: dict[str, Any], rel: str) -> list[str]:
             if a["no_probe"]:
                 seeds = ", ".join(map(str, a["no_probe"]))
                 lines.append(f"| `{arm}` | {seeds} | | no probe measurements | | | | | | | |")
+            for x in a.get("refused", []):  # curves the detector could not judge: not counted either way
+                lines.append(f"| `{arm}` | {x['seed']} | | not judged: {x['reason']} | | | | | | | |")
         lines.append("")
         for arm, a in e["arms"].items():
             if a["n"]:
                 stops = a.get("stopped_early") or []
                 stop = ("; stopped early: " + ", ".join(f"seed {x['seed']} at step {x['steps']} of "
                                                         f"{e.get('planned_steps')}" for x in stops)) if stops else ""
+                refused = a.get("refused") or []
+                stop += ("; not judged (the detector refused the probe curves), so not counted: seed"
+                         f"{'s' if len(refused) > 1 else ''} {', '.join(str(x['seed']) for x in refused)}"
+                         if refused else "")
                 lines.append(f"- `{arm}`: signature on {a['n_collapsed']} of {a['n']} seeds, MI drop only after an "
                              f"entropy alarm on {a['n_entropy_first']}, no MI drop on {a['n_no_drop']}{stop}.")
         if "entropy_bonus" in e["arms"]:
@@ -562,9 +591,13 @@ def _section_filtering(f: dict[str, Any], collapse: dict[str, Any], rel: str) ->
                         f"{', '.join(map(str, c['early_seeds']))} (a run stopped early)", c["sensitivity"], unit))
     early = sorted({(env, comp, s) for env, e in f.items() for comp, outs in e["comparisons"].items()
                     for c in outs.values() for s in c.get("early_seeds", [])})
+    lone = [f"{_env(env)}, {comp.replace('-', ' minus ')}: {unpaired_text(outs['margin_end']['unpaired'])}"
+            for env, e in f.items() for comp, outs in e["comparisons"].items()
+            if outs.get("margin_end", {}).get("unpaired")]
     lines += ["", "Pairs with a run that stopped early (compared at equal steps): "
               + ("; ".join(f"{_env(env)}, {comp.replace('-', ' minus ')}, seed {s}" for env, comp, s in early)
                  if early else "none") + ".", "",
+              *([f"Seeds left out of a comparison for want of a partner run: {'; '.join(lone)}.", ""] if lone else []),
               "Units: the margin in margin units (0-1), steps in training steps, success in points. Steps until "
               "the drop: a run without an MI drop is carried at its last probe step, so a difference involving "
               "censored runs is a lower bound on the delay. An *equivalent* verdict rules out effects as large as "
@@ -617,7 +650,8 @@ def _section_quartiles(q: dict[str, Any], rel: str) -> list[str]:
     arms = q["arms"]
     lines.append("Steps run: " + "; ".join(f"`{arm}` {', '.join(map(str, a['steps'])) or 'none'}"
                                            for arm, a in arms.items()) + ". Share of zero-variance groups per step: "
-                 + "; ".join(f"`{arm}` {_pct(a['zero_variance_fraction'])}%" for arm, a in arms.items()) + ".")
+                 + "; ".join(f"`{arm}` {_pct_sign(a['zero_variance_fraction'])}" for arm, a in arms.items()) + "."
+                 + (f" Left out of the pairs: {unpaired_text(q['unpaired'])}." if q.get("unpaired") else ""))
     bottom = arms.get("rv_bottom_quartile", {})
     stops = bottom.get("stopped_early") or []
     share = bottom.get("kept_zero_adv_share")

@@ -29,7 +29,7 @@ words the reason from those fields. Results files written before that kept the r
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cache
@@ -38,7 +38,7 @@ from typing import Any
 from ragen_core.math.stats import min_detectable_effect, t_quantile
 
 __all__ = ["Verdict", "PairedRule", "ChangeRule", "ShareRule", "Comparison", "compare", "paired", "mean_of", "mde",
-           "verdict_text", "verdict_word", "CHANGE_LABELS", "DIRECTION_LABELS", "pct"]
+           "verdict_text", "verdict_word", "CHANGE_LABELS", "DIRECTION_LABELS", "pct", "unpaired", "unpaired_text"]
 
 
 class Verdict(str, Enum):
@@ -268,6 +268,27 @@ def paired(a: Mapping[Any, float | None], b: Mapping[Any, float | None], rule: P
     missing, as in :func:`mean_of`), judged by :func:`compare`."""
     common = sorted(s for s in set(a) & set(b) if _known(a[s]) and _known(b[s]))
     return compare([float(a[s]) - float(b[s]) for s in common], rule, bound, common)  # type: ignore[arg-type]
+
+
+def unpaired(arms: Mapping[str, Iterable[Any]]) -> dict[str, list[Any]]:
+    """The seeds of each arm of a paired comparison (arm -> its seeds with a run) that another of its arms lacks:
+    arm -> those seeds, sorted; arms with none left out ({} when every seed has a run in every arm). A paired
+    comparison uses only the seeds all its arms share; these are the ones it cannot use, which a report names
+    (:func:`unpaired_text`) instead of dropping them unsaid."""
+    sets = {arm: set(seeds) for arm, seeds in arms.items()}
+    common = set.intersection(*sets.values()) if sets else set()
+    return {arm: sorted(s - common) for arm, s in sets.items() if s - common}
+
+
+def unpaired_text(lone: Mapping[str, Sequence[Any]]) -> str:
+    """The report's wording of :func:`unpaired`, e.g. "`top_p` seed 22 has no partner run (not paired)"; "" for
+    none."""
+    if not lone:
+        return ""
+    parts = [f"`{arm}` seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
+             for arm, seeds in lone.items()]
+    n = sum(len(seeds) for seeds in lone.values())
+    return f"{' and '.join(parts)} {'has' if n == 1 else 'have'} no partner run (not paired)"
 
 
 def _known(v: Any) -> bool:
