@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import math
 import sys
 import typing
@@ -186,7 +187,10 @@ class AlgoConfig:
     epochs: int = 1
     #: Rows per optimiser step (a multiple of micro_batch_size is not required).
     mini_batch_size: int = 32
-    #: Rows per forward/backward pass (gradient accumulation within a mini-batch).
+    #: Rows per forward/backward pass (gradient accumulation within a mini-batch). Memory only under token-mean
+    #: (and traj-mean-token-mean); under the seq-mean-* modes a micro-batch is weighted by its share of the rows,
+    #: so the token-mean entropy bonus, and any row without a generated token (an empty response, left out of
+    #: the sequence means), make the gradient depend on it (kept as is: changing it would change valid runs).
     micro_batch_size: int = 8
     #: Stop a step's remaining mini-batch updates once the mean approx-KL (old || new) of a mini-batch exceeds
     #: 1.5 x target_kl (Spinning Up's early stop); 0 = off (the paper's setting).
@@ -710,7 +714,10 @@ def resume_changes(saved: TrainConfig, new: TrainConfig) -> dict[str, tuple[Any,
 
 
 # ---------------------------------------------------------------------------------------------- (de)serialise
+@functools.cache
 def _field_types(cls: type) -> dict[str, Any]:
+    """``{field: annotation}`` of a dataclass (cached: the schema is fixed, and every config check reads it;
+    callers must not change the dict)."""
     hints = typing.get_type_hints(cls)
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
@@ -892,12 +899,35 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
 def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:
     """Nested plain dict (JSON/TOML ready): ``{section: {key: value}}``, the keys of the config file (the fields of
     ``filter.spec`` are keys of ``[filter]``)."""
+    _check_sections(cfg)
     out: dict[str, Any] = {}
     for f in dataclasses.fields(cfg):
         section = dataclasses.asdict(getattr(cfg, f.name))
         keys = _section_keys(type(getattr(cfg, f.name)))
         out[f.name] = {key: section[key] if owner is None else section[owner][key] for key, (owner, _) in keys.items()}
     return out
+
+
+def _check_sections(cfg: TrainConfig) -> None:
+    """ConfigError naming the first section (or inlined part, ``filter.spec``) of a config built or changed in code
+    that is not of its declared dataclass: ``cfg.filter.spec = {"strategy": "top_k"}`` or ``cfg.algo = None`` used to
+    fail as a KeyError or TypeError inside :func:`config_to_dict`, which every check and the trainer call first."""
+    for section, cls in _field_types(TrainConfig).items():
+        value = getattr(cfg, section)
+        if not isinstance(value, cls):
+            raise ConfigError(f"{section} must be the [{section}] section, a ragen_core.training.config."
+                              f"{cls.__name__}; got {_short_repr(value)}")
+        for name, typ in _field_types(cls).items():
+            part = getattr(value, name)
+            if dataclasses.is_dataclass(typ) and not isinstance(part, typ):
+                raise ConfigError(f"{section}.{name} must be a {typ.__name__} (set it with dataclasses.replace("
+                                  f"cfg.{section}.{name}, ...) or {typ.__name__}(...)); got {_short_repr(part)}")
+
+
+def _short_repr(value: Any) -> str:
+    """``value``'s repr (cut to 80 characters) and its type, as a message shows what was given."""
+    text = repr(value)
+    return f"{text[:77] + '...' if len(text) > 80 else text} ({type(value).__name__})"
 
 
 def _toml_value(value: Any) -> str:

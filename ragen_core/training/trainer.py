@@ -250,6 +250,67 @@ def format_penalty_warning(env: Any) -> str | None:
             f"env.kwargs.format_penalty <= {wasted_turn:g} (or max_actions_per_turn=1). See docs/training.md.")
 
 
+def _most_rows(cfg: TrainConfig) -> int:
+    """The most training rows one step can have: one per episode in the full context, one per turn otherwise (a
+    dynamic-sampling refill keeps at most `rollout.groups` groups too)."""
+    per_episode = 1 if cfg.rollout.context == "full" else cfg.rollout.max_turns
+    return cfg.rollout.groups * cfg.rollout.group_size * per_episode
+
+
+def _target_kl_ignored(cfg: TrainConfig) -> str | None:
+    """Why `algo.target_kl` can never act, or None.
+
+    Its early stop compares a step's mini-batch updates with the policy that sampled the batch. With one epoch and
+    a mini-batch that holds every row a step can have, each step is a single update computed on that very policy
+    (old log-probs recomputed: approx-KL 0 to float rounding). With `algo.recompute_old_logprobs = false` the
+    sampling log-probs may differ from the model's, and the check does act on that single update.
+    """
+    a = cfg.algo
+    if a.target_kl == 0 or not a.recompute_old_logprobs or a.epochs > 1:
+        return None
+    rows = _most_rows(cfg)
+    if a.mini_batch_size < rows:
+        return None
+    turns = "" if cfg.rollout.context == "full" else " x rollout.max_turns"
+    return (f"with algo.epochs=1 and algo.mini_batch_size={a.mini_batch_size} >= the {rows} rows a step trains at "
+            f"most (rollout.groups x rollout.group_size{turns}), every step is one update on the policy that sampled "
+            f"it, whose approx-KL is 0: raise algo.epochs or lower algo.mini_batch_size for the early stop to act "
+            f"(docs/training.md, item 9)")
+
+
+def ignored_settings(cfg: TrainConfig) -> list[str]:
+    """One line per `[algo]` key set away from its default that this run never reads (a key set but with no
+    effect: a run with and without it trains the same numbers), saying why; [] when there is none.
+
+    Warnings, not ConfigErrors: run folders written with such a key still load, resume and export. The critic's
+    learning rate (`model.critic_lr`) is left out on purpose: the shipped GRPO configs set it so that an
+    ``algo.name=ppo`` override trains its critic at the config's rate.
+    """
+    a, default = cfg.algo, type(cfg.algo)()
+    algo = get_algorithm(a.name)
+    out = []
+
+    def unread(key: str, why: str) -> None:
+        name = key.split(".", 1)[1]
+        if getattr(a, name) != getattr(default, name):
+            out.append(f"{key}={getattr(a, name)!r} has no effect: {why}")
+
+    if not algo.critic:
+        for key in ("algo.gamma", "algo.lam", "algo.value_clip"):
+            unread(key, f"it applies to the critic's GAE and value loss (algo.name=ppo), and algo.name={a.name} "
+                        f"trains no critic (its advantage uses the undiscounted episode return)")
+    if a.kl_coef == 0:
+        unread("algo.kl_estimator", "the KL penalty is off (algo.kl_coef=0)")
+    if a.optimizer != "adamw":
+        unread("algo.adam_eps", f"it is AdamW's epsilon, and algo.optimizer={a.optimizer}")
+    if not a.dynamic_sampling:
+        unread("algo.max_refill_rounds", "it bounds dynamic sampling, which is off (algo.dynamic_sampling=false)")
+    why = _target_kl_ignored(cfg)
+    if why is not None:
+        out.append(f"algo.target_kl={a.target_kl:g} has no effect: {why}")
+    return out
+
+
 def validation_seeds(cfg: TrainConfig) -> list[int]:
     """The held-out seeds: ``eval.episodes`` consecutive seeds from ``env.val_seed``."""
     return [cfg.env.val_seed + i for i in range(cfg.eval.episodes)]
@@ -292,6 +353,12 @@ def select_groups_rows(rows: dict[str, torch.Tensor], kept_groups: torch.Tensor)
     """
     kept_rows = torch.isin(rows["row_group"], kept_groups).nonzero().flatten()
     return select_rows(rows, kept_rows, mask_key="attention_mask")
+
+
+def _with_reward_variance(batch: RolloutBatch) -> torch.Tensor:
+    """The groups of `batch` whose rewards vary (DAPO's dynamic-sampling rule with the filter off): a group whose
+    rollouts all earned the same return has zero group-relative advantage and teaches nothing."""
+    return (reward_variance(batch.rewards_pg) > 1e-10).nonzero().flatten()
 
 
 def _overlaps(a: range, b: range) -> bool:
@@ -595,9 +662,9 @@ class Trainer:
         # Envs: P x G for training, one per validation episode.
         P, G = cfg.rollout.groups, cfg.rollout.group_size
         self.envs = _make_envs(cfg, P * G)
-        hazard = format_penalty_warning(self.envs[0])
-        if hazard:
-            warnings.warn(hazard, stacklevel=2)
+        for hazard in (format_penalty_warning(self.envs[0]), *ignored_settings(cfg)):
+            if hazard:
+                warnings.warn(hazard, stacklevel=2)
         self.val_envs = _make_envs(cfg, cfg.eval.episodes)
         self.settings = RolloutSettings.from_config(cfg.rollout)
         self.val_settings = RolloutSettings.from_config(cfg.rollout, greedy=cfg.eval.greedy)
@@ -847,21 +914,22 @@ class Trainer:
     def refill(self, batch: RolloutBatch, kept: torch.Tensor) -> tuple[RolloutBatch, torch.Tensor, int]:
         """DAPO dynamic sampling: extra rounds until P groups pass the filter (or the round limit).
 
-        With the filter disabled, dynamic sampling drops zero-variance groups, as DAPO does.
+        With the filter disabled, dynamic sampling drops zero-variance groups, as DAPO does: those of `batch` (whose
+        `kept` is then every group) as well as those of the extra rounds.
         """
         cfg = self.cfg
         P, G = cfg.rollout.groups, cfg.rollout.group_size
+        if not cfg.filter.enabled:
+            # Without this, `kept` (every group) already held P groups, no round ran, and the zero-variance groups
+            # were trained on: dynamic sampling did nothing at all.
+            kept = _with_reward_variance(batch)
         groups = [batch.trajectories[i * G : (i + 1) * G] for i in kept.tolist()]
         rounds = 0
         while len(groups) < P and rounds < cfg.algo.max_refill_rounds:
             rounds += 1
             extra = self.collect()
             res = self.filter(extra)
-            if res is None:  # filter disabled: DAPO's own rule, drop zero-variance groups
-                v = reward_variance(extra.rewards_pg)
-                ok = (v > 1e-10).nonzero().flatten()
-            else:
-                ok = res.kept
+            ok = _with_reward_variance(extra) if res is None else res.kept
             groups += [extra.trajectories[i * G : (i + 1) * G] for i in ok.tolist()]
         groups = groups[:P]
         trajs = []
