@@ -187,10 +187,8 @@ class AlgoConfig:
     epochs: int = 1
     #: Rows per optimiser step (a multiple of micro_batch_size is not required).
     mini_batch_size: int = 32
-    #: Rows per forward/backward pass (gradient accumulation within a mini-batch). Memory only under token-mean
-    #: (and traj-mean-token-mean); under the seq-mean-* modes a micro-batch is weighted by its share of the rows,
-    #: so the token-mean entropy bonus, and any row without a generated token (an empty response, left out of
-    #: the sequence means), make the gradient depend on it (kept as is: changing it would change valid runs).
+    #: Rows per forward/backward pass (gradient accumulation within a mini-batch): memory only, in every loss mode
+    #: (the micro-batches are weighted so that their gradients add up to the mini-batch's, to float rounding).
     micro_batch_size: int = 8
     #: Stop a step's remaining mini-batch updates once the mean approx-KL (old || new) of a mini-batch exceeds
     #: 1.5 x target_kl (Spinning Up's early stop); 0 = off (the paper's setting).

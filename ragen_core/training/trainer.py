@@ -1090,10 +1090,12 @@ class Trainer:
 
         Each of ``algo.epochs`` passes shuffles the rows and splits them into mini-batches of
         ``algo.mini_batch_size`` rows. A mini-batch accumulates its gradient over micro-batches of
-        ``algo.micro_batch_size`` rows, each weighted by its share of the mini-batch (tokens for token-mean, rows for
-        the sequence-level modes) so that the sum is the mini-batch's gradient, and then takes one optimiser step,
-        unless the KL early stop fires first (then this step's updates end). The loss of a micro-batch is
-        ``pg_loss - entropy_coef * entropy (+ kl_coef * kl)``, and the critic's value loss when there is one.
+        ``algo.micro_batch_size`` rows, each weighted by its share of the mini-batch (tokens for token-mean; for the
+        sequence-level modes, rows with a generated token, the rows their mean counts) so that the sum is the
+        mini-batch's gradient whatever the micro-batch size, and then takes one optimiser step, unless the KL early
+        stop fires first (then this step's updates end). The loss of a micro-batch is ``pg_loss - entropy_coef *
+        entropy (+ kl_coef * kl)``, the entropy a token-mean weighted by the token share in every mode, and the
+        critic's value loss when there is one.
         The `loss/` metrics are means over the micro-batches (over the optimiser steps for the gradient norms).
         """
         cfg = self.cfg.algo
@@ -1111,9 +1113,13 @@ class Trainer:
         parts = GradParts(self.model) if cfg.grad_parts else None
         before = parts.snapshot() if parts is not None else None
         for mini in self._minibatches(rows["input_ids"].shape[0]):
-            mini_tokens = float((rows["loss_mask"][mini] != 0).sum())
+            mini_mask = rows["loss_mask"][mini] != 0
+            mini_tokens = float(mini_mask.sum())
             if mini_tokens == 0:
                 continue
+            # The rows the sequence-mean modes average over: those with a generated token (aggregate_loss leaves
+            # the others out), so that the micro-batches' weighted losses add up to the mini-batch's loss exactly.
+            mini_rows = float(mini_mask.any(dim=1).sum())
             # Accumulate the mini-batch's gradient, micro-batch by micro-batch.
             self.model.train()
             self.optimizer.zero_grad(set_to_none=True)
@@ -1127,7 +1133,8 @@ class Trainer:
                 n_tok = float((mask != 0).sum())
                 if n_tok == 0:
                     continue
-                w = n_tok / mini_tokens if mode == "token-mean" else idx.numel() / mini.numel()
+                w_tokens = n_tok / mini_tokens
+                w = w_tokens if mode == "token-mean" else float((mask != 0).any(dim=1).sum()) / mini_rows
                 out = self.policy.forward_logprobs(mb["input_ids"], mb["attention_mask"], images=imgs,
                                                    with_entropy=True, score_mask=mask != 0, **self._temp_kw())
                 logp = out.logprobs.float()
@@ -1139,7 +1146,10 @@ class Trainer:
                     clip_eps_high=cfg.clip_high, dual_clip_c=cfg.dual_clip or None, loss_agg_mode=mode,
                     norm_constant=norm_c)
                 entropy = aggregate_loss(out.entropy.float(), mask, "token-mean")
-                loss = pg_loss - cfg.entropy_coef * entropy
+                # The bonus is the mini-batch's token-mean entropy in every mode: its micro-batch weight is the token
+                # share, which the backward's weight `w` is only under token-mean.
+                bonus = cfg.entropy_coef * entropy if w == w_tokens else cfg.entropy_coef * entropy * (w_tokens / w)
+                loss = pg_loss - bonus
                 kl_part = None
                 if self.ref_policy is not None:
                     kl_mat = losses.kl_penalty(logp, mb["ref_logprobs"], kind=cfg.kl_estimator)
@@ -1150,7 +1160,7 @@ class Trainer:
                 if parts is None:
                     (loss * w).backward()
                 else:  # each part's own gradient, summed into .grad: the same total to float rounding
-                    parts.backward(w, task=pg_loss, entropy=-cfg.entropy_coef * entropy, kl=kl_part)
+                    parts.backward(w, task=pg_loss, entropy=-bonus, kl=kl_part)
                 add(Loss.POLICY, pg_loss.item())
                 add(Loss.ENTROPY, entropy.item())
                 add(Loss.TOTAL, loss.item())
