@@ -98,8 +98,8 @@ class RunLog:
         mpath = self.run_dir / METRICS
         vpath = self.run_dir / VAL_OUTCOMES
         # Both files are read (and checked) before either is rewritten: a damaged one leaves both as they were.
-        history = [r for r in _jsonl_records(mpath) if r[STEP] <= step] if mpath.is_file() else []
-        outcomes = _jsonl_records(vpath) if vpath.is_file() else None
+        history = [r for r in jsonl_records(mpath) if r[STEP] <= step] if mpath.is_file() else []
+        outcomes = jsonl_records(vpath) if vpath.is_file() else None
         self.history = history
         _replace_text(mpath, "".join(json.dumps(r) + "\n" for r in history))
         if outcomes is not None:
@@ -147,7 +147,7 @@ def _replace_text(path: Path, text: str) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _jsonl_records(path: Path) -> list[dict[str, Any]]:
+def jsonl_records(path: Path) -> list[dict[str, Any]]:
     """The records of a JSON-lines file the run appends to, for a resume: a last line that does not parse (cut
     short by a crash) is left out; any other line that is not UTF-8 or does not parse, or is not a record (a JSON
     object with an integer ``step``, as the run writes every one), is CheckpointError naming it."""

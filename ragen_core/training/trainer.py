@@ -74,7 +74,14 @@ from ragen_core.training.config import (
 from ragen_core.training.metrics import Collapse, Filter, Loss, Perf, Probe, Rollout, Val
 from ragen_core.training.probe import cadence_due
 from ragen_core.training.provenance import write_provenance
-from ragen_core.training.report import RunLog, record_resume, require_tensorboard, write_plots, write_summary
+from ragen_core.training.report import (
+    RunLog,
+    jsonl_records,
+    record_resume,
+    require_tensorboard,
+    write_plots,
+    write_summary,
+)
 
 __all__ = [
     "Trainer",
@@ -1591,7 +1598,9 @@ class RolloutsFile:
         self.steps = int(steps)
         self.batches: list[list[dict[str, Any]]] = []
         if self.steps and self.path.is_file():  # a resumed run keeps what it had
-            rows = [json.loads(x) for x in self.path.read_text(encoding="utf-8").splitlines() if x.strip()]
+            # Read as the metrics are on a resume: a damaged last line is left out, any other is CheckpointError
+            # naming it (it was a JSONDecodeError traceback).
+            rows = jsonl_records(self.path)
             by_step: dict[Any, list[dict[str, Any]]] = {}
             for r in rows:
                 if not r.get("final"):

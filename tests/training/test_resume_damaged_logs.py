@@ -135,3 +135,17 @@ def torch_equal(a, b) -> bool:
     import torch
 
     return torch.equal(a, b)
+
+
+def test_a_damaged_rollouts_file_is_refused_naming_it_and_a_cut_last_line_is_dropped(run, capsys):
+    """rollouts.jsonl is read on a resume too; a damaged line was a JSONDecodeError traceback."""
+    path = run / "rollouts.jsonl"
+    lines = path.read_text().splitlines()
+    assert len(lines) >= 3
+    path.write_text("\n".join([lines[0], lines[1][:15], *lines[2:]]) + "\n")
+    assert main(["--resume", str(run), "run.steps=3"]) == 2
+    err = capsys.readouterr().err
+    assert "\ncannot resume: " in err and "rollouts.jsonl line 2 is not JSON" in err and "Traceback" not in err
+    path.write_text("\n".join(lines) + "\n" + lines[-1][:20])  # the last line cut short
+    assert main(["--resume", str(run), "run.steps=3"]) == 0, capsys.readouterr().err
+    assert all(json.loads(x) for x in path.read_text().splitlines())
