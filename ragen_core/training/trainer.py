@@ -815,13 +815,14 @@ class Trainer:
             m = rows["loss_mask"] != 0
             advs = rows["advantages"]
             metrics[Filter.KEPT_ZERO_ADV_SHARE] = zero_advantage_share(advs, m, rows["row_group"])
-            metrics[Loss.ADVANTAGE_MEAN] = float(advs[m].mean()) if m.any() else 0.0
-            metrics[Loss.ADVANTAGE_STD] = float(advs[m].std(unbiased=False)) if m.any() else 0.0
+            # Undefined without a trained token (every kept response empty): null, as every undefined metric is.
+            metrics[Loss.ADVANTAGE_MEAN] = float(advs[m].mean()) if m.any() else None
+            metrics[Loss.ADVANTAGE_STD] = float(advs[m].std(unbiased=False)) if m.any() else None
             if self.loss_agg_mode == TRAJ_MEAN:
                 rows["token_weights"] = trajectory_token_weights(rows["row_traj"], rows["loss_mask"])
                 # The net push on the model's own samples: 0 for zero-mean group advantages.
                 metrics[Loss.WEIGHTED_ADVANTAGE_MEAN] = (
-                    float((advs * rows["token_weights"])[m].mean()) if m.any() else 0.0)
+                    float((advs * rows["token_weights"])[m].mean()) if m.any() else None)
 
             # 7. update
             t3 = time.perf_counter()

@@ -202,3 +202,20 @@ def test_the_micro_batch_size_leaves_the_update_unchanged(model_dir, tmp_path, m
                                    for k, p in trainer.model.state_dict().items()])
     assert deltas[64].abs().max() > 0
     torch.testing.assert_close(deltas[3], deltas[64], rtol=1e-4, atol=1e-7)
+
+
+def test_advantage_metrics_are_null_without_a_trained_token(model_dir, tmp_path):
+    """Every response empty (the model's first token ends it): no token is trained, and the advantage statistics
+    over trained tokens are undefined: null, as docs/train.md says of undefined metrics (they logged 0.0)."""
+    from ragen_core.policy.base import Generation
+
+    class Mute(HFPolicy):  # a policy whose every answer is empty; the trainer's metrics are what is tested
+        def _sample(self, prompts, request):
+            return [Generation("", list(p), [], [], "stop") for p in prompts]
+
+    cfg = _cfg("algo.name=grpo", 'algo.loss_agg_mode="traj-mean-token-mean"', "filter.enabled=false")
+    trainer = Trainer(cfg, tmp_path / "run", policy=Mute.from_pretrained(model_dir))
+    row = trainer.train_step()
+    assert row["perf/tokens_trained"] == 0.0
+    for key in ("loss/advantage_mean", "loss/advantage_std", "loss/weighted_advantage_mean"):
+        assert key in row and row[key] is None, key
