@@ -141,6 +141,7 @@ def test_from_results_refuses_two_records_of_one_run_in_one_line(tmp_path, capsy
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     assert "search/sokoban_nopay seed 130: 2 records" in err
+    assert f"cannot read the records of {path}" in err  # the file is named
     assert not (tmp_path / "out" / "search.md").exists()
 
 

@@ -28,7 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ragen_core.apps.arguments import comma_list
-from ragen_core.apps.reproduce.experiments import EXPERIMENTS, write_experiment
+from ragen_core.apps.reproduce.analysis import check_one_run_each
+from ragen_core.apps.reproduce.experiments import EXPERIMENTS, own_records, write_experiment
 from ragen_core.apps.reproduce.runner import design_cost, finished_records, run_local, run_ray
 from ragen_core.apps.reproduce.spec import Experiment, RunRecord, build_runs, choose_seeds
 from ragen_core.apps.reproduce.study import ENVS, find_configs_dir
@@ -272,6 +273,8 @@ def from_results(results: str | Path, report_dir: str | None = None) -> int:
         records = [RunRecord.from_dict(r).to_dict() for r in data["records"]]
         header = dict(data["header"])
         exp = EXPERIMENTS[data.get("experiment") or "study"]
+        # Two records of one run (a file merged by hand) are named here, with the file, not after the analysis.
+        check_one_run_each(records if exp.name == "study" else own_records(exp.name, records))
     except (OSError, ValueError, KeyError, TypeError) as e:
         print(f"ragen reproduce: cannot read the records of {path}: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
