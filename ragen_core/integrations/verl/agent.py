@@ -31,6 +31,7 @@ from verl.experimental.agent_loop.agent_loop import (  # noqa: E402
 
 from ragen_core.integrations.verl.core import AGENT_LOOP_NAME  # noqa: E402
 from ragen_core.integrations.verl.env import episode_from_extra_info  # noqa: E402
+from ragen_core.rollout import control_tokens  # noqa: E402
 
 __all__ = ["RagenEnvAgentLoop", "register_agent_loop"]
 
@@ -43,7 +44,8 @@ class RagenEnvAgentLoop(AgentLoopBase):
         self.response_length = int(self.rollout_config.response_length)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
-        episode = episode_from_extra_info(kwargs.get("extra_info"))
+        # The tokenizer's control tokens spelled in an observation stay text, as in this package's rollout.
+        episode = episode_from_extra_info(kwargs.get("extra_info"), control_tokens(self))
         messages = episode.start()
         ids = list(await self.ct_build_initial_tokens(messages))
         mask: list[int] = []

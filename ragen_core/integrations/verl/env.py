@@ -15,7 +15,7 @@ A dataset row for verl names the episode in ``extra_info``: ``{"env_id": "ragen/
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -40,12 +40,16 @@ class EnvEpisode:
         max_turns: most assistant turns (the env may end the episode earlier).
         length_limit: the "Max response length" told to the model, in tokens.
         system_prompt: send ``info["instructions"]`` as a system message.
+        control_tokens: the rollout tokenizer's special tokens (``ragen_core.rollout.control_tokens``), escaped
+            where an observation or the instructions spell them, as this package's rollout does (the agent loop
+            passes its tokenizer's); empty: none is.
 
     ``turn``, ``total_reward``, ``turn_rewards``, ``done`` and ``success`` are the episode's so far.
     """
 
     def __init__(self, env_id: str, seed: int, env_kwargs: Mapping[str, Any] | None = None, max_turns: int = 5,
-                 length_limit: int = 400, system_prompt: bool = True) -> None:
+                 length_limit: int = 400, system_prompt: bool = True,
+                 control_tokens: Sequence[str] = ()) -> None:
         if not isinstance(env_id, str) or env_id not in gym.registry:
             raise ValueError(f"env_id must be a registered ragen/ id (see `ragen envs`); got {env_id!r}")
         seed, max_turns, length_limit = (_count(name, v, 0 if name == "seed" else 1) for name, v in (
@@ -54,7 +58,7 @@ class EnvEpisode:
         self.seed, self.max_turns, self.length_limit = seed, max_turns, length_limit
         self.system_prompt = bool(system_prompt)
         self.chat = ChatEpisode(self.env, length_limit=length_limit, system_prompt=self.system_prompt,
-                                max_turns=max_turns)
+                                max_turns=max_turns, control_tokens=control_tokens)
 
     turn = read_only("chat.turn", "Assistant turns played so far.")
     total_reward = read_only("chat.total_reward", "The sum of the per-turn rewards so far.")
@@ -76,10 +80,11 @@ class EnvEpisode:
         return user
 
 
-def episode_from_extra_info(extra_info: Mapping[str, Any] | None) -> EnvEpisode:
+def episode_from_extra_info(extra_info: Mapping[str, Any] | None, control_tokens: Sequence[str] = ()) -> EnvEpisode:
     """Build an :class:`EnvEpisode` from a dataset row's ``extra_info`` (module docstring); unknown keys are
     ignored only if they are not ours to read (verl adds ``index`` and others). ``seed``, ``max_turns`` and
-    ``length_limit`` must be integers (numpy integers included; ValueError naming the key otherwise)."""
+    ``length_limit`` must be integers (numpy integers included; ValueError naming the key otherwise).
+    `control_tokens`: as :class:`EnvEpisode` takes them."""
     if not isinstance(extra_info, Mapping) or "env_id" not in extra_info or "seed" not in extra_info:
         raise ValueError("the dataset row's extra_info must be a mapping with at least 'env_id' and 'seed' "
                          f"(keys read: {', '.join(_EXTRA_KEYS)}); got {extra_info!r}")
@@ -87,7 +92,7 @@ def episode_from_extra_info(extra_info: Mapping[str, Any] | None) -> EnvEpisode:
     for key in ("seed", "max_turns", "length_limit"):
         if key in kw:
             kw[key] = _count(f"extra_info[{key!r}]", kw[key], 0 if key == "seed" else 1)
-    return EnvEpisode(**kw)
+    return EnvEpisode(**kw, control_tokens=control_tokens)
 
 
 def _count(name: str, value: Any, low: int) -> int:
