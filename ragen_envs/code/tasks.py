@@ -62,8 +62,10 @@ LiveCodeBench / DeepCoder "functional" layout). `solutions` (optional) gives ref
 first becomes the oracle answer. `public_tests` (optional, same layout as `tests`; LiveCodeBench's
 public test cases) are the tests repair feedback may show; `tests` stay hidden and judge. A record
 without `public_tests` gets repair feedback without test contents (verdict counts only). A missing
-field or a wrong type raises ValueError naming the file, the line (for .jsonl; the record number for
-.json) and the field.
+field or a wrong type raises ValueError naming the file, the line (for .json, the line on which the
+record starts) and the field. A record no program could earn is refused too: an `fn_name` that is a keyword or
+not in NFKC form (no program defines that exact name), or a `problem` longer than `MAX_PROBLEM_CHARS`
+(the observation would cut the statement and the submission style after it).
 """
 
 from __future__ import annotations
@@ -72,7 +74,9 @@ import copy
 import dataclasses
 import itertools
 import json
+import keyword
 import math
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,6 +87,7 @@ import numpy as np
 from ragen_envs.code.sandbox import outputs_match
 from ragen_envs.data import strict_json
 from ragen_envs.data.loading import Field, load_numbered_records, validate_record
+from ragen_envs.spaces import MAX_OBSERVATION_CHARS
 from ragen_envs.validation import require_int
 
 __all__ = [
@@ -1256,6 +1261,23 @@ def generate_task(rng: np.random.Generator, config: CodeTaskConfig | None = None
 
 # ----------------------------------------------------------------------------------------------- loading
 _JSON_VALUE = (str, int, float, bool, list, dict)
+#: The longest `problem` plus `fn_name` a record may have: the observation shows the statement and then the
+#: submission style line naming the function; this leaves room for that line and a submission's result.
+MAX_PROBLEM_CHARS = MAX_OBSERVATION_CHARS - 512
+
+
+def _fn_name_problem(name: str) -> str | None:
+    """Why no program can define a function called `name`, or None. A keyword (`class`, `def`) cannot be
+    defined, and Python stores a name in NFKC form (`ﬁnd`, with the ligature, is defined as `find`), so the
+    sandbox, looking `name` up as written, would find no function in any program."""
+    if not name.isidentifier():
+        return "must be a Python identifier"
+    if keyword.iskeyword(name):
+        return "is a Python keyword, so no program can define a function of that name"
+    if unicodedata.normalize("NFKC", name) != name:
+        return (f"is not in NFKC form: Python defines it as {unicodedata.normalize('NFKC', name)!r}, so no program "
+                "defines a function of this exact name")
+    return None
 
 _BASE_SCHEMA = {
     "problem": Field(str, check=lambda v: None if v.strip() else "must not be empty"),
@@ -1271,9 +1293,7 @@ _BASE_SCHEMA = {
         item_type=dict,
         schema={"input": Field((str, list)), "output": Field(_JSON_VALUE, nullable=True)},
     ),
-    "fn_name": Field(
-        str, required=False, nullable=True, check=lambda v: None if v.isidentifier() else "must be a Python identifier"
-    ),
+    "fn_name": Field(str, required=False, nullable=True, check=_fn_name_problem),
     "solutions": Field(list, required=False, item_type=str),
 }
 _STDIN_TEST = {"input": str, "output": str}
@@ -1318,6 +1338,12 @@ def load_tasks(path: str | Path) -> list[CodeTask]:
     for idx, (lineno, rec) in enumerate(numbered):
         where = f"{path}:{lineno}"
         fn_name = rec.get("fn_name")
+        size = len(rec["problem"].strip()) + len(fn_name or "")
+        if size > MAX_PROBLEM_CHARS:
+            raise ValueError(
+                f"{where}: field 'problem': is {size} characters with the function name; an observation shows at "
+                f"most {MAX_PROBLEM_CHARS}, so the statement or the submission style after it would be shown cut"
+            )
         groups: dict[str, list[CodeTest]] = {"tests": [], "public_tests": []}
         for key, tests in groups.items():
             for j, t in enumerate(rec.get(key) or []):

@@ -17,7 +17,8 @@ from ragen_envs.countdown.expression import (
 )
 from ragen_envs.countdown.generator import CountdownConfig, generate_countdown
 from ragen_envs.countdown.solver import CountdownSolver
-from ragen_envs.data import Field, load_records, record_index
+from ragen_envs.data import Field, record_index
+from ragen_envs.data.loading import load_numbered_records
 from ragen_envs.protocol import FORMAT_PENALTY, ActionFormat
 from ragen_envs.validation import require_int, require_path
 
@@ -43,6 +44,38 @@ COUNTDOWN_SCHEMA = {
     "target": int,
     "nums": Field(list, item_type=int, check=_nums_problem),
 }
+
+
+def reachable_bound(nums: list[int]) -> int:
+    """An upper bound on the magnitude of every value an expression over `nums` can take:
+    2^(k-1) * prod(max(n, 1)) for k numbers.
+
+    Why: write each value in lowest terms p/q and let N(S) = 2^(|S|-1) * prod_{n in S} max(n, 1). A number
+    alone has |p| <= N and q = 1. Joining parts A and B (N(A + B) = 2 N(A) N(B)): a +- b has numerator
+    |p1 q2 +- p2 q1| <= 2 N(A) N(B) and denominator q1 q2; a * b and a / b have numerator and denominator
+    at most N(A) N(B). So |p| and q stay within N(S), and |value| <= |p| <= N(S)."""
+    bound = 2 ** (len(nums) - 1)
+    for n in nums:
+        bound *= max(n, 1)
+    return bound
+
+
+def _check_targets(path: Path, numbered: list[tuple[int, dict[str, Any]]]) -> None:
+    """ValueError naming file, line and field for a target no expression over the record's numbers can reach
+    (beyond `reachable_bound`): no answer could earn its reward. (Solving every record to find the other
+    unsolvable ones costs up to a minute a record for 7 numbers; `oracle()` says None for those.)"""
+    for lineno, rec in numbered:
+        bound = reachable_bound(rec["nums"])
+        if abs(rec["target"]) > bound:
+            raise ValueError(
+                f"{path}:{lineno}: field 'target': {_clip_int(rec['target'])} is beyond every value the numbers "
+                f"{rec['nums']} can make (at most {bound} in magnitude), so no answer could earn the reward"
+            )
+
+
+def _clip_int(n: int) -> str:
+    text = str(n)
+    return text if len(text) <= 30 else f"{text[:12]}...({len(text)} digits)"
 
 
 def score_countdown(answer: str, target: int, nums: list[int]) -> tuple[float, dict[str, Any]]:
@@ -120,7 +153,9 @@ class CountdownEnv(TextAgentEnv):
     - `num_count`: 3-6 numbers, or an inclusive (low, high) range (default 4).
     - `num_range`, `target_range`: inclusive ranges (default (1, 100) each).
     - `dataset`: path of a `.jsonl` / `.json` file of `{target, nums}` records (strictly validated:
-      ValueError naming file, line and field; each number 0 to 10^12 - 1, as an answer can write it).
+      ValueError naming file, line and field; each number 0 to 10^12 - 1, as an answer can write it; a
+      target beyond every value the numbers can make, `reachable_bound`, is refused; other unsolvable
+      records are not looked for at load: `oracle()` is None for them).
       Overrides the generator knobs.
     - `action_format`: "tagged" (default, `<think>` then `<answer>`), "answer" or "plain".
     - `max_answers`: turns allowed to produce a valid answer (default 1: single turn).
@@ -167,7 +202,11 @@ class CountdownEnv(TextAgentEnv):
         self.config = CountdownConfig(num_count=num_count, num_range=num_range, target_range=target_range)
         dataset = require_path("dataset", dataset, allow_none=True)
         self.dataset_path = None if dataset is None else Path(dataset)
-        self.records = None if dataset is None else load_records(dataset, COUNTDOWN_SCHEMA)
+        self.records = None
+        if dataset is not None:
+            numbered = load_numbered_records(dataset, COUNTDOWN_SCHEMA)
+            _check_targets(self.dataset_path, numbered)
+            self.records = [rec for _, rec in numbered]
         self.forfeited = False
         self.target = 0
         self.nums: list[int] = []

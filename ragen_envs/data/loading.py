@@ -14,7 +14,12 @@ File formats (chosen by the suffix; `.gz` is not supported):
   physical lines of the file (1-based).
 - `.json`: either a top-level array of objects, or an object with a single key holding that array
   (e.g. `{"data": [...]}`, as some HF exports do). Line numbers are the line on which each object
-  *starts*, so an error still points into the file.
+  *starts*, so an error still points into the file. Nothing but whitespace may follow the array (a
+  second array written after the first used to be dropped without a word).
+
+Both may start with a UTF-8 byte order mark (Windows editors write one); it is skipped. Lines may end
+in `\r\n`. An object that holds a key twice is refused (naming the key): `json` would keep only the
+last value and drop the other silently.
 
 A schema maps field names to either a type, a tuple of types, or a `Field` (below). Validation rules:
 
@@ -171,9 +176,21 @@ def _decode_line(path: Path, lineno: int, raw: bytes) -> str:
         ) from None
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
 def _json_error(path: Path, lineno: int, exc: strict_json.JSONValueError) -> ValueError:
+    if isinstance(exc, strict_json.DuplicateKeyError):
+        return _duplicate_key_error(path, lineno, exc)
     where = f" at column {exc.colno}" if exc.colno is not None else ""
     return ValueError(f"{path}:{lineno}: invalid JSON ({exc.msg}{where})")
+
+
+def _duplicate_key_error(path: Path, lineno: int, exc: strict_json.DuplicateKeyError) -> ValueError:
+    return ValueError(
+        f"{path}:{lineno}: field {exc.key!r}: given twice in one object; JSON keeps only the last value, "
+        "so the other would be lost: keep one"
+    )
 
 
 def _iter_jsonl(path: Path, data: bytes):
@@ -184,7 +201,7 @@ def _iter_jsonl(path: Path, data: bytes):
             continue
         line = _decode_line(path, lineno, raw)
         try:
-            yield lineno, strict_json.loads(line)
+            yield lineno, strict_json.loads(line, unique_keys=True)
         except strict_json.JSONValueError as exc:
             raise _json_error(path, lineno, exc) from None
 
@@ -195,7 +212,7 @@ def _iter_json(path: Path, text: str):
     The array is decoded element by element with `raw_decode`, which gives each element's offset and
     so the line it starts on.
     """
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(object_pairs_hook=strict_json.unique_object)
     n = len(text)
 
     def skip_ws(i: int) -> int:
@@ -217,15 +234,17 @@ def _iter_json(path: Path, text: str):
         )
     i = skip_ws(0)
     if i < n and text[i] == "{":
-        try:
-            wrapper = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
-        arrays = [k for k, v in wrapper.items() if isinstance(v, list)]
-        if len(wrapper) != 1 or len(arrays) != 1:
+        keys, arrays = _wrapper_keys(path, text)
+        if len(keys) != 1 or len(arrays) != 1:
+            if len(set(keys)) != len(keys):
+                twice = next(k for k in keys if keys.count(k) > 1)
+                raise ValueError(
+                    f"{path}:1: field {twice!r}: given twice in the wrapper object; JSON keeps only the last "
+                    "value, so the other would be lost: keep one"
+                )
             raise ValueError(
                 f"{path}:1: a .json data set must be an array of objects or an object with one key holding "
-                f"that array; found keys {sorted(wrapper)[:5]}"
+                f"that array; found keys {sorted(keys)[:5]}"
             )
         # Locate the array in the text so that line numbers stay right (the only key precedes it).
         key_at = text.find(json.dumps(arrays[0]))
@@ -240,6 +259,8 @@ def _iter_json(path: Path, text: str):
     while True:
         try:
             record, end = decoder.raw_decode(text, i)
+        except strict_json.DuplicateKeyError as exc:
+            raise _duplicate_key_error(path, line_of(i), exc) from None
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from None
         yield line_of(i), record
@@ -248,8 +269,44 @@ def _iter_json(path: Path, text: str):
             i = skip_ws(i + 1)
             continue
         if i < n and text[i] == "]":
+            _expect_end(path, text, i + 1, line_of)
             return
         raise ValueError(f"{path}:{line_of(i)}: invalid JSON (expected ',' or ']' after an array element)")
+
+
+class _Pairs(list):
+    """A JSON object decoded as its (key, value) pairs, repeated keys included."""
+
+
+def _wrapper_keys(path: Path, text: str) -> tuple[list[str], list[str]]:
+    """The top-level object's keys in file order, repeats included, and those holding an array.
+
+    The whole text is decoded here once, so its syntax is checked; the records are decoded (and
+    checked for repeated keys, with their lines) one by one afterwards."""
+    try:
+        pairs = json.loads(text, object_pairs_hook=_Pairs)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+    keys = [k for k, _ in pairs]
+    arrays = [k for k, v in pairs if isinstance(v, list) and not isinstance(v, _Pairs)]
+    return keys, arrays
+
+
+def _expect_end(path: Path, text: str, i: int, line_of: Callable[[int], int]) -> None:
+    """Refuse anything but whitespace after the data set's array (and its wrapper's closing brace).
+
+    `raw_decode` stops at the array's end, so text after it (a second array, a cut-and-paste leftover)
+    was dropped without a word."""
+    rest = text[i:]
+    stripped = rest.lstrip(" \t\r\n")
+    if stripped.startswith("}"):  # the wrapper object's end: json.loads has checked its syntax already
+        stripped = stripped[1:].lstrip(" \t\r\n")
+    if stripped:
+        at = len(text) - len(stripped)
+        raise ValueError(
+            f"{path}:{line_of(at)}: invalid JSON (text after the data set's array: {_show(stripped[:40])}); "
+            "a .json data set holds one array"
+        )
 
 
 def load_records(path: str | Path, schema: Schema) -> list[dict[str, Any]]:
@@ -285,6 +342,8 @@ def load_numbered_records(path: str | Path, schema: Schema) -> list[tuple[int, d
     except OSError as exc:
         raise ValueError(f"{path}: cannot read the data set ({exc})") from None
 
+    if data.startswith(_BOM):
+        data = data[len(_BOM):]
     if suffix == ".json":
         try:
             rows = _iter_json(path, data.decode("utf-8"))

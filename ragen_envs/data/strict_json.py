@@ -12,6 +12,11 @@ env worker). `loads` closes all three:
 - an over-long integer becomes `JSONValueError("integer with more than 4300 digits ...")`;
 - every error is a `JSONValueError` (a `ValueError`) with a 1-based `lineno` and `colno` when known.
 
+`loads(text, unique_keys=True)` also refuses an object that holds a key twice (`DuplicateKeyError`):
+`json.loads` silently keeps the last value, so a data set record `{"target": 24, "target": 5}` would
+lose one without a word. The default (`False`) keeps `json`'s behaviour for callers that decode
+values they did not write by hand (a function's result in the sandbox).
+
 Used by the data-set loader (`ragen_envs.data.loading`) and by the sandbox for a function's result.
 """
 
@@ -24,7 +29,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MAX_DEPTH", "JSONValueError", "int_digit_limit", "long_integer_at", "loads", "too_deep_at"]
+__all__ = [
+    "MAX_DEPTH",
+    "DuplicateKeyError",
+    "JSONValueError",
+    "int_digit_limit",
+    "long_integer_at",
+    "loads",
+    "too_deep_at",
+    "unique_object",
+]
 
 #: Deepest nesting of arrays/objects accepted (real data sets and function results stay far below).
 MAX_DEPTH = 100
@@ -45,6 +59,30 @@ class JSONValueError(ValueError):
         self.msg = msg
         self.lineno = lineno
         self.colno = colno
+
+
+class DuplicateKeyError(JSONValueError):
+    """An object holds `key` twice (raised by `unique_object`, the `object_pairs_hook` of `loads`)."""
+
+    def __init__(self, key: str):
+        super().__init__(f"key {key!r} appears twice in one object (JSON would keep only the last value)")
+        self.key = key
+
+
+def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An `object_pairs_hook` for `json`: the object as a dict, or `DuplicateKeyError` for a repeated key."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKeyError(key)
+            seen.add(key)
+    return obj
+
+
+# One decoder for every call: json.loads with a hook builds a new decoder per call (3x the time per line).
+_UNIQUE_KEYS = json.JSONDecoder(object_pairs_hook=unique_object)
 
 
 def too_deep_at(text: str, max_depth: int = MAX_DEPTH) -> int | None:
@@ -79,13 +117,16 @@ def long_integer_at(text: str) -> int | None:
     return None if match is None else match.string.count("\n", 0, match.start()) + 1
 
 
-def loads(text: str, *, max_depth: int = MAX_DEPTH) -> Any:
-    """`json.loads(text)` with bounded nesting; every failure is a `JSONValueError` (module docstring)."""
+def loads(text: str, *, max_depth: int = MAX_DEPTH, unique_keys: bool = False) -> Any:
+    """`json.loads(text)` with bounded nesting; every failure is a `JSONValueError` (module docstring).
+    `unique_keys`: refuse an object with a repeated key (`DuplicateKeyError`) instead of keeping the last."""
     line = too_deep_at(text, max_depth)
     if line is not None:
         raise JSONValueError(f"nested deeper than {max_depth} levels", line, None)
     try:
-        return json.loads(text)
+        return _UNIQUE_KEYS.decode(text) if unique_keys else json.loads(text)
+    except DuplicateKeyError:
+        raise
     except json.JSONDecodeError as exc:
         raise JSONValueError(exc.msg, exc.lineno, exc.colno) from None
     except RecursionError:  # unreachable after the depth check; kept so the contract holds regardless

@@ -13,7 +13,7 @@ from ragen_envs.data import Field, load_records, record_index
 from ragen_envs.math.answer import ANSWER_MARKER, extract_gold
 from ragen_envs.math.checker import CHECK_TIMEOUT_S, check_answer_bounded, start_worker
 from ragen_envs.math.generator import PROBLEM_KINDS, MathConfig, generate_problem, key_computation
-from ragen_envs.protocol import FORMAT_PENALTY, ActionFormat
+from ragen_envs.protocol import FORMAT_PENALTY, ActionFormat, parse_response
 from ragen_envs.spaces import MAX_OBSERVATION_CHARS
 from ragen_envs.validation import require_int
 
@@ -38,16 +38,47 @@ def last_sentence(worked: str, limit: int = ORACLE_REASONING_CHARS) -> str:
 
 
 def _has_gold(response: str) -> str | None:
+    """Why a record's `response` cannot be played, or None: it must hold a gold answer that an answer can
+    earn. The gold is written in an `<answer>` block as a model would write it: a gold holding a tag
+    (`</answer>`, `<think>`) makes the block malformed, so no response can carry it, and one holding a
+    control character comes back with a space there (the parser neutralises them), which the checker is
+    then asked about (only such rare golds cost a check at load)."""
     try:
-        extract_gold(response)
+        gold = extract_gold(response)
     except ValueError as exc:
         return str(exc)
+    parsed = parse_response(f"<answer>{gold}</answer>", lambda piece: piece, action_format="answer",
+                            max_actions=1, split_actions=False)
+    if parsed.answer is None:
+        return f"its answer {_clip(gold)} holds a tag, so no <answer> block can give it ({parsed.format_error})"
+    written = parsed.answer.strip()
+    if written != gold and check_answer_bounded(written, gold).rule is None:
+        return (f"its answer {_clip(gold)} holds a control character: a response gives it as {_clip(written)}, "
+                "which the checker does not accept, so no response could earn it")
+    return None
+
+
+def _clip(text: str, n: int = 40) -> str:
+    return repr(text if len(text) <= n else text[: n - 3] + "...")
+
+
+#: The longest `query` a record may have: the observation shows it after the feedback line, whole
+#: (`MathEnv._state_text` keeps the observation 100 characters under the space's bound).
+MAX_QUERY_CHARS = MAX_OBSERVATION_CHARS - 100 - len(f"{INCORRECT_FEEDBACK}\nQuestion: ")
+
+
+def _query_problem(query: str) -> str | None:
+    if not query.strip():
+        return "must not be empty"
+    if len(query) > MAX_QUERY_CHARS:
+        return (f"is {len(query)} characters; an observation shows at most {MAX_QUERY_CHARS}, so the question "
+                "would be shown cut")
     return None
 
 
 #: The public MetaMathQA record (extra fields such as `original_question` are kept and ignored).
 METAMATHQA_SCHEMA = {
-    "query": Field(str, check=lambda v: None if v.strip() else "must not be empty"),
+    "query": Field(str, check=_query_problem),
     "response": Field(str, check=_has_gold),
     "type": str,
 }
@@ -112,7 +143,9 @@ class MathEnv(TextAgentEnv):
     - `max_turns`: answer attempts per episode (default 5).
     - `kinds`, `max_value`, `steps`: generator knobs (`ragen_envs.math.generator.MathConfig`).
     - `dataset`: `.jsonl` / `.json` file of `{query, response, type}` records (strictly validated:
-      ValueError naming file, line and field; `response` must contain "The answer is:").
+      ValueError naming file, line and field; `response` must contain "The answer is:" followed by an
+      answer an `<answer>` block can give: no tag, no control character the checker then misses;
+      `query` must fit the observation whole, at most `MAX_QUERY_CHARS` characters).
     - `check_timeout`: hard limit on checking one answer, in seconds of CPU time (default 4; the check runs
       in a worker process that is killed when the limit passes, so it holds in any thread; CPU time, so that
       the verdict does not depend on how busy the machine is: `ragen_envs.math.checker`).

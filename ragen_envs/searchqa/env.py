@@ -13,8 +13,9 @@ import numpy as np
 
 from ragen_envs import protocol
 from ragen_envs.base import TextAgentEnv
-from ragen_envs.data import Field, load_records, record_index
+from ragen_envs.data import Field, record_index
 from ragen_envs.data.cache import BuildCache, file_version
+from ragen_envs.data.loading import load_numbered_records
 from ragen_envs.searchqa.knowledge import (
     KnowledgeBase,
     KnowledgeConfig,
@@ -30,7 +31,7 @@ from ragen_envs.searchqa.retriever import (
     cached_file_retriever,
     passages_from_texts,
 )
-from ragen_envs.spaces import fit_observation
+from ragen_envs.spaces import MAX_OBSERVATION_CHARS, fit_observation
 from ragen_envs.validation import require_int, require_path
 
 #: Answers scoring a token F1 at or below this earn nothing (the issue's rule).
@@ -244,10 +245,21 @@ def _non_empty(value: str) -> str | None:
 
 
 def _answer_problem(value: str) -> str | None:
-    """An answer must have a word after normalisation: one of punctuation only could never be matched."""
+    """An answer must have a word after normalisation (one of punctuation only could never be matched), and
+    some response must match it: its normalised words, sent as `finish[...]` in an `<answer>` block, must
+    come through the parser and score an exact match. A word holding a control character does not (the
+    parser turns it into a space, splitting the word)."""
     if not value.strip():
         return "must not be empty"
-    return None if content_words(value) else "has no word (letters or digits), so no answer could match it"
+    if not content_words(value):
+        return "has no word (letters or digits), so no answer could match it"
+    written = normalize_answer(value)
+    parsed = protocol.parse_response(f"<answer>finish[{written}]</answer>", match_searchqa_action,
+                                     action_format="answer", max_actions=1)
+    if not parsed.actions or not exact_match(parsed.actions[0][len("finish["):-1], value):
+        return ("cannot be given by any response (it holds a control character, which the parser turns into a "
+                "space, or is longer than a response)")
+    return None
 
 
 #: A HotpotQA-style record. `context` is HotpotQA's list of [title, [sentences]] (or {title?, text}
@@ -277,6 +289,35 @@ def _passage_pairs(elements: list) -> list[tuple[str, str]]:
     return out
 
 
+#: Room in a search turn's observation for what is not the question or the results: the turn line and an
+#: invalid-action notice.
+_OBSERVATION_RESERVE = 256
+
+
+def question_room(top_k: int, max_passage_chars: int) -> int:
+    """The longest data set question a search turn's observation shows whole, with its `top_k` results
+    (each clipped to `max_passage_chars`) and the query line. When the knobs' results alone overflow
+    the observation (a knob problem, not the data's), the question alone must fit."""
+    results = len('Search results for "": ') + 200 + top_k * (len(f"[{top_k}] ") + max_passage_chars + 1)
+    fixed = len("Question: ") + _OBSERVATION_RESERVE
+    room = MAX_OBSERVATION_CHARS - fixed - results
+    return room if room > 0 else MAX_OBSERVATION_CHARS - fixed
+
+
+def _check_question_lengths(path: Path, numbered: list[tuple[int, dict[str, Any]]], top_k: int,
+                            max_passage_chars: int) -> None:
+    """ValueError naming file, line and field for a question the observation would show cut (a cut question,
+    or search results pushed out of the observation, could make the record unanswerable)."""
+    room = question_room(top_k, max_passage_chars)
+    for lineno, rec in numbered:
+        if len(rec["question"]) > room:
+            raise ValueError(
+                f"{path}:{lineno}: field 'question': is {len(rec['question'])} characters; with top_k={top_k} and "
+                f"max_passage_chars={max_passage_chars} an observation shows at most {room} beside the search "
+                "results, so the question or its results would be shown cut"
+            )
+
+
 @dataclass(frozen=True)
 class _DatasetItem:
     question: str
@@ -303,8 +344,21 @@ _DATASET_RETRIEVERS: BuildCache[PassageRetriever] = BuildCache()
 _WORLDS: BuildCache[KnowledgeBase] = BuildCache()
 
 
-def _dataset_retriever(path: Path, records: list[dict[str, Any]]) -> PassageRetriever:
-    """One index per data set file version over all its context / supporting passages (deduplicated)."""
+def _dataset_version(path: Path) -> tuple | None:
+    """The data set file's version (`file_version`) taken *before* its records are read; None when it
+    cannot be taken (the loader then names the problem)."""
+    try:
+        return file_version(path, "data set")
+    except ValueError:
+        return None
+
+
+def _dataset_retriever(path: Path, records: list[dict[str, Any]], version: tuple | None) -> PassageRetriever:
+    """One index per data set file version over all its context / supporting passages (deduplicated).
+
+    `version` is the file's version before `records` were read: the index is cached under it only when
+    the file still has it, so an index is never kept under a version whose records it does not hold
+    (the file changed while it was read)."""
 
     def build() -> PassageRetriever:
         pairs = []
@@ -320,7 +374,9 @@ def _dataset_retriever(path: Path, records: list[dict[str, Any]]) -> PassageRetr
             )
         return PassageRetriever(passages)
 
-    return _DATASET_RETRIEVERS.get(file_version(path), build)
+    if version is None or _dataset_version(path) != version:
+        return build()
+    return _DATASET_RETRIEVERS.get(version, build)
 
 
 def _unbracket(text: str) -> str:
@@ -486,12 +542,15 @@ class SearchQAEnv(TextAgentEnv):
         self.retriever: PassageRetriever | None = None
         self.kb: KnowledgeBase | None = None
         if self.dataset_path is not None:
-            records = load_records(self.dataset_path, SEARCHQA_SCHEMA)
+            version = _dataset_version(self.dataset_path)
+            numbered = load_numbered_records(self.dataset_path, SEARCHQA_SCHEMA)
+            _check_question_lengths(self.dataset_path, numbered, self.top_k, self.max_passage_chars)
+            records = [rec for _, rec in numbered]
             self.items = _dataset_items(records)
             if corpus is not None:
                 self.retriever = cached_file_retriever(corpus)
             else:
-                self.retriever = _dataset_retriever(self.dataset_path.resolve(), records)
+                self.retriever = _dataset_retriever(self.dataset_path.resolve(), records, version)
         elif self.kb_seed is not None:
             self.kb = _WORLDS.get(
                 (self.config, self.kb_seed),

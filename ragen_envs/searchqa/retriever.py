@@ -15,8 +15,9 @@ ordered by decreasing score, ties by corpus position, and passages with score 0 
 never returned.
 
 `load_corpus(path)` reads a user corpus (`.jsonl`/`.json` of `{id?, title?, text}`) with the strict
-shared loader; `cached_file_retriever(path)` keeps one index per (file, size, mtime) for the process,
-so that envs built on the same corpus, and their resets, never rebuild it.
+shared loader; `cached_file_retriever(path)` keeps one index per file version for the process
+(`ragen_envs.data.cache.file_version`: an edited file is read again), so that envs built on the same
+corpus, and their resets, never rebuild it.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import numpy as np
 from bm25s.stopwords import STOPWORDS_EN
 
 from ragen_envs.data import Field, load_records
-from ragen_envs.data.cache import BuildCache, file_version
+from ragen_envs.data.cache import BuildCache
 
 __all__ = [
     "CORPUS_SCHEMA",
@@ -186,8 +187,9 @@ _FILE_RETRIEVERS: BuildCache[PassageRetriever] = BuildCache()
 
 
 def cached_file_retriever(path: str | Path) -> PassageRetriever:
-    """One retriever per corpus file and version (resolved path, size, mtime), built on first use."""
-    return _FILE_RETRIEVERS.get(file_version(path, "corpus"), lambda: PassageRetriever(load_corpus(Path(path))))
+    """One retriever per corpus file and version (`file_version`: it changes with the content), built on
+    first use; a build during which the file changed is not kept."""
+    return _FILE_RETRIEVERS.get_for_file(path, lambda: PassageRetriever(load_corpus(Path(path))), "corpus")
 
 
 def passages_from_texts(texts: Iterable[tuple[str, str]], prefix: str = "p") -> list[Passage]:
