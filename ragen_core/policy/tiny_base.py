@@ -34,10 +34,12 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import hashlib
+import inspect
 import json
 import math
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -55,11 +57,13 @@ from ragen_core.policy.tiny import (
     TINY_CORPUS_VERSION,
     TINY_FORMAT_VERSION,
     TINY_MODEL_SHA256,
+    CorruptTinyModelError,
     build_tiny_model,
     cache_root,
     tiny_model_digest,
     verify_cached_model,
 )
+from ragen_envs.validation import require_float, require_int
 
 __all__ = [
     "DEFAULT_RECIPE",
@@ -146,15 +150,7 @@ class BaseRecipe:
     model: tuple[tuple[str, Any], ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
-        if self.steps < 1 or self.batch_size < 1:
-            raise ValueError(f"steps and batch_size must be >= 1, got {self.steps}, {self.batch_size}")
-        names = [k for k, _ in self.mix]
-        if not names or any(k not in TASKS for k in names) or any(w < 0 for _, w in self.mix):
-            raise ValueError(f"mix must weigh tasks of {TASKS} with weights >= 0, got {self.mix}")
-        if not self.stages or any(not (0 < f <= 1) or r < 1 or n < 1 for f, r, n in self.stages):
-            raise ValueError(f"stages must be (fraction in (0, 1], rows >= 1, id length >= 1), got {self.stages}")
-        if not 0.0 <= self.chat <= 1.0 or not 0.0 <= self.decay <= 1.0:
-            raise ValueError(f"chat and decay must be in [0, 1], got {self.chat}, {self.decay}")
+        _check_recipe(self)
 
     def stage(self, step: int) -> tuple[int, int]:
         """(max rows, max id length) at `step` (0-based)."""
@@ -171,6 +167,50 @@ class BaseRecipe:
         if step <= start or self.decay == 0:
             return self.lr * warm
         return self.lr * warm * 0.5 * (1.0 + math.cos(math.pi * (step - start) / (self.steps - start)))
+
+
+def _check_recipe(r: BaseRecipe) -> None:
+    """Every field of a recipe in range, else one ValueError naming the field: a bad value must not surface deep in
+    numpy or torch (a NaN task probability, a float step count), nor after the minutes of a build (a negative
+    learning rate, a model argument `build_tiny_model` does not take), nor do nothing silently (a zero clip, a
+    curriculum stage that is never reached). Checks only: the recipe's values, hence its digest, are unchanged."""
+    require_int("steps", r.steps, low=1)
+    require_int("batch_size", r.batch_size, low=1)
+    require_float("lr", r.lr, low=0.0)
+    require_int("warmup", r.warmup, low=0)
+    require_float("decay", r.decay, low=0.0, high=1.0)
+    require_float("chat", r.chat, low=0.0, high=1.0)
+    if require_float("clip", r.clip, low=0.0) == 0.0:
+        raise ValueError("clip must be a finite number > 0 (a gradient-norm clip of 0 zeroes every update), got 0")
+    require_int("data_seed", r.data_seed, low=0)  # numpy seeds only from integers >= 0
+    if not _pairs(r.mix) or any(k not in TASKS or not _finite(w) or w < 0 for k, w in r.mix) or not (
+            sum(w for _, w in r.mix) > 0):
+        raise ValueError(f"mix must weigh tasks of {TASKS} with finite weights >= 0, not all 0, got {r.mix!r}")
+    ok = isinstance(r.stages, (tuple, list)) and r.stages and all(
+        isinstance(s, (tuple, list)) and len(s) == 3 and _finite(s[0]) and 0 < s[0] <= 1
+        and all(_is_count(x) for x in s[1:]) for s in r.stages)
+    if not ok or any(a[0] >= b[0] for a, b in zip(r.stages, r.stages[1:])):
+        raise ValueError("stages must be (fraction of the steps in (0, 1], max rows >= 1, max id length >= 1) with "
+                         f"increasing fractions (a stage after a later one is never reached), got {r.stages!r}")
+    known = set(inspect.signature(build_tiny_model).parameters) - {"out_dir", "corpus", "vision"}
+    model = list(r.model.items()) if isinstance(r.model, dict) else r.model  # a dict was always taken here
+    if not _pairs(model, allow_empty=True) or any(k not in known for k, _ in model):
+        raise ValueError(f"model must be (name, value) pairs of build_tiny_model's arguments {sorted(known)}, got "
+                         f"{r.model!r}")
+
+
+def _pairs(value: Any, allow_empty: bool = False) -> bool:
+    """Whether `value` is a tuple or list of (str, value) pairs (and not empty unless `allow_empty`)."""
+    return (isinstance(value, (tuple, list)) and (allow_empty or bool(value))
+            and all(isinstance(p, (tuple, list)) and len(p) == 2 and isinstance(p[0], str) for p in value))
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _is_count(x: Any) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= 1
 
 
 DEFAULT_RECIPE = BaseRecipe()
@@ -560,23 +600,32 @@ def _answer_logits(model: Any, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.
 
 def pretrain(model: Any, tokenizer: Any, recipe: BaseRecipe = DEFAULT_RECIPE, *,
              log: Callable[[dict[str, Any]], None] | None = None, log_every: int = 100,
-             eval_every: int = 0, eval_n: int = 64) -> dict[str, Any]:
+             eval_every: int = 0, eval_n: int = 64, state_file: str | os.PathLike | None = None) -> dict[str, Any]:
     """Train `model` (a `Qwen2ForCausalLM`) in place on the recipe's text; returns the last metrics.
 
     One torch thread is the caller's choice (the build sets it); the loop is deterministic given the recipe on one
     machine. `log` gets {"step", "loss", "lr", "cpu_s"} (the mean loss since the last call, process CPU seconds
     of the training so far, evaluations left out) every `log_every` steps and at the end, with "eval"
     (`evaluate_recall` on `eval_n` examples a shape) every `eval_every` steps (0: never; an experiment's probe).
+
+    `state_file`: the progress of an interrupted run. Saved there (weights, optimiser, step) every `log_every`
+    steps; when it holds a saved step of this recipe, the training goes on from it, to the same weights as an
+    uninterrupted run (nothing else is random: the text stream is replayed to the saved step). A file that
+    cannot be read or belongs to another recipe is said on stderr and the training starts over.
     """
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=recipe.lr, weight_decay=0.0)
     pad = tokenizer.pad_token_id
     model.train()
-    cpu0 = time.process_time()
+    stream = example_stream(recipe)
+    done, cpu_before = _restore_progress(state_file, model, opt, recipe, log_every) if state_file else (0, 0.0)
+    for _ in range(done):  # the text of the steps already trained: the stream's generator must pass them
+        next(stream)
+    cpu0 = time.process_time() - cpu_before
     eval_cpu = 0.0
     metrics: dict[str, Any] = {}
     running = 0.0
-    for step, batch in enumerate(example_stream(recipe), start=1):
+    for step, batch in enumerate(stream, start=done + 1):
         for group in opt.param_groups:
             group["lr"] = recipe.lr_at(step)
         opt.zero_grad(set_to_none=True)
@@ -606,8 +655,69 @@ def pretrain(model: Any, tokenizer: Any, recipe: BaseRecipe = DEFAULT_RECIPE, *,
                 eval_cpu += time.process_time() - e0
             if log is not None:
                 log(metrics)
+            if state_file and step % log_every == 0 and step < recipe.steps:  # `running` is 0 here
+                _save_progress(state_file, model, opt, recipe, log_every, step, metrics["cpu_s"])
     model.eval()
     return metrics
+
+
+def _progress_key(recipe: BaseRecipe, log_every: int) -> str:
+    """What a saved progress must have been made with: the recipe and the cadence of its running loss."""
+    return json.dumps({"recipe": dataclasses.asdict(recipe), "log_every": log_every, "version": TINY_BASE_VERSION},
+                      sort_keys=True, default=repr)
+
+
+def _save_progress(path: str | os.PathLike, model: Any, opt: torch.optim.Optimizer, recipe: BaseRecipe,
+                   log_every: int, step: int, cpu_s: float) -> None:
+    """Write the training's state after `step` to `path` atomically (a kill mid-write keeps the previous one)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_name(path.name + ".part")
+    torch.save({"key": _progress_key(recipe, log_every), "step": step, "cpu_s": float(cpu_s),
+                "model": model.state_dict(), "opt": opt.state_dict()}, part)
+    os.replace(part, path)
+
+
+def _restore_progress(path: str | os.PathLike, model: Any, opt: torch.optim.Optimizer, recipe: BaseRecipe,
+                      log_every: int) -> tuple[int, float]:
+    """(steps done, CPU seconds spent) of the progress saved in `path`, loaded into `model` and `opt`; (0, 0.0)
+    when there is none or it is not usable (said on stderr, and removed). Checked whole before anything is
+    loaded, so that a refused file leaves the model as it was."""
+    path = Path(path)
+    if not path.is_file():
+        return 0, 0.0
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        why = _progress_problem(state, model, opt, recipe, log_every)
+    except Exception as err:  # noqa: BLE001 - a truncated or garbled file, whatever torch raised: start over
+        why = f"it cannot be read ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
+    if why is not None:
+        print(f"tiny-base: the saved progress {path} is not used, {why}; starting over", file=sys.stderr, flush=True)
+        path.unlink(missing_ok=True)
+        return 0, 0.0
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["opt"])
+    return int(state["step"]), float(state["cpu_s"])
+
+
+def _progress_problem(state: Any, model: Any, opt: torch.optim.Optimizer, recipe: BaseRecipe,
+                      log_every: int) -> str | None:
+    """Why a loaded progress `state` cannot continue this training (None: it can)."""
+    if not isinstance(state, dict) or state.get("key") != _progress_key(recipe, log_every):
+        return "it was saved by another recipe or version"
+    step = state.get("step")
+    if not isinstance(step, int) or not 0 < step < recipe.steps or step % log_every:
+        return f"its step {step!r} is not a saved step of this recipe"
+    want = {k: (v.shape, v.dtype) for k, v in model.state_dict().items()}
+    got = state.get("model")
+    if not isinstance(got, dict) or {k: (getattr(v, "shape", None), getattr(v, "dtype", None))
+                                     for k, v in got.items()} != want:
+        return "its weights are not this model's"
+    saved = state.get("opt")
+    if not isinstance(saved, dict) or [len(g.get("params", ())) for g in saved.get("param_groups", [])] != [
+            len(g["params"]) for g in opt.param_groups]:
+        return "its optimiser state is not this model's"
+    return None
 
 
 # ------------------------------------------------------------------------------------------------ evaluation
@@ -709,11 +819,11 @@ TINY_BASE_RECIPE_SHA256 = "cce1ac6d313d0274e642e2eef59c6a6db001c0e24fd44fe797626
 
 def build_tiny_base_model(out_dir: str | os.PathLike, recipe: BaseRecipe = DEFAULT_RECIPE, *,
                           log: Callable[[dict[str, Any]], None] | None = None, eval_n: int = 200,
-                          eval_every: int = 0) -> Path:
+                          eval_every: int = 0, state_file: str | os.PathLike | None = None) -> Path:
     """Build the tiny model (`build_tiny_model` with `recipe.model`), pre-train it on the recipe's text with one
     torch thread, evaluate it before and after (`evaluate_recall`, `eval_n` examples a shape; 0: skip) and save
-    it with `ragen_tiny_base.json` (recipe, digest, cost, accuracies). Returns `out_dir`. `log` and `eval_every`
-    as in `pretrain`."""
+    it with `ragen_tiny_base.json` (recipe, digest, cost, accuracies). Returns `out_dir`. `log`, `eval_every` and
+    `state_file` (the progress an interrupted build goes on from) as in `pretrain`."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     out = Path(out_dir)
@@ -729,7 +839,7 @@ def build_tiny_base_model(out_dir: str | os.PathLike, recipe: BaseRecipe = DEFAU
         cpu0, wall0 = time.process_time(), time.perf_counter()
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(recipe.data_seed)
-            last = pretrain(model, tokenizer, recipe, log=log, eval_every=eval_every)
+            last = pretrain(model, tokenizer, recipe, log=log, eval_every=eval_every, state_file=state_file)
         cost = {"cpu_s": last.get("cpu_s", time.process_time() - cpu0), "wall_s": time.perf_counter() - wall0}
         after = evaluate_recall(model, tokenizer, eval_n) if eval_n else {}
         model.save_pretrained(out)
@@ -763,27 +873,123 @@ def default_tiny_base_dir(cache_dir: str | os.PathLike | None = None, recipe: Ba
     The cache folder (under `cache_dir`, default `$RAGEN2_CACHE` or `~/.cache/ragen2`) is named after
     `recipe_digest(recipe)` (default: `DEFAULT_RECIPE`) and the torch version. Built into a temporary folder and
     renamed; a lock file makes a second process that asks for the same model meanwhile wait for the first one's build
-    instead of starting its own. A cached folder whose files no longer give the digest its build recorded
-    (``"sha256"`` in ``ragen_tiny_base.json``) raises `CorruptTinyModelError` naming the folder to delete.
+    instead of starting its own (it says so on stderr). Without `log` the build reports its progress on stderr.
+    An interrupted build (Ctrl-C, a killed process) goes on from its last 100 steps on the next call (the progress
+    is kept in ``.<folder>.progress/``), to the same weights; temporary folders of killed builds are removed.
+
+    A cached folder whose files no longer give the digest its build recorded (``"sha256"`` in
+    ``ragen_tiny_base.json``), that records another recipe than its name says, or that exists without its
+    ``ragen_tiny_base.json`` (a partly copied or partly deleted folder) raises `CorruptTinyModelError` naming the
+    folder to delete, before any build. A cache folder that cannot be written is one OSError naming it and
+    ``RAGEN2_CACHE``.
     """
     recipe = DEFAULT_RECIPE if recipe is None else recipe
     root = cache_root(cache_dir)
-    key = json.dumps({"recipe": recipe_digest(recipe), "torch": torch.__version__}, sort_keys=True)
+    digest = recipe_digest(recipe)
+    key = json.dumps({"recipe": digest, "torch": torch.__version__}, sort_keys=True)
     name = f"tiny-base-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
     target = root / name
-    if (target / "ragen_tiny_base.json").exists():
-        verify_cached_model(target, None, "ragen_tiny_base.json")
+    if (target / META_NAME).exists():
+        _verify_base(target, digest)
         return target
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / f".{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
-        if (target / "ragen_tiny_base.json").exists():  # built by another process while this one waited
+    with _build_lock(root, name):
+        if (target / META_NAME).exists():  # built by another process while this one waited
+            _verify_base(target, digest)
             return target
+        if target.exists() or target.is_symlink():  # the rename below would fail only after the whole build
+            raise CorruptTinyModelError(
+                f"the cached tiny base model at {target} has no {META_NAME} (a partly written, copied or deleted "
+                f"folder); delete the folder (rm -r '{target}') and it is rebuilt on the next call")
+        for orphan in root.glob(f".{name}-*"):  # temporary folders of builds that were killed (this lock is held)
+            shutil.rmtree(orphan, ignore_errors=True)
+        progress = root / f".{name}.progress"
         tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
         try:
-            build_tiny_base_model(tmp, recipe, log=log, eval_n=BUILD_EVAL_N)
+            build_tiny_base_model(tmp, recipe, log=log or _stderr_progress(recipe, target, progress),
+                                  eval_n=BUILD_EVAL_N, state_file=progress / "pretrain_state.pt")
             os.replace(tmp, target)
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(progress, ignore_errors=True)  # built: nothing left to go on from
     return target
+
+
+#: The meta file of a built base model (recipe, digests, cost, accuracies).
+META_NAME = "ragen_tiny_base.json"
+
+
+def _verify_base(folder: Path, digest: str) -> None:
+    """`verify_cached_model` (the files give the digest the build recorded), and the recipe the build recorded is
+    the one the folder's name stands for: a folder put there by hand from another recipe or version is refused,
+    not loaded as this one."""
+    verify_cached_model(folder, None, META_NAME)
+    try:
+        recorded = json.loads((folder / META_NAME).read_text()).get("recipe_sha256")
+    except (OSError, ValueError, AttributeError) as err:
+        raise CorruptTinyModelError(f"the cached tiny base model at {folder} cannot be read ({err}); delete the "
+                                    f"folder (rm -r '{folder}') and it is rebuilt on the next call") from err
+    if recorded != digest:
+        raise CorruptTinyModelError(
+            f"the cached tiny base model at {folder} was built from another recipe (recipe_sha256 "
+            f"{str(recorded)[:12]}, this one {digest[:12]}): it is not the model its name stands for; delete the "
+            f"folder (rm -r '{folder}') and it is rebuilt on the next call")
+
+
+class _build_lock:
+    """The exclusive lock of one cached base model's build (`fcntl.flock` on ``.<name>.lock`` in `root`; the
+    kernel drops it when its holder exits, SIGKILL too). A process that finds it held says so on stderr before it
+    waits. A cache root that cannot be made or written is one OSError naming it and what to do."""
+
+    def __init__(self, root: Path, name: str):
+        self.root, self.name, self.handle = root, name, None
+
+    def __enter__(self) -> _build_lock:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            self.handle = open(self.root / f".{self.name}.lock", "a")
+            probe = tempfile.mkdtemp(prefix=f".{self.name}-", dir=self.root)  # the build's own first write
+            os.rmdir(probe)
+        except OSError as err:
+            if self.handle is not None:
+                self.handle.close()
+            raise OSError(f"cannot build the tiny base model in the cache folder {self.root} "
+                          f"({err.strerror or err}): set RAGEN2_CACHE to a folder this process can write in "
+                          f"(or build it there once: python scripts/build_tiny_base.py --cache-dir DIR)") from None
+        try:
+            try:
+                fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                print(f"tiny-base: waiting for another process that is building the tiny base model "
+                      f"{self.root / self.name} (about 28 CPU-minutes for the default recipe)", file=sys.stderr,
+                      flush=True)
+                fcntl.flock(self.handle, fcntl.LOCK_EX)
+        except BaseException:
+            self.handle.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.handle.close()  # releases the lock
+
+
+def _stderr_progress(recipe: BaseRecipe, target: Path, progress: Path) -> Callable[[dict[str, Any]], None]:
+    """The build's log when its caller gave none (`load_policy("tiny-base")` on first use): a line on stderr when
+    it starts and every 100 steps, so that a half-hour build is not a silent hang."""
+    cost = "about 28 CPU-minutes, " if recipe == DEFAULT_RECIPE else ""
+    print(f"tiny-base: building the tiny base model into {target}: {recipe.steps} steps of {recipe.batch_size} "
+          f"({cost}once per machine); an interrupted build goes on from its last 100 steps (kept in {progress})",
+          file=sys.stderr, flush=True)
+    wall0 = time.perf_counter()
+    first: list[tuple[int, float]] = []
+
+    def log(m: dict[str, Any]) -> None:
+        now = time.perf_counter() - wall0
+        if not first:  # the rate is measured from this session's first line (a resumed build starts mid-way)
+            first.append((m["step"], now))
+        (s0, t0), step = first[0], m["step"]
+        left = (now - t0) / (step - s0) * (recipe.steps - step) if step > s0 else None
+        eta = f", about {left / 60:.0f} min left" if left is not None and step < recipe.steps else ""
+        print(f"tiny-base: step {step}/{recipe.steps}, loss {m['loss']:.3f}{eta}", file=sys.stderr, flush=True)
+
+    return log
