@@ -12,8 +12,10 @@ Measures (each a time-boxed loop; rates are items per wall-clock second on one p
 - Sokoban text step/s: our `step` of a full tagged response (parse + dynamics + text
   observation) against gym-sokoban's `step`, which renders an RGB frame every step.
 - Sokoban `render()` rgb_array frames/s, both.
-- Text step/s of ragen/FrozenLake-v0, ragen/Bandit-v0 and ragen/PocketCube-v0 when they import (Bandit is
-  single-turn: each step is followed by a reset, counted in the rate).
+- Text step/s of ragen/FrozenLake-v0, ragen/Bandit-v0 and ragen/PocketCube-v0 when they import: `env.step` alone
+  (`step_rate`), as for Sudoku and 2048; the resets between episodes and the choice of the next answer are not
+  timed (FrozenLake's resets, a new map each, took about three quarters of the loop, and Bandit, single-turn,
+  resets after every step); the resets' own rate goes in the row's notes.
 - ragen/PocketCube-v0 levels/s, each level's exact distance verified by the oracle (`bench_pocketcube`), with the
   distance table's size, build time (from its cache metadata) and load time.
 - ragen/Sudoku-v0 levels/s at 4x4 and 9x9 (each puzzle re-checked unique by the exact solver), ragen/2048-v0
@@ -78,6 +80,33 @@ def timed(fn, seconds: float, min_items: int = 3) -> tuple[float, int]:
             return items / elapsed, items
 
 
+def step_rate(env, answer, seconds: float, first_seed: int = 0, min_steps: int = 3) -> dict:
+    """Steps/s of `env.step` alone, over about `seconds` of wall time (at least `min_steps` steps).
+
+    `answer(obs, i)` gives the i-th response from the latest observation; it and the resets that follow a finished
+    episode (seeds `first_seed`, `first_seed` + 1, ...) are outside the timed region, so the rate is the step's
+    and nothing else's. Returns {"rate", "items", "resets", "reset_rate"} (`reset_rate`: resets/s of `env.reset`
+    alone, None when no episode ended).
+    """
+    steps, busy, resets, reset_busy, seed = 0, 0.0, 0, 0.0, first_seed
+    obs, _ = env.reset(seed=seed)
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds or steps < min_steps:
+        response = answer(obs, steps)
+        t0 = time.perf_counter()
+        obs, _, term, trunc, _ = env.step(response)
+        busy += time.perf_counter() - t0
+        steps += 1
+        if term or trunc:
+            seed += 1
+            t0 = time.perf_counter()
+            obs, _ = env.reset(seed=seed)
+            reset_busy += time.perf_counter() - t0
+            resets += 1
+    return {"rate": steps / busy, "items": steps, "resets": resets,
+            "reset_rate": resets / reset_busy if resets and reset_busy > 0 else None}
+
+
 # ----------------------------------------------------------------------------- ours
 def bench_ours(seconds: float) -> dict[str, dict]:
     import numpy as np
@@ -138,15 +167,18 @@ def bench_ours(seconds: float) -> dict[str, dict]:
     return out
 
 
-def bench_other_envs(seconds: float) -> dict[str, dict]:
-    """Text steps/s of ragen/FrozenLake-v0, ragen/Bandit-v0 and ragen/PocketCube-v0 (skipped when they do not
-    import)."""
+OTHER_ENV_IDS = ("ragen/FrozenLake-v0", "ragen/Bandit-v0", "ragen/PocketCube-v0")
+
+
+def bench_other_envs(seconds: float, env_ids: tuple[str, ...] = OTHER_ENV_IDS) -> dict[str, dict]:
+    """Text steps/s (`step_rate`: env.step alone) of ragen/FrozenLake-v0, ragen/Bandit-v0 and ragen/PocketCube-v0
+    (skipped when they do not import)."""
     import gymnasium as gym
 
     import ragen_envs  # noqa: F401  (registers the ids)
 
     out: dict[str, dict] = {}
-    for env_id in ("ragen/FrozenLake-v0", "ragen/Bandit-v0", "ragen/PocketCube-v0"):
+    for env_id in env_ids:
         try:
             env = gym.make(env_id).unwrapped
             env.reset(seed=0)
@@ -154,32 +186,17 @@ def bench_other_envs(seconds: float) -> dict[str, dict]:
         except Exception as exc:  # another engineer's env may not exist yet
             out[env_id] = {"skipped": f"{type(exc).__name__}: {exc}"}
             continue
-        # Bandit's arm names are drawn per episode (no fixed ACTIONS): answer with the first word of
-        # the observation that the env's own matcher accepts.
-        state = {"i": 0, "responses": None}
 
-        def valid_responses(obs, env=env, vocab=vocab):
+        def answer(obs, i, env=env, vocab=vocab):
+            """The i-th action of the env's vocabulary, in turn; Bandit's arm names are drawn per episode (no
+            fixed ACTIONS): the first word of the observation that the env's own matcher accepts."""
             if getattr(env, "ACTIONS", ()):
-                return [f"<think>t</think><answer>{a}</answer>" for a in vocab]
+                return f"<think>t</think><answer>{vocab[i % len(vocab)]}</answer>"
             text = obs["text"] if isinstance(obs, dict) else str(obs)
             words = [w for w in re.findall(r"[\w-]+", text) if env._match_action(w) is not None]
-            return [f"<think>t</think><answer>{(words or ['a'])[0]}</answer>"]
+            return f"<think>t</think><answer>{(words or ['a'])[0]}</answer>"
 
-        obs, _ = env.reset(seed=0)
-        state["responses"] = valid_responses(obs)
-
-        def steps(batch=200, env=env, state=state, valid_responses=valid_responses):
-            for _ in range(batch):
-                responses = state["responses"]
-                _, _, term, trunc, _ = env.step(responses[state["i"] % len(responses)])
-                state["i"] += 1
-                if term or trunc:
-                    obs, _ = env.reset(seed=state["i"])
-                    state["responses"] = valid_responses(obs)
-            return batch
-
-        rate, n = timed(steps, seconds)
-        out[env_id] = {"rate": rate, "items": n}
+        out[env_id] = step_rate(env, answer, seconds)
     return out
 
 
@@ -244,28 +261,12 @@ def bench_sudoku_2048(seconds: float) -> dict[str, dict]:
         out[f"ragen/Sudoku-v0 {label} generation"] = {"rate": rate, "items": n,
                                                       "notes": "unique solution re-checked by the exact solver"}
 
-    def step_rate(env, answers) -> tuple[float, int]:
-        """Steps/s of env.step alone; `answers()` gives the next response (its time is not counted)."""
-        steps, busy, seed = 0, 0.0, 0
-        env.reset(seed=seed)
-        start = time.perf_counter()
-        while time.perf_counter() - start < seconds or steps < 3:
-            response = answers()
-            t0 = time.perf_counter()
-            _, _, term, trunc, _ = env.step(response)
-            busy += time.perf_counter() - t0
-            steps += 1
-            if term or trunc:
-                seed += 1
-                env.reset(seed=seed)
-        return steps / busy, steps
-
     def respond(actions) -> str:
         return "<think>t</think><answer>" + " || ".join(actions) + "</answer>"
 
     sudoku = SudokuEnv()
-    rate, n = step_rate(sudoku, lambda: respond(sudoku.oracle_step()[1]))
-    out["ragen/Sudoku-v0"] = {"rate": rate, "items": n, "notes": "4x4; 2 oracle placements per answer"}
+    out["ragen/Sudoku-v0"] = {**step_rate(sudoku, lambda obs, i: respond(sudoku.oracle_step()[1]), seconds),
+                              "notes": "4x4; 2 oracle placements per answer"}
     game = Game2048Env()
     seed = [0]
 
@@ -277,7 +278,7 @@ def bench_sudoku_2048(seconds: float) -> dict[str, dict]:
     rate, n = timed(new_game, seconds)
     out["ragen/2048-v0 4x4 generation"] = {"rate": rate, "items": n,
                                            "notes": "a reset: the empty board and two random tiles"}
-    rate, n = step_rate(game, lambda: respond(game.oracle_step()[1]))
+    steps = step_rate(game, lambda obs, i: respond(game.oracle_step()[1]), seconds)
     wins = games = 0
     start = time.perf_counter()
     while time.perf_counter() - start < 3 * seconds or games == 0:
@@ -289,7 +290,7 @@ def bench_sudoku_2048(seconds: float) -> dict[str, dict]:
         games += 1
         wins += bool(info["success"])
     out["ragen/2048-v0"] = {
-        "rate": rate, "items": n, "oracle_wins": wins, "oracle_games": games,
+        **steps, "oracle_wins": wins, "oracle_games": games,
         "notes": f"4x4; oracle moves; the expectimax oracle (depth 2) reached 2048 in {wins} of {games} games",
     }
     return out
@@ -396,6 +397,16 @@ def fmt_rate(x: float | None) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:,.1f}"
 
 
+def step_notes(res: dict) -> str:
+    """A row's notes: its own, then, for a `step_rate` row, that only env.step was timed and the resets' rate."""
+    notes = res.get("notes", "")
+    if "resets" not in res:  # a levels/s row
+        return notes
+    timed = ("env.step alone; resets not timed ("
+             + (f"{fmt_rate(res['reset_rate'])} resets/s)" if res.get("reset_rate") else "none happened)"))
+    return f"{notes}; {timed}" if notes else timed
+
+
 def build_rows(ours: dict, others: dict, peer: dict | None) -> list[dict]:
     rows = []
     for dims, boxes in GEN_CONFIGS:
@@ -445,7 +456,7 @@ def build_rows(ours: dict, others: dict, peer: dict | None) -> list[dict]:
                 "unit": "levels/s" if generation else "steps/s",
                 "ours": res.get("rate"),
                 "peer": None,
-                "notes": res.get("skipped", res.get("notes", "resets counted" if "Bandit" in env_id else "")),
+                "notes": res.get("skipped", step_notes(res)),
             }
         )
     for row in rows:

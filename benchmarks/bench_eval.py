@@ -8,7 +8,11 @@ the sokoban_tiny preset's settings (single-turn context, 2 turns, 64 new tokens 
 writes a closing tag, so every episode is 2 turns of 64 generated tokens whichever path plays it; the benchmark
 checks that every path played the same episodes (responses and outcomes) before it reports a rate.
 
-Each path first plays 4 unmeasured episodes (a warm-up); then each measurement plays the same `--episodes` seeds.
+Each path first plays 4 unmeasured episodes (a warm-up, seeds 0-3, disjoint from the measured ones); then each
+measurement plays the same `--episodes` seeds. Every server measurement runs on a server of its own, started for it
+and warmed up: `transformers serve --continuous-batching` keeps the KV blocks of finished requests and reuses them
+for a later prompt with the same prefix (its prefix sharing, on by default), so on one server the 4- and 16-worker
+rows would replay the 1-worker row's prompts with their prefill already cached.
 Paths, each through the `ragen eval` command itself (``ragen_core.apps.eval.main``; the rate is the played episodes
 over the wall time of the playing loop, ``summary.json``'s ``wall_s``, without model loading and summary):
 
@@ -33,6 +37,7 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
+import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -141,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     load_start, t_start = load_average(), time.perf_counter()
     rows: list[dict[str, Any]] = []
     reference: dict | None = None
-    starts: dict[str, float] = {}
+    starts: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
 
@@ -162,16 +167,18 @@ def main(argv: list[str] | None = None) -> int:
                                                   [("transformers serve --continuous-batching",
                                                     ["--continuous-batching"])])
         for label, extra in servers:
-            server = Server(model, extra, root / "serve.log")
-            starts[label] = server.start_s
-            try:
-                _play(["--base-url", server.url, "--model-name", str(model), "--envs", ENV, "--episodes", "4",
-                       "--seed", "0", "--workers", "4"], root / f"warm-up{len(rows)}")  # not measured
-                for w in (1, 4, 16):
+            for w in (1, 4, 16):
+                # A fresh server per measurement: the continuous-batching server's prefix cache would otherwise
+                # hold every prompt of the measured episodes after the first row (see the module docstring).
+                server = Server(model, extra, root / "serve.log")
+                starts.setdefault(label, []).append(server.start_s)
+                try:
+                    _play(["--base-url", server.url, "--model-name", str(model), "--envs", ENV, "--episodes", "4",
+                           "--seed", "0", "--workers", "4"], root / f"warm-up{len(rows)}")  # not measured
                     record(label, w, _play(["--base-url", server.url, "--model-name", str(model), "--envs", ENV,
                                             "--episodes", str(n), "--workers", str(w)], root / f"srv{len(rows)}"))
-            finally:
-                server.stop()
+                finally:
+                    server.stop()
     machine = describe_machine()
     machine["load_average_start"], machine["load_average_end"] = load_start, load_average()
     lines = ["| path | workers | episodes | episodes/s | requests/s | mean request latency (s) |",
@@ -185,8 +192,9 @@ def main(argv: list[str] | None = None) -> int:
               f"settings: {tokens:.0f} generated tokens per episode on every path (2 turns x 64), the same episodes "
               f"on every row (checked). One torch thread per process; the server and the client share the "
               f"machine's {machine['cores']} cores; 1-minute load average {load_start} at the start, "
-              f"{machine['load_average_end']} at the end (other jobs were sharing the cores). Server start-up, not "
-              "counted: " + ", ".join(f"{k} {v:.0f} s" for k, v in starts.items()) + "; `python -m benchmarks."
+              f"{machine['load_average_end']} at the end (other jobs were sharing the cores). A fresh server for "
+              "each server row (no prompt cached from another row); server start-up, not counted: "
+              + ", ".join(f"{k} {statistics.median(v):.0f} s" for k, v in starts.items()) + "; `python -m benchmarks."
               "bench_eval`."]
     result = {"benchmark": "eval", "date": machine["date"], "quick": bool(args.quick), "episodes": n,
               "machine": machine, "rows": rows, "server_start_s": starts, "markdown": "\n".join(lines),

@@ -3,14 +3,17 @@
     python -m benchmarks.bench_filtering [--quick] [--device cpu|cuda] [--sizes 4x8,8x16] [--models tiny,large]
 
 What is timed: one policy update step on a real rollout batch, i.e. filtering (when the variant filters),
-``compact`` or masking, GRPO advantages, ``HFPolicy.forward_logprobs`` with entropy, the PPO clipped loss minus
-0.001 x entropy (``ragen_core.math.losses``, token-mean, the trainer's loss) and ``backward()``, over the whole batch in
-one pass. The optimizer step is not timed (its cost does not depend on the batch). Variants, all on the same
-batch, interleaved (one round = every variant once, the order rotated each round), after warm-up rounds:
+``compact`` or masking, GRPO advantages, ``HFPolicy.forward_logprobs`` with entropy and ``score_mask`` = the loss
+mask (as the trainer calls it: on the tiny model's lean forward only the scored positions get logits and a group's
+shared prompt is computed once), the PPO clipped loss minus 0.001 x entropy (``ragen_core.math.losses``,
+token-mean, the trainer's loss) and ``backward()``, over the whole batch in one pass. The optimizer step is not
+timed (its cost does not depend on the batch). Variants, all on the same batch, interleaved (one round = every
+variant once, the order rotated each round), after warm-up rounds:
 
 - ``none``: no filtering, every row trained on;
 - ``top_p0.9_masked``: top-p 0.9 picks groups, dropped groups stay in the batch with their loss zeroed
-  (what frameworks that only mask do): the forward and backward passes still run over every row;
+  (what frameworks that only mask do): the forward and backward passes still run over every row, the dropped
+  rows' positions scored as before the masking (``score_mask`` is the loss mask before it);
 - ``top_p0.9_removed``, ``top_p0.5_removed``, ``top_p0.25_removed``, ``top_k0.9_removed``: dropped groups are
   physically removed (``ragen_core.math.filtering.compact``) before the forward pass.
 
@@ -193,6 +196,9 @@ def apply_variant(rows: dict[str, torch.Tensor], rewards: torch.Tensor, variant:
     adv = grpo(rewards) if g >= 2 else rewards - rewards.mean(dim=1, keepdim=True)
     rows = dict(rows)
     mask = rows["loss_mask"]
+    # The positions the forward scores: the loss mask before any masking, so that a masking framework's step still
+    # computes its dropped rows (the trainer passes its loss mask as score_mask; see loss_backward).
+    rows["score_mask"] = mask != 0
     rows["advantages"] = adv.reshape(-1)[rows["row_traj"]][:, None] * (mask != 0).to(adv.dtype)
     if variant.mode == "none":
         return rows, None
@@ -209,7 +215,10 @@ def loss_backward(policy: Any, rows: dict[str, torch.Tensor], entropy_coef: floa
                   micro_batch: int = 0) -> float | None:
     """Forward + backward of the trainer's policy loss on ``rows`` (gradients left in ``policy.model``).
 
-    ``loss = ppo_policy_loss(token-mean) - entropy_coef * mean token entropy``, both over ``loss_mask``.
+    ``loss = ppo_policy_loss(token-mean) - entropy_coef * mean token entropy``, both over ``loss_mask``. The forward
+    scores the positions of ``score_mask`` (default: ``loss_mask``), as ``Trainer._update`` passes its loss mask:
+    without it the tiny model's lean forward computes logits at every prompt position and no shared prompt prefix,
+    a step several times the trainer's.
     ``micro_batch`` = 0 runs the whole batch in one pass; ``n`` > 0 runs ``ceil(R / n)`` passes of ``n`` rows, each
     trimmed to its longest row (as the trainer's ``Trainer._slice``), and accumulates the gradient: pass ``m``
     contributes its token-mean times ``tokens_m / tokens_total``, so the sum is the whole batch's token-mean and
@@ -231,8 +240,9 @@ def loss_backward(policy: Any, rows: dict[str, torch.Tensor], entropy_coef: floa
         t = int(sub["attention_mask"].sum(dim=1).max())
         sub = {k: (v[:, :t] if v.dim() == 2 else v) for k, v in sub.items()}
         mask = sub["loss_mask"].to(device)
+        score = sub.get("score_mask", sub["loss_mask"]) != 0
         out = policy.forward_logprobs(sub["input_ids"].to(device), sub["attention_mask"].to(device),
-                                      with_entropy=True)
+                                      with_entropy=True, score_mask=score.to(device))
         logp = out.logprobs.float()
         tokens = int((mask != 0).sum())
         if tokens == 0:
@@ -663,7 +673,8 @@ def main(argv: list[str] | None = None) -> int:
         "warmup_rounds": "CPU: one step of 'none' per warm-up round; CUDA: every variant",
         "rollout": {"sampled": f"{sample_p}x{sample_g}", "max_turns": 1, "context": "full",
                     "max_new_tokens": max_new, "policy": "tiny (untrained)"},
-        "step": "filter/compact or mask + GRPO advantages + forward_logprobs(with_entropy) + PPO clipped loss "
+        "step": "filter/compact or mask + GRPO advantages + forward_logprobs(with_entropy, score_mask=loss mask "
+                "before masking) + PPO clipped loss "
                 "(token-mean) - 0.001 x entropy + backward, whole batch in one pass or in micro-batches of "
                 "`micro_batch` rows (set field); optimizer step not timed",
         "sets": [],

@@ -18,7 +18,9 @@ per-position work (MLP, projections, LM head); attention saves more, since the n
 
 Filtering: ``filter_groups`` (top-p, rho = 0.9) on a [1024, 8] reward batch; goal < 1 ms.
 
-Timings are medians of ``--repeats`` runs measured side by side in one process, on one CPU thread by default
+Timings are medians of ``--repeats`` runs measured side by side in one process (``kv_reuse`` and ``naive_batched``
+interleaved, one of each per round, the order alternating; ``naive_per_pair`` once, after them; every path's L checked
+against KV reuse's before its time is reported), on one CPU thread by default
 (``--threads``: stable on shared machines, where oversubscribed threads make timings swing tenfold); results go to
 ``benchmarks/results/mi.json`` (``mi_quick.json`` with ``--quick``) with the machine described.
 """
@@ -74,17 +76,55 @@ def tiny_model(hidden: int, layers: int, vocab: int, max_len: int, device: str) 
     return model.to(device).eval()
 
 
+#: Largest disagreement of a path's L with KV reuse's, in nats per scored trace token (float32 rounding is ~1e-7).
+AGREEMENT_PER_TOKEN = 1e-4
+
+
+def _timed_call(fn) -> tuple[float, Any]:
+    """(seconds, result) of one call, synchronised on CUDA."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    out = fn()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0, out
+
+
 def _median_time(fn, repeats: int) -> tuple[float, Any]:
     times, out = [], None
     for _ in range(repeats):
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        out = fn()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
+        dt, out = _timed_call(fn)
+        times.append(dt)
     return statistics.median(times), out
+
+
+def interleaved_medians(fns: dict[str, Any], repeats: int) -> dict[str, tuple[float, Any, list[float]]]:
+    """Time every function once per round, ``repeats`` rounds, the order reversed every other round (side by side:
+    a load change on the shared machine hits both paths alike). Returns {name: (median seconds, last result,
+    seconds per round)}."""
+    names = list(fns)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    outs: dict[str, Any] = {}
+    for r in range(repeats):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            dt, outs[name] = _timed_call(fns[name])
+            times[name].append(dt)
+    return {n: (statistics.median(times[n]), outs[n], times[n]) for n in names}
+
+
+def check_agreement(name: str, got: torch.Tensor, reference: torch.Tensor, lengths: torch.Tensor) -> float:
+    """The max abs difference of ``got`` and ``reference`` (L ``[P, G, P]``); a ValueError naming the path when a
+    score differs by more than :data:`AGREEMENT_PER_TOKEN` nats per token of its trace (a path that is fast because
+    it computes something else must not get a speed-up)."""
+    if got.shape != reference.shape:
+        raise ValueError(f"{name}: L has shape {tuple(got.shape)}, KV reuse's {tuple(reference.shape)}")
+    diff = (got - reference).abs()
+    bound = AGREEMENT_PER_TOKEN * lengths.to(diff.dtype).clamp(min=1)[:, :, None]
+    if not bool(torch.isfinite(got).all()) or bool((diff > bound).any()):
+        raise ValueError(f"{name}: L differs from KV reuse's by {float(diff.max()):.3g} nats (allowed "
+                         f"{AGREEMENT_PER_TOKEN:g} per trace token): the paths do not compute the same scores")
+    return float(diff.max())
 
 
 def bench_cross_score(p: int, g: int, prompt_len: int, response_len: int, hidden: int, layers: int, vocab: int,
@@ -100,22 +140,26 @@ def bench_cross_score(p: int, g: int, prompt_len: int, response_len: int, hidden
 
     rows: dict[str, Any] = {}
     stats_kv: dict = {}
-    t_kv, l_kv = _median_time(lambda: cross_score(model, prompts, responses, batch_tokens=batch_tokens,
-                                                  stats=stats_kv), repeats)
     stats_nb: dict = {}
-    t_nb, l_nb = _median_time(lambda: cross_score_naive(model, prompts, responses, batch_tokens=batch_tokens,
-                                                        stats=stats_nb), repeats)
-    rows["kv_reuse"] = {"seconds": t_kv, "forward_calls": stats_kv["forward_calls"],
+    timed = interleaved_medians({
+        "kv_reuse": lambda: cross_score(model, prompts, responses, batch_tokens=batch_tokens, stats=stats_kv),
+        "naive_batched": lambda: cross_score_naive(model, prompts, responses, batch_tokens=batch_tokens,
+                                                   stats=stats_nb),
+    }, repeats)
+    t_kv, l_kv, times_kv = timed["kv_reuse"]
+    t_nb, l_nb, times_nb = timed["naive_batched"]
+    lengths = torch.full((p, g), response_len)
+    rows["kv_reuse"] = {"seconds": t_kv, "seconds_per_round": times_kv, "forward_calls": stats_kv["forward_calls"],
                         "positions": stats_kv["padded_positions"]}
-    rows["naive_batched"] = {"seconds": t_nb, "forward_calls": stats_nb["forward_calls"],
-                             "positions": stats_nb["padded_positions"],
-                             "max_abs_diff_vs_kv": float((l_nb - l_kv).abs().max())}
+    rows["naive_batched"] = {"seconds": t_nb, "seconds_per_round": times_nb,
+                             "forward_calls": stats_nb["forward_calls"], "positions": stats_nb["padded_positions"],
+                             "max_abs_diff_vs_kv": check_agreement("naive_batched", l_nb, l_kv, lengths)}
     if per_pair:
         stats_pp: dict = {}
         t_pp, l_pp = _median_time(lambda: cross_score_naive(model, prompts, responses, stats=stats_pp), 1)
         rows["naive_per_pair"] = {"seconds": t_pp, "forward_calls": stats_pp["forward_calls"],
                                   "positions": stats_pp["padded_positions"],
-                                  "max_abs_diff_vs_kv": float((l_pp - l_kv).abs().max())}
+                                  "max_abs_diff_vs_kv": check_agreement("naive_per_pair", l_pp, l_kv, lengths)}
     floor = p * p * g * response_len
     naive_positions = p * p * g * (prompt_len + response_len)
     return {

@@ -4,10 +4,13 @@
 
 One measurement = one ``rollout()`` call of P groups x G episodes on ``ragen/Sokoban-v0`` (lock-step turns, one
 batched KV-cached ``HFPolicy.generate`` per turn, env steps, prompt bookkeeping, the padded training batch). Reported:
-generated tokens/s (the headline), prompt tokens prefilled/s, episodes/s and seconds per rollout, median and IQR
-over the repeats after one small warm-up call. The untrained tiny model rarely stops early, so responses run close to
-``max_new_tokens``. Results: ``benchmarks/results/rollout.json`` (quick: ``rollout_quick.json``) with the machine,
-versions, date, torch threads and a Markdown table.
+generated tokens/s (the headline), prompt tokens/s (each turn's full prompt, counted once per episode: the lean
+forward prefills a group's shared prompt once, so this counts tokens served, not tokens computed), episodes/s and
+seconds per rollout, median and IQR over the repeats after one small warm-up call. ``--quick`` runs a smaller batch
+through the same path, two turns included (the second turn's prompt building is part of what is timed). The
+untrained tiny model rarely stops early, so responses run close to ``max_new_tokens``. Results:
+``benchmarks/results/rollout.json`` (quick: ``rollout_quick.json``) with the machine, versions, date, torch threads
+and a Markdown table.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ from benchmarks.machine import setup_torch, torch_result_header  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ENV_ID = "ragen/Sokoban-v0"
+#: `--configs` defaults (PxG:turns:new_tokens). The quick one keeps the full one's two turns: with one turn it skipped
+#: the multi-turn path (the second turn's prompt from the first one's history) that the full table times.
+FULL_CONFIG, QUICK_CONFIG = "4x8:2:32", "2x2:2:16"
 
 
 def _quartiles(xs: list[float]) -> tuple[float, float, float]:
@@ -93,13 +99,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1)")
     parser.add_argument("--repeats", type=positive_int, default=None, help="default 3 (quick 2)")
     parser.add_argument("--configs", default=None,
-                        help="semicolon list of PxG:turns:new_tokens (default '4x8:2:32', quick '2x2:1:16')")
+                        help=f"semicolon list of PxG:turns:new_tokens (default {FULL_CONFIG!r}, "
+                             f"quick {QUICK_CONFIG!r})")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     check_output_path(parser, args.out)
     device = setup_torch(parser, args)
     configs = []
-    for part in (args.configs or ("2x2:1:16" if args.quick else "4x8:2:32")).split(";"):
+    for part in (args.configs or (QUICK_CONFIG if args.quick else FULL_CONFIG)).split(";"):
         try:
             size, turns, new = part.split(":")
             p, g = (int(x) for x in size.lower().split("x"))

@@ -32,19 +32,46 @@ def test_parse_response(benchmark):
     assert list(out.actions) == ["Right", "Down"]
 
 
+#: The four moves in turn, so that steps move (a repeated "Up" runs into the top wall and stays there: FrozenLake's
+#: start is on the top row, so every step was an ineffective move).
+STEP_RESPONSES = [f"<think>go</think><answer>{a}</answer>" for a in ("Up", "Right", "Down", "Left")]
+#: Timed steps per env (pedantic rounds of one step each; --benchmark-max-time does not apply to them).
+ENV_STEP_ROUNDS = 2000
+
+
+def env_step_bench(env):
+    """(setup, step, teardown, state) for `benchmark.pedantic`: `step` is one `env.step` and nothing else. Untimed
+    around it, `setup` resets the env when the last step ended the episode (a reset costs tens of steps: timed inside
+    the step, as before, it set the mean and the ops/s of every tenth call) and `teardown` counts the step, and
+    whether the env took its action as valid, in `state`."""
+    state = {"steps": 0, "valid": 0, "resets": 0, "done": True, "last": None}
+
+    def setup():
+        if state["done"]:
+            env.reset(seed=state["resets"])
+            state["resets"] += 1
+            state["done"] = False
+
+    def step():
+        state["last"] = env.step(STEP_RESPONSES[state["steps"] % len(STEP_RESPONSES)])
+
+    def teardown():
+        _, _, term, trunc, info = state["last"]
+        state["steps"] += 1
+        state["valid"] += bool(info.get("action_is_valid"))
+        state["done"] = bool(term or trunc)
+
+    return setup, step, teardown, state
+
+
 @pytest.mark.parametrize("env_id", ["ragen/Sokoban-v0", "ragen/FrozenLake-v0"])
 def test_env_step(benchmark, env_id):
     env = gym.make(env_id)
-    env.reset(seed=0)
-    state = {"done": False}
-
-    def step():
-        if state["done"]:
-            env.reset(seed=0)
-        _, _, term, trunc, _ = env.step("<think>go</think><answer>Up</answer>")
-        state["done"] = term or trunc
-
-    benchmark(step)
+    setup, step, teardown, state = env_step_bench(env)
+    benchmark.pedantic(step, setup=setup, teardown=teardown, rounds=ENV_STEP_ROUNDS, warmup_rounds=10)
+    if benchmark.disabled:  # --benchmark-disable runs the step once, without its teardown
+        teardown()
+    assert state["steps"] >= 1 and state["valid"] == state["steps"]
 
 
 @pytest.mark.parametrize("p", [8, 1024])
