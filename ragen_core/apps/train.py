@@ -3,8 +3,10 @@
 The command line of the trainer (:class:`ragen_core.training.trainer.Trainer`): :func:`main` parses the arguments
 and :func:`run` runs them. Everything that can be checked before training is checked before the run folder is
 made (the config's values, what it names: :func:`preflight`; the folder itself: :func:`check_new_run_dir`), then
-the run folder is made (:func:`new_run_dir`, or ``--run-dir``) and the trainer fits. A new run never writes into a
-folder that holds another run or other files. A resume may change only
+the run folder is made (:func:`claim_new_run_dir`, or ``--run-dir``) and the trainer fits. A new run never writes into
+a folder that holds another run or other files, and a run holds a lock on its folder while it trains
+(:func:`lock_run_dir`): a second ``ragen train`` in it, new or ``--resume``, is refused in one line, and runs of one
+``run.name`` started at once get a folder each. A resume may change only
 :data:`ragen_core.training.config.RESUME_KEYS`, may not lower ``run.steps`` below the steps already trained, and
 continues in its own folder (no ``--run-dir``); each resume is logged in the run's ``resume_log.jsonl``
 (:data:`RESUME_LOG`). Config errors and Ctrl-C are one line each (exit status 2 and 130); Ctrl-C says how to
@@ -15,6 +17,7 @@ resume, and a start that fails before its first checkpoint removes the folder it
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 from collections.abc import Sequence
@@ -36,8 +39,8 @@ from ragen_core.training.report import METRICS, RESUME_LOG, VAL_OUTCOMES, markdo
 from ragen_core.training.sft import check_demonstrator
 from ragen_core.training.trainer import Trainer, check_runnable
 
-__all__ = ["PROG", "DESCRIPTION", "RESUME_LOG", "RESTARTABLE", "build_parser", "check_new_run_dir", "main",
-           "new_run_dir", "preflight", "run"]
+__all__ = ["PROG", "DESCRIPTION", "RESUME_LOG", "RESTARTABLE", "build_parser", "check_new_run_dir",
+           "claim_new_run_dir", "lock_run_dir", "main", "new_run_dir", "preflight", "run"]
 
 PROG = "ragen train"
 #: The first line of `ragen train --help`.
@@ -70,7 +73,8 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
 
 
 def new_run_dir(cfg: TrainConfig) -> Path:
-    """``run.out_dir/run.name``, or the first free ``run.out_dir/run.name-N``."""
+    """``run.out_dir/run.name``, or the first free ``run.out_dir/run.name-N`` (free when looked at: a run started
+    beside this one may take it before it is made; :func:`claim_new_run_dir` makes it)."""
     base = Path(cfg.run.out_dir) / cfg.run.name
     if not base.exists():
         return base
@@ -78,6 +82,53 @@ def new_run_dir(cfg: TrainConfig) -> Path:
     while Path(f"{base}-{i}").exists():
         i += 1
     return Path(f"{base}-{i}")
+
+
+def claim_new_run_dir(cfg: TrainConfig) -> Path:
+    """Make and return the folder :func:`new_run_dir` names. The folder is made with ``exist_ok=False``: when runs of
+    one ``run.name`` start at once (seeds in parallel), each gets a folder of its own, since a name another process
+    made between the look and the make moves this one on to the next ``-N`` instead of into that run's folder."""
+    Path(cfg.run.out_dir).mkdir(parents=True, exist_ok=True)
+    while True:
+        run_dir = new_run_dir(cfg)
+        try:
+            run_dir.mkdir()
+            return run_dir
+        except FileExistsError:  # taken since new_run_dir looked: the next free name
+            continue
+
+
+class _RunDirBusy(Exception):
+    """Another process trains in the run folder right now (the message says what to do)."""
+
+
+def lock_run_dir(run_dir: Path, resume: bool) -> int | None:
+    """Hold an exclusive ``flock`` on the run folder itself for as long as the run trains here; returns its file
+    descriptor (closing it releases the lock, as does the end of the process, SIGKILL included, so a crashed run
+    never leaves a folder that refuses every later run). None where ``flock`` is not available (Windows, some network
+    file systems): no lock there. No file is added to the run folder.
+
+    Raises:
+        _RunDirBusy: another ``ragen train`` holds it (two runs in one folder would interleave their metrics and
+            overwrite each other's checkpoints).
+    """
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    fd = os.open(run_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        what = ("resume it once that process has finished (or stop it first): two processes would write the same "
+                "checkpoints and metrics" if resume else "give another --run-dir (or leave it out: run.out_dir/"
+                "run.name-N), or wait for that run and resume it")
+        raise _RunDirBusy(f"{run_dir} is being trained by another `ragen train` process right now: {what}") from None
+    except OSError:  # a file system without flock: run unlocked
+        os.close(fd)
+        return None
+    return fd
 
 
 #: What a folder may hold for a new run to start in it (:func:`check_new_run_dir`): what a start that stopped before
@@ -225,12 +276,46 @@ def run(args: argparse.Namespace) -> int:
     except _NothingToResume as e:
         print(str(e), file=sys.stderr)
         return 2
-    created = not run_dir.exists()
     try:  # only now, every check passed: a folder that cannot be made is one line, not a traceback
-        run_dir.mkdir(parents=True, exist_ok=True)
+        if args.resume or args.run_dir:
+            created = _make_run_dir(run_dir)
+        else:  # run.out_dir/run.name[-N]: a name another run took since _prepare looked moves this one on
+            run_dir, created = claim_new_run_dir(cfg), True
     except OSError as e:
         print(f"cannot make the run folder {run_dir}: {e.strerror or e}", file=sys.stderr)
         return 2
+    try:
+        lock = lock_run_dir(run_dir, bool(args.resume))
+    except _RunDirBusy as e:  # the folder is that process's: leave it as it is, even if this one made it
+        print(f"{'cannot resume' if args.resume else 'cannot start'}: {e}", file=sys.stderr)
+        return 2
+    try:
+        if not args.resume:  # again, under the lock: a run may have written its first checkpoint since _prepare
+            check_new_run_dir(run_dir)
+        return _train(args, cfg, run_dir, changes, created)
+    except ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr)
+        return 2
+    finally:
+        if lock is not None:
+            os.close(lock)  # releases the lock
+
+
+def _make_run_dir(run_dir: Path) -> bool:
+    """Make `run_dir` (and the folders above it) unless it exists; whether this process made it (only a folder it
+    made is removed after a failed start: ``exist_ok=False`` gives that answer to exactly one of two processes)."""
+    try:
+        run_dir.mkdir(parents=True)
+        return True
+    except FileExistsError:
+        if not run_dir.is_dir():
+            raise
+        return False
+
+
+def _train(args: argparse.Namespace, cfg: TrainConfig, run_dir: Path, changes: dict[str, tuple[Any, Any]],
+           created: bool) -> int:
+    """Train in `run_dir` (made, and locked by this process); the exit code of :func:`run`."""
     trainer: Trainer | None = None
     print(f"run folder: {run_dir}", file=sys.stderr, flush=True)
     from transformers.utils import logging as hf_logging
@@ -258,7 +343,7 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         saved = trainer.saved_step if trainer is not None else None
         if saved is None:
-            if created and run_dir.exists():
+            if _removable(run_dir, created):
                 shutil.rmtree(run_dir, ignore_errors=True)
                 where = f"removed {run_dir}"
             else:
@@ -281,8 +366,14 @@ def run(args: argparse.Namespace) -> int:
 def _remove_failed_start(run_dir: Path, created: bool, trainer: Trainer | None) -> None:
     """A start that failed before its first checkpoint leaves no folder behind (it has nothing to resume), unless
     the folder was there before (a folder the user made is never removed)."""
-    if created and run_dir.exists() and (trainer is None or trainer.saved_step is None):
+    if (trainer is None or trainer.saved_step is None) and _removable(run_dir, created):
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _removable(run_dir: Path, created: bool) -> bool:
+    """Whether a start that failed before its first checkpoint may remove `run_dir`: only a folder it made, and
+    never one holding a checkpoint (a run's that is not this start's: removing it would lose that run)."""
+    return created and run_dir.is_dir() and not any(run_dir.glob("checkpoints/*.pt"))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ measures its starting point once.
 A file lock per key makes concurrent runs of the same key wait for the first one rather than train twice (the
 kernel releases it when its holder dies, SIGKILL included, so a lock file left behind blocks nothing). Entries are
 written atomically and carry their key and a SHA-256 of their content: an entry that is truncated, overwritten or
-edited is never used, but computed again and replaced (a RuntimeWarning names it). A cache folder that cannot be
+edited is never used, but computed again and replaced (a RuntimeWarning names it); the temporary file a writer
+killed mid-write leaves is removed by the next run of its key. A cache folder that cannot be
 made or written in is a ConfigError naming ``warm_start.cache_dir``; ``~`` in it is the home folder.
 The cache is on the local file system: runs on several machines need a shared folder (or no cache).
 """
@@ -21,6 +22,7 @@ The cache is on the local file system: runs on several machines need a shared fo
 from __future__ import annotations
 
 import dataclasses
+import glob
 import hashlib
 import importlib
 import inspect
@@ -143,7 +145,8 @@ def cached_warm_start(policy: Any, cfg: Any, device: torch.device | None = None)
         return {**warm_start(policy, cfg, device=device), "sft/cached": 0.0}
     key = cache_key(cfg)
     path = root / f"{key}.pt"
-    with _lock(root / f"{key}.lock"):
+    with _lock(root / f"{key}.lock") as lock:
+        lock.remove_leftovers(path)
         if path.is_file():
             t0 = time.perf_counter()
             blob = _read_weights(path, key, policy.model)
@@ -273,6 +276,16 @@ class _lock:
             raise
         return self
 
+    def remove_leftovers(self, path: Path) -> None:
+        """Remove the temporary files of `path` (:func:`_write_atomically`'s ``NAME.tmpPID``) that writers killed
+        mid-write left behind: an entry is written only under its key's lock, so while this lock is held no such
+        file belongs to a live writer. Never read, they would otherwise stay for good (a killed study of a large
+        model leaves one copy of its weights each). Nothing is removed without the lock (no fcntl)."""
+        if self.handle is None:
+            return
+        for leftover in path.parent.glob(f"{glob.escape(path.name)}.tmp*"):
+            leftover.unlink(missing_ok=True)
+
     def __exit__(self, *exc: object) -> None:
         if self.handle is not None:
             import fcntl
@@ -309,7 +322,8 @@ def cached_step0(cfg: Any, what: str, compute: Any) -> tuple[dict[str, Any], boo
         return compute(), False
     key = step0_key(cfg, what)
     path = root / f"{key}.step0.json"
-    with _lock(root / f"{key}.lock"):
+    with _lock(root / f"{key}.lock") as lock:
+        lock.remove_leftovers(path)
         if path.is_file():
             value = _read_step0(path, key)
             if value is not None:

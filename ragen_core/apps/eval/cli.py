@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import shutil
 import sys
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ from ragen_core.apps.eval.records import EPISODES
 from ragen_core.apps.eval.spec import (
     EVAL_JSON,
     RESUME_FLAGS,
+    EvalSpec,
     SpecError,
     api_key,
     base_url_problem,
@@ -180,13 +182,64 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     except SpecError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 2
-    from ragen_core.apps.eval.run import FolderBusy, execute
+    from ragen_core.apps.eval.run import FolderBusy, lock_folder
 
     for note in notes:
         print(note, file=sys.stderr)
-    created = not folder.exists()
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        if args.resume or args.out:
+            created = _make_folder(folder)
+        else:  # evals/<model>[-N]: a name another evaluation took since it was looked at moves this one on
+            folder, created = _claim_default_folder(spec), True
+        fd = lock_folder(folder)  # before eval.json is written: a second evaluation of the folder writes nothing
+    except FolderBusy as e:  # another process plays into it: the folder is its, leave it as it is
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a folder that cannot be written (permissions, a full disk)
+        print(f"{prog}: cannot write {folder}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    try:
+        return _locked_main(args, prog, spec, folder, created)
+    finally:
+        if fd is not None:
+            os.close(fd)  # releases the lock
+
+
+def _make_folder(folder: Path) -> bool:
+    """Make `folder` (and the folders above it) unless it exists; whether this process made it (``exist_ok=False``
+    gives that answer to exactly one of two processes, and only the one that made it removes it again)."""
+    try:
+        folder.mkdir(parents=True)
+        return True
+    except FileExistsError:
+        if not folder.is_dir():
+            raise
+        return False
+
+
+def _claim_default_folder(spec: EvalSpec) -> Path:
+    """Make and return :func:`default_out_dir`'s folder; a name another evaluation made between the look and the
+    make moves this one on to the next ``-N`` (two evaluations of one model started at once get a folder each)."""
+    while True:
+        folder = default_out_dir(spec)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
+
+
+def _locked_main(args: argparse.Namespace, prog: str, spec: EvalSpec, folder: Path, created: bool) -> int:
+    """:func:`main` once the folder is made and this process holds its lock."""
+    from ragen_core.apps.eval.run import execute
+
+    if not args.resume:  # again, under the lock: another evaluation may have filled the folder since it was checked
+        problem = _out_problem(folder)
+        if problem is not None:
+            print(f"{prog}: {problem}", file=sys.stderr)
+            return 2
+    try:
         if not args.resume:
             spec.save(folder)
     except OSError as e:  # a folder that cannot be written (permissions, a full disk)
@@ -195,10 +248,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     print(f"evaluation folder: {folder}", file=sys.stderr, flush=True)
     progress = sys.stderr.isatty() if args.progress is None else bool(args.progress)
     try:
-        status = execute(spec, folder, progress=progress, prog=prog)
-    except FolderBusy as e:  # another process plays into it: the folder is its, leave it as it is
-        print(f"{prog}: {e}", file=sys.stderr)
-        return 2
+        status = execute(spec, folder, progress=progress, prog=prog, locked=True)
     except (ValueError, OSError) as e:  # a model folder that does not load, an env kwarg it refuses, a full disk
         _discard(folder, created, bool(args.resume))  # nothing was played: leave nothing behind
         print(f"{prog}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)

@@ -45,14 +45,14 @@ from ragen_core.apps.eval.summary import (
 )
 from ragen_envs.contract import observes_images
 
-__all__ = ["FolderBusy", "Progress", "execute", "resume_command"]
+__all__ = ["FolderBusy", "Progress", "execute", "lock_folder", "resume_command"]
 
 
 class FolderBusy(Exception):
     """Another process is playing into this evaluation folder (one line for the user)."""
 
 
-def _lock(folder: Path) -> int | None:
+def lock_folder(folder: Path) -> int | None:
     """An exclusive lock on `folder` (its open descriptor; closing it releases it, as does the process's end).
     None where ``fcntl`` is missing (Windows): no lock there.
 
@@ -123,12 +123,13 @@ def _run_config(spec: EvalSpec) -> Any:
 
 
 def execute(spec: EvalSpec, folder: Path, *, progress: bool, prog: str = "ragen eval", out: TextIO | None = None,
-            err: TextIO | None = None) -> int:
+            err: TextIO | None = None, locked: bool = False) -> int:
     """Play the episodes the folder lacks and write the summary; the exit status (0, 1 server gone, 2 every env
-    refused: nothing evaluated, 130 Ctrl-C)."""
+    refused: nothing evaluated, 130 Ctrl-C). `locked`: the caller holds the folder's lock (:func:`lock_folder`)
+    already; otherwise it is taken here (FolderBusy when another process holds it)."""
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
-    fd = _lock(folder)
+    fd = None if locked else lock_folder(folder)
     try:
         return _execute(spec, folder, progress=progress, prog=prog, out=out, err=err)
     finally:
