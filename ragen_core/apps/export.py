@@ -87,6 +87,7 @@ def export_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     """
     from ragen_core.policy import load_policy
     from ragen_core.policy.identity import weights_sha256
+    from ragen_core.policy.tiny import CorruptTinyModelError
     from ragen_core.training.checkpoint import load_checkpoint
     from ragen_core.training.config import load_config
     from ragen_core.training.trainer import policy_path
@@ -102,7 +103,7 @@ def export_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     cfg = load_config(run / "config.toml")
     try:
         policy = load_policy(policy_path(cfg), dtype=cfg.model.dtype)
-    except (OSError, ValueError) as e:  # transformers' OSError for a damaged model folder read as a failed write
+    except (OSError, ValueError, CorruptTinyModelError) as e:  # transformers' OSError: a damaged model folder
         why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ValueError(f"cannot load the model {run / 'config.toml'} names (model.path = {cfg.model.path!r}): "
                          f"{why}") from None

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ragen_core.policy import TINY_PATHS
+from ragen_core.policy.tiny import CorruptTinyModelError
 from ragen_core.training.checkpoint import LATEST, CheckpointError
 from ragen_core.training.config import (
     RESUME_KEYS,
@@ -335,6 +336,15 @@ def _train(args: argparse.Namespace, cfg: TrainConfig, run_dir: Path, changes: d
         trainer.fit()
     except CheckpointError as e:
         print(f"cannot resume: {e}", file=sys.stderr)
+        return 2
+    except (CorruptTinyModelError, OSError) as e:
+        if trainer is not None:  # during training (a full disk): the traceback says where
+            _remove_failed_start(run_dir, created, trainer)
+            raise
+        # Loading the model: a damaged cached tiny model, a cache folder that cannot be written (one line each,
+        # naming the folder and what to do).
+        _remove_failed_start(run_dir, created, trainer)
+        print(f"cannot load the model: {e}", file=sys.stderr)
         return 2
     except ConfigError as e:  # a check of the trainer's own (the same ones ran above, so rare): no traceback
         _remove_failed_start(run_dir, created, trainer)

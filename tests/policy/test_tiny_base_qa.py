@@ -189,3 +189,32 @@ def test_a_second_caller_says_it_waits_for_the_first_build(built, tmp_path, caps
         shutil.copytree(built / name, root / name)  # the other process's build, renamed into place
     caller.join(20)
     assert got == [root / name]
+
+
+def test_ragen_train_says_in_one_line_that_the_tiny_base_cache_cannot_be_written(tmp_path, monkeypatch, capsys):
+    """`model.path = "tiny-base"` with a cache location that is a file: the build's OSError names the folder and
+    what to do; ragen train printed it as a traceback from inside the Trainer. Now one line, exit 2, no folder left."""
+    from ragen_core.apps import train as train_app
+
+    blocker = tmp_path / "cache-is-a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("RAGEN2_CACHE", str(blocker))
+    root = Path(__file__).resolve().parents[2]
+    status = train_app.main([str(root / "configs" / "sudoku_tiny.toml"), "--run-dir", str(tmp_path / "run"),
+                             "run.steps=1"])
+    err = capsys.readouterr().err
+    assert status == 2 and "Traceback" not in err
+    assert "cannot load the model: cannot build the tiny base model in the cache folder" in err
+    assert "RAGEN2_CACHE" in err and not (tmp_path / "run").exists()
+
+
+def test_ragen_eval_takes_tiny_base_as_a_model_and_refuses_it_on_images():
+    """`ragen eval tiny-base` was refused ("must be a transformers model folder ... or tiny") though every config
+    of the agentic envs trains from it; it is a built-in model like tiny. It is a text model: an env that shows
+    images is refused by name (building it, half an hour, is not needed to say so)."""
+    from ragen_core.apps.eval.local import ModelSource
+    from ragen_core.apps.eval.spec import model_kind
+
+    assert model_kind("tiny-base") == "tiny"
+    with pytest.raises(ValueError, match="tiny-base is a text model; ragen/Sokoban-Vision-v0 shows images"):
+        ModelSource("tiny-base").folder_for("ragen/Sokoban-Vision-v0", {})

@@ -53,10 +53,11 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     """The ``ragen eval`` arguments (docs/eval.md lists each with its default)."""
     p = argparse.ArgumentParser(
         prog=prog, description="Evaluate a model on the envs, played exactly as training plays them: in process "
-        "(MODEL = a transformers folder, a run folder or tiny) or through any OpenAI-compatible server "
+        "(MODEL = a transformers folder, a run folder, tiny or tiny-base) or through any OpenAI-compatible server "
         "(--base-url URL --model-name NAME). Writes episodes.jsonl, summary.json, summary.md and summary.png.")
     p.add_argument("model", nargs="?", default=None, metavar="MODEL",
-                   help="a transformers model folder, a training run folder (its policy and its settings) or tiny")
+                   help="a transformers model folder, a training run folder (its policy and its settings), tiny or "
+                        "tiny-base (the built-in models)")
     srv = p.add_argument_group("server (instead of MODEL)")
     srv.add_argument("--base-url", default=None, metavar="URL",
                      help="an OpenAI-compatible server's API root, e.g. http://127.0.0.1:8000/v1 "

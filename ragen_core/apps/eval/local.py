@@ -84,8 +84,13 @@ class ModelSource:
     def folder_for(self, env_id: str, env_kwargs: dict[str, Any]) -> Path:
         """The model folder that plays `env_id`."""
         from ragen_core.apps.export import exported_model, is_run_dir
-        from ragen_core.policy import default_tiny_model_dir
+        from ragen_core.policy import TINY_BASE, default_tiny_base_dir, default_tiny_model_dir
 
+        if self.model == TINY_BASE:  # text only: built once per machine (about half an hour), then cached
+            if observes_images(env_id, env_kwargs):
+                raise ValueError(f"tiny-base is a text model; {env_id} shows images (evaluate tiny-vision or a "
+                                 "vision model folder on it)")
+            return default_tiny_base_dir()
         if self.model in ("tiny", "tiny-vision"):
             return default_tiny_model_dir(vision=self.model == "tiny-vision" or observes_images(env_id, env_kwargs))
         if is_run_dir(self.model):

@@ -148,10 +148,12 @@ def api_key(api_key_env: str | None, given: str = "--api-key-env") -> str:
 
 
 def model_kind(model: str) -> str:
-    """``tiny``, ``run`` (a run folder), ``folder`` (a transformers model folder). Raises SpecError otherwise."""
+    """``tiny`` (tiny, tiny-vision or tiny-base: the built-in models), ``run`` (a run folder), ``folder`` (a
+    transformers model folder). Raises SpecError otherwise."""
     from ragen_core.apps.export import is_run_dir
+    from ragen_core.policy import TINY_PATHS
 
-    if model in ("tiny", "tiny-vision"):
+    if model in TINY_PATHS:
         return "tiny"
     path = Path(model).expanduser()
     if is_run_dir(path):
@@ -160,7 +162,8 @@ def model_kind(model: str) -> str:
         raise SpecError(f"{model} is a run folder without a checkpoint (checkpoints/latest.pt): nothing to evaluate")
     if path.is_dir() and (path / "config.json").is_file():
         return "folder"
-    raise SpecError(f"MODEL {model!r} must be a transformers model folder (with config.json), a run folder or tiny; "
+    raise SpecError(f"MODEL {model!r} must be a transformers model folder (with config.json), a run folder, tiny, "
+                    "tiny-vision or tiny-base; "
                     "for a server give --base-url URL --model-name NAME instead")
 
 
