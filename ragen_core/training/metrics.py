@@ -148,9 +148,12 @@ class Filter:
     REGULARISER_ONLY_TOTAL = _metric("filter/regulariser_only_total", COUNT, _STEP,
                                      "regulariser-only steps so far in the run")
     ROWS_KEPT = _metric("filter/rows_kept", COUNT, _UPDATED, "training rows of the kept groups")
-    ROWS_TOTAL = _metric("filter/rows_total", COUNT, _UPDATED, "training rows of the whole batch")
+    ROWS_TOTAL = _metric("filter/rows_total", COUNT, _UPDATED,
+                         "training rows of the whole batch (with `algo.dynamic_sampling`, of the refilled batch, "
+                         "which holds only kept groups: then equal to `filter/rows_kept`)")
     TOKENS_KEPT_FRACTION = _metric("filter/tokens_kept_fraction", SHARE, _UPDATED,
-                                   "share of the batch's tokens in the kept rows")
+                                   "share of the batch's tokens in the kept rows (1 with `algo.dynamic_sampling`: "
+                                   "see `filter/rows_total`)")
     KEPT_ZERO_ADV_SHARE = _metric("filter/kept_zero_adv_share", SHARE, _UPDATED,
                                   "share of the kept groups whose advantage is 0 on every trained token")
 
