@@ -160,17 +160,18 @@ def test_failed_starts_are_one_config_error_line_and_leave_no_run_folder(model_d
     assert "shipped presets" in capsys.readouterr().err
 
 
-def test_a_start_that_fails_inside_the_trainer_removes_its_folder(model_dir, tmp_path, monkeypatch):
+def test_a_start_that_fails_inside_the_trainer_removes_its_folder(model_dir, tmp_path, monkeypatch, capsys):
+    """A model that cannot be loaded is one line (exit 2), and the start leaves no folder it made behind."""
     def broken(*a, **k):
         raise OSError("corrupt weights")
 
     monkeypatch.setattr(train_mod, "load_policy", broken)
     run_dir = tmp_path / "run"
-    with pytest.raises(OSError, match="corrupt"):
-        _train(tmp_path, model_dir, run_dir)
+    assert _train(tmp_path, model_dir, run_dir) == 2
+    err = capsys.readouterr().err
+    assert "cannot load the model: corrupt weights" in err and "Traceback" not in err
     assert not run_dir.exists()
     existing = tmp_path / "mine"
     existing.mkdir()
-    with pytest.raises(OSError):
-        _train(tmp_path, model_dir, existing)
+    assert _train(tmp_path, model_dir, existing) == 2
     assert existing.is_dir()  # a folder the user made is never removed
