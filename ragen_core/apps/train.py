@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ragen_core.apps.locks import FolderLocked, lock_folder
 from ragen_core.policy import TINY_PATHS
 from ragen_core.policy.tiny import CorruptTinyModelError
 from ragen_core.training.checkpoint import LATEST, CheckpointError
@@ -104,32 +105,20 @@ class _RunDirBusy(Exception):
 
 
 def lock_run_dir(run_dir: Path, resume: bool) -> int | None:
-    """Hold an exclusive ``flock`` on the run folder itself for as long as the run trains here; returns its file
-    descriptor (closing it releases the lock, as does the end of the process, SIGKILL included, so a crashed run
-    never leaves a folder that refuses every later run). None where ``flock`` is not available (Windows, some network
-    file systems): no lock there. No file is added to the run folder.
+    """Hold the run folder's lock (:func:`ragen_core.apps.locks.lock_folder`) for as long as the run trains here;
+    returns its descriptor (None where no lock can be taken).
 
     Raises:
         _RunDirBusy: another ``ragen train`` holds it (two runs in one folder would interleave their metrics and
             overwrite each other's checkpoints).
     """
     try:
-        import fcntl
-    except ImportError:
-        return None
-    fd = os.open(run_dir, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
+        return lock_folder(run_dir)
+    except FolderLocked:
         what = ("resume it once that process has finished (or stop it first): two processes would write the same "
                 "checkpoints and metrics" if resume else "give another --run-dir (or leave it out: run.out_dir/"
                 "run.name-N), or wait for that run and resume it")
         raise _RunDirBusy(f"{run_dir} is being trained by another `ragen train` process right now: {what}") from None
-    except OSError:  # a file system without flock: run unlocked
-        os.close(fd)
-        return None
-    return fd
 
 
 #: What a folder may hold for a new run to start in it (:func:`check_new_run_dir`): what a start that stopped before

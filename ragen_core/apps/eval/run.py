@@ -43,6 +43,8 @@ from ragen_core.apps.eval.summary import (
     write_markdown,
     write_plot,
 )
+from ragen_core.apps.locks import FolderLocked
+from ragen_core.apps.locks import lock_folder as _lock_folder
 from ragen_envs.contract import observes_images
 
 __all__ = ["FolderBusy", "Progress", "execute", "lock_folder", "resume_command"]
@@ -53,24 +55,17 @@ class FolderBusy(Exception):
 
 
 def lock_folder(folder: Path) -> int | None:
-    """An exclusive lock on `folder` (its open descriptor; closing it releases it, as does the process's end).
-    None where ``fcntl`` is missing (Windows): no lock there.
+    """The lock of the evaluation folder (:func:`ragen_core.apps.locks.lock_folder`: its descriptor, None where no
+    lock can be taken).
 
     Raises:
         FolderBusy: another process holds it.
     """
     try:
-        import fcntl
-    except ImportError:
-        return None
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
+        return _lock_folder(folder)
+    except FolderLocked:
         raise FolderBusy(f"{folder} is being played by another ragen eval right now: let it finish (a second one "
                          "would play the same missing episodes again)") from None
-    return fd
 
 
 def resume_command(folder: Path) -> str:
