@@ -145,6 +145,13 @@ if __name__ == "__main__":
 """
 
 
+def _default_sigint() -> None:
+    """In the child before it runs: Ctrl-C's default action. A suite started in the background (`make test &`,
+    nohup) ignores SIGINT, and an ignored signal stays ignored across exec, so the interrupt these tests send would
+    never arrive."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_starts_no_queued_run(tmp_path):
     """KeyboardInterrupt in run_local used to leave the queued runs to the pool's exit, which started every one of
     them (each a training run of minutes) before the interrupt surfaced."""
@@ -153,7 +160,7 @@ def test_ctrl_c_starts_no_queued_run(tmp_path):
     runs = tmp_path / "runs"
     runs.mkdir()
     proc = subprocess.Popen([sys.executable, str(script), str(runs)], cwd=ROOT, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, preexec_fn=_default_sigint)
     deadline = time.monotonic() + 60
     while not list(runs.glob("*.started")) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -174,7 +181,8 @@ def test_ctrl_c_in_the_command_stops_the_study_with_one_line(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "ragen_core.apps.reproduce.cli", "--quick", "--envs", "sokoban",
                              "--workers", "1", "--out", str(out), "--warm-cache", str(tmp_path / "cache"),
                              "--no-progress"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+                            start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                            preexec_fn=_default_sigint)
     log = out / "runs" / "sokoban-top_p-s0" / "train.log"
     deadline = time.monotonic() + 120
     while not (log.is_file() and "warm start" in log.read_text()) and time.monotonic() < deadline:
