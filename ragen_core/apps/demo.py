@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    from ragen_core.apps.train import new_run_dir, preflight
+    from ragen_core.apps.train import claim_new_run_dir, preflight
     from ragen_core.policy import HFPolicy, default_tiny_model_dir
     from ragen_core.training.config import ConfigError, load_config
     from ragen_core.training.trainer import Trainer
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
-    run_dir = new_run_dir(cfg)
+    run_dir = claim_new_run_dir(cfg)  # made now: demos started together get a folder each
     print("RAGEN-2 demo: tiny offline model -> Sokoban warm start (a noisy demonstrator) -> GRPO + top-p filtering "
           f"(rho = {cfg.filter.spec.value}) on CPU")
     policy = HFPolicy.from_pretrained(model_dir)
