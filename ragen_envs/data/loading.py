@@ -28,8 +28,10 @@ A schema maps field names to either a type, a tuple of types, or a `Field` (belo
   for list elements: `goal.options[2]`) and what was expected;
 - `bool` is never accepted where `int`/`float` is asked for (JSON `true` is not a number), but an
   `int` is accepted where `float` is asked for (JSON writes 3.0 as 3 in many tools);
-- fields not named in the schema are kept as they are (schemas describe what the env needs, not
-  everything the public format may carry);
+- a number that is not finite (`NaN`, `Infinity`, `1e999`: Python's `json` reads them, JSON does not
+  allow them) is refused in a field the schema names, where a NaN would pass every range check; fields not
+  named in the schema are kept as they are (schemas describe what the env needs, not everything the
+  public format may carry);
 - an empty file (no record) is an error: an env cannot sample from it.
 
 The records come back as plain `dict`s in file order; nothing is converted.
@@ -38,6 +40,7 @@ The records come back as plain `dict`s in file order; nothing is converted.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,6 +106,16 @@ def _type_ok(value: Any, spec: TypeSpec) -> bool:
     return isinstance(value, types)
 
 
+def _not_finite(value: Any, field: Field, where: str, path: str) -> ValueError | None:
+    """The error for a float that is NaN or infinite (None otherwise). Python's `json` reads the non-JSON `NaN`,
+    `Infinity` and `1e999` as floats; a NaN compares false with everything, so it would pass every range
+    check of a field the env reads (a price, a target) and then play as no real value does."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return ValueError(f"{where}: field {path!r}: expected a finite number, got {_show(value)} (JSON has no NaN "
+                          "or infinity)")
+    return None
+
+
 def _type_name(spec: TypeSpec) -> str:
     types = spec if isinstance(spec, tuple) else (spec,)
     return " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in types)
@@ -150,6 +163,8 @@ def _validate_value(value: Any, field: Field, where: str, path: str) -> None:
         if field.item_type is not None:
             expected = f"a list of {_type_name(field.item_type)}"
         raise ValueError(f"{where}: field {path!r}: expected {expected}, got {_got(value)}")
+    if (error := _not_finite(value, field, where, path)) is not None:
+        raise error
     if isinstance(value, list) and field.item_type is not None:
         for i, item in enumerate(value):
             item_path = f"{path}[{i}]"
@@ -157,6 +172,8 @@ def _validate_value(value: Any, field: Field, where: str, path: str) -> None:
                 raise ValueError(
                     f"{where}: field {item_path!r}: expected {_type_name(field.item_type)}, got {_got(item)}"
                 )
+            if (error := _not_finite(item, field, where, item_path)) is not None:
+                raise error
             if field.schema is not None and isinstance(item, dict):
                 validate_record(item, field.schema, where, item_path)
     elif isinstance(value, dict) and field.schema is not None:

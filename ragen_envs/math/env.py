@@ -10,7 +10,7 @@ import numpy as np
 
 from ragen_envs.base import TextAgentEnv
 from ragen_envs.data import Field, load_records, record_index
-from ragen_envs.math.answer import ANSWER_MARKER, extract_gold
+from ragen_envs.math.answer import ANSWER_MARKER, answer_guard, extract_gold
 from ragen_envs.math.checker import CHECK_TIMEOUT_S, check_answer_bounded, start_worker
 from ragen_envs.math.generator import PROBLEM_KINDS, MathConfig, generate_problem, key_computation
 from ragen_envs.protocol import FORMAT_PENALTY, ActionFormat, parse_response
@@ -42,7 +42,9 @@ def _has_gold(response: str) -> str | None:
     earn. The gold is written in an `<answer>` block as a model would write it: a gold holding a tag
     (`</answer>`, `<think>`) makes the block malformed, so no response can carry it, and one holding a
     control character comes back with a space there (the parser neutralises them), which the checker is
-    then asked about (only such rare golds cost a check at load)."""
+    then asked about (only such rare golds cost a check at load). A gold past the checker's cost guards
+    (`answer_guard`: longer than `MAX_ANSWER_CHARS`, huge powers, deep brackets) could not be earned either:
+    every answer that equals it is refused before it is compared."""
     try:
         gold = extract_gold(response)
     except ValueError as exc:
@@ -52,6 +54,10 @@ def _has_gold(response: str) -> str | None:
     if parsed.answer is None:
         return f"its answer {_clip(gold)} holds a tag, so no <answer> block can give it ({parsed.format_error})"
     written = parsed.answer.strip()
+    refused = answer_guard(written)
+    if refused is not None:  # the checker refuses such an answer before comparing it with anything
+        return (f"its answer {_clip(gold)} is one the checker refuses to parse ({refused}), so no response "
+                "could earn it")
     if written != gold and check_answer_bounded(written, gold).rule is None:
         return (f"its answer {_clip(gold)} holds a control character: a response gives it as {_clip(written)}, "
                 "which the checker does not accept, so no response could earn it")

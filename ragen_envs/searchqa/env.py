@@ -379,8 +379,11 @@ def _dataset_retriever(path: Path, records: list[dict[str, Any]], version: tuple
     return _DATASET_RETRIEVERS.get(version, build)
 
 
-def _unbracket(text: str) -> str:
-    return text.replace("[", "(").replace("]", ")")
+def _as_argument(text: str) -> str:
+    """`text` as the argument of an action the parser reads whole: brackets, which would end the action, become
+    parentheses, and a run of '|', which the parser reads as the separator of two actions ("||"), becomes one
+    '|'. Both are punctuation, which the answer's normalisation drops, so the argument matches as `text`."""
+    return re.sub(r"\|{2,}", "|", text.replace("[", "(").replace("]", ")"))
 
 
 #: How the demonstrator names each relation and attribute (`QAItem.facts`).
@@ -695,10 +698,10 @@ class SearchQAEnv(TextAgentEnv):
         """
         n_search = min(len(self.queries), self.turn_limit - 1)
         if self._searches < n_search and self._turn < self.turn_limit - 1:
-            action = f"search[{_unbracket(self.queries[self._searches])}]"
+            action = f"search[{_as_argument(self.queries[self._searches])}]"
         else:
             # Brackets cannot appear inside the action; parentheses normalise the same (punctuation).
-            action = f"finish[{_unbracket(self.golds[0])}]"
+            action = f"finish[{_as_argument(self.golds[0])}]"
         return [action]
 
     # ------------------------------------------------------------------ training hooks
@@ -710,7 +713,7 @@ class SearchQAEnv(TextAgentEnv):
         query = " ".join(self._last_query.split()).lower()
         shown = {p.pid for p, _ in self._last_results}
         hits = [i for i, (name, pid) in enumerate(zip(self.queries, self.supporting, strict=True))
-                if " ".join(_unbracket(name).split()).lower() == query and pid in shown]
+                if " ".join(_as_argument(name).split()).lower() == query and pid in shown]
         return max(hits, default=-1)
 
     def oracle_step(self, reasoning: str = "full") -> tuple[str, list[str]]:
@@ -728,7 +731,7 @@ class SearchQAEnv(TextAgentEnv):
         """
         if not self.question:
             raise RuntimeError("call reset() before asking for the oracle")
-        answer = _unbracket(self.golds[0])
+        answer = _as_argument(self.golds[0])
         if not self.supporting:
             (action,) = self.oracle()
             if action.startswith("search["):
@@ -737,7 +740,7 @@ class SearchQAEnv(TextAgentEnv):
         if self._turn >= self.turn_limit - 1:
             return f"This is my last turn, so I answer {answer}.", [f"finish[{answer}]"]
         j = self._hop_read()
-        names = [_unbracket(q) for q in self.queries]
+        names = [_as_argument(q) for q in self.queries]
         facts = [FACT_WORDS.get(f, f.replace("_", " ")) for f in self.facts]
         if j == len(self.supporting) - 1:
             return f"The {facts[j]} of {names[j]} is {answer}.", [f"finish[{answer}]"]
@@ -772,7 +775,7 @@ class SearchQAEnv(TextAgentEnv):
         if rng.random() < 0.5:
             return f"search[{words[int(rng.integers(len(words)))]}]"
         if self.items is None and self.kb is not None:
-            names = sorted(_unbracket(e.name) for e in self.kb.entities.values())
+            names = sorted(_as_argument(e.name) for e in self.kb.entities.values())
         else:
             names = words
         return f"finish[{names[int(rng.integers(len(names)))]}]"

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ragen_envs import protocol
 from ragen_envs.data import Field, load_records
 from ragen_envs.searchqa.retriever import BM25Index
 from ragen_envs.validation import require_int
@@ -373,6 +374,20 @@ def _non_empty(value: str) -> str | None:
     return None if value.strip() else "must not be empty"
 
 
+def _unclickable(text: str) -> str | None:
+    """Why `text` cannot be the argument of a `click[...]` (None when it can): the answer parser splits an
+    answer at the action separator '||' before it reads the action, so `click[S||M]` arrives as two broken
+    pieces and no response, the oracle's included, could select that option or open that product."""
+    if protocol.ACTION_SEPARATOR in text:
+        return (f"holds {protocol.ACTION_SEPARATOR!r}, which the answer parser reads as the separator of two "
+                "actions, so no response could click it")
+    return None
+
+
+def _asin_problem(value: str) -> str | None:
+    return _non_empty(value) or _unclickable(value)
+
+
 _PRICE = re.compile(r"^\s*\$?\s*(\d+(?:\.\d+)?)\s*$")
 
 
@@ -394,6 +409,9 @@ def _options_problem(value: dict) -> str | None:
     for name, values in value.items():
         if not name.strip():
             return "option names must not be empty"
+        for text in (name, *(values if isinstance(values, list) else ())):
+            if isinstance(text, str) and (why := _unclickable(text)):
+                return f"option {name!r}: {text!r} {why}"
         if (
             not isinstance(values, list)
             or not values
@@ -413,7 +431,7 @@ def _options_problem(value: dict) -> str | None:
 
 #: A product record (WebShop's item fields we use; extra fields are kept and ignored).
 PRODUCT_SCHEMA = {
-    "asin": Field(str, check=_non_empty),
+    "asin": Field(str, check=_asin_problem),
     "title": Field(str, check=_non_empty),
     "price": Field((int, float, str), check=_price_problem),
     "category": Field(str),

@@ -4,6 +4,7 @@ and the per-file caches (keyed by the content, safe across threads)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import threading
@@ -12,7 +13,7 @@ import pytest
 
 from ragen_envs.code.tasks import MAX_PROBLEM_CHARS, load_tasks
 from ragen_envs.countdown.env import CountdownEnv, reachable_bound
-from ragen_envs.data import load_records
+from ragen_envs.data import Field, load_records
 from ragen_envs.data.cache import BuildCache, file_version
 from ragen_envs.math.env import MAX_QUERY_CHARS, MathEnv
 from ragen_envs.searchqa.env import SearchQAEnv, normalize_answer, question_room
@@ -122,6 +123,24 @@ def test_math_refuses_a_gold_no_response_can_give(tmp_path, gold, needle):
     path = _write(tmp_path / "m.jsonl", _math_record(gold))
     message = _error(lambda: MathEnv(dataset=path))
     assert f"{path}:1: field 'response'" in message and needle in message
+
+
+@pytest.mark.parametrize(
+    "gold, needle",
+    [("1" * 513, "longer than 512 characters"), ("2^(10^10)", "exponent"), ("(" * 30 + "1" + ")" * 30, "nested"),
+     ("|".join("ab" for _ in range(12)), "'|' characters")],
+)
+def test_math_refuses_a_gold_the_checker_refuses_before_comparing(tmp_path, gold, needle):
+    path = _write(tmp_path / "m.jsonl", _math_record(gold))
+    message = _error(lambda: MathEnv(dataset=path))
+    assert f"{path}:1: field 'response'" in message and needle in message and "could earn it" in message
+
+
+def test_math_a_gold_at_the_checker_s_length_limit_loads_and_earns_the_reward(tmp_path):
+    gold = "1" * 512
+    env = MathEnv(dataset=_write(tmp_path / "m.jsonl", _math_record(gold)))
+    env.reset(seed=0)
+    assert env.step(f"<think>x</think><answer>{gold}</answer>")[1] == 1.0
 
 
 @pytest.mark.parametrize("gold", ["１２", "e\u0301t\u00e9", "שלום", "x||y", "\U0001f600"])
@@ -270,3 +289,69 @@ def test_a_one_record_data_set_plays_that_record(tmp_path):
     for seed in range(3):
         _, info = env.reset(seed=seed)
         assert (info["target"], info["nums"], info["index"]) == (24, [3, 3, 8, 8], 0)
+
+
+# ------------------------------------------------------------------------------------------- numbers JSON has not
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e999"])
+@pytest.mark.parametrize("suffix", [".jsonl", ".json"])
+def test_a_number_json_does_not_allow_is_refused_in_a_field_the_env_reads(tmp_path, literal, suffix):
+    schema = {"target": float, "nums": Field(list, item_type=float)}
+    good = '{"target": 1.5, "nums": [1, 2.5]}'
+    for bad, field in ((f'{{"target": {literal}, "nums": [1]}}', "'target'"),
+                       (f'{{"target": 2, "nums": [1, {literal}]}}', "'nums[1]'")):
+        text = f"{good}\n{bad}\n" if suffix == ".jsonl" else f"[{good},\n{bad}]"
+        path = _write(tmp_path / f"d{suffix}", text)
+        message = _error(lambda path=path: load_records(path, schema))
+        assert f"{path}:2: field {field}: expected a finite number" in message, message
+    # A field the schema does not name is kept as the json module reads it (the env never looks at it).
+    path = _write(tmp_path / "x.jsonl", f'{{"target": 1, "nums": [1], "extra": {literal}}}\n')
+    assert not math.isfinite(load_records(path, schema)[0]["extra"])
+
+
+def test_webshop_refuses_a_nan_price_and_an_infinite_price_bound(tmp_path):
+    from ragen_envs.webshop.catalog import load_goals, load_products
+
+    product = {"asin": "A1", "title": "t", "price": 3.0, "category": "c", "attributes": ["x"]}
+    for literal in ("NaN", "Infinity"):
+        text = json.dumps(product).replace("3.0", literal)
+        path = _write(tmp_path / "p.jsonl", text + "\n")
+        assert f"{path}:1: field 'price'" in _error(lambda path=path: load_products(path))
+        goal = json.dumps({"instruction": "buy", "attributes": ["x"], "price_upper": 1.0}).replace("1.0", literal)
+        path = _write(tmp_path / "g.jsonl", goal + "\n")
+        assert f"{path}:1: field 'price_upper'" in _error(lambda path=path: load_goals(path))
+
+
+@pytest.mark.parametrize("gold", ["AT||T", "a|||b c", "Rock || Roll", "x [y] || z", "Page||One"])
+def test_searchqa_oracles_earn_a_gold_or_title_holding_the_action_separator(tmp_path, gold):
+    """'||' separates two actions in an answer block; the oracle wrote such golds and titles as they were, so
+    its `finish[...]` (and `search[...]`) split in two and its demonstrations scored nothing."""
+    passage = [gold, [f"The company is {gold}."]]
+    record = {"question": "Which company?", "answer": gold, "context": [passage], "supporting_passages": [passage]}
+    path = _write(tmp_path / "s.jsonl", json.dumps(record) + "\n")
+    env = SearchQAEnv(dataset=path)
+    for pick in (lambda: env.oracle()[0], lambda: env.oracle_step()[1][0]):
+        env.reset(seed=0)
+        done, reward = False, 0.0
+        while not done:
+            _, reward, terminated, truncated, info = env.step(f"<think>x</think><answer>{pick()}</answer>")
+            assert info["action_is_valid"], info
+            done = terminated or truncated
+        assert reward == 1.0
+
+
+@pytest.mark.parametrize("asin, size, field", [("A||1", "S", "asin"), ("A1", "S||M", "options"),
+                                               ("A1", "S", "options")])
+def test_webshop_refuses_a_product_no_response_could_click(tmp_path, asin, size, field):
+    """WebShop answers one action a turn, but the parser splits at '||' first: an ASIN or option holding it could
+    never be clicked, by the oracle either (its demonstrations scored the format penalty)."""
+    from ragen_envs.webshop.catalog import load_products
+
+    name = "fit||cut" if (asin, size) == ("A1", "S") else "size"
+    product = {"asin": asin, "title": "red shirt", "price": 10.0, "category": "c", "attributes": ["cotton"],
+               "options": {name: [size, "L"]}}
+    path = _write(tmp_path / "p.jsonl", json.dumps(product) + "\n")
+    message = _error(lambda: load_products(path))
+    assert f"{path}:1: field '{field}'" in message and "separator of two actions" in message
+    # Brackets are fine: the click matcher reads them (the oracle's click on such a product earns the reward).
+    product.update(asin="A[1]", options={"size": ["S [x]", "L"]})
+    assert load_products(_write(tmp_path / "q.jsonl", json.dumps(product) + "\n"))[0].asin == "A[1]"
