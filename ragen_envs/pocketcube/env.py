@@ -485,9 +485,16 @@ class PocketCubeEnv(TextAgentEnv):
             f"{layout}\nColours: {LEGEND}.\n"
             "Moves: U (Up), D (Down), R (Right), L (Left), F (Front), B (Back). A letter alone turns that face "
             "a quarter turn clockwise as seen looking straight at that face; with ' (e.g. R') counter-clockwise; "
-            "with 2 (e.g. F2) a half turn. Each counts as one action.\n"
-            "Scrambles use only U, R and F, so the Down-Back-Left corner (yellow, blue, orange) starts in place."
+            "with 2 (e.g. F2) a half turn. Each counts as one action."
+            + self._scramble_note()
         )
+
+    def _scramble_note(self) -> str:
+        """The hint that the Down-Back-Left corner starts in place, only when this episode's scramble keeps it there:
+        drawn levels use U, R, F alone, but `options["scramble"]` may turn D, L or B, which moves that corner."""
+        if any(m[0] not in "URF" for m in self.scramble):
+            return ""
+        return "\nScrambles use only U, R and F, so the Down-Back-Left corner (yellow, blue, orange) starts in place."
 
     def _image_space(self) -> spaces.Box:
         return spaces.Box(0, 255, (6 * STICKER_PX, 8 * STICKER_PX, 3), np.uint8)

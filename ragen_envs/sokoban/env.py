@@ -353,7 +353,8 @@ class SokobanEnv(TextAgentEnv):
 
     def _move_reasoning(self, actions: Sequence[str]) -> str:
         """Full style: ``I am at (2, 3). Box at (3, 2), target at (3, 1). I move down to (3, 3).`` (the move of
-        `actions[0]`: a walk or a push, read off the board; ``Then <dir>.`` for a second action)."""
+        `actions[0]`: a walk, a push, or a move that a wall or an immovable box blocks, read off the board by the
+        env's own move rule; ``Then <dir>.`` for a second action)."""
         player = tuple(int(x) for x in self.player_position)
         boxes_set = {tuple(int(x) for x in b) for b in self.box_positions}
         targets = self.target_positions
@@ -361,13 +362,16 @@ class SokobanEnv(TextAgentEnv):
         parts = [f"I am at {coords([player])}.",
                  f"Box at {coords(left or boxes_set)}, target at {coords(targets)}."]
         if actions:
-            nxt = moved(player, actions[0])
-            if nxt in boxes_set:
-                parts.append(
-                    f"Moving {DIRECTION_WORDS[actions[0]]} pushes the box to {coords([moved(nxt, actions[0])])}."
-                )
+            nxt, word = moved(player, actions[0]), DIRECTION_WORDS[actions[0]]
+            blocked = self._blocked_by(actions[0])
+            if blocked == "wall":
+                parts.append(f"Moving {word} walks into a wall, so I stay at {coords([player])}.")
+            elif blocked == "box":
+                parts.append(f"Moving {word} cannot push the box at {coords([nxt])}: a wall or a box is behind it.")
+            elif nxt in boxes_set:
+                parts.append(f"Moving {word} pushes the box to {coords([moved(nxt, actions[0])])}.")
             else:
-                parts.append(f"I move {DIRECTION_WORDS[actions[0]]} to {coords([nxt])}.")
+                parts.append(f"I move {word} to {coords([nxt])}.")
             if len(actions) > 1:
                 parts.append(f"Then {DIRECTION_WORDS.get(actions[1], actions[1])}.")
         return " ".join(parts)
@@ -390,11 +394,21 @@ class SokobanEnv(TextAgentEnv):
         if push is not None:
             s += f" Push {push[0]} from {coords([push[1]])}."
         if actions:
-            if moved(player, actions[0]) in boxes_set:
+            if self._blocked_by(actions[0]) is not None:
+                s += f" {actions[0]} is blocked."
+            elif moved(player, actions[0]) in boxes_set:
                 s += " Push now."
             else:
                 s += f" Go {actions[0]}."
         return s
+
+    def _blocked_by(self, action: str) -> str | None:
+        """What stops `action` from the current state under the move rule (`push_move`): ``"wall"`` (a wall, or
+        the grid edge, in the way), ``"box"`` (a box that cannot move: a wall or a box behind it), None (it moves)."""
+        d = self._dir[action]
+        if push_move(self._floor, self._floor, self._player, self._boxes, d) is not None:
+            return None
+        return "wall" if not self._floor[self._player + d] else "box"
 
     @property
     def player_position(self) -> tuple[int, int]:

@@ -46,13 +46,15 @@ def parse_board(board: Any, n: int) -> list[int]:
     if rows is not None and len(rows) == n:
         flat = []
         for row in rows:
-            cells = list(row.replace(".", "0")) if isinstance(row, str) else list(np.asarray(row).ravel())
+            # A list keeps its items as given: np.asarray would turn [True, 0] into [1, 0] before the check below.
+            cells = (list(row.replace(".", "0")) if isinstance(row, str)
+                     else list(row) if isinstance(row, (list, tuple)) else list(np.asarray(row).ravel()))
             if len(cells) != n:
                 flat = None
                 break
             flat.extend(cells)
     elif rows is not None and len(rows) == n * n:
-        flat = list(np.asarray(rows).ravel())
+        flat = list(board) if isinstance(board, (list, tuple)) else list(np.asarray(rows).ravel())
     if flat is None:
         raise ValueError(f"a {n}x{n} board must be {n} rows of {n} digits (or {n * n} digits), got {board!r}")
     out = []
@@ -61,9 +63,11 @@ def parse_board(board: Any, n: int) -> list[int]:
             v = "0"
         try:
             d = int(v)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: int(float("inf"))
             raise ValueError(f"board cells must be digits 0..{n} (0 or '.' empty), got {v!r}") from None
-        if not 0 <= d <= n or (isinstance(v, float) and v != d):
+        # int() truncates: 2.5, np.float32(2.5) or Fraction(5, 2) would become a given 2, and True a given 1.
+        inexact = not isinstance(v, str) and (isinstance(v, (bool, np.bool_)) or v != d)
+        if not 0 <= d <= n or inexact:
             raise ValueError(f"board cells must be digits 0..{n} (0 or '.' empty), got {v!r}")
         out.append(d)
     return out
