@@ -40,6 +40,8 @@ __all__ = [
     "user_turn_text",
     "response_format",
     "observation_text",
+    "observation_problem",
+    "env_name",
     "escape_image_token",
     "escape_control_tokens",
     "system_messages",
@@ -118,19 +120,50 @@ def escape_control_tokens(text: str, tokens: Sequence[str]) -> str:
     return text
 
 
+def observation_problem(obs: Any) -> str | None:
+    """None when `obs` is an observation a language model can be shown: text (``str``) or a vision observation
+    ``{"text": str, "image": uint8 HxWx3}`` (docs/envs.md); else what it is instead, for an error message.
+
+    Nothing else is converted: ``str()`` of a dict without ``"text"`` used to show the model an empty state, of a
+    numpy array with more than 1000 entries numpy's cut ``[0 1 2 ... 1999]``, of bytes ``b'...'`` and of None the
+    word ``None``, each without a word to the user.
+    """
+    if isinstance(obs, str):
+        return None
+    if isinstance(obs, Mapping):
+        if isinstance(obs.get("text"), str):
+            return None
+        keys = ", ".join(repr(k) for k in list(obs)[:6])
+        return (f"a dict without a 'text' string (keys: {keys or 'none'})" if "text" not in obs else
+                f"a dict whose 'text' is {type(obs['text']).__name__}, not str")
+    if isinstance(obs, np.ndarray):
+        return f"a numpy array of shape {obs.shape}"
+    return f"{type(obs).__name__} {obs!r:.40}"
+
+
 def observation_text(obs: Any, image_token: str | None,
                      control_tokens: Sequence[str] = ()) -> tuple[str, np.ndarray | None]:
     """Text of an observation and its image; the image is placed in the text with the policy's image
     placeholder (vision policies), or dropped for text-only policies (``image_token=None``). A placeholder
     or a control token inside the env's own text is escaped (:func:`escape_image_token`,
-    :func:`escape_control_tokens`)."""
-    if isinstance(obs, dict):
-        text, image = escape_image_token(str(obs.get("text", "")), image_token), obs.get("image")
+    :func:`escape_control_tokens`). An observation that is neither text nor ``{"text": str, ...}`` is a TypeError
+    (:func:`observation_problem`)."""
+    problem = observation_problem(obs)
+    if problem is not None:
+        raise TypeError(f"the observation must be text (str) or {{'text': str, 'image': uint8 HxWx3}}; got {problem}")
+    if isinstance(obs, Mapping):
+        text, image = escape_image_token(obs["text"], image_token), obs.get("image")
         text = escape_control_tokens(text, control_tokens)
         if image is None or image_token is None:
             return text, None
         return f"{image_token}\n{text}", image
     return escape_control_tokens(escape_image_token(str(obs), image_token), control_tokens), None
+
+
+def env_name(env: Any) -> str:
+    """What an error message calls `env`: its registered id (``env.spec.id``, set by ``gym.make``), else its
+    class name."""
+    return str(getattr(getattr(env, "spec", None), "id", None) or type(contract.unwrapped(env)).__name__)
 
 
 def system_messages(system: str) -> list[dict[str, str]]:
@@ -261,7 +294,9 @@ class EpisodeStep:
 
     @property
     def action_valid(self) -> bool:
-        return bool(self.info.get("action_is_valid", False))
+        """The env ran the answer's action: its ``info["action_is_valid"]``; True when the env does not report it
+        (a plain Gymnasium env took the text as its action: it refused nothing it says), False when it raised."""
+        return bool(self.info.get("action_is_valid", True))
 
     @property
     def env_error(self) -> str | None:
@@ -346,9 +381,14 @@ class ChatEpisode:
         if options is not None and not isinstance(options, Mapping):
             raise TypeError(f"options must be None or a dict of reset options, got {type(options).__name__}")
         self._clear()
-        obs, info = self.env.reset(seed=seed, options=options)
+        try:
+            result = self.env.reset(seed=seed, options=options)
+        except Exception as exc:  # the env's own error, kept as it is; the note says which env raised it
+            exc.add_note(f"raised by {env_name(self.env)}.reset(seed={seed}, options={options!r:.60})")
+            raise
+        obs, info = self._checked_reset(result)
         self.observation = obs
-        text, image = observation_text(obs, self.image_token, self.control_tokens)
+        text, image = self._observation_text(obs, "reset")
         self.actions_left = info.get("actions_left")
         self.response_format = response_format(self.env)
         self.instructions = str(info.get("instructions", ""))
@@ -358,6 +398,26 @@ class ChatEpisode:
         self.messages = system_messages(self.system)
         return EpisodeStart(system=self.system, user=self.user, images=list(self.user_images),
                             actions_left=self.actions_left, response_format=self.response_format)
+
+    def _checked_reset(self, result: Any) -> tuple[Any, Mapping[str, Any]]:
+        """``env.reset``'s `result` as (observation, info), or a ValueError naming the env and what the Gymnasium
+        API ``(observation, info)`` got instead (an old-gym reset that returns the observation alone used to be
+        "too many values to unpack", an info that is not a dict an AttributeError)."""
+        if not isinstance(result, tuple) or len(result) != 2:
+            got = f"a {len(result)}-tuple" if isinstance(result, tuple) else f"{type(result).__name__} {result!r:.40}"
+            raise ValueError(f"{env_name(self.env)}: reset returned {got}; expected (observation, info)")
+        if not isinstance(result[1], Mapping):
+            raise ValueError(f"{env_name(self.env)}: reset returned info {type(result[1]).__name__} "
+                             f"{result[1]!r:.40}; expected a dict")
+        return result
+
+    def _observation_text(self, obs: Any, where: str) -> tuple[str, np.ndarray | None]:
+        """:func:`observation_text` of `obs`, whose TypeError names the env and the call that returned it."""
+        problem = observation_problem(obs)
+        if problem is not None:
+            raise TypeError(f"{env_name(self.env)}: {where} returned an observation the model cannot be shown: "
+                            f"{problem}; an observation must be text (str) or {{'text': str, 'image': uint8 HxWx3}}")
+        return observation_text(obs, self.image_token, self.control_tokens)
 
     def prompt_messages(self, window: int) -> tuple[list[dict[str, str]], list[np.ndarray]]:
         """The next prompt re-rendered from text: [system,] the last `window` (user, assistant) pairs (0: none) and
@@ -385,8 +445,11 @@ class ChatEpisode:
                             f"{response!r:.40}")
         obs, reward, terminated, truncated, info = safe_step(self.env, response)
         reward = float(reward)
+        ends = bool(terminated or truncated) or (self.max_turns is not None and self.turn + 1 >= self.max_turns)
+        # The next user turn shows this observation; the last one is shown to no one, whatever it is (None, an
+        # array), so it is not read. Checked before any state changes: a refused step leaves the episode as it was.
+        shown = None if ends else self._observation_text(obs, "step")
         self.observation = obs
-        text, image = observation_text(obs, self.image_token, self.control_tokens)
         self.rewards.append(reward)
         self.total_reward += reward
         self.history.append((self.user, response, self.user_images))
@@ -394,10 +457,11 @@ class ChatEpisode:
         self.success = bool(info.get("success", False))
         self.terminated, self.truncated = bool(terminated), bool(truncated)
         self.actions_left = info.get("actions_left", self.actions_left)
-        self.done = bool(terminated or truncated) or (self.max_turns is not None and self.turn >= self.max_turns)
-        if self.done:
+        self.done = ends
+        if shown is None:
             self.user, self.user_images = None, []
         else:
+            text, image = shown
             self.user = self._user(self.turn + 1, text, reward)
             self.user_images = [image] if image is not None else []
         return EpisodeStep(reward=reward, terminated=self.terminated, truncated=self.truncated, info=info,

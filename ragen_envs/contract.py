@@ -61,8 +61,9 @@ def vision(env: Any) -> bool:
 def observes_images(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> bool:
     """Whether ``gym.make(env_id, **env_kwargs)`` has image observations, without building it: its `vision=`
     keyword from `env_kwargs`, else from the registered spec's kwargs (the ``-Vision-`` ids set it), else VISION.
-    Raises Gymnasium's error for an unregistered id, as `gym.make` would."""
-    import gymnasium as gym
+    The id is looked up as `gym.make` does (``"module:id"`` imports the module); an unregistered one is
+    `ragen_envs.registration.UnknownEnvId`, a ValueError in one line."""
+    from ragen_envs.registration import find_spec
 
-    kwargs = {**dict(gym.spec(env_id).kwargs or {}), **dict(env_kwargs or {})}
+    kwargs = {**dict(find_spec(env_id).kwargs or {}), **dict(env_kwargs or {})}
     return bool(kwargs.get("vision", VISION))

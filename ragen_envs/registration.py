@@ -2,6 +2,18 @@
 
 `import ragen_envs` calls `register_all()`; `gym.make("ragen_envs:ragen/Sokoban-v0")` imports the
 package first and so works without the explicit import.
+
+Envs of other packages: `register_all()` then loads every entry point of the group ``ragen_envs``
+(`ENTRY_POINT_GROUP`), so that a package installed next to this one makes its ids known to every `ragen` command
+(`ragen train` with its id as `env.id`, `ragen eval`, `ragen play`) without being imported by name. In the
+package's ``pyproject.toml``:
+
+    [project.entry-points.ragen_envs]
+    my_envs = "my_envs.registration"          # a module whose import calls gymnasium.register(...)
+    # or "my_envs:register", a function that does
+
+`find_spec(env_id)` is the lookup for the toolkit's own checks: Gymnasium's ``"module:id"`` form imports the module
+first, as `gym.make` does, and an unknown id is one line with the closest registered ids.
 """
 
 from __future__ import annotations
@@ -99,12 +111,84 @@ ENV_SPECS: tuple[EnvSpec, ...] = (
 )
 
 
+#: The entry-point group whose entries register envs of other packages (module docstring).
+ENTRY_POINT_GROUP = "ragen_envs"
+
+
+class UnknownEnvId(gym.error.Error, ValueError):
+    """An env id that no registered env has (:func:`find_spec`); a ValueError, as any bad argument of the toolkit,
+    and a Gymnasium error, as `gym.spec` raises."""
+
+
 def register_all() -> None:
-    """Register every id of ENV_SPECS with Gymnasium (idempotent)."""
+    """Register every id of ENV_SPECS with Gymnasium (idempotent), then load the envs of other packages
+    (:func:`load_entry_points`)."""
     for spec in ENV_SPECS:
         if spec.id in gym.registry:
             continue
         gym.register(id=spec.id, entry_point=spec.entry_point, kwargs=dict(spec.kwargs))
+    load_entry_points()
+
+
+_LOADED: set[str] = set()
+
+
+def load_entry_points() -> list[str]:
+    """Load each entry point of the group ENTRY_POINT_GROUP once per process: import its module, and call the
+    object it names when that is a function (``my_envs:register``); that registers the package's ids with
+    Gymnasium. Returns the entry points loaded by this call.
+
+    One that fails (an import error, a function that raises) is a warning naming it and the error, in one line,
+    not an error: a broken package next to this one must not break ``import ragen_envs`` for every other env; its
+    ids then stay unknown and using one is :func:`find_spec`'s error."""
+    import warnings
+    from importlib.metadata import entry_points
+
+    loaded = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        key = f"{ep.name} = {ep.value}"
+        if key in _LOADED:
+            continue
+        _LOADED.add(key)
+        try:
+            target = ep.load()
+            if callable(target) and not isinstance(target, type):
+                target()
+        except Exception as exc:  # noqa: BLE001 - any error of another package's code: reported, not raised
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            warnings.warn(f"ragen_envs: the env entry point {key!r} failed ({type(exc).__name__}: {first}); its "
+                          f"env ids are not registered", RuntimeWarning, stacklevel=2)
+            continue
+        loaded.append(key)
+    return loaded
+
+
+def find_spec(env_id: str) -> gym.envs.registration.EnvSpec:
+    """The registered spec of `env_id`, as `gym.make(env_id)` finds it: ``"module:id"`` imports the module first
+    (where a package registers its ids), then looks the id up.
+
+    Raises UnknownEnvId (one line: Gymnasium's reason, and the closest registered ids where Gymnasium names none,
+    ``Sokoban-v0`` -> ``ragen/Sokoban-v0``) for an id no env has, and for a module that cannot be imported (naming
+    it); a TypeError for an id that is not a str."""
+    import difflib
+    import importlib
+
+    if not isinstance(env_id, str):
+        raise TypeError(f"an env id must be a str like 'ragen/Sokoban-v0', got {type(env_id).__name__} {env_id!r:.40}")
+    module, _, name = env_id.rpartition(":")
+    if module:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise UnknownEnvId(f"env id {env_id!r}: its module {module!r} cannot be imported ({exc})") from None
+    try:
+        return gym.spec(name)
+    except gym.error.Error as exc:
+        why = str(exc).splitlines()[0]
+        why += "" if why.endswith((".", "?", "!")) else "."
+        close = [] if "Did you mean" in why else difflib.get_close_matches(name, list(gym.registry), n=2, cutoff=0.6)
+        hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        raise UnknownEnvId(f"unknown env id {env_id!r}: {why}{hint}") from None
 
 
 def env_ids() -> list[str]:
@@ -131,7 +215,7 @@ def accepted_kwargs(env_id: str) -> list[str]:
     them would advertise knobs that do not exist (docs/envs.md) and make `kwarg_error` suggest them."""
     import inspect
 
-    spec = gym.spec(env_id)
+    spec = find_spec(env_id)
     entry = spec.entry_point
     cls = gym.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
     names: set[str] = set()
