@@ -11,7 +11,9 @@ PROG = "ragen configs"
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     """`ragen configs [NAME]`."""
-    parser = argparse.ArgumentParser(prog=prog)
+    parser = argparse.ArgumentParser(
+        prog=prog, description="List the shipped configs (presets) with their first comment line, or print one "
+        "preset's TOML. Train one with `ragen train NAME [key=value ...]`.")
     parser.add_argument("name", nargs="?", default=None, help="print this preset's TOML instead")
     return parser
 

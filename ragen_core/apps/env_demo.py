@@ -137,7 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     if "ragen/Sokoban-v0" in ids:
         console.rule("One Sokoban episode played by the solver")
         env = gym.make("ragen/Sokoban-v0")
-        run_episode(env, oracle_answer, seed=args.seed, max_turns=args.max_turns, show=console.print)
+        # The env's text as it is: rich would read its brackets as markup (`[/]` is a MarkupError) and bold its digits.
+        run_episode(env, oracle_answer, seed=args.seed, max_turns=args.max_turns,
+                    show=lambda text: console.print(text, markup=False, highlight=False))
 
     table = Table(title=f"Oracle vs random agent, {args.episodes} episodes per cell")
     for col in ("env", "oracle success", "oracle return", "random success", "random return", "episodes/s"):

@@ -8,8 +8,9 @@ wrapped into the response format for you, so the format penalty only applies to 
 Where Python has `readline` (not on Windows), the prompt has line editing (arrow keys, Ctrl-A/E) and history
 (up arrow) of the session's lines. Bad env kwargs (`bogus=1`, `num_boxes=abc`), an env that cannot be built or
 started with them (`render_mode=human` without pygame, a Sokoban `min_solution_len` no room reaches), an unknown id
-(with the closest ids) and an id that is not a text env (`CartPole-v1`) are one `config error:` line and exit
-status 2. Typed bytes that are not text in the terminal's encoding are read as U+FFFD, not a traceback.
+(with the closest ids) and an id that is not a text env (`CartPole-v1`) are one `config error:` line on stderr and
+exit status 2 (the game itself is on stdout). Typed bytes that are not text in the terminal's encoding are read as
+U+FFFD, not a traceback; text the terminal cannot show is written as backslash escapes (`ragen_core.apps.cli`).
 """
 
 from __future__ import annotations
@@ -89,24 +90,29 @@ def play(
     kwargs: dict[str, Any] | None = None,
     read_line: Callable[[str], str] | None = None,
     out: TextIO | None = None,
+    err: TextIO | None = None,
 ) -> int:
     """Interactive loop; returns a process exit status (0, or 2 for an unknown id).
 
-    `read_line(prompt)` reads one typed line (raises EOFError at the end); None means `input`, with line
-    editing where available (`enable_line_editing`). `out`: where to print (None: the current ``sys.stdout``,
-    looked up at call time so that a redirected or captured stdout is honoured).
+    `read_line(prompt)` reads one typed line (raises EOFError at the end); None means `input`
+    (:func:`read_typed_line`), with line editing where available (`enable_line_editing`). `out`: where to print
+    the game (None: the current ``sys.stdout``, looked up at call time so that a redirected or captured stdout is
+    honoured). `err`: where the `config error:` line goes (None: `out` when it is given, so that a caller's one
+    stream gets everything, else the current ``sys.stderr``: `ragen play nope > game.txt` shows the error, and
+    `ragen play nope | cat` has it apart from the game).
     """
+    err = (sys.stderr if out is None else out) if err is None else err
     out = sys.stdout if out is None else out
     if read_line is None:
         enable_line_editing()
         tolerate_undecodable_input()
-        read_line = input
+        read_line = read_typed_line
     try:
         gym.spec(env_id)
     except gym.error.Error as exc:
         why = str(exc).rstrip(".")
         print(f"config error: cannot make {env_id!r}: {why}{_closest_ids(env_id)} (`ragen envs` lists the ids)",
-              file=out)
+              file=err)
         return 2
     try:
         env = gym.make(env_id, **(kwargs or {}))
@@ -115,20 +121,33 @@ def play(
         # no room of `min_solution_len`) says so in its message; a traceback would bury it.
         from ragen_envs.registration import kwarg_error
 
-        print(f"config error: {env_id} with {kwargs or {}}: {kwarg_error(env_id, kwargs or {}, exc)}", file=out)
+        print(f"config error: {env_id} with {kwargs or {}}: {kwarg_error(env_id, kwargs or {}, exc)}", file=err)
         return 2
     try:
         if not isinstance(env.action_space, gym.spaces.Text):
             print(f"config error: {env_id} is not a text env (its actions are {env.action_space}, not typed text): "
-                  "`ragen play` plays the text envs that `ragen envs` lists", file=out)
+                  "`ragen play` plays the text envs that `ragen envs` lists", file=err)
             return 2
         return _play_loop(env, env_id, episode_seed=random.randrange(2**31) if seed is None else int(seed),
-                          read_line=read_line, out=out, kwargs=kwargs or {})
+                          read_line=read_line, out=out, kwargs=kwargs or {}, err=err)
     except KeyboardInterrupt:
         print("\n(interrupted: bye)", file=out)
         return 130
     finally:
         env.close()
+
+
+def read_typed_line(prompt: str) -> str:
+    """`input(prompt)`, where a closed stdin (`ragen play ID <&-`: ``sys.stdin`` is None) is the end of input (EOFError)
+    and a closed stdout shows no prompt, instead of input()'s RuntimeError "lost sys.stdin" / "lost sys.stdout"."""
+    if sys.stdin is None:
+        raise EOFError
+    if sys.stdout is None:
+        line = sys.stdin.readline()
+        if not line:
+            raise EOFError
+        return line.rstrip("\n")
+    return input(prompt)
 
 
 def tolerate_undecodable_input(stream: Any = None) -> None:
@@ -159,7 +178,7 @@ def _closest_ids(env_id: str) -> str:
 
 
 def _play_loop(env: Any, env_id: str, episode_seed: int, read_line: Callable[[str], str], out: TextIO,
-               kwargs: dict[str, Any] | None = None) -> int:
+               kwargs: dict[str, Any] | None = None, err: TextIO | None = None) -> int:
     """The episodes of :func:`play` until `q` or the end of input (0), or 2 with one `config error:` line when
     an episode cannot start (:func:`_start_episode`). Every episode has a known seed, so that `r` can restart the
     same level."""
@@ -168,7 +187,7 @@ def _play_loop(env: Any, env_id: str, episode_seed: int, read_line: Callable[[st
     while True:
         if restart:
             episode_seed -= 1
-        started = _start_episode(env, env_id, episode_seed, kwargs or {}, out)
+        started = _start_episode(env, env_id, episode_seed, kwargs or {}, out if err is None else err)
         if started is None:
             return 2
         obs, info = started
@@ -265,8 +284,13 @@ def parse_kwargs(pairs: Sequence[str]) -> dict[str, object]:
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     """`ragen play ENV_ID [--seed S] [key=value ...]`."""
-    parser = argparse.ArgumentParser(prog=prog)
-    parser.add_argument("env_id", help="a registered id, e.g. ragen/Sokoban-v0")
+    parser = argparse.ArgumentParser(
+        prog=prog, description="Play a text env in the terminal: type an action (e.g. Up, or Up || Left) or a full "
+        "response (<think>..</think><answer>..</answer>); the game shows the state, the reward and the info.",
+        epilog="While playing: q quits, r restarts the level (same seed), ? shows the rules and the state again; "
+        "an empty line costs no turn; Ctrl-D (end of input) quits, Ctrl-C quits with status 130. `ragen envs` "
+        "lists the ids.")
+    parser.add_argument("env_id", help="a registered id, e.g. ragen/Sokoban-v0 (`ragen envs` lists them)")
     parser.add_argument("--seed", type=int, default=None,
                         help=f"seed of the first episode (an integer in [0, {MAX_SEED}]; default: a random one)")
     parser.add_argument("env_kwargs", nargs="*", metavar="key=value", help="keyword arguments for gym.make")
