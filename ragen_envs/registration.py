@@ -117,7 +117,12 @@ ENTRY_POINT_GROUP = "ragen_envs"
 
 class UnknownEnvId(gym.error.Error, ValueError):
     """An env id that no registered env has (:func:`find_spec`); a ValueError, as any bad argument of the toolkit,
-    and a Gymnasium error, as `gym.spec` raises."""
+    and a Gymnasium error, as `gym.spec` raises. `reason`: why, without the closest ids (for a caller that names
+    them its own way)."""
+
+    def __init__(self, message: str, reason: str | None = None):
+        super().__init__(message)
+        self.reason = message if reason is None else reason
 
 
 def register_all() -> None:
@@ -188,7 +193,7 @@ def find_spec(env_id: str) -> gym.envs.registration.EnvSpec:
         why += "" if why.endswith((".", "?", "!")) else "."
         close = [] if "Did you mean" in why else difflib.get_close_matches(name, list(gym.registry), n=2, cutoff=0.6)
         hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-        raise UnknownEnvId(f"unknown env id {env_id!r}: {why}{hint}") from None
+        raise UnknownEnvId(f"unknown env id {env_id!r}: {why}{hint}", reason=why) from None
 
 
 def env_ids() -> list[str]:

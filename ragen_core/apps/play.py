@@ -107,10 +107,12 @@ def play(
         enable_line_editing()
         tolerate_undecodable_input()
         read_line = read_typed_line
+    from ragen_envs.registration import find_spec
+
     try:
-        gym.spec(env_id)
+        find_spec(env_id)  # as gym.make finds it: "module:id" imports the module that registers the id
     except gym.error.Error as exc:
-        why = str(exc).rstrip(".")
+        why = str(getattr(exc, "reason", exc)).rstrip(".")  # play names the closest ids its own way
         print(f"config error: cannot make {env_id!r}: {why}{_closest_ids(env_id)} (`ragen envs` lists the ids)",
               file=err)
         return 2

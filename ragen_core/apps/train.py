@@ -169,9 +169,10 @@ def preflight(cfg: TrainConfig) -> None:
     import gymnasium as gym
 
     import ragen_envs  # noqa: F401  (registers the ids)
+    from ragen_envs.registration import find_spec
 
     try:
-        gym.spec(cfg.env.id)
+        find_spec(cfg.env.id)  # as gym.make finds it ("module:id" imports the module that registers the id)
     except gym.error.Error as e:
         raise ConfigError(f"env.id: {e} (`ragen envs` lists the ids)") from None
     try:

@@ -460,8 +460,10 @@ def _check_per_rollout_option(cfg: TrainConfig) -> None:
         return
     import gymnasium as gym
 
+    from ragen_envs.registration import find_spec
+
     try:
-        entry = gym.spec(cfg.env.id).entry_point
+        entry = find_spec(cfg.env.id).entry_point
         cls = gym.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
     except (gym.error.Error, ImportError, AttributeError, ValueError):
         return
@@ -525,8 +527,10 @@ def _check_env_and_model(cfg: TrainConfig, policy: Any) -> None:
 
     if not isinstance(cfg.env.id, str):
         raise ConfigError(f"env.id must be an env id (text; `ragen envs` lists them); got {_short(cfg.env.id)}")
+    from ragen_envs.registration import find_spec
+
     try:
-        gym.spec(cfg.env.id)
+        find_spec(cfg.env.id)  # as gym.make finds it ("module:id" imports the module that registers the id)
     except gym.error.Error as e:
         raise ConfigError(f"env.id: {e} (`ragen envs` lists the ids)") from None
     if not isinstance(cfg.env.kwargs, dict):

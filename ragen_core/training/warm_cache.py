@@ -80,13 +80,13 @@ def demonstration_code_digest(env_id: str) -> str:
     when it has its own, e.g. ``ragen_envs/searchqa/``), ``ragen_envs/base.py`` and the warm start's own modules
     (``sft.py``, ``demonstrators.py``). An edit of the env's oracle, habit or wording changes the demonstrations
     while the config stays the same; without this the cache would hand back weights trained on the old ones."""
-    import gymnasium as gym
 
     import ragen_envs  # noqa: F401  (registers the ids)
+    from ragen_envs.registration import find_spec
 
     here = Path(__file__).resolve().parent
     files = {here / "sft.py", here / "demonstrators.py", Path(ragen_envs.__file__).resolve().parent / "base.py"}
-    entry = gym.spec(env_id).entry_point
+    entry = find_spec(env_id).entry_point
     if isinstance(entry, str):
         module = importlib.import_module(entry.split(":")[0])
     else:
