@@ -52,8 +52,9 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     width = max(len(name) for name, _, _ in presets)
     for name, _, text in presets:
         print(f"{name:<{width}}  {text}")
+    # The footer is a note for a person, not a row: on stderr, so that `ragen configs | cut -d' ' -f1` gives names.
     print(f"\n{len(presets)} presets in {presets_dir()}; train one with `ragen train NAME [key=value ...]`, "
-          "print one with `ragen configs NAME`")
+          "print one with `ragen configs NAME`", file=sys.stderr)
     return 0
 
 

@@ -28,14 +28,18 @@ CONFIGS = sorted((ROOT / "configs").glob("*.toml"))
 # ------------------------------------------------------------------------------------------- presets
 def test_configs_lists_every_shipped_config_with_its_first_comment_line(capsys):
     assert cli.main(["configs"]) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert CONFIGS, "the checkout ships configs/*.toml"
     for path in CONFIGS:
         first = next(line for line in path.read_text().splitlines() if line.strip())
         assert first.startswith("#")
         line = next(x for x in out.splitlines() if x.split() and x.split()[0] == path.stem)
         assert first.lstrip("#").strip() in line
-    assert f"{len(CONFIGS)} presets" in out
+    # stdout holds one row per preset and nothing else (`ragen configs | cut -d' ' -f1` lists the names); the
+    # footer is a note on stderr
+    assert sorted(x.split()[0] for x in out.splitlines()) == sorted(p.stem for p in CONFIGS)
+    assert f"{len(CONFIGS)} presets" in captured.err
 
 
 def test_configs_name_prints_the_preset_and_rejects_unknown_names(capsys):

@@ -154,7 +154,7 @@ def test_the_cli_without_torch(wheel_venv):
 
     configs = _run([ragen, "configs"], cwd=work)
     assert configs.returncode == 0 and "bandit_tiny" in configs.stdout
-    assert "_configs" in configs.stdout  # from the wheel's package data, not a checkout
+    assert "_configs" in configs.stderr  # from the wheel's package data, not a checkout (the footer's note)
     shown = _run([ragen, "configs", "bandit_tiny"], cwd=work)
     assert shown.stdout == (wheel_venv["src"] / "configs" / "bandit_tiny.toml").read_text()
 
