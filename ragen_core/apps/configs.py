@@ -52,9 +52,11 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     width = max(len(name) for name, _, _ in presets)
     for name, _, text in presets:
         print(f"{name:<{width}}  {text}")
-    # The footer is a note for a person, not a row: on stderr, so that `ragen configs | cut -d' ' -f1` gives names.
-    print(f"\n{len(presets)} presets in {presets_dir()}; train one with `ragen train NAME [key=value ...]`, "
-          "print one with `ragen configs NAME`", file=sys.stderr)
+    # The footer is a note for a person reading a terminal, not a row: piped or redirected, the output is the rows
+    # alone (`ragen configs | cut -d' ' -f1` gave an empty name and the count among the names).
+    if sys.stdout.isatty():
+        print(f"\n{len(presets)} presets in {presets_dir()}; train one with `ragen train NAME [key=value ...]`, "
+              "print one with `ragen configs NAME`")
     return 0
 
 

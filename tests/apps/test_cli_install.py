@@ -36,10 +36,16 @@ def test_configs_lists_every_shipped_config_with_its_first_comment_line(capsys):
         assert first.startswith("#")
         line = next(x for x in out.splitlines() if x.split() and x.split()[0] == path.stem)
         assert first.lstrip("#").strip() in line
-    # stdout holds one row per preset and nothing else (`ragen configs | cut -d' ' -f1` lists the names); the
-    # footer is a note on stderr
+    # Not a terminal: one row per preset and nothing else (`ragen configs | cut -d' ' -f1` lists the names); the
+    # footer (the count, where they are) is for a terminal
     assert sorted(x.split()[0] for x in out.splitlines()) == sorted(p.stem for p in CONFIGS)
-    assert f"{len(CONFIGS)} presets" in captured.err
+    assert "presets in" not in out + captured.err
+
+
+def test_configs_on_a_terminal_ends_with_the_count_and_the_folder(capsys, monkeypatch):
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    assert cli.main(["configs"]) == 0
+    assert f"{len(CONFIGS)} presets in " in capsys.readouterr().out
 
 
 def test_configs_name_prints_the_preset_and_rejects_unknown_names(capsys):

@@ -154,7 +154,9 @@ def test_the_cli_without_torch(wheel_venv):
 
     configs = _run([ragen, "configs"], cwd=work)
     assert configs.returncode == 0 and "bandit_tiny" in configs.stdout
-    assert "_configs" in configs.stderr  # from the wheel's package data, not a checkout (the footer's note)
+    where = _run([str(wheel_venv["python"]), "-c", "from ragen_core.training.presets import presets_dir; "
+                  "print(presets_dir())"], cwd=work)
+    assert "_configs" in where.stdout, where.stderr  # from the wheel's package data, not a checkout
     shown = _run([ragen, "configs", "bandit_tiny"], cwd=work)
     assert shown.stdout == (wheel_venv["src"] / "configs" / "bandit_tiny.toml").read_text()
 
