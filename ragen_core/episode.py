@@ -326,7 +326,9 @@ class ChatEpisode:
         ``history``: ``(user message, response, user images)`` per played turn;
         ``messages``: the chat so far ([system,] user, assistant, user, assistant, ...; no pending user);
         ``rewards``, ``total_reward``, ``turn``: per-turn rewards, their running sum, turns played;
-        ``done``, ``success``, ``terminated``, ``truncated``: the outcome of the last step.
+        ``done``, ``success``, ``terminated``, ``truncated``: the outcome of the last step; ``truncated`` is also
+        True when ``max_turns`` ends the episode before the env does (Gymnasium's TimeLimit convention: the episode
+        was cut, not finished), so an episode that is ``done`` is always terminated or truncated.
     """
 
     def __init__(self, env: Any, *, length_limit: int, system_prompt: bool = True, max_turns: int | None = None,
@@ -455,7 +457,8 @@ class ChatEpisode:
         self.history.append((self.user, response, self.user_images))
         self.messages += [self.user, {"role": "assistant", "content": response}]
         self.success = bool(info.get("success", False))
-        self.terminated, self.truncated = bool(terminated), bool(truncated)
+        capped = ends and not (terminated or truncated)  # max_turns cut it, as a TimeLimit wrapper would
+        self.terminated, self.truncated = bool(terminated), bool(truncated) or capped
         self.actions_left = info.get("actions_left", self.actions_left)
         self.done = ends
         if shown is None:

@@ -209,7 +209,8 @@ class Turn:
 
 @dataclass
 class Trajectory:
-    """One episode: group index, its seed, the turns, and the outcome."""
+    """One episode: group index, its seed, the turns, and the outcome (`terminated`: the env ended it; `truncated`:
+    the env cut it, or ``max_turns`` did before the env ended it)."""
 
     group: int
     index_in_group: int
