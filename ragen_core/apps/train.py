@@ -360,6 +360,12 @@ def _train(args: argparse.Namespace, cfg: TrainConfig, run_dir: Path, changes: d
         raise
     print(f"run folder: {run_dir}")
     print(markdown_to_text((run_dir / "summary.md").read_text()))
+    # The loop ends at run.steps, on the empty-step rule (should_stop) or at the time limit: say how the last
+    # continues (a resume gets run.max_minutes afresh), as the Ctrl-C line does.
+    if trainer.state.step < cfg.run.steps and not trainer.should_stop():
+        print(f"stopped at step {trainer.state.step} of {cfg.run.steps} by the time limit (run.max_minutes="
+              f"{cfg.run.max_minutes:g}); continue with `ragen train --resume {run_dir}` (each resume gets "
+              f"run.max_minutes again; run.max_minutes=M changes it)")
     return 0
 
 

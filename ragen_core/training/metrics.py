@@ -76,12 +76,22 @@ NATS_TRACE = "nats/trace"
 # Who logs a key, and when (the modules: ragen_core.rollout, ragen_core.math.filtering, ragen_core.training.trainer,
 # ragen_core.training.probe, ragen_core.training.sft, ragen_core.training.warm_cache).
 _EVERY_RECORD = "every record"
-_BATCH = "`RolloutBatch.summary`, each step"
-_DECISION = "`FilterResult.as_metrics` (filter off: `Trainer.filter_with_metrics`), each step"
+# rollout/ and the filter's decision describe the step's first rollout batch: the refill rounds of
+# `algo.dynamic_sampling` are not in them (their groups reach the update and the `filter/rows_*` counts only).
+_BATCH = "`RolloutBatch.summary` of the step's first rollout batch (before the filter and any refill), each step"
+_DECISION = ("`FilterResult.as_metrics` (filter off: `Trainer.filter_with_metrics`) on the step's first rollout "
+             "batch, each step")
 _STEP = "`Trainer.train_step`, each step"
 _DAPO = "`Trainer.train_step`, each step with `algo.dynamic_sampling`"
 _UPDATED = "`Trainer.train_step`, each step that updates"
 _UPDATE = "`Trainer.update`, each step that updates"
+# Trainer.update weights each micro-batch's value as the backward does (policy, total, KL: by the rows or tokens the
+# loss mode counts; the token means: by tokens), so that each mini-batch's value does not depend on
+# `algo.micro_batch_size`, and averages the mini-batches.
+_UPDATE_MICRO = ("`Trainer.update`, each step that updates: the mean over its mini-batches of each mini-batch's "
+                 "value (its micro-batches weighted as the backward weights them, so `algo.micro_batch_size` "
+                 "changes nothing)")
+_UPDATE_OPT = "`Trainer.update`, each step that updates: the mean over its optimiser steps"
 _MI = "`Trainer.mi_diagnostics`, every `mi.every` steps (up to `mi.until`)"
 _PROBE = "`probe_metrics`, step 0 and every `mi.probe_every` steps (up to `mi.probe_until`, then the last step)"
 _VAL = "`Trainer.evaluate`, step 0, every `eval.every` steps (up to `eval.until`), the last step"
@@ -130,13 +140,20 @@ class Filter:
     KEPT_GROUPS = _metric("filter/kept_groups", COUNT, _DECISION, "groups kept (all of them when the filter is off)")
     KEPT_FRACTION = _metric("filter/kept_fraction", SHARE, _DECISION, "share of the groups kept")
     EMPTY = _metric("filter/empty", FLAG, _DECISION, "1 when the filter kept nothing")
-    RV_MEAN = _metric("filter/rv_mean", "reward^2", _DECISION, "mean per-group reward variance (NaN groups ignored)")
-    RV_STD = _metric("filter/rv_std", "reward^2", _DECISION, "std of the per-group reward variances")
+    RV_MEAN = _metric("filter/rv_mean", "reward^2", _DECISION,
+                      "mean per-group reward variance of the episode returns (sample variance with `filter.ddof`; "
+                      "NaN groups ignored; null with one rollout per group)")
+    RV_STD = _metric("filter/rv_std", "reward^2", _DECISION,
+                     "population std over the groups of the per-group reward variances")
     RV_HETEROGENEITY = _metric("filter/rv_heterogeneity", "ratio", _DECISION,
                                "RV heterogeneity, rv_std / rv_mean (above 1: filtering separates signal from noise)")
-    ZERO_FRACTION = _metric("filter/zero_fraction", SHARE, _DECISION, "share of the groups with zero reward variance")
-    NAN_GROUPS = _metric("filter/nan_groups", COUNT, _DECISION, "groups with a NaN reward variance (never kept)")
-    GROUPS_TOTAL = _metric("filter/groups_total", COUNT, _STEP, "groups rolled out for the step")
+    ZERO_FRACTION = _metric("filter/zero_fraction", SHARE, _DECISION,
+                            "share of the groups (NaN groups left out) with zero reward variance")
+    NAN_GROUPS = _metric("filter/nan_groups", COUNT, _DECISION,
+                         "groups with a NaN reward variance (never kept); null with one rollout per group")
+    GROUPS_TOTAL = _metric("filter/groups_total", COUNT, _STEP,
+                           "groups of the step's first rollout batch (`rollout.groups`): with `algo.dynamic_sampling` "
+                           "each of `filter/refill_rounds` rolls out as many more")
     REFILL_ROUNDS = _metric("filter/refill_rounds", COUNT, _DAPO,
                             "extra rollout rounds of dynamic sampling to refill the dropped groups")
     SKIPPED = _metric("filter/skipped", FLAG, _STEP, "1 when nothing was kept and the update was skipped")
@@ -152,8 +169,8 @@ class Filter:
                          "training rows of the whole batch (with `algo.dynamic_sampling`, of the refilled batch, "
                          "which holds only kept groups: then equal to `filter/rows_kept`)")
     TOKENS_KEPT_FRACTION = _metric("filter/tokens_kept_fraction", SHARE, _UPDATED,
-                                   "share of the batch's tokens in the kept rows (1 with `algo.dynamic_sampling`: "
-                                   "see `filter/rows_total`)")
+                                   "share of the batch's tokens (prompt and response, padding left out) in the kept "
+                                   "rows (1 with `algo.dynamic_sampling`: see `filter/rows_total`)")
     KEPT_ZERO_ADV_SHARE = _metric("filter/kept_zero_adv_share", SHARE, _UPDATED,
                                   "share of the kept groups whose advantage is 0 on every trained token")
 
@@ -162,7 +179,8 @@ class Filter:
 
 
 class Loss:
-    """``loss/``: the update (means over its micro-batches, or mini-batches for the gradient norms)."""
+    """``loss/``: the update (means over its mini-batches, each of its micro-batches weighted as the backward
+    weights them; over its optimiser steps for the gradient norms)."""
 
     PREFIX = "loss/"
     ADVANTAGE_MEAN = _metric("loss/advantage_mean", "advantage", _UPDATED, "mean advantage over the trained tokens")
@@ -171,29 +189,34 @@ class Loss:
     WEIGHTED_ADVANTAGE_MEAN = _metric("loss/weighted_advantage_mean", "advantage", _UPDATED,
                                       "mean of advantage x trajectory token weight (`traj-mean` aggregation only): "
                                       "the net push on the model's own samples")
-    POLICY = _metric("loss/policy", "loss", _UPDATE, "clipped policy-gradient loss")
-    ENTROPY = _metric("loss/entropy", NATS_TOKEN, _UPDATE, "policy entropy on the trained tokens")
-    TOTAL = _metric("loss/total", "loss", _UPDATE,
-                    "policy loss - `algo.entropy_coef` x entropy (+ `algo.kl_coef` x kl)")
-    KL = _metric("loss/kl", NATS_TOKEN, _UPDATE, "KL to the frozen reference (`algo.kl_coef` > 0 only)")
-    CLIP_FRACTION = _metric("loss/clip_fraction", SHARE, _UPDATE, "share of trained tokens whose ratio was clipped")
-    DUAL_CLIP_FRACTION = _metric("loss/dual_clip_fraction", SHARE, _UPDATE,
+    POLICY = _metric("loss/policy", "loss", _UPDATE_MICRO,
+                     "clipped policy-gradient loss (`algo.loss_agg_mode` over a mini-batch)")
+    ENTROPY = _metric("loss/entropy", NATS_TOKEN, _UPDATE_MICRO,
+                      "policy entropy, token mean over a mini-batch's trained tokens")
+    TOTAL = _metric("loss/total", "loss", _UPDATE_MICRO,
+                    "a mini-batch's policy loss - `algo.entropy_coef` x entropy (+ `algo.kl_coef` x kl)")
+    KL = _metric("loss/kl", NATS_TOKEN, _UPDATE_MICRO, "KL to the frozen reference (`algo.kl_coef` > 0 only)")
+    CLIP_FRACTION = _metric("loss/clip_fraction", SHARE, _UPDATE_MICRO,
+                            "share of a mini-batch's trained tokens whose ratio was clipped")
+    DUAL_CLIP_FRACTION = _metric("loss/dual_clip_fraction", SHARE, _UPDATE_MICRO,
                                  "share of trained tokens hit by the dual clip")
-    APPROX_KL = _metric("loss/approx_kl", NATS_TOKEN, _UPDATE, "approximate KL from the sampling policy")
-    VALUE = _metric("loss/value", "loss", _UPDATE, "critic loss (algorithms with a critic)")
-    VALUE_CLIP_FRACTION = _metric("loss/value_clip_fraction", SHARE, _UPDATE,
+    APPROX_KL = _metric("loss/approx_kl", NATS_TOKEN, _UPDATE_MICRO,
+                        "approximate KL from the sampling policy (token mean)")
+    VALUE = _metric("loss/value", "loss", _UPDATE_MICRO, "critic loss (algorithms with a critic)")
+    VALUE_CLIP_FRACTION = _metric("loss/value_clip_fraction", SHARE, _UPDATE_MICRO,
                                   "share of trained tokens whose value was clipped (algorithms with a critic)")
-    GRAD_NORM = _metric("loss/grad_norm", "norm", _UPDATE, "policy gradient norm before clipping (`algo.grad_clip`)")
-    GRAD_NORM_TASK = _metric("loss/grad_norm_task", "norm", _UPDATE,
+    GRAD_NORM = _metric("loss/grad_norm", "norm", _UPDATE_OPT,
+                        "policy gradient norm before clipping (`algo.grad_clip`)")
+    GRAD_NORM_TASK = _metric("loss/grad_norm_task", "norm", _UPDATE_OPT,
                              "norm of the policy-gradient (task) part of the gradient (`algo.grad_parts`)")
-    GRAD_NORM_ENTROPY = _metric("loss/grad_norm_entropy", "norm", _UPDATE,
+    GRAD_NORM_ENTROPY = _metric("loss/grad_norm_entropy", "norm", _UPDATE_OPT,
                                 "norm of the entropy bonus's part, `algo.entropy_coef` x its gradient "
                                 "(`algo.grad_parts`)")
-    GRAD_NORM_KL = _metric("loss/grad_norm_kl", "norm", _UPDATE,
+    GRAD_NORM_KL = _metric("loss/grad_norm_kl", "norm", _UPDATE_OPT,
                            "norm of the KL penalty's part, `algo.kl_coef` x its gradient (`algo.grad_parts`, KL on)")
     UPDATE_NORM = _metric("loss/update_norm", "norm", _UPDATE,
                           "norm of the parameter change of the step's optimiser updates (`algo.grad_parts`)")
-    CRITIC_GRAD_NORM = _metric("loss/critic_grad_norm", "norm", _UPDATE, "critic gradient norm before clipping")
+    CRITIC_GRAD_NORM = _metric("loss/critic_grad_norm", "norm", _UPDATE_OPT, "critic gradient norm before clipping")
     UPDATES = _metric("loss/updates", COUNT, _UPDATE, "optimiser steps taken")
     LR = _metric("loss/lr", "learning rate", _UPDATE, "the policy's learning rate (`algo.lr` x the schedule)")
     KL_EARLY_STOP = _metric("loss/kl_early_stop", FLAG, _UPDATE, "1 when `algo.target_kl` stopped the update early")
@@ -202,7 +225,8 @@ class Loss:
 #: The MI proxies of ragen_core.math.mi.mi_proxies (flattened): name -> (unit, meaning). Logged under ``collapse/``
 #: (the training batch) and ``probe/`` (the held-out probe).
 MI_PROXIES: dict[str, tuple[str, str]] = {
-    "retrieval_acc": (SHARE, "Retrieval-Acc: share of traces whose highest-scoring prompt is their own"),
+    "retrieval_acc": (SHARE, "Retrieval-Acc: share of traces whose highest-scoring prompt is their own (or one "
+                             "identical to it; a tie for the top shares the hit)"),
     "retrieval_chance": (SHARE, "chance level of Retrieval-Acc (1/P with distinct prompts)"),
     **{f"recall_at_{k}": (SHARE, f"Recall@{k} (only with more than {k} prompts)") for k in (2, 4, 8)},
     **{f"recall_at_{k}_chance": (SHARE, f"chance level of Recall@{k}") for k in (2, 4, 8)},
@@ -247,13 +271,16 @@ class Collapse:
                              "at least as high")
     EMPTY_TRACES = _metric("collapse/empty_traces", COUNT, _MI, "empty traces scored as one end-of-turn token")
     PMI_RETURN_COV_KEPT = _metric("collapse/pmi_return_cov_kept", "reward x nats", _MI,
-                                  "within-group covariance of a trace's return and its pointwise MI, kept groups")
+                                  "within-group covariance of a trace's return and its pointwise MI, kept groups "
+                                  "(0 when either does not vary within any group, e.g. one rollout per group)")
     PMI_RETURN_CORR_KEPT = _metric("collapse/pmi_return_corr_kept", "correlation", _MI,
-                                   "within-group correlation of return and pointwise MI, kept groups")
+                                   "within-group correlation of return and pointwise MI, kept groups (0, not "
+                                   "null, when either sum of squares is 0: no return or no PMI variation)")
     PMI_RETURN_COV_DROPPED = _metric("collapse/pmi_return_cov_dropped", "reward x nats", _MI,
                                      "within-group covariance of return and pointwise MI, dropped groups")
     PMI_RETURN_CORR_DROPPED = _metric("collapse/pmi_return_corr_dropped", "correlation", _MI,
-                                      "within-group correlation of return and pointwise MI, dropped groups")
+                                      "within-group correlation of return and pointwise MI, dropped groups (0 "
+                                      "without variation, as for the kept groups)")
     MI_SKIPPED_VISION = _metric("collapse/mi_skipped_vision", FLAG, _MI,
                                 "1 when the diagnostics were skipped (a batch with images)")
     TOKEN_ENTROPY = _metric("collapse/token_entropy", NATS_TOKEN, _UPDATED, "policy token entropy (= loss/entropy)")
@@ -268,15 +295,19 @@ class Probe:
     LOGGED_BY, SCOPE = _PROBE, "held-out probe"
     RETRIEVAL_MARGIN = _metric("probe/retrieval_margin", SHARE, _PROBE,
                                "(Retrieval-Acc - chance) / (1 - chance): 0 = chance, 1 = ceiling")
-    MI_SEQ_NORM = _metric("probe/mi_seq_norm", SHARE, _PROBE, "MI-Seq-Est / log N")
-    TOKEN_ENTROPY = _metric("probe/token_entropy", NATS_TOKEN, _PROBE, "policy entropy per reasoning token")
+    MI_SEQ_NORM = _metric("probe/mi_seq_norm", SHARE, _PROBE,
+                          "MI-Seq-Est / log N (N = `mi.probe_prompts`: `probe/mi_upper_bound`)")
+    TOKEN_ENTROPY = _metric("probe/token_entropy", NATS_TOKEN, _PROBE,
+                            "policy entropy per token of the scored span (`mi.span`), token mean over all traces")
     EMPTY_TRACES = _metric("probe/empty_traces", COUNT, _PROBE, "empty traces scored as one stand-in token")
-    SUCCESS = _metric("probe/success", SHARE, _PROBE, "success of the probe episodes")
-    RETURN = _metric("probe/return", REWARD, _PROBE, "mean return of the probe episodes")
+    SUCCESS = _metric("probe/success", SHARE, _PROBE, "success of the probe episodes, which stop after their first "
+                      "turn (on a multi-turn env not comparable to `rollout/success` or `val/success`)")
+    RETURN = _metric("probe/return", REWARD, _PROBE, "mean return of the probe episodes (their first turn only)")
     PMI_RETURN_COV = _metric("probe/pmi_return_cov", "reward x nats", _PROBE,
                              "within-prompt covariance of a trace's return and its pointwise MI")
     PMI_RETURN_CORR = _metric("probe/pmi_return_corr", "correlation", _PROBE,
-                              "within-prompt correlation of return and pointwise MI (< 0: a template pays)")
+                              "within-prompt correlation of return and pointwise MI (< 0: a template pays; 0, not "
+                             "null, when either sum of squares is 0: no return or no PMI variation)")
     REASONING_TOKENS = _metric("probe/reasoning_tokens", TOKENS, _PROBE, "mean length of the scored span")
     MODAL_SHARE = _metric("probe/modal_share", SHARE, _PROBE, "share of traces equal to the most common one")
     TEMPLATE_SHARE = _metric("probe/template_share", SHARE, _PROBE,
@@ -295,7 +326,8 @@ class Val:
     PREFIX = "val/"
     SUCCESS = _metric("val/success", SHARE, _VAL, "share of the validation episodes that succeeded")
     RETURN = _metric("val/return", REWARD, _VAL, "mean validation return")
-    FORMAT_VALID = _metric("val/format_valid", SHARE, _VAL, "mean share of well-formed turns")
+    FORMAT_VALID = _metric("val/format_valid", SHARE, _VAL,
+                           "mean over the validation episodes of the share of well-formed turns")
     RESPONSE_LENGTH = _metric("val/response_length", TOKENS, _VAL, "mean response tokens per episode")
 
 
@@ -303,7 +335,8 @@ class Perf:
     """``perf/``: where the time goes (and two counts of the work done)."""
 
     PREFIX = "perf/"
-    ROLLOUT_S = _metric("perf/rollout_s", SECONDS, _STEP, "rollout and filter (with refill rounds)")
+    ROLLOUT_S = _metric("perf/rollout_s", SECONDS, _STEP,
+                        "rollout, `rollouts.jsonl` and filter (with refill rounds)")
     MI_S = _metric("perf/mi_s", SECONDS, _STEP, "the in-batch MI diagnostics")
     SCORE_S = _metric("perf/score_s", SECONDS, _STEP, "old, reference and critic scoring and the advantages")
     UPDATE_S = _metric("perf/update_s", SECONDS, _STEP, "the update")
@@ -323,11 +356,17 @@ class Sft:
     """``sft/``: the warm start (supervised fine-tuning on a demonstrator's episodes)."""
 
     PREFIX = "sft/"
-    LOSS_FIRST = _metric("sft/loss_first", NATS_TOKEN, _SFT, "mean token NLL over the first epoch")
-    LOSS_LAST = _metric("sft/loss_last", NATS_TOKEN, _SFT, "mean token NLL over the last epoch")
-    MEAN_TOKEN_PROB = _metric("sft/mean_token_prob", "probability", _SFT, "mean token probability over the last epoch")
+    # Running training losses: each optimiser step's batch is scored before that step's update, so `loss_last` is
+    # not the loss of the final weights.
+    LOSS_FIRST = _metric("sft/loss_first", NATS_TOKEN, _SFT, "mean over the first epoch's optimiser steps of the "
+                         "step's token-mean NLL (taken before that step's update)")
+    LOSS_LAST = _metric("sft/loss_last", NATS_TOKEN, _SFT, "mean over the last epoch's optimiser steps of the step's "
+                        "token-mean NLL (taken before that step's update: not the final weights' loss)")
+    MEAN_TOKEN_PROB = _metric("sft/mean_token_prob", "probability", _SFT, "mean over the last epoch's optimiser "
+                              "steps of the step's token-mean probability (taken before that step's update)")
     EPISODES = _metric("sft/episodes", COUNT, _SFT, "demonstration episodes")
-    SCRIPT_SUCCESS = _metric("sft/script_success", SHARE, _SFT, "success of the demonstrator")
+    SCRIPT_SUCCESS = _metric("sft/script_success", SHARE, _SFT,
+                             "share of the demonstration episodes that succeeded (with `warm_start.action_noise`)")
     TOKENS = _metric("sft/tokens", TOKENS, _SFT, "trained tokens of the demonstrations")
     CACHED = _metric("sft/cached", FLAG, _CACHE, "1 when the warm start was loaded from `warm_start.cache_dir`")
 

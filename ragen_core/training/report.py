@@ -230,8 +230,9 @@ _FIGURES: dict[str, tuple[str, list[tuple[Any, ...]]]] = {
                                                (Val.SUCCESS, "validation (held out)", {"marker": "o"})]),
     ]),
     "entropy_mi.png": ("Entropy and input dependence (in-batch)", [
-        ("nats / token", None, [(Collapse.TOKEN_ENTROPY, "token entropy", {}),
-                                (Collapse.COND_ENTROPY_EST, "H(Z|X) estimate", {"marker": "s"})]),
+        ("nats / token", None, [(Collapse.TOKEN_ENTROPY, "token entropy (trained tokens, kept groups)", {}),
+                                (Collapse.COND_ENTROPY_EST, "H(Z|X) estimate (first turn, all groups)",
+                                 {"marker": "s"})]),
         ("nats / trace", None, [(Collapse.MI_SEQ_EST, "MI-Seq-Est", {"marker": "o", "color": "tab:red"})]),
         (*_SHARE, [(Collapse.RETRIEVAL_ACC, "Retrieval-Acc", {"marker": "^", "color": "tab:orange"}),
                    (Collapse.RETRIEVAL_CHANCE, "chance", {"linestyle": ":", "color": "tab:gray"})]),
@@ -318,11 +319,22 @@ def _count(v: Any) -> str:
     return "?" if n is None else str(int(n))
 
 
-def task_gradient_direction(corr: list[float], level: float = 0.95) -> str:
+def task_gradient_direction(corr: list[float], level: float = 0.95, flat: int = 0) -> str:
     """The report's line on which way the task gradient pushed input dependence, from the probe measurements'
     within-prompt correlations of a trace's return with its pointwise MI: a direction is named only when the
     t-interval of their mean excludes 0 (with one measurement, none is). The measurements of one run are treated as
-    independent, which they are not (each probe follows the last by a few steps), so the interval is optimistic."""
+    independent, which they are not (each probe follows the last by a few steps), so the interval is optimistic.
+
+    `flat`: the measurements left out of `corr` because nothing varied within any prompt (every trace of a prompt
+    earned the same return, or scored the same PMI): their correlation is logged as 0 by convention, not measured,
+    and averaging those zeros in read as a precise zero ("+0.000, interval [+0.000, +0.000]")."""
+    left_out = (f"; {flat} measurement{'s' if flat != 1 else ''} without within-prompt variation of return or "
+                "pointwise MI left out (nothing to correlate)") if flat else ""
+    if not corr:  # every one flat: their zeros are conventions, so no interval is formed from them
+        return (f"**Task-gradient direction**: not measured: mean over {flat} probe measurement"
+                f"{'s' if flat != 1 else ''}: +0.000 by convention only, none had within-prompt variation of both "
+                "return and pointwise MI (every trace of a prompt earned the same, or scored the same PMI), so there "
+                "was no task-gradient signal to read a direction from.")
     mean, lo, hi = mean_ci(corr, level)
     if len(corr) < 2:
         way, interval = "one measurement: no interval, so no direction is read", ""
@@ -333,7 +345,8 @@ def task_gradient_direction(corr: list[float], level: float = 0.95) -> str:
                else "the traces that depend less on their input earned more: the task gradient favoured a template"
                if hi < 0 else "no direction shown: the interval contains 0")
     return (f"**Task-gradient direction**: within-prompt correlation between a trace's return and its pointwise MI, "
-            f"mean over {len(corr)} probe measurement{'s' if len(corr) != 1 else ''}: {mean:+.3f}{interval} ({way}).")
+            f"mean over {len(corr)} probe measurement{'s' if len(corr) != 1 else ''}: {mean:+.3f}{interval} "
+            f"({way}){left_out}.")
 
 
 def _probe_summary(history: list[dict[str, Any]]) -> list[str]:
@@ -354,10 +367,20 @@ def _probe_summary(history: list[dict[str, Any]]) -> list[str]:
             (Probe.TOKEN_ENTROPY, "token entropy (nats)", "", ""),
             (Probe.COND_ENTROPY_EST, "H(Z\\|X) est. (nats/token)", "", "")):
         out.append(f"| {label} | {_fmt(first.get(key))} | {_fmt(last.get(key))} | {chance} | {ceiling} |")
-    corr = [float(r[Probe.PMI_RETURN_CORR]) for r in rows
-            if isinstance(r.get(Probe.PMI_RETURN_CORR), (int, float)) and math.isfinite(r[Probe.PMI_RETURN_CORR])]
-    if corr:  # which way the task gradient pushed input dependence (ragen_core.training.probe.pmi_return_association)
-        out += ["", task_gradient_direction(corr)]
+    # Which way the task gradient pushed input dependence (ragen_core.training.probe.pmi_return_association). A
+    # measurement whose covariance and correlation are both exactly 0 had no within-prompt variation of return or
+    # of PMI (the correlation is 0 by convention there): it carries no direction, so it is counted, not averaged.
+    corr, flat = [], 0
+    for r in rows:
+        c, cov = _number(r.get(Probe.PMI_RETURN_CORR)), _number(r.get(Probe.PMI_RETURN_COV))
+        if c is None:
+            continue
+        if c == 0.0 and cov == 0.0:
+            flat += 1
+        else:
+            corr.append(c)
+    if corr or flat:
+        out += ["", task_gradient_direction(corr, flat=flat)]
     verdict = collapse_from_history(history)
     if verdict is not None:
         out += ["", "**Collapse check** (the retrieval margin down >= 50% from its peak with both entropies within "
@@ -376,8 +399,13 @@ def _run_files(run_dir: Path, summary: Path) -> str:
 
 
 def write_summary(run_dir: Path, cfg: TrainConfig, history: list[dict[str, Any]], stopped: str = "") -> Path:
-    """summary.md: what was run, the numbers at start and end, where the files are."""
+    """summary.md: what was run, the numbers at start and end, where the files are.
+
+    `stopped` (why the run stopped early: the time limit, the empty-step rule) is shown only when fewer than
+    ``run.steps`` steps ran: a limit reached on the last step stopped nothing."""
     steps = [r[STEP] for r in history if r.get(STEP, 0) > 0]
+    if steps and max(steps) >= cfg.run.steps:
+        stopped = ""
     lines = [f"# Run `{cfg.run.name}`", "",
              f"- env `{cfg.env.id}`, model `{cfg.model.path}`, "
              f"{cfg.rollout.groups} groups x {cfg.rollout.group_size} rollouts, up to {cfg.rollout.max_turns} "
@@ -389,13 +417,19 @@ def write_summary(run_dir: Path, cfg: TrainConfig, history: list[dict[str, Any]]
              f"- empty (skipped) steps: {int(sum(r.get(Filter.SKIPPED, 0) or 0 for r in history))}", "",
              "| metric | start | end |", "|---|---|---|"]
     for key, label in ((Val.SUCCESS, "validation success"), (Rollout.SUCCESS, "train success"),
-                       (Rollout.FORMAT_VALID, "format-valid rate"), (Rollout.RETURN, "mean return"),
-                       (Collapse.TOKEN_ENTROPY, "token entropy (nats)"),
+                       (Rollout.FORMAT_VALID, "train format-valid rate"), (Rollout.RETURN, "train mean return"),
+                       (Collapse.TOKEN_ENTROPY, "token entropy (nats, trained tokens)"),
                        (Collapse.COND_ENTROPY_EST, "H(Z\\|X) estimate"), (Collapse.MI_EST, "MI-Est"),
                        (Collapse.MI_SEQ_EST, "MI-Seq-Est"), (Collapse.RETRIEVAL_ACC, "Retrieval-Acc"),
                        (Filter.KEPT_FRACTION, "kept fraction"), (Filter.RV_HETEROGENEITY, "RV heterogeneity")):
         a, b = _first_last(history, key)
         lines.append(f"| {label} | {_fmt(a)} | {_fmt(b)} |")
+    # Each row's start is its own first measurement, and they differ: say which, so that the rows are not read as
+    # one moment.
+    lines += ["", "Start / end: each metric's first and last logged (non-null) value, so the starts are not one "
+              "moment: validation's is step 0 (before the first RL step, after any warm start), a training-batch "
+              "metric's the first step that logged it (step 1, or the first that updated or had reward variance), "
+              "the in-batch MI's its first check (`mi.every`)."]
     regimes = [r[Collapse.REGIME] + (" (unresolved)" if r.get(Collapse.REGIME_RESOLVED) == 0.0 else "")
                for r in history if isinstance(r.get(Collapse.REGIME), str)]
     if regimes:

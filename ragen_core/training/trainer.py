@@ -915,7 +915,10 @@ class Trainer:
         res = self.filter(batch)
         if res is not None:
             return res.kept, res.as_metrics(Filter.PREFIX)
-        rv = rv_statistics(reward_variance(batch.rewards_pg)) if batch.group_size >= 2 else {}
+        # The variance as the filter would define it (filter.ddof), so that a run with the filter off logs the same
+        # quantity as one with it on (it used ddof=1 whatever filter.ddof said).
+        ddof = self.cfg.filter.spec.ddof
+        rv = rv_statistics(reward_variance(batch.rewards_pg, ddof=ddof)) if batch.group_size >= max(2, ddof + 1) else {}
         metrics = {Filter.KEPT_GROUPS: float(batch.groups), Filter.KEPT_FRACTION: 1.0, Filter.EMPTY: 0.0,
                    Filter.RV_MEAN: rv.get("rv_mean", math.nan), Filter.RV_STD: rv.get("rv_std", math.nan),
                    Filter.RV_HETEROGENEITY: rv.get("rv_heterogeneity", math.nan),
@@ -1108,7 +1111,10 @@ class Trainer:
         stop fires first (then this step's updates end). The loss of a micro-batch is ``pg_loss - entropy_coef *
         entropy (+ kl_coef * kl)``, the entropy a token-mean weighted by the token share in every mode, and the
         critic's value loss when there is one.
-        The `loss/` metrics are means over the micro-batches (over the optimiser steps for the gradient norms).
+        The `loss/` metrics are each mini-batch's value (its micro-batches' values weighted as the backward weights
+        them: by `w` for the policy, total and KL losses, by the token share for the token-mean ones), averaged over
+        the mini-batches (the gradient norms over the optimiser steps); so ``algo.micro_batch_size``, memory only,
+        changes none of them (an unweighted mean over micro-batches moved ``loss/entropy`` by 6%).
         """
         cfg = self.cfg.algo
         mode, by_trajectory = token_loss_mode(self.loss_agg_mode)
@@ -1116,9 +1122,13 @@ class Trainer:
         grad_clip = cfg.grad_clip if cfg.grad_clip > 0 else float("inf")
         lr_frac = self._set_learning_rates()
         stats: dict[str, list[float]] = {}
+        mini_sums: dict[str, float] = {}  # the mini-batch's micro-batch values, weighted
 
-        def add(key: str, value: float) -> None:
+        def add(key: str, value: float) -> None:  # once per optimiser step
             stats.setdefault(key, []).append(float(value))
+
+        def add_weighted(key: str, value: float, weight: float) -> None:  # once per micro-batch
+            mini_sums[key] = mini_sums.get(key, 0.0) + weight * float(value)
 
         updates = 0
         stopped_early = False
@@ -1139,6 +1149,7 @@ class Trainer:
                 self.critic.train()
                 self.critic_optimizer.zero_grad(set_to_none=True)
             mini_kl = 0.0  # its approximate KL to the sampling policy (token-weighted), for the early stop
+            mini_sums.clear()
             for idx in mini.split(cfg.micro_batch_size):
                 mb, imgs = self._slice(rows, idx, images)
                 mask = mb["loss_mask"]
@@ -1168,17 +1179,17 @@ class Trainer:
                     kl = aggregate_loss(kl_mat, mask, mode, norm_constant=norm_c)
                     kl_part = cfg.kl_coef * kl
                     loss = loss + kl_part
-                    add(Loss.KL, kl.item())
+                    add_weighted(Loss.KL, kl.item(), w)
                 if parts is None:
                     (loss * w).backward()
                 else:  # each part's own gradient, summed into .grad: the same total to float rounding
                     parts.backward(w, task=pg_loss, entropy=-bonus, kl=kl_part)
-                add(Loss.POLICY, pg_loss.item())
-                add(Loss.ENTROPY, entropy.item())
-                add(Loss.TOTAL, loss.item())
-                add(Loss.CLIP_FRACTION, pg_stats["clipfrac"])
-                add(Loss.DUAL_CLIP_FRACTION, pg_stats["dual_clipfrac"])
-                add(Loss.APPROX_KL, pg_stats["approx_kl"])
+                add_weighted(Loss.POLICY, pg_loss.item(), w)
+                add_weighted(Loss.ENTROPY, entropy.item(), w_tokens)
+                add_weighted(Loss.TOTAL, loss.item(), w)
+                add_weighted(Loss.CLIP_FRACTION, pg_stats["clipfrac"], w_tokens)
+                add_weighted(Loss.DUAL_CLIP_FRACTION, pg_stats["dual_clipfrac"], w_tokens)
+                add_weighted(Loss.APPROX_KL, pg_stats["approx_kl"], w_tokens)
                 mini_kl += pg_stats["approx_kl"] * n_tok / mini_tokens
                 if self.critic is not None:
                     values = self.critic(mb["input_ids"], mb["attention_mask"])
@@ -1186,8 +1197,10 @@ class Trainer:
                         values, mb["old_values"], mb["returns"], mask,
                         clip_range=cfg.value_clip or None, loss_agg_mode="token-mean")
                     (v_loss * (n_tok / mini_tokens)).backward()
-                    add(Loss.VALUE, v_loss.item())
-                    add(Loss.VALUE_CLIP_FRACTION, v_stats["vf_clipfrac"])
+                    add_weighted(Loss.VALUE, v_loss.item(), w_tokens)
+                    add_weighted(Loss.VALUE_CLIP_FRACTION, v_stats["vf_clipfrac"], w_tokens)
+            for key, value in mini_sums.items():  # the mini-batch was computed whole, stopped or not
+                add(key, value)
             if cfg.target_kl > 0 and mini_kl > 1.5 * cfg.target_kl:
                 # The policy has moved far enough from the one that sampled the batch: stop this step's
                 # updates before applying this mini-batch (the early stop of Spinning Up / SB3's target_kl).
@@ -1453,13 +1466,17 @@ class Trainer:
                 metrics = self.train_step()
                 self.log.log(metrics)
                 self._say_measurements(metrics, bar)
-                if cfg.run.save_every and (self.state.step % cfg.run.save_every == 0 or
-                                           self.state.step == cfg.run.steps):
+                step = self.state.step
+                # A numbered copy (run.keep_every) is made by a save, so its steps save too, whatever save_every is.
+                if (cfg.run.save_every and (step % cfg.run.save_every == 0 or step == cfg.run.steps)) or \
+                        (cfg.run.keep_every and step % cfg.run.keep_every == 0):
                     self.save_checkpoint()
                 if bar is not None:
                     bar.update(1)
                     bar.set_postfix({label: f"{metrics[k]:.3g}" for k, label in BAR_FIELDS.items()
                                      if isinstance(metrics.get(k), float)})
+                if self.state.step >= cfg.run.steps:  # done: a limit reached on the last step stops nothing
+                    break
                 if self.should_stop():
                     stopped = (f"stopped after {self.state.empty_streak} consecutive empty steps "
                                f"(filter.max_empty_steps={cfg.filter.max_empty_steps})")
@@ -1486,7 +1503,7 @@ class Trainer:
             final = {"step": self.state.step, **final}
             self.log.log(final)
             self._say_measurements(final, None)
-        if not cfg.run.save_every or self.state.step % max(cfg.run.save_every, 1):
+        if self.saved_step != self.state.step:
             self.save_checkpoint()
         if self.rollouts_file.steps:
             # After the last checkpoint and with its own sampler: a resumed, longer run draws what an uninterrupted

@@ -338,7 +338,10 @@ def test_trajectory_mean_aggregation_removes_the_net_push(model_dir, tmp_path):
 #: refactor must leave them unchanged): per variant, the sum over both steps of every loss/* metric, rounded to 9
 #: significant digits, and the sum of the final policy weights. Produced by `_update_fingerprint` below on one
 #: torch thread, on transformers' forward with the old-log-prob pass always run (the code they were recorded on):
-#: the pins hold exactly there (REFERENCE_PATH), and within float rounding on the lean forward.
+#: the pins hold exactly there (REFERENCE_PATH), and within float rounding on the lean forward. The loss/ metrics
+#: (policy, total, kl, entropy, approx_kl, value) were recorded anew when each mini-batch's value became its
+#: micro-batches weighted as the backward weights them (they were an unweighted mean over micro-batches, which moved
+#: with algo.micro_batch_size); the update itself did not change: "weights" and every other key kept their pins.
 UPDATE_VARIANTS = {
     "ppo": ("algo.name=ppo", "algo.epochs=2"),
     "grpo_kl_early_stop": ("algo.name=grpo", "algo.kl_coef=0.05", "algo.target_kl=0.0001", "algo.epochs=2"),
@@ -366,28 +369,28 @@ def _update_fingerprint(model_dir, run_dir, overrides) -> dict[str, str]:
 UPDATE_FINGERPRINTS: dict[str, dict[str, str]] = {
     "ppo": {
         "loss/advantage_mean": "-1.32784659e-07", "loss/advantage_std": "2.00000012",
-        "loss/approx_kl": "0.00304284718", "loss/clip_fraction": "0", "loss/critic_grad_norm": "3.86124694",
-        "loss/dual_clip_fraction": "0", "loss/entropy": "12.3666755", "loss/grad_norm": "1.98965693",
-        "loss/kl_early_stop": "0", "loss/lr": "0.002", "loss/policy": "-0.0346247955", "loss/total": "-0.0469914835",
-        "loss/updates": "8", "loss/value": "1.9711572", "loss/value_clip_fraction": "0", "weights": "170.983193",
+        "loss/approx_kl": "0.0104622908", "loss/clip_fraction": "0", "loss/critic_grad_norm": "3.86124694",
+        "loss/dual_clip_fraction": "0", "loss/entropy": "12.3666418", "loss/grad_norm": "1.98965693",
+        "loss/kl_early_stop": "0", "loss/lr": "0.002", "loss/policy": "0.135690946", "loss/total": "0.123324288",
+        "loss/updates": "8", "loss/value": "1.85495056", "loss/value_clip_fraction": "0", "weights": "170.983193",
     },
     "grpo_kl_early_stop": {
-        "loss/advantage_mean": "0.0150375691", "loss/advantage_std": "1.59650791", "loss/approx_kl": "0.00332074099",
+        "loss/advantage_mean": "0.0150375691", "loss/advantage_std": "1.59650791", "loss/approx_kl": "0.00714417171",
         "loss/clip_fraction": "0", "loss/dual_clip_fraction": "0", "loss/entropy": "12.3668596",
-        "loss/grad_norm": "1.45430642", "loss/kl": "0.00108415874", "loss/kl_early_stop": "2", "loss/lr": "0.002",
-        "loss/policy": "-0.0311738079", "loss/total": "-0.0434864735", "loss/updates": "4", "weights": "167.13445",
+        "loss/grad_norm": "1.45430642", "loss/kl": "0.00118258866", "loss/kl_early_stop": "2", "loss/lr": "0.002",
+        "loss/policy": "-0.019378512", "loss/total": "-0.031686259", "loss/updates": "4", "weights": "167.13445",
     },
     "dr_grpo": {
         "loss/advantage_mean": "-0.0206766911", "loss/advantage_std": "1.20451817",
-        "loss/approx_kl": "5.93607353e-05", "loss/clip_fraction": "0", "loss/dual_clip_fraction": "0",
+        "loss/approx_kl": "8.90766096e-05", "loss/clip_fraction": "0", "loss/dual_clip_fraction": "0",
         "loss/entropy": "12.3668857", "loss/grad_norm": "1.18044491", "loss/kl_early_stop": "0", "loss/lr": "0.002",
-        "loss/policy": "0.0197940518", "loss/total": "0.00742716591", "loss/updates": "4", "weights": "167.584002",
+        "loss/policy": "0.073961895", "loss/total": "0.0615950152", "loss/updates": "4", "weights": "167.584002",
     },
     "grpo_traj_mean": {
-        "loss/advantage_mean": "-0.0348375506", "loss/advantage_std": "1.7401886", "loss/approx_kl": "2.85491454e-05",
-        "loss/clip_fraction": "0", "loss/dual_clip_fraction": "0", "loss/entropy": "12.3668776",
-        "loss/grad_norm": "1.75867447", "loss/kl_early_stop": "0", "loss/lr": "0.002", "loss/policy": "-0.0211960475",
-        "loss/total": "-0.144864817", "loss/updates": "4", "loss/weighted_advantage_mean": "-1.24487576e-09",
+        "loss/advantage_mean": "-0.0348375506", "loss/advantage_std": "1.7401886", "loss/approx_kl": "4.28237181e-05",
+        "loss/clip_fraction": "0", "loss/dual_clip_fraction": "0", "loss/entropy": "12.3668629",
+        "loss/grad_norm": "1.75867447", "loss/kl_early_stop": "0", "loss/lr": "0.002", "loss/policy": "0.0850761806",
+        "loss/total": "-0.0385924378", "loss/updates": "4", "loss/weighted_advantage_mean": "-1.24487576e-09",
         "weights": "167.548453",
     },
 }
