@@ -23,6 +23,11 @@ function of `ragen_core`):
 then the loop logs the metrics (ragen_core.training.report.RunLog) and saves the checkpoint
 (ragen_core.training.checkpoint).
 
+A step whose advantages, losses or gradient norms hold a NaN or an inf (a learning rate that diverges, rewards too
+large for float32) stops the run before the optimiser step with NonFiniteError (a ConfigError), one line naming the
+step and the quantities; the step is neither logged nor checkpointed, and no NaN weights are ever saved
+(ragen_core.training.checkpoint.save_checkpoint), so ``checkpoints/latest.pt`` keeps the last good state.
+
 Algorithms (`algo.name`) are the entries of ragen_core.training.algorithms.ALGORITHMS (ppo, grpo, dr_grpo, dapo, rloo):
 whether a critic is trained, the advantage, the loss aggregation, whether dynamic sampling is allowed.
 
@@ -58,6 +63,7 @@ from ragen_core.training.algorithms import compute_advantages, get_algorithm, to
 from ragen_core.training.checkpoint import (
     LATEST,
     CheckpointError,
+    NonFiniteError,
     RNGStreams,
     TrainState,
     load_checkpoint,
@@ -93,6 +99,7 @@ __all__ = [
     "validation_rollout",
     "seed_streams",
     "check_runnable",
+    "NonFiniteError",
 ]
 
 
@@ -740,6 +747,8 @@ class Trainer:
                 (:data:`LIVE_KEYS`), or is no longer valid.
             RuntimeError: the previous step (or fit()) was interrupted part-way: its model, optimiser and RNG
                 streams may be half-updated (:meth:`load_checkpoint` goes back to the last checkpoint).
+            NonFiniteError: (a ConfigError) the step's advantages, losses or gradient norms hold a NaN or an inf;
+                raised before the optimiser step, naming the step and the quantities.
         """
         if self._interrupted:
             back = (f"call trainer.load_checkpoint() to go back to the last checkpoint (step {self.saved_step}) or "
@@ -821,6 +830,12 @@ class Trainer:
             metrics[Filter.KEPT_ZERO_ADV_SHARE] = zero_advantage_share(advs, m, rows["row_group"])
             # Undefined without a trained token (every kept response empty): null, as every undefined metric is.
             metrics[Loss.ADVANTAGE_MEAN] = float(advs[m].mean()) if m.any() else None
+            mean = metrics[Loss.ADVANTAGE_MEAN]
+            if mean is not None and not math.isfinite(mean):
+                # Finite rewards can overflow float32 on the way (a group's sum, RLOO's G / (G - 1) scaling).
+                top = float(train_batch.rewards_pg.abs().max())
+                raise self._diverged(step, f"the advantages overflow float32 (their mean is {mean}, the largest "
+                                           f"|episode return| {top:.3g})", "smaller rewards")
             metrics[Loss.ADVANTAGE_STD] = float(advs[m].std(unbiased=False)) if m.any() else None
             if self.loss_agg_mode == TRAJ_MEAN:
                 rows["token_weights"] = trajectory_token_weights(rows["row_traj"], rows["loss_mask"])
@@ -1212,10 +1227,21 @@ class Trainer:
                 for key, norm in parts.norms().items():
                     add(key, norm)
                 parts.reset()
-            add(Loss.GRAD_NORM, torch.nn.utils.clip_grad_norm_(params, grad_clip))
+            norms = {Loss.GRAD_NORM: float(torch.nn.utils.clip_grad_norm_(params, grad_clip))}
+            if self.critic is not None:
+                norms[Loss.CRITIC_GRAD_NORM] = float(torch.nn.utils.clip_grad_norm_(self.critic.parameters(),
+                                                                                     grad_clip))
+            # Before any weight moves: a NaN or inf loss or gradient norm would reach the weights (clipping by an
+            # inf norm zeroes the step, or makes it NaN) and every later step and checkpoint. Values at hand, so
+            # one check per optimiser step.
+            bad = {k: v for k, v in {**mini_sums, **norms}.items() if not math.isfinite(v)}
+            if bad:
+                raise self._diverged(self.state.step + 1, ", ".join(f"{k} = {v}" for k, v in bad.items()) +
+                                     " before the optimiser step")
+            for key, norm in norms.items():
+                add(key, norm)
             self.optimizer.step()
             if self.critic is not None:
-                add(Loss.CRITIC_GRAD_NORM, torch.nn.utils.clip_grad_norm_(self.critic.parameters(), grad_clip))
                 self.critic_optimizer.step()
             updates += 1
         self.model.eval()
@@ -1226,6 +1252,21 @@ class Trainer:
         result[Loss.LR] = cfg.lr * lr_frac
         result[Loss.KL_EARLY_STOP] = float(stopped_early)
         return result
+
+    def _diverged(self, step: int, what: str, fix: str = "") -> NonFiniteError:
+        """The one-line error of `step` (0: the warm start) that produced `what`, a NaN or an inf: which step, the
+        last good checkpoint, and the settings to change (`fix`, or the learning rates')."""
+        a, ws = self.cfg.algo, self.cfg.warm_start
+        warm = step == 0 and ws.sft_episodes > 0
+        if not fix and step == 0:  # before any RL step: the warm start, or the policy as it was given
+            fix = (f"a smaller warm_start.lr (now {ws.lr:g})" if warm else
+                   "a policy whose weights are finite (model.path, or the policy passed to the Trainer)")
+        fix = fix or (f"a smaller algo.lr (now {a.lr:g}), algo.grad_clip > 0 (now {a.grad_clip:g}) or smaller "
+                      f"algo.entropy_coef / algo.kl_coef / rewards")
+        kept = (f"{LATEST} still holds step {self.saved_step}" if self.saved_step is not None else
+                "no checkpoint was written")
+        return NonFiniteError(f"training diverged by step {step}{' (the warm start)' if warm else ''}: {what}; "
+                              f"{kept}; start a new run with {fix}")
 
     def _set_learning_rates(self) -> float:
         """Set this step's learning rates; returns the schedule's fraction of the base rate.
@@ -1569,8 +1610,14 @@ class Trainer:
         self.state.load_state_dict(state)
 
     def save_checkpoint(self) -> Path:
-        """Write `checkpoints/latest.pt` atomically (and a numbered copy every `run.keep_every` steps)."""
-        path = save_checkpoint(self.run_dir, self.state_dict(), self.state.step, self.cfg.run.keep_every)
+        """Write `checkpoints/latest.pt` atomically (and a numbered copy every `run.keep_every` steps).
+
+        NonFiniteError, writing nothing, when the weights hold a NaN or an inf (a warm start that diverged, a step
+        whose finite gradient overflowed the weights)."""
+        try:
+            path = save_checkpoint(self.run_dir, self.state_dict(), self.state.step, self.cfg.run.keep_every)
+        except NonFiniteError as e:
+            raise self._diverged(self.state.step, str(e)) from None
         self.saved_step = self.state.step
         return path
 
