@@ -156,8 +156,18 @@ def observation_text(obs: Any, image_token: str | None,
         text = escape_control_tokens(text, control_tokens)
         if image is None or image_token is None:
             return text, None
-        return f"{image_token}\n{text}", image
+        return f"{image_token}\n{text}", _own_copy(image)
     return escape_control_tokens(escape_image_token(str(obs), image_token), control_tokens), None
+
+
+def _own_copy(image: Any) -> Any:
+    """A copy of an observation's image that the env cannot change later: an env may draw every frame into one buffer
+    and return it each step (Gymnasium allows it), which turned every earlier turn's stored image into the latest
+    frame, in the prompts the policy saw and in the batch it trained on."""
+    if isinstance(image, np.ndarray):
+        return image.copy()
+    copy = getattr(image, "clone", None) or getattr(image, "copy", None)  # a torch tensor, a PIL image
+    return copy() if callable(copy) else image
 
 
 def env_name(env: Any) -> str:

@@ -210,8 +210,26 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     except OSError as e:  # a folder that cannot be written (permissions, a full disk)
         print(f"{prog}: cannot write {args.out or Path(args.run_dir) / 'model'}: {e.strerror or e}", file=sys.stderr)
         return 2
-    print(f"exported to {target} (load it with AutoModelForCausalLM.from_pretrained, or ragen diagnose --model)")
+    print(f"exported to {target} ({_how_to_load(target)}, or ragen diagnose --model)")
     return 0
+
+
+def _how_to_load(folder: Path) -> str:
+    """How transformers loads the export: the tiny vision model's architecture is this package's own, registered
+    with transformers' Auto classes when ``ragen_core.policy.tiny`` is imported (a fresh Python that skips it gets
+    "model type ... not recognised")."""
+    import json
+
+    from ragen_core.policy.tiny import VISION_MODEL_TYPE
+
+    try:
+        model_type = json.loads((folder / "config.json").read_text()).get("model_type")
+    except (OSError, ValueError):
+        model_type = None
+    if model_type == VISION_MODEL_TYPE:
+        return "load it with `import ragen_core.policy.tiny` (which registers its architecture) and then " \
+               "AutoModelForCausalLM.from_pretrained, or with ragen_core.policy.HFPolicy.from_pretrained"
+    return "load it with AutoModelForCausalLM.from_pretrained"
 
 
 if __name__ == "__main__":

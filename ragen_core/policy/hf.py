@@ -32,8 +32,11 @@ Images: models that follow the image-prefix convention of the tiny vision model 
 `image_token_id`, config property `image_seq_len`, method `prepare_pixel_values(list of HxWx3
 uint8) -> [N, 3, S, S]`, forward argument `pixel_values`) accept images. Put the placeholder
 `policy.image_token` in a message where the image goes; `encode_chat` expands each placeholder to
-`image_seq_len` tokens. Other models raise ValueError on non-empty image lists. Transformers VLMs
-driven through their processor are not supported (see `ragen_core.policy.tiny`'s docstring for why).
+`image_seq_len` tokens. Other models raise ValueError on non-empty image lists. `images` is one list per
+sequence (a `[N, H, W, 3]` array counts as a list of N images); a bare image in place of a sequence's list is a
+ValueError, not a list of its rows. `cross_score` takes no images, so prompts or traces holding image tokens are a
+ValueError there (they would be scored without their pictures). Transformers VLMs driven through their processor
+are not supported (see `ragen_core.policy.tiny`'s docstring for why).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from ragen_core.math.mi import learned_position_limit
@@ -204,6 +208,36 @@ class _Decoding:
         # A stop string spans at most len(stop) tokens (each token carries >= 1 byte of it), so decoding a short
         # tail each step finds it the step it is completed.
         self.window = max((len(s.encode("utf-8")) for s in stop), default=0) + 2
+
+
+def per_sequence_images(images: Any, batch: int) -> list[list[Any]] | None:
+    """`images` of :meth:`HFPolicy.generate` / :meth:`HFPolicy.forward_logprobs` as one list per sequence (None
+    stays None: no images anywhere).
+
+    Entry b is a list or tuple of sequence b's images, None (no image) or a ``[N, H, W, 3]`` array / tensor (N
+    images). A single image (an ``H x W x 3`` array, a PIL image) in place of the list is a ValueError: iterating
+    it would give its rows, and ``x or []`` on an array used to fail with numpy's "truth value is ambiguous".
+    The images themselves are checked by the model (`prepare_pixel_values`).
+    """
+    if images is None:
+        return None
+    if isinstance(images, (str, bytes)) or not hasattr(images, "__len__"):
+        raise TypeError(f"images must be one list of images per sequence, got {type(images).__name__}")
+    if len(images) != batch:
+        raise ValueError(f"images must have one list per sequence ({batch}), got {len(images)}")
+    out = []
+    for b, x in enumerate(images):
+        if x is None:
+            out.append([])
+        elif isinstance(x, (list, tuple)):
+            out.append(list(x))
+        elif isinstance(x, (np.ndarray, torch.Tensor)) and x.ndim == 4:
+            out.append(list(x))
+        else:
+            shape = f" of shape {tuple(x.shape)}" if hasattr(x, "shape") else ""
+            raise ValueError(f"images[{b}] must be the list of sequence {b}'s images, got one {type(x).__name__}"
+                             f"{shape}; wrap a single image in a list (images=[[image], ...])")
+    return out
 
 
 class HFPolicy(Policy):
@@ -420,6 +454,7 @@ class HFPolicy(Policy):
         sizes = {len(group) for group in traces}
         if len(sizes) > 1 or 0 in sizes:
             raise ValueError(f"every prompt group needs the same number G >= 1 of traces; got sizes {sorted(sizes)}")
+        self._refuse_image_tokens(prompts, traces)
         longest = max((len(z) for group in traces for z in group), default=0)
         if len(prompts) and longest:  # every trace is scored after every prompt, with all its tokens fed
             self._check_positions(max(len(x) for x in prompts) + longest,
@@ -438,15 +473,27 @@ class HFPolicy(Policy):
             self.model.train(was_training)
 
     # ---------------------------------------------------------------------------------- images
+    def _refuse_image_tokens(self, prompts: Sequence[Sequence[int]], traces: Sequence[Sequence[Sequence[int]]]) -> None:
+        """ValueError when a vision model is asked to cross-score a prompt or trace holding its image token:
+        cross-scoring takes no pictures, so the image tokens would keep their bare embedding and the scores would be
+        those of another input (the trainer, the probe and `ragen diagnose` skip or refuse such batches)."""
+        if self._image_token_id is None:
+            return
+        tok = int(self._image_token_id)
+        for what, seqs in (("prompt", prompts), *((f"trace of group {i}", g) for i, g in enumerate(traces))):
+            for j, seq in enumerate(seqs):
+                if tok in (seq.tolist() if isinstance(seq, torch.Tensor) else list(seq)):
+                    raise ValueError(f"cross_score: {what} {j} holds the image token {self.image_token!r}; "
+                                     "cross-scoring takes no images, so it would score that input without its "
+                                     "picture (vision prompts cannot be cross-scored)")
+
     def _image_kwargs(self, images: Sequence[ImageList] | None, batch: int, input_ids: torch.Tensor) -> dict:
         """Validate per-sequence image lists and turn them into the model's `pixel_values`.
 
         For a vision model the number of image tokens of every sequence must be
         `len(images[b]) * image_seq_len` (`images=None` means no images anywhere).
         """
-        if images is not None and len(images) != batch:
-            raise ValueError(f"images must have one list per sequence ({batch}), got {len(images)}")
-        per_seq = [list(x or []) for x in images] if images is not None else [[] for _ in range(batch)]
+        per_seq = per_sequence_images(images, batch) or [[] for _ in range(batch)]
         flat = [img for imgs in per_seq for img in imgs]
         if not self.supports_images:
             if flat:
@@ -460,8 +507,9 @@ class HFPolicy(Policy):
             want = len(imgs) * self._image_seq_len
             if counts[b] != want:
                 raise ValueError(
-                    f"sequence {b} has {counts[b]} image tokens but {len(imgs)} images "
-                    f"need {want}; put policy.image_token once per image in the messages"
+                    f"sequence {b} has {counts[b]} image tokens ({self._image_seq_len} per image) but {len(imgs)} "
+                    f"image(s) were given for it, which need {want}; give one image per policy.image_token placed "
+                    "in its messages, in order"
                 )
         if not flat:
             return {}
@@ -490,19 +538,20 @@ class HFPolicy(Policy):
     def _sample(self, prompts: list[list[int]], request: SamplingRequest) -> list[Generation]:
         """`Policy.generate` after its checks: batched, left-padded, KV-cached (module docstring)."""
         r = request
+        images = per_sequence_images(r.images, len(prompts))
         longest = max(len(p) for p in prompts)  # the last new token is never fed back
         self._check_positions(longest + r.max_new_tokens - 1,
                               f"generating max_new_tokens={r.max_new_tokens} after a prompt of {longest} tokens")
         was_training = self.model.training
         self.model.eval()
         try:
-            fast = self._fast_model() if not r.images or not any(len(x or []) for x in r.images) else None
+            fast = self._fast_model() if not any(images or []) else None
             if fast is not None:
                 return self._generate_fast(
                     fast, prompts, r.max_new_tokens, r.temperature, r.top_p, r.stop, r.generator, r.greedy
                 )
             return self._generate(
-                prompts, r.max_new_tokens, r.temperature, r.top_p, r.stop, r.generator, r.images, r.greedy
+                prompts, r.max_new_tokens, r.temperature, r.top_p, r.stop, r.generator, images, r.greedy
             )
         finally:
             self.model.train(was_training)
@@ -717,6 +766,7 @@ class HFPolicy(Policy):
         non-tensor or non-integer `input_ids`. A batch of B = 0 rows scores to empty `[0, T]` tensors.
         """
         score_mask = self._check_scoring_inputs(input_ids, attention_mask, score_mask, temperature, images)
+        images = per_sequence_images(images, input_ids.shape[0])
         if input_ids.shape[0] == 0:
             return self._empty_scores(input_ids.shape[1], with_entropy, with_hidden)
         if self._position_limit() is not None:  # (a device sync only for models with a position table)
@@ -725,8 +775,7 @@ class HFPolicy(Policy):
         device = self.device
         input_ids = input_ids.to(device)
         attention_mask = attention_mask.to(device).long()
-        flat_images = images is not None and any(len(x or []) for x in images)
-        fast = None if (with_hidden or flat_images) else self._fast_model()
+        fast = None if (with_hidden or any(images or [])) else self._fast_model()
         if fast is not None and not bool((attention_mask[:, 1:] > attention_mask[:, :-1]).any()):
             logprobs, entropy = fast.token_logprobs(
                 input_ids, attention_mask, score_mask, temperature=temperature, with_entropy=with_entropy,

@@ -503,16 +503,22 @@ class TinyVisionForCausalLM(Qwen2ForCausalLM):
     def prepare_pixel_values(self, images: Sequence[np.ndarray]) -> torch.Tensor:
         """uint8 HxWx3 arrays -> `[N, 3, S, S]` float pixels in [-0.5, 0.5] on the model's device.
 
-        Images are resized to `image_size` (nearest, so tile colours stay exact; a 96x96 image is
-        unchanged). An RGB PIL image, a CPU or GPU tensor and an integer array of values 0-255 are taken as
-        that uint8 array. Raises ValueError naming the image for anything else (`image_array`).
+        Images are resized to `image_size`: an axis shorter than it is enlarged by repeating pixels (nearest, so
+        tile colours stay exact; a 96x96 image is unchanged), an axis longer than it is shrunk by averaging the
+        pixels each output pixel covers (area: nearest there drops whole rows and columns, and with them the
+        player, a box or a target of a large room). An RGB PIL image, a CPU or GPU tensor and an integer array of
+        values 0-255 are taken as that uint8 array. Raises ValueError naming the image for anything else
+        (`image_array`).
         """
         size = self.config.image_size
         out = []
         for i, img in enumerate(images):
             t = torch.from_numpy(image_array(img, f"image {i}")).permute(2, 0, 1).float()
-            if t.shape[1:] != (size, size):
-                t = nn.functional.interpolate(t[None], size=(size, size), mode="nearest")[0]
+            h, w = t.shape[1:]
+            if h < size or w < size:  # enlarge the short axes only
+                t = nn.functional.interpolate(t[None], size=(max(h, size), max(w, size)), mode="nearest")[0]
+            if t.shape[1] > size or t.shape[2] > size:  # then shrink the long ones (the others are `size` already)
+                t = nn.functional.adaptive_avg_pool2d(t[None], (size, size))[0]
             out.append(t / 255.0 - 0.5)
         if not out:
             return torch.zeros(0, 3, size, size, device=self.device, dtype=self.dtype)

@@ -549,6 +549,20 @@ def _check_env_and_model(cfg: TrainConfig, policy: Any) -> None:
                           f"model pre-trained to copy and look up), or pass policy=")
 
 
+def images_dropped_warning(env: Any, policy: Any, cfg: TrainConfig) -> str | None:
+    """The warning for an env with pictures trained by a policy that takes none (no ``image_token``): the pictures
+    are dropped and the policy reads the text alone, which for ``obs_format="image"`` is one fixed sentence, so
+    nothing it sees depends on the state (``ragen eval`` refuses the same pair). None when the pair fits."""
+    from ragen_envs import contract
+
+    if not contract.vision(env) or getattr(policy, "image_token", None) is not None:
+        return None
+    return (f"{cfg.env.id} shows its state in pictures, but the model ({cfg.model.path!r}) takes no images: they are "
+            "dropped and the policy reads the text alone (with env.kwargs.obs_format='image' a fixed sentence, so "
+            "it cannot learn the task); use a vision model (model.path='tiny' picks the tiny vision model for such "
+            "an env) or a text env id")
+
+
 def _make_envs(cfg: TrainConfig, n: int) -> list[Any]:
     """``n`` envs of the config (:func:`ragen_core.rollout.make_envs`); an env that refuses ``env.kwargs`` is a
     ConfigError naming them (an unknown name gets the accepted ones)."""
@@ -680,7 +694,8 @@ class Trainer:
         # Envs: P x G for training, one per validation episode.
         P, G = cfg.rollout.groups, cfg.rollout.group_size
         self.envs = _make_envs(cfg, P * G)
-        for hazard in (format_penalty_warning(self.envs[0]), *ignored_settings(cfg)):
+        for hazard in (format_penalty_warning(self.envs[0]), images_dropped_warning(self.envs[0], policy, cfg),
+                       *ignored_settings(cfg)):
             if hazard:
                 warnings.warn(hazard, stacklevel=2)
         self.val_envs = _make_envs(cfg, cfg.eval.episodes)
