@@ -3,9 +3,10 @@
 The same call as a training run's validation (``trainer.validation_rollout``): ``rollout(policy, envs, seeds, G,
 settings, generator=..., reset_options=per_rollout_options(...))`` plays P groups x G episodes in lock-step with one
 batched ``policy.generate`` per turn, under ``torch.no_grad``. ``--workers W`` sets the batch: ``P = max(1, W // G)``
-seeds per call. Greedy decoding (``--temperature 0``) gives the validation's episodes exactly; sampling draws from a
-``torch.Generator`` seeded with the first seed of each batch, so an evaluation is reproducible for the same
-``--workers``.
+seeds per call, cut from the evaluation's first seed (:func:`batches`). Greedy decoding (``--temperature 0``) gives
+the validation's episodes exactly; sampling draws from a ``torch.Generator`` seeded with the first seed of each
+batch, so an evaluation is reproducible for the same ``--workers``, an interrupted and resumed one included (its
+batches are the uninterrupted one's).
 
 The model (:class:`ModelSource`): ``tiny`` (the built-in tiny model; its vision build for an env with images, as
 ``trainer.policy_path`` chooses), a transformers folder, or a run folder, whose policy is its ``ragen export``
@@ -34,7 +35,7 @@ from ragen_core.episode import per_rollout_options
 from ragen_core.rollout import make_envs, rollout
 from ragen_envs.contract import observes_images
 
-__all__ = ["InfoRecorder", "LocalModel", "ModelSource", "run_local"]
+__all__ = ["InfoRecorder", "LocalModel", "ModelSource", "batches", "run_local"]
 
 
 class InfoRecorder(gym.Wrapper):
@@ -128,24 +129,36 @@ def _turns(traj: Any, infos: Sequence[dict[str, Any]]) -> list[TurnRecord]:
             for j, t in enumerate(traj.turns)]
 
 
+def batches(seeds: range, wanted: set[int], per_call: int) -> list[range]:
+    """The batches of `seeds` that hold a `wanted` seed: ``seeds`` cut into runs of `per_call` from its start.
+
+    The cut depends on the evaluation's seed range only, never on which seeds are still missing: a resumed
+    evaluation replays exactly the batches an uninterrupted one plays (the same seeds, so the same sampler seed and
+    batch), so sampling gives the same episodes, whichever episodes the interruption left out."""
+    starts = sorted({seeds.start + (s - seeds.start) // per_call * per_call for s in wanted if s in seeds})
+    return [range(b, min(b + per_call, seeds.stop)) for b in starts]
+
+
 @torch.no_grad()
 def run_local(source: ModelSource, plans: dict[str, EnvPlan], keys: Sequence[Key], group_size: int, workers: int,
-              on_record: Callable[[dict[str, Any]], None]) -> None:
+              on_record: Callable[[dict[str, Any]], None], seeds: range | None = None) -> None:
     """Play `keys` in process, env after env, ``max(1, workers // G)`` seeds per batched rollout; each finished
-    line goes to `on_record` as its batch ends. A seed with some samples already recorded (a resumed evaluation)
-    is played whole and only its missing samples are recorded."""
+    line goes to `on_record` as its batch ends. The batches are cut from the evaluation's `seeds` (default: the
+    range of the keys' seeds) by :func:`batches`: a batch with some episodes already recorded (a resumed
+    evaluation) is played whole and only its missing episodes are recorded."""
     g = int(group_size)
     per_call = max(1, int(workers) // g)
     pending = set(keys)
+    if seeds is None:
+        seeds = range(min(k.seed for k in keys), max(k.seed for k in keys) + 1) if keys else range(0)
     for env_id, plan in plans.items():
-        seeds = sorted({k.seed for k in keys if k.env == env_id})
-        if not seeds:
+        chunks = batches(seeds, {k.seed for k in keys if k.env == env_id}, per_call)
+        if not chunks:
             continue
         model = source.load(env_id, plan.env_kwargs)
         tok = model.policy.tokenizer
-        envs = [InfoRecorder(e) for e in make_envs(env_id, min(per_call, len(seeds)) * g, plan.env_kwargs)]
-        for start in range(0, len(seeds), per_call):
-            chunk = seeds[start : start + per_call]
+        envs = [InfoRecorder(e) for e in make_envs(env_id, max(map(len, chunks)) * g, plan.env_kwargs)]
+        for chunk in map(list, chunks):
             gen = torch.Generator(device="cpu").manual_seed(int(chunk[0]))
             opts = per_rollout_options(plan.per_rollout_option, chunk, g)
             t0 = time.perf_counter()

@@ -165,7 +165,8 @@ def _execute(spec: EvalSpec, folder: Path, *, progress: bool, prog: str, out: Te
 
     try:
         if todo and source is not None:
-            run_local(source, spec.env_plans(), todo, spec.group_size, spec.workers, on_record)
+            run_local(source, spec.env_plans(), todo, spec.group_size, spec.workers, on_record,
+                      seeds=range(spec.seed, spec.seed + spec.episodes))
         elif todo:
             client = ServerClient(str(spec.base_url), str(spec.model_name), api_key(spec.api_key_env),
                                   timeout=spec.timeout, max_retries=spec.max_retries, extra_body=spec.extra_body)
@@ -199,6 +200,10 @@ def write_summary(spec: EvalSpec, folder: Path, source: ModelSource | None, play
 
     wanted = {(k.env, k.seed, k.sample) for k in spec.keys()}  # a refused env's lines (if any) are left out
     lines = [x for x in read_episodes(folder / EPISODES) if (x["env"], x["seed"], x["sample"]) in wanted]
+    # In key order, not the order episodes finished in (a server's workers, a resumed evaluation's second part): the
+    # summary is then a function of the episodes alone, its float sums, the pre-check's bootstrap and the MI
+    # proxies' "first N seeds" included.
+    lines.sort(key=lambda x: (int(x["seed"]), int(x["sample"])))
     envs = summarize(lines, spec.envs, spec.refused, spec.group_size)
     if source is not None and spec.mi_groups > 0:
         from ragen_core.training.trainer import resolve_device
@@ -209,13 +214,13 @@ def write_summary(spec: EvalSpec, folder: Path, source: ModelSource | None, play
             envs[env_id]["mi"] = mi_profile(mine, str(source.folder_for(env_id, plan.env_kwargs)), spec.mi_groups,
                                             device)
     plans = spec.env_plans()
-    first = next(iter(plans.values()), None)
-    if first is None:
-        sampling = "n/a"
-    elif first.settings.greedy:
-        sampling = "greedy (temperature 0)"
+    # Each env's own: a config's env and the others (env defaults) can sample differently without the flags.
+    per_env = {e: ("greedy (temperature 0)" if p.settings.greedy else
+                   f"temperature {p.settings.temperature:g}, top-p {p.settings.top_p:g}") for e, p in plans.items()}
+    if len(set(per_env.values())) <= 1:
+        sampling = next(iter(per_env.values()), "n/a")
     else:
-        sampling = f"temperature {first.settings.temperature:g}, top-p {first.settings.top_p:g}"
+        sampling = "per env: " + "; ".join(f"{e} {text}" for e, text in per_env.items())
     if spec.backend == "server":
         backend = f"server {spec.base_url}, model {spec.model_name}, {spec.workers} workers"
     else:
