@@ -203,6 +203,10 @@ def safe_step(env: Any, text: str) -> tuple[Any, float, bool, bool, dict[str, An
         return "", penalty, True, False, info
 
 
+#: The largest float32: the batch's reward tensors are float32.
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
 def _checked_step(result: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
     """`result` of ``env.step`` unchanged, or a ValueError saying which part breaks the Gymnasium step API
     (:func:`safe_step`)."""
@@ -211,11 +215,14 @@ def _checked_step(result: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         raise ValueError(f"env.step returned {got}; expected (observation, reward, terminated, truncated, info)")
     reward, info = result[1], result[4]
     try:  # a number: Python's, numpy's or a 0-d tensor; not a string that float() would read
-        finite = not isinstance(reward, (str, bytes)) and math.isfinite(float(reward))
+        value = float(reward) if not isinstance(reward, (str, bytes)) else math.nan
     except (TypeError, ValueError):
-        finite = False
-    if not finite:
+        value = math.nan
+    if not math.isfinite(value):
         raise ValueError(f"env.step returned the reward {reward!r:.40}; expected a finite number")
+    if abs(value) > FLOAT32_MAX:  # the batch holds rewards in float32: it would read inf there
+        raise ValueError(f"env.step returned the reward {reward!r:.40}; expected a number within float32's range "
+                         f"(|reward| <= {FLOAT32_MAX:.4g})")
     if not isinstance(info, Mapping):
         raise ValueError(f"env.step returned info {type(info).__name__} {info!r:.40}; expected a dict")
     return result

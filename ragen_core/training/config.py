@@ -514,10 +514,16 @@ def seed_range_problem(flag: str, first: Any, count: int = 1, count_flag: str = 
 #: most that many rows), rollout.max_turns at most MAX_TURNS (10,000: the envs' own turn cap), warm_start.filler_words
 #: at most MAX_FILLER_WORDS (5,461: beyond, the words fill the 16,384 characters of a response that the envs read);
 #: rollout.max_new_tokens at most the positions of the model (``model.path``) when they are known without loading it
-#: (:func:`_check_sizes`). Beyond these, a value was an out-of-memory traceback or hours of set-up before anything
+#: (:func:`_check_sizes`); learning rates at most float32's largest number (beyond, the optimiser step raised an
+#: overflow traceback). Beyond these, a value was an out-of-memory traceback or hours of set-up before anything
 #: ran. Counts that only loop over work the run does (run.steps, algo.epochs, warm_start.epochs, algo.max_refill_rounds)
 #: and budgets bounded by the data they split (mi.batch_tokens, algo.mini_batch_size, algo.micro_batch_size,
 #: warm_start.batch_size) have no upper bound: a larger value allocates nothing more.
+#: The largest float32: the optimisers keep learning rates in float32 arithmetic, where a larger one overflows to a
+#: traceback inside the optimiser step.
+_FLOAT32_MAX = 3.4028234663852886e38
+_LR_NOTE = "float32's largest number; any rate near it diverges at once"
+
 BOUNDS: dict[str, Bound] = {
     "run.seed": Bound(0, MAX_SEED, note=_SEED_NOTE),
     "run.steps": Bound(0),
@@ -526,7 +532,7 @@ BOUNDS: dict[str, Bound] = {
     "run.rollouts_steps": Bound(0, note="0 = no rollouts.jsonl"),
     "run.keep_every": Bound(0, note="0 = only the latest checkpoint"),
     "run.max_minutes": Bound(0, note="0 = no limit"),
-    "model.critic_lr": Bound(0),
+    "model.critic_lr": Bound(0, high=_FLOAT32_MAX, note=_LR_NOTE),
     "env.train_seed": Bound(0, MAX_SEED, note=_SEED_NOTE),
     "env.val_seed": Bound(0, MAX_SEED, note=_SEED_NOTE),
     "rollout.max_turns": Bound(1, MAX_TURNS, note="the envs' own turn cap"),
@@ -536,7 +542,7 @@ BOUNDS: dict[str, Bound] = {
     "rollout.length_limit": Bound(0, note="0 = rollout.max_new_tokens"),
     "rollout.groups": Bound(1, MAX_BATCH, note=_BATCH_NOTE),
     "rollout.group_size": Bound(1, MAX_BATCH, note=_BATCH_NOTE),
-    "algo.lr": Bound(0, open_low=True),
+    "algo.lr": Bound(0, open_low=True, high=_FLOAT32_MAX, note=_LR_NOTE),
     "algo.weight_decay": Bound(0),
     "algo.epochs": Bound(1),
     "algo.mini_batch_size": Bound(1),
@@ -576,7 +582,7 @@ BOUNDS: dict[str, Bound] = {
                                                         "of two 300-token turns are 1.6 GB"),
     "warm_start.action_noise": Bound(0, 1),
     "warm_start.epochs": Bound(1),
-    "warm_start.lr": Bound(0),
+    "warm_start.lr": Bound(0, high=_FLOAT32_MAX, note=_LR_NOTE),
     "warm_start.batch_size": Bound(1),
     "warm_start.seed": Bound(0, MAX_SEED, note=_SEED_NOTE),
     "warm_start.reasoning_dependence": Bound(0, 1),

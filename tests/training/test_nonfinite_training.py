@@ -171,3 +171,29 @@ def test_cli_one_line_and_no_resume_from_nan(bandit_model_dir, tmp_path, capsys)
     assert main(["--resume", str(run_dir)]) == 2
     err = capsys.readouterr().err
     assert "cannot resume: " in err and "holds NaN or inf weights" in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("key", ["algo.lr", "warm_start.lr", "model.critic_lr"])
+def test_a_learning_rate_beyond_float32_is_a_config_error(key):
+    """1e39 passed the checks and then raised torch's overflow error inside the optimiser step (a traceback)."""
+    from ragen_core.training.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=rf"{key} must be a finite number in .*float32"):
+        load_config(None, [f"{key}=1e39"])
+    load_config(None, [f"{key}=1e38"])  # within float32: accepted (it diverges, and the trainer says so)
+
+
+def test_a_reward_beyond_float32_is_contained_as_an_env_error():
+    """A finite Python float beyond float32 (1e39) passed the reward check and then became inf in the float32
+    batch (a RuntimeError traceback when the batch was built); it is now an env error like a NaN reward."""
+    import gymnasium as gym
+
+    from ragen_core.episode import safe_step
+
+    class Huge(gym.Env):
+        def step(self, action):
+            return "obs", 1e39, True, False, {}
+
+    _, reward, terminated, _, info = safe_step(Huge(), "x")
+    assert info["env_error"].startswith("ValueError: env.step returned the reward 1e+39") and terminated
+    assert abs(reward) < 1e3  # the format penalty, not the reward
