@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from ragen_core.limits import FLOAT32_MAX
 from ragen_envs import contract
 from ragen_envs.protocol import RESPONSE_FORMAT
 from ragen_envs.validation import require_bool, require_int
@@ -201,10 +202,6 @@ def safe_step(env: Any, text: str) -> tuple[Any, float, bool, bool, dict[str, An
         info = {"env_error": f"{type(exc).__name__}: {exc}"[:500], "format_penalty": penalty,
                 "format_error": "env_error", "success": False, "action_is_valid": False}
         return "", penalty, True, False, info
-
-
-#: The largest float32: the batch's reward tensors are float32.
-FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def _checked_step(result: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:

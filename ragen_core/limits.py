@@ -50,6 +50,9 @@ MAX_TURNS = UNBUDGETED_MAX_TURNS
 #: of a response only (``ragen_envs.spaces``); more words would push the demonstrated answer out of what the env
 #: reads.
 MAX_FILLER_WORDS = MAX_RESPONSE_CHARS // 3
+#: The largest float32 (``np.finfo(np.float32).max``): the batch's rewards and the optimisers' learning rates are
+#: float32, where a larger finite number becomes inf (a reward) or an overflow traceback (a learning rate).
+FLOAT32_MAX = 3.4028234663852886e38
 #: The built-in tiny models (``ragen_core.policy.TINY_PATHS``) and their positions (``build_tiny_model``'s
 #: ``max_positions``; tests/apps/test_sizes.py checks both against the policy package).
 TINY_NAMES = ("tiny", "tiny-vision", "tiny-base")

@@ -40,7 +40,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragen_core.limits import MAX_BATCH, MAX_FILLER_WORDS, MAX_TURNS, max_new_tokens_problem, path_positions
+from ragen_core.limits import (
+    FLOAT32_MAX,
+    MAX_BATCH,
+    MAX_FILLER_WORDS,
+    MAX_TURNS,
+    max_new_tokens_problem,
+    path_positions,
+)
 from ragen_core.math.filtering import FilterSpec, FilterSpecError
 from ragen_core.math.losses import KL_ESTIMATORS
 from ragen_core.rollout import RolloutOptions
@@ -519,9 +526,6 @@ def seed_range_problem(flag: str, first: Any, count: int = 1, count_flag: str = 
 #: ran. Counts that only loop over work the run does (run.steps, algo.epochs, warm_start.epochs, algo.max_refill_rounds)
 #: and budgets bounded by the data they split (mi.batch_tokens, algo.mini_batch_size, algo.micro_batch_size,
 #: warm_start.batch_size) have no upper bound: a larger value allocates nothing more.
-#: The largest float32: the optimisers keep learning rates in float32 arithmetic, where a larger one overflows to a
-#: traceback inside the optimiser step.
-_FLOAT32_MAX = 3.4028234663852886e38
 _LR_NOTE = "float32's largest number; any rate near it diverges at once"
 
 BOUNDS: dict[str, Bound] = {
@@ -532,7 +536,7 @@ BOUNDS: dict[str, Bound] = {
     "run.rollouts_steps": Bound(0, note="0 = no rollouts.jsonl"),
     "run.keep_every": Bound(0, note="0 = only the latest checkpoint"),
     "run.max_minutes": Bound(0, note="0 = no limit"),
-    "model.critic_lr": Bound(0, high=_FLOAT32_MAX, note=_LR_NOTE),
+    "model.critic_lr": Bound(0, high=FLOAT32_MAX, note=_LR_NOTE),
     "env.train_seed": Bound(0, MAX_SEED, note=_SEED_NOTE),
     "env.val_seed": Bound(0, MAX_SEED, note=_SEED_NOTE),
     "rollout.max_turns": Bound(1, MAX_TURNS, note="the envs' own turn cap"),
@@ -542,7 +546,7 @@ BOUNDS: dict[str, Bound] = {
     "rollout.length_limit": Bound(0, note="0 = rollout.max_new_tokens"),
     "rollout.groups": Bound(1, MAX_BATCH, note=_BATCH_NOTE),
     "rollout.group_size": Bound(1, MAX_BATCH, note=_BATCH_NOTE),
-    "algo.lr": Bound(0, open_low=True, high=_FLOAT32_MAX, note=_LR_NOTE),
+    "algo.lr": Bound(0, open_low=True, high=FLOAT32_MAX, note=_LR_NOTE),
     "algo.weight_decay": Bound(0),
     "algo.epochs": Bound(1),
     "algo.mini_batch_size": Bound(1),
@@ -582,7 +586,7 @@ BOUNDS: dict[str, Bound] = {
                                                         "of two 300-token turns are 1.6 GB"),
     "warm_start.action_noise": Bound(0, 1),
     "warm_start.epochs": Bound(1),
-    "warm_start.lr": Bound(0, high=_FLOAT32_MAX, note=_LR_NOTE),
+    "warm_start.lr": Bound(0, high=FLOAT32_MAX, note=_LR_NOTE),
     "warm_start.batch_size": Bound(1),
     "warm_start.seed": Bound(0, MAX_SEED, note=_SEED_NOTE),
     "warm_start.reasoning_dependence": Bound(0, 1),
