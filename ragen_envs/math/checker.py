@@ -69,10 +69,24 @@ _STARTUP_WALL_S = 900.0
 _RLIMIT_SLACK_S = 1
 _READY = "ready"
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+# The worker's interpreter: isolated mode (`-I`, i.e. `-E -P -s`) minus `-E`, which would also ignore PYTHONHASHSEED
+# and so hash str with a fresh random key in every worker: sympy iterates sets and dicts keyed by hashes, and a
+# verdict must be a function of the answer alone. `-E` is replaced by dropping every PYTHON* variable of the
+# caller's environment (`_worker_env`); PYTHONSAFEPATH is `-P` (Python >= 3.11: on older ones `-c` puts "" first
+# on sys.path, which `_WORKER_CODE` removes).
+_WORKER_FLAGS = ("-s",)
+_WORKER_PYTHON_ENV = {"PYTHONHASHSEED": "0", "PYTHONSAFEPATH": "1"}
 _WORKER_CODE = (
-    "import sys; sys.path.insert(0, sys.argv[1]); "
+    "import sys; sys.path[:] = [p for p in sys.path if p]; sys.path.insert(0, sys.argv[1]); "
     "from ragen_envs.math.checker import _serve; _serve()"
 )
+
+
+def _worker_env() -> dict[str, str]:
+    """The caller's environment without its PYTHON* variables (what `-E` ignored), plus `_WORKER_PYTHON_ENV`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env.update(_WORKER_PYTHON_ENV)
+    return env
 
 
 class CheckResult(NamedTuple):
@@ -101,11 +115,11 @@ class _Worker:
     def __init__(self) -> None:
         self.owner = os.getpid()
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-c", _WORKER_CODE, _PACKAGE_ROOT],
+            [sys.executable, *_WORKER_FLAGS, "-c", _WORKER_CODE, _PACKAGE_ROOT],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            env={k: v for k, v in os.environ.items() if not k.startswith("PYTHON")},
+            env=_worker_env(),
         )
         self.buffer = b""
         self.ready = False

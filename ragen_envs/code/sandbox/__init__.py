@@ -4,7 +4,7 @@ Model-written code never runs in the calling process. Every call of `run_program
 programs) or `run_function` (call one function with JSON arguments) starts a fresh process tree:
 
     env process ──Popen(new session, env={})──▶ unshare --mount --net --pid --ipc --uts --cgroup
-        python -I -S sandbox/launch.py RUN_ID CONFIG_FD GO_FD STATUS_FD MODE  (configuration in a memfd)
+        python -s -S sandbox/launch.py RUN_ID CONFIG_FD GO_FD STATUS_FD MODE  (configuration in a memfd)
         waiter: moved into the run's cgroups by the caller while it starts, then forks and waits
           └─ supervisor = PID 1: forks the program process, then reads the configuration, pivots
              into a minimal root, hands the program process its own values only, reaps, reports
@@ -34,7 +34,9 @@ Threat model, layer by layer, what was tried against each and what is out of sco
 layer                  what it enforces ("namespaces" mode: root + util-linux `unshare`)
 =====================  ==========================================================================
 process                separate process tree in its own session; the env never `exec`s model text
-environment            empty (`env={}`); `-I -S`: no PYTHON* variables, no site-packages
+environment            only PYTHONHASHSEED=0 and PYTHONSAFEPATH=1 (`runner.INTERPRETER_ENV`), which
+                       `launch.py` removes before the bootstrap runs; `-s -S`: no site-packages.
+                       `-I` minus `-E`: str hashing, so set order, is the same in every run
 file system            a minimal root (`rootfs`): the interpreter, its shared libraries and its
                        standard library read-only; a private tmpfs working dir, /tmp, /dev/shm
                        (`disk_bytes` each). Nothing else of the host exists inside, not even /proc

@@ -1,8 +1,10 @@
-"""The inside of the sandbox: `python -I -S sandbox/launch.py RUN_ID CONFIG_FD GO_FD STATUS_FD MODE`
+"""The inside of the sandbox: `python -s -S sandbox/launch.py RUN_ID CONFIG_FD GO_FD STATUS_FD MODE`
 runs `main` (MODE: "namespaces" or "guard").
 
 This module is the security-critical half of the sandbox. It runs in the sandbox interpreter
-(`-I -S`: no environment variables, no site-packages), so it may import only the standard library,
+(`-s -S` and an environment of only PYTHONHASHSEED=0 and PYTHONSAFEPATH=1, which `launch.py` removes
+before this module is imported: no other environment variable, no site-packages, the same str hashes in
+every run), so it may import only the standard library,
 and it must run on any Python >= 3.8. `launch.py` (run by path) imports it through the import
 system, as the top-level module `inside`, so its cached bytecode is used (compiling it on every run
 would cost more than the rest of the start-up). The caller and the tests import it as

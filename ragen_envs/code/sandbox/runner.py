@@ -25,8 +25,16 @@ from ragen_envs.code.sandbox.cgroup import WATCH_INTERVAL_S, CgroupSetup, RunCgr
 from ragen_envs.code.sandbox.limits import Limits
 from ragen_envs.code.sandbox.result import RunResult, parse_result
 
-# Run by path (`-I -S`: the package is not importable there); it sits next to `inside.py`, which it imports.
+# Run by path (`-S`: the package is not importable there); it sits next to `inside.py`, which it imports.
 LAUNCH = str(Path(inside.__file__).resolve().with_name("launch.py"))
+# How the bootstrap's interpreter starts: isolated mode (`-I`, i.e. `-E -P -s`) minus `-E`, plus `-S`. `-E` would
+# also ignore PYTHONHASHSEED, so every run would hash str with a fresh random key, and a program printing a set of
+# str could earn different rewards for the same text. Without `-E` the interpreter reads its environment, so the
+# caller writes all of it: PYTHONHASHSEED fixes str hashing; PYTHONSAFEPATH is `-P` (Python >= 3.11; launch.py
+# drops the script's directory from sys.path on older ones); nothing of the caller's own environment is passed.
+# launch.py removes both from os.environ before anything else runs: the program sees the environment it always saw.
+INTERPRETER_FLAGS = ("-s", "-S")
+INTERPRETER_ENV = {"PYTHONHASHSEED": "0", "PYTHONSAFEPATH": "1"}
 _UID_RANGE = (1_000_000, 2_000_000)
 _READ_CHUNK = 65_536
 # After the program process exits, how long the pipes may stay open (daemons in guard mode).
@@ -134,12 +142,12 @@ def _spawn(
         os.write(config_fd, marshal.dumps(config))
         os.lseek(config_fd, 0, os.SEEK_SET)
         run.proc = subprocess.Popen(
-            [*cfg["prefix"], cfg["python"], "-I", "-S", LAUNCH, run_id, str(config_fd), str(go_r), str(status_w),
-             "namespaces" if cfg["namespaces"] else "guard"],
+            [*cfg["prefix"], cfg["python"], *INTERPRETER_FLAGS, LAUNCH, run_id, str(config_fd), str(go_r),
+             str(status_w), "namespaces" if cfg["namespaces"] else "guard"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env={},
+            env=dict(INTERPRETER_ENV),  # the whole environment: the caller's own never reaches the run
             cwd=run.workdir,
             start_new_session=True,
             pass_fds=tuple(fds),
