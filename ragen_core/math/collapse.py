@@ -26,8 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["CollapseVerdict", "HarmfulVerdict", "detect_collapse", "detect_harmful_collapse", "collapse_from_history",
-           "PROBE_KEYS"]
+__all__ = ["CollapseVerdict", "HarmfulVerdict", "ProbeResolution", "detect_collapse", "detect_harmful_collapse",
+           "collapse_from_history", "probe_resolution", "PROBE_KEYS", "RESOLUTION_Z"]
 
 #: The probe metrics the verdict reads from a run's history.
 PROBE_KEYS = {"margin": "probe/retrieval_margin", "token_entropy": "probe/token_entropy",
@@ -223,3 +223,93 @@ def detect_harmful_collapse(steps: Sequence[int], margin: Sequence[float], token
                           entropy_flat_to_end=flat, peak_step=int(peak), drop_step=base.drop_step,
                           success_at_peak=s_peak, success_end=s_end,
                           entropy_ratio_range=(min(ent), max(ent)), cond_entropy_ratio_range=(min(cond), max(cond)))
+
+
+#: Standard errors of a difference of two margins that the drop must exceed (:func:`probe_resolution`). Two would
+#: do for one pre-chosen pair of measurements; the detector compares every measurement with the *highest* earlier
+#: one, which picks the noise's upward swings, and a simulated probe that did not collapse still read "yes" in up to
+#: 7% of runs that passed a 2-SE rule (P x G = 8 x 2, 32 x 2, 32 x 4 near chance), against <= 2% at 2.5.
+RESOLUTION_Z = 2.5
+
+
+@dataclass(frozen=True)
+class ProbeResolution:
+    """Whether a probe of ``n_traces = P * G`` traces can tell the detector's drop from sampling noise
+    (:func:`probe_resolution`)."""
+
+    resolved: bool
+    margin_reference: float
+    n_prompts: int
+    group_size: int
+    n_traces: int
+    chance: float
+    #: the fall the detector needs, ``drop * margin_reference``
+    needed_fall: float
+    #: sampling standard error of the difference of two margins of this probe at the pooled margin
+    se_difference: float
+    z: float
+    #: the smallest number of traces (and samples per prompt at the same P) that would resolve this drop; None when
+    #: the reference margin is <= 0 (no drop to resolve at any size)
+    traces_needed: int | None
+    group_size_needed: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def probe_resolution(margin_reference: float, n_prompts: int, group_size: int, drop: float = 0.5,
+                     z: float = RESOLUTION_Z, chance: float | None = None) -> ProbeResolution:
+    """Whether a probe of P prompts x G samples is large enough for :func:`detect_collapse`'s drop rule.
+
+    The retrieval margin ``m = (acc - c) / (1 - c)`` (c = chance, 1/P for the probe's distinct prompts) rescales
+    the retrieval accuracy ``acc``, a share of N = P * G retrievals (ragen_core.math.mi.mi_proxies). With a true
+    accuracy ``a``, ``Var(acc) <= a (1 - a) / N`` (binomial; equality when every prompt is retrieved equally often,
+    less when the fixed probe prompts differ in difficulty), so
+
+        SE(m) = sqrt(a (1 - a) / N) / (1 - c)
+
+    The detector calls a drop when the margin falls from its reference ``m_ref`` to at most ``(1 - drop) m_ref``.
+    For a probe that did not collapse, both measurements share one true margin; its pooled estimate is the mean of
+    the two, ``m_bar = (1 - drop / 2) m_ref`` (``a_bar = c + (1 - c) m_bar``), and the difference of two independent
+    measurements has
+
+        SE_diff = sqrt(2 a_bar (1 - a_bar) / N) / (1 - c)
+
+    The probe resolves the drop when ``drop * m_ref > z * SE_diff``; solved for N, the smallest probe that does is
+
+        N_needed = floor(2 z^2 a_bar (1 - a_bar) / ((1 - c)^2 (drop m_ref)^2)) + 1
+
+    (``group_size_needed = ceil(N_needed / P)`` at the same P). Pooling, not the variance at ``m_ref`` alone:
+    ``a (1 - a)`` vanishes at ``m_ref = 1``, which would call any probe resolved there. `z`: :data:`RESOLUTION_Z`.
+
+    Args:
+        margin_reference: the verdict's reference margin (:attr:`CollapseVerdict.margin_reference`).
+        n_prompts, group_size: the probe's P (>= 2) and G (>= 1): ``probe/n_prompts``, ``probe/group_size``.
+        drop: the detector's relative fall (its default 0.5).
+        chance: the retrieval chance level (``probe/retrieval_chance``); None: 1 / P.
+    """
+    for name, v, low in (("n_prompts", n_prompts, 2), ("group_size", group_size, 1)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            raise ValueError(f"{name} must be an integer >= {low}; got {v!r}")
+    if not (isinstance(margin_reference, (int, float)) and math.isfinite(margin_reference)):
+        raise ValueError(f"margin_reference must be a finite number; got {margin_reference!r}")
+    if not 0 < drop < 1:
+        raise ValueError(f"drop must be in (0, 1); got {drop}")
+    if not (math.isfinite(z) and z > 0):
+        raise ValueError(f"z must be a positive number; got {z}")
+    c = 1.0 / n_prompts if chance is None else float(chance)
+    if not 0 <= c < 1:
+        raise ValueError(f"chance must be in [0, 1); got {chance}")
+    n = n_prompts * group_size
+    fall = drop * float(margin_reference)
+    a_bar = min(max(c + (1 - c) * (1 - drop / 2) * float(margin_reference), 0.0), 1.0)
+    var2 = 2 * a_bar * (1 - a_bar) / (1 - c) ** 2  # N * SE_diff^2
+    se = math.sqrt(var2 / n)
+    if fall > 0:
+        needed = math.floor(z * z * var2 / (fall * fall)) + 1
+        g_needed: int | None = -(-needed // n_prompts)
+    else:
+        needed, g_needed = None, None
+    return ProbeResolution(resolved=fall > 0 and fall > z * se, margin_reference=float(margin_reference),
+                           n_prompts=n_prompts, group_size=group_size, n_traces=n, chance=c, needed_fall=fall,
+                           se_difference=se, z=float(z), traces_needed=needed, group_size_needed=g_needed)

@@ -50,7 +50,8 @@ from statistics import NormalDist
 import mpmath
 
 __all__ = ["t_quantile", "mean_ci", "paired_ci", "paired_power", "min_detectable_effect", "pairs_needed",
-           "equivalence_power", "pairs_needed_equivalence", "SeedPlan", "seed_plan"]
+           "equivalence_power", "pairs_needed_equivalence", "SeedPlan", "seed_plan", "wilson_interval",
+           "wilson_of_share"]
 
 
 def _t_tail(t: float, df: float) -> float:
@@ -421,3 +422,30 @@ def _check_limits(limits: tuple[int, int]) -> tuple[int, int]:
     if any(isinstance(v, bool) or not isinstance(v, int) for v in (lo, hi)) or not 2 <= lo <= hi:
         raise ValueError(f"limits must be integers with 2 <= lo <= hi; got {limits!r}")
     return lo, hi
+
+
+def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of a proportion k / n: the p with ``|k/n - p| <= z sqrt(p (1 - p) / n)``,
+
+        center = (p_hat + z^2 / 2n) / (1 + z^2 / n),   half = z sqrt(p_hat (1 - p_hat) / n + z^2 / 4n^2) / (1 + z^2 / n)
+
+    with z the two-sided normal quantile of `level` (1.96 for 95%). Unlike the Wald interval it stays inside
+    [0, 1] and is not empty at k = 0 or k = n. ``n = 0`` gives (0, 1): nothing is known."""
+    if n < 0 or not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n; got k={k}, n={n}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1); got {level}")
+    if n == 0:
+        return 0.0, 1.0
+    return wilson_of_share(k / n, n, level)
+
+
+def wilson_of_share(p: float, n: float, level: float) -> tuple[float, float]:
+    """Wilson's interval of a proportion `p` observed on `n` trials (`n` > 0, possibly not an integer)."""
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    z2 = z * z
+    denom = 1 + z2 / n
+    center = (p + z2 / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
+    # The bounds are exactly 0 at p = 0 and 1 at p = 1 (center -/+ half cancel); say so rather than round to 1e-17.
+    return (0.0 if p == 0 else max(0.0, center - half)), (1.0 if p == 1 else min(1.0, center + half))

@@ -107,6 +107,14 @@ class RunLog:
             kept = [r for r in outcomes if r["step"] <= step and r["step"] in validated]
             _replace_text(vpath, "".join(json.dumps(r) + "\n" for r in kept))
 
+    def close(self) -> None:
+        """Flush and close the TensorBoard writer, if one is open: it buffers its events, and one left open may lose
+        them when the process exits. A later :meth:`log` opens a new writer (a new events file in the same folder).
+        """
+        writer, self._tb = self._tb, None
+        if writer is not None:
+            writer.close()
+
     def _tensorboard(self, metrics: dict[str, Any]) -> None:
         """Mirror the numeric metrics to TensorBoard (`run.tensorboard = true`, extra `tensorboard`)."""
         if self._tb is None:
@@ -349,8 +357,55 @@ def task_gradient_direction(corr: list[float], level: float = 0.95, flat: int = 
             f"({way}){left_out}.")
 
 
-def _probe_summary(history: list[dict[str, Any]]) -> list[str]:
-    """The held-out probe's start/end table and the collapse verdict (ragen_core.math.collapse)."""
+def _probe_size(history: list[dict[str, Any]], step: int, cfg: TrainConfig | None) -> tuple[int, int, float] | None:
+    """``(P, G, chance)`` of the probe measurement at `step`: its ``probe/n_prompts``, ``probe/group_size`` and
+    ``probe/retrieval_chance``, or where a count is not recorded the run's ``mi.probe_prompts`` /
+    ``mi.probe_group_size`` (chance 1/P); None when neither says."""
+    rec = next((r for r in history if r.get(STEP) == step and _number(r.get(Probe.RETRIEVAL_MARGIN)) is not None),
+               {})
+    p, g = _number(rec.get(Probe.N_PROMPTS)), _number(rec.get(Probe.GROUP_SIZE))
+    if (p is None or g is None) and cfg is not None:
+        p, g = float(cfg.mi.probe_prompts), float(cfg.mi.probe_group_size)
+    if p is None or g is None or p < 2 or g < 1 or p != int(p) or g != int(g):
+        return None
+    chance = _number(rec.get(Probe.RETRIEVAL_CHANCE))
+    return int(p), int(g), (1.0 / p if chance is None or not 0 <= chance < 1 else chance)
+
+
+def collapse_line(verdict: Any, size: tuple[int, int, float] | None) -> str:
+    """The summary's collapse check: the detector's yes / no, or "unresolved" when the probe of `size` ``(P, G,
+    chance)`` is too small to tell its drop from sampling noise (:func:`ragen_core.math.collapse.probe_resolution`).
+    A reference margin at or below the detector's ``min_start`` has no drop to resolve: its "no" stands."""
+    import inspect
+
+    from ragen_core.math.collapse import detect_collapse, probe_resolution
+
+    defaults = inspect.signature(detect_collapse).parameters
+    drop, min_start = defaults["drop"].default, defaults["min_start"].default
+    head = ("**Collapse check** (the retrieval margin down >= 50% from its peak with both entropies within +-25% of "
+            "their values there, no entropy alarm before the drop): ")
+    said = f"{'yes' if verdict.collapsed else 'no'}: {verdict.reason}"
+    if not verdict.margin_reference > min_start:
+        return f"{head}{said}."
+    if size is None:
+        return f"{head}{said} (the probe's size is not recorded: whether it can resolve the drop was not checked)."
+    res = probe_resolution(verdict.margin_reference, size[0], size[1], drop=drop, chance=size[2])
+    probe = f"{res.n_traces} traces ({res.n_prompts} prompts x {res.group_size} samples)"
+    noise = (f"the {drop:.0%} fall from the reference margin {res.margin_reference:.3f} is {res.needed_fall:.3f}, "
+             f"against a sampling standard error of {res.se_difference:.3f} for the difference of two margins of "
+             f"this probe's {probe}")
+    if res.resolved:
+        return f"{head}{said}. Probe resolution: {noise}, more than {res.z:g} of them."
+    more = "" if res.traces_needed is None else (
+        f"; a probe of about {res.traces_needed} traces would resolve it (e.g. mi.probe_group_size = "
+        f"{res.group_size_needed} at {res.n_prompts} prompts)")
+    return (f"{head}unresolved: the probe is too small to tell: {noise}, not more than {res.z:g} of them{more}. "
+            f"The detector alone read {said}.")
+
+
+def _probe_summary(history: list[dict[str, Any]], cfg: TrainConfig | None = None) -> list[str]:
+    """The held-out probe's start/end table and the collapse verdict (ragen_core.math.collapse), marked unresolved
+    when the probe (its recorded size, else `cfg`'s) is too small to tell the drop from noise."""
     from ragen_core.math.collapse import collapse_from_history
 
     rows = [r for r in history if isinstance(r.get(Probe.RETRIEVAL_MARGIN), (int, float))]
@@ -383,10 +438,27 @@ def _probe_summary(history: list[dict[str, Any]]) -> list[str]:
         out += ["", task_gradient_direction(corr, flat=flat)]
     verdict = collapse_from_history(history)
     if verdict is not None:
-        out += ["", "**Collapse check** (the retrieval margin down >= 50% from its peak with both entropies within "
-                f"+-25% of their values there, no entropy alarm before the drop): "
-                f"{'yes' if verdict.collapsed else 'no'}: {verdict.reason}."]
+        out += ["", collapse_line(verdict, _probe_size(history, verdict.reference_step, cfg))]
     return out
+
+
+def _validation_intervals(history: list[dict[str, Any]], episodes: int, level: float = 0.95) -> str:
+    """The line under the table that gives the validation success its sample size: each value is a share of
+    ``eval.episodes`` episodes (k = round(success * n) of them succeeded), shown with its Wilson interval, so that a
+    start / end pair from a few episodes (2 of 8 -> 4 of 8) is not read as a change. "" without a validation."""
+    from ragen_core.math.stats import wilson_interval
+
+    a, b = _first_last(history, Val.SUCCESS)
+    if a is None or b is None or not isinstance(episodes, int) or episodes < 1:
+        return ""
+
+    def shown(v: float) -> str:
+        lo, hi = wilson_interval(min(max(round(v * episodes), 0), episodes), episodes, level)
+        return f"{v:.3f} [{lo:.3f}, {hi:.3f}]"
+
+    return (f"Validation success, a share of `eval.episodes` = {episodes} episode{'s' if episodes != 1 else ''}: "
+            f"start {shown(a)}, end {shown(b)} ({level:.0%} Wilson intervals; the per-episode outcomes, on the same "
+            f"seeds each time, are in `{VAL_OUTCOMES}` for a paired comparison).")
 
 
 def _run_files(run_dir: Path, summary: Path) -> str:
@@ -430,6 +502,9 @@ def write_summary(run_dir: Path, cfg: TrainConfig, history: list[dict[str, Any]]
               "moment: validation's is step 0 (before the first RL step, after any warm start), a training-batch "
               "metric's the first step that logged it (step 1, or the first that updated or had reward variance), "
               "the in-batch MI's its first check (`mi.every`)."]
+    val_line = _validation_intervals(history, cfg.eval.episodes)
+    if val_line:
+        lines += ["", val_line]
     regimes = [r[Collapse.REGIME] + (" (unresolved)" if r.get(Collapse.REGIME_RESOLVED) == 0.0 else "")
                for r in history if isinstance(r.get(Collapse.REGIME), str)]
     if regimes:
@@ -439,7 +514,7 @@ def write_summary(run_dir: Path, cfg: TrainConfig, history: list[dict[str, Any]]
                   "the normal end state of a policy that learned its task; \"unresolved\": too few prompts to "
                   "tell the MI side from chance, `collapse/regime_resolved`)."]
     if _series(history, Probe.RETRIEVAL_MARGIN)[0]:
-        lines += ["", *_probe_summary(history)]
+        lines += ["", *_probe_summary(history, cfg)]
     path = run_dir / "summary.md"
     lines += ["", f"Files: {_run_files(run_dir, path)}."]
     path.write_text("\n".join(lines) + "\n")

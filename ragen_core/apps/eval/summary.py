@@ -22,10 +22,10 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from statistics import NormalDist
 from typing import Any
 
 from ragen_core.apps.diagnose import regime_text
+from ragen_core.math.stats import wilson_interval, wilson_of_share
 
 __all__ = ["SUMMARY_JSON", "SUMMARY_MD", "SUMMARY_PNG", "env_summary", "mi_profile", "rv_profile",
            "seed_clustered_interval", "summarize", "wilson_interval", "write_markdown", "write_plot"]
@@ -35,33 +35,6 @@ SUMMARY_MD = "summary.md"
 SUMMARY_PNG = "summary.png"
 #: The top-p keep rate of the pre-check (the paper's rho).
 KEEP_RATE = 0.9
-
-
-def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    """The Wilson score interval of a proportion k / n: the p with ``|k/n - p| <= z sqrt(p (1 - p) / n)``,
-
-        center = (p_hat + z^2 / 2n) / (1 + z^2 / n),   half = z sqrt(p_hat (1 - p_hat) / n + z^2 / 4n^2) / (1 + z^2 / n)
-
-    with z the two-sided normal quantile of `level` (1.96 for 95%). Unlike the Wald interval it stays inside
-    [0, 1] and is not empty at k = 0 or k = n. ``n = 0`` gives (0, 1): nothing is known."""
-    if n < 0 or not 0 <= k <= n:
-        raise ValueError(f"need 0 <= k <= n; got k={k}, n={n}")
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1); got {level}")
-    if n == 0:
-        return 0.0, 1.0
-    return _wilson(k / n, n, level)
-
-
-def _wilson(p: float, n: float, level: float) -> tuple[float, float]:
-    """Wilson's interval of a proportion `p` observed on `n` trials (`n` > 0, possibly not an integer)."""
-    z = NormalDist().inv_cdf(0.5 + level / 2)
-    z2 = z * z
-    denom = 1 + z2 / n
-    center = (p + z2 / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
-    # The bounds are exactly 0 at p = 0 and 1 at p = 1 (center -/+ half cancel); say so rather than round to 1e-17.
-    return (0.0 if p == 0 else max(0.0, center - half)), (1.0 if p == 1 else min(1.0, center + half))
 
 
 def seed_clustered_interval(groups: Sequence[tuple[int, int]], level: float = 0.95) -> tuple[float, float, float]:
@@ -93,7 +66,7 @@ def seed_clustered_interval(groups: Sequence[tuple[int, int]], level: float = 0.
         n_eff = float(n) if v <= 0 else min(float(n), max(float(n_seeds), p * (1 - p) / v))
     if n_eff == n:  # integral counts: exactly wilson_interval's numbers
         return (*wilson_interval(k, n, level), float(n))
-    return (*_wilson(p, n_eff, level), n_eff)
+    return (*wilson_of_share(p, n_eff, level), n_eff)
 
 
 def _mean(values: Sequence[float]) -> float | None:
