@@ -17,14 +17,13 @@ resume, and a start that fails before its first checkpoint removes the folder it
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ragen_core.apps.locks import FolderLocked, lock_folder
+from ragen_core.locks import FolderLocked, lock_folder, release_folder
 from ragen_core.policy import TINY_PATHS
 from ragen_core.policy.tiny import CorruptTinyModelError
 from ragen_core.training.checkpoint import LATEST, CheckpointError
@@ -105,7 +104,7 @@ class _RunDirBusy(Exception):
 
 
 def lock_run_dir(run_dir: Path, resume: bool) -> int | None:
-    """Hold the run folder's lock (:func:`ragen_core.apps.locks.lock_folder`) for as long as the run trains here;
+    """Hold the run folder's lock (:func:`ragen_core.locks.lock_folder`) for as long as the run trains here;
     returns its descriptor (None where no lock can be taken).
 
     Raises:
@@ -288,8 +287,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"config error: {e}", file=sys.stderr)
         return 2
     finally:
-        if lock is not None:
-            os.close(lock)  # releases the lock
+        release_folder(lock)  # the Trainer in _train took no lock of its own: this process held the folder's
 
 
 def _make_run_dir(run_dir: Path) -> bool:

@@ -53,7 +53,7 @@ from ragen_core.math.losses import KL_ESTIMATORS
 from ragen_core.rollout import RolloutOptions
 from ragen_core.training.algorithms import ALGORITHMS as _ALGORITHM_TABLE
 from ragen_core.training.algorithms import AUTO, config_errors
-from ragen_core.training.sft import NOISE_ACTIONS, REASONING_STYLES, TEMPLATE_ANSWERS
+from ragen_core.training.demonstrators import NOISE_ACTIONS, REASONING_STYLES, TEMPLATE_ANSWERS
 from ragen_envs.validation import MAX_SEED, require_int
 
 if sys.version_info >= (3, 11):

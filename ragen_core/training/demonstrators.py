@@ -22,7 +22,24 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["noise_answer", "oracle_turn", "random_turn"]
+__all__ = ["FILLER_WORDS", "NOISE_ACTIONS", "REASONING_STYLES", "TEMPLATE_ANSWERS", "noise_answer", "oracle_turn",
+           "random_turn"]
+
+#: Reasoning styles of the Sokoban oracle (`warm_start.reasoning`).
+REASONING_STYLES = ("full", "plan")
+
+
+#: What a noisy demonstrator answers instead of the oracle's action (`warm_start.noise_action`).
+NOISE_ACTIONS = ("random", "first")
+
+#: What the demonstrator answers after its template (`warm_start.template_answer`): its usual answer, the oracle's
+#: move for the state it sees (a template that pays), or the move the template's own reference level implies (an
+#: answer that follows the reasoning, whatever the state).
+TEMPLATE_ANSWERS = ("demonstrator", "oracle", "reference")
+
+#: The words of the input-independent opening (`warm_start.filler_words`): common words of the envs' text,
+#: so that each is one or two tokens of the tiny model's vocabulary; eight of them, log 8 = 2.08 nats per draw.
+FILLER_WORDS = ("so", "then", "now", "well", "ok", "first", "here", "next")
 
 
 def _hook(env: Any, name: str) -> tuple[Any, Any]:

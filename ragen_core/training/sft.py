@@ -36,6 +36,7 @@ import torch
 from ragen_core.episode import per_rollout_options
 from ragen_core.rollout import Responder, RolloutBatch, RolloutSettings, make_envs, rollout
 from ragen_core.training import demonstrators
+from ragen_core.training.demonstrators import FILLER_WORDS, NOISE_ACTIONS, REASONING_STYLES, TEMPLATE_ANSWERS
 
 __all__ = [
     "oracle_response",
@@ -55,21 +56,6 @@ def _format(reasoning: str, actions: Sequence[str]) -> str:
     return f"<think> {reasoning} </think> <answer> {' || '.join(actions)} </answer>"
 
 
-#: Reasoning styles of the Sokoban oracle (`warm_start.reasoning`).
-REASONING_STYLES = ("full", "plan")
-
-
-#: What a noisy demonstrator answers instead of the oracle's action (`warm_start.noise_action`).
-NOISE_ACTIONS = ("random", "first")
-
-#: What the demonstrator answers after its template (`warm_start.template_answer`): its usual answer, the oracle's
-#: move for the state it sees (a template that pays), or the move the template's own reference level implies (an
-#: answer that follows the reasoning, whatever the state).
-TEMPLATE_ANSWERS = ("demonstrator", "oracle", "reference")
-
-#: The words of the input-independent opening (`warm_start.filler_words`): common words of the envs' text,
-#: so that each is one or two tokens of the tiny model's vocabulary; eight of them, log 8 = 2.08 nats per draw.
-FILLER_WORDS = ("so", "then", "now", "well", "ok", "first", "here", "next")
 
 
 def _oracle_parts(env: Any, reasoning: str) -> tuple[str, list[str]]:
@@ -272,6 +258,9 @@ def sft_train(policy: Any, batch: RolloutBatch, *, epochs: int = 2, lr: float = 
     the first 5% of the optimiser steps and decays it linearly to 0 at the last one (what the demo uses: a
     tiny model trained for a few hundred steps ends better fitted than with a constant rate).
 
+    Raises NonFiniteError, before the optimiser step, at a step whose loss or gradient norm is NaN or inf
+    (:func:`_check_finite`).
+
     Returns ``sft/loss_first``, ``sft/loss_last`` (the mean over the first / last epoch's optimiser steps of the
     step's loss) and ``sft/mean_token_prob``: the mean over the last epoch's steps of the step's token-mean
     probability of the generated tokens, sum_t m_t exp(log p_t) / sum_t m_t (taken before the step's update).
@@ -295,9 +284,9 @@ def sft_train(policy: Any, batch: RolloutBatch, *, epochs: int = 2, lr: float = 
     probs: list[float] = []
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from ragen_core.progress import progress_bar
 
-        bar = tqdm(total=total, desc="warm start (SFT)", unit="step", dynamic_ncols=True, leave=False)
+        bar = progress_bar(total, desc="warm start (SFT)", unit="step")
     model.train()
     for _ in range(epochs):
         perm = torch.randperm(n, generator=generator)
@@ -313,7 +302,8 @@ def sft_train(policy: Any, batch: RolloutBatch, *, epochs: int = 2, lr: float = 
             loss = -(out.logprobs.float() * m).sum() / m.sum().clamp(min=1)
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            _check_finite(loss, grad_norm, k_step, total, _, epochs, lr)  # before the step: weights stay finite
             for group in opt.param_groups:
                 group["lr"] = lr_at(k_step)
             opt.step()
@@ -330,6 +320,21 @@ def sft_train(policy: Any, batch: RolloutBatch, *, epochs: int = 2, lr: float = 
     model.eval()
     return {"sft/loss_first": epoch_losses[0], "sft/loss_last": epoch_losses[-1],
             "sft/mean_token_prob": float(np.mean(probs)) if probs else float("nan")}
+
+
+def _check_finite(loss: torch.Tensor, grad_norm: torch.Tensor, k: int, total: int, epoch: int, epochs: int,
+                  lr: float) -> None:
+    """NonFiniteError (a ConfigError: ``ragen train`` prints its one line) when the loss or the gradient norm of
+    optimiser step `k` (0-based, of `total`; in 0-based `epoch` of `epochs`) is NaN or inf, before that step is
+    taken: a learning rate that diverged (``warm_start.lr``) would otherwise train on into NaN weights. Reads the
+    two scalars (one device sync); changes no number."""
+    if bool(torch.isfinite(loss.detach()) & torch.isfinite(grad_norm.detach())):
+        return
+    from ragen_core.training.checkpoint import NonFiniteError
+
+    raise NonFiniteError(f"the warm start diverged at its optimiser step {k + 1} of {total} (epoch {epoch + 1} of "
+                         f"{epochs}): loss = {float(loss.detach()):g}, gradient norm = {float(grad_norm):g}; that step "
+                         f"was not taken and nothing was saved; lower warm_start.lr (now {lr:g})")
 
 
 def warm_start(policy: Any, cfg: Any, device: torch.device | None = None) -> dict[str, float]:
@@ -353,10 +358,9 @@ def warm_start(policy: Any, cfg: Any, device: torch.device | None = None) -> dic
     progress = bool(getattr(getattr(cfg, "run", None), "progress", False))
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from ragen_core.progress import progress_bar
 
-        bar = tqdm(total=len(seeds), desc="warm start (demonstrations)", unit="episode", dynamic_ncols=True,
-                   leave=False)
+        bar = progress_bar(len(seeds), desc="warm start (demonstrations)", unit="episode")
     for s in range(0, len(seeds), chunk):
         part = seeds[s : s + chunk]
         opts = per_rollout_options(cfg.env.per_rollout_option, part, 1)

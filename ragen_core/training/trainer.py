@@ -54,6 +54,7 @@ import numpy as np
 import torch
 
 from ragen_core.episode import per_rollout_options
+from ragen_core.locks import FolderLocked, holding_folder
 from ragen_core.math import losses
 from ragen_core.math.advantages import TRAJ_MEAN, aggregate_loss, trajectory_token_weights
 from ragen_core.math.filtering import filter_groups, reward_variance, rv_statistics, select_rows
@@ -100,6 +101,7 @@ __all__ = [
     "seed_streams",
     "check_runnable",
     "NonFiniteError",
+    "FolderLocked",
 ]
 
 
@@ -721,8 +723,6 @@ class Trainer:
             except ValueError as e:  # too few distinct levels for mi.probe_prompts: a setting, not a bug
                 raise ConfigError(f"mi.probe_prompts: {e}") from None
         (self.run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)  # every check passed: make the folder
-        self.log = RunLog(self.run_dir, tensorboard=cfg.run.tensorboard, on_step=on_step)
-        self.rollouts_file = RolloutsFile(self.run_dir / ROLLOUTS, cfg.run.rollouts_steps)
         #: Where :meth:`say` writes the run's progress lines (None: nowhere; `ragen train` sets stderr).
         self.messages = None
         self.resumed = resume
@@ -730,13 +730,31 @@ class Trainer:
         self._old_from_update = False
         #: The step of the last checkpoint written by this process (None before the first).
         self.saved_step: int | None = None
-        if resume:
-            self.load_checkpoint()
-            # What ran from here on: the log of resumes, and config.toml holds the values in force.
-            record_resume(self.run_dir, self.state.step, self.resume_changes)
-            (self.run_dir / "config.toml").write_text(dump_toml(cfg))
-        elif cfg.algo.kl_coef > 0:
-            self._make_reference()
+        with self._writing():  # a resume rewrites the logs and config.toml: not while another process trains here
+            self.log = RunLog(self.run_dir, tensorboard=cfg.run.tensorboard, on_step=on_step)
+            self.rollouts_file = RolloutsFile(self.run_dir / ROLLOUTS, cfg.run.rollouts_steps, resume)
+            if resume:
+                self.load_checkpoint()
+                # What ran from here on: the log of resumes, and config.toml holds the values in force.
+                record_resume(self.run_dir, self.state.step, self.resume_changes)
+                (self.run_dir / "config.toml").write_text(dump_toml(cfg))
+            elif cfg.algo.kl_coef > 0:
+                self._make_reference()
+
+    def _writing(self) -> Any:
+        """The run folder's lock, held while this trainer writes there (construction, :meth:`fit`,
+        :meth:`train_step`, the checkpoints): two processes writing one run folder would interleave its
+        ``metrics.jsonl`` and overwrite each other's checkpoints. A context manager
+        (:func:`ragen_core.locks.holding_folder`): released at its end, exceptions included; taken only where
+        this process does not hold it already (``ragen train`` locks its run folder before it builds the Trainer).
+
+        Raises:
+            FolderLocked: another process holds the lock (one line saying what to do).
+        """
+        return holding_folder(self.run_dir, busy=(
+            f"run_dir {self.run_dir} is being written by another process right now (a Trainer or `ragen train` "
+            f"training there): two would interleave its metrics.jsonl and checkpoints; wait for that one to finish "
+            f"(then resume=True continues the run), or give another run_dir"))
 
     def _build_critic(self) -> None:
         """A fresh critic on the policy's current backbone (again after the warm start)."""
@@ -774,7 +792,8 @@ class Trainer:
                                f"model, optimiser and RNG streams may be half-updated: {back}")
         self._check_config()
         try:
-            return self._train_step()
+            with self._writing():  # its rollouts.jsonl
+                return self._train_step()
         except BaseException:
             self._interrupted = True
             raise
@@ -1402,7 +1421,8 @@ class Trainer:
                 return {"metrics": metrics, "success": self._last_val_success}
 
             t = time.perf_counter()
-            value, hit = cached_step0(cfg, "validation", validate)  # every arm of a seed starts from the same point
+            # every arm of a seed starts from the same point
+            value, hit = cached_step0(cfg, "validation", validate, self.model)
             if hit:  # this run's own outcomes file gets the step-0 lines an own validation would have written
                 self.log.log_val_outcomes(0, validation_seeds(cfg), [int(x) for x in value["success"]])
                 value["metrics"][Perf.EVAL_S] = time.perf_counter() - t  # the time spent here: reading the cache
@@ -1411,7 +1431,7 @@ class Trainer:
             self._say_measurements(row, None)
         if self.probe is not None and not any(k.startswith(Probe.PREFIX) for k in logged):
             t = time.perf_counter()
-            value, hit = cached_step0(cfg, "probe", lambda: self.probe_diagnostics(0))  # where RL starts from
+            value, hit = cached_step0(cfg, "probe", lambda: self.probe_diagnostics(0), self.model)  # where RL starts
             if hit:
                 value[Perf.PROBE_S] = time.perf_counter() - t
             row = {"step": 0, **value}
@@ -1434,9 +1454,21 @@ class Trainer:
             RuntimeError: the trainer took steps by :meth:`train_step` outside fit() (they are in neither the log
                 nor a checkpoint), or the last fit() stopped before the run's first checkpoint (nothing to go back
                 to; the policy may be partly trained: build a new Trainer).
+            ValueError: a new run whose folder got a run (a checkpoint) since the trainer was built.
+            FolderLocked: another process writes the run folder now (:meth:`_writing`).
         """
+        with self._writing():
+            try:
+                return self._fit_locked()
+            finally:
+                self._close_tensorboard()
+
+    def _fit_locked(self) -> list[dict[str, Any]]:
+        """:meth:`fit`, under the run folder's lock."""
         if self._interrupted:
             self._restore_after_interrupt()
+        if self.saved_step is None and not self.resumed:  # a new run: the folder may hold one made since __init__
+            _check_run_dir(self.run_dir, resume=False)
         done = self.saved_step if self.saved_step is not None else 0
         if self.state.step != done:
             fix = ("call trainer.load_checkpoint() to drop them and continue from the last checkpoint (step "
@@ -1455,6 +1487,12 @@ class Trainer:
         except BaseException:
             self._interrupted = True
             raise
+
+    def _close_tensorboard(self) -> None:
+        """Flush and close the TensorBoard writer (``run.tensorboard``) at the end of :meth:`fit`, also when it
+        fails: the writer buffers its events, and one left open may lose them when the process exits. The log opens
+        a new writer (a new events file in the same folder) at its next record."""
+        self.log.close()
 
     def _restore_after_interrupt(self) -> None:
         """After a fit() or train_step() that stopped part-way: back to the last checkpoint, as a resume does."""
@@ -1630,7 +1668,8 @@ class Trainer:
         NonFiniteError, writing nothing, when the weights hold a NaN or an inf (a warm start that diverged, a step
         whose finite gradient overflowed the weights)."""
         try:
-            path = save_checkpoint(self.run_dir, self.state_dict(), self.state.step, self.cfg.run.keep_every)
+            with self._writing():
+                path = save_checkpoint(self.run_dir, self.state_dict(), self.state.step, self.cfg.run.keep_every)
         except NonFiniteError as e:
             raise self._diverged(self.state.step, str(e)) from None
         self.saved_step = self.state.step
@@ -1646,6 +1685,11 @@ class Trainer:
             ConfigError: `run.steps` is below the steps the checkpoint has trained (before anything is restored or
                 rewritten: such a run would train nothing and report "N of M" steps with N > M).
         """
+        with self._writing():  # it rewrites the logs
+            self._load_checkpoint()
+
+    def _load_checkpoint(self) -> None:
+        """:meth:`load_checkpoint`, under the run folder's lock."""
         state = load_checkpoint(self.run_dir)
         done = int(state.get("step", 0))
         if self.cfg.run.steps < done:
@@ -1675,12 +1719,23 @@ class RolloutsFile:
     ``reward`` (the episode's return), ``prompt`` and ``response`` (the first turn's text, the prompt with its chat
     template), ``model`` (:func:`ragen_core.policy.identity.weights_sha256` of the weights that sampled it),
     ``step`` and ``final`` (true for the batch sampled by the final weights at the end of the run). Rewritten
-    whole each time (small: `steps` batches)."""
+    whole each time (small: `steps` batches).
 
-    def __init__(self, path: Path, steps: int):
+    The file describes this run only: a resume (`resume`) keeps the batches it holds, a new run removes a file left
+    in its folder (another run's rollouts), and ``steps = 0`` (keep none) removes it, resumed or not: its batches,
+    and its final one above all, were sampled by weights this run has since moved on from, and ``ragen diagnose``
+    would read them as this run's. A resume that removes one says so (a warning)."""
+
+    def __init__(self, path: Path, steps: int, resume: bool = False):
         self.path = Path(path)
         self.steps = int(steps)
         self.batches: list[list[dict[str, Any]]] = []
+        if not (resume and self.steps) and self.path.is_file():
+            if resume:
+                warnings.warn(f"removed {self.path}: run.rollouts_steps=0 keeps no rollouts, and the file held "
+                              f"those of the run's steps before this resume (set run.rollouts_steps > 0 to keep "
+                              f"them)", stacklevel=3)
+            self.path.unlink()
         if self.steps and self.path.is_file():  # a resumed run keeps what it had
             # Read as the metrics are on a resume: a damaged last line is left out, any other is CheckpointError
             # naming it (it was a JSONDecodeError traceback).
@@ -1722,6 +1777,6 @@ class RolloutsFile:
 def _progress(total: int, done: int, enabled: bool, desc: str = "train", unit: str = "step"):
     if not enabled:
         return None
-    from tqdm.auto import tqdm
+    from ragen_core.progress import progress_bar
 
-    return tqdm(total=total, initial=done, desc=desc, unit=unit, dynamic_ncols=True, leave=False)
+    return progress_bar(total, initial=done, desc=desc, unit=unit)

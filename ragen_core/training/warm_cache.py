@@ -4,7 +4,10 @@ A study trains many variants of one config per seed (no filter, top-p, random dr
 starts are identical, since :func:`ragen_core.training.sft.warm_start` reads only the model, env, rollout and warm-start
 sections and ``run.seed``, and it is the most expensive part of a small run (FrozenLake: 7 of 11 minutes). With
 ``warm_start.cache_dir`` set, the first run of a (config, seed) writes the warm-started weights and the SFT
-metrics under a key that hashes everything the warm start reads; later runs load them instead of training.
+metrics under a key that hashes everything the warm start reads; later runs load them instead of training. The
+entry also records the digest of the weights it started from (:func:`starting_weights_digest`), and is used only
+by a run that starts from the same weights: a model folder replaced in place (same path and shapes, other weights)
+trains its warm start again and replaces the entry. Weights that hold a NaN or an inf are never stored nor loaded.
 
 The step-0 measurements (the validation and the held-out probe before the first RL step) depend on the same inputs
 plus the eval and probe settings, so they are shared the same way (:func:`cached_step0`): every arm of a seed
@@ -37,15 +40,17 @@ import torch
 
 from ragen_core.training.config import ConfigError
 
-__all__ = ["cache_key", "cached_warm_start", "demonstration_code_digest", "training_code_digest", "step0_key",
-           "cached_step0", "default_warm_cache_dir"]
+__all__ = ["cache_key", "cached_warm_start", "starting_weights_digest", "demonstration_code_digest",
+           "training_code_digest", "step0_key", "cached_step0", "default_warm_cache_dir"]
 
 #: Bump when the warm start's algorithm changes, so that stale weights are never reused.
 _FORMAT = 1
 
 
 def cache_key(cfg: Any) -> str:
-    """Hex SHA-256 of every input of the warm start: model, env, rollout and warm-start sections, run.seed,
+    """Hex SHA-256 of every input of the warm start that the config names (the starting weights themselves are
+    checked against the entry's record: :func:`cached_warm_start`): model, env, rollout and warm-start sections,
+    run.seed,
     run.device, the torch version, this cache's format, the source of the demonstrations
     (:func:`demonstration_code_digest`), the source that turns them into weights and measures them
     (:func:`training_code_digest`) and, for the built-in tiny model, its pinned identity (recipe and corpus
@@ -73,6 +78,30 @@ def cache_key(cfg: Any) -> str:
     inputs["training_code"] = training_code_digest()
     blob = json.dumps(inputs, sort_keys=True, default=repr).encode()
     return hashlib.sha256(blob).hexdigest()
+
+
+def starting_weights_digest(model: torch.nn.Module, path: str | Path | None = None) -> str:
+    """Hex SHA-256 naming the weights a warm start starts from (or a step-0 measurement measures).
+
+    :func:`ragen_core.policy.identity.weights_sha256` of `model` as loaded: every tensor's name, dtype, shape and
+    bytes for models up to ``FULL_HASH_PARAMETERS`` (50M) parameters, the tiny ones and small LLMs (hashing 50M
+    float32 parameters reads 200 MB: well under a second, once per run). Above that it hashes the first 64 KiB of
+    each tensor only (reading a 7B model's 14 GB again at every start would cost tens of seconds), so for those the
+    digest adds the name, size and modification time (ns) of every file of the model folder `path` (weights, config,
+    tokenizer): a folder replaced in place, by a copy or a new download, changes them, even where the new weights
+    happen to share every tensor's first bytes. The price is a spurious recompute when the files are only touched
+    (or copied without their times).
+    """
+    from ragen_core.policy.identity import FULL_HASH_PARAMETERS, weights_sha256
+
+    h = hashlib.sha256(weights_sha256(model).encode())
+    folder = Path(path).expanduser() if path is not None else None
+    if sum(t.numel() for t in model.state_dict().values()) > FULL_HASH_PARAMETERS and folder is not None \
+            and folder.is_dir():
+        for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+            st = f.stat()
+            h.update(f"{f.relative_to(folder).as_posix()}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    return h.hexdigest()
 
 
 def demonstration_code_digest(env_id: str) -> str:
@@ -129,6 +158,11 @@ def default_warm_cache_dir() -> Path:
 def cached_warm_start(policy: Any, cfg: Any, device: torch.device | None = None) -> dict[str, float]:
     """:func:`ragen_core.training.sft.warm_start`, through the cache in ``cfg.warm_start.cache_dir`` (empty: no cache).
 
+    An entry is used only when the digest of the policy's weights before the warm start
+    (:func:`starting_weights_digest`) is the one it records (entries written before it was recorded are computed
+    again, once). Weights that hold a NaN or an inf are neither stored (NonFiniteError naming ``warm_start.lr``)
+    nor loaded (the entry is computed again).
+
     Returns the SFT metrics with ``sft/cached`` = 1.0 when the weights were loaded, 0.0 when trained here.
     The timing metrics of a hit are the loading time (``perf/sft_s``) and the original run's
     (``perf/sft_s_original``). An entry that cannot be used (truncated, overwritten, its weights altered since
@@ -144,12 +178,13 @@ def cached_warm_start(policy: Any, cfg: Any, device: torch.device | None = None)
     if root is None:
         return {**warm_start(policy, cfg, device=device), "sft/cached": 0.0}
     key = cache_key(cfg)
+    start = starting_weights_digest(policy.model, cfg.model.path)  # before the warm start moves them
     path = root / f"{key}.pt"
     with _lock(root / f"{key}.lock") as lock:
         lock.remove_leftovers(path)
         if path.is_file():
             t0 = time.perf_counter()
-            blob = _read_weights(path, key, policy.model)
+            blob = _read_weights(path, key, policy.model, start)
             if blob is not None:
                 policy.model.load_state_dict(blob["model"])
                 metrics = {k: float(v) for k, v in blob["metrics"].items()}
@@ -158,7 +193,14 @@ def cached_warm_start(policy: Any, cfg: Any, device: torch.device | None = None)
                 return {**metrics, "sft/cached": 1.0}
         metrics = warm_start(policy, cfg, device=device)
         state = {k: v.detach().to("cpu") for k, v in policy.model.state_dict().items()}
-        blob = {"model": state, "metrics": metrics, "key": key, "sha256": _weights_digest(state, metrics)}
+        bad = _nonfinite(state)
+        if bad is not None:  # a later run would load them as its starting point
+            from ragen_core.training.checkpoint import NonFiniteError
+
+            raise NonFiniteError(f"the warm start's weights hold NaN or inf ({bad}), so they were not cached in "
+                                 f"{root}: lower warm_start.lr (now {cfg.warm_start.lr:g})")
+        blob = {"model": state, "metrics": metrics, "key": key, "sha256": _weights_digest(state, metrics),
+                "start": start}
         _write_atomically(path, lambda tmp: torch.save(blob, tmp))
         return {**metrics, "sft/cached": 0.0}
 
@@ -201,9 +243,10 @@ def _weights_digest(state: dict[str, torch.Tensor], metrics: dict[str, Any]) -> 
     return h.hexdigest()
 
 
-def _read_weights(path: Path, key: str, model: torch.nn.Module) -> dict[str, Any] | None:
-    """The cached warm start in `path` when it is whole, written for `key` and fits `model` (names, shapes,
-    dtypes); otherwise None, after a RuntimeWarning naming the file. Checked before anything is loaded, since
+def _read_weights(path: Path, key: str, model: torch.nn.Module, start: str) -> dict[str, Any] | None:
+    """The cached warm start in `path` when it is whole, written for `key`, trained from the weights of digest
+    `start`, finite, and fits `model` (names, shapes, dtypes); otherwise None, after a RuntimeWarning naming the
+    file. Checked before anything is loaded, since
     ``load_state_dict`` copies the tensors that match before it raises on those that do not."""
     try:
         try:
@@ -214,12 +257,18 @@ def _read_weights(path: Path, key: str, model: torch.nn.Module) -> dict[str, Any
             raise _Damaged("not a cached warm start")
         if blob["key"] != key:
             raise _Damaged(f"it holds the entry of key {str(blob['key'])[:12]}...")
+        if blob.get("start") != start:
+            raise _Damaged("it was trained from other starting weights (the model at model.path changed since)"
+                           if "start" in blob else "it does not record the weights it started from (an older entry)")
         state, metrics = blob["model"], blob["metrics"]
         if not isinstance(state, dict) or not isinstance(metrics, dict) or not all(
                 isinstance(v, torch.Tensor) for v in state.values()):
             raise _Damaged("not a cached warm start")
         if _weights_digest(state, metrics) != blob["sha256"]:
             raise _Damaged("its weights or metrics changed after they were written")
+        bad = _nonfinite(state)
+        if bad is not None:  # written before this check existed: a warm start that diverged
+            raise _Damaged(f"its weights hold NaN or inf ({bad})")
         own = model.state_dict()
         if state.keys() != own.keys():
             raise _Damaged("its weights are not this model's: other parameter names")
@@ -230,6 +279,13 @@ def _read_weights(path: Path, key: str, model: torch.nn.Module) -> dict[str, Any
     except _Damaged as e:
         _unusable(path, str(e))
         return None
+
+
+def _nonfinite(state: dict[str, torch.Tensor]) -> str | None:
+    """The name of the first floating-point tensor of `state` holding a NaN or an inf; None when all are finite."""
+    from ragen_core.training.checkpoint import nonfinite_weights
+
+    return nonfinite_weights({"model": state})
 
 
 def _write_atomically(path: Path, write: Any) -> None:
@@ -301,35 +357,43 @@ _CADENCE_KEYS = {"eval": ("every", "until", "at_start"),
 
 def step0_key(cfg: Any, what: str) -> str:
     """Hex SHA-256 of everything a step-0 measurement `what` ("validation" or "probe") reads: the warm start's key
-    (:func:`cache_key`) and the eval and MI sections, cadence keys aside."""
+    (:func:`cache_key`) and the eval and MI sections, cadence keys aside (the weights measured are checked against
+    the entry's record: :func:`cached_step0`)."""
     sections = {name: {k: v for k, v in dataclasses.asdict(getattr(cfg, name)).items() if k not in skip}
                 for name, skip in _CADENCE_KEYS.items()}
     blob = json.dumps({"warm": cache_key(cfg), "what": what, **sections}, sort_keys=True, default=repr).encode()
     return hashlib.sha256(blob).hexdigest()
 
 
-def cached_step0(cfg: Any, what: str, compute: Any) -> tuple[dict[str, Any], bool]:
+def cached_step0(cfg: Any, what: str, compute: Any,
+                 model: torch.nn.Module | None = None) -> tuple[dict[str, Any], bool]:
     """``(value, hit)``: the step-0 measurement `what` from the cache in ``cfg.warm_start.cache_dir``, or
     ``compute()`` (a JSON-serialisable dict, stored for the next run of the same key). No cache folder: always
     computed. Floats round-trip exactly through JSON, so a hit gives the numbers the run would have computed (its
     validation and probe draw from generators seeded by run.seed and the step alone). An entry that cannot be used
     (not JSON, truncated, edited, another key's) is computed again and replaced, after a RuntimeWarning naming it.
 
-    The file is ``{"key": ..., "sha256": ..., "value": ...}``: the SHA-256 of the value's JSON text guards against
-    an edited number, which would otherwise be handed back as a measurement."""
+    The file is ``{"key": ..., "sha256": ..., "value": ...[, "weights": ...]}``: the SHA-256 of the value's JSON
+    text guards against an edited number, which would otherwise be handed back as a measurement.
+
+    `model`: the model measured; the entry records its :func:`starting_weights_digest` (``"weights"``) and is used
+    only for the same weights (a model folder replaced in place gives other ones). None: not recorded nor checked
+    (callers that measure no model of their own)."""
     root = _cache_folder(cfg)
     if root is None:
         return compute(), False
+    weights = None if model is None else starting_weights_digest(model, cfg.model.path)
     key = step0_key(cfg, what)
     path = root / f"{key}.step0.json"
     with _lock(root / f"{key}.lock") as lock:
         lock.remove_leftovers(path)
         if path.is_file():
-            value = _read_step0(path, key)
+            value = _read_step0(path, key, weights)
             if value is not None:
                 return value, True
         value = compute()
-        text = json.dumps({"key": key, "sha256": _value_digest(value), "value": value})
+        text = json.dumps({"key": key, "sha256": _value_digest(value), "value": value,
+                           **({"weights": weights} if weights is not None else {})})
         _write_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
         return value, False
 
@@ -339,9 +403,9 @@ def _value_digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
 
 
-def _read_step0(path: Path, key: str) -> dict[str, Any] | None:
-    """The cached step-0 value in `path` when the file is whole and written for `key`; otherwise None, after a
-    RuntimeWarning naming the file."""
+def _read_step0(path: Path, key: str, weights: str | None = None) -> dict[str, Any] | None:
+    """The cached step-0 value in `path` when the file is whole, written for `key` and (`weights` given) measured
+    on the weights of that digest; otherwise None, after a RuntimeWarning naming the file."""
     try:
         try:
             entry = json.loads(path.read_text(encoding="utf-8"))
@@ -353,6 +417,9 @@ def _read_step0(path: Path, key: str) -> dict[str, Any] | None:
             raise _Damaged("it holds another key's measurement")
         if entry.get("sha256") != _value_digest(entry["value"]):
             raise _Damaged("its numbers changed after they were written")
+        if weights is not None and entry.get("weights") != weights:
+            raise _Damaged("it was measured on other weights (the model at model.path changed since)"
+                           if "weights" in entry else "it does not record the weights it measured (an older entry)")
         return entry["value"]
     except _Damaged as e:
         _unusable(path, str(e))

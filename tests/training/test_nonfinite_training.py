@@ -116,8 +116,10 @@ def test_a_warm_start_that_diverges_is_not_saved(model_dir, tmp_path):
     with pytest.raises(ConfigError) as caught:
         trainer.fit()
     message = str(caught.value)
-    assert "training diverged by step 0 (the warm start): the weights hold NaN or inf (model: " in message, message
-    assert "no checkpoint was written" in message and "warm_start.lr (now 1e+30)" in message, message
+    # Stopped at the warm start's first non-finite loss, before its optimiser step: no NaN reaches the weights.
+    assert "the warm start diverged at its optimiser step " in message and "loss = nan" in message, message
+    assert "nothing was saved" in message and "warm_start.lr (now 1e+30)" in message, message
+    assert all(bool(torch.isfinite(p).all()) for p in trainer.policy.model.parameters())
     assert not (tmp_path / LATEST).exists()
     assert 1 not in logged_steps(tmp_path)
 

@@ -101,6 +101,7 @@ def test_ctrl_c_prints_how_to_resume_and_the_resume_finishes(model_dir, tmp_path
 def test_a_run_stopped_after_its_warm_start_resumes_without_training_it_again(model_dir, tmp_path, capsys,
                                                                               monkeypatch):
     straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    monkeypatch.setattr("ragen_core.progress.LOG_INTERVAL_S", 0.0)  # captured stderr is a log: a line per update
     assert _train(tmp_path, model_dir, straight, "run.progress=true") == 0
     bars = capsys.readouterr().err
     for label in ("warm start (demonstrations)", "warm start (SFT)", "loss=", "validation at step 0"):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 import shutil
 import sys
 from collections.abc import Sequence
@@ -184,6 +183,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         print(f"{prog}: {e}", file=sys.stderr)
         return 2
     from ragen_core.apps.eval.run import FolderBusy, lock_folder
+    from ragen_core.locks import release_folder
 
     for note in notes:
         print(note, file=sys.stderr)
@@ -202,8 +202,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     try:
         return _locked_main(args, prog, spec, folder, created)
     finally:
-        if fd is not None:
-            os.close(fd)  # releases the lock
+        release_folder(fd)
 
 
 def _make_folder(folder: Path) -> bool:

@@ -22,7 +22,6 @@ The summary (``summary.json``, ``summary.md``, ``summary.png``) is written when 
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import time
 from pathlib import Path
@@ -43,8 +42,8 @@ from ragen_core.apps.eval.summary import (
     write_markdown,
     write_plot,
 )
-from ragen_core.apps.locks import FolderLocked
-from ragen_core.apps.locks import lock_folder as _lock_folder
+from ragen_core.locks import FolderLocked, release_folder
+from ragen_core.locks import lock_folder as _lock_folder
 from ragen_envs.contract import observes_images
 
 __all__ = ["FolderBusy", "Progress", "execute", "lock_folder", "resume_command"]
@@ -55,7 +54,7 @@ class FolderBusy(Exception):
 
 
 def lock_folder(folder: Path) -> int | None:
-    """The lock of the evaluation folder (:func:`ragen_core.apps.locks.lock_folder`: its descriptor, None where no
+    """The lock of the evaluation folder (:func:`ragen_core.locks.lock_folder`: its descriptor, None where no
     lock can be taken).
 
     Raises:
@@ -79,9 +78,9 @@ class Progress:
         self.bar = None
         self.successes = self.finished = self.failed = 0
         if enabled:
-            from tqdm.auto import tqdm
+            from ragen_core.progress import progress_bar
 
-            self.bar = tqdm(total=total, initial=done, desc="eval", unit="ep", dynamic_ncols=True, leave=False)
+            self.bar = progress_bar(total, initial=done, desc="eval", unit="ep")
 
     def update(self, line: dict[str, Any]) -> None:
         if line["failed"]:
@@ -128,8 +127,7 @@ def execute(spec: EvalSpec, folder: Path, *, progress: bool, prog: str = "ragen 
     try:
         return _execute(spec, folder, progress=progress, prog=prog, out=out, err=err)
     finally:
-        if fd is not None:
-            os.close(fd)
+        release_folder(fd)
 
 
 def _execute(spec: EvalSpec, folder: Path, *, progress: bool, prog: str, out: TextIO, err: TextIO) -> int:

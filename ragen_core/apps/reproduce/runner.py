@@ -509,9 +509,9 @@ def finished_records(specs: Iterable[RunSpec], runs_dir: str | Path) -> tuple[li
 def _progress(total: int, initial: int, enabled: bool):
     if not enabled:
         return None
-    from tqdm.auto import tqdm
+    from ragen_core.progress import progress_bar
 
-    return tqdm(total=total, initial=initial, desc="study", unit="run", dynamic_ncols=True)
+    return progress_bar(total, initial=initial, desc="study", unit="run", leave=True)
 
 
 def run_local(specs: list[RunSpec], runs_dir: str | Path, workers: int = 2, progress: bool = True,
