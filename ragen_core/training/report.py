@@ -197,13 +197,31 @@ _PLOT_MAX = 1e300
 
 
 def _drawable(history: list[dict[str, Any]], key: str, label: str) -> tuple[list[int], list[float], str]:
-    """The curve of `key` as plotted: :func:`_series` without the points beyond +-:data:`_PLOT_MAX`, and `label`
-    saying how many were left out (the metrics and the summary keep them)."""
-    xs, ys = _series(history, key)
-    keep = [i for i, y in enumerate(ys) if abs(y) <= _PLOT_MAX]
-    if len(keep) < len(ys):
-        label = f"{label} ({len(ys) - len(keep)} value(s) beyond +-{_PLOT_MAX:.0e} not drawn)"
-    return [xs[i] for i in keep], [ys[i] for i in keep], label
+    """The curve of `key` as plotted: one point per record that holds `key`, in record order. A null (an undefined
+    or non-finite value, :class:`ragen_core.training.metrics.Metric`) or a value beyond +-:data:`_PLOT_MAX` is a NaN
+    point, which matplotlib draws as a break in the line: the line never joins across a step without a value. A
+    record without `key` (a metric measured every k steps) is no point at all. `label` says how many were not drawn
+    (the metrics and the summary keep them); no curve when no value was drawn and none was left out."""
+    xs: list[int] = []
+    ys: list[float] = []
+    null = far = 0
+    for rec in history:
+        if key not in rec:
+            continue
+        v = rec[key]
+        finite = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        if finite and abs(v) > _PLOT_MAX:
+            far += 1
+        elif not finite:
+            null += 1
+        xs.append(int(rec[STEP]))
+        ys.append(float(v) if finite and abs(v) <= _PLOT_MAX else math.nan)
+    notes = [f"{null} null step(s): gaps"] if null else []
+    if far:
+        notes.append(f"{far} value(s) beyond +-{_PLOT_MAX:.0e} not drawn")
+    if notes:
+        label = f"{label} ({'; '.join(notes)})"
+    return xs, ys, label
 
 
 def _legend_outside(ax: Any) -> None:
@@ -213,15 +231,28 @@ def _legend_outside(ax: Any) -> None:
         ax.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
 
 
+def _no_data(ax: Any, labels: list[str]) -> None:
+    """A panel none of whose curves has a logged value (e.g. the in-batch MI of a run shorter than ``mi.every``)."""
+    ax.text(0.5, 0.5, "no value logged in this run: " + ", ".join(labels), ha="center", va="center", fontsize=8,
+            color="tab:gray", transform=ax.transAxes)
+
+
 def _panels(plt: Any, rows: int, title: str) -> tuple[Any, Any]:
+    from matplotlib.ticker import MaxNLocator
+
     fig, axes = plt.subplots(rows, 1, figsize=(7.5, 1.9 * rows + 0.6), sharex=True, squeeze=False)
     axes = [a[0] for a in axes]
     axes[0].set_title(title)
     axes[-1].set_xlabel("RL step")
+    axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no tick at step 1.25
     return fig, axes
 
 
 def _save(fig: Any, path: Path, plt: Any) -> Path:
+    ax = fig.axes[-1]
+    lo, hi = ax.get_xlim()
+    if hi - lo < 2:  # one step only: matplotlib's +-5% margin would be ticked 0.95, 0.975, ...; show whole steps
+        ax.set_xlim((lo + hi) / 2 - 1, (lo + hi) / 2 + 1)
     fig.tight_layout()
     fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
@@ -266,10 +297,16 @@ def write_plots(run_dir: Path, history: list[dict[str, Any]]) -> list[Path]:
     for name, (title, panels) in _FIGURES.items():
         fig, axes = _panels(plt, len(panels), title)
         for ax, (ylabel, ylim, curves) in zip(axes, panels):
+            absent = []
             for key, label, style in curves:
                 xs, ys, shown = _drawable(history, key, label)
-                if xs or shown != label:  # a curve whose every point was left out still says so in the legend
-                    ax.plot(xs, ys, label=shown, **style)
+                if xs:  # a curve whose every point was left out still says so in the legend
+                    # a dot on every point: a one-point curve, or a point between two gaps, is no line at all
+                    ax.plot(xs, ys, label=shown, **{"marker": ".", **style})
+                else:
+                    absent.append(label)
+            if len(absent) == len(curves):  # say so, rather than draw empty axes that read as a plotting bug
+                _no_data(ax, absent)
             ax.set_ylabel(ylabel)
             if ylim is not None:
                 ax.set_ylim(*ylim)
@@ -292,16 +329,27 @@ def _probe_plot(run_dir: Path, history: list[dict[str, Any]], plt: Any) -> Path:
     axes[0].set_ylabel("0 = chance, 1 = ceiling")
     for key, label, color in ((Probe.TOKEN_ENTROPY, "token entropy", "tab:gray"),
                               (Probe.COND_ENTROPY_EST, "H(Z|X)", "tab:cyan")):
-        xs, ys = _series(history, key)
-        if xs and ys[0] > 0:
-            rel = [y / ys[0] for y in ys]  # a ratio can reach the limit its values did not (1e200 / 1e-200)
-            keep = [i for i, y in enumerate(rel) if math.isfinite(y) and abs(y) <= _PLOT_MAX]
-            axes[1].plot([xs[i] for i in keep], [rel[i] for i in keep], "--", color=color, label=label)
+        xs, rel, label = _relative(history, key, label)
+        if xs:
+            axes[1].plot(xs, rel, "--", marker=".", color=color, label=label)
     axes[1].axhspan(0.75, 1.25, color="tab:gray", alpha=0.1, label="+-25% band")
     axes[1].set_ylabel("relative to step 0")
     for ax in axes:
         _legend_outside(ax)
     return _save(fig, run_dir / "probe.png", plt)
+
+
+def _relative(history: list[dict[str, Any]], key: str, label: str) -> tuple[list[int], list[float], str]:
+    """`key`'s probe curve over its step-0 value, gaps kept (:func:`_drawable`). When step 0 has no positive value the
+    reference is the first point that has one, and `label` names its step; no curve when no point has one."""
+    xs, ys, label = _drawable(history, key, label)
+    ref = next((i for i, y in enumerate(ys) if y > 0), None)  # NaN > 0 is False
+    if ref is None:
+        return [], [], label
+    if xs[ref] != 0:
+        label = f"{label} (over step {xs[ref]}: step 0 has no value)"
+    rel = [y / ys[ref] for y in ys]  # a ratio can reach the limit its values did not (1e200 / 1e-200)
+    return xs, [y if math.isfinite(y) and abs(y) <= _PLOT_MAX else math.nan for y in rel], label
 
 
 def _first_last(history: list[dict[str, Any]], key: str) -> tuple[float | None, float | None]:

@@ -265,25 +265,45 @@ def write_markdown(path: Path, header: dict[str, Any], envs: dict[str, dict[str,
     return text
 
 
+def _plot_label(env_id: str, s: dict[str, Any]) -> str:
+    """An env's row label: its name, finished episodes and, for a seed-clustered interval, its effective number."""
+    name = env_id.removeprefix("ragen/")
+    if "refused" in s:
+        return f"{name} (refused)"
+    n_eff = s.get("success_ci95_n")
+    eff = f", {n_eff:.1f} effective" if isinstance(n_eff, (int, float)) and s["episodes"] and n_eff < s["episodes"] \
+        else ""
+    return f"{name} (n={s['episodes']}{eff})"
+
+
 def write_plot(path: Path, envs: dict[str, dict[str, Any]], title: str) -> None:
-    """``summary.png``: each env's success with its 95% Wilson interval (refused envs left out)."""
+    """``summary.png``: each env's success with its 95% interval (``success_ci95``: Wilson's, on the effective number
+    of episodes when a seed's samples are clustered, which the row then names). An env without a point (refused, or
+    no finished episode) keeps its row and says why, so that no env disappears from the figure. The title is wrapped
+    to the figure's width."""
+    import textwrap
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [(k, s) for k, s in envs.items() if "refused" not in s and s["episodes"]]
+    rows = list(envs.items())
     fig, ax = plt.subplots(figsize=(7, 0.45 * max(len(rows), 1) + 1.2))
     for i, (_, s) in enumerate(rows):
+        if "refused" in s or not s.get("episodes") or not isinstance(s.get("success"), (int, float)):
+            why = "refused" if "refused" in s else f"no finished episode ({s.get('failed_episodes', 0)} failed)"
+            ax.text(0.5, i, why, ha="center", va="center", fontsize=8, color="tab:gray")
+            continue
         lo, hi = s["success_ci95"]
         ax.errorbar(s["success"], i, xerr=[[max(0.0, s["success"] - lo)], [max(0.0, hi - s["success"])]], fmt="o",
                     color="C0", capsize=4)
-    ax.set_yticks(range(len(rows)), [f"{k.removeprefix('ragen/')} (n={s['episodes']})" for k, s in rows])
+    ax.set_yticks(range(len(rows)), [_plot_label(k, s) for k, s in rows])
+    ax.set_ylim(len(rows) - 0.5, -0.5)  # first env on top; the rows' range even when no env has a point
     ax.set_xlim(-0.02, 1.02)
-    ax.invert_yaxis()
-    ax.set_xlabel("success (95% Wilson interval)")
-    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("success, share of episodes (95% Wilson interval)")
+    fig.suptitle(textwrap.fill(title, 80), fontsize=9)  # centred on the figure, not on the axes beside the labels
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # the long labels and title inside the image
     plt.close(fig)

@@ -879,10 +879,13 @@ _COLORS = {"entropy_bonus": "tab:red", "top_p": "tab:blue", "no_filter": "tab:or
 
 
 def _series(r: dict[str, Any], key: str) -> list[tuple[int, float]]:
+    """`key`'s points of run `r`: its validations (``"val"``) or one point per probe measurement, a null (not
+    measured, or not finite) as NaN, which the plot draws as a break in the line rather than a line across it."""
     if key == "val":
-        return [(int(s), float(v)) for s, v in r.get("val", [])]
-    pts = [(int(p["step"]), p.get(key)) for p in r.get("probe") or []]
-    return [(s, float(v)) for s, v in pts if isinstance(v, (int, float))]
+        pts = r.get("val") or []
+    else:
+        pts = [(p["step"], p.get(key)) for p in r.get("probe") or []]
+    return [(int(s), float(v) if isinstance(v, (int, float)) and math.isfinite(v) else math.nan) for s, v in pts]
 
 
 def _plots(result: dict[str, Any], folder: Path) -> None:
@@ -937,7 +940,7 @@ def _plots(result: dict[str, Any], folder: Path) -> None:
         ax.set_title(_LABEL[k], fontsize=7)
         ax.set_xlabel("early value", fontsize=7)
     for row in axes:
-        row[0].set_ylabel("final success")
+        row[0].set_ylabel("final success (0-1)")
     _legend(axes[0][0])
     fig.tight_layout()
     fig.savefig(folder / "correlations.png", dpi=100)
@@ -958,9 +961,9 @@ def _plots(result: dict[str, Any], folder: Path) -> None:
     ax.set_xlabel("step (dotted: the equal step of a seed)")
     ax.set_ylabel("validation success (%)")
     ax.set_title("Sokoban: highest- vs lowest-variance quartile", fontsize=9)
-    _legend(ax)
+    _legend(ax, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # beside the curves, never over
     fig.tight_layout()
-    fig.savefig(folder / "quartiles.png", dpi=100)
+    fig.savefig(folder / "quartiles.png", dpi=100, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -1020,11 +1023,11 @@ def _draw_panel(ax: Any, runs: list[dict[str, Any]], key: str, own_panel: bool, 
         series = [("token_entropy", "-"), ("cond_entropy_est", ":")] if own_panel else [(key, "-")]
         for k, style in series:
             pts = _series(r, k)
-            if not pts:
+            if not any(math.isfinite(y) for _, y in pts):
                 continue
             xs, ys = zip(*pts)
             if k in ("token_entropy", "cond_entropy_est"):
-                if ys[0] <= 0:
+                if not ys[0] > 0:  # no step-0 value (null, or 0): no ratio to step 0 (NaN > 0 is False)
                     continue
                 ys = tuple(y / ys[0] for y in ys)
             elif k == "val":
