@@ -1,13 +1,18 @@
 """What produced a run: ``provenance.json`` in the run folder, written once when the run starts.
 
     {"commit": "43a82f3...", "dirty": false, "config_sha256": "9f2c...", "ragen2": "0.1.0",
-     "torch": "2.13.0+cpu", "python": "3.11.7", "started": "2026-12-03T10:00:00+00:00"}
+     "torch": "2.13.0+cpu", "python": "3.11.7", "cpu": "AMD EPYC 7B13", "torch_threads": 1,
+     "started": "2026-12-03T10:00:00+00:00"}
 
 ``commit`` is the git commit of the checkout the code was imported from (None for an installed wheel, whose
 version stands in for it, also when that wheel lies inside another project's repository), ``dirty`` whether
 tracked files differed from it (untracked files are not counted; None when git cannot tell), ``config_sha256``
-the SHA-256 of the resolved ``config.toml`` the run wrote. A study's report (``ragen reproduce``) reads these, so
-every number in it can be traced to the code and the config that made it.
+the SHA-256 of the resolved ``config.toml`` the run wrote, ``cpu`` the CPU's model name (None where
+``/proc/cpuinfo`` cannot be read) and ``torch_threads`` the torch CPU threads the run computed with (``run.threads``
+resolved: 0 means "auto", whose count depends on the model and the machine): the same code and config give the
+same numbers only on a CPU whose math kernels round alike, at the same thread count (docs/train.md). A study's
+report (``ragen reproduce``) reads these, so every number in it can be traced to the code and the config that made
+it.
 """
 
 from __future__ import annotations
@@ -75,12 +80,14 @@ def _version() -> str | None:
 
 
 def write_provenance(run_dir: str | Path, config_text: str) -> dict[str, Any]:
-    """Write ``provenance.json`` into `run_dir` (see the module docstring) and return its content."""
+    """Write ``provenance.json`` into `run_dir` (see the module docstring) and return its content; called once the
+    run has set its thread count (``torch_threads`` is the count in force)."""
     import torch
 
     commit, dirty = git_state()
     record = {"commit": commit, "dirty": dirty, "config_sha256": config_sha256(config_text),
               "ragen2": _version(), "torch": torch.__version__, "python": platform.python_version(),
+              "cpu": cpu_model(), "torch_threads": torch.get_num_threads(),
               "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     (Path(run_dir) / PROVENANCE).write_text(json.dumps(record, indent=1) + "\n")
     return record

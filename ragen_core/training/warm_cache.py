@@ -19,7 +19,9 @@ written atomically and carry their key and a SHA-256 of their content: an entry 
 edited is never used, but computed again and replaced (a RuntimeWarning names it); the temporary file a writer
 killed mid-write leaves is removed by the next run of its key. A cache folder that cannot be
 made or written in is a ConfigError naming ``warm_start.cache_dir``; ``~`` in it is the home folder.
-The cache is on the local file system: runs on several machines need a shared folder (or no cache).
+The cache is on the local file system: runs on several machines need a shared folder (or no cache). The key
+names the machine's arithmetic (CPU model and torch thread count, or GPU name: :func:`machine_arithmetic`), so
+machines that round differently share nothing and each run gets the numbers it would have computed itself.
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ import torch
 
 from ragen_core.training.config import ConfigError
 
-__all__ = ["cache_key", "cached_warm_start", "starting_weights_digest", "demonstration_code_digest",
-           "training_code_digest", "step0_key", "cached_step0", "default_warm_cache_dir"]
+__all__ = ["cache_key", "cached_warm_start", "machine_arithmetic", "starting_weights_digest",
+           "demonstration_code_digest", "training_code_digest", "step0_key", "cached_step0", "default_warm_cache_dir"]
 
 #: Bump when the warm start's algorithm changes, so that stale weights are never reused.
 _FORMAT = 1
@@ -51,7 +53,8 @@ def cache_key(cfg: Any) -> str:
     """Hex SHA-256 of every input of the warm start that the config names (the starting weights themselves are
     checked against the entry's record: :func:`cached_warm_start`): model, env, rollout and warm-start sections,
     run.seed,
-    run.device, the torch version, this cache's format, the source of the demonstrations
+    run.device, the machine's arithmetic (:func:`machine_arithmetic`: CPU model and torch thread count, or GPU
+    name), the torch version, this cache's format, the source of the demonstrations
     (:func:`demonstration_code_digest`), the source that turns them into weights and measures them
     (:func:`training_code_digest`) and, for the built-in tiny model, its pinned identity (recipe and corpus
     versions, the recorded model digests; for "tiny-base" also its pre-training recipe's digest), so that a new tiny
@@ -76,8 +79,23 @@ def cache_key(cfg: Any) -> str:
         inputs["tiny_base"] = TINY_BASE_RECIPE_SHA256
     inputs["code"] = demonstration_code_digest(cfg.env.id)
     inputs["training_code"] = training_code_digest()
+    inputs["machine"] = machine_arithmetic(cfg.run.device)
     blob = json.dumps(inputs, sort_keys=True, default=repr).encode()
     return hashlib.sha256(blob).hexdigest()
+
+
+def machine_arithmetic(device: str) -> dict[str, Any]:
+    """What decides the float rounding of a computation on `device` beside the code and the config: on the CPU its
+    model (whose math kernels round differently: an AVX-512 core and one without gave a warm start that validated at
+    13.3% and 15.6%, docs/train.md) and torch's thread count now (the run's ``run.threads``, in force when the warm
+    start runs: a thread count splits sums in other places); on a GPU its name. Part of the cache key, so that a
+    cache folder shared by machines, or by runs at other thread counts, never hands one of them weights it would
+    not have computed itself."""
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        return {"gpu": torch.cuda.get_device_name(torch.device(device))}
+    from ragen_core.training.provenance import cpu_model
+
+    return {"cpu": cpu_model(), "threads": torch.get_num_threads()}
 
 
 def starting_weights_digest(model: torch.nn.Module, path: str | Path | None = None) -> str:
