@@ -15,7 +15,8 @@ Difficulty knobs (`CountdownConfig`):
   mean a larger search for the agent, but also more reachable targets.
 - `num_range`: inclusive range of the numbers (default 1-100).
 - `target_range`: inclusive range of the target (default 1-100). A wide target range with few numbers
-  makes most draws unsolvable; `max_tries` bounds the rejection loop (ValueError when exceeded). A target
+  makes most draws unsolvable; `max_tries` draws and `max_work` solver work bound the rejection loop (ValueError
+  when exceeded). A target
   range above anything the numbers can reach (`reach_bound`) is refused when the config is built, and a draw
   whose target is above its numbers' bound skips the solver, so an impossible config fails at once.
 
@@ -31,10 +32,14 @@ from typing import Any
 
 import numpy as np
 
+from ragen_envs.countdown.expression import MAX_LITERAL_DIGITS
 from ragen_envs.countdown.solver import CountdownSolver
 from ragen_envs.validation import require_int, require_int_range
 
 MIN_NUMS, MAX_NUMS = 3, 6
+#: The largest number an instance can hold: an answer writes each number as an integer literal of at most
+#: MAX_LITERAL_DIGITS digits, so a larger one could never be used and no answer could earn the reward.
+MAX_NUMBER = 10**MAX_LITERAL_DIGITS - 1
 
 
 @dataclass(frozen=True)
@@ -43,23 +48,30 @@ class CountdownConfig:
 
     Attributes:
         num_count: how many numbers, 3-6, or an inclusive (low, high) range within 3-6.
-        num_range: inclusive range of each number (low >= 1).
+        num_range: inclusive range of each number (1 <= low <= high <= MAX_NUMBER = 10^12 - 1, as an answer can
+            write them).
         target_range: inclusive range of the target (low >= 0).
         max_tries: draws before giving up with ValueError.
+        max_work: solver work (`CountdownSolver.work`) of all the draws of one instance before giving up with
+            ValueError (default 1,000,000: about 10 s). Draws that are mostly unsolvable cost the solver up to a
+            second each with 6 numbers, so `max_tries` alone let such a config run for hours.
     """
 
     num_count: int | tuple[int, int] = 4
     num_range: tuple[int, int] = (1, 100)
     target_range: tuple[int, int] = (1, 100)
     max_tries: int = 20_000
+    max_work: int = 1_000_000
 
     def __post_init__(self) -> None:
         _, c_hi = require_int_range("num_count", self.num_count, MIN_NUMS, MAX_NUMS)
         # Stored as tuples of ints (a list from a TOML config would make the frozen config unhashable).
-        object.__setattr__(self, "num_range", require_int_range("num_range", self.num_range, 1, allow_int=False))
+        object.__setattr__(self, "num_range",
+                           require_int_range("num_range", self.num_range, 1, MAX_NUMBER, allow_int=False))
         object.__setattr__(self, "target_range",
                            require_int_range("target_range", self.target_range, 0, allow_int=False))
         require_int("max_tries", self.max_tries, 1)
+        require_int("max_work", self.max_work, 1)
         reach = reach_bound([self.num_range[1]] * c_hi)
         if self.target_range[0] > reach:
             # Checked up front: otherwise every one of the max_tries draws runs the solver in vain (half a minute).
@@ -98,16 +110,23 @@ def generate_countdown(rng: np.random.Generator, config: CountdownConfig | None 
     c_lo, c_hi = config.count_range
     n_lo, n_hi = config.num_range
     t_lo, t_hi = config.target_range
-    for _ in range(config.max_tries):
+    work = draws = 0
+    while draws < config.max_tries and work < config.max_work:
+        draws += 1
         count = int(rng.integers(c_lo, c_hi + 1))
         nums = [int(x) for x in rng.integers(n_lo, n_hi + 1, size=count)]
         target = int(rng.integers(t_lo, t_hi + 1))
         # A target above the draw's reach_bound has no solution: skip the solver (the draws stay the same).
-        solution = None if target > reach_bound(nums) else CountdownSolver(nums).solve(target)
+        if target > reach_bound(nums):
+            continue
+        solver = CountdownSolver(nums)
+        solution = solver.solve(target)
+        work += solver.work
         if solution is not None:
             return {"target": target, "nums": nums, "solution": solution}
+    spent = f"{draws} draws" if work < config.max_work else f"{draws} draws (solver work {work}, over max_work)"
     raise ValueError(
-        f"no solvable Countdown instance in {config.max_tries} draws with num_count={config.num_count}, "
+        f"no solvable Countdown instance in {spent} with num_count={config.num_count}, "
         f"num_range={config.num_range}, target_range={config.target_range}; widen the number range or "
         "narrow the target range"
     )

@@ -63,6 +63,9 @@ class CountdownSolver:
         self.key: Key = tuple(sorted(Fraction(n) for n in nums))
         self._values: dict[Key, dict[Fraction, str]] = {}
         self._solved: dict[tuple[Key, Fraction], str | None] = {}
+        #: Work done so far, a deterministic measure of time: one unit per pair of part values combined into a
+        #: value table and per call of the target-directed search (`CountdownConfig.max_work` budgets it).
+        self.work = 0
 
     def values(self, key: Key | None = None) -> dict[Fraction, str]:
         """All values reachable from `key` (default: all numbers) -> one expression (fully parenthesised)."""
@@ -76,6 +79,7 @@ class CountdownSolver:
             table: dict[Fraction, str] = {}
             for a_key, b_key in _splits(key):
                 a_vals, b_vals = self.values(a_key), self.values(b_key)
+                self.work += len(a_vals) * len(b_vals)
                 for a, ea in a_vals.items():
                     for b, eb in b_vals.items():
                         table.setdefault(a + b, f"({ea} + {eb})")
@@ -95,6 +99,7 @@ class CountdownSolver:
         return None if expr is None else _strip_outer(expr)
 
     def _solve(self, key: Key, t: Fraction) -> str | None:
+        self.work += 1
         if len(key) <= DIRECT_LIMIT:
             return self.values(key).get(t)
         memo_key = (key, t)

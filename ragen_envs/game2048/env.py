@@ -8,7 +8,7 @@ import numpy as np
 
 from ragen_envs import protocol
 from ragen_envs.base import TextAgentEnv, listed_refusals
-from ragen_envs.game2048.oracle import best_move
+from ragen_envs.game2048.oracle import MAX_ORACLE_DEPTH, best_move, max_oracle_depth, search_leaves
 from ragen_envs.game2048.rules import DIRECTIONS, legal_moves, move, spawn
 from ragen_envs.validation import require_int
 
@@ -34,6 +34,18 @@ def check_board(board: Any, size: int) -> np.ndarray:
                              f"column {c}")
         out[r, c] = int(v)
     return out
+
+
+def check_oracle_depth(oracle_depth: object, size: int) -> int:
+    """`oracle_depth` as an int in [1, max_oracle_depth(size)], else ValueError naming it, the accepted range
+    and, for a depth the board is too large for, how many boards a move that search would score."""
+    top = max_oracle_depth(size)
+    if isinstance(oracle_depth, int) and not isinstance(oracle_depth, bool) and top < oracle_depth <= MAX_ORACLE_DEPTH:
+        raise ValueError(
+            f"oracle_depth={oracle_depth} is too deep for a {size}x{size} board: its search scores up to "
+            f"{search_leaves(size, oracle_depth):,} boards a move (seconds to hours); use oracle_depth in [1, {top}]"
+        )
+    return require_int("oracle_depth", oracle_depth, 1, top)
 
 
 class Game2048Env(TextAgentEnv):
@@ -116,7 +128,9 @@ class Game2048Env(TextAgentEnv):
     * `target=2048`: the tile that wins; a power of two, at least 8, at most 2^(size^2 + 1) and 2^62 (the board
       is int64).
     * `max_actions=None`: the move budget (None: unlimited; the game ends by itself).
-    * `oracle_depth=2`: expectimax depth of the oracle.
+    * `oracle_depth=2`: expectimax depth of the oracle, 1 to 4 as far as the board allows a search of at most
+      200,000 boards a move (`ragen_envs.game2048.oracle.max_oracle_depth`): 4 on 2x2, 3 on 3x3 to 5x5, 2 on
+      6x6 to 8x8 (4x4 at depth 4 took half a minute a move, 8x8 at depth 4 hours).
     * `render_mode=None` (`"ansi"`), and the protocol options of `TextAgentEnv`: `action_format`,
       `max_actions_per_turn` (2), `max_turns`, `format_penalty`.
 
@@ -149,7 +163,7 @@ class Game2048Env(TextAgentEnv):
         self.target = require_int("target", target, 8, min(2 ** (self.size**2 + 1), MAX_TILE))
         if self.target & (self.target - 1):
             raise ValueError(f"target must be a power of two, got {target!r}")
-        self.oracle_depth = require_int("oracle_depth", oracle_depth, 1, 4)
+        self.oracle_depth = check_oracle_depth(oracle_depth, self.size)
         super().__init__(
             action_format=action_format,
             max_actions_per_turn=max_actions_per_turn,

@@ -78,6 +78,29 @@ def check_room_fits(dim_room: tuple[int, int], num_boxes: int, obs_format: str) 
     )
 
 
+def check_room_pushable(dim_room: tuple[int, int]) -> None:
+    """ValueError naming `dim_room` unless some box of a generated room could move: a push needs three interior
+    cells in a line (player, box, the cell the box enters), so one side must be at least 5 (an interior of at most
+    2x2 has no push, and the generator used to draw all of its 1000 rooms in vain before a RuntimeError)."""
+    h, w = dim_room
+    if max(h, w) < 5:
+        raise ValueError(
+            f"dim_room={(h, w)!r} leaves a {h - 2}x{w - 2} interior, where no box can be pushed: one side of "
+            "dim_room must be at least 5 (the outer wall ring included)"
+        )
+
+
+def check_winnable(min_solution_len: int, max_actions: int | None) -> None:
+    """ValueError naming `min_solution_len` when every generated level would need more moves than the budget
+    `max_actions` allows: no episode could be won (a level of optimal length L takes at least L actions)."""
+    if max_actions is not None and min_solution_len > max_actions:
+        raise ValueError(
+            f"min_solution_len={min_solution_len} exceeds max_actions={max_actions}: every generated level "
+            "would need more moves than the budget, so no episode could be won; lower min_solution_len or raise "
+            "max_actions (None: no budget)"
+        )
+
+
 class SokobanEnv(TextAgentEnv):
     """Push every box onto a target, in a room seen as text (and optionally as an image).
 
@@ -179,15 +202,19 @@ class SokobanEnv(TextAgentEnv):
     obs, info = env.reset(options={"level": "#####\\n#@$.#\\n#####"})
     ```
 
-    - `dim_room=(6, 6)`: generated room size (H, W), integers >= 3, outer wall ring included; also the image
-      frame. At most as large as the text observation allows (`room_text_bound`: (126, 126) with the default
-      format and one box; the ValueError names the largest accepted room).
+    - `dim_room=(6, 6)`: generated room size (H, W), integers >= 3 with one of them >= 5 (a push needs three
+      interior cells in a line), outer wall ring included; also the image frame. At most as large as the text
+      observation allows (`room_text_bound`: (126, 126) with the default format and one box; the ValueError names
+      the largest accepted room).
     - `num_boxes=1`: boxes (= targets) of generated rooms.
     - `max_actions=10`: action budget per episode (truncation); None for no budget.
     - `obs_format="grid_coord"`: `"grid"`, `"coord"`, `"grid_coord"`, or `"image"` (the text withheld; needs
       `vision=True`).
     - `min_solution_len=1`, `max_solution_len=None`: bounds on the optimal solution length of
       generated rooms, in steps (None: `max_actions`, or no bound when `max_actions` is None).
+      `min_solution_len` is at most `max_actions` (a longer one makes every episode unwinnable: ValueError).
+      A length that few rooms reach ends in a RuntimeError naming it after 1000 rooms or 10,000,000 states
+      searched in all (about half a minute; `SokobanGenerator`), not after a quarter of an hour.
     - `level_solver_max_states=100_000`: solver budget for `optimal_steps` of loaded levels.
     - `vision=False`: add the image to the observation (`ragen/Sokoban-Vision-v0`); a bool (not "False").
     - `render_mode`: None, `"ansi"` (the text state) or `"rgb_array"` (the picture).
@@ -244,6 +271,7 @@ class SokobanEnv(TextAgentEnv):
         dim_room = (require_int("dim_room[0]", dim_room[0], 3), require_int("dim_room[1]", dim_room[1], 3))
         num_boxes = require_int("num_boxes", num_boxes, 1)
         min_solution_len = require_int("min_solution_len", min_solution_len, 1)
+        check_room_pushable(dim_room)
         check_room_fits(dim_room, num_boxes, obs_format)
         level_solver_max_states = require_int("level_solver_max_states", level_solver_max_states, 0)
         # The generator validates the length bounds; it needs max_actions, which the base class
@@ -257,6 +285,8 @@ class SokobanEnv(TextAgentEnv):
         self.generator = SokobanGenerator(self.dim_room, num_boxes, min_solution_len, max_solution_len)
         self.num_boxes = self.generator.num_boxes
         self._load(self.generator.generate(np.random.default_rng(0)).level)  # a valid state before reset
+        # After the first level: a length no room reaches is the generator's error, the more basic one.
+        check_winnable(min_solution_len, self.max_actions)
         self._optimal_steps: int | None = None
 
     # ------------------------------------------------------------------ level state

@@ -87,6 +87,10 @@ class SokobanGenerator:
         num_gen_steps: random-walk length (None: int(1.7 * (H + W)), as gym-sokoban).
         max_tries: rooms drawn before giving up with RuntimeError.
         max_states: budget of the backward search per room (states); layers beyond it are not used.
+        max_total_states: budget of the backward searches of one `generate` call, all its rooms together
+            (states; default 10,000,000, about half a minute): then RuntimeError, as after `max_tries` rooms.
+            Rooms of 20x20 and more with several boxes search up to `max_states` each, so `max_tries` alone
+            let a `min_solution_len` that few rooms reach run for a quarter of an hour before the error.
 
     Example:
         >>> gen = SokobanGenerator(dim_room=(10, 10), num_boxes=3)
@@ -105,6 +109,7 @@ class SokobanGenerator:
         num_gen_steps: int | None = None,
         max_tries: int = 1000,
         max_states: int = 200_000,
+        max_total_states: int = 10_000_000,
     ):
         if not isinstance(dim_room, (tuple, list)) or len(dim_room) != 2:
             raise ValueError(f"dim_room must be a pair (H, W) of integers >= 3, got {dim_room!r}")
@@ -129,18 +134,23 @@ class SokobanGenerator:
         self.num_gen_steps = require_int("num_gen_steps", num_gen_steps, 1)
         self.max_tries = require_int("max_tries", max_tries, 1)
         self.max_states = require_int("max_states", max_states, 1)
+        self.max_total_states = require_int("max_total_states", max_total_states, 1)
 
     def generate(self, rng: np.random.Generator) -> GeneratedLevel:
         """Draw one level; every random draw comes from `rng`.
 
         Raises:
             ValueError: `rng` is not a `np.random.Generator`.
-            RuntimeError: no room reached `min_solution_len` within `max_tries` rooms.
+            RuntimeError: no room reached `min_solution_len` within `max_tries` rooms or `max_total_states`
+                searched states.
         """
         if not isinstance(rng, np.random.Generator):
             raise ValueError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
         deepest_seen = 0
-        for _ in range(self.max_tries):
+        searched = 0
+        tries = 0
+        while tries < self.max_tries and searched < self.max_total_states:
+            tries += 1
             walls = room_topology(rng, self.dim_room, self.num_gen_steps, self.p_change_directions)
             floor_cells = np.flatnonzero(~walls)
             if len(floor_cells) < self.num_boxes + 1:
@@ -151,15 +161,19 @@ class SokobanGenerator:
             dist = goal_distances(walls, targets, max_depth=self.max_solution_len, max_states=self.max_states)
             depth = len(dist.layers) - 1
             deepest_seen = max(deepest_seen, depth)
+            searched += sum(len(layer) for layer in dist.layers)
             if depth < self.min_solution_len:
                 continue
             layer, pulled = dist.layers[depth], dist.pulled[depth]
             candidates = [s for s, f in zip(layer, pulled) if f] or layer
             state = candidates[int(rng.integers(len(candidates)))]
             return GeneratedLevel(level=dist.level(walls, targets, state), optimal_steps=depth)
+        budget = f" in {self.max_tries} tries"
+        if searched >= self.max_total_states:  # the state budget ended the search before max_tries rooms
+            budget = f" in {tries} tries ({searched} states searched, over the budget of {self.max_total_states})"
         raise RuntimeError(
             f"no {self.dim_room[0]}x{self.dim_room[1]} room with {self.num_boxes} boxes reached an optimal "
-            f"solution of {self.min_solution_len} steps in {self.max_tries} tries (deepest: {deepest_seen}); "
+            f"solution of {self.min_solution_len} steps{budget} (deepest: {deepest_seen}); "
             "lower min_solution_len or enlarge the room"
         )
 
