@@ -195,37 +195,66 @@ def markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+_VARIANT_STYLE = {"top_p": ("top-p 0.9", "tab:blue"), "no_filter": ("no filter", "tab:orange")}
+
+
+def _seeds_text(summary: dict[str, Any], name: str) -> str:
+    """How many seeds each variant of config `name` has, for its panel's title: "3 seeds", or per variant when
+    they differ ("top-p 0.9 3 seeds, no filter 2 seeds")."""
+    counts = {v: len(summary[f"{name}/{v}"]["seeds"]) for v in VARIANTS if f"{name}/{v}" in summary}
+    if len(set(counts.values())) == 1:
+        n = next(iter(counts.values()))
+        return f"{n} seed{'s' if n != 1 else ''}"
+    return ", ".join(f"{_VARIANT_STYLE[v][0]} {n} seed{'s' if n != 1 else ''}" for v, n in counts.items())
+
+
 def plot(summary: dict[str, Any], path: Path) -> None:
+    """One panel per config: per variant the mean validation curve over seeds at the steps every seed reached
+    (a dot per step), the band between the lowest and the highest seed there (min-max, not an interval of the mean),
+    and each seed's whole curve (thin, dashed: a run stopped by its time cap ends earlier). One legend, above the
+    panels."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
 
     names = [n for n in CONFIGS if any(k.startswith(n + "/") for k in summary)]
     cols = min(4, max(len(names), 1))
     rows = max(1, math.ceil(len(names) / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows + 0.8), squeeze=False)
     for ax in axes.flat[len(names):]:
         ax.set_visible(False)
     for ax, name in zip(axes.flat, names):
-        for variant, color in (("top_p", "tab:blue"), ("no_filter", "tab:orange")):
+        for variant, (_, color) in _VARIANT_STYLE.items():
             s = summary.get(f"{name}/{variant}")
             if not s:
                 continue
-            label = f"{'top-p 0.9' if variant == 'top_p' else 'no filter'} ({len(s['seeds'])} seeds)"
-            ax.plot(s["steps"], s["mean"], color=color, marker="o", ms=3, label=label)
+            ax.plot(s["steps"], s["mean"], color=color, marker="o", ms=3)
             ax.fill_between(s["steps"], s["min"], s["max"], color=color, alpha=0.2)
             for curve in s.get("seed_curves", []):  # each seed to its own last step (thin, dashed)
                 ax.plot([x for x, _ in curve], [y for _, y in curve], color=color, lw=0.8, ls="--", alpha=0.6)
-        ax.set_title(name)
+        ax.set_title(f"{name} ({_seeds_text(summary, name)})")
         ax.set_xlabel("RL step (0 = after the warm start)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))  # validation steps are whole
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
     for row in axes:
         row[0].set_ylabel("validation success (greedy, held-out)")
-    axes[0][0].legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    used = [v for v in _VARIANT_STYLE if any(k.endswith("/" + v) for k in summary)]
+    handles: list[Any] = []
+    for v in used:
+        label, color = _VARIANT_STYLE[v]
+        handles += [Line2D([], [], color=color, marker="o", ms=3, label=f"{label}: mean over seeds"),
+                    Patch(color=color, alpha=0.2, label=f"{label}: min-max over seeds"),
+                    Line2D([], [], color=color, lw=0.8, ls="--", label=f"{label}: each seed")]
+    fig.suptitle("Validation success against the RL step; mean and min-max band at the steps every seed reached")
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1.0 - 0.45 / fig.get_figheight()),
+               ncol=len(handles), fontsize=8, frameon=False)  # above the panels, never over a curve
+    fig.tight_layout(rect=(0, 0, 1, 1.0 - 0.7 / fig.get_figheight()))
+    fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
 
 

@@ -269,32 +269,46 @@ def markdown(summary: dict[str, Any], steps: dict[str, int], episodes: int = 128
     return "\n".join(lines)
 
 
+def _mean_curve(curves: list[list[list[float]]]) -> tuple[list[int], list[float]]:
+    """The mean over seeds of `curves` (each [[step, success], ...]) at the steps every seed reached: a step only
+    some seeds reached would average fewer seeds there and read as a jump of the mean."""
+    common = sorted(set.intersection(*(set(int(s) for s, _ in c) for c in curves))) if curves else []
+    by_seed = [dict((int(s), v) for s, v in c) for c in curves]
+    return common, [sum(c[s] for c in by_seed) / len(by_seed) for s in common]
+
+
 def plot(summary: dict[str, Any], pairs: list[dict[str, Any]], path: Path) -> Path | None:
+    """Per env, validation success (%) of both engines: each seed's curve (thin) and their mean at the steps every
+    seed reached (thick, a dot per validation). One legend, beside the last panel."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import MaxNLocator
     except ImportError:  # plotting is optional
         return None
-    fig, axes = plt.subplots(1, len(summary), figsize=(5.2 * len(summary), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(summary), figsize=(5.2 * len(summary) + 1.6, 3.6), squeeze=False)
     colours = {"ragen": "tab:blue", "trl": "tab:orange"}
     for ax, (name, s) in zip(axes[0], summary.items()):
         for engine in ENGINES:
-            for p in pairs:
-                if p["env"] == name:
-                    xs, ys = zip(*p[engine]["curve"])
-                    ax.plot(xs, [100 * y for y in ys], color=colours[engine], alpha=0.25, lw=1)
-            xs, ys = zip(*s[engine]["curve"])
-            ax.plot(xs, [100 * y for y in ys], color=colours[engine], lw=2.2, label=f"{engine} (mean)")
+            curves = [p[engine]["curve"] for p in pairs if p["env"] == name]
+            for i, curve in enumerate(curves):
+                xs, ys = zip(*curve)
+                ax.plot(xs, [100 * y for y in ys], color=colours[engine], alpha=0.25, lw=1,
+                        label=f"{engine}: each seed" if i == 0 else None)
+            xs, ys = _mean_curve(curves)
+            ax.plot(xs, [100 * y for y in ys], color=colours[engine], lw=2.2, marker="o", ms=3,
+                    label=f"{engine}: mean over seeds")
         ax.set_title(f"{name}: validation success, {len(s['seeds'])} seeds")
         ax.set_xlabel("RL step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))  # validation steps are whole
         ax.set_ylabel("success (%)")
         ax.set_ylim(-2, 102)
         ax.grid(alpha=0.3)
-        ax.legend(loc="lower right")
+    axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=8)  # not over data
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
 

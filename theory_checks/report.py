@@ -24,6 +24,7 @@ verified result survives (:mod:`theory_checks.mutants`).
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -329,16 +330,40 @@ def _mc_points(ax: Any, pts: list[dict[str, float]], x: str, y: str, lo: str, hi
 
 
 def _finish(fig: Any, ax: Any, path: Path, xlabel: str, ylabel: str, title: str) -> None:
-    """Axis labels, title and legend; then the figure is written to ``path`` (PNG, dpi 110) and closed."""
+    """Axis labels, title and legend (beside the axes, never over a curve); then the figure is written to ``path``
+    (PNG, dpi 110, its bounding box grown to hold the legend) and closed."""
     import matplotlib.pyplot as plt
 
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
+
+
+#: The x range of ratios.png: a ratio outside it is drawn at its edge, and its row's label says how many were.
+_RATIO_RANGE = (-0.05, 1.05)
+
+
+def _ratio_row(s: Summary) -> tuple[np.ndarray, str, float, float]:
+    """One row of ratios.png: the ratios clipped to :data:`_RATIO_RANGE`, the row's label (the check's whole name,
+    wrapped, and how many ratios lie outside the range, the largest's value when it does), and the clipped positions
+    of the largest ratio and of the tightness ratio (NaN: none). Clipped, not dropped: a ratio above 1 is a
+    violated bound, the one point the figure must show."""
+    import textwrap
+
+    lo, hi = _RATIO_RANGE
+    r = np.asarray(s.ratios, dtype=float)
+    label = textwrap.fill(s.name, 60)
+    below, above = int(np.sum(r < lo)), int(np.sum(r > hi))
+    notes = [f"{n} {side} {edge:g}" for n, side, edge in ((below, "below", lo), (above, "above", hi)) if n]
+    if s.max_ratio > hi:
+        notes.append(f"max {s.max_ratio:.3g}")
+    if notes:
+        label += "\n(" + ", ".join(notes) + ": drawn at the edge)"
+    return np.clip(r, lo, hi), label, float(np.clip(s.max_ratio, lo, hi)), float(np.clip(s.tight_ratio, lo, hi))
 
 
 def _plots(result: RunResult, out: Path) -> list[tuple[str, str]]:
@@ -351,26 +376,30 @@ def _plots(result: RunResult, out: Path) -> list[tuple[str, str]]:
 
     # 1. ratio distributions of the exact bounds
     rows = [s for s in result.summaries if s.method == "exact" and s.kind in ("bound", "strict") and s.ratios]
-    fig, ax = plt.subplots(figsize=(11, 0.38 * len(rows) + 1.2))
+    fig, ax = plt.subplots(figsize=(11, 0.42 * len(rows) + 1.4))
     rng = np.random.default_rng(0)
+    labels = []
     for i, s in enumerate(rows):
-        r = np.clip(np.asarray(s.ratios), -0.05, 1.05)
+        r, text, top, tight = _ratio_row(s)
+        labels.append(text)
         if r.size > 3000:  # keep the PNG small; the red marker still shows the maximum over all instances
             r = r[rng.choice(r.size, 3000, replace=False)]
         ax.scatter(r, i + rng.uniform(-0.3, 0.3, r.size), s=2, alpha=0.25, color="tab:blue", rasterized=True)
-        ax.plot([s.max_ratio], [i], marker="|", color="tab:red", markersize=14)
-        if not math.isnan(s.tight_ratio):
-            ax.plot([s.tight_ratio], [i], marker="*", color="tab:green", markersize=8)
+        if not math.isnan(top):
+            ax.plot([top], [i], marker="|", color="tab:red", markersize=14)
+        if not math.isnan(tight):
+            ax.plot([tight], [i], marker="*", color="tab:green", markersize=8)
     ax.axvline(1.0, color="k", lw=0.8)
     ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels([s.name[:70] for s in rows], fontsize=7)
+    ax.set_yticklabels(labels, fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("lhs / rhs  (red |: largest over random instances, green *: tightness family)")
-    ax.set_title(f"Exact checks: ratio distribution per bound ({result.n_testbeds} random testbeds, "
-                 "<= 3000 points shown per row)")
-    ax.set_xlim(-0.05, 1.08)
+    ax.set_title(f"Exact checks: ratio distribution per bound ({result.n_testbeds} random testbeds,\n"
+                 f"<= 3000 points shown per row, ratios outside [{_RATIO_RANGE[0]:g}, {_RATIO_RANGE[1]:g}] drawn at "
+                 "the nearest edge)")
+    ax.set_xlim(_RATIO_RANGE[0] - 0.01, _RATIO_RANGE[1] + 0.03)
     fig.tight_layout()
-    fig.savefig(out / "ratios.png", dpi=110)
+    fig.savefig(out / "ratios.png", dpi=110, bbox_inches="tight")  # nothing cut: long titles and row labels
     plt.close(fig)
     made.append(("ratios.png", "Ratio lhs/rhs of every exact bound over the random instances"))
 
@@ -379,7 +408,7 @@ def _plots(result: RunResult, out: Path) -> list[tuple[str, str]]:
     p = np.linspace(1e-3, 0.5, 400)
     rvmu = p * (1 - p)
     snr = np.sqrt(G * p * (1 - p) / ((1 - 2 * p) ** 2 + sig**2))
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig, ax = plt.subplots(figsize=(8.8, 4.2))
     ax.plot(rvmu, snr, label="exact SNR (2-action)", color="tab:blue")
     ax.plot(rvmu, np.sqrt(G * rvmu) / sig, "--", label=r"T2 sharper $\sqrt{G\,RV_\mu}/\sigma$", color="tab:green")
     ax.plot(rvmu, np.sqrt(G * (rvmu + sig**2)) / sig, ":", label=r"T2 paper $\sqrt{G\,RV}/\sigma$", color="tab:orange")
@@ -394,7 +423,7 @@ def _plots(result: RunResult, out: Path) -> list[tuple[str, str]]:
     rv = rvmu + sig**2
     mse = rvmu * ((1 - 2 * p) ** 2 + sig**2) / (K * rv)
     floor = sig**2 / rv * rvmu / K
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig, ax = plt.subplots(figsize=(8.8, 4.2))
     ax.plot(rv, mse, label="exact GRPO MSE (2-action)", color="tab:blue")
     ax.plot(rv, floor, "--", label=r"T3 floor $(1/K)(\sigma^2/RV)\,E s^2$", color="tab:red")
     ax.plot(rv, rvmu / K, ":", label=r"$E s^2 / K$ (floor saturates below it)", color="tab:gray")
@@ -404,13 +433,14 @@ def _plots(result: RunResult, out: Path) -> list[tuple[str, str]]:
     made.append(("grpo_mse_vs_rv.png", "T3: GRPO estimator MSE, its floor, and simulated points"))
 
     # 4. MI contraction against alpha
-    rng_p: np.random.Generator = result.plot["mi_channel_rng"]
+    # a copy: drawing from the run's own generator would give a second write_report of the same run another channel
+    rng_p: np.random.Generator = copy.deepcopy(result.plot["mi_channel_rng"])
     X, Z = 4, 5
     ch = random_channel(rng_p, X, Z, scale=2.0)
     w = np.full(X, 1.0 / X)
     alphas = np.linspace(0, 1, 41)
     I0 = float(mixture_mi(w, ch, w @ ch, np.array([0.0]))[0])
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig, ax = plt.subplots(figsize=(8.8, 4.2))
     ax.plot(alphas, (1 - alphas) * I0, "k--", label=r"$(1-\alpha)\,I$ (T4 bound)")
     ax.plot(alphas, mixture_mi(w, ch, rng_p.dirichlet(np.ones(Z)), alphas), label="random template q")
     ax.plot(alphas, mixture_mi(w, ch, w @ ch, alphas), label="q = p(z) (strictly faster)")
@@ -425,7 +455,7 @@ def _plots(result: RunResult, out: Path) -> list[tuple[str, str]]:
     # 5. drift
     rows_d = result.plot.get("drift", [])
     if rows_d:
-        fig, ax = plt.subplots(figsize=(6.5, 4.2))
+        fig, ax = plt.subplots(figsize=(8.8, 4.2))
         for label, color in (("m = 0", "tab:blue"), ("m = KL direction", "tab:red")):
             rr = [r for r in rows_d if r["label"] == label]
             T = np.array([r["T"] for r in rr])

@@ -507,35 +507,86 @@ def _plan_text(p: dict[str, Any]) -> str:
             f"least {lo})" + (f", capped at {hi}" if p.get("capped") else ""))
 
 
+def _curve(r: dict[str, Any], key: str) -> list[tuple[int, float]]:
+    """`key` at every probe measurement of run `r`, in step order: a null (not measured, or not finite) is NaN, which
+    matplotlib draws as a break in the line, never as a line joining the points on either side of it."""
+    out = []
+    for p in r.get("probe") or []:
+        v = p.get(key)
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        out.append((int(p["step"]), float(v) if ok else math.nan))
+    return sorted(out, key=lambda sv: sv[0])
+
+
+def _over_step0(curve: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """`curve` divided by its value at step 0; empty when step 0 has no positive value (not measured, null or 0):
+    a ratio over another step's value would be drawn under the label "/ step 0"."""
+    base = next((v for s, v in curve if s == 0), math.nan)
+    return [(s, v / base) for s, v in curve] if base > 0 else []  # NaN > 0 is False
+
+
+def _seed_colors(records: list[dict[str, Any]]) -> dict[Any, Any]:
+    """One colour per seed, the same in every panel: seed -> colour (matplotlib's tab10, tab20 beyond 10 seeds)."""
+    from matplotlib import colormaps
+
+    seeds = sorted({r.get("seed") for r in records}, key=lambda s: (not isinstance(s, int), s if isinstance(s, int)
+                                                                   else str(s)))
+    cmap = colormaps["tab10" if len(seeds) <= 10 else "tab20"]
+    return {s: cmap(i % cmap.N) for i, s in enumerate(seeds)}
+
+
 def figure(result: dict[str, Any], records: list[dict[str, Any]]) -> Any:
-    """Margin and token-entropy curves (relative to step 0) per arm, one line per seed."""
+    """Per arm (a column): the probe's retrieval margin (top) and its token entropy over the run's own step-0 value
+    (bottom), one line per seed, one colour per seed in every panel, a dot on every measurement, a null as a gap.
+    The grey band is +-HARMFUL["band"] of step 0; a run without a positive step-0 entropy has no ratio curve, and a
+    panel with no curve says so."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
 
     records = own_records(result["experiment"], records)
     several = len({v.group for v in EXPERIMENTS[result["experiment"]].variants}) > 1  # e.g. one group per env
     column = (lambda r: f"{r.get('env')}/{r['arm']}") if several else (lambda r: r["arm"])  # noqa: E731
     arms = list(dict.fromkeys(column(r) for r in records))
-    fig, axes = plt.subplots(2, len(arms), figsize=(2.6 * len(arms), 5.2), sharex=True, squeeze=False)
+    colors = _seed_colors(records)
+    band = HARMFUL["band"]
+    fig, axes = plt.subplots(2, max(len(arms), 1), figsize=(2.6 * max(len(arms), 1), 5.6), sharex=True,
+                             squeeze=False)
     for j, arm in enumerate(arms):
-        for r in records:
-            if column(r) != arm:
-                continue
-            m = _probe(r, "retrieval_margin")
-            e = _probe(r, "token_entropy")
-            if m:
-                axes[0][j].plot([s for s, _ in m], [v for _, v in m], lw=1, alpha=0.8)
-            if e and e[0][1] > 0:
-                axes[1][j].plot([s for s, _ in e], [v / e[0][1] for _, v in e], lw=1, alpha=0.8)
+        no_ratio = 0
+        for r in (r for r in records if column(r) == arm):
+            style = {"lw": 1, "alpha": 0.8, "marker": ".", "ms": 3, "color": colors[r.get("seed")]}
+            m = _curve(r, "retrieval_margin")
+            if any(math.isfinite(v) for _, v in m):
+                axes[0][j].plot([s for s, _ in m], [v for _, v in m], **style)
+            e = _over_step0(_curve(r, "token_entropy"))
+            if any(math.isfinite(v) for _, v in e):
+                axes[1][j].plot([s for s, _ in e], [v for _, v in e], **style)
+            elif r.get("probe"):
+                no_ratio += 1
         axes[0][j].set_title(arm, fontsize=8)
         axes[0][j].set_ylim(-0.1, 1.05)
-        axes[1][j].axhspan(0.75, 1.25, color="0.9")
-        axes[1][j].set_xlabel("RL step")
+        axes[1][j].axhspan(1 - band, 1 + band, color="0.9")
+        # below the axes, not over a curve: the runs a ratio to step 0 could not be drawn for
+        axes[1][j].set_xlabel("RL step" + (f"\n{no_ratio} run(s) without a step-0 entropy: not drawn"
+                                            if no_ratio else ""), fontsize=8 if no_ratio else None)
+        for ax, what in ((axes[0][j], "margin"), (axes[1][j], "token entropy ratio")):
+            if not ax.get_lines():  # say so, rather than draw empty axes that read as a plotting bug
+                ax.text(0.5, 0.5, f"no {what} measured", ha="center", va="center", fontsize=7, color="tab:gray",
+                        transform=ax.transAxes)
+    axes[-1][0].xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole (shared by every column)
     axes[0][0].set_ylabel("probe retrieval margin")
     axes[1][0].set_ylabel("token entropy / step 0")
-    fig.tight_layout()
+    handles: list[Any] = [Line2D([], [], color=c, marker=".", lw=1, label=f"seed {s}") for s, c in colors.items()]
+    handles.append(Patch(color="0.9", label=f"+-{band:.0%} of step 0"))
+    fig.suptitle(f"{result['experiment']}: the probe per arm, one line per seed", fontsize=9)
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.955), ncol=min(len(handles), 4 * len(arms)),
+               fontsize=7, frameon=False)  # above the panels, never over a curve
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
     return fig
 
 
@@ -554,8 +605,11 @@ def write_experiment(name: str, records: list, report_dir: str | Path, header: d
     (folder / f"{name}.md").write_text(text)
     (folder / name / "results.json").write_text(results_json({"experiment": name, "header": header,
                                                               "analysis": result, "records": records}))
-    fig = figure(result, records)
-    fig.savefig(folder / name / "curves.png", dpi=110)
+    fig = figure(result, records)  # selects matplotlib's Agg backend before pyplot is imported here
+    fig.savefig(folder / name / "curves.png", dpi=110, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)  # pyplot keeps every open figure: a session that writes many experiments would grow without it
     return folder / f"{name}.md"
 
 
