@@ -35,7 +35,7 @@ from ragen_core.training.config import (
     read_config_file,
     resume_changes,
 )
-from ragen_core.training.provenance import PROVENANCE
+from ragen_core.training.provenance import CODE_PATCH, PROVENANCE
 from ragen_core.training.report import METRICS, RESUME_LOG, VAL_OUTCOMES, markdown_to_text
 from ragen_core.training.sft import check_demonstrator
 from ragen_core.training.trainer import Trainer, check_runnable
@@ -123,7 +123,8 @@ def lock_run_dir(run_dir: Path, resume: bool) -> int | None:
 #: What a folder may hold for a new run to start in it (:func:`check_new_run_dir`): what a start that stopped before
 #: its first checkpoint leaves (nothing to resume; `--resume` prints the command that restarts it there) and
 #: ``train.log``, the log ``ragen reproduce`` keeps beside each run (it makes the folder and its log first).
-RESTARTABLE = frozenset({"config.toml", PROVENANCE, METRICS, VAL_OUTCOMES, "checkpoints", "tensorboard", "train.log"})
+RESTARTABLE = frozenset({"config.toml", PROVENANCE, CODE_PATCH, METRICS, VAL_OUTCOMES, "checkpoints", "tensorboard",
+                         "train.log"})
 
 
 def check_new_run_dir(run_dir: Path) -> None:

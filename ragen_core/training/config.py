@@ -118,7 +118,8 @@ class RunConfig:
     #: torch CPU threads for this process (torch.set_num_threads); 0 = auto: one thread for a model of fewer than
     #: AUTO_ONE_THREAD_PARAMETERS parameters on the CPU (the tiny model: its matrix products are too small to
     #: split, and on a machine whose cores other jobs share, more threads than free cores make every step many
-    #: times slower), else torch's default (one per core).
+    #: times slower), else torch's default (its count when the trainer module was imported: OMP_NUM_THREADS, else
+    #: one per core), set again by each Trainer. The count changes the last bits of sums, not only the speed.
     threads: int = 0
     #: Checkpoint every this many steps (1 = killing the process loses at most the current step).
     save_every: int = 1

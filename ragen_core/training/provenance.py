@@ -13,22 +13,50 @@ resolved: 0 means "auto", whose count depends on the model and the machine): the
 same numbers only on a CPU whose math kernels round alike, at the same thread count (docs/train.md). A study's
 report (``ragen reproduce``) reads these, so every number in it can be traced to the code and the config that made
 it.
+
+A checkout with uncommitted changes is rebuilt from what the run recorded: the commit plus ``code.patch`` beside
+``provenance.json``, the changes of tracked files (``git diff --binary HEAD`` of the whole repository, binary-safe:
+``git apply code.patch`` on that commit gives the files the run imported), named in the record with its size and
+digest::
+
+    "patch": {"file": "code.patch", "bytes": 1834, "sha256": "5e1f..."},
+    "untracked": ["ragen_envs/my_env.py"], "untracked_count": 1
+
+``patch`` is None when tracked files equal the commit (or without a checkout, or when git fails), and its ``file``
+None when the patch is larger than :data:`PATCH_LIMIT` (then ``too_large`` is true: the digest still tells two such
+runs apart).
+``untracked`` names (never copies) the untracked files, not ignored by git, under the source folders the run imports
+(ragen_core, ragen_envs, theory_checks): at most :data:`UNTRACKED_NAMES` names, ``untracked_count`` counts them
+all; None without a checkout. An installed wheel records neither, its version stands for its code.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 import subprocess
+import threading
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PROVENANCE", "config_sha256", "cpu_model", "git_state", "write_provenance"]
+__all__ = ["CODE_PATCH", "PATCH_LIMIT", "PROVENANCE", "UNTRACKED_NAMES", "code_state", "config_sha256",
+           "cpu_model", "git_state", "source_folders", "write_provenance"]
 
 #: The file name in the run folder.
 PROVENANCE = "provenance.json"
+#: The uncommitted changes of tracked files at the run's start, beside :data:`PROVENANCE`.
+CODE_PATCH = "code.patch"
+#: The largest patch written out (bytes, 5 MiB): a larger one (a changed data file, a vendored folder) is named by
+#: its size and digest only, so a run folder never grows by the size of whatever the checkout holds.
+PATCH_LIMIT = 5 * 1024 * 1024
+#: The most untracked file names recorded (``untracked_count`` counts them all).
+UNTRACKED_NAMES = 200
+#: The top-level packages a run imports (setup.py ships these): their untracked files are named.
+SOURCE_PACKAGES = ("ragen_core", "ragen_envs", "theory_checks")
 
 
 def config_sha256(config_text: str) -> str:
@@ -70,6 +98,104 @@ def cpu_model() -> str | None:
     return None
 
 
+def source_folders() -> list[Path]:
+    """The folders of :data:`SOURCE_PACKAGES` beside this package (in a checkout: the repository's source folders;
+    in a wheel: site-packages' copies, which no checkout tracks)."""
+    root = Path(__file__).resolve().parents[2]
+    return [root / name for name in SOURCE_PACKAGES if (root / name).is_dir()]
+
+
+def code_state(run_dir: str | Path, name: str | None = CODE_PATCH,
+               source: Sequence[str | Path] | None = None) -> dict[str, Any]:
+    """The code a run computes with, as its records name it: ``{"commit", "dirty", "patch", "untracked",
+    "untracked_count"}`` (module docstring) of the checkout holding `source` (the folders of the code the run
+    imports; default :func:`source_folders`), writing the patch of its uncommitted changes into `run_dir` as `name`
+    (None: ``code-<first 12 hex digits of its SHA-256>.patch``, one file per distinct patch).
+
+    Outside a git checkout, or for folders no checkout tracks (an installed wheel), all five are None. A `name`
+    written by an earlier start in this folder is removed when there is nothing to write (a restart from a clean
+    checkout must not leave the old changes beside the new record)."""
+    folders = [Path(f).resolve() for f in (source if source is not None else source_folders())]
+    commit, dirty = git_state(folders[0] if folders else None)
+    state: dict[str, Any] = {"commit": commit, "dirty": dirty, "patch": None, "untracked": None,
+                             "untracked_count": None}
+    root = _top_folder(folders[0]) if commit is not None and folders else None
+    if root is not None:
+        names = _untracked(root, folders)
+        state.update(patch=_write_patch(root, Path(run_dir), name),
+                     untracked=None if names is None else names[:UNTRACKED_NAMES],
+                     untracked_count=None if names is None else len(names))
+    if name is not None and (state["patch"] is None or state["patch"]["file"] is None):
+        (Path(run_dir) / name).unlink(missing_ok=True)
+    return state
+
+
+def _top_folder(where: Path) -> Path | None:
+    """The top folder of the git checkout holding `where`; None when git cannot say."""
+    try:
+        top = subprocess.run(["git", "-C", str(where), "rev-parse", "--show-toplevel"], capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return Path(top.stdout.strip()).resolve() if top.returncode == 0 and top.stdout.strip() else None
+
+
+#: ``git diff`` that ``git apply`` takes back whatever the user's git config says: binary files in full
+#: (``--binary --full-index``), no external diff tools or text conversions, no colours, and the a/ b/ prefixes
+#: (``diff.noprefix`` would drop them). Run at the top folder, so paths are the repository's.
+_DIFF = ("diff", "--binary", "--full-index", "--no-color", "--no-ext-diff", "--no-textconv", "--src-prefix=a/",
+         "--dst-prefix=b/", "HEAD", "--")
+
+
+def _write_patch(root: Path, run_dir: Path, name: str | None, timeout: float = 120.0) -> dict[str, Any] | None:
+    """Stream ``git diff HEAD`` of `root` into `run_dir`: ``{"file", "bytes", "sha256"}`` (plus ``"too_large":
+    true`` and ``"file": None`` above :data:`PATCH_LIMIT`, when no file is kept), None when tracked files equal the
+    commit or git fails. The digest and size are of the whole diff; memory and disk stay within the limit."""
+    tmp = run_dir / f".{name or 'code'}.{os.getpid()}.tmp"
+    digest, size = hashlib.sha256(), 0
+    try:
+        with open(tmp, "wb") as out, subprocess.Popen(["git", "-C", str(root), *_DIFF], stdout=subprocess.PIPE,
+                                                      stderr=subprocess.DEVNULL) as proc:
+            watchdog = threading.Timer(timeout, proc.kill)  # a git that hangs (a stale network mount) is stopped
+            watchdog.start()
+            stream = proc.stdout
+            try:
+                for chunk in iter(lambda: stream.read(1 << 20), b""):  # type: ignore[union-attr]
+                    digest.update(chunk)
+                    size += len(chunk)
+                    if size <= PATCH_LIMIT:
+                        out.write(chunk)
+                code = proc.wait()
+            finally:
+                watchdog.cancel()
+        if code != 0 or size == 0:
+            return None
+        file = name or f"code-{digest.hexdigest()[:12]}.patch"
+        if size > PATCH_LIMIT:
+            return {"file": None, "bytes": size, "sha256": digest.hexdigest(), "too_large": True}
+        tmp.replace(run_dir / file)
+        return {"file": file, "bytes": size, "sha256": digest.hexdigest()}
+    except OSError:
+        return None
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _untracked(root: Path, folders: Sequence[Path]) -> list[str] | None:
+    """The untracked, not ignored files under `folders` (paths from `root`, sorted); None when git fails."""
+    inside = [str(f.relative_to(root)) for f in folders if f.is_relative_to(root)]
+    if not inside:
+        return []
+    try:
+        found = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--others", "--exclude-standard", "--",
+                                *inside], capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if found.returncode != 0:
+        return None
+    return sorted(n for n in found.stdout.decode("utf-8", "backslashreplace").split("\0") if n)
+
+
 def _version() -> str | None:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -79,15 +205,17 @@ def _version() -> str | None:
         return None
 
 
-def write_provenance(run_dir: str | Path, config_text: str) -> dict[str, Any]:
-    """Write ``provenance.json`` into `run_dir` (see the module docstring) and return its content; called once the
-    run has set its thread count (``torch_threads`` is the count in force)."""
+def write_provenance(run_dir: str | Path, config_text: str,
+                     source: Sequence[str | Path] | None = None) -> dict[str, Any]:
+    """Write ``provenance.json`` (and ``code.patch`` for a checkout with uncommitted changes) into `run_dir` (see the
+    module docstring) and return its content; called once the run has set its thread count (``torch_threads`` is
+    the count in force). `source`: the folders of the code the run imports (default :func:`source_folders`)."""
     import torch
 
-    commit, dirty = git_state()
-    record = {"commit": commit, "dirty": dirty, "config_sha256": config_sha256(config_text),
+    code = code_state(run_dir, CODE_PATCH, source)
+    record = {"commit": code.pop("commit"), "dirty": code.pop("dirty"), "config_sha256": config_sha256(config_text),
               "ragen2": _version(), "torch": torch.__version__, "python": platform.python_version(),
               "cpu": cpu_model(), "torch_threads": torch.get_num_threads(),
-              "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+              "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), **code}
     (Path(run_dir) / PROVENANCE).write_text(json.dumps(record, indent=1) + "\n")
     return record

@@ -128,18 +128,22 @@ class RunLog:
 
 def record_resume(run_dir: Path, step: int, changes: dict[str, tuple[Any, Any]]) -> None:
     """Append a resume to the run's :data:`RESUME_LOG`: when, from which step, the accepted changes (``{key: {"from",
-    "to"}}``) and the code it continues with (``provenance.json`` names the code of the run's start only; a resume
-    may run another commit)."""
+    "to"}}``), the code it continues with (``provenance.json`` names the code of the run's start only; a resume
+    may run another commit, or other uncommitted changes: ``patch`` names their ``code-<digest>.patch`` beside the
+    log, ``untracked`` the untracked source files, as in provenance.json) and what rounds its numbers: the CPU
+    (``cpu``) and the torch thread count in force (``torch_threads``; call it once the resumed run has set it), so a
+    resume on another machine or at another count shows in the run's own files."""
     from datetime import datetime, timezone
 
     import torch
 
-    from ragen_core.training.provenance import git_state
+    from ragen_core.training.provenance import code_state, cpu_model
 
-    commit, dirty = git_state()
+    code = code_state(run_dir, name=None)
     rec = {"time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "step": step,
            "changes": {k: {"from": a, "to": b} for k, (a, b) in changes.items()},
-           "commit": commit, "dirty": dirty, "torch": torch.__version__}
+           "commit": code.pop("commit"), "dirty": code.pop("dirty"), "torch": torch.__version__,
+           "cpu": cpu_model(), "torch_threads": torch.get_num_threads(), **code}
     with open(Path(run_dir) / RESUME_LOG, "a", encoding="utf-8") as f:
         f.write(json.dumps(rec) + "\n")
 

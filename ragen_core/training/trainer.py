@@ -160,10 +160,15 @@ def lr_fraction(schedule: str, step: int, total_steps: int) -> float:
 #: 0.62 M), torch's default (one per core) otherwise. Measured by `benchmarks/bench_profile.py` (threads).
 AUTO_ONE_THREAD_PARAMETERS = 20_000_000
 
+#: torch's thread count when this module was first imported: its default (OMP_NUM_THREADS, else one per physical
+#: core) unless the process had set another before. What `run.threads = 0` restores where it does not pick one
+#: thread, so "auto" means one count per process, not whatever an earlier Trainer (or notebook cell) left set.
+TORCH_DEFAULT_THREADS = torch.get_num_threads()
+
 
 def cpu_threads(threads: int, model: torch.nn.Module, device: torch.device) -> int:
-    """The torch CPU threads a run uses (0 = leave torch's default): `threads` when set, else one thread for a
-    model of fewer than :data:`AUTO_ONE_THREAD_PARAMETERS` parameters on the CPU."""
+    """The torch CPU threads a run uses (0 = torch's default, :data:`TORCH_DEFAULT_THREADS`): `threads` when set,
+    else one thread for a model of fewer than :data:`AUTO_ONE_THREAD_PARAMETERS` parameters on the CPU."""
     if threads:
         return threads
     if device.type != "cpu":
@@ -687,9 +692,10 @@ class Trainer:
         self.policy = policy
         self.model = policy.model
         policy.fast = cfg.model.fast_forward  # a Policy member; backends without a lean forward ignore it
-        self.threads = cpu_threads(cfg.run.threads, self.model, self.device)
-        if self.threads:
-            torch.set_num_threads(self.threads)
+        # The count in force from here on (provenance.json and resume_log.jsonl record it): "auto" that is not one
+        # thread is torch's default, set again, since an earlier Trainer of this process may have changed it.
+        self.threads = cpu_threads(cfg.run.threads, self.model, self.device) or TORCH_DEFAULT_THREADS
+        torch.set_num_threads(self.threads)
         if cfg.model.gradient_checkpointing and hasattr(self.model, "gradient_checkpointing_enable"):
             self.model.gradient_checkpointing_enable()
         self.state = TrainState()
@@ -1457,6 +1463,9 @@ class Trainer:
             ValueError: a new run whose folder got a run (a checkpoint) since the trainer was built.
             FolderLocked: another process writes the run folder now (:meth:`_writing`).
         """
+        # The run's thread count again: another Trainer of this process may have set its own since this one was built
+        # (the count changes the last bits of sums, and provenance records this one).
+        torch.set_num_threads(self.threads)
         with self._writing():
             try:
                 return self._fit_locked()

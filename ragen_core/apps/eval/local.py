@@ -102,7 +102,7 @@ class ModelSource:
         """The policy for `env_id` (loaded once per folder)."""
         from ragen_core.policy import load_policy
         from ragen_core.policy.identity import weights_sha256
-        from ragen_core.training.trainer import cpu_threads, resolve_device
+        from ragen_core.training.trainer import TORCH_DEFAULT_THREADS, cpu_threads, resolve_device
 
         folder = self.folder_for(env_id, env_kwargs)
         key = str(folder.resolve())
@@ -112,9 +112,9 @@ class ModelSource:
             policy = load_policy(folder, device=device, dtype=cfg.model.dtype if cfg is not None else None)
             if cfg is not None:
                 policy.fast = cfg.model.fast_forward
+            # auto that is not one thread is torch's default, set again: an earlier model may have changed it
             threads = cpu_threads(cfg.run.threads if cfg is not None else 0, policy.model, device)
-            if threads:
-                torch.set_num_threads(threads)
+            torch.set_num_threads(threads or TORCH_DEFAULT_THREADS)
             policy.model.eval()
             self._loaded[key] = LocalModel(policy, folder, weights_sha256(policy.model),
                                            getattr(policy, "image_token", None) is not None)
