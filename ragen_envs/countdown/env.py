@@ -18,6 +18,7 @@ from ragen_envs.countdown.expression import (
 from ragen_envs.countdown.generator import CountdownConfig, generate_countdown
 from ragen_envs.countdown.solver import CountdownSolver
 from ragen_envs.data import Field, record_index
+from ragen_envs.data.cache import BuildCache
 from ragen_envs.data.loading import load_numbered_records
 from ragen_envs.protocol import FORMAT_PENALTY, ActionFormat
 from ragen_envs.validation import require_int, require_path
@@ -58,6 +59,21 @@ def reachable_bound(nums: list[int]) -> int:
     for n in nums:
         bound *= max(n, 1)
     return bound
+
+
+#: One validated record list per data set file version, per process (shared by the envs that read the file).
+_DATASETS: BuildCache[list[dict[str, Any]]] = BuildCache()
+
+
+def _load_dataset(path: Path) -> list[dict[str, Any]]:
+    """The records of a data set file, read and validated once per file version (`BuildCache.get_for_file`)."""
+
+    def build() -> list[dict[str, Any]]:
+        numbered = load_numbered_records(path, COUNTDOWN_SCHEMA)
+        _check_targets(path, numbered)
+        return [rec for _, rec in numbered]
+
+    return _DATASETS.get_for_file_or_build(path, build, "data set")
 
 
 def _check_targets(path: Path, numbered: list[tuple[int, dict[str, Any]]]) -> None:
@@ -204,9 +220,7 @@ class CountdownEnv(TextAgentEnv):
         self.dataset_path = None if dataset is None else Path(dataset)
         self.records = None
         if dataset is not None:
-            numbered = load_numbered_records(dataset, COUNTDOWN_SCHEMA)
-            _check_targets(self.dataset_path, numbered)
-            self.records = [rec for _, rec in numbered]
+            self.records = _load_dataset(self.dataset_path)
         self.forfeited = False
         self.target = 0
         self.nums: list[int] = []

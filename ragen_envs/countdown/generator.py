@@ -37,6 +37,11 @@ from ragen_envs.countdown.solver import CountdownSolver
 from ragen_envs.validation import require_int, require_int_range
 
 MIN_NUMS, MAX_NUMS = 3, 6
+#: Work units (`CountdownSolver.work`, about 10 us each) charged to every draw for what the solver does not
+#: count: drawing the numbers and target, building the solver and its single-number tables. Without it the
+#: budget missed the fixed cost of each redraw, and a config whose every draw fails cheaply (four numbers near
+#: 10^11) took twice the time its budget stood for.
+DRAW_WORK = 10
 #: The largest number an instance can hold: an answer writes each number as an integer literal of at most
 #: MAX_LITERAL_DIGITS digits, so a larger one could never be used and no answer could earn the reward.
 MAX_NUMBER = 10**MAX_LITERAL_DIGITS - 1
@@ -113,6 +118,7 @@ def generate_countdown(rng: np.random.Generator, config: CountdownConfig | None 
     work = draws = 0
     while draws < config.max_tries and work < config.max_work:
         draws += 1
+        work += DRAW_WORK
         count = int(rng.integers(c_lo, c_hi + 1))
         nums = [int(x) for x in rng.integers(n_lo, n_hi + 1, size=count)]
         target = int(rng.integers(t_lo, t_hi + 1))

@@ -10,6 +10,7 @@ import numpy as np
 
 from ragen_envs.base import TextAgentEnv
 from ragen_envs.data import Field, load_records, record_index
+from ragen_envs.data.cache import BuildCache
 from ragen_envs.math.answer import ANSWER_MARKER, answer_guard, extract_gold
 from ragen_envs.math.checker import CHECK_TIMEOUT_S, check_answer_bounded, start_worker
 from ragen_envs.math.generator import PROBLEM_KINDS, MathConfig, generate_problem, key_computation
@@ -35,6 +36,15 @@ def last_sentence(worked: str, limit: int = ORACLE_REASONING_CHARS) -> str:
         return "The answer follows."
     text = " ".join(sentences[-1].split())
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+#: One validated record list per data set file version, per process (shared by the envs that read the file).
+_DATASETS: BuildCache[list[dict[str, Any]]] = BuildCache()
+
+
+def _load_dataset(path: str | Path) -> list[dict[str, Any]]:
+    """The records of a data set file, read and validated once per file version (`BuildCache.get_for_file`)."""
+    return _DATASETS.get_for_file_or_build(path, lambda: load_records(path, METAMATHQA_SCHEMA), "data set")
 
 
 def _has_gold(response: str) -> str | None:
@@ -209,7 +219,7 @@ class MathEnv(TextAgentEnv):
         self.check_timeout = float(check_timeout)
         self.config = MathConfig(kinds=tuple(kinds), max_value=max_value, steps=steps)
         self.dataset_path = None if dataset is None else Path(dataset)
-        self.records = None if dataset is None else load_records(dataset, METAMATHQA_SCHEMA)
+        self.records = None if dataset is None else _load_dataset(dataset)
         self.query = ""
         self.gold = ""
         self.problem_type = ""

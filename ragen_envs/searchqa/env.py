@@ -342,6 +342,8 @@ def _dataset_items(records: list[dict[str, Any]]) -> list[_DatasetItem]:
 
 _DATASET_RETRIEVERS: BuildCache[PassageRetriever] = BuildCache()
 _WORLDS: BuildCache[KnowledgeBase] = BuildCache()
+#: The validated (line, record) pairs of each data set file version, read once per process.
+_DATASETS: BuildCache[list[tuple[int, dict[str, Any]]]] = BuildCache()
 
 
 def _dataset_version(path: Path) -> tuple | None:
@@ -463,7 +465,7 @@ class SearchQAEnv(TextAgentEnv):
     env = gym.make("ragen/SearchQA-v0", dataset="hotpot_dev.jsonl", corpus="wiki_abstracts.jsonl")
     ```
     - `hops`: passages a question needs, int or (low, high) within 1..4 (default (1, 2)).
-    - `num_entities`: entities (= passages) per world (default 40, >= 12).
+    - `num_entities`: entities (= passages) per world (default 40, 12 to 5,000: a world is drawn every reset).
     - `distractors`: other passages that mention each entity by name (default 2).
     - `attribute_share`: share of questions that ask for an attribute rather than a name (0.5).
     - `kb_seed`: None (a new world per episode) or an int (one fixed world).
@@ -546,7 +548,9 @@ class SearchQAEnv(TextAgentEnv):
         self.kb: KnowledgeBase | None = None
         if self.dataset_path is not None:
             version = _dataset_version(self.dataset_path)
-            numbered = load_numbered_records(self.dataset_path, SEARCHQA_SCHEMA)
+            numbered = _DATASETS.get_for_file_or_build(
+                self.dataset_path, lambda: load_numbered_records(self.dataset_path, SEARCHQA_SCHEMA), "data set"
+            )
             _check_question_lengths(self.dataset_path, numbered, self.top_k, self.max_passage_chars)
             records = [rec for _, rec in numbered]
             self.items = _dataset_items(records)

@@ -181,7 +181,7 @@ class SudokuEnv(TextAgentEnv):
     * `size=4`: the side n (4, 9 or 16).
     * `difficulty="easy"`: `"easy"`, `"medium"` or `"hard"`: 10 / 8 / 6 givens at 4x4, 36 / 30 / 26 at 9x9,
       160 / 140 / 128 at 16x16. `givens=None`: the number of filled cells (overrides `difficulty`), an int
-      from 4 / 23 / 120 up to n * n - 1 (a puzzle with every cell given is already solved).
+      from 4 / 23 / 128 up to n * n - 1 (a puzzle with every cell given is already solved).
     * `technique="any"`: `"any"` (unique solution) or `"singles"` (also solvable by singles alone).
     * `max_actions="auto"`: the placement budget; `"auto"` is n * n, None unlimited.
     * `render_mode=None` (`"ansi"`), and the protocol options of `TextAgentEnv`: `action_format`,

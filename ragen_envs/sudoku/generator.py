@@ -29,7 +29,10 @@ DIFFICULTY_GIVENS: dict[int, dict[str, int]] = {
 #: (4 is the proven minimum for 4x4). 9x9 minimal puzzles from random digging have 22-29 givens, 22 in about 2%
 #: of grids (measured: 4 of 250 with technique="singles", 4 of 150 with "any"), so 22 failed `max_tries` = 200
 #: grids in about 4% of resets ("singles"; 0.5% "any"), each after half a minute; 23 or fewer in about 16%.
-MIN_GIVENS = {4: 4, 9: 23, 16: 120}
+#: 16x16 needs 128 (the "hard" count): below it the uniqueness checks of the last cells dug are exact searches of
+#: 100,000 positions and more (at 120, 2 of 25 resets took 9 and over 10 s; at 128 no check of 40 resets passed
+#: 4,000 positions).
+MIN_GIVENS = {4: 4, 9: 23, 16: 128}
 
 
 def check_givens(n: int, givens: int) -> int:

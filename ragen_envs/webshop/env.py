@@ -142,7 +142,7 @@ class WebShopEnv(TextAgentEnv):
     env = gym.make("ragen/WebShop-v0", num_products=1000, goal_attributes=(1, 3), results_per_page=10)
     env = gym.make("ragen/WebShop-v0", products="items.jsonl", instructions="goals.jsonl")
     ```
-    - `num_products` (default 1000), `catalog_seed` (default 0: one fixed catalogue, like WebShop's),
+    - `num_products` (default 1000, 20 to 20,000), `catalog_seed` (default 0: one fixed catalogue, like WebShop's),
       `categories` (subset of the category paths): the generated catalogue.
     - `goal_attributes`: inclusive range of attributes an instruction asks for (default (1, 3)).
     - `results_per_page` (default 10), `max_results` (default 50, WebShop's).
