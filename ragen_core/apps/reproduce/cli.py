@@ -10,7 +10,9 @@ nothing and reads no run folder: it re-analyses the run records kept in a ``resu
 "analysis", "records"}``) with this version's analysis and writes the report again (the records and the study's
 header are kept as they are); a file of another shape, or a record whose fields are not of the kinds the analysis
 reads (:func:`ragen_core.apps.reproduce.spec.record_problem`), is refused with one line naming what is wrong.
-The report's paths are checked before any run starts; Ctrl-C stops the study (exit 130) and starts no further run.
+The report's paths are checked before any run starts. Ctrl-C (exit 130) or SIGTERM (a scheduler's stop, exit 143)
+starts no further run, stops the running ones at their last checkpoint and says in one line what finished, what was
+stopped and the command that continues the study.
 
 Warm starts and their step-0 validation and probe go to one cache shared by every study and experiment
 (``--warm-cache``, default :func:`ragen_core.training.warm_cache.default_warm_cache_dir`): its key covers every
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,7 +33,7 @@ from pathlib import Path
 from ragen_core.apps.arguments import comma_list
 from ragen_core.apps.reproduce.analysis import check_one_run_each
 from ragen_core.apps.reproduce.experiments import EXPERIMENTS, own_records, write_experiment
-from ragen_core.apps.reproduce.runner import design_cost, finished_records, run_local, run_ray
+from ragen_core.apps.reproduce.runner import Interrupted, design_cost, finished_records, run_local, run_ray
 from ragen_core.apps.reproduce.spec import Experiment, RunRecord, build_runs, choose_seeds
 from ragen_core.apps.reproduce.study import ENVS, find_configs_dir
 
@@ -97,7 +100,8 @@ def default_configs_dir() -> str | None:
 
 
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
-    """Run an experiment and write its report; 0, 1 (a run failed, or nothing to report) or 2 (bad arguments)."""
+    """Run an experiment and write its report; 0, 1 (a run failed, or nothing to report), 2 (bad arguments), or 130
+    / 143 (stopped by Ctrl-C / SIGTERM: 128 + the signal's number)."""
     args = build_parser(prog).parse_args(argv)
     problem = _argument_problem(args)
     if problem is not None:  # before anything is printed or created
@@ -135,11 +139,14 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     print(f"{exp.name}: {len(specs)} runs ({mode}, seeds {seeds[0]}..{seeds[-1]}) in {runs_dir}", file=sys.stderr)
     try:
         failed = "" if args.report_only else _run(specs, runs_dir, args, ray=args.ray)
-    except KeyboardInterrupt:  # one line, not a traceback: what is kept and how to go on
-        print(f"\nragen reproduce: interrupted; no further run was started. Finished runs are kept in {runs_dir} "
-              "and a stopped one continues from its last checkpoint: rerun the same command to resume, or add "
-              "--report-only to report what has finished", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:  # one line, not a traceback: what is kept and how to go on
+        stop = e if isinstance(e, Interrupted) else Interrupted()
+        if stop.failed:
+            print("ragen reproduce: some runs failed before the stop:\n  " + "\n  ".join(stop.failed),
+                  file=sys.stderr)
+        print("\n" + interrupted_line(stop, len(finished_records(specs, runs_dir)[0]), len(specs), runs_dir,
+                                      _continue_command(exp, args, seeds)), file=sys.stderr)
+        return 128 + int(stop.signum)
     records, missing = finished_records(specs, runs_dir)
     if missing:
         print(f"ragen reproduce: {len(missing)} of {len(specs)} runs missing (reported as such): "
@@ -170,6 +177,16 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         return 1
     print(f"report: {path}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def interrupted_line(stop: Interrupted, finished: int, total: int, runs_dir: Path, command: str) -> str:
+    """The one line a stopped study prints: what stopped it, how many runs finished, which were stopped (each
+    continues from its last checkpoint), how many were not started, and the command that continues."""
+    why = "interrupted" if stop.signum == signal.SIGINT else f"stopped by {signal.Signals(stop.signum).name}"
+    stopped = (f"stopped {len(stop.stopped)} at their last checkpoint ({', '.join(stop.stopped)})" if stop.stopped
+               else "stopped none")
+    return (f"ragen reproduce: {why}; no further run was started: {finished} of {total} runs finished (kept in "
+            f"{runs_dir}), {stopped}, {len(stop.not_started)} not started. Continue with: {command}")
 
 
 def report_problem(exp: Experiment, report_dir: str | Path) -> str | None:
@@ -240,6 +257,13 @@ def _command(exp: Experiment, args: argparse.Namespace, seeds: list[int]) -> str
             + (f" --out {args.out}" if args.out else "") + (f" --configs-dir {args.configs_dir}" if args.configs_dir
                                                              and args.configs_dir != default_configs_dir() else "")
             + (f" --report-dir {args.report_dir}" if args.report_dir else ""))
+
+
+def _continue_command(exp: Experiment, args: argparse.Namespace, seeds: list[int]) -> str:
+    """:func:`_command` with the flags that say where and how the runs ran (``--warm-cache``, ``--workers``,
+    ``--ray``): the command that continues this study as it was run."""
+    return (_command(exp, args, seeds) + (f" --warm-cache {args.warm_cache}" if args.warm_cache else "")
+            + (f" --ray {args.ray}" if args.ray else f" --workers {args.workers}" if args.workers != 2 else ""))
 
 
 def _run(specs: list, runs_dir: Path, args: argparse.Namespace, ray: str | None = None) -> str:

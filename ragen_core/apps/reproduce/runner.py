@@ -9,22 +9,29 @@ With ``--ray ADDRESS`` every run is a Ray task (``num_cpus=1``) on
 that cluster, a fresh process (:func:`execute_run`); the two paths differ only in who schedules the runs and in the
 imports. With Ray, the run folders and the warm-start cache must be on a file system that every Ray node sees (one
 machine, or a shared mount).
+
+Stopping: Ctrl-C, or SIGTERM (a scheduler's stop), to the study's process or its whole process group starts no
+further run and stops each running one as Ctrl-C stops ``ragen train`` (at its last checkpoint: it writes no
+``done.json``, so it is resumed, never counted), waits for them, and raises :class:`Interrupted` naming them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
 import multiprocessing
 import multiprocessing.forkserver
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import wait as wait_all
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +39,7 @@ from ragen_core.apps.reproduce.spec import RunRecord, RunSpec
 from ragen_core.training.metrics import STEP, Collapse, Filter, Loss, Perf, Probe, Sft, Val
 
 __all__ = ["execute_run", "execute_warm_run", "warm_context", "read_run", "with_wall_time", "run_local", "run_ray",
-           "finished_records"]
+           "finished_records", "Interrupted"]
 
 def _fields(*keys: str) -> dict[str, str]:
     """Record field -> metric: the field is the metric's name without its namespace."""
@@ -64,6 +71,15 @@ RUN_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELI
 
 #: The module a warm process imports before it forks runs (:mod:`ragen_core.apps.reproduce.warm_imports`).
 WARM_IMPORTS = "ragen_core.apps.reproduce.warm_imports"
+
+
+#: A fresh run's program: ``python -m ragen_core.apps.train ARGV`` with Ctrl-C's handler set and SIGINT unblocked
+#: first. Both are inherited: a Ray worker's child starts with SIGINT blocked, a job started with ``&`` with it
+#: ignored (and Python then installs no handler), and a stopped study could not stop its runs.
+TRAIN_WITH_CTRL_C = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                     "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); "
+                     "from ragen_core.apps import train; sys.argv[0] = train.__file__; "
+                     "sys.exit(train.main(sys.argv[1:]))")
 
 
 def execute_run(spec: RunSpec, runs_dir: str | Path, warm: bool = False) -> dict[str, Any]:
@@ -115,8 +131,18 @@ def _run_lock(runs_dir: Path, spec: RunSpec) -> int | None:
     return fd
 
 
+def stop_file(runs_dir: str | Path, name: str) -> Path:
+    """``RUNS_DIR/.NAME.stop``: while it exists, the run `name` is not started, and a running one is stopped as by
+    Ctrl-C (:func:`_wait`). How a stopped Ray study reaches its tasks on any node (the run folders are on a file
+    system every node sees); :func:`run_ray` writes it and removes it."""
+    return Path(runs_dir) / f".{name}.stop"
+
+
 def _execute(spec: RunSpec, run_dir: Path, warm: bool) -> dict[str, Any]:
     """:func:`execute_run`'s body, under the run's lock."""
+    stop = stop_file(run_dir.parent, spec.name)
+    if stop.exists():
+        raise RuntimeError(f"run {spec.name} was not started: the study was stopped")
     done = run_dir / "done.json"
     if done.is_file():  # a damaged or foreign run folder, or one another process finished since this one looked
         try:
@@ -136,19 +162,105 @@ def _execute(spec: RunSpec, run_dir: Path, warm: bool) -> dict[str, Any]:
     if warm:
         child = warm_context().Process(target=_train_here, args=(argv, str(log_path)), name=spec.name)
         child.start()
-        child.join()
-        status = child.exitcode
+        status = _wait(spec.name, _Forked(child), stop)
     else:
         with open(log_path, "a", encoding="utf-8") as log:
-            status = subprocess.run([sys.executable, "-m", "ragen_core.apps.train", *argv],
-                                    env={**os.environ, **RUN_ENV}, stdout=log, stderr=subprocess.STDOUT).returncode
+            status = _wait(spec.name, subprocess.Popen([sys.executable, "-c", TRAIN_WITH_CTRL_C, *argv],
+                                                       env={**os.environ, **RUN_ENV}, stdout=log,
+                                                       stderr=subprocess.STDOUT), stop)
     if status != 0:
-        raise RuntimeError(f"run {spec.name} failed (exit {status}); see {log_path}")
+        raise RuntimeError(f"run {spec.name} failed ({_exit_status(status)}); see {log_path}"
+                           + _log_tail(log_path))
     record = with_wall_time(read_run(run_dir, spec), time.perf_counter() - start)
     tmp = done.with_suffix(".tmp")
     tmp.write_text(json.dumps(record))
     os.replace(tmp, done)
     return record
+
+
+class _Forked:
+    """A forked run (a ``multiprocessing.Process``) with :class:`subprocess.Popen`'s ``wait(timeout)``, ``poll()``
+    and ``send_signal``: what :func:`_wait` uses of either."""
+
+    def __init__(self, process: multiprocessing.process.BaseProcess):
+        self.process = process
+
+    def wait(self, timeout: float | None = None) -> int:
+        self.process.join(timeout)
+        if self.process.exitcode is None:
+            raise subprocess.TimeoutExpired(self.process.name, timeout)
+        return self.process.exitcode
+
+    def poll(self) -> int | None:
+        return self.process.exitcode
+
+    def send_signal(self, signum: int) -> None:
+        if self.process.exitcode is None and self.process.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.process.pid, signum)
+
+
+#: The run processes this process waits on now (run name -> process), for :func:`stop_running`.
+_RUNNING: dict[str, Any] = {}
+_RUNNING_LOCK = threading.Lock()
+
+
+def _wait(name: str, child: Any, stop: Path) -> int:
+    """Wait for the run process `child` (a Popen or a :class:`_Forked`) and return its exit status. While it runs,
+    :func:`stop_running` reaches it, and so does the file `stop` (:func:`stop_file`, looked for every 0.2 s): once
+    it exists the run is sent Ctrl-C (it stops at its last checkpoint) and waited for."""
+    with _RUNNING_LOCK:
+        _RUNNING[name] = child
+    try:
+        while True:
+            try:
+                return child.wait(0.2)
+            except subprocess.TimeoutExpired:
+                if stop.exists():
+                    child.send_signal(signal.SIGINT)
+                    return child.wait()
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.pop(name, None)
+
+
+def stop_running(signum: int = signal.SIGINT) -> list[str]:
+    """Send `signum` (Ctrl-C's SIGINT: each run stops as ``ragen train`` does, at its last checkpoint) to every run
+    process this process waits on now; their names. A run that already got the terminal's Ctrl-C stops once: a
+    forked run stops on the first SIGINT or SIGTERM and ignores the rest (:func:`_train_here`)."""
+    with _RUNNING_LOCK:
+        running = dict(_RUNNING)
+    for child in running.values():
+        with contextlib.suppress(ProcessLookupError, OSError):
+            child.send_signal(signum)
+    return sorted(running)
+
+
+def _exit_status(status: int | None) -> str:
+    """``exit 2``, or ``killed by SIGKILL`` for a negative status (killed by that signal)."""
+    if isinstance(status, int) and status < 0:
+        try:
+            return f"killed by {signal.Signals(-status).name}"
+        except ValueError:
+            return f"killed by signal {-status}"
+    return f"exit {status}"
+
+
+#: How many of a failed run's last log lines its failure quotes.
+LOG_TAIL_LINES = 5
+
+
+def _log_tail(log_path: Path, n: int = LOG_TAIL_LINES) -> str:
+    """The last `n` non-empty lines of a run's log, each on its own indented line after ``; its last lines:``
+    ("" without a log): what a failure says of why, without opening the file."""
+    try:
+        lines = [x.rstrip() for x in log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+                 if x.strip()]
+    except OSError:
+        return ""
+    if not lines:
+        return " (its log is empty)"
+    return "; its last lines:\n      " + "\n      ".join(x[:300] for x in lines[-n:])
 
 
 def execute_warm_run(spec: RunSpec, runs_dir: str | Path) -> dict[str, Any]:
@@ -165,15 +277,20 @@ def warm_context() -> multiprocessing.context.ForkServerContext:
     :data:`WARM_IMPORTS` imported: each run is then forked from a process whose imports are done and which has
     computed nothing (so no thread pool exists to be forked).
 
-    Only the server's environment takes :data:`RUN_ENV`; this process's is restored at once."""
+    Only the server's environment takes :data:`RUN_ENV`; this process's is restored at once. The server starts with
+    SIGTERM blocked (a signal mask is inherited across fork and exec): a SIGTERM to the study's process group then
+    stops the runs (:func:`_train_here` unblocks it) but not the server, which must outlive them to report their
+    exit status; it still ends with this process (it exits when its pipe from here closes)."""
     ctx = multiprocessing.get_context("forkserver")
     with _WARM_LOCK:
         ctx.set_forkserver_preload([WARM_IMPORTS])
         saved = {k: os.environ.get(k) for k in RUN_ENV}
         os.environ.update(RUN_ENV)
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # this thread's mask only
         try:
             multiprocessing.forkserver.ensure_running()
         finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             for k, v in saved.items():
                 if v is None:
                     os.environ.pop(k, None)
@@ -184,7 +301,15 @@ def warm_context() -> multiprocessing.context.ForkServerContext:
 
 def _train_here(argv: list[str], log_path: str) -> None:
     """A forked run's body: stdout and stderr to `log_path` (appended), ``sys.argv`` as a fresh
-    ``python -m ragen_core.apps.train`` would see it, then the trainer's ``main``; its status is the exit code."""
+    ``python -m ragen_core.apps.train`` would see it, then the trainer's ``main``; its status is the exit code.
+
+    The first SIGINT or SIGTERM is Ctrl-C to the trainer (it stops at its last checkpoint, says so in the log and
+    exits 130) and later ones are ignored: a terminal's Ctrl-C reaches the run and the study's process, which passes
+    it on (:func:`stop_running`), and a second interrupt inside the trainer's own stop would end it in a
+    traceback."""
+    signal.signal(signal.SIGINT, _stop_once)
+    signal.signal(signal.SIGTERM, _stop_once)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # blocked in the warm process (warm_context)
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -194,7 +319,19 @@ def _train_here(argv: list[str], log_path: str) -> None:
     from ragen_core.apps import train
 
     sys.argv = [train.__file__, *argv]
-    sys.exit(train.main(argv))
+    try:
+        status = train.main(argv)
+    except KeyboardInterrupt:  # stopped before the trainer's own Ctrl-C handling began: nothing of it to keep
+        print("\ninterrupted before training started", file=sys.stderr)
+        status = 130
+    sys.exit(status)
+
+
+def _stop_once(signum: int, frame: Any) -> None:
+    """A forked run's SIGINT and SIGTERM handler: ignore both from now on, then raise Ctrl-C's KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt
 
 
 def with_wall_time(record: dict[str, Any], wall_s: float | None) -> dict[str, Any]:
@@ -514,42 +651,111 @@ def _progress(total: int, initial: int, enabled: bool):
     return progress_bar(total, initial=initial, desc="study", unit="run", leave=True)
 
 
+class Interrupted(KeyboardInterrupt):
+    """A study stopped by Ctrl-C (`signum` SIGINT) or SIGTERM: no further run was started, and the runs that were
+    running were stopped at their last checkpoint (`stopped`, names); `not_started` and `failed` (``NAME: why``, the
+    runs that had failed before the stop) list the others that did not finish. A KeyboardInterrupt, so that code
+    that handles Ctrl-C handles it too."""
+
+    def __init__(self, signum: int = signal.SIGINT, stopped: Iterable[str] = (), not_started: Iterable[str] = (),
+                 failed: Iterable[str] = ()):
+        # What a script that does not catch it prints after the class name: say what kind of stop it is.
+        super().__init__(f"{signal.Signals(signum).name}: the study was stopped (a KeyboardInterrupt)")
+        self.signum = signum
+        self.stopped = list(stopped)
+        self.not_started = list(not_started)
+        self.failed = list(failed)
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts(received: list[int]):
+    """While inside: SIGTERM (a scheduler's stop: ``kill``, ``timeout``, ``docker stop``, Slurm) raises
+    :class:`Interrupted` in the main thread, as Ctrl-C raises KeyboardInterrupt, so the study stops as it does on
+    Ctrl-C instead of dying with its runs left training; its number is appended to `received` (Ray turns any
+    exception raised in its waits into a plain KeyboardInterrupt, so the exception alone may not say which signal
+    came: :func:`_signum`). Outside the main thread (where no handler can be set) it changes nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        received.append(signum)
+        raise Interrupted(signum)
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:  # None: a handler set outside Python (Ray's), which cannot be set again from here
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+
+def _signum(cause: KeyboardInterrupt, received: list[int]) -> int:
+    """The signal that stopped a study: `cause`'s, else the last SIGTERM :func:`_sigterm_interrupts` saw, else
+    Ctrl-C's SIGINT."""
+    if isinstance(cause, Interrupted):
+        return cause.signum
+    return received[-1] if received else signal.SIGINT
+
+
 def run_local(specs: list[RunSpec], runs_dir: str | Path, workers: int = 2, progress: bool = True,
               execute: Callable[[RunSpec, str | Path], dict[str, Any]] = execute_warm_run) -> list[dict[str, Any]]:
     """Run `specs` on `workers` local processes at a time (threads that each wait on one training process, forked
     from the warm process by default: :func:`execute_warm_run`). As with any multiprocessing start method but fork,
     a script calling this needs the ``if __name__ == "__main__":`` guard: each forked run imports the script.
 
-    A failed run is reported after the others finish (RuntimeError listing every failure). Ctrl-C
-    (KeyboardInterrupt) starts no further run: the queued ones are cancelled, the running ones are waited for (a
-    terminal's Ctrl-C reaches them too, and each stops at its last checkpoint), and the interrupt is raised again.
+    A failed run is reported after the others finish (RuntimeError listing every failure, each with its log's last
+    lines). Ctrl-C (KeyboardInterrupt) or SIGTERM starts no further run: the queued ones are cancelled, the running
+    ones are sent Ctrl-C (:func:`stop_running`: each stops at its last checkpoint, also when the interrupt reached
+    only this process) and waited for, and :class:`Interrupted` says which were stopped.
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1; got {workers}")
     records, todo = _split_done(specs, runs_dir)
     bar = _progress(len(specs), len(records), progress)
-    failures = []
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(execute, s, runs_dir): s for s in todo}
-        try:
+    failures: list[str] = []
+    futures: dict[Any, RunSpec] = {}
+    received: list[int] = []
+    pool = ThreadPoolExecutor(max_workers=workers)
+    try:
+        with _sigterm_interrupts(received):
+            futures.update({pool.submit(execute, s, runs_dir): s for s in todo})
             for fut in as_completed(futures):
-                try:
-                    records.append(fut.result())
-                except Exception as e:  # noqa: BLE001 - every run's failure is collected and reported together
-                    failures.append(f"{futures[fut].name}: {e}")
+                _collect(fut, futures[fut], records, failures)
                 if bar is not None:
                     bar.update(1)
-        except KeyboardInterrupt:
-            # Leaving the `with` waits for every queued run too: without this, each would still start after Ctrl-C.
-            pool.shutdown(wait=False, cancel_futures=True)
-            if bar is not None:
-                bar.close()
-            raise
-    if bar is not None:
-        bar.close()
+    except KeyboardInterrupt as e:
+        # Cancel the queued runs (leaving the pool would start each of them), stop the running ones, wait for them.
+        pool.shutdown(wait=False, cancel_futures=True)
+        stop_running()
+        # Not the cancelled ones: a future cancelled by shutdown() is never marked done for wait() (CPython).
+        wait_all([f for f in futures if not f.cancelled()])
+        raise _interrupted(_signum(e, received), futures, failures) from None
+    finally:
+        pool.shutdown(wait=True)
+        if bar is not None:
+            bar.close()
     if failures:
         raise RuntimeError("some runs failed:\n  " + "\n  ".join(failures))
     return _in_order(records, specs)
+
+
+def _collect(fut: Any, spec: RunSpec, records: list[dict[str, Any]], failures: list[str]) -> None:
+    """The finished future `fut` of `spec`'s run: its record into `records`, or its failure into `failures`."""
+    try:
+        records.append(fut.result())
+    except Exception as e:  # noqa: BLE001 - every run's failure is collected and reported together
+        failures.append(f"{spec.name}: {e}")
+
+
+def _interrupted(signum: int, futures: dict[Any, RunSpec], failures: list[str]) -> Interrupted:
+    """The :class:`Interrupted` of a stop of :func:`run_local` whose runs (`futures`, all done or cancelled by now)
+    were stopped: the cancelled ones were not started; the others that did not return a record were stopped, but for
+    those in `failures` (failed before the stop)."""
+    failed = {f.split(":", 1)[0] for f in failures}
+    not_started = [s.name for f, s in futures.items() if f.cancelled()]
+    stopped = [s.name for f, s in futures.items()
+               if not f.cancelled() and f.exception() is not None and s.name not in failed]
+    return Interrupted(signum, sorted(stopped), sorted(not_started), failures)
 
 
 def run_ray(specs: list[RunSpec], runs_dir: str | Path, address: str, progress: bool = True,
@@ -559,6 +765,12 @@ def run_ray(specs: list[RunSpec], runs_dir: str | Path, address: str, progress: 
 
     ``address="local"`` starts a single-node Ray instance on this machine (what the tests use: Ray 2.60 removed
     ``local_mode``). Requires ``pip install ragen2[ray]``.
+
+    Ctrl-C or SIGTERM (:func:`_sigterm_interrupts`, set after ``ray.init``, whose own SIGTERM handler would end
+    this process at once) writes each unfinished run's :func:`stop_file`: a queued task then starts no run, and a
+    running one sends its training process Ctrl-C (it stops at its last checkpoint). Every task is waited for (Ray's
+    own ``ray.cancel`` reaches a task only once its training process has ended), then :class:`Interrupted` names
+    the runs that were stopped. A Ray instance started here is shut down.
     """
     try:
         import ray
@@ -573,24 +785,33 @@ def run_ray(specs: list[RunSpec], runs_dir: str | Path, address: str, progress: 
             ray.init(**kwargs)
         else:
             ray.init(address=address, **kwargs)
+    bar = None
+    pending: dict[Any, RunSpec] = {}
+    failures: list[str] = []
+    received: list[int] = []
     try:
-        task = ray.remote(num_cpus=1, max_retries=0)(execute)
-        records, todo = _split_done(specs, runs_dir)
-        bar = _progress(len(specs), len(records), progress)
-        pending = {task.remote(s, str(runs_dir)): s for s in todo}
-        failures = []
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            spec = pending.pop(ready[0])
-            try:
-                records.append(ray.get(ready[0]))
-            except Exception as e:  # noqa: BLE001 - collected and reported together
-                failures.append(f"{spec.name}: {e}")
-            if bar is not None:
-                bar.update(1)
+        with _sigterm_interrupts(received):
+            task = ray.remote(num_cpus=1, max_retries=0)(execute)
+            records, todo = _split_done(specs, runs_dir)
+            bar = _progress(len(specs), len(records), progress)
+            pending.update({task.remote(s, str(runs_dir)): s for s in todo})
+            while pending:
+                # With a timeout: a blocked ray.wait lets no Ctrl-C or SIGTERM through until a run ends.
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
+                if not ready:
+                    continue
+                spec = pending.pop(ready[0])
+                try:
+                    records.append(ray.get(ready[0]))
+                except Exception as e:  # noqa: BLE001 - collected and reported together
+                    failures.append(f"{spec.name}: {e}")
+                if bar is not None:
+                    bar.update(1)
+    except KeyboardInterrupt as e:
+        raise _ray_interrupted(ray, _signum(e, received), pending, Path(runs_dir), failures) from None
+    finally:
         if bar is not None:
             bar.close()
-    finally:
         if started_here:
             ray.shutdown()
     if failures:
@@ -598,11 +819,35 @@ def run_ray(specs: list[RunSpec], runs_dir: str | Path, address: str, progress: 
     return _in_order(records, specs)
 
 
+def _ray_interrupted(ray: Any, signum: int, pending: dict[Any, RunSpec], runs_dir: Path,
+                     failures: list[str]) -> Interrupted:
+    """Stop the `pending` Ray tasks of a stopped :func:`run_ray` by their :func:`stop_file` and wait until each has
+    ended (a running one once its training process has stopped: :func:`_wait`); the :class:`Interrupted` naming
+    them. The stop files are removed again, so that the next study on these folders runs them."""
+    for spec in pending.values():
+        stop_file(runs_dir, spec.name).touch()
+    stopped, not_started = [], []
+    try:
+        for ref, spec in pending.items():
+            try:
+                ray.get(ref)  # a run that finished before the stop: its done.json is written, and it is counted
+            except Exception as e:  # noqa: BLE001 - the run's RuntimeError after its stop, or "was not started"
+                (not_started if "was not started" in str(e) else stopped).append(spec.name)
+    finally:
+        for spec in pending.values():
+            stop_file(runs_dir, spec.name).unlink(missing_ok=True)
+    return Interrupted(signum, sorted(stopped), sorted(not_started), failures)
+
+
 def _split_done(specs: list[RunSpec], runs_dir: str | Path) -> tuple[list[dict[str, Any]], list[RunSpec]]:
-    """(records of the finished runs, specs still to run)."""
+    """(records of the finished runs, specs still to run); the stop files (:func:`stop_file`) of the latter that a
+    study killed while it stopped may have left are removed, so that they run."""
     records, _ = finished_records(specs, runs_dir)
     names = {r["name"] for r in records}
-    return records, [s for s in specs if s.name not in names]
+    todo = [s for s in specs if s.name not in names]
+    for s in todo:
+        stop_file(runs_dir, s.name).unlink(missing_ok=True)
+    return records, todo
 
 
 def _in_order(records: list[dict[str, Any]], specs: list[RunSpec]) -> list[dict[str, Any]]:
