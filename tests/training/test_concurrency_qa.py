@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from bandit_cli import BANDIT_CORPUS, bandit_args, base_config_file
 
-from ragen_core.apps.train import main
+from ragen_core.apps.train import claim_new_run_dir, main
 from ragen_core.training.config import load_config
 from ragen_core.training.warm_cache import cached_step0, step0_key
 
@@ -111,10 +111,10 @@ def test_a_new_run_in_a_folder_whose_run_holds_the_lock_writes_nothing_there(mod
 
 
 def _claim(args: tuple) -> str:
-    from ragen_core.apps.train import claim_new_run_dir
-
+    # Imported by the parent before it forks (below): an import inside a forked child can wait for ever on an
+    # import lock that another thread of the parent held at the fork.
     cfg, barrier = args
-    barrier.wait()
+    barrier.wait(timeout=60)  # a child that died breaks the barrier: an error, not a wait for ever
     return str(claim_new_run_dir(cfg))
 
 
@@ -126,7 +126,7 @@ def test_runs_of_one_name_started_at_once_get_a_folder_each(tmp_path):
     n = 6
     barrier = ctx.Manager().Barrier(n)
     with ctx.Pool(n) as pool:
-        folders = pool.map(_claim, [(cfg, barrier)] * n)
+        folders = pool.map_async(_claim, [(cfg, barrier)] * n).get(timeout=120)
     assert len(set(folders)) == n
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == sorted(
         ["seed-sweep"] + [f"seed-sweep-{i}" for i in range(1, n)])
