@@ -7,7 +7,7 @@ tiny model (`bandit_cli`)."""
 from __future__ import annotations
 
 import fcntl
-import multiprocessing
+import json
 import os
 import signal
 import subprocess
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from bandit_cli import BANDIT_CORPUS, bandit_args, base_config_file
 
-from ragen_core.apps.train import claim_new_run_dir, main
+from ragen_core.apps.train import main
 from ragen_core.training.config import load_config
 from ragen_core.training.warm_cache import cached_step0, step0_key
 
@@ -110,23 +110,38 @@ def test_a_new_run_in_a_folder_whose_run_holds_the_lock_writes_nothing_there(mod
     assert _tree(run_dir) == {"config.toml": b"# the running start's\n"}
 
 
-def _claim(args: tuple) -> str:
-    # Imported by the parent before it forks (below): an import inside a forked child can wait for ever on an
-    # import lock that another thread of the parent held at the fork.
+_RACE = """
+import json, multiprocessing, sys
+from ragen_core.apps.train import claim_new_run_dir
+from ragen_core.training.config import load_config
+
+def claim(args):
     cfg, barrier = args
     barrier.wait(timeout=60)  # a child that died breaks the barrier: an error, not a wait for ever
     return str(claim_new_run_dir(cfg))
 
+if __name__ == "__main__":
+    cfg = load_config(None, [f"run.out_dir={sys.argv[1]}", "run.name=seed-sweep"])
+    ctx = multiprocessing.get_context("fork")
+    n = int(sys.argv[2])
+    barrier = ctx.Manager().Barrier(n)
+    with ctx.Pool(n) as pool:
+        print(json.dumps(pool.map_async(claim, [(cfg, barrier)] * n).get(timeout=120)))
+"""
+
 
 def test_runs_of_one_name_started_at_once_get_a_folder_each(tmp_path):
     """run.out_dir/run.name[-N] is made with exist_ok=False: processes released together by a barrier each get
-    their own folder (before, a name looked at free by two of them was made by both, with exist_ok=True)."""
-    cfg = load_config(None, [f"run.out_dir={tmp_path / 'runs'}", "run.name=seed-sweep"])
-    ctx = multiprocessing.get_context("fork")
+    their own folder (before, a name looked at free by two of them was made by both, with exist_ok=True). The
+    processes fork from a fresh interpreter, not from the test's process, whose threads (left by earlier tests)
+    a fork would copy in whatever state they hold."""
     n = 6
-    barrier = ctx.Manager().Barrier(n)
-    with ctx.Pool(n) as pool:
-        folders = pool.map_async(_claim, [(cfg, barrier)] * n).get(timeout=120)
+    script = tmp_path / "race.py"
+    script.write_text(_RACE)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "runs"), str(n)], capture_output=True,
+                          text=True, timeout=240, cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr[-3000:]
+    folders = json.loads(done.stdout.strip().splitlines()[-1])
     assert len(set(folders)) == n
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == sorted(
         ["seed-sweep"] + [f"seed-sweep-{i}" for i in range(1, n)])
