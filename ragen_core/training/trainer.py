@@ -797,6 +797,9 @@ class Trainer:
             raise RuntimeError(f"the last train_step() or fit() of this Trainer was interrupted part-way, so its "
                                f"model, optimiser and RNG streams may be half-updated: {back}")
         self._check_config()
+        # The run's thread count, as fit() sets it: another Trainer of this process (a notebook's earlier cell) may
+        # have set its own since this one was built, and the count changes the last bits of sums.
+        torch.set_num_threads(self.threads)
         try:
             with self._writing():  # its rollouts.jsonl
                 return self._train_step()
