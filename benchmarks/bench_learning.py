@@ -11,9 +11,12 @@ starts nothing and aggregates the finished runs, naming the missing ones in the 
 Results: `benchmarks/results/learning.json` (`learning_quick.json` with `--quick`): per run the validation
 curve (greedy success on the config's held-out seeds against the RL step; step 0 is after the warm start), per
 config and variant the mean curve with its min-max band over seeds, the gain after RL with its 95% t-interval over
-seeds, and a Markdown table for the README; `learning.png` plots the curves. `sokoban_vision_image` is the vision
-config with the text withheld (`env.kwargs.obs_format="image"`). The full run (13 configs x 3 seeds x 2 variants)
-takes hours; `--quick` (one seed, top-p only, `run.steps` / 3) is what `make bench` runs.
+seeds, and a Markdown table for the README; `learning.png` plots the curves. A validation whose success is null (not
+finite) stays a point of its run's curve with no value, a gap in the plot and the mean, and a seed without a value
+at step 0 or at its last validation has no gain (the table says over how many seeds the gain is).
+`sokoban_vision_image` is the vision config with the text withheld (`env.kwargs.obs_format="image"`). The full run
+(13 configs x 3 seeds x 2 variants) takes hours; `--quick` (one seed, top-p only, `run.steps` / 3) is what
+`make bench` runs.
 A run of some configs (`--configs a,b`) keeps the other configs' runs of the results file it rewrites (each record
 names the commit it was measured at), so the table grows config by config.
 """
@@ -118,10 +121,19 @@ def kept_records(previous: dict[str, Any] | None, new: list[dict[str, Any]]) -> 
             and (r["config"], r["variant"], r["seed"]) not in redone]
 
 
+def _share(v: Any) -> float | None:
+    """A validation success as a float; None for a null (a NaN is written as null) or anything not a finite number."""
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
 def curve_record(run_dir: Path, name: str, seed: int, variant: str) -> dict[str, Any]:
-    """The validation curve and the run's headline numbers, read from its metrics.jsonl."""
+    """The validation curve and the run's headline numbers, read from its metrics.jsonl.
+
+    The curve has a point at every step the run validated (a row with ``val/success``), a null value kept as a gap
+    (None) at its own step: never dropped, which shortened the curve. ``before`` is the value at step 0 and
+    ``after`` at the last validation, each None when that validation has no value (never an earlier one's)."""
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    curve = [(int(r["step"]), float(r["val/success"])) for r in rows if r.get("val/success") is not None]
+    curve = [(int(r["step"]), _share(r["val/success"])) for r in rows if "val/success" in r]
     # Step 0 is validated once, after the warm start; keep the last record of each step.
     by_step = dict(curve)
     sft = next((r for r in rows if "sft/loss_last" in r), {})
@@ -142,7 +154,12 @@ def curve_record(run_dir: Path, name: str, seed: int, variant: str) -> dict[str,
 
 def aggregate(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Per (config, variant): mean curve and min-max band over seeds (at the steps every seed reached), each seed's
-    whole curve (a run stopped by its time cap ends earlier than the others), gain with its 95% t-interval."""
+    whole curve (a run stopped by its time cap ends earlier than the others), gain with its 95% t-interval.
+
+    A null validation (None) is a gap: at a step where a seed's value is null the mean, min and max are None (a
+    mean over the other seeds would be another quantity under the same line), and a seed without both a before
+    and an after value has no gain; ``gain_seeds`` names the seeds the gain is over (``gain_mean`` and both bounds
+    are None when no seed has both)."""
     from ragen_core.math.stats import mean_ci
 
     out: dict[str, Any] = {}
@@ -154,17 +171,18 @@ def aggregate(records: list[dict[str, Any]]) -> dict[str, Any]:
                 continue
             steps = sorted(set.intersection(*(set(s for s, _ in r["curve"]) for r in runs)))
             curves = [dict(r["curve"]) for r in runs]
-            gains = [r["after"] - r["before"] for r in runs]
-            gain, lo, hi = mean_ci(gains)
+            at = [[c[s] for c in curves] for s in steps]
+            whole = [r for r in runs if r["after"] is not None and r["before"] is not None]
+            gain, lo, hi = mean_ci([r["after"] - r["before"] for r in whole]) if whole else (None, None, None)
             out[f"{name}/{variant}"] = {
                 "seeds": [r["seed"] for r in runs],
                 "steps": steps,
-                "mean": [sum(c[s] for c in curves) / len(curves) for s in steps],
-                "min": [min(c[s] for c in curves) for s in steps],
-                "max": [max(c[s] for c in curves) for s in steps],
+                "mean": [None if None in v else sum(v) / len(v) for v in at],
+                "min": [None if None in v else min(v) for v in at],
+                "max": [None if None in v else max(v) for v in at],
                 "seed_curves": [[list(p) for p in r["curve"]] for r in runs],
                 "before": [r["before"] for r in runs], "after": [r["after"] for r in runs],
-                "gain_mean": gain, "gain_ci95": [lo, hi],
+                "gain_mean": gain, "gain_ci95": [lo, hi], "gain_seeds": [r["seed"] for r in whole],
                 "minutes_per_run": sum((r["sft_s"] or 0.0) + r["rl_s"] for r in runs) / len(runs) / 60.0,
             }
     return out
@@ -189,10 +207,22 @@ def markdown(summary: dict[str, Any]) -> str:
         before = ", ".join(_pct(b) for b in s["before"])
         after = ", ".join(_pct(a) for a in s["after"])
         lo, hi = s["gain_ci95"]
-        ci = "n/a (1 seed)" if math.isnan(lo) else f"[{100 * lo:+.1f}, {100 * hi:+.1f}]"
+        n_gain = len(s.get("gain_seeds", s["seeds"]))  # older summaries: every seed had a gain
+        short = f" (over {n_gain} of {len(s['seeds'])} seeds: a null before or after)" if n_gain < len(s["seeds"]) \
+            else ""
+        if s["gain_mean"] is None:
+            gain, ci = "n/a", "n/a (no seed with both values)"
+        else:
+            gain = f"{100 * s['gain_mean']:+.1f}{short}"
+            ci = f"n/a ({n_gain} seed)" if lo is None or math.isnan(lo) else f"[{100 * lo:+.1f}, {100 * hi:+.1f}]"
         lines.append(f"| {name} | {'top-p 0.9' if variant == 'top_p' else 'off'} | {len(s['seeds'])} | {before} | "
-                     f"{after} | {100 * s['gain_mean']:+.1f} | {ci} | {s['minutes_per_run']:.1f} |")
+                     f"{after} | {gain} | {ci} | {s['minutes_per_run']:.1f} |")
     return "\n".join(lines)
+
+
+def _gaps(values: list[float | None]) -> list[float]:
+    """`values` with None as NaN, which matplotlib draws as a gap."""
+    return [math.nan if v is None else float(v) for v in values]
 
 
 _VARIANT_STYLE = {"top_p": ("top-p 0.9", "tab:blue"), "no_filter": ("no filter", "tab:orange")}
@@ -232,10 +262,12 @@ def plot(summary: dict[str, Any], path: Path) -> None:
             s = summary.get(f"{name}/{variant}")
             if not s:
                 continue
-            ax.plot(s["steps"], s["mean"], color=color, marker="o", ms=3)
-            ax.fill_between(s["steps"], s["min"], s["max"], color=color, alpha=0.2)
+            # a null (None) is NaN: a break in the line and the band, never a line across the missing step
+            ax.plot(s["steps"], _gaps(s["mean"]), color=color, marker="o", ms=3)
+            ax.fill_between(s["steps"], _gaps(s["min"]), _gaps(s["max"]), color=color, alpha=0.2)
             for curve in s.get("seed_curves", []):  # each seed to its own last step (thin, dashed)
-                ax.plot([x for x, _ in curve], [y for _, y in curve], color=color, lw=0.8, ls="--", alpha=0.6)
+                ax.plot([x for x, _ in curve], _gaps([y for _, y in curve]), color=color, lw=0.8, ls="--",
+                        alpha=0.6)
         ax.set_title(f"{name} ({_seeds_text(summary, name)})")
         ax.set_xlabel("RL step (0 = after the warm start)")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))  # validation steps are whole

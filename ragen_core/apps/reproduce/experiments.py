@@ -162,6 +162,25 @@ def _probe(r: dict[str, Any], key: str) -> list[tuple[int, float]]:
 _mean = mean_of  # the one mean: None and non-finite values skipped
 
 
+def _ok(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _step0(rows: list[Any], key: str | None = None) -> tuple[float | None, str]:
+    """The value at step 0 of probe rows (`key` of each ``{"step": ..}``) or of validation points (``[step,
+    value]``, `key` None), or None and why not: no step-0 measurement (a run resumed from a folder that lost it), or
+    a null. A start, a change from the start or a ratio to it is over this value only, never over the first later
+    measurement, which would be reported as if it were step 0."""
+    pts = [(int(p["step"]), p.get(key)) if key is not None else (int(p[0]), p[1]) for p in rows]
+    at0 = [v for s, v in pts if s == 0]
+    if not at0:
+        first = min((s for s, v in pts if _ok(v)), default=None)
+        return None, "no step-0 measurement" + (f" (the first is at step {first})" if first is not None else "")
+    if not _ok(at0[-1]):
+        return None, "the step-0 value is null (not measured, or not finite)"
+    return float(at0[-1]), ""
+
+
 def _sd(xs: list[float]) -> float:
     m = sum(xs) / len(xs)
     return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
@@ -189,18 +208,38 @@ def run_summary(r: dict[str, Any]) -> dict[str, Any]:
     cond = _probe(r, "cond_entropy_est")
     out: dict[str, Any] = {"seed": r["seed"], "arm": r["arm"], "steps": r.get("steps"),
                            "planned_steps": r.get("planned_steps")}
+    probe = r.get("probe") or []
+    # the start of every start-to-end number is step 0's value; without one the number is None and
+    # ``no_step0`` says why (it was the first later measurement, reported as step 0's)
+    no_step0: dict[str, str] = {}
+
+    def start(rows: list[Any], key: str | None, names: tuple[str, ...]) -> float | None:
+        v, why = _step0(rows, key)
+        if v is None:
+            no_step0.update((n, why) for n in names)
+        return v
+
     if margin:
-        out.update(margin_start=margin[0][1], margin_end=margin[-1][1], margin_min=min(v for _, v in margin),
-                   delta=margin[-1][1] - margin[0][1])
-    for key, series in (("token_entropy", ent), ("cond_entropy", cond)):
-        if series and series[0][1] > 0:
-            out[f"{key}_ratio_end"] = series[-1][1] / series[0][1]
+        m0 = start(probe, "retrieval_margin", ("margin_start", "delta"))
+        out.update(margin_start=m0, margin_end=margin[-1][1], margin_min=min(v for _, v in margin),
+                   delta=None if m0 is None else margin[-1][1] - m0)
+    for key, series, probe_key in (("token_entropy", ent, "token_entropy"), ("cond_entropy", cond,
+                                                                            "cond_entropy_est")):
+        if series:
+            e0 = start(probe, probe_key, (f"{key}_ratio_end",))
+            if e0 is not None and e0 <= 0:
+                no_step0[f"{key}_ratio_end"] = f"the step-0 value is {e0:g} (no ratio to it)"
+            elif e0 is not None:
+                out[f"{key}_ratio_end"] = series[-1][1] / e0
     val = r.get("val") or []
     if val:
-        out.update(success_start=val[0][1], success_end=val[-1][1])
+        out.update(success_start=start(val, None, ("success_start",)), success_end=val[-1][1])
     tmpl = _probe(r, "template_share")
     if tmpl:
-        out.update(template_share_start=tmpl[0][1], template_share_end=tmpl[-1][1])
+        out.update(template_share_start=start(probe, "template_share", ("template_share_start",)),
+                   template_share_end=tmpl[-1][1])
+    if no_step0:
+        out["no_step0"] = no_step0
     mi = r.get("mi") or []
     for side in ("kept", "dropped"):
         out[f"pmi_cov_{side}"] = _mean([m.get(f"pmi_return_cov_{side}") for m in mi])
@@ -382,6 +421,16 @@ def markdown(result: dict[str, Any], header: dict[str, Any]) -> str:
             f"{_f(r.get('success_start'), '{:.3f}')} -> {_f(r.get('success_end'), '{:.3f}')} | "
             f"{_f(r.get('template_share_start'), '{:.2f}')} -> {_f(r.get('template_share_end'), '{:.2f}')} | "
             f"{'yes' if h.get('harmful') else 'no'}: {h.get('reason', 'n/a')} |")
+    missing = [r for r in result["runs"] if r.get("no_step0")]
+    if missing:
+        lines += ["", "Runs without a step-0 value: their start, change from the start and ratio to the start are "
+                  "n/a (never taken from a later measurement):", ""]
+        for r in missing:
+            by_why: dict[str, list[str]] = {}
+            for k, why in r["no_step0"].items():
+                by_why.setdefault(why, []).append(f"`{k}`")
+            lines.append(f"- `{(r['env'] + '/') if r.get('env') else ''}{r['arm']}` seed {r['seed']}: "
+                         + "; ".join(f"{', '.join(ks)}: {why}" for why, ks in by_why.items()))
     return "\n".join(lines) + "\n"
 
 

@@ -975,7 +975,11 @@ _OWN_ENTROPY_PANEL = ("entropy_bonus",)
 def collapse_figure(records: list[dict[str, Any]], envs: list[str]) -> Any:
     """The probe curves of the collapse-prone envs, one row per env: retrieval margin; token entropy and H(Z|X)
     over their step-0 values for every arm but :data:`_OWN_ENTROPY_PANEL` (with the detector's +-25% band); those
-    arms' entropy ratios on their own log-scale panel; validation success. One legend, outside the axes."""
+    arms' entropy ratios on their own log-scale panel; validation success. One legend, outside the axes.
+
+    A ratio is over the probe measurement at step 0 only, never over a later one: a run whose step-0 value is
+    missing (no step-0 measurement, a null, or not > 0) has no ratio curve, and the panel's x label names it and
+    why (as :func:`ragen_core.apps.reproduce.analysis.entropy_ratios` leaves its end/start ratio None)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -1000,9 +1004,9 @@ def collapse_figure(records: list[dict[str, Any]], envs: list[str]) -> Any:
                         transform=ax.transAxes)
                 ax.set_axis_off()
                 continue
-            _draw_panel(ax, runs, key, own_panel, handles)
+            not_drawn = _draw_panel(ax, runs, key, own_panel, handles)
             ax.set_title(f"{_env(env)}: {title}", fontsize=8)
-            ax.set_xlabel("training step", fontsize=8)
+            ax.set_xlabel("training step" + _not_drawn_text(not_drawn), fontsize=8)
             ax.set_ylabel(ylabel, fontsize=8)
             ax.tick_params(labelsize=7)
     if handles:
@@ -1012,8 +1016,33 @@ def collapse_figure(records: list[dict[str, Any]], envs: list[str]) -> Any:
     return fig
 
 
-def _draw_panel(ax: Any, runs: list[dict[str, Any]], key: str, own_panel: bool, handles: dict[str, Any]) -> None:
-    """One panel of :func:`collapse_figure`: `key`'s curve of every run in `runs` that belongs on it."""
+def _step0_base(pts: list[tuple[int, float]]) -> tuple[float | None, str]:
+    """The value at step 0 of a probe series (:func:`_series`) that a ratio "to step 0" is over, or None and why
+    not: no step-0 measurement (a resumed run that lost it: never the first later one instead), a null, or <= 0."""
+    base = next((y for s, y in pts if s == 0), None)
+    if base is None:
+        first = next((s for s, y in sorted(pts) if math.isfinite(y)), None)
+        return None, "no step-0 measurement" + (f", first at step {first}" if first is not None else "")
+    if math.isnan(base):
+        return None, "step-0 value null"
+    if not base > 0:
+        return None, f"step-0 value {base:g}"
+    return base, ""
+
+
+def _not_drawn_text(not_drawn: list[str], most: int = 3) -> str:
+    """The x-label line naming the runs a ratio to step 0 was not drawn for ("" when none)."""
+    if not not_drawn:
+        return ""
+    shown = "; ".join(not_drawn[:most]) + (f"; +{len(not_drawn) - most} more" if len(not_drawn) > most else "")
+    return f"\nnot drawn, no step-0 value: {shown}"
+
+
+def _draw_panel(ax: Any, runs: list[dict[str, Any]], key: str, own_panel: bool, handles: dict[str, Any]
+                ) -> list[str]:
+    """One panel of :func:`collapse_figure`: `key`'s curve of every run in `runs` that belongs on it. Returns the
+    runs (``"arm sSEED (why)"``) whose ratio to step 0 it could not draw for want of a step-0 value."""
+    not_drawn: list[str] = []
     for r in runs:
         separate = r["arm"] in _OWN_ENTROPY_PANEL
         if key in ("token_entropy", "cond_entropy_est") and separate:
@@ -1023,14 +1052,18 @@ def _draw_panel(ax: Any, runs: list[dict[str, Any]], key: str, own_panel: bool, 
         series = [("token_entropy", "-"), ("cond_entropy_est", ":")] if own_panel else [(key, "-")]
         for k, style in series:
             pts = _series(r, k)
+            if k in ("token_entropy", "cond_entropy_est"):
+                base, why = _step0_base(pts)
+                if base is None:
+                    if pts:  # a run with probe measurements: say why it has no curve here
+                        what = ("token entropy" if k == "token_entropy" else "H(Z|X)") + " " if own_panel else ""
+                        not_drawn.append(f"{r['arm']} s{r.get('seed')} ({what}{why})")
+                    continue
+                pts = [(s, y / base) for s, y in pts]
             if not any(math.isfinite(y) for _, y in pts):
                 continue
             xs, ys = zip(*pts)
-            if k in ("token_entropy", "cond_entropy_est"):
-                if not ys[0] > 0:  # no step-0 value (null, or 0): no ratio to step 0 (NaN > 0 is False)
-                    continue
-                ys = tuple(y / ys[0] for y in ys)
-            elif k == "val":
+            if k == "val":
                 ys = tuple(100 * y for y in ys)
             (line,) = ax.plot(xs, ys, style, marker="o", ms=2, lw=1, color=_COLORS.get(r["arm"], "k"), alpha=0.75)
             handles.setdefault(r["arm"], line)
@@ -1040,6 +1073,7 @@ def _draw_panel(ax: Any, runs: list[dict[str, Any]], key: str, own_panel: bool, 
     if own_panel:
         ax.set_yscale("log")
         ax.text(0.02, 0.97, "solid: token entropy, dotted: H(Z|X)", transform=ax.transAxes, fontsize=6, va="top")
+    return not_drawn
 
 
 def _legend(ax: Any, **kw: Any) -> None:
