@@ -36,7 +36,9 @@ PROBE_KEYS = {"margin": "probe/retrieval_margin", "token_entropy": "probe/token_
 
 @dataclass(frozen=True)
 class CollapseVerdict:
-    """What :func:`detect_collapse` found (steps are training steps; None = never)."""
+    """What :func:`detect_collapse` found (steps are training steps; None = never). ``margin_start`` and
+    ``margin_end`` are the margins of the curves' first and last measurements (``start_step``; the last is the
+    curves' last step)."""
 
     collapsed: bool
     reason: str
@@ -52,6 +54,9 @@ class CollapseVerdict:
     #: the measurement the fall is measured from (step 0, or the margin's peak before the drop) and its margin
     reference_step: int = 0
     margin_reference: float = math.nan
+    #: the step of the curves' first measurement, where ``margin_start`` is read: step 0 only when the curves
+    #: start there (a caller that left out a step-0 measurement with a missing value starts later)
+    start_step: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,7 +92,8 @@ def detect_collapse(steps: Sequence[int], margin: Sequence[float], token_entropy
     """Decide the template-collapse signature from aligned probe curves (see the module docstring).
 
     Args:
-        steps: training steps of the measurements, increasing, the first being the start (step 0).
+        steps: training steps of the measurements, increasing; the first is the start (``start_step``: step 0
+            when the curves have it).
         margin: retrieval margin over chance at those steps (0 = chance, 1 = perfect retrieval).
         token_entropy: mean token entropy (nats, > 0) at those steps.
         cond_entropy: H(Z|X) estimate (nats per token, > 0) at those steps.
@@ -123,7 +129,7 @@ def detect_collapse(steps: Sequence[int], margin: Sequence[float], token_entropy
                    entropy_alarm_step=ent_alarm, cond_entropy_alarm_step=cond_alarm,
                    entropy_ratio=float(token_entropy[at] / token_entropy[ref]),
                    cond_entropy_ratio=float(cond_entropy[at] / cond_entropy[ref]),
-                   reference_step=int(steps[ref]), margin_reference=m_ref)
+                   reference_step=int(steps[ref]), margin_reference=m_ref, start_step=int(steps[0]))
     where = "its start" if reference == "start" else "its peak"
     if max(margin[: (drop_idx or n)]) <= min_start:
         return CollapseVerdict(False, f"no input dependence to lose (margin <= {min_start} at {where})",
@@ -153,7 +159,9 @@ def detect_collapse(steps: Sequence[int], margin: Sequence[float], token_entropy
 
 def collapse_from_history(history: Sequence[Mapping[str, Any]], **kwargs: Any) -> CollapseVerdict | None:
     """:func:`detect_collapse` on the probe measurements of a run's metrics history (None without a probe or
-    with fewer than 2 measurements). Keyword arguments go to :func:`detect_collapse`."""
+    with fewer than 2 measurements). A measurement without all three values is left out, so the curves may start
+    after step 0 (a null step-0 margin): the verdict's ``start_step`` and ``reference_step`` name the steps its
+    start and reference are read at. Keyword arguments go to :func:`detect_collapse`."""
     rows = [r for r in history if all(isinstance(r.get(k), (int, float)) for k in PROBE_KEYS.values())]
     if len(rows) < 2:
         return None

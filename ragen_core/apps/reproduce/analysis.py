@@ -67,6 +67,13 @@ are pre-specified.
   advantage, so that arm trains mostly on no task signal (the share of zero-variance groups and the bottom runs
   that stopped early are reported with it).
 
+A start is the measurement at step 0 and an end the one at the run's last step (or, in a paired comparison at
+equal steps, at the step the pairing rule reads both runs at): :func:`start_value`, :func:`end_value`. A run
+without a step-0 measurement, or with a null there or at its end, has None for that value, never a neighbouring
+step's, and the analysis says why under ``not_measured`` (per run, per finding-1 row, per finding-3 arm and
+comparison, finding 4) or ``left_out`` (finding 2, the end margin against success); the collapse detector judges
+the probe measurements that have every value and lists the others' steps under ``left_out_steps``.
+
 Every verdict is stored as the bare word of :class:`ragen_core.apps.reproduce.verdicts.Verdict` (findings 1 and 2
 with a ``"reason"`` code and the reason's numbers as numbers beside it; :mod:`ragen_core.apps.reproduce.verdicts`
 maps their rules onto its members); the report words the reasons.
@@ -74,6 +81,7 @@ maps their rules onto its members); the report words the reasons.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import random
@@ -102,6 +110,8 @@ __all__ = [
     "early_value",
     "late_value",
     "value_at",
+    "start_value",
+    "end_value",
     "peak_success",
     "final_success",
     "run_collapse",
@@ -404,8 +414,10 @@ def _metric(m: dict[str, Any], key: str) -> float | None:
 
 
 def _points(record: dict[str, Any], key: str, source: str = "mi") -> list[tuple[int, float]]:
+    """(step, value) of `key` over the measurements of `source` ("mi", "probe" or "val"; `key` unused for
+    "val") that have one: a missing or non-finite value is left out."""
     if source == "val":
-        return [(int(s), float(v)) for s, v in record.get("val", [])]
+        return [(int(s), float(v)) for s, v in record.get("val") or [] if _finite_number(v)]
     pts = [(int(m["step"]), _metric(m, key)) for m in record.get(source) or []]
     return [(s, v) for s, v in pts if v is not None]
 
@@ -449,15 +461,96 @@ def value_at(record: dict[str, Any], key: str, step: int, source: str = "mi") ->
 
 
 def peak_success(record: dict[str, Any]) -> float | None:
-    """Highest validation success after step 0 (None if the run has no RL evaluation)."""
-    rl = [v for s, v in record.get("val", []) if s >= 1]
+    """Highest validation success after step 0 (None if the run has no RL evaluation with a value)."""
+    rl = [v for s, v in record.get("val") or [] if s >= 1 and _finite_number(v)]
     return max(rl) if rl else None
 
 
 def final_success(record: dict[str, Any]) -> float | None:
-    """Validation success at the run's last evaluation (a run that stopped early: its last value, carried)."""
-    val = record.get("val", [])
-    return max(val)[1] if val else None
+    """Validation success at the run's last evaluation (a run that stopped early: its last value, carried); None
+    when that value is null (:func:`end_value`: never an earlier evaluation's value)."""
+    return end_value(record, "", "val")[0]
+
+
+# A value "at step 0" and a value "at the end" mean the measurement at that step, never a neighbour's: a start is
+# the step-0 measurement (a run folder that lost its first probe, a resumed run, or a null there has none), an end
+# is the measurement at the last step of the run's series (or, in a paired comparison at equal steps, at the step
+# the pairing rule chose); a null there is None, and the reason is kept beside the value (``not_measured``).
+def _rows(record: dict[str, Any], source: str) -> list[tuple[int, Any]]:
+    """(step, row) of every measurement of `source` ("mi", "probe" or "val"), null values included."""
+    if source == "val":
+        return [(int(row[0]), row) for row in record.get("val") or []]
+    return [(int(row["step"]), row) for row in record.get(source) or []]
+
+
+def _row_value(row: Any, key: str, source: str) -> float | None:
+    """`key` of one measurement row: a finite number or None (a validation value is returned as recorded)."""
+    if source == "val":
+        return row[1] if _finite_number(row[1]) else None
+    return _metric(row, key)
+
+
+_WHAT = {"val": "evaluation", "probe": "probe measurement", "mi": "in-batch measurement"}
+
+
+def start_value(record: dict[str, Any], key: str, source: str = "probe") -> tuple[float | None, str]:
+    """`key` (of `source`: "probe", "mi" or "val") at step 0, or None and why not: no step-0 measurement (a run
+    folder that lost it, a resumed run: never the first later one instead) or a null there. ("" when there is
+    a value.)"""
+    rows = _rows(record, source)
+    at0 = [row for step, row in rows if step == 0]
+    if not at0:
+        first = min((step for step, row in rows if _row_value(row, key, source) is not None), default=None)
+        return None, f"no step-0 {_WHAT[source]}" + (f" (the first is at step {first})" if first is not None else "")
+    v = _row_value(at0[-1], key, source)
+    return (v, "") if v is not None else (None, f"the step-0 {_WHAT[source]} is null (not measured, or not finite)")
+
+
+def end_value(record: dict[str, Any], key: str, source: str = "probe", until: int | None = None
+              ) -> tuple[float | None, int | None, str]:
+    """(value, step, why): `key` at the last step of `source` (at or before `until` when given: the step a
+    paired comparison at equal steps reads both runs at), or None and why when that value is null: an end is
+    never an earlier step's value. Step and value None, why "no ...", without a measurement."""
+    rows = [(step, row) for step, row in _rows(record, source) if until is None or step <= until]
+    if not rows:
+        return None, None, f"no {_WHAT[source]}" + ("" if until is None else f" at or before step {until}")
+    step, row = max(rows, key=lambda x: x[0])
+    v = _row_value(row, key, source)
+    if v is None:
+        return None, step, f"the {_WHAT[source]} at the last step ({step}) is null (not an earlier step's value)"
+    return v, step, ""
+
+
+def _final_missing(record: dict[str, Any]) -> dict[str, str]:
+    """``{"final_success": why}`` when the run's last evaluation is null ({} otherwise)."""
+    v, _, why = end_value(record, "", "val")
+    return {"final_success": why} if v is None and _measured(record, "", "val") else {}
+
+
+def _left_out(outcomes: dict[Any, dict[str, Any]]) -> dict[str, Any]:
+    """``{"not_measured": {outcome: {seed: why}}}`` for the seeds whose outcome (:func:`_outcomes`) is None with a
+    reason; {} when there are none."""
+    missing: dict[str, dict[Any, str]] = {}
+    for seed, o in outcomes.items():
+        for k, why in o.get("not_measured", {}).items():
+            missing.setdefault(k, {})[seed] = why
+    return {"not_measured": missing} if missing else {}
+
+
+def _at(record: dict[str, Any], missing: dict[str, str], which: str, name: str, key: str, source: str = "probe"
+        ) -> float | None:
+    """Step 0's value of `key` (`which` "start") or the last step's ("end"), never a neighbour's; when it is None
+    for a run that measured `key`, why goes into `missing` under `name`."""
+    value, why = start_value(record, key, source) if which == "start" else end_value(record, key, source)[::2]
+    if value is None and why and _measured(record, key, source):
+        missing[name] = why
+    return value
+
+
+def _measured(record: dict[str, Any], key: str, source: str) -> bool:
+    """Whether the run has `key` in some measurement of `source` (a field it predates is "not recorded", not a
+    measurement left out)."""
+    return any(_row_value(row, key, source) is not None for _, row in _rows(record, source))
 
 
 def run_collapse(record: dict[str, Any]) -> dict[str, Any] | None:
@@ -466,7 +559,12 @@ def run_collapse(record: dict[str, Any]) -> dict[str, Any] | None:
     A measurement with a missing or non-finite value (None, NaN, an infinity) is left out, as everywhere in the
     analysis (:func:`ragen_core.apps.reproduce.verdicts.mean_of`). Curves the detector still refuses (an entropy of
     0, steps out of order) are not judged: ``refused: True``, ``collapsed: False`` and the reason; the findings
-    neither count such a run as one without the signature nor carry it as one without a drop (:func:`judged`)."""
+    neither count such a run as one without the signature nor carry it as one without a drop (:func:`judged`).
+
+    The detector judges the measurements it has, but ``margin_start`` and ``margin_end`` are the margin at step 0
+    and at the last probe step (:func:`start_value`, :func:`end_value`), never the first or last measurement that
+    had every value: None where that one is missing or null, with why under ``not_measured``; the steps of the
+    measurements left out are ``left_out_steps`` (both only when there are any)."""
     probe = record.get("probe") or []
     history = [{"step": p["step"], "probe/retrieval_margin": p.get("retrieval_margin"),
                 "probe/token_entropy": p.get("token_entropy"), "probe/cond_entropy_est": p.get("cond_entropy_est")}
@@ -482,7 +580,17 @@ def run_collapse(record: dict[str, Any]) -> dict[str, Any] | None:
                 "margin_start": None, "margin_min": None, "margin_end": None, "entropy_ratio": None,
                 "cond_entropy_ratio": None, "entropy_first": False}
     out = v.as_dict()
+    del out["start_step"]  # margin_start is step 0's below, not the curves' first
     out["last_probe_step"] = int(usable[-1]["step"])
+    m0, why0 = start_value(record, "retrieval_margin")
+    m_end, _, why_end = end_value(record, "retrieval_margin")
+    out["margin_start"], out["margin_end"] = m0, m_end
+    left = [int(h["step"]) for h in history if h not in usable]
+    if left:
+        out["left_out_steps"] = left
+    missing = {k: why for k, why in (("margin_start", why0), ("margin_end", why_end)) if why}
+    if missing:
+        out["not_measured"] = missing
     drop = out["drop_step"]
     alarms = [a for a in (out["entropy_alarm_step"], out["cond_entropy_alarm_step"]) if a is not None]
     out["entropy_first"] = drop is not None and any(a <= drop for a in alarms)
@@ -603,8 +711,14 @@ def finding_collapse(records: list[dict[str, Any]], envs: Sequence[str] = ("coll
             for r in _runs(records, env, arm):
                 v = run_collapse(r)
                 if judged(v):
-                    per_seed.append({"seed": r["seed"], **v, **entropy_ratios(r), "final_success": final_success(r),
+                    ratios = entropy_ratios(r)
+                    missing = {**v.get("not_measured", {}), **ratios.get("not_measured", {}),
+                               **_final_missing(r)}
+                    per_seed.append({"seed": r["seed"], **v, **ratios, "final_success": final_success(r),
                                      "steps": r["steps"], "stopped_early": stopped_early(r, planned)})
+                    per_seed[-1].pop("not_measured", None)
+                    if missing:
+                        per_seed[-1]["not_measured"] = missing
                 elif v is not None:  # not judged: neither a run with the signature nor one without it
                     refused.append({"seed": r["seed"], "reason": v["reason"]})
             env_out["arms"][arm] = {
@@ -640,22 +754,30 @@ def _finite_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def entropy_ratios(record: dict[str, Any]) -> dict[str, float | None]:
-    """Token entropy and H(Z|X) at the run's last probe measurement over their values at step 0 (``*_end_start``)
-    and at the detector's reference measurement (``*_end_ref``: the margin's peak before its drop, where
-    :func:`ragen_core.math.collapse.detect_collapse` measures from); None where a value is missing or 0."""
-    probe = record.get("probe") or []
+def entropy_ratios(record: dict[str, Any]) -> dict[str, Any]:
+    """Token entropy and H(Z|X) at the run's last probe step over their values at step 0 (``*_end_start``) and at
+    the detector's reference measurement (``*_end_ref``: the margin's peak before its drop, where
+    :func:`ragen_core.math.collapse.detect_collapse` measures from). The end is the last probe step's value and
+    the start step 0's (:func:`end_value`, :func:`start_value`), never a neighbouring measurement's: a ratio is
+    None where its value is missing, null or a start is 0, and ``not_measured`` (only when there is such a ratio
+    of a measured entropy) says why."""
     v = run_collapse(record)
     ref_step = v.get("reference_step") if v else None
-    by_step = {int(p["step"]): p for p in probe}
-    out: dict[str, float | None] = {"reference_step": ref_step}
+    by_step = {int(p["step"]): p for p in record.get("probe") or []}
+    out: dict[str, Any] = {"reference_step": ref_step}
+    missing: dict[str, str] = {}
     for key, name in (("token_entropy", "token"), ("cond_entropy_est", "cond")):
-        end = probe[-1].get(key) if probe else None
-        for tag, base_row in (("start", probe[0] if probe else None),
-                              ("ref", by_step.get(ref_step) if ref_step is not None else None)):
-            base = base_row.get(key) if base_row else None
-            ok = _finite_number(end) and _finite_number(base) and base != 0
-            out[f"{name}_end_{tag}"] = float(end) / float(base) if ok else None
+        end, _, why_end = end_value(record, key)
+        start, why_start = start_value(record, key)
+        ref_row = by_step.get(ref_step) if ref_step is not None else None
+        ref = _metric(ref_row, key) if ref_row else None
+        for tag, base, why_base in (("start", start, why_start), ("ref", ref, "no reference measurement")):
+            ok = end is not None and base is not None and base != 0
+            out[f"{name}_end_{tag}"] = end / base if ok else None
+            if not ok and _measured(record, key, "probe"):
+                missing[f"{name}_end_{tag}"] = why_end or why_base or f"the {tag} value is 0 (no ratio to it)"
+    if missing:
+        out["not_measured"] = missing
     return out
 
 
@@ -704,11 +826,13 @@ def co_movement(records: list[dict[str, Any]], envs: Sequence[str] = ("collapse_
             excluded.append(r["name"])
             continue
         corr = within_run_correlation(r)
+        ratios = entropy_ratios(r)
+        missing = {**v.get("not_measured", {}), **ratios.pop("not_measured", {}), **_final_missing(r)}
         runs.append({"name": r["name"], "env": r["env"], "arm": r["arm"], "seed": r["seed"],
                      "collapsed": bool(v["collapsed"]), "pearson": corr["pearson"], "spearman": corr["spearman"],
                      "entropy_ratio_at_drop": v["entropy_ratio"], "cond_entropy_ratio_at_drop": v["cond_entropy_ratio"],
-                     **entropy_ratios(r), "margin_end": _points(r, "retrieval_margin", "probe")[-1][1],
-                     "final_success": final_success(r)})
+                     **ratios, "margin_end": v["margin_end"], "final_success": final_success(r),
+                     **({"not_measured": missing} if missing else {})})
     groups = {e: [x for x in runs if x["env"] == e] for e in envs if any(x["env"] == e for x in runs)}
     if len(groups) > 1:
         groups["all"] = runs
@@ -746,8 +870,12 @@ def _co_movement_group(rs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _margin_success(out: dict[str, Any], runs: list[dict[str, Any]], n_boot: int, seed: int) -> None:
     """End margin against final success, Spearman per env and env-centred pooled, with seed-cluster bootstrap
-    intervals (none with fewer than :data:`MIN_BOOT_SEEDS` seeds), into ``out["margin_success"]``."""
-    items = [x for x in runs if x["final_success"] is not None]
+    intervals (none with fewer than :data:`MIN_BOOT_SEEDS` seeds), into ``out["margin_success"]``. A run whose end
+    margin or final success is None (null at its last step) is left out and listed under ``left_out``."""
+    items = [x for x in runs if x["final_success"] is not None and x["margin_end"] is not None]
+    left_out = [{"name": x["name"], "why": "; ".join(f"{k}: {why}" for k, why in x["not_measured"].items()
+                                                     if k in ("margin_end", "final_success"))}
+                for x in runs if x not in items and x.get("not_measured")]
     envs = out["envs"]
 
     def stat(sample: list[dict[str, Any]]) -> list[float]:
@@ -769,6 +897,8 @@ def _margin_success(out: dict[str, Any], runs: list[dict[str, Any]], n_boot: int
         "n_runs": len(items), "n_seeds": len(clusters), "n_boot": n_boot, "boot_seed": seed,
         **{name: {"rho": _nan_none(point[i]), "ci95": boot[i]["ci95"] if boot else [None, None]}
            for i, name in enumerate(names)}}
+    if left_out:
+        out["margin_success"]["left_out"] = left_out
 
 
 # ------------------------------------------------------------------------------------------- early stops
@@ -795,21 +925,28 @@ def stopped_early(record: dict[str, Any], planned: dict[str, int]) -> bool:
 def _outcomes(record: dict[str, Any], probe_until: int | None = None, val_until: int | None = None
               ) -> dict[str, float | None]:
     """Finding 3's outcomes of one run: at its end, or at the probe step `probe_until` (margin, drop: the drop is
-    looked for among the measurements up to it, censored there) and the evaluation step `val_until` (success)."""
+    looked for among the measurements up to it, censored there) and the evaluation step `val_until` (success).
+    The margin and success are the measurements at that step (:func:`end_value`): None when null there, never an
+    earlier one's, with why under ``not_measured`` (only when there is such an outcome)."""
     if probe_until is not None:
         record = {**record, "probe": [p for p in record.get("probe") or [] if p["step"] <= probe_until]}
     v = run_collapse(record)
     v = v if judged(v) else None  # curves the detector refused: no drop step, not a run without a drop
-    probe = _points(record, "retrieval_margin", "probe")
+    margin, _, why_margin = end_value(record, "retrieval_margin")
     steps_to_drop = None
     if v is not None:
         steps_to_drop = float(v["drop_step"] if v["drop_step"] is not None else v["last_probe_step"])
     if val_until is None:
-        success = final_success(record)
+        success, _, why_success = end_value(record, "", "val")
     else:
-        success = dict(_points(record, "", "val")).get(val_until)
-    return {"margin_end": probe[-1][1] if probe else None, "steps_to_drop": steps_to_drop,
-            "success_end": success, "censored": None if v is None else v["drop_step"] is None}
+        at = [row for step, row in _rows(record, "val") if step == val_until]
+        success = _row_value(at[-1], "", "val") if at else None
+        why_success = (f"the evaluation at step {val_until} is null" if at and success is None else "")
+    missing = {k: why for k, why, src in (("margin_end", why_margin, "probe"), ("success_end", why_success, "val"))
+               if why and _measured(record, "retrieval_margin" if src == "probe" else "", src)}
+    return {"margin_end": margin, "steps_to_drop": steps_to_drop,
+            "success_end": success, "censored": None if v is None else v["drop_step"] is None,
+            **({"not_measured": missing} if missing else {})}
 
 
 def _last_common_step(a: dict[str, Any], b: dict[str, Any], source: str) -> int | None:
@@ -859,6 +996,7 @@ def finding_filtering(records: list[dict[str, Any]], envs: Sequence[str] = ("col
                 "seeds": sorted(seeds),
                 **{k: _ci([o[k] for o in seeds.values() if o[k] is not None]) for k in OUTCOMES},
                 "censored": sum(bool(o["censored"]) for o in seeds.values()),
+                **_left_out(seeds),
                 "stopped_early": [{"seed": s, "steps": r["steps"]} for s, r in sorted(runs[arm].items())
                                   if stopped_early(r, planned)],
                 # Share of the step's groups (before filtering) whose rewards do not vary: their GRPO advantage
@@ -895,6 +1033,11 @@ def _compare_arms(runs_a: dict[int, dict[str, Any]], runs_b: dict[int, dict[str,
         bound = EQUIVALENCE_BOUNDS[k]
         c = paired_comparison({s: o[k] for s, o in oa.items()}, {s: o[k] for s, o in ob.items()}, bound=bound)
         c["early_seeds"] = early
+        missing = {s: {arm: o[s]["not_measured"][k] for arm, o in zip(arms, (oa, ob))
+                       if k in o[s].get("not_measured", {})} for s in oa}
+        missing = {s: m for s, m in missing.items() if m}
+        if missing:  # a seed whose outcome is None in an arm (null at the step it is read at): left out, named
+            c["not_measured"] = missing
         if lone:
             c["unpaired"] = lone
         if early:
@@ -933,6 +1076,9 @@ def finding_correlations(records: list[dict[str, Any]], envs: Sequence[str] = ("
     env-centred pooled rho over the envs where the metric is not constant/tied, cluster-bootstrap intervals
     (seeds resampled), and the verdicts of :data:`CORRELATION_PAIRS`."""
     runs = [r for r in records if r["env"] in envs and final_success(r) is not None]
+    # a run whose last evaluation is null has no final success: left out of the correlations, named
+    left_out = [{"name": r["name"], "why": _final_missing(r)["final_success"]} for r in records
+                if r["env"] in envs and final_success(r) is None and _final_missing(r)]
     items = []
     for r in runs:
         early = {k: early_value(r, field, source=src) for k, (src, field) in CORRELATED.items()}
@@ -998,7 +1144,8 @@ def finding_correlations(records: list[dict[str, Any]], envs: Sequence[str] = ("
                       "ceiling": ceiling, **verdict})
     return {"envs": env_list, "n_runs": len(items), "n_seeds": len(clusters), "n_boot": n_boot, "boot_seed": seed,
             "metrics": metrics, "pairs": pairs,
-            "points": [{"env": i["env"], "seed": i["seed"], "y": i["y"], **i["x"]} for i in items]}
+            "points": [{"env": i["env"], "seed": i["seed"], "y": i["y"], **i["x"]} for i in items],
+            **({"left_out": left_out} if left_out else {})}
 
 
 def ceiling_status(values: Sequence[float], norm: float = CEILING_NORM, share: float = CEILING_SHARE
@@ -1091,8 +1238,10 @@ def finding_quartiles(records: list[dict[str, Any]], env: str = "sokoban", plann
             eq_a[s], eq_b[s] = (pa[at], pb[at]) if at is not None else (None, None)
             if at is not None:
                 out["seeds"].setdefault(s, {})[f"{name}_step"] = at
-            end_a[s] = pa[max(pa)] if pa else None
-            end_b[s] = pb[max(pb)] if pb else None
+            for arm, run, end in (("rv_top_quartile", top[s], end_a), ("rv_bottom_quartile", bottom[s], end_b)):
+                end[s], _, why = end_value(run, key, src)
+                if why and _measured(run, key, src):  # null at its last step: left out, never an earlier value
+                    out.setdefault("not_measured", {}).setdefault(name, {}).setdefault(s, {})[arm] = why
         for where, (xa, xb) in (("equal_steps", (eq_a, eq_b)), ("at_end", (end_a, end_b))):
             c = {**paired_comparison(xa, xb), "top": _mean([v for v in xa.values() if v is not None]),
                  "bottom": _mean([v for v in xb.values() if v is not None])}
@@ -1161,22 +1310,26 @@ def analyse(records: list[dict[str, Any]], n_boot: int = N_BOOT) -> dict[str, An
     for r in records:
         v = run_collapse(r)
         probe = r.get("probe") or []
+        missing: dict[str, str] = {}
+        at = functools.partial(_at, r, missing)
         runs.append({
             "name": r["name"], "env": r["env"], "arm": r["arm"], "seed": r["seed"], "steps": r["steps"],
             "planned_steps": r.get("planned_steps") or planned.get(r["env"]),
             "stopped_early": stopped_early(r, planned),
-            "before": dict(r["val"]).get(0), "peak": peak_success(r), "final": final_success(r),
+            "before": at("start", "before", "", "val"), "peak": peak_success(r), "final": at("end", "final", "", "val"),
             "rv_heterogeneity_first": r.get("rv_heterogeneity_first"),
             "early": {k: early_value(r, f, source=src) for k, (src, f) in CORRELATED.items()},
-            "margin_start": probe[0].get("retrieval_margin") if probe else None,
-            "margin_end": probe[-1].get("retrieval_margin") if probe else None,
+            "margin_start": at("start", "margin_start", "retrieval_margin"),
+            "margin_end": at("end", "margin_end", "retrieval_margin"),
             "collapsed": v["collapsed"] if judged(v) else None, "drop_step": v["drop_step"] if judged(v) else None,
             "probe_s": _mean([p["probe_s"] for p in probe if p.get("probe_s") is not None]),
             "minutes": ((r.get("sft_s") or 0.0) + (r.get("rl_s") or 0.0)) / 60.0,
             "commit": r.get("commit"), "config_sha256": r.get("config_sha256"),
-            **{f"{k}_{end}": _probe_field(probe, k, i) for k in ("reasoning_tokens", "template_share")
-               for end, i in (("start", 0), ("end", -1))},
+            **{f"{k}_{end}": at(end, f"{k}_{end}", k) for k in ("reasoning_tokens", "template_share")
+               for end in ("start", "end")},
             "filter_log": filter_log_summary(r)})
+        if missing:
+            runs[-1]["not_measured"] = missing
     filtering = finding_filtering(records, planned=planned)
     return {
         "rules": {"equivalence_bounds": EQUIVALENCE_BOUNDS, "equivalence_alpha": EQUIVALENCE_ALPHA,
@@ -1190,10 +1343,3 @@ def analyse(records: list[dict[str, Any]], n_boot: int = N_BOOT) -> dict[str, An
         "runs": runs,
     }
 
-
-def _probe_field(probe: list[dict[str, Any]], key: str, index: int) -> float | None:
-    """`key` of the probe measurement at `index` (0: the first, -1: the last); None when not recorded."""
-    if not probe:
-        return None
-    v = probe[index].get(key)
-    return float(v) if _finite_number(v) else None

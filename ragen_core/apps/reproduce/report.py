@@ -446,6 +446,14 @@ def _section_collapse(c: dict[str, Any], rel: str) -> list[str]:
                 lines.append(f"| `{arm}` | {x['seed']} | | not judged: {x['reason']} | | | | | | | |")
         lines.append("")
         for arm, a in e["arms"].items():
+            for r in a["runs"]:
+                said = [f"`{k}` n/a: {why}" for k, why in (r.get("not_measured") or {}).items()]
+                if r.get("left_out_steps"):
+                    said.append("probe steps left out of the detector's curves (a null value): "
+                                + ", ".join(map(str, r["left_out_steps"])))
+                if said:
+                    lines.append(f"- `{arm}` seed {r['seed']}: " + "; ".join(said) + ".")
+        for arm, a in e["arms"].items():
             if a["n"]:
                 stops = a.get("stopped_early") or []
                 stop = ("; stopped early: " + ", ".join(f"seed {x['seed']} at step {x['steps']} of "
@@ -598,6 +606,11 @@ def _section_filtering(f: dict[str, Any], collapse: dict[str, Any], rel: str) ->
               + ("; ".join(f"{_env(env)}, {comp.replace('-', ' minus ')}, seed {s}" for env, comp, s in early)
                  if early else "none") + ".", "",
               *([f"Seeds left out of a comparison for want of a partner run: {'; '.join(lone)}.", ""] if lone else []),
+              *([f"Seeds left out of a comparison for a null at the step it is read at: {'; '.join(nulls)}.", ""]
+                if (nulls := [f"{_env(env)}, {comp.replace('-', ' minus ')}, {k}: seed {s} ("
+                              + ", ".join(f"`{arm}` {why}" for arm, why in m.items()) + ")"
+                              for env, e in f.items() for comp, outs in e["comparisons"].items()
+                              for k, c in outs.items() for s, m in (c.get("not_measured") or {}).items()]) else []),
               "Units: the margin in margin units (0-1), steps in training steps, success in points. Steps until "
               "the drop: a run without an MI drop is carried at its last probe step, so a difference involving "
               "censored runs is a lower bound on the delay. An *equivalent* verdict rules out effects as large as "
@@ -750,6 +763,12 @@ def _section_runs(runs: list[dict[str, Any]]) -> list[str]:
                      f"{_num(r['margin_end'])} | {col} | {_num(e['mi_zscore_ema'], '{:.2f}')} | "
                      f"{_num(e['retrieval_acc'], '{:.2f}')} | {_num(e['cond_entropy_est'])} | "
                      f"{_num(r['probe_s'], '{:.1f}')} | {r['minutes']:.1f} |")
+    missing = [r for r in runs if r.get("not_measured")]
+    if missing:
+        lines += ["", "Values n/a above because the measurement at their step (step 0, or the last step) is missing "
+                  "or null; never taken from a neighbouring step:", ""]
+        lines += [f"- {r['name']}: " + "; ".join(f"`{k}`: {why}" for k, why in r["not_measured"].items())
+                  for r in missing]
     return lines
 
 
