@@ -1,13 +1,17 @@
 """What produced a run: ``provenance.json`` in the run folder, written once when the run starts.
 
-    {"commit": "43a82f3...", "dirty": false, "config_sha256": "9f2c...", "ragen2": "0.1.0",
+    {"commit": "43a82f3...", "dirty": false, "config_sha256": "9f2c...",
+     "config_sha256_excludes": ["run.progress", "warm_start.cache_dir"], "ragen2": "0.1.0",
      "torch": "2.13.0+cpu", "python": "3.11.7", "cpu": "AMD EPYC 7B13", "torch_threads": 1,
      "started": "2026-12-03T10:00:00+00:00"}
 
 ``commit`` is the git commit of the checkout the code was imported from (None for an installed wheel, whose
 version stands in for it, also when that wheel lies inside another project's repository), ``dirty`` whether
 tracked files differed from it (untracked files are not counted; None when git cannot tell), ``config_sha256``
-the SHA-256 of the resolved ``config.toml`` the run wrote, ``cpu`` the CPU's model name (None where
+the SHA-256 of the resolved ``config.toml`` the run wrote, without the keys that change no result
+(:data:`RESULT_NEUTRAL_KEYS`, which ``config_sha256_excludes`` lists: where the warm-start cache is, the progress
+bar) and independent of the text's layout (:func:`config_sha256`), so two runs of one design hash equal; records
+written before ``config_sha256_excludes`` existed hashed the whole text. ``cpu`` the CPU's model name (None where
 ``/proc/cpuinfo`` cannot be read) and ``torch_threads`` the torch CPU threads the run computed with (``run.threads``
 resolved: 0 means "auto", whose count depends on the model and the machine): the same code and config give the
 same numbers only on a CPU whose math kernels round alike, at the same thread count (docs/train.md). A study's
@@ -43,7 +47,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CODE_PATCH", "PATCH_LIMIT", "PROVENANCE", "UNTRACKED_NAMES", "code_state", "config_sha256",
+__all__ = ["CODE_PATCH", "PATCH_LIMIT", "PROVENANCE", "RESULT_NEUTRAL_KEYS", "UNTRACKED_NAMES", "code_state",
+           "config_sha256",
            "cpu_model", "git_state", "source_folders", "write_provenance"]
 
 #: The file name in the run folder.
@@ -59,9 +64,38 @@ UNTRACKED_NAMES = 200
 SOURCE_PACKAGES = ("ragen_core", "ragen_envs", "theory_checks")
 
 
+#: Keys of a run's config that change nothing it computes or records (``section.key``): where the warm-start cache
+#: is (its key covers every input of a warm start, so any folder gives the same warm start) and the progress bar.
+#: :func:`config_sha256` leaves them out, and ``ragen reproduce`` lets a run folder differ from its design in them
+#: (``ragen_core.apps.reproduce.runner.SAME_RUN_KEYS`` is this set).
+RESULT_NEUTRAL_KEYS = frozenset({"warm_start.cache_dir", "run.progress"})
+
+
 def config_sha256(config_text: str) -> str:
-    """SHA-256 (hex) of a resolved config's TOML text."""
-    return hashlib.sha256(config_text.encode("utf-8")).hexdigest()
+    """SHA-256 (hex) of the config a run computed with: of a resolved config's TOML text, read as TOML, without the
+    keys of :data:`RESULT_NEUTRAL_KEYS`, as JSON with sorted keys and no spaces (``json.dumps(config,
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False)``, UTF-8). Two runs of one design hash equal
+    whatever their warm-start cache folders and progress bars; any other key that differs gives another hash, and
+    so does a key that one config has and the other lacks (a version that added a key). The layout of the text
+    (order, spacing, comments) does not count.
+
+    Raises:
+        ValueError: `config_text` is not TOML (one line naming the parser's complaint).
+    """
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+    try:
+        config = tomllib.loads(config_text)
+    except ValueError as e:  # TOMLDecodeError
+        raise ValueError(f"config_sha256: the config is not TOML ({e})") from None
+    for name in RESULT_NEUTRAL_KEYS:
+        section, key = name.split(".", 1)
+        if isinstance(config.get(section), dict):
+            config[section].pop(key, None)
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def git_state(path: str | Path | None = None) -> tuple[str | None, bool | None]:
@@ -214,8 +248,8 @@ def write_provenance(run_dir: str | Path, config_text: str,
 
     code = code_state(run_dir, CODE_PATCH, source)
     record = {"commit": code.pop("commit"), "dirty": code.pop("dirty"), "config_sha256": config_sha256(config_text),
-              "ragen2": _version(), "torch": torch.__version__, "python": platform.python_version(),
-              "cpu": cpu_model(), "torch_threads": torch.get_num_threads(),
+              "config_sha256_excludes": sorted(RESULT_NEUTRAL_KEYS), "ragen2": _version(), "torch": torch.__version__,
+              "python": platform.python_version(), "cpu": cpu_model(), "torch_threads": torch.get_num_threads(),
               "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), **code}
     (Path(run_dir) / PROVENANCE).write_text(json.dumps(record, indent=1) + "\n")
     return record

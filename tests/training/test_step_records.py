@@ -8,6 +8,7 @@ import json
 import math
 
 import pytest
+import tomllib
 import torch
 from stand_in_envs import ValueEnv, register
 
@@ -85,7 +86,12 @@ def test_a_run_writes_its_provenance(model_dir, tmp_path):
     Trainer(cfg, run_dir, policy=HFPolicy.from_pretrained(model_dir)).fit()
     prov = json.loads((run_dir / "provenance.json").read_text())
     config_text = (run_dir / "config.toml").read_text()
-    assert prov["config_sha256"] == hashlib.sha256(config_text.encode()).hexdigest()
+    # The config without its result-neutral keys, as sorted compact JSON (ragen_core.training.provenance)
+    config = tomllib.loads(config_text)
+    del config["warm_start"]["cache_dir"], config["run"]["progress"]
+    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert prov["config_sha256"] == hashlib.sha256(canonical.encode()).hexdigest()
+    assert prov["config_sha256_excludes"] == ["run.progress", "warm_start.cache_dir"]
     assert set(prov) >= {"commit", "dirty", "ragen2", "torch", "python", "started"}
     assert prov["commit"] is None or len(prov["commit"]) == 40
 

@@ -12,7 +12,10 @@ machine, or a shared mount).
 
 Stopping: Ctrl-C, or SIGTERM (a scheduler's stop), to the study's process or its whole process group starts no
 further run and stops each running one as Ctrl-C stops ``ragen train`` (at its last checkpoint: it writes no
-``done.json``, so it is resumed, never counted), waits for them, and raises :class:`Interrupted` naming them.
+``done.json``, so it is resumed, never counted), waits for them, and raises :class:`Interrupted` naming them. A
+study's process that dies unstopped (SIGKILL, an OOM kill; with Ray, the worker that waits on the run) stops its
+runs all the same: each run watches a pipe that process holds (:mod:`ragen_core.apps.reproduce.lifeline`; not on
+Windows).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import functools
 import json
 import math
 import multiprocessing
+import multiprocessing.connection
 import multiprocessing.forkserver
 import os
 import signal
@@ -35,8 +39,11 @@ from concurrent.futures import wait as wait_all
 from pathlib import Path
 from typing import Any
 
+from ragen_core.apps.reproduce.lifeline import SUPPORTED as LIFELINE_SUPPORTED
+from ragen_core.apps.reproduce.lifeline import lifeline, stop_when_cut
 from ragen_core.apps.reproduce.spec import RunRecord, RunSpec
 from ragen_core.training.metrics import STEP, Collapse, Filter, Loss, Perf, Probe, Sft, Val
+from ragen_core.training.provenance import RESULT_NEUTRAL_KEYS
 
 __all__ = ["execute_run", "execute_warm_run", "warm_context", "read_run", "with_wall_time", "run_local", "run_ray",
            "finished_records", "Interrupted"]
@@ -73,13 +80,21 @@ RUN_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELI
 WARM_IMPORTS = "ragen_core.apps.reproduce.warm_imports"
 
 
-#: A fresh run's program: ``python -m ragen_core.apps.train ARGV`` with Ctrl-C's handler set and SIGINT unblocked
-#: first. Both are inherited: a Ray worker's child starts with SIGINT blocked, a job started with ``&`` with it
-#: ignored (and Python then installs no handler), and a stopped study could not stop its runs.
+#: A fresh run's program, ``python -c TRAIN_WITH_CTRL_C FD ARGV``: ``python -m ragen_core.apps.train ARGV`` with
+#: Ctrl-C's handler set and SIGINT unblocked first, and its lifeline's read end FD watched (-1: none;
+#: :func:`ragen_core.apps.reproduce.lifeline.stop_when_cut`). The handler and the mask are inherited: a Ray worker's
+#: child starts with SIGINT blocked, a job started with ``&`` with it ignored (and Python then installs no handler),
+#: and a stopped study could not stop its runs.
 TRAIN_WITH_CTRL_C = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-                     "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); "
+                     "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); fd = int(sys.argv.pop(1)); "
+                     "from ragen_core.apps.reproduce.lifeline import stop_when_cut; "
+                     "fd < 0 or stop_when_cut(fd); "
                      "from ragen_core.apps import train; sys.argv[0] = train.__file__; "
                      "sys.exit(train.main(sys.argv[1:]))")
+
+#: Whether runs get a lifeline to the study that started them (:mod:`ragen_core.apps.reproduce.lifeline`: a run
+#: whose study died unstopped stops at its last checkpoint); not on Windows.
+LIFELINES = LIFELINE_SUPPORTED
 
 
 def execute_run(spec: RunSpec, runs_dir: str | Path, warm: bool = False) -> dict[str, Any]:
@@ -159,15 +174,34 @@ def _execute(spec: RunSpec, run_dir: Path, warm: bool) -> dict[str, Any]:
     run_dir.mkdir(parents=True, exist_ok=True)
     log_path = run_dir / "train.log"
     start = time.perf_counter()
-    if warm:
-        child = warm_context().Process(target=_train_here, args=(argv, str(log_path)), name=spec.name)
-        child.start()
-        status = _wait(spec.name, _Forked(child), stop)
-    else:
-        with open(log_path, "a", encoding="utf-8") as log:
-            status = _wait(spec.name, subprocess.Popen([sys.executable, "-c", TRAIN_WITH_CTRL_C, *argv],
-                                                       env={**os.environ, **RUN_ENV}, stdout=log,
-                                                       stderr=subprocess.STDOUT), stop)
+    # The run's lifeline (ragen_core.apps.reproduce.lifeline): this process holds the write end until the run has
+    # ended, the run the read end; if this process dies unstopped (SIGKILL, an OOM kill) the run stops itself.
+    read, write = lifeline() if LIFELINES else (-1, -1)
+    try:
+        if warm:
+            # A Connection is passed to a forked run as a descriptor of its own (multiprocessing duplicates it).
+            end = None if read < 0 else multiprocessing.connection.Connection(read, writable=False)
+            read = -1  # the Connection owns it now
+            try:
+                child = warm_context().Process(target=_train_here, args=(argv, str(log_path), end), name=spec.name)
+                child.start()
+            finally:
+                if end is not None:
+                    end.close()  # the run holds its own copy
+            status = _wait(spec.name, _Forked(child), stop)
+        else:
+            with open(log_path, "a", encoding="utf-8") as log:
+                process = subprocess.Popen([sys.executable, "-c", TRAIN_WITH_CTRL_C, str(read), *argv],
+                                           env={**os.environ, **RUN_ENV}, stdout=log, stderr=subprocess.STDOUT,
+                                           pass_fds=(read,) if read >= 0 else ())
+                if read >= 0:
+                    os.close(read)  # the run holds its own copy
+                    read = -1
+                status = _wait(spec.name, process, stop)
+    finally:
+        for fd in (read, write):
+            if fd >= 0:
+                os.close(fd)
     if status != 0:
         raise RuntimeError(f"run {spec.name} failed ({_exit_status(status)}); see {log_path}"
                            + _log_tail(log_path))
@@ -299,17 +333,21 @@ def warm_context() -> multiprocessing.context.ForkServerContext:
     return ctx
 
 
-def _train_here(argv: list[str], log_path: str) -> None:
+def _train_here(argv: list[str], log_path: str, study: multiprocessing.connection.Connection | None = None) -> None:
     """A forked run's body: stdout and stderr to `log_path` (appended), ``sys.argv`` as a fresh
     ``python -m ragen_core.apps.train`` would see it, then the trainer's ``main``; its status is the exit code.
 
     The first SIGINT or SIGTERM is Ctrl-C to the trainer (it stops at its last checkpoint, says so in the log and
     exits 130) and later ones are ignored: a terminal's Ctrl-C reaches the run and the study's process, which passes
     it on (:func:`stop_running`), and a second interrupt inside the trainer's own stop would end it in a
-    traceback."""
+    traceback. `study`: the read end of the run's lifeline (:mod:`ragen_core.apps.reproduce.lifeline`), watched:
+    when the study's process is gone the run sends itself SIGINT."""
     signal.signal(signal.SIGINT, _stop_once)
     signal.signal(signal.SIGTERM, _stop_once)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # blocked in the warm process (warm_context)
+    if study is not None:
+        stop_when_cut(os.dup(study.fileno()))
+        study.close()
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -524,8 +562,10 @@ class RunFolderError(ValueError):
 
 
 #: Keys of a run's config that change nothing it computes or records, so a run folder may differ from its spec in
-#: them: where the warm-start cache is (its key covers every input of a warm start) and the progress bar.
-SAME_RUN_KEYS = frozenset({"warm_start.cache_dir", "run.progress"})
+#: them: where the warm-start cache is (its key covers every input of a warm start) and the progress bar. The same
+#: keys that ``provenance.json``'s ``config_sha256`` leaves out (one set), so runs this counts as one design hash
+#: equal.
+SAME_RUN_KEYS = RESULT_NEUTRAL_KEYS
 
 
 @functools.lru_cache(maxsize=4096)
