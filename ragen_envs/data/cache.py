@@ -65,21 +65,32 @@ class BuildCache(Generic[T]):
             return value  # type: ignore[return-value]
         return self._store(key, build())
 
-    def get_for_file(self, path: str | Path, build: Callable[[], T], what: str = "data") -> T:
-        """The object built from the file `path` by `build()`, cached under `file_version(path, what)`.
+    def get_for_file(
+        self, path: str | Path, build: Callable[[], T], what: str = "data", scope: Hashable = None
+    ) -> T:
+        """The object built from the file `path` by `build()`, cached under `file_version(path, what)`
+        (and `scope`, when given: whatever else the build depends on, e.g. the catalogue a goals file is
+        read against; it is compared with `==`, so an object without its own `__eq__` counts by identity).
 
         A build during which the file changed is returned but not kept: it may hold another version
         than the key names, and a later call must not be given it."""
-        key = file_version(path, what)
+        key = self._file_key(path, what, scope)
         found, value = self._lookup(key)
         if found:
             return value  # type: ignore[return-value]
         value = build()
-        if file_version(path, what) != key:
+        if self._file_key(path, what, scope) != key:
             return value
         return self._store(key, value)
 
-    def get_for_file_or_build(self, path: str | Path, build: Callable[[], T], what: str = "data") -> T:
+    @staticmethod
+    def _file_key(path: str | Path, what: str, scope: Hashable) -> Hashable:
+        version = file_version(path, what)
+        return version if scope is None else (version, scope)
+
+    def get_for_file_or_build(
+        self, path: str | Path, build: Callable[[], T], what: str = "data", scope: Hashable = None
+    ) -> T:
         """`get_for_file`, except that a file whose version cannot be taken (missing, a directory, unreadable)
         goes to `build()` uncached, so that the loader reports the problem in its own words.
 
@@ -89,7 +100,7 @@ class BuildCache(Generic[T]):
             file_version(path, what)
         except ValueError:
             return build()
-        return self.get_for_file(path, build, what)
+        return self.get_for_file(path, build, what, scope)
 
 
 def file_digest(path: str | Path) -> str:

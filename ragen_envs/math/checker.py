@@ -27,17 +27,34 @@ fresh worker; the caller gets `CheckResult(None, "timeout")` and applies its pen
     caller thread ──json line──▶ worker process (python, imports sympy + math-verify once)
                  ◀──json line──  check_answer(candidate, gold) in its main thread, and its CPU seconds
 
-One worker per process (created lazily, or ahead of time by `start_worker()`, which `MathEnv` calls at
-construction and at every reset; a forked child, e.g. an async vector env's worker, starts its own), shared
-by all threads under a lock, so checks are serialised. Its start-up (importing sympy and math-verify and
-warming their caches, about a second of CPU) is not counted in `timeout`; it is bounded by
-`_STARTUP_CPU_S` seconds of the worker's CPU time. It exits when its stdin closes, i.e. with the process
-that started it.
+One worker per process, shared by every env and thread of the process under a lock (checks are
+serialised): 128 envs (a validation batch, a vector env, the trainer's pool) start one worker, not 128. It is
+started lazily, or ahead of time by `start_worker()` / a `WorkerLease`, which each `MathEnv` holds from its
+construction (and takes again at a reset after `close()`), so that the first answer does not wait for it.
+When the last lease is released (every env closed or garbage-collected) the worker is stopped once it has
+been idle `_IDLE_STOP_S` seconds (2; a daemon thread looks twice a second), so that closing an env and
+making the next does not start a worker for each; a later env or check starts a fresh one. A check made
+without an env (`check_answer_bounded` called directly) keeps it until envs come and go again. It is also
+stopped at interpreter exit, and it exits by itself when its stdin closes (the process that started it
+died). Its start-up (importing sympy and math-verify and warming their caches, about a second of CPU) is
+not counted in `timeout`; it is bounded by `_STARTUP_CPU_S` seconds of the worker's CPU time.
+
+Restarts and forks:
+
+- a worker that died outside a check (killed by a user or the OOM killer) is replaced: a check that finds it
+  dead (its request cannot be written, or no reply comes and it did not die of its CPU limit) is asked again,
+  once, of a fresh worker, so the verdict is the answer's own; only a second failure is "checker failed";
+- a forked child (an async vector env's worker, a data loader) never talks to its parent's worker: at the
+  fork the child drops the parent's worker, points its copies of the pipe ends at /dev/null (so it neither
+  writes into the parent's protocol nor keeps the parent's worker alive after the parent is gone) and gets a
+  fresh lock (a lock held by another thread of the parent at the fork would never be released in the child),
+  and its first check starts its own worker.
 """
 
 from __future__ import annotations
 
 import atexit
+import itertools
 import json
 import os
 import selectors
@@ -46,10 +63,11 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import NamedTuple
 
-__all__ = ["CHECK_TIMEOUT_S", "CheckResult", "check_answer_bounded", "start_worker"]
+__all__ = ["CHECK_TIMEOUT_S", "CheckResult", "WorkerLease", "check_answer_bounded", "start_worker"]
 
 #: Default hard limit on one answer check, in seconds of the worker's CPU time.
 CHECK_TIMEOUT_S = 4.0
@@ -175,6 +193,23 @@ class _Worker:
             return False
         return hasattr(signal, "SIGXCPU") and code == -signal.SIGXCPU
 
+    def detach(self) -> None:
+        """In a forked child: point the child's copies of the pipe ends at /dev/null, without closing the file
+        objects (another thread of the parent may have held their locks at the fork). The parent's worker
+        then sees its stdin close when the parent is gone, and nothing the child does reaches it."""
+        try:
+            devnull = os.open(os.devnull, os.O_RDWR)
+        except OSError:
+            return
+        try:
+            for f in (self.proc.stdin, self.proc.stdout):
+                try:
+                    os.dup2(devnull, f.fileno())
+                except (OSError, ValueError, AttributeError):  # ValueError: already closed
+                    pass
+        finally:
+            os.close(devnull)
+
     def kill(self) -> None:
         if self.owner != os.getpid():
             return  # a forked child must not kill its parent's worker
@@ -192,6 +227,23 @@ class _Worker:
 
 _lock = threading.Lock()
 _worker: _Worker | None = None
+#: Tokens of the `WorkerLease`s held now (a set: adding and discarding are atomic, so a lease released by the
+#: garbage collector, which may run inside a check holding `_lock`, takes no lock).
+_leases: set[int] = set()
+_lease_tokens = itertools.count()
+#: The last lease was released while a check held `_lock`: the worker is stopped when that check ends.
+_stop_pending = False
+#: Seconds the worker is kept after the last lease is released, so that a process that closes an env and makes
+#: the next one (a test suite, a make/check/close loop) does not start a worker for each (about a second of
+#: CPU each); 0 stops it at the release.
+_IDLE_STOP_S = 2.0
+#: When the last lease was released (time.monotonic()), None while a lease is held or the worker was stopped.
+_idle_since: float | None = None
+#: The thread that stops an idle worker (`_reap_if_idle` every `_REAP_POLL_S`), started with the first lease.
+_reaper: threading.Thread | None = None
+_REAP_POLL_S = 0.5
+#: Workers of a parent process, inherited by this forked child: detached, never used, never closed here.
+_inherited: list[_Worker] = []
 
 
 def _get_worker() -> _Worker:
@@ -216,10 +268,126 @@ def start_worker() -> None:
         _get_worker()
 
 
+def _stop_if_unused(now: float | None = None) -> None:
+    """Stop the worker when no lease holds it: at once (`now` None; a check running then stops it when it ends),
+    or, for the reaper, when it has been idle `_IDLE_STOP_S` seconds at `now` (a check running: a later pass)."""
+    global _stop_pending, _idle_since
+    if _leases:
+        return
+    if not _lock.acquire(blocking=False):
+        if now is None:
+            _stop_pending = True
+        return
+    try:
+        if _leases:
+            return
+        if now is not None and (_idle_since is None or now - _idle_since < _IDLE_STOP_S):
+            return  # taken again, or used by a check without an env, since the reaper looked
+        _stop_pending = False
+        _idle_since = None
+        if _worker is not None:
+            _discard_worker(_worker)
+    finally:
+        _lock.release()
+
+
+def _release(token: int) -> None:
+    """The end of a lease (also run by the garbage collector, so it takes no lock and starts no thread)."""
+    global _idle_since
+    _leases.discard(token)
+    if _leases:
+        return
+    if _IDLE_STOP_S <= 0:
+        _stop_if_unused()
+    else:
+        _idle_since = time.monotonic()  # `_reaper` stops the worker once it has been idle `_IDLE_STOP_S`
+
+
+def _reap_if_idle(now: float) -> None:
+    """Stop the worker if no lease has held it, and no check without an env has used it, since
+    `now - _IDLE_STOP_S`."""
+    since = _idle_since
+    if since is not None and not _leases and now - since >= _IDLE_STOP_S:
+        _stop_if_unused(now)
+
+
+def _reap_forever() -> None:
+    while True:
+        time.sleep(_REAP_POLL_S)
+        _reap_if_idle(time.monotonic())
+
+
+def _start_reaper() -> None:
+    global _reaper
+    if _reaper is None or not _reaper.is_alive():  # not alive: none yet, or this is a forked child
+        _reaper = threading.Thread(target=_reap_forever, name="math-checker-reaper", daemon=True)
+        _reaper.start()
+
+
+class WorkerLease:
+    """A claim on the shared worker: it runs while some lease is held (`MathEnv` holds one per env).
+
+    Taking a lease starts the worker (without waiting for it); the last lease released (`release()`, or the
+    lease garbage-collected with its env) stops it. Checks do not need a lease: `check_answer_bounded` starts
+    the worker itself, and a worker no lease ever held runs until the interpreter exits. A lease pickles (and
+    copies) as a fresh lease.
+    """
+
+    def __init__(self) -> None:
+        self._token: int | None = None
+        self._finalizer: weakref.finalize | None = None
+        self.acquire()
+
+    @property
+    def held(self) -> bool:
+        return self._token is not None
+
+    def acquire(self) -> None:
+        """Hold the worker (again, after `release()`) and start it if it is not running."""
+        global _stop_pending, _idle_since
+        if self._token is None:
+            token = next(_lease_tokens)
+            _leases.add(token)
+            self._token = token
+            self._finalizer = weakref.finalize(self, _release, token)
+            self._finalizer.atexit = False  # `_stop_worker` ends the worker at exit
+        _stop_pending = False
+        _idle_since = None
+        _start_reaper()
+        worker = _worker
+        if worker is None or not worker.alive():  # else running: no need to wait for a check to take the lock
+            start_worker()
+
+    def release(self) -> None:
+        """Give the worker up (idempotent); the last lease released stops it."""
+        finalizer, self._token, self._finalizer = self._finalizer, None, None
+        if finalizer is not None:
+            finalizer()  # runs `_release(token)` once
+
+    def __reduce__(self) -> tuple:
+        return (WorkerLease, ())
+
+
 @atexit.register
 def _stop_worker() -> None:
     if _worker is not None:
         _worker.kill()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child keeps nothing of its parent's worker but a detached copy (module docstring)."""
+    global _lock, _worker, _stop_pending, _idle_since
+    _lock = threading.Lock()
+    _stop_pending = False
+    _idle_since = None
+    if _worker is not None:
+        _worker.detach()
+        _inherited.append(_worker)  # kept: collecting it would close (and flush) the copied pipe objects
+        _worker = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _wait_until_ready(worker: _Worker) -> None:
@@ -245,6 +413,7 @@ def check_answer_bounded(candidate: str, gold: str, timeout: float = CHECK_TIMEO
 
     Never raises for any candidate text; raises RuntimeError only when the worker cannot start at all.
     """
+    global _stop_pending, _idle_since
     from ragen_envs.math.answer import answer_guard
 
     if not isinstance(candidate, str) or not isinstance(gold, str):
@@ -254,8 +423,30 @@ def check_answer_bounded(candidate: str, gold: str, timeout: float = CHECK_TIMEO
         return CheckResult(None, f"refused: {reason}")
     request = (json.dumps({"candidate": candidate, "gold": gold, "timeout": timeout}) + "\n").encode()
     with _lock:
+        if not _leases:
+            _idle_since = None  # a check without an env: the worker stays (until exit, or envs come and go)
+        try:
+            result = _ask(request, timeout)
+        finally:
+            if _stop_pending and not _leases and _worker is not None:
+                _discard_worker(_worker)  # the last lease went while this check ran
+            _stop_pending = False
+    return result
+
+
+def _ask(request: bytes, timeout: float) -> CheckResult:
+    """Send one request to the worker (holding `_lock`) and read its verdict. A worker that dies without
+    reaching its CPU limit (killed from outside before or during the check, or crashed) is replaced and the
+    request asked once more, so that a worker's death outside the check does not decide the verdict."""
+    for attempt in range(2):
+        last = attempt == 1
         worker = _get_worker()
-        _wait_until_ready(worker)
+        try:
+            _wait_until_ready(worker)
+        except RuntimeError:
+            if last:
+                raise
+            continue  # e.g. killed while it started: one fresh start before calling the installation broken
         try:
             worker.proc.stdin.write(request)
             worker.proc.stdin.flush()
@@ -269,8 +460,13 @@ def check_answer_bounded(candidate: str, gold: str, timeout: float = CHECK_TIMEO
         except (OSError, EOFError, ValueError) as exc:
             over_limit = worker.died_of_cpu_limit()
             _discard_worker(worker)
-            return CheckResult(None, "timeout") if over_limit else CheckResult(None, f"checker failed: {exc}")
-    return _reply(line, timeout)
+            if over_limit:
+                return CheckResult(None, "timeout")
+            if last:
+                return CheckResult(None, f"checker failed: {exc}")
+            continue
+        return _reply(line, timeout)
+    raise AssertionError("unreachable: the second attempt returns or raises")
 
 
 def _reply(line: str, timeout: float) -> CheckResult:

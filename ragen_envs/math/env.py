@@ -12,7 +12,7 @@ from ragen_envs.base import TextAgentEnv
 from ragen_envs.data import Field, load_records, record_index
 from ragen_envs.data.cache import BuildCache
 from ragen_envs.math.answer import ANSWER_MARKER, answer_guard, extract_gold
-from ragen_envs.math.checker import CHECK_TIMEOUT_S, check_answer_bounded, start_worker
+from ragen_envs.math.checker import CHECK_TIMEOUT_S, WorkerLease, check_answer_bounded
 from ragen_envs.math.generator import PROBLEM_KINDS, MathConfig, generate_problem, key_computation
 from ragen_envs.protocol import FORMAT_PENALTY, ActionFormat, parse_response
 from ragen_envs.spaces import MAX_OBSERVATION_CHARS
@@ -231,13 +231,15 @@ class MathEnv(TextAgentEnv):
         self._correct: bool | None = None
         self._rule: str | None = None
         self._check_error: str | None = None
-        start_worker()  # the checker process imports sympy while the env is set up
+        # The process's one checker worker (shared by every env) imports sympy while the env is set up; the
+        # lease keeps it running until the env is closed or collected (`ragen_envs.math.checker`).
+        self._checker = WorkerLease()
 
     # ------------------------------------------------------------------ hooks
     def _reset_task(self, options: dict[str, Any]) -> dict[str, Any]:
         # The checker process imports sympy while the episode starts (again in a forked vector-env worker,
-        # or after a check killed it), so the first answer does not wait for it.
-        start_worker()
+        # after a check killed it, or after `close()`), so the first answer does not wait for it.
+        self._checker.acquire()
         extra: dict[str, Any] = {}
         if self.records is not None:
             index = record_index(options, len(self.records), self.np_random)
@@ -306,6 +308,14 @@ class MathEnv(TextAgentEnv):
             "match_rule": self._rule,
             "check_error": self._check_error,
         }
+
+    def close(self) -> None:
+        """Release this env's hold on the shared checker worker (the last env closed stops it); a later
+        reset takes it again."""
+        checker = getattr(self, "_checker", None)  # None: __init__ refused its arguments before taking it
+        if checker is not None:
+            checker.release()
+        super().close()
 
     # ------------------------------------------------------------------ extras
     def oracle(self) -> list[str]:
