@@ -1730,8 +1730,13 @@ class RolloutsFile:
     trajectory in the format of ``ragen diagnose``: ``group`` (``"s<step>-g<i>"``: a prompt group of one step),
     ``reward`` (the episode's return), ``prompt`` and ``response`` (the first turn's text, the prompt with its chat
     template), ``model`` (:func:`ragen_core.policy.identity.weights_sha256` of the weights that sampled it),
-    ``step`` and ``final`` (true for the batch sampled by the final weights at the end of the run). Rewritten
-    whole each time (small: `steps` batches).
+    ``step`` and ``final`` (true for the batch sampled by the final weights at the end of the run).
+
+    While the file holds fewer than `steps` batches, a step's batch is written after them; once it holds `steps`,
+    the file is rewritten whole (a temporary file renamed over it) from the batches it keeps, read back from the
+    file, and the new one. So a run whose `steps` covers all its steps writes each batch once, not the whole file
+    at every step, and no batch stays in memory, only its step and its place in the file (:attr:`batches`). A
+    write cut short by a crash leaves a cut last line, which a resume drops, as it does the metrics'.
 
     The file describes this run only: a resume (`resume`) keeps the batches it holds, a new run removes a file left
     in its folder (another run's rollouts), and ``steps = 0`` (keep none) removes it, resumed or not: its batches,
@@ -1741,7 +1746,14 @@ class RolloutsFile:
     def __init__(self, path: Path, steps: int, resume: bool = False):
         self.path = Path(path)
         self.steps = int(steps)
-        self.batches: list[list[dict[str, Any]]] = []
+        #: The batches the file keeps, oldest first, as ``(step, offset, size)``: where each one's lines are in the
+        #: file, in bytes (size 0: a batch without a first turn, which the next step drops from the window).
+        self.batches: list[tuple[int, int, int]] = []
+        #: The bytes the file holds after the batches (the final batch); None while the file is not the batches'
+        #: text (a resumed run's, until its first write: :attr:`_held` holds them).
+        self._tail: int | None = 0
+        #: A resumed run's batches (their lines, by offset) until its first write.
+        self._held: dict[int, bytes] = {}
         if not (resume and self.steps) and self.path.is_file():
             if resume:
                 warnings.warn(f"removed {self.path}: run.rollouts_steps=0 keeps no rollouts, and the file held "
@@ -1756,7 +1768,13 @@ class RolloutsFile:
             for r in rows:
                 if not r.get("final"):
                     by_step.setdefault(r.get("step"), []).append(r)
-            self.batches = list(by_step.values())[-self.steps:]
+            offset = 0
+            for step, step_rows in list(by_step.items())[-self.steps:]:
+                data = _jsonl_bytes(step_rows)
+                self._held[offset] = data
+                self.batches.append((step, offset, len(data)))
+                offset += len(data)
+            self._tail = None
 
     def add(self, step: int, batch: RolloutBatch, policy: Any, final: bool = False) -> None:
         if not self.steps:
@@ -1774,16 +1792,65 @@ class RolloutsFile:
                          "prompt": tok.decode(list(turn.prompt_ids), skip_special_tokens=False),
                          "response": turn.response_text, "model": sha, "step": step,
                          **({"final": True} if final else {})})
-        if final:
-            kept = [*self.batches, rows]
-        else:
-            self.batches = [b for b in self.batches if b and b[0]["step"] < step][-(self.steps - 1):] if \
-                self.steps > 1 else []
-            self.batches.append(rows)
+        data = _jsonl_bytes(rows)
+        if final:  # after every batch of the window
             kept = self.batches
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text("".join(json.dumps(r) + "\n" for b in kept for r in b), encoding="utf-8")
-        tmp.replace(self.path)
+        else:  # the last steps - 1 batches before this step (none of a later one: a resumed run's lost steps)
+            kept = [b for b in self.batches if b[2] and b[0] < step][-(self.steps - 1):] if self.steps > 1 else []
+        end = sum(size for _, _, size in kept)
+        if self._tail == 0 and kept == self.batches and (end == 0 or self._size() >= end):
+            # The file is the kept batches: this one goes after them (over whatever a write cut short left there).
+            with open(self.path, "r+b" if end else "wb") as f:
+                f.seek(end)
+                f.write(data)
+                f.truncate()
+        else:
+            parts = self._read(kept)
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_bytes(b"".join(parts) + data)
+            tmp.replace(self.path)
+            rewritten, end = [], 0
+            for (s, _, _), part in zip(kept, parts):
+                rewritten.append((s, end, len(part)))
+                end += len(part)
+            kept, self._held = rewritten, {}
+        if final:
+            self.batches, self._tail = kept, len(data)
+        else:
+            self.batches, self._tail = [*kept, (step, end, len(data))], 0
+
+    def _size(self) -> int:
+        try:
+            return self.path.stat().st_size
+        except FileNotFoundError:
+            return -1
+
+    def _read(self, batches: list[tuple[int, int, int]]) -> list[bytes]:
+        """The lines of `batches`: a resumed run's from memory (before its first write), else from the file. A file
+        that no longer holds them (changed by something other than the run) gives none, with a warning."""
+        if self._tail is None:
+            return [self._held[offset] for _, offset, _ in batches]
+        if not batches:
+            return []
+        parts = []
+        try:
+            with open(self.path, "rb") as f:
+                for _, offset, size in batches:
+                    f.seek(offset)
+                    parts.append(f.read(size))
+        except FileNotFoundError:
+            parts = []
+        if [len(p) for p in parts] != [size for _, _, size in batches]:
+            warnings.warn(f"{self.path} no longer holds the rollouts of steps {batches[0][0]}-{batches[-1][0]} this "
+                          f"run wrote there (it was changed or removed by something else): it starts again from "
+                          f"this step's", stacklevel=4)
+            return [b"" for _ in batches]
+        return parts
+
+
+def _jsonl_bytes(rows: list[dict[str, Any]]) -> bytes:
+    """`rows` as JSON lines (ASCII: ``json.dumps`` escapes the rest)."""
+    return "".join(json.dumps(r) + "\n" for r in rows).encode("utf-8")
 
 
 def _progress(total: int, done: int, enabled: bool, desc: str = "train", unit: str = "step"):
