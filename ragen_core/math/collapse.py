@@ -157,12 +157,18 @@ def detect_collapse(steps: Sequence[int], margin: Sequence[float], token_entropy
                            f"({verdict['entropy_ratio']:.2f}x, {verdict['cond_entropy_ratio']:.2f}x)", **verdict)
 
 
+def _finite_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def collapse_from_history(history: Sequence[Mapping[str, Any]], **kwargs: Any) -> CollapseVerdict | None:
     """:func:`detect_collapse` on the probe measurements of a run's metrics history (None without a probe or
     with fewer than 2 measurements). A measurement without all three values is left out, so the curves may start
     after step 0 (a null step-0 margin): the verdict's ``start_step`` and ``reference_step`` name the steps its
-    start and reference are read at. Keyword arguments go to :func:`detect_collapse`."""
-    rows = [r for r in history if all(isinstance(r.get(k), (int, float)) for k in PROBE_KEYS.values())]
+    start and reference are read at. A value that is not a finite number (None, NaN, an infinity: a metric that
+    could not be computed) makes its measurement missing too, so a run's summary never fails on it. Keyword
+    arguments go to :func:`detect_collapse`."""
+    rows = [r for r in history if all(_finite_number(r.get(k)) for k in PROBE_KEYS.values())]
     if len(rows) < 2:
         return None
     return detect_collapse([int(r["step"]) for r in rows], [float(r[PROBE_KEYS["margin"]]) for r in rows],
