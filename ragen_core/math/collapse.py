@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 __all__ = ["CollapseVerdict", "HarmfulVerdict", "ProbeResolution", "detect_collapse", "detect_harmful_collapse",
-           "collapse_from_history", "probe_resolution", "PROBE_KEYS", "RESOLUTION_Z"]
+           "collapse_from_history", "finite_number", "probe_resolution", "PROBE_KEYS", "RESOLUTION_Z"]
 
 #: The probe metrics the verdict reads from a run's history.
 PROBE_KEYS = {"margin": "probe/retrieval_margin", "token_entropy": "probe/token_entropy",
@@ -157,7 +157,9 @@ def detect_collapse(steps: Sequence[int], margin: Sequence[float], token_entropy
                            f"({verdict['entropy_ratio']:.2f}x, {verdict['cond_entropy_ratio']:.2f}x)", **verdict)
 
 
-def _finite_number(v: Any) -> bool:
+def finite_number(v: Any) -> bool:
+    """Whether `v` is a measured value: an int or float (not a bool) that is finite (not None, NaN or an
+    infinity). The one rule of the collapse check and the study's analysis for a missing measurement."""
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
@@ -168,7 +170,7 @@ def collapse_from_history(history: Sequence[Mapping[str, Any]], **kwargs: Any) -
     start and reference are read at. A value that is not a finite number (None, NaN, an infinity: a metric that
     could not be computed) makes its measurement missing too, so a run's summary never fails on it. Keyword
     arguments go to :func:`detect_collapse`."""
-    rows = [r for r in history if all(_finite_number(r.get(k)) for k in PROBE_KEYS.values())]
+    rows = [r for r in history if all(finite_number(r.get(k)) for k in PROBE_KEYS.values())]
     if len(rows) < 2:
         return None
     return detect_collapse([int(r["step"]) for r in rows], [float(r[PROBE_KEYS["margin"]]) for r in rows],

@@ -95,6 +95,7 @@ from ragen_core.apps.reproduce.spec import MAX_SEEDS
 from ragen_core.apps.reproduce.verdicts import PairedRule, ShareRule, Verdict, mean_of, paired, unpaired, verdict_text
 from ragen_core.apps.reproduce.verdicts import mde as mde
 from ragen_core.math.collapse import collapse_from_history, detect_collapse
+from ragen_core.math.collapse import finite_number as _finite_number
 from ragen_core.math.stats import equivalence_power, mean_ci, pairs_needed, pairs_needed_equivalence
 
 __all__ = [
@@ -748,10 +749,6 @@ def within_run_correlation(record: dict[str, Any], x: str = "retrieval_margin", 
     xs, ys = [p[0] for p in pts], [p[1] for p in pts]
     pearson = _pearson(xs, ys) if len(pts) >= 3 else math.nan
     return {"n": len(pts), "pearson": _nan_none(pearson), "spearman": _nan_none(spearman(xs, ys) if pts else math.nan)}
-
-
-def _finite_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def entropy_ratios(record: dict[str, Any]) -> dict[str, Any]:

@@ -79,6 +79,7 @@ from ragen_core.apps.reproduce.verdicts import (
     verdict_text,
 )
 from ragen_core.math.collapse import detect_harmful_collapse
+from ragen_core.math.collapse import finite_number as _ok
 from ragen_core.math.stats import seed_plan as plan_seeds
 
 __all__ = ["Variant", "Experiment", "EXPERIMENTS", "PREDICTIONS", "STABLE_BOUND", "CHANGE_RULE", "FILTER_COMPARISONS",
@@ -160,10 +161,6 @@ def _probe(r: dict[str, Any], key: str) -> list[tuple[int, float]]:
 
 
 _mean = mean_of  # the one mean: None and non-finite values skipped
-
-
-def _ok(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _step0(rows: list[Any], key: str | None = None) -> tuple[float | None, str]:
