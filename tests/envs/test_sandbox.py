@@ -324,7 +324,7 @@ def hostile_setup(tmp_path, monkeypatch):
         "__PROJECT_FILE__": str(project_file),
         "__PROJECT_GIT_CONFIG__": str(git_config),
         "__WORLD_READABLE__": str(public_file),
-        "__LOG_TOKEN__": secrets.token_hex(3),
+        "__LOG_TOKEN__": _log_token(),
     }
     outside_paths = [outside / marker] + [
         Path(d) / marker for d in ("/tmp", "/var/tmp", "/dev/shm", "/root", "/etc", "/")
@@ -982,6 +982,13 @@ def _exception_trace() -> str:
         return "unknown"
 
 
+def _log_token() -> str:
+    """6 random hex digits whose first is not 0: the kernel prints registers with %lx, without leading
+    zeros, so a token "0cbd01" in si shows as "si:cbd0151" and a search for it misses the message
+    (1 run in 16 failed, or passed whatever the log held)."""
+    return f"{secrets.randbits(23) | 1 << 23:06x}"
+
+
 def _open_kernel_log() -> int:
     """/dev/kmsg, positioned after its last message (root, or dmesg_restrict 0), or skip."""
     try:
@@ -1014,6 +1021,14 @@ def _host_segfault(address: int) -> None:
     subprocess.run([sys.executable, "-I", "-S", "-c", code], env={}, capture_output=True, timeout=60)
 
 
+def test_log_tokens_read_back_as_the_kernel_prints_them():
+    """The kernel log tests look for the token in registers printed with %lx: each draw must print as
+    itself (6 digits, no leading zero), or the search misses what the run wrote."""
+    for _ in range(4000):
+        token = _log_token()
+        assert len(token) == 6 and f"{int(token, 16):x}" == token, token
+
+
 def test_faults_in_a_run_do_not_reach_the_host_kernel_log():
     """The kernel logs a fault that kills a process with no handler for it, with addresses the program
     chose (`segfault at ...`, `traps: ... ip:...`), and every seccomp kill (audit). kernel_log_channel
@@ -1022,7 +1037,7 @@ def test_faults_in_a_run_do_not_reach_the_host_kernel_log():
     _needs_seccomp()
     if _exception_trace() != "1":
         pytest.skip(f"the host does not log user faults (debug.exception-trace {_exception_trace()})")
-    token = secrets.token_hex(3)
+    token = _log_token()
     controls = [(0x7C << 36) | (secrets.randbits(24) << 12) for _ in range(2)]
     time.sleep(5.5)  # a fresh window of printk_ratelimit (10 messages per 5 s) for the 2 + up to 8 messages
     log = _open_kernel_log()
@@ -1055,7 +1070,7 @@ def test_the_kernel_log_writers_left_open_are_the_documented_ones():
     _needs_seccomp()
     if os.uname().machine != "x86_64":
         pytest.skip("the vsyscall page is x86_64's")
-    token = secrets.token_hex(3)
+    token = _log_token()
     log = _open_kernel_log()
     res = run_program(_program("kernel_log_channel", {"__LOG_TOKEN__": token}), "open\n",
                       limits=dataclasses.replace(LIMITS, wall_seconds=10.0, cpu_seconds=5))
