@@ -12,7 +12,7 @@ import numpy as np
 
 from .inputs import require_array, require_distribution
 from .records import Check, counterexample, identity
-from .testbed import SoftmaxTestbed, channel_mutual_information, require_testbed, softmax
+from .testbed import SoftmaxTestbed, _log0, channel_mutual_information, require_testbed, softmax
 
 __all__ = ["mi_logit_gradient", "mi_time_derivative", "check_t9", "check_t9_counterexample", "entropy_rows"]
 
@@ -28,11 +28,13 @@ def _w_logits(w: object, logits: object) -> tuple[np.ndarray, np.ndarray]:
 
 def mi_logit_gradient(w: np.ndarray, logits: np.ndarray) -> np.ndarray:
     """dI/d logit(x, z) = w(x) pi(z|x) [log(pi(z|x) / p(z)) - KL(pi(.|x) || p)] for a tabular softmax channel
-    (w: prompt weights ``[X]``, a probability vector; logits: finite ``[X, Z]``)."""
+    (w: prompt weights ``[X]``, a probability vector; logits: finite ``[X, Z]``); 0 where pi(z|x) underflows to 0."""
     w, logits = _w_logits(w, logits)
     pi = softmax(logits, 1)
     m = w @ pi
-    lr = np.log(pi) - np.log(m)[None, :]
+    # 0 log(0 / m) = 0: an outcome whose probability underflows to 0 contributes nothing (never NaN); pi > 0 = m
+    # only on a prompt of weight 0, whose row is multiplied by w(x) = 0
+    lr = np.where((pi > 0) & (m > 0)[None, :], _log0(pi) - _log0(m)[None, :], 0.0)
     kl = np.sum(pi * lr, axis=1, keepdims=True)
     return w[:, None] * pi * (lr - kl)
 
@@ -42,8 +44,9 @@ def mi_time_derivative(w: np.ndarray, logits: np.ndarray) -> float:
     (arguments as in :func:`mi_logit_gradient`)."""
     w, logits = _w_logits(w, logits)
     pi = softmax(logits, 1)
-    Hx = -np.sum(pi * np.log(pi), axis=1, keepdims=True)
-    velocity = -pi * (np.log(pi) + Hx)
+    logp = _log0(pi)  # 0 log 0 = 0 where a probability underflows
+    Hx = -np.sum(pi * logp, axis=1, keepdims=True)
+    velocity = -pi * (logp + Hx)
     return float(np.sum(mi_logit_gradient(w, logits) * velocity))
 
 

@@ -113,8 +113,14 @@ def check_t2_two_action(p: float, sigma: float, G: int) -> list[Check]:
     (p in (0, 1), sigma >= 0, G an integer >= 1)."""
     G = require_int("G", G, 1)
     tb = SoftmaxTestbed.two_action(p, sigma)
+    p, sigma = require_real("p", p), require_real("sigma", sigma)  # checked by two_action; as floats
+    denominator = (1 - 2 * p) ** 2 + sigma**2
+    if denominator == 0:
+        raise ValueError(f"p = {p!r} with sigma = {sigma!r} (sigma^2 = {sigma**2!r} in float64): at p = 1/2 without "
+                         "noise the estimator has no error and the SNR is infinite, so there is no closed form to "
+                         "compare; give sigma > 0 (sigma^2 above ~1e-308) or p != 1/2")
     snr2 = float(_snr(tb, G)[0] ** 2)
-    closed = G * p * (1 - p) / ((1 - 2 * p) ** 2 + sigma**2)
+    closed = G * p * (1 - p) / denominator
     out = [identity("t2_two_action_closed_form", snr2, closed,
                     variants={"drop sigma^2 from the denominator": (snr2,
                                                                     G * p * (1 - p) / max((1 - 2 * p) ** 2, 1e-300))})]

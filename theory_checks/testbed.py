@@ -47,7 +47,12 @@ from .inputs import (
     shown,
 )
 
+#: the largest (max |mu| + max sigma + 1)(max ||phi|| + 1) a testbed accepts: its square, times the constants of the
+#: checks (a baseline 10 magnitudes away, G), stays finite in float64 (~1.8e308)
+MAX_MAGNITUDE = 1e150
+
 __all__ = [
+    "MAX_MAGNITUDE",
     "SoftmaxTestbed",
     "require_testbed",
     "entropy",
@@ -110,6 +115,12 @@ def entropy(p: np.ndarray, axis: int = -1) -> np.ndarray:
     """Shannon entropy -sum p log p (nats) along ``axis``; ``p`` must hold probability vectors along ``axis``."""
     p, axis = _along("p", p, axis)
     return _entropy(p, axis)
+
+
+def _log0(p: np.ndarray) -> np.ndarray:
+    """log p where p > 0, and 0 where p = 0 (so that p * _log0(p) is the 0 log 0 = 0 convention, never NaN)."""
+    p = np.asarray(p, dtype=np.float64)
+    return np.where(p > 0, np.log(np.where(p > 0, p, 1.0)), 0.0)
 
 
 def _entropy(p: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -213,7 +224,8 @@ class SoftmaxTestbed:
     prompt_probs: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        """Check every field (real, finite, of the shapes above; ``ValueError``/``TypeError`` naming it)."""
+        """Check every field (real, finite, of the shapes above; ``ValueError``/``TypeError`` naming it), and that
+        the magnitudes (max |mu| + max sigma + 1)(max ||phi|| + 1) stay at most :data:`MAX_MAGNITUDE`."""
         self.features = require_array("features", self.features)
         if self.features.ndim != 3:
             raise ValueError(f"features must have shape [X, Z, d], got {self.features.shape}")
@@ -232,6 +244,13 @@ class SoftmaxTestbed:
             finite = np.all(np.isfinite(self.features @ self.theta))
         if not finite:
             raise ValueError("the logits phi(x, z) . theta overflow float64: scale features or theta down")
+        with np.errstate(over="ignore"):
+            size = (float(np.max(np.abs(self.mu))) + float(np.max(self.sigma)) + 1.0) * (
+                float(np.max(np.sqrt(np.sum(self.features**2, axis=2)))) + 1.0)
+        if not size <= MAX_MAGNITUDE:
+            raise ValueError(f"mu, sigma and features are too large for float64: (max |mu| + max sigma + 1) "
+                             f"(max ||phi|| + 1) = {size:.3g} must be at most {MAX_MAGNITUDE:g} (variances, MSEs and "
+                             "their tolerances square it, and would overflow to inf); rescale the rewards or features")
 
     # ------------------------------------------------------------------ shapes
     @property
@@ -373,27 +392,29 @@ class SoftmaxTestbed:
     def kl_logit_gradient(self, ref_probs: np.ndarray) -> np.ndarray:
         """Tabular d KL(pi || pi_ref) / d logit_z = pi (log(pi / pi_ref) - KL), ``[X, Z]`` (T5).
 
-        ``ref_probs``: ``[X, Z]``, each row a probability vector with every entry > 0 (KL(pi || pi_ref) is
-        infinite where pi_ref = 0, since pi > 0)."""
-        ref_probs = self._ref_arg(ref_probs)
+        ``ref_probs``: ``[X, Z]``, each row a probability vector, > 0 wherever pi > 0 (KL(pi || pi_ref) is infinite
+        where pi_ref = 0 < pi).  An outcome whose probability underflows to 0 (a logit gap above ~745) has gradient
+        0 (the limit of pi log pi), never NaN."""
         pi = self.probs()
-        log_ratio = np.log(pi) - np.log(ref_probs)
+        ref_probs = self._ref_arg(ref_probs, pi)
+        log_ratio = np.where(pi > 0, _log0(pi) - _log0(ref_probs), 0.0)  # 0 log(0 / q) = 0
         kl = np.sum(pi * log_ratio, axis=1, keepdims=True)
         return pi * (log_ratio - kl)
 
     def entropy_logit_gradient(self) -> np.ndarray:
-        """Tabular d H(pi) / d logit_z = -pi (log pi + H), ``[X, Z]`` (T5)."""
+        """Tabular d H(pi) / d logit_z = -pi (log pi + H), ``[X, Z]`` (T5); 0 where pi underflows to 0."""
         pi = self.probs()
-        logp = np.log(pi)
+        logp = _log0(pi)  # 0 log 0 = 0: an outcome whose probability underflows contributes nothing
         H = -np.sum(pi * logp, axis=1, keepdims=True)
         return -pi * (logp + H)
 
-    def _ref_arg(self, ref_probs: object) -> np.ndarray:
+    def _ref_arg(self, ref_probs: object, pi: np.ndarray) -> np.ndarray:
         ref = require_distribution("ref_probs", ref_probs, 2, shape=(self.X, self.Z))
-        if np.any(ref <= 0):
-            where = [int(i) for i in np.argwhere(ref <= 0)[0]]
-            raise ValueError(f"ref_probs must be > 0 everywhere (KL(pi || pi_ref) is infinite where pi_ref = 0), "
-                             f"got 0 at index {where}")
+        bad = (ref <= 0) & (pi > 0)
+        if np.any(bad):
+            where = [int(i) for i in np.argwhere(bad)[0]]
+            raise ValueError(f"ref_probs must be > 0 everywhere the policy is (KL(pi || pi_ref) is infinite where "
+                             f"pi_ref = 0 < pi), got 0 at index {where}")
         return ref
 
     def kl_gradient(self, ref_probs: np.ndarray) -> np.ndarray:
