@@ -21,7 +21,8 @@
 Logged through TRL's ``self._metrics`` (averaged per logging step like TRL's own): ``filter/*``
 (``FilterResult.as_metrics``, plus ``filter/kept_rows``, ``filter/kept_tokens`` (the loss tokens of the kept rows,
 all processes) and ``filter/placeholder_rows``) and ``collapse/*``
-(``mi.flatten_proxies`` plus ``collapse/mi_zscore_ema``).
+(``mi.flatten_proxies`` plus ``collapse/mi_zscore_ema``, ``collapse/skipped`` and
+``collapse/groups_without_trace``: ``_log_mi``).
 
 Compared with TRL pull request #7242 (reward-variance top-p/top-k filtering, open at the time of writing),
 which masks dropped groups in the loss:
@@ -307,19 +308,30 @@ class RagenGRPOTrainer(GRPOTrainer):
         Every process gathers all P*G rows and runs the same forward calls on the same data, so sharded models
         (ZeRO-3, FSDP) see matching collectives. X_i is the prompt of group i (its first row), Z_ik the k-th
         completion's tokens (``completion_mask``; for tool rollouts the tool results are part of it).
+
+        A group with an empty trace (a completion whose mask is all zero, e.g. a truncated one under
+        ``mask_truncated_completions``: its per-token MI is undefined) is left out, as the verl adapter does, and
+        counted in ``collapse/groups_without_trace``; with fewer than two groups left only that and
+        ``collapse/skipped`` = 1 are logged.
         """
         prompts = [ids[m.bool()].tolist() for ids, m in zip(output["prompt_ids"], output["prompt_mask"])]
         traces = [ids[m.bool()].tolist() for ids, m in zip(output["completion_ids"], output["completion_mask"])]
         prompts, traces = gather_object(prompts), gather_object(traces)
         g = self.num_generations
-        if len(traces) % g or len(traces) < 2 * g or any(len(t) == 0 for t in traces):
-            return  # fewer than two groups, or an empty trace (its per-token MI is undefined): nothing to log
-        p = len(traces) // g
-        group_prompts = [prompts[i * g] for i in range(p)]
-        responses = [traces[i * g:(i + 1) * g] for i in range(p)]
+        if len(traces) % g:  # pragma: no cover - TRL's generation batch is P whole groups
+            return
+        groups = [i for i in range(len(traces) // g) if all(traces[i * g:(i + 1) * g])]
+        metrics = {"collapse/groups_without_trace": float(len(traces) // g - len(groups))}
+        if len(groups) < 2:  # fewer than two groups: no cross-prompt contrast
+            metrics["collapse/skipped"] = 1.0
+            append_finite(self._metrics["train"], metrics)
+            return
+        group_prompts = [prompts[i * g] for i in groups]
+        responses = [traces[i * g:(i + 1) * g] for i in groups]
         model = self.accelerator.unwrap_model(self.model)
         scores, lengths = cross_score(model, group_prompts, responses, self.args.mi_batch_tokens, return_lengths=True)
         stats = mi_proxies(scores, lengths, prompt_ids=[tuple(x) for x in group_prompts], eps=self.args.mi_eps)
-        metrics = flatten_proxies(stats, prefix="collapse/")
+        metrics.update(flatten_proxies(stats, prefix="collapse/"))
         metrics["collapse/mi_zscore_ema"] = self._mi_ema.update(stats)
+        metrics["collapse/skipped"] = 0.0
         append_finite(self._metrics["train"], metrics)

@@ -157,10 +157,11 @@ def take_rows(batch: dict, rows: torch.Tensor, multiple: int = 1, min_rows: int 
     rows, ``grpo``/``sapo``/``luspo``/``dr_grpo``, count them in that average; ``dapo``, TRL's default, does not.)
 
     Args:
-        batch: the dict described in the module docstring (``n`` rows). Keys outside ``PROMPT_KEYS``,
+        batch: the dict of tensors described in the module docstring (``n`` rows, each key in its layout: an
+            entry of another width or rank raises ValueError naming it). Keys outside ``PROMPT_KEYS``,
             ``COMPLETION_KEYS``, ``ROW_KEYS`` and ``num_items_in_batch`` (images, token type ids) raise.
-        rows: LongTensor ``[m]`` of local row indices to keep, in any order (integers; a boolean mask is refused:
-            pass ``mask.nonzero().flatten()``).
+        rows: LongTensor ``[m]`` of distinct local row indices to keep, in any order (integers; a boolean mask is
+            refused: pass ``mask.nonzero().flatten()``).
         multiple: positive integer; the output has ``max(1, ceil(m / multiple)) * multiple`` rows, or
             ``min_rows`` if that is more.
         min_rows: at least this many rows (a multiple of ``multiple``). Under DDP every process must hold the same
@@ -183,14 +184,13 @@ def take_rows(batch: dict, rows: torch.Tensor, multiple: int = 1, min_rows: int 
     if missing:
         raise ValueError(f"batch lacks {', '.join(map(repr, missing))}: take_rows needs {list(_REQUIRED_KEYS)} "
                          "(the output of GRPOTrainer._generate_and_score_completions)")
+    _check_layout(batch)
     n = batch["completion_ids"].shape[0]
-    for key, value in batch.items():
-        if value is not None and key not in _SCALAR_KEYS and (value.dim() == 0 or value.shape[0] != n):
-            rows_of = value.shape[0] if value.dim() else 0
-            raise ValueError(f"batch[{key!r}] has {rows_of} rows; completion_ids has {n} (every entry is [n, ...])")
     rows = row_indices("rows", rows)
     if rows.numel() and (int(rows.min()) < 0 or int(rows.max()) >= n):
         raise ValueError(f"rows must be local indices in [0, {n}); got {rows.tolist()}")
+    if rows.unique().numel() != rows.numel():
+        raise ValueError(f"rows must be distinct (a repeated row would be trained on twice); got {rows.tolist()}")
     if isinstance(min_rows, bool) or not isinstance(min_rows, int) or min_rows < 0 or min_rows % multiple:
         raise ValueError(f"min_rows must be a non-negative multiple of {multiple}; got {min_rows!r}")
     m = rows.numel()
@@ -226,6 +226,36 @@ def take_rows(batch: dict, rows: torch.Tensor, multiple: int = 1, min_rows: int 
             out["tool_mask"] = out["tool_mask"] * keep.to(out["tool_mask"].dtype)
         out["advantages"] = torch.where(real, out["advantages"], torch.zeros_like(out["advantages"]))
     return out, n_pad
+
+
+def _check_layout(batch: dict) -> None:
+    """Check that every tensor of a generation batch has the layout of the module docstring (ValueError/TypeError
+    naming the key): ``[n, Tp]`` for the prompt keys, ``[n, Tc]`` for the completion keys
+    (``importance_sampling_ratio`` also ``[n, 1]``), ``[n]`` for ``advantages``. A per-token entry of another
+    width would be cut at the wrong column, or not at all, and misalign with ``completion_mask`` in TRL's loss."""
+    for key, value in batch.items():
+        if value is not None and key not in _SCALAR_KEYS and not isinstance(value, torch.Tensor):
+            raise TypeError(f"batch[{key!r}] must be a torch.Tensor; got {type(value).__name__}")
+    n = batch["completion_ids"].shape[0]
+    for key, value in batch.items():
+        if value is not None and key not in _SCALAR_KEYS and (value.dim() == 0 or value.shape[0] != n):
+            rows_of = value.shape[0] if value.dim() else 0
+            raise ValueError(f"batch[{key!r}] has {rows_of} rows; completion_ids has {n} (every entry is [n, ...])")
+    for keys, ref in ((PROMPT_KEYS, "prompt_mask"), (COMPLETION_KEYS, "completion_ids")):
+        width = batch[ref].shape[1] if batch[ref].dim() == 2 else None
+        for key in keys:
+            value = batch.get(key)
+            if value is None:
+                continue
+            allowed = (width, 1) if key == "importance_sampling_ratio" else (width,)
+            if value.dim() != 2 or width is None or value.shape[1] not in allowed:
+                want = " or ".join(f"[{n}, {w}]" for w in allowed) if width is not None else f"[{n}, T]"
+                raise ValueError(f"batch[{key!r}] has shape {tuple(value.shape)}; expected {want} "
+                                 f"(aligned with {ref})")
+    for key in ROW_KEYS:
+        value = batch.get(key)
+        if value is not None and value.dim() != 1:
+            raise ValueError(f"batch[{key!r}] has shape {tuple(value.shape)}; expected [{n}] (one value per row)")
 
 
 def batch_level_advantages(

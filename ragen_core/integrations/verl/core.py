@@ -434,9 +434,12 @@ def masked_group_advantages(
     m = torch.as_tensor(response_mask)
     out = torch.zeros(r.shape, dtype=torch.float32, device=m.device)
     if res.rows.numel():
-        ids = np.asarray(list(uids) if not isinstance(uids, np.ndarray) else uids, dtype=object)
+        # The uids as filter_rows read them (id_list): a tensor's entries as numbers, not as 0-d tensors, which
+        # hash by identity and would make every kept row a group of its own (advantage 0 for every row).
+        ids = id_list("uids", uids)
         rows = res.rows.to(m.device)
-        out[rows] = group_advantages(r[rows], m[rows], ids[res.rows.numpy()], spec.estimator, spec.norm_eps)
+        kept_ids = [ids[i] for i in res.rows.tolist()]
+        out[rows] = group_advantages(r[rows], m[rows], kept_ids, spec.estimator, spec.norm_eps)
     return out, res
 
 
