@@ -27,8 +27,11 @@ class SlowResetEnv(gym.Env):
     observation_space = gym.spaces.Text(64)
     action_space = gym.spaces.Text(64)
 
+    resets = 0  # every reset of every instance, counted where it happens
+
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
+        SlowResetEnv.resets += 1
         time.sleep(RESET_SLEEP_S)
         return "room", {}
 
@@ -164,12 +167,17 @@ def test_rollout_quick_form_runs_the_multi_turn_path(tiny_policy):
 def test_micro_env_step_times_the_step_and_not_the_reset():
     env = gym.make(SLOW_ID)
     setup, step, teardown, state = bm.env_step_bench(env)
-    longest = 0.0
+    resets_in_step, times = 0, []
     for _ in range(5):
         setup()
+        before = SlowResetEnv.resets
         t0 = time.perf_counter()
         step()
-        longest = max(longest, time.perf_counter() - t0)
+        times.append(time.perf_counter() - t0)
+        resets_in_step += SlowResetEnv.resets - before
         teardown()
     assert state["steps"] == state["valid"] == 5 and state["resets"] == 5  # a reset before every step, untimed
-    assert longest < RESET_SLEEP_S / 2
+    assert resets_in_step == 0
+    # The fastest step, not the slowest: one instant step that the loaded machine paused (another process on the
+    # core, a garbage collection) is not a timed reset; a reset inside the step sleeps in every one of them.
+    assert min(times) < RESET_SLEEP_S / 2

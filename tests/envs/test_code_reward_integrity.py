@@ -33,7 +33,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragen_envs.code import CodeEnv, extract_program, run_program, sandbox_isolation
+from ragen_envs.code import CodeEnv, extract_program, run_program, sandbox, sandbox_isolation
 from ragen_envs.code.sandbox import isolation
 from ragen_envs.spaces import MAX_RESPONSE_CHARS
 
@@ -162,14 +162,29 @@ def test_a_correct_program_earns_the_reward(datasets, style, program):
     "import sys\nwhile True: sys.stdout.write('x' * 65536)",
     "while True: pass",
 ])
-def test_a_step_of_a_runaway_program_returns_within_its_budget(datasets, program):
-    """One submission's budget (1 s) bounds the whole step, teardown included, whatever the program does."""
+def test_a_step_of_a_runaway_program_returns_within_its_budget(datasets, program, monkeypatch):
+    """One submission's budget (1 s) bounds the whole step, whatever the program does: each of its runs (2
+    hidden tests and a public one: up to 3 s with a budget per run) may last only until the step's 1 s is
+    used up, and the step returns. The bound on the step's own time is loose: tearing the fork bomb down took
+    up to 4.9 s (against 6 s, the bound before) while six other processes kept both cores busy, as the math
+    checker's load test does on the other pytest worker."""
+    t0, deadlines = time.monotonic(), []
+    real_run = sandbox.run_program
+
+    def run(*args, limits, **kwargs):
+        deadlines.append(time.monotonic() - t0 + limits.wall_seconds)  # the latest end this run is given
+        return real_run(*args, limits=limits, **kwargs)
+
+    monkeypatch.setattr(sandbox, "run_program", run)
     env = CodeEnv(dataset=datasets["stdin"], limits={"wall_seconds": 1.0, "cpu_seconds": 1},
                   submission_wall_seconds=1.0, multi_turn_repair=True)
     env.reset(seed=0)
     t0 = time.monotonic()
     _, reward, _, _, info = env.step(_answer(program))
-    assert time.monotonic() - t0 < 6.0
+    assert time.monotonic() - t0 < 30.0  # it returns: nothing waits for the program's processes
+    # Within the one budget (0.5 s for the moments between the env's clock and this one; a budget per run
+    # would give the second run until about 2 s).
+    assert deadlines and max(deadlines) < 1.5, deadlines
     assert reward == 0.0 and not info["success"]
     assert set(info["verdicts"]) <= {"time limit", "memory limit", "output limit", "runtime error"}
 
@@ -179,11 +194,21 @@ def test_a_step_of_a_runaway_program_returns_within_its_budget(datasets, program
 _OLD_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.IGNORECASE | re.ASCII | re.DOTALL)
 
 
+def _fastest_of_5(function, *args) -> float:
+    """The least of 5 timings of `function(*args)`: a parse of well under a millisecond that the machine paused
+    (another process on the core, a garbage collection) must not read as slow; a quadratic one is slow each time."""
+    times = []
+    for _ in range(5):
+        t0 = time.monotonic()
+        function(*args)
+        times.append(time.monotonic() - t0)
+    return min(times)
+
+
 def test_a_fence_followed_by_blanks_is_read_in_linear_time(datasets):
     blanks = " \t" * 8000
-    t0 = time.monotonic()
     assert extract_program("```" + blanks + "x") is None  # an opening fence without a newline: no program
-    elapsed = time.monotonic() - t0
+    elapsed = _fastest_of_5(extract_program, "```" + blanks + "x")
     assert elapsed < 0.05, f"{elapsed:.3f} s for one fence (was 0.4 s)"
     # Through a step, at the most a response may hold: the step answers at once (format penalty or a run).
     env = CodeEnv(dataset=datasets["stdin"], limits=FAST, submission_wall_seconds=BUDGET)
@@ -191,9 +216,7 @@ def test_a_fence_followed_by_blanks_is_read_in_linear_time(datasets):
     head = "<think>t</think><answer>```"
     response = head + " " * (MAX_RESPONSE_CHARS - len(head) - len("x</answer>")) + "x</answer>"
     assert len(response) == MAX_RESPONSE_CHARS
-    t0 = time.monotonic()
-    extract_program(response[len("<think>t</think><answer>"):-len("</answer>")])
-    assert time.monotonic() - t0 < 0.05
+    assert _fastest_of_5(extract_program, response[len("<think>t</think><answer>"):-len("</answer>")]) < 0.05
     _, reward, _, _, info = env.step(response)
     assert reward <= 0.0 and not info["success"]
 

@@ -8,6 +8,7 @@ Every number the lean forward produces is compared with the reference computed b
 from __future__ import annotations
 
 import copy
+import zlib
 
 import pytest
 import torch
@@ -68,7 +69,7 @@ def test_the_tiny_model_takes_the_lean_forward_and_others_say_why_not(policy, ma
 @pytest.mark.parametrize("case", ["all positions", "response only", "shared prompts", "loss from position 1",
                                   "a row with nothing scored", "temperature"])
 def test_logprobs_and_entropy_equal_transformers(policy, case):
-    gen = torch.Generator().manual_seed(hash(case) % 1000)
+    gen = torch.Generator().manual_seed(zlib.crc32(case.encode()) % 1000)  # hash(case) differs per process
     lengths = [23, 17, 30, 30, 9, 26]
     ids, mask = _rows(gen, lengths, shared=4 if case == "shared prompts" else 0)
     score = None
