@@ -13,7 +13,10 @@ In the notation of docs/science.md section 3 the advantage is ``A = R - b(x)`` w
 
 from __future__ import annotations
 
+import numpy as np
 import torch
+
+from ragen_core.math._args import as_number, is_bool
 
 __all__ = [
     "LOSS_AGG_MODES",
@@ -42,10 +45,13 @@ TRAINER_LOSS_AGG_MODES = (*LOSS_AGG_MODES, TRAJ_MEAN)
 
 
 def _check_unit_interval(name: str, value: float) -> float:
-    v = float(value)
-    if not (0.0 <= v <= 1.0):
-        raise ValueError(f"{name} must be in [0, 1]; got {value!r}")
-    return v
+    return as_number(name, value, 0.0, 1.0)
+
+
+def _check_switch(name: str, value: bool) -> bool:
+    if not is_bool(value) or isinstance(value, (torch.Tensor, np.ndarray)):
+        raise ValueError(f"{name} must be True or False; got {value!r}")
+    return bool(value)
 
 
 def check_same_shape(**tensors: torch.Tensor) -> None:
@@ -131,11 +137,21 @@ def place_on_last_token(seq_rewards: torch.Tensor, mask: torch.Tensor) -> torch.
 
 
 def _check_group_rewards(rewards: torch.Tensor, min_g: int, why: str) -> torch.Tensor:
+    """``rewards`` ``[P, G]`` as a float tensor: integers and bools become float32, and so do float16 and bfloat16
+    (a group's sum overflows them: rloo of [30000, 40000, 0] in float16 was all -inf); float32 and float64 stay."""
+    if not isinstance(rewards, torch.Tensor):
+        try:
+            rewards = torch.as_tensor(rewards)
+        except (TypeError, ValueError, RuntimeError):
+            raise ValueError("rewards must be a [P, G] tensor or nested lists of numbers; got "
+                             f"{type(rewards).__name__} that is neither") from None
+    if rewards.is_complex():
+        raise ValueError(f"rewards must be real; got dtype {rewards.dtype}")
     if rewards.dim() != 2:
         raise ValueError(f"rewards must be [P, G] (P groups x G rollouts); got shape {tuple(rewards.shape)}")
     if rewards.shape[1] < min_g:
         raise ValueError(f"rewards needs G >= {min_g} rollouts per group {why}; got G={rewards.shape[1]}")
-    r = rewards if rewards.is_floating_point() else rewards.to(torch.float32)
+    r = rewards.to(_accumulation_dtype(rewards.dtype)) if rewards.is_floating_point() else rewards.to(torch.float32)
     bad = ~torch.isfinite(r)
     if bool(bad.any()):
         # A NaN or inf reward has no advantage: grpo used to read its group as flat (A = 0 for every rollout)
@@ -154,15 +170,17 @@ def grpo(rewards: torch.Tensor, norm_by_std: bool = True, eps: float = 1e-6) -> 
     With ``norm_by_std=False`` this is Dr.GRPO's ``A_ik = R_ik - mean_k R_ik``.
 
     Args:
-        rewards: ``[P, G]`` outcome rewards.
-        norm_by_std: divide by the group standard deviation (needs G >= 2).
-        eps: non-negative constant added to the std (zero-variance groups get A = 0).
+        rewards: ``[P, G]`` outcome rewards (a tensor or nested lists; integers, float16 and bfloat16 are computed
+            in float32).
+        norm_by_std: divide by the group standard deviation (needs G >= 2); True or False.
+        eps: finite constant >= 0 added to the std (zero-variance groups get A = 0).
 
     Returns:
-        ``[P, G]`` advantages (broadcast to tokens with :func:`expand_to_tokens`).
+        ``[P, G]`` advantages (broadcast to tokens with :func:`expand_to_tokens`): float32, or float64 for float64
+        rewards.
     """
-    if not float(eps) >= 0:  # NaN too
-        raise ValueError(f"eps must be a number >= 0; got {eps!r}")
+    eps = as_number("eps", eps, 0.0)  # a bool, a string, NaN or inf (which made every advantage 0) raise
+    norm_by_std = _check_switch("norm_by_std", norm_by_std)
     r = _check_group_rewards(rewards, 2 if norm_by_std else 1, "to normalise by the std")
     centred = r - r.mean(dim=1, keepdim=True)
     if not norm_by_std:
@@ -242,6 +260,8 @@ def masked_whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True, 
 
     ``x``, ``mask``: ``[B, T]``. With ``shift_mean=False`` the mean is added back (PPO-style value whitening).
     """
+    shift_mean = _check_switch("shift_mean", shift_mean)
+    eps = as_number("eps", eps, 0.0)
     m = mask != 0
     mean = masked_mean(x, m)
     var = masked_mean((x - mean) ** 2, m)
@@ -313,7 +333,7 @@ def aggregate_loss(
         loss_mat: ``[B, T]`` per-token loss.
         mask: ``[B, T]`` response mask.
         mode: one of ``LOSS_AGG_MODES``.
-        norm_constant: positive constant for ``seq-mean-token-sum-norm``.
+        norm_constant: positive finite constant for ``seq-mean-token-sum-norm`` (a bool, a string or inf raise).
 
     Returns:
         scalar tensor (0 when there is no valid token).
@@ -338,7 +358,12 @@ def aggregate_loss(
         return seq_sum[rows].sum() / n_rows
     if mode == "seq-mean-token-mean":
         return (seq_sum[rows] / n_tok[rows]).sum() / n_rows
-    c = float(loss_mat.shape[1]) if norm_constant is None else float(norm_constant)
-    if not c > 0:
-        raise ValueError(f"norm_constant must be > 0; got {norm_constant!r}")
+    if norm_constant is None:
+        c = float(loss_mat.shape[1])
+    else:
+        try:
+            c = as_number("norm_constant", norm_constant, 0.0, low_open=True)
+        except ValueError:
+            raise ValueError(f"norm_constant must be a finite number > 0 (not a bool or a string); got "
+                             f"{norm_constant!r}") from None
     return seq_sum[rows].sum() / (c * n_rows)

@@ -29,6 +29,8 @@ from typing import Any
 
 import torch
 
+from ragen_core.math._args import as_integer, is_bool, real_or_none
+
 __all__ = [
     "FilterSpec",
     "FilterSpecError",
@@ -83,7 +85,7 @@ class FilterSpecError(ValueError):
 
 def check_choice(field: str, value: Any, accepted: tuple[str, ...]) -> None:
     """:class:`FilterSpecError` on ``field`` unless ``value`` is one of ``accepted``."""
-    if value not in accepted:
+    if not (isinstance(value, str) and value in accepted):
         raise FilterSpecError(field, f"must be one of {', '.join(repr(a) for a in accepted)}; got {value!r}")
 
 
@@ -94,40 +96,50 @@ def check_bool(field: str, value: Any) -> None:
 
 
 def check_non_negative(field: str, value: Any) -> float:
-    """``value`` as a float >= 0, else :class:`FilterSpecError` on ``field``."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = math.nan
-    if not number >= 0.0:
-        raise FilterSpecError(field, f"must be a non-negative number; got {value!r}")
-    return number
+    """``value`` as a finite float >= 0, else :class:`FilterSpecError` on ``field``.
+
+    A bool or a string is refused (``eps=True`` would read as 1.0, ``"0.01"`` hides an unparsed config), and so is
+    an infinity (``eps=inf`` makes every top-p threshold negative, so top-p keeps one group whatever the rate).
+    """
+    number = real_or_none(value)
+    if number is not None and number >= 0.0 and math.isfinite(number):
+        return number
+    if is_bool(value):
+        problem = "must be a non-negative number, not a bool"
+    elif number is not None and number == math.inf:
+        problem = "must be a finite non-negative number"
+    else:
+        problem = "must be a non-negative number"
+    raise FilterSpecError(field, f"{problem}; got {value!r}")
 
 
 def check_ddof(ddof: Any, field: str = "ddof") -> int:
-    """``ddof`` (delta degrees of freedom of a group variance) as an int >= 0, else :class:`FilterSpecError`."""
-    if isinstance(ddof, bool) or not isinstance(ddof, int) or ddof < 0:
-        raise FilterSpecError(field, f"must be a non-negative integer (0 or 1 in practice); got {ddof!r}")
-    return ddof
+    """``ddof`` (delta degrees of freedom of a group variance) as an int >= 0 (a numpy integer too; not a bool),
+    else :class:`FilterSpecError`."""
+    try:
+        return as_integer(field, ddof, 0)
+    except ValueError:
+        raise FilterSpecError(field, f"must be a non-negative integer (0 or 1 in practice); got {ddof!r}") from None
 
 
 def _keep_value(strategy: str, value: Any) -> float:
-    """``value`` as a float: a positive integer count for ``top_k_abs``, a rate in (0, 1] for the others."""
+    """``value`` as a float: a positive integer count for ``top_k_abs``, a rate in (0, 1] for the others.
+
+    A bool or a string is refused (``value=True`` would read as 1.0, ``"0.9"`` as 0.9), as for every number here.
+    """
+    number = real_or_none(value)
+    bool_note = ", not a bool" if is_bool(value) else ""
     if strategy == "top_k_abs":
-        try:
-            count = float(value)
-        except (TypeError, ValueError):
-            count = math.nan
-        if not (math.isfinite(count) and count >= 1 and count == int(count)):
-            raise FilterSpecError("value", f"must be a positive integer count for strategy='top_k_abs'; got {value!r}")
-        return count
-    try:
-        rate = float(value)
-    except (TypeError, ValueError):
-        raise FilterSpecError("value", f"must be a number in (0, 1] for strategy={strategy!r}; got {value!r}") from None
-    if not (0.0 < rate <= 1.0):
+        if not (number is not None and math.isfinite(number) and number >= 1 and number == int(number)):
+            raise FilterSpecError("value", f"must be a positive integer count for strategy='top_k_abs'{bool_note}; "
+                                  f"got {value!r}")
+        return number
+    if number is None:
+        raise FilterSpecError("value", f"must be a number in (0, 1] for strategy={strategy!r}{bool_note}; "
+                              f"got {value!r}")
+    if not (0.0 < number <= 1.0):
         raise FilterSpecError("value", f"must be in (0, 1] for strategy={strategy!r} (a keep rate); got {value!r}")
-    return rate
+    return number
 
 
 @dataclass(frozen=True)
@@ -164,11 +176,11 @@ class FilterSpec:
     eps: float = 0.0
 
     def __post_init__(self) -> None:
-        check_choice("strategy", self.strategy, STRATEGIES)
-        check_choice("score", self.score, SCORES)
-        check_choice("order", self.order, ORDERS)
+        for field, accepted in (("strategy", STRATEGIES), ("score", SCORES), ("order", ORDERS)):
+            check_choice(field, getattr(self, field), accepted)
+            object.__setattr__(self, field, str(getattr(self, field)))  # a numpy str_ is stored as a str
         check_bool("include_zero", self.include_zero)
-        check_ddof(self.ddof)
+        object.__setattr__(self, "ddof", check_ddof(self.ddof))
         object.__setattr__(self, "eps", check_non_negative("eps", self.eps))
         object.__setattr__(self, "value", _keep_value(self.strategy, self.value))
 
@@ -186,7 +198,9 @@ class FilterSpec:
         return cls(*args, **kwargs)
 
     def check_group_size(self, group_size: int) -> None:
-        """Raise :class:`FilterSpecError` (on ``ddof``) unless groups of ``group_size`` rollouts define a variance."""
+        """Raise :class:`FilterSpecError` (on ``ddof``) unless groups of ``group_size`` rollouts define a variance
+        (ValueError when ``group_size`` is not a positive integer)."""
+        group_size = as_integer("group_size", group_size, 1)
         if not group_size > self.ddof:
             raise FilterSpecError("ddof", f"needs G > ddof rollouts per group to define a variance; got G={group_size} "
                                   f"with ddof={self.ddof} (use G >= {self.ddof + 1} or a smaller ddof)")
@@ -242,9 +256,20 @@ class FilterResult:
         }
 
 
+def _as_tensor(values: Any, name: str, shape: str) -> torch.Tensor:
+    """``values`` (a tensor, an array or nested lists of numbers) as a tensor, else one ValueError naming ``name``:
+    a None or a string inside a list made torch raise "Could not infer dtype of NoneType"."""
+    if isinstance(values, torch.Tensor):
+        return values
+    try:
+        return torch.as_tensor(values)
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise ValueError(f"{name} must be a real tensor {shape} or nested lists of numbers (NaN for a missing value, "
+                         f"not None); could not read it: {str(exc).splitlines()[0] if str(exc) else exc!r}") from None
+
+
 def _check_rewards(rewards: torch.Tensor, name: str = "rewards") -> torch.Tensor:
-    if not isinstance(rewards, torch.Tensor):
-        rewards = torch.as_tensor(rewards)
+    rewards = _as_tensor(rewards, name, "[P, G]")
     if rewards.dim() != 2:
         raise ValueError(
             f"{name} must be a 2-D tensor [P, G] (P groups x G rollouts); got shape {tuple(rewards.shape)}"
@@ -310,7 +335,10 @@ def rv_statistics(variances: torch.Tensor) -> dict[str, float]:
         dict with ``rv_mean``, ``rv_std``, ``rv_heterogeneity``, ``zero_fraction`` (share of non-NaN
         groups with variance <= ``ZERO_TOL``), ``n_groups`` and ``n_nan``.
     """
-    v = torch.as_tensor(variances).to(torch.float64).reshape(-1)
+    v = _as_tensor(variances, "variances", "[P]")
+    if is_bool(v) or v.is_complex():
+        raise ValueError(f"variances must be real numbers; got dtype {v.dtype}")
+    v = v.to(torch.float64).reshape(-1)
     nan = torch.isnan(v)
     n_nan = int(nan.sum())
     n = v.numel() - n_nan
@@ -388,9 +416,11 @@ def select_groups(
     """
     spec = FilterSpec.of(*settings, **named)
     strategy, value_f, include_zero, order, eps_f = spec.strategy, spec.value, spec.include_zero, spec.order, spec.eps
-    s = torch.as_tensor(scores)
+    s = _as_tensor(scores, "scores", "[P]")
     if s.dim() != 1 or s.numel() < 1:
         raise ValueError(f"scores must be a non-empty 1-D tensor [P]; got shape {tuple(s.shape)}")
+    if is_bool(s) or s.is_complex():  # a mask is not a score; a complex one lost its imaginary part in .to()
+        raise ValueError(f"scores must be real numbers (variances or standard deviations); got dtype {s.dtype}")
     s = s.to(torch.float64)
     if bool((s < 0).any()):
         raise ValueError("scores must be non-negative (variances or standard deviations); got a negative entry")
@@ -457,7 +487,7 @@ def select_groups(
         kept = desc[mask[desc]]
 
     if variances is not None:
-        variances = torch.as_tensor(variances)
+        variances = _as_tensor(variances, "variances", "[P]")
         if tuple(variances.shape) != (p,):
             raise ValueError(f"variances must be [P] like scores, P={p}; got shape {tuple(variances.shape)}")
     stats = rv_statistics(s if variances is None else variances)
@@ -531,8 +561,10 @@ def compact(
     Returns:
         dict with the same keys, each tensor with ``n_kept * G`` rows and ``T' <= T`` columns.
     """
-    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
-        raise ValueError(f"group_size must be a positive integer (G); got {group_size!r}")
+    try:
+        group_size = as_integer("group_size", group_size, 1)  # a numpy integer too; not a bool
+    except ValueError:
+        raise ValueError(f"group_size must be a positive integer (G); got {group_size!r}") from None
     if mask_key not in batch:
         raise ValueError(f"mask_key {mask_key!r} is not a key of batch (keys: {sorted(batch)})")
     mask = batch[mask_key]

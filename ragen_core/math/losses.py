@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import torch
 
+from ragen_core.math._args import as_number, number_or_none
 from ragen_core.math.advantages import LOSS_AGG_MODES, aggregate_loss, check_same_shape, masked_mean, zero_outside
 
 __all__ = [
@@ -59,8 +60,9 @@ def ppo_policy_loss(
         advantages: ``[B, T]`` token advantages.
         mask: ``[B, T]`` response mask.
         clip_eps_low: lower clip epsilon in [0, 1).
-        clip_eps_high: upper clip epsilon, >= 0.
-        dual_clip_c: dual-clip constant, > 1 (None disables).
+        clip_eps_high: upper clip epsilon, finite and >= 0.
+        dual_clip_c: dual-clip constant, finite and > 1 (None disables).
+        A bool, a string or a non-finite value for these raises ValueError naming it.
         loss_agg_mode: one of ``LOSS_AGG_MODES``.
         norm_constant: Dr.GRPO's constant C for ``seq-mean-token-sum-norm`` (see ``aggregate_loss``).
 
@@ -69,12 +71,11 @@ def ppo_policy_loss(
         is active), ``dual_clipfrac``, ``approx_kl`` (mean of old - new log-prob, k1).
     """
     check_same_shape(log_probs=log_probs, old_log_probs=old_log_probs, advantages=advantages, mask=mask)
-    if not (0.0 <= clip_eps_low < 1.0):
-        raise ValueError(f"clip_eps_low must be in [0, 1); got {clip_eps_low!r}")
-    if not clip_eps_high >= 0.0:
-        raise ValueError(f"clip_eps_high must be >= 0; got {clip_eps_high!r}")
-    if dual_clip_c is not None and not dual_clip_c > 1.0:
-        raise ValueError(f"dual_clip_c must be > 1 (or None to disable); got {dual_clip_c!r}")
+    # Bools, strings and infinities raise (clip_eps_high=inf silently turned clipping off; None is the way to turn
+    # the dual clip off). The checked values are Python floats, equal to the numbers given.
+    clip_eps_low = as_number("clip_eps_low", clip_eps_low, 0.0, 1.0, high_open=True)
+    clip_eps_high = as_number("clip_eps_high", clip_eps_high, 0.0)
+    dual_clip_c = number_or_none("dual_clip_c", dual_clip_c, 1.0, low_open=True, what="disable")
     if loss_agg_mode not in LOSS_AGG_MODES:
         raise ValueError(f"loss_agg_mode must be one of {LOSS_AGG_MODES}; got {loss_agg_mode!r}")
     # Padding may hold anything (a -inf log-prob, a NaN advantage): read only valid tokens, so the masked ones
@@ -151,15 +152,14 @@ def value_loss(
         old_values: ``[B, T]`` values at rollout time.
         returns: ``[B, T]`` targets (e.g. from :func:`ragen_core.math.advantages.gae`).
         mask: ``[B, T]`` response mask.
-        clip_range: c > 0, or None.
+        clip_range: finite c > 0, or None (a bool, a string or inf raises ValueError).
         loss_agg_mode: one of ``LOSS_AGG_MODES``.
 
     Returns:
         ``(loss, stats)`` with ``vf_clipfrac`` (share of valid tokens where the clipped term is larger).
     """
     check_same_shape(values=values, old_values=old_values, returns=returns, mask=mask)
-    if clip_range is not None and not clip_range > 0:
-        raise ValueError(f"clip_range must be > 0 (or None to disable); got {clip_range!r}")
+    clip_range = number_or_none("clip_range", clip_range, 0.0, low_open=True, what="disable")
     valid = mask != 0  # padding may hold anything: only valid tokens are read (no NaN loss or gradient from it)
     values, old_values, returns = (zero_outside(t, valid) for t in (values, old_values, returns))
     unclipped = (values - returns) ** 2

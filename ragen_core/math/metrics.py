@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from ragen_core.math._args import as_integer, as_number
 from ragen_core.math.advantages import masked_mean
 from ragen_core.math.filtering import reward_variance, rv_statistics
 
@@ -102,13 +103,8 @@ def rv_heterogeneity(rewards_or_variances: torch.Tensor, ddof: int = 1) -> float
 
 
 def _finite(name: str, value: float) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a finite number; got {value!r}") from None
-    if not math.isfinite(v):
-        raise ValueError(f"{name} must be a finite number; got {value!r}")
-    return v
+    """``value`` as a finite float; a bool or a string raises (``classify_regime("0.5", ...)`` compared a string)."""
+    return as_number(name, value)
 
 
 def classify_regime(
@@ -161,12 +157,12 @@ def noise_note(cond_entropy: float, vocab_size: int, share: float = NOISE_ENTROP
     (an untrained model lands in "template_collapse" although it repeats no template). None below the share.
 
     Raises:
-        ValueError: `vocab_size` < 2 or a non-finite entropy.
+        ValueError: `vocab_size` not an integer >= 2, `share` not a finite number > 0, or a non-finite entropy.
     """
     h = _finite("cond_entropy", cond_entropy)
-    if int(vocab_size) < 2:
-        raise ValueError(f"vocab_size must be >= 2; got {vocab_size!r}")
-    ceiling = math.log(int(vocab_size))
+    vocab_size = as_integer("vocab_size", vocab_size, 2)  # 2.5 or "100" raise instead of being truncated or parsed
+    share = as_number("share", share, 0.0, low_open=True)
+    ceiling = math.log(vocab_size)
     if h < share * ceiling:
         return None
     return (f"H(Z|X) = {h:.2f} nats/token is {h / ceiling:.0%} of a uniform next-token distribution (log V = "

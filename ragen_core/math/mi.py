@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from ragen_core.math._args import as_integer, as_number
 from ragen_core.math.metrics import classify_regime
 
 __all__ = [
@@ -131,8 +132,7 @@ def mi_proxies(
         raise ValueError(f"L has NaN, +inf or all -inf scores in {len(rows)} row(s) (i, k) = {shown} "
                          "(prompt i, trace k); "
                          "every MI output would be NaN: re-score or drop those traces")
-    if not float(eps) >= 0:
-        raise ValueError(f"eps must be >= 0; got {eps!r}")
+    eps = as_number("eps", eps, 0.0)  # a bool, a string or inf (every z-score 0) raise
     same = _equivalence(prompt_ids, p)
     # A trace impossible under its own prompt (or under a prompt identical to it) cannot have been sampled from
     # it: the scorer disagrees with the sampler (a masked vocabulary, an underflow). Its matched term would be
@@ -225,10 +225,10 @@ def mi_seq_null(L: torch.Tensor, n_perm: int = 9999, seed: int = 0, level: float
         L = torch.as_tensor(L)
     if L.dim() != 3 or L.shape[0] != L.shape[2] or L.shape[0] < 2 or L.shape[1] < 1:
         raise ValueError(f"L must be [P, G, P] with P >= 2, G >= 1; got shape {tuple(L.shape)}")
-    if not 0.0 < float(level) < 1.0:
-        raise ValueError(f"level must be in (0, 1); got {level!r}")
-    if int(n_perm) < 1:
-        raise ValueError(f"n_perm must be >= 1; got {n_perm!r}")
+    # A bool, a string or a fraction raises (n_perm=2.7 ran 2 relabellings, seed=True ran seed 1).
+    level = as_number("level", level, 0.0, 1.0, low_open=True, high_open=True)
+    n_perm = as_integer("n_perm", n_perm, 1)
+    seed = as_integer("seed", seed)
     p = L.shape[0]
     lf = L.to(torch.float64)
     if not bool(torch.isfinite(lf.logsumexp(dim=2)).all()) or bool(torch.isnan(lf).any()):
@@ -331,12 +331,8 @@ class MIZScoreEMA:
     """
 
     def __init__(self, alpha: float = 0.9, eps: float = 1e-3) -> None:
-        if not (0.0 <= float(alpha) < 1.0):
-            raise ValueError(f"alpha must be in [0, 1); got {alpha!r}")
-        if not float(eps) >= 0.0:
-            raise ValueError(f"eps must be >= 0; got {eps!r}")
-        self.alpha = float(alpha)
-        self.eps = float(eps)
+        self.alpha = as_number("alpha", alpha, 0.0, 1.0, high_open=True)
+        self.eps = as_number("eps", eps, 0.0)  # finite: eps=inf made every z-score 0
         self.sigma: float | None = None
         self.steps = 0
 

@@ -19,6 +19,8 @@ the backward pass runs over fewer rows and tokens (masking would save nothing; d
 
 from __future__ import annotations
 
+import math
+import numbers
 import operator
 
 import torch
@@ -59,23 +61,52 @@ _SCALAR_KEYS = ("num_items_in_batch",)
 _REQUIRED_KEYS = ("completion_ids", "completion_mask", "prompt_mask", "advantages")
 
 
-def _check_rewards(rewards_per_func, weights, group_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _reward_table(rewards_per_func) -> torch.Tensor:
+    """``rewards_per_func`` as a tensor; in nested lists a None (a completion a reward function did not score) is
+    read as NaN, which is how TRL stores it. Anything else that is not a number raises one ValueError naming it."""
+    try:
+        return torch.as_tensor(rewards_per_func)
+    except (TypeError, ValueError, RuntimeError):
+        pass
+    try:
+        rows = [[math.nan if v is None else v for v in row] for row in rewards_per_func]
+        if all(isinstance(v, numbers.Real) for row in rows for v in row):
+            return torch.as_tensor(rows, dtype=torch.float32)
+    except (TypeError, ValueError, RuntimeError):
+        pass
+    raise ValueError("rewards_per_func must be an [N, F] tensor or nested lists of numbers (None or NaN for an "
+                     f"unscored completion); got {type(rewards_per_func).__name__} that is neither")
+
+
+def _check_rewards(rewards_per_func, weights, group_size: int, widen: bool = False
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(rewards [N, F] float, weights [F])`` after checking shapes, `group_size` and finite weights.
 
-    Integer rewards (or a nested list) become float32; float rewards are used as they are.
+    Integer rewards (or a nested list, where None stands for NaN) become float32; float rewards are used as they
+    are, except that with `widen` float16 and bfloat16 rewards become float32 (their weighted sums overflow: two
+    rewards of 40000 sum to inf in float16). `group_size` may be a numpy integer (not a bool).
     """
-    r = torch.as_tensor(rewards_per_func)
+    r = _reward_table(rewards_per_func)
     if r.dim() != 2:
         raise ValueError(f"rewards_per_func must be [N, F]; got shape {tuple(r.shape)}")
-    if not r.is_floating_point():
+    if r.is_complex():
+        raise ValueError(f"rewards_per_func must hold real rewards; got dtype {r.dtype}")
+    if not r.is_floating_point() or (widen and r.dtype in (torch.float16, torch.bfloat16)):
         r = r.to(torch.float32)
     n, f = r.shape
-    w = torch.as_tensor(weights, dtype=r.dtype, device=r.device).reshape(-1)
+    try:
+        w = torch.as_tensor(weights, dtype=r.dtype, device=r.device).reshape(-1)
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"weights must be finite numbers (one per reward function); got {weights!r}") from None
     if not bool(torch.isfinite(w).all()):
         raise ValueError(f"weights must be finite (one per reward function); got {w.tolist()}")
     if w.numel() != f:
         raise ValueError(f"weights must have F={f} entries (one per reward function); got {w.numel()}")
-    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1 or n % group_size:
+    try:
+        g = require_int("group_size", group_size, low=1)
+    except ValueError:
+        g = None
+    if g is None or n % g:
         raise ValueError(f"group_size must be a positive integer dividing N={n}; got {group_size!r}")
     return r, w
 
@@ -91,14 +122,17 @@ def group_rewards(rewards_per_func: torch.Tensor, weights: torch.Tensor, group_s
     infinite (a broken reward function: TRL's advantages of its group would be NaN), as in the verl adapter.
 
     Args:
-        rewards_per_func: ``[N, F]`` rewards of all processes (TRL gathers them), NaN for ``None``.
+        rewards_per_func: ``[N, F]`` rewards of all processes (TRL gathers them), NaN for ``None`` (in nested lists
+            a ``None`` itself is read as NaN).
         weights: ``[F]`` finite reward weights.
-        group_size: G, completions per prompt; must divide N.
+        group_size: G, completions per prompt (an int or a numpy integer); must divide N.
 
     Returns:
-        float tensor ``[N // G, G]``.
+        float tensor ``[N // G, G]``: float32 for float16/bfloat16 or integer rewards (the sum is taken in float32,
+        so 16-bit rewards cannot overflow to inf and drop their group), else the rewards' dtype.
     """
-    rewards_per_func, w = _check_rewards(rewards_per_func, weights, group_size)
+    rewards_per_func, w = _check_rewards(rewards_per_func, weights, group_size, widen=True)
+    group_size = int(group_size)
     n = rewards_per_func.shape[0]
     rewards = (rewards_per_func * w[None, :]).nansum(dim=1)
     rewards[torch.isnan(rewards_per_func).all(dim=1) | torch.isinf(rewards)] = torch.nan
