@@ -5,6 +5,10 @@ array; a bool (Python's, numpy's or a bool tensor) is not (``eps=True`` is a mis
 (``"0.9"`` read as 0.9 hides a config that was never parsed), nor None. An integer setting is an ``int``, a numpy
 integer or a 0-d integer tensor, bools again excluded. Infinities and NaN are refused where a finite value is
 required. Each check raises ``ValueError`` (or the error class a caller passes) with one line naming the setting.
+
+Tensor arguments are read by :func:`as_tensor`: a tensor as it is, an ndarray or nested lists of numbers through
+``torch.as_tensor`` (so every public function of the math layer takes what ``grpo`` takes), anything torch cannot
+read (a None or a string inside a list) one ValueError naming the argument.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["as_number", "as_integer", "is_bool", "number_or_none", "real_or_none"]
+__all__ = ["as_number", "as_integer", "as_tensor", "is_bool", "number_or_none", "real_or_none"]
 
 
 def is_bool(value: Any) -> bool:
@@ -113,3 +117,18 @@ def as_integer(name: str, value: Any, low: int | None = None, error: type[Except
         return int(number)
     bound = f" >= {low}" if low is not None else ""
     raise error(f"{name} must be an integer{bound} (not a bool); got {value!r}")
+
+
+def as_tensor(name: str, values: Any, shape: str, note: str = "") -> torch.Tensor:
+    """``values`` as a tensor: a tensor unchanged, an ndarray or nested lists of numbers via ``torch.as_tensor``
+    (float lists become float32, int lists int64, arrays keep their dtype); else one ValueError naming ``name``
+    (torch's "Could not infer dtype of NoneType", or an AttributeError on ``.shape`` of a list, before).
+    ``shape`` is what the message says is expected (``"[B, T]"``), ``note`` is added after it."""
+    if isinstance(values, torch.Tensor):
+        return values
+    try:
+        return torch.as_tensor(values)
+    except (TypeError, ValueError, RuntimeError) as exc:
+        why = str(exc).splitlines()[0] if str(exc) else repr(exc)
+        raise ValueError(f"{name} must be a real tensor {shape} or nested lists of numbers{note}; could not read "
+                         f"it: {why}") from None

@@ -9,6 +9,10 @@
 
 In the notation of docs/science.md section 3 the advantage is ``A = R - b(x)`` with ``b(x)`` an estimate of
 ``E[R | x]``; every estimator here differs only in the baseline and the normalisation.
+
+Every tensor argument may also be an ndarray or nested lists of numbers (read by ``torch.as_tensor``; what torch
+cannot read is one ValueError naming the argument), and 16-bit floats (float16, bfloat16) are computed in float32:
+the result is float32 for them, the input's own dtype for float32 and float64 (unchanged, bit for bit).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ragen_core.math._args import as_number, is_bool
+from ragen_core.math._args import as_number, as_tensor, is_bool
 
 __all__ = [
     "LOSS_AGG_MODES",
@@ -86,8 +90,12 @@ def gae(
         lam: GAE lambda in [0, 1] (official default 1).
 
     Returns:
-        ``(advantages, returns)``, both float ``[B, T]``, zero on masked positions.
+        ``(advantages, returns)``, both ``[B, T]``, zero on masked positions: float32 for integer and 16-bit inputs
+        (a float16 return sums to inf past 65504), else the promoted dtype of ``rewards`` and ``values``.
     """
+    rewards = as_tensor("rewards", rewards, "[B, T] or [B]")
+    values = as_tensor("values", values, "[B, T]")
+    mask = as_tensor("mask", mask, "[B, T]")
     if values.dim() != 2:
         raise ValueError(f"values must be [B, T]; got shape {tuple(values.shape)}")
     check_same_shape(values=values, mask=mask)
@@ -100,8 +108,8 @@ def gae(
         rewards = place_on_last_token(rewards, m)
     check_same_shape(rewards=rewards, values=values)
     dtype = torch.promote_types(values.dtype, rewards.dtype)
-    if not dtype.is_floating_point:  # integer rewards and values: the discounted sums are fractions
-        dtype = torch.float32
+    # Integer rewards and values: the discounted sums are fractions. 16-bit ones: computed in float32, as grpo does.
+    dtype = _accumulation_dtype(dtype) if dtype.is_floating_point else torch.float32
     r = rewards.to(dtype)
     v = values.to(dtype).detach()
     b, t = v.shape
@@ -125,7 +133,8 @@ def place_on_last_token(seq_rewards: torch.Tensor, mask: torch.Tensor) -> torch.
 
     Returns a ``[B, T]`` tensor, zero elsewhere (rows without a valid token get nothing).
     """
-    m = mask != 0
+    seq_rewards = as_tensor("seq_rewards", seq_rewards, "[B]")
+    m = as_tensor("mask", mask, "[B, T]") != 0
     b, t = m.shape
     pos = torch.arange(t, device=m.device).expand(b, t)
     last = torch.where(m, pos, torch.full_like(pos, -1)).max(dim=1).values
@@ -225,7 +234,8 @@ def expand_to_tokens(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tens
     Returns:
         ``[B, T]``: ``A_b`` on valid tokens, 0 elsewhere.
     """
-    a = advantages.reshape(-1)
+    a = as_tensor("advantages", advantages, "[P, G] or [B]").reshape(-1)
+    mask = as_tensor("mask", mask, "[B, T]")
     if a.shape[0] != mask.shape[0]:
         raise ValueError(f"advantages hold {a.shape[0]} sequences but mask has B={mask.shape[0]} rows")
     return a[:, None] * (mask != 0).to(a.dtype)
@@ -247,7 +257,8 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> 
     """``sum(x * m) / sum(m)`` over ``dim`` (all elements when None); ``x``, ``mask`` same shape. Masked
     entries are left out whatever they hold (NaN, inf); 16-bit inputs are summed and counted in float32 (and
     the mean is float32)."""
-    keep = mask != 0
+    x = as_tensor("x", x, "matching mask")
+    keep = as_tensor("mask", mask, "matching x") != 0
     acc = _accumulation_dtype(x.dtype) if x.is_floating_point() else torch.float32
     xm = zero_outside(x.to(acc), keep)
     if dim is None:
@@ -262,7 +273,8 @@ def masked_whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True, 
     """
     shift_mean = _check_switch("shift_mean", shift_mean)
     eps = as_number("eps", eps, 0.0)
-    m = mask != 0
+    x = as_tensor("x", x, "[B, T]")
+    m = as_tensor("mask", mask, "[B, T]") != 0
     mean = masked_mean(x, m)
     var = masked_mean((x - mean) ** 2, m)
     w = (x - mean) * torch.rsqrt(var + eps)
@@ -293,6 +305,8 @@ def trajectory_token_weights(row_traj: torch.Tensor, loss_mask: torch.Tensor) ->
     Returns:
         float32 tensor ``[R, T]``, zero off the mask; all zeros when the mask is empty.
     """
+    row_traj = as_tensor("row_traj", row_traj, "[R]")
+    loss_mask = as_tensor("loss_mask", loss_mask, "[R, T]")
     if row_traj.dim() != 1 or loss_mask.dim() != 2 or row_traj.shape[0] != loss_mask.shape[0]:
         raise ValueError(f"row_traj must be [R] and loss_mask [R, T]; got {tuple(row_traj.shape)} and "
                          f"{tuple(loss_mask.shape)}")
@@ -340,6 +354,8 @@ def aggregate_loss(
     """
     if mode not in LOSS_AGG_MODES:
         raise ValueError(f"mode must be one of {', '.join(repr(m) for m in LOSS_AGG_MODES)}; got {mode!r}")
+    loss_mat = as_tensor("loss_mat", loss_mat, "[B, T]")
+    mask = as_tensor("mask", mask, "[B, T]")
     check_same_shape(loss_mat=loss_mat, mask=mask)
     if loss_mat.dim() != 2:
         raise ValueError(f"loss_mat must be [B, T]; got shape {tuple(loss_mat.shape)}")

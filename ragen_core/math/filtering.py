@@ -18,18 +18,24 @@ none silently adopted):
   is True and the caller should skip the update (the paper leaves ``sum V = 0`` undefined; this is our
   choice, and it matches the official code). Before, top_k kept group 0 of an all-zero batch while top-p and
   min-p returned empty, so whether a step was skipped depended on the strategy.
+- A group whose score is not finite (NaN, or +inf: a variance that overflowed float64, or a score passed to
+  :func:`select_groups`) is never kept, under every strategy, and is counted in ``FilterResult.n_nan``
+  (``filter/nan_groups``); the batch statistics leave it out. An infinite score has no share of the total: before,
+  ``[1, inf, 3]`` under top-p made the threshold NaN (``inf - inf``) and kept the inf group alone, and of two inf
+  groups only the first was kept.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from ragen_core.math._args import as_integer, is_bool, real_or_none
+from ragen_core.math._args import as_integer, as_tensor, is_bool, real_or_none
 
 __all__ = [
     "FilterSpec",
@@ -39,6 +45,7 @@ __all__ = [
     "SCORES",
     "ORDERS",
     "ZERO_TOL",
+    "MAX_COUNT",
     "check_bool",
     "check_choice",
     "check_ddof",
@@ -59,6 +66,9 @@ ZERO_TOL = 1e-10
 # Float slack for floor(value * P) (0.29 * 100 evaluates to 28.999999999999996 in binary floating point) and,
 # relative to the total, for the top-p threshold value * total (0.28 * 25 evaluates to 7.000000000000001).
 _FLOOR_SLACK = 1e-9
+#: Largest ``top_k_abs`` count: ``FilterSpec.value`` is stored as a float, which holds every integer up to 2**53 and
+#: not all above (2**53 + 1 would be stored as 2**53), so a larger count is refused rather than silently changed.
+MAX_COUNT = 2**53
 
 
 class FilterSpecError(ValueError):
@@ -122,18 +132,40 @@ def check_ddof(ddof: Any, field: str = "ddof") -> int:
         raise FilterSpecError(field, f"must be a non-negative integer (0 or 1 in practice); got {ddof!r}") from None
 
 
+def _count_or_none(value: Any) -> int | None:
+    """``value`` as an exact int when it is an integer (an int, a numpy integer, a 0-d integer tensor) or a finite
+    whole float (2.0); None otherwise (a bool, a fraction, a string, an infinity)."""
+    if is_bool(value):
+        return None
+    if not isinstance(value, float):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    number = real_or_none(value)
+    if number is None or not math.isfinite(number) or number != int(number):
+        return None
+    return int(number)
+
+
 def _keep_value(strategy: str, value: Any) -> float:
     """``value`` as a float: a positive integer count for ``top_k_abs``, a rate in (0, 1] for the others.
 
     A bool or a string is refused (``value=True`` would read as 1.0, ``"0.9"`` as 0.9), as for every number here.
+    A count is at most :data:`MAX_COUNT` (2**53): a count of P groups or more keeps every candidate, and up to
+    2**53 the stored float is the count given; 1e300 or 2**53 + 1 raise (as a rate above 1 does for ``top_k``).
     """
     number = real_or_none(value)
     bool_note = ", not a bool" if is_bool(value) else ""
     if strategy == "top_k_abs":
-        if not (number is not None and math.isfinite(number) and number >= 1 and number == int(number)):
+        count = _count_or_none(value)
+        if count is None or count < 1:
             raise FilterSpecError("value", f"must be a positive integer count for strategy='top_k_abs'{bool_note}; "
                                   f"got {value!r}")
-        return number
+        if count > MAX_COUNT:
+            raise FilterSpecError("value", f"must be a positive integer count for strategy='top_k_abs' of at most "
+                                  f"2**53 (a count of P or more keeps every group); got {value!r}")
+        return float(count)
     if number is None:
         raise FilterSpecError("value", f"must be a number in (0, 1] for strategy={strategy!r}{bool_note}; "
                               f"got {value!r}")
@@ -155,7 +187,8 @@ class FilterSpec:
     Attributes:
         strategy: one of ``STRATEGIES``.
         value: keep rate rho in (0, 1] (``top_p``, ``top_k``, ``random``; paper default 0.9), ratio p in (0, 1]
-            (``min_p``) or a positive integer count (``top_k_abs``); stored as a float.
+            (``min_p``) or a positive integer count up to :data:`MAX_COUNT` = 2**53 (``top_k_abs``; a count of P or
+            more keeps every candidate); stored as a float.
         score: ``"variance"`` (``V_i``, the paper's) or ``"std"`` (``sqrt(V_i)``, the official code's).
         include_zero: keep zero-variance groups eligible (True) or drop them before ranking (False).
         order: ``"largest"`` (the method) or ``"smallest"`` (the reverse ablation).
@@ -213,15 +246,15 @@ class FilterResult:
     Attributes:
         kept: LongTensor ``[n_kept]`` of kept group indices, in descending score order, ties by lower index.
         mask: BoolTensor ``[P]``, True for kept groups.
-        scores: float64 tensor ``[P]``, the score each group was ranked by (NaN for NaN groups).
+        scores: float64 tensor ``[P]``, the score of each group (as given: NaN or inf for the groups never kept).
         empty: True when nothing is kept (total score 0 over the candidates, for every strategy, or every
             group excluded); the caller should skip the update step.
         kept_fraction: ``n_kept / P``.
-        rv_mean, rv_std, rv_heterogeneity: batch statistics of the per-group reward variance, NaN groups
+        rv_mean, rv_std, rv_heterogeneity: batch statistics of the per-group reward variance, NaN and inf groups
             ignored (see :func:`rv_statistics`). NaN when not defined.
-        zero_fraction: share of non-NaN groups whose variance is <= ``ZERO_TOL``.
-        n_nan: number of groups with a NaN variance (never kept).
-        n_excluded: number of groups excluded before ranking (NaN groups, plus zero groups when
+        zero_fraction: share of the finite groups whose variance is <= ``ZERO_TOL``.
+        n_nan: number of groups whose score is not finite (NaN or +inf; never kept).
+        n_excluded: number of groups excluded before ranking (non-finite groups, plus zero groups when
             ``include_zero=False``).
     """
 
@@ -259,13 +292,7 @@ class FilterResult:
 def _as_tensor(values: Any, name: str, shape: str) -> torch.Tensor:
     """``values`` (a tensor, an array or nested lists of numbers) as a tensor, else one ValueError naming ``name``:
     a None or a string inside a list made torch raise "Could not infer dtype of NoneType"."""
-    if isinstance(values, torch.Tensor):
-        return values
-    try:
-        return torch.as_tensor(values)
-    except (TypeError, ValueError, RuntimeError) as exc:
-        raise ValueError(f"{name} must be a real tensor {shape} or nested lists of numbers (NaN for a missing value, "
-                         f"not None); could not read it: {str(exc).splitlines()[0] if str(exc) else exc!r}") from None
+    return as_tensor(name, values, shape, " (NaN for a missing value, not None)")
 
 
 def _check_rewards(rewards: torch.Tensor, name: str = "rewards") -> torch.Tensor:
@@ -325,21 +352,22 @@ def rv_statistics(variances: torch.Tensor) -> dict[str, float]:
     """Batch statistics of per-group reward variance: the RV heterogeneity pre-check (docs/science.md section 4).
 
     ``rv_heterogeneity = Std(RV) / Mean(RV)`` over the groups of one rollout batch, with the population
-    standard deviation (ddof = 0) over the groups. NaN groups are ignored; when no group is left, or
-    ``Mean(RV) = 0``, the ratio is NaN (never inf, never an exception).
+    standard deviation (ddof = 0) over the groups. NaN and infinite groups are ignored (an infinite variance made
+    the mean inf and the std NaN); when no group is left, or ``Mean(RV) = 0``, the ratio is NaN (never inf, never
+    an exception).
 
     Args:
-        variances: tensor ``[P]`` of per-group reward variances (NaN allowed).
+        variances: tensor ``[P]`` of per-group reward variances (NaN and inf allowed).
 
     Returns:
-        dict with ``rv_mean``, ``rv_std``, ``rv_heterogeneity``, ``zero_fraction`` (share of non-NaN
-        groups with variance <= ``ZERO_TOL``), ``n_groups`` and ``n_nan``.
+        dict with ``rv_mean``, ``rv_std``, ``rv_heterogeneity``, ``zero_fraction`` (share of the finite
+        groups with variance <= ``ZERO_TOL``), ``n_groups`` and ``n_nan`` (the groups left out: NaN or inf).
     """
     v = _as_tensor(variances, "variances", "[P]")
     if is_bool(v) or v.is_complex():
         raise ValueError(f"variances must be real numbers; got dtype {v.dtype}")
     v = v.to(torch.float64).reshape(-1)
-    nan = torch.isnan(v)
+    nan = ~torch.isfinite(v)  # NaN and +-inf: left out, as select_groups never keeps them
     n_nan = int(nan.sum())
     n = v.numel() - n_nan
     out = {"n_groups": float(v.numel()), "n_nan": float(n_nan)}
@@ -385,7 +413,7 @@ def select_groups(
     This is the selection rule of :func:`filter_groups`, usable when groups have unequal sizes (compute the
     variances yourself) or when the score comes from elsewhere.
 
-    Rules, on candidate groups (non-NaN, and score > ``ZERO_TOL`` when ``include_zero=False``) ranked by a
+    Rules, on candidate groups (finite score, and score > ``ZERO_TOL`` when ``include_zero=False``) ranked by a
     stable sort (descending for ``order="largest"``, ascending for ``"smallest"``; ties by lower index).
     When the candidates' total score is 0 (an all-zero batch) every strategy keeps nothing (``empty=True``,
     skip the step); otherwise:
@@ -395,7 +423,8 @@ def select_groups(
       Total score 0 (or no candidate): keep nothing, ``empty=True``.
     - ``top_k``: keep ``max(1, floor(value * P))`` groups (``value`` in (0, 1], P = all groups), at most the
       number of candidates.
-    - ``top_k_abs``: keep ``int(value)`` groups (a positive integer), at most the number of candidates.
+    - ``top_k_abs``: keep ``int(value)`` groups (a positive integer up to 2**53), at most the number of
+      candidates.
     - ``min_p``: keep groups with ``s_i >= value * max_i s_i`` (nothing if the max is 0). With
       ``order="smallest"`` it keeps the same number of groups from the bottom of the ranking (a
       count-matched reverse ablation).
@@ -403,7 +432,8 @@ def select_groups(
       replacement among the candidates with ``generator`` (the control arm of ablations).
 
     Args:
-        scores: tensor ``[P]`` of non-negative scores; NaN allowed (never kept).
+        scores: tensor ``[P]`` of non-negative scores; NaN and +inf allowed (never kept under any strategy, counted
+            in ``n_nan``).
         *settings, **named: a :class:`FilterSpec`, or its fields (``strategy``, ``value``, ``include_zero``,
             ``order``, ``eps``; default top-p at 0.9) as for ``FilterSpec(...)``: :meth:`FilterSpec.of`. The
             spec's ``score`` and ``ddof`` do not apply here (the scores are given).
@@ -428,7 +458,9 @@ def select_groups(
         raise ValueError("generator must be a torch.Generator for strategy='random' (no global random state)")
 
     p = s.numel()
-    nan = torch.isnan(s)
+    # NaN and +inf (-inf raised above as negative) are never kept: an infinite score has no share of the total,
+    # top-p's threshold value * inf - inf was NaN (it kept one inf group, whatever the rate).
+    nan = ~torch.isfinite(s)
     excluded = nan.clone()
     if not include_zero:
         excluded |= s <= ZERO_TOL
@@ -519,7 +551,8 @@ def filter_groups(
     (``rv_mean``, ``rv_std``, ``rv_heterogeneity``) are always computed on the variance.
 
     Args:
-        rewards: float tensor ``[P, G]`` (NaN allowed: that group is never kept and counted in ``n_nan``).
+        rewards: float tensor ``[P, G]`` (NaN or inf allowed: that group is never kept and counted in ``n_nan``;
+            so is a group whose variance overflows float64).
         *settings, **named: a :class:`FilterSpec`, or its fields as for ``FilterSpec(...)`` (in order:
             ``strategy``, ``value``, ``score``, ``include_zero``, ``order``, ``ddof``, ``eps``; the defaults are
             the paper's top-p at 0.9 on the sample variance): ``filter_groups(r, spec)``,
@@ -585,7 +618,7 @@ def _as_indices(values: Any, name: str) -> torch.Tensor:
     """`values` (a tensor, array or list of whole numbers, of any dtype) as a flat LongTensor; an empty list is
     fine (torch reads it as float). A fraction or a bool raises: truncating 0.5 to row 0 would silently train on
     the wrong rows, and a bool mask is not a list of indices."""
-    tensor = torch.as_tensor(values)
+    tensor = as_tensor(name, values, "[m] of indices")
     if tensor.numel() and (
         tensor.dtype == torch.bool
         or tensor.is_complex()

@@ -9,14 +9,24 @@ The entropy bonus is ``aggregate_loss(H, mask, "token-mean")`` of the policy's p
 (:func:`ragen_core.math.metrics.token_entropy`, fp32); the trainer subtracts ``algo.entropy_coef`` times it.
 The KL and entropy terms are the input-agnostic regularisers of docs/science.md section 3: when reward variance
 vanishes they dominate the update (T5), which is what filtering guards against.
+
+As in :mod:`ragen_core.math.advantages`, tensor arguments may be ndarrays or nested lists of numbers, and 16-bit
+floats are computed in float32 (float32 and float64 inputs are computed in their own dtype, bit for bit as before).
 """
 
 from __future__ import annotations
 
 import torch
 
-from ragen_core.math._args import as_number, number_or_none
-from ragen_core.math.advantages import LOSS_AGG_MODES, aggregate_loss, check_same_shape, masked_mean, zero_outside
+from ragen_core.math._args import as_number, as_tensor, number_or_none
+from ragen_core.math.advantages import (
+    LOSS_AGG_MODES,
+    _accumulation_dtype,
+    aggregate_loss,
+    check_same_shape,
+    masked_mean,
+    zero_outside,
+)
 
 __all__ = [
     "KL_ESTIMATORS",
@@ -30,6 +40,21 @@ KL_ESTIMATORS = ("k1", "k2", "k3", "low-var-kl", "low_var_kl")
 _LOG_RATIO_CLAMP = 20.0
 # verl clamps the k3 estimate to [-10, 10] ("low_var_kl").
 _K3_CLAMP = 10.0
+
+
+def _widened(**tensors: object) -> list[torch.Tensor]:
+    """The named tensors (or arrays, or nested lists: :func:`as_tensor`), the floating ones in one dtype: their
+    promoted dtype, float32 for 16-bit floats (exp(20) and a squared difference of 300 overflow float16). Float32
+    and float64 inputs are returned as they are, so their results are unchanged. Integer ones keep their dtype."""
+    out = [as_tensor(name, t, "[B, T]") for name, t in tensors.items()]
+    floats = [t.dtype for t in out if t.is_floating_point()]
+    if not floats:
+        return out
+    dtype = floats[0]
+    for other in floats[1:]:
+        dtype = torch.promote_types(dtype, other)
+    dtype = _accumulation_dtype(dtype)
+    return [t.to(dtype) if t.is_floating_point() and t.dtype in (torch.float16, torch.bfloat16) else t for t in out]
 
 
 def ppo_policy_loss(
@@ -70,6 +95,9 @@ def ppo_policy_loss(
         ``(loss, stats)`` with scalar ``loss`` and floats ``clipfrac`` (share of valid tokens where the clip
         is active), ``dual_clipfrac``, ``approx_kl`` (mean of old - new log-prob, k1).
     """
+    log_probs, old_log_probs, advantages = _widened(log_probs=log_probs, old_log_probs=old_log_probs,
+                                                    advantages=advantages)
+    mask = as_tensor("mask", mask, "[B, T]")
     check_same_shape(log_probs=log_probs, old_log_probs=old_log_probs, advantages=advantages, mask=mask)
     # Bools, strings and infinities raise (clip_eps_high=inf silently turned clipping off; None is the way to turn
     # the dual clip off). The checked values are Python floats, equal to the numbers given.
@@ -120,10 +148,12 @@ def kl_penalty(log_probs: torch.Tensor, ref_log_probs: torch.Tensor, kind: str =
         kind: ``"k1"``, ``"k2"``, ``"k3"`` (aliases ``"low-var-kl"``, ``"low_var_kl"``).
 
     Returns:
-        per-token KL estimate, same shape as the inputs; aggregate with ``aggregate_loss``.
+        per-token KL estimate, same shape as the inputs; aggregate with ``aggregate_loss``. Float32 for 16-bit
+        inputs (computed in float32), else the inputs' promoted dtype.
     """
     if kind not in KL_ESTIMATORS:
         raise ValueError(f"kind must be one of {', '.join(repr(k) for k in KL_ESTIMATORS)}; got {kind!r}")
+    log_probs, ref_log_probs = _widened(log_probs=log_probs, ref_log_probs=ref_log_probs)
     check_same_shape(log_probs=log_probs, ref_log_probs=ref_log_probs)
     d = log_probs - ref_log_probs
     if kind == "k1":
@@ -158,6 +188,8 @@ def value_loss(
     Returns:
         ``(loss, stats)`` with ``vf_clipfrac`` (share of valid tokens where the clipped term is larger).
     """
+    values, old_values, returns = _widened(values=values, old_values=old_values, returns=returns)
+    mask = as_tensor("mask", mask, "[B, T]")
     check_same_shape(values=values, old_values=old_values, returns=returns, mask=mask)
     clip_range = number_or_none("clip_range", clip_range, 0.0, low_open=True, what="disable")
     valid = mask != 0  # padding may hold anything: only valid tokens are read (no NaN loss or gradient from it)

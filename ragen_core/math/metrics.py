@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from ragen_core.math._args import as_integer, as_number
+from ragen_core.math._args import as_integer, as_number, as_tensor
 from ragen_core.math.advantages import masked_mean
 from ragen_core.math.filtering import reward_variance, rv_statistics
 
@@ -56,6 +56,7 @@ def token_entropy(logits: torch.Tensor) -> torch.Tensor:
     Returns:
         ``[...]`` entropies in nats, fp32 (or fp64), differentiable.
     """
+    logits = as_tensor("logits", logits, "[..., V]")
     if logits.dim() < 1 or logits.shape[-1] < 1:
         raise ValueError(f"logits must have a vocabulary dimension [..., V] with V >= 1; got {tuple(logits.shape)}")
     x = logits if logits.dtype == torch.float64 else logits.float()
@@ -74,6 +75,8 @@ def masked_token_entropy(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tens
     Returns:
         scalar fp32 tensor (NaN when the mask is empty).
     """
+    logits = as_tensor("logits", logits, "[B, T, V]")
+    mask = as_tensor("mask", mask, "[B, T]")
     if logits.dim() != 3 or tuple(logits.shape[:2]) != tuple(mask.shape):
         raise ValueError(f"logits must be [B, T, V] matching mask [B, T]; got {tuple(logits.shape)} and "
                          f"{tuple(mask.shape)}")
@@ -94,7 +97,8 @@ def rv_heterogeneity(rewards_or_variances: torch.Tensor, ddof: int = 1) -> float
     Returns:
         float.
     """
-    t = torch.as_tensor(rewards_or_variances)
+    # a None in a list raised torch's "Could not infer dtype of NoneType"
+    t = as_tensor("rewards_or_variances", rewards_or_variances, "[P, G] or [P]", " (NaN for a missing value)")
     if t.dim() == 2:
         t = reward_variance(t, ddof=ddof)
     elif t.dim() != 1:

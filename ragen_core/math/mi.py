@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from ragen_core.math._args import as_integer, as_number
+from ragen_core.math._args import as_integer, as_number, as_tensor
 from ragen_core.math.metrics import classify_regime
 
 __all__ = [
@@ -110,14 +110,13 @@ def mi_proxies(
     Returns:
         dict as above.
     """
-    if not isinstance(L, torch.Tensor):
-        L = torch.as_tensor(L)
+    L = as_tensor("L", L, "[P, G, P]")
     if L.dim() != 3 or L.shape[0] != L.shape[2] or L.shape[0] < 1 or L.shape[1] < 1:
         raise ValueError(f"L must be [P, G, P] with P, G >= 1; got shape {tuple(L.shape)}")
     if not L.is_floating_point():  # integer scores are log-probs too; the proxies need -inf and fractions
         L = L.to(torch.float64)
     p, g, _ = L.shape
-    n = torch.as_tensor(lengths).to(torch.float64)
+    n = as_tensor("lengths", lengths, "[P, G]").to(torch.float64)
     if tuple(n.shape) != (p, g):
         raise ValueError(f"lengths must be [P, G] = [{p}, {g}] to match L; got shape {tuple(n.shape)}")
     if bool((n <= 0).any()) or not bool(torch.isfinite(n).all()):
@@ -213,7 +212,8 @@ def mi_seq_null(L: torch.Tensor, n_perm: int = 9999, seed: int = 0, level: float
     Args:
         L: ``[P, G, P]`` summed log-probs (as :func:`mi_proxies` takes them; P >= 2).
         n_perm: random permutations for P above the exact limit (>= 1).
-        seed: their generator's seed (the result is reproducible).
+        seed: their generator's seed, an integer in ``[0, 2**64)`` as numpy's seeding takes it (the result is
+            reproducible). A negative seed raises: torch would read -1 as 2**64 - 1, the same draws under two seeds.
         level: the quantile of the null reported as ``null_quantile`` (in (0, 1)).
 
     Returns:
@@ -221,14 +221,15 @@ def mi_seq_null(L: torch.Tensor, n_perm: int = 9999, seed: int = 0, level: float
         that rank, rounding up), "null_mean", "level", "permutations", "exact"}``; a relabelling that pairs a trace
         with a prompt it is impossible under (``L = -inf``) reads -inf, so the quantile and mean can be -inf.
     """
-    if not isinstance(L, torch.Tensor):
-        L = torch.as_tensor(L)
+    L = as_tensor("L", L, "[P, G, P]")
     if L.dim() != 3 or L.shape[0] != L.shape[2] or L.shape[0] < 2 or L.shape[1] < 1:
         raise ValueError(f"L must be [P, G, P] with P >= 2, G >= 1; got shape {tuple(L.shape)}")
     # A bool, a string or a fraction raises (n_perm=2.7 ran 2 relabellings, seed=True ran seed 1).
     level = as_number("level", level, 0.0, 1.0, low_open=True, high_open=True)
     n_perm = as_integer("n_perm", n_perm, 1)
-    seed = as_integer("seed", seed)
+    seed = as_integer("seed", seed, 0)
+    if seed >= 2**64:
+        raise ValueError(f"seed must be an integer in [0, 2**64) (a torch.Generator seed); got {seed!r}")
     p = L.shape[0]
     lf = L.to(torch.float64)
     if not bool(torch.isfinite(lf.logsumexp(dim=2)).all()) or bool(torch.isnan(lf).any()):

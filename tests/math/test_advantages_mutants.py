@@ -81,25 +81,27 @@ def test_gae_promotes_to_the_wider_dtype_of_rewards_and_values() -> None:
     assert torch.allclose(adv, torch.tensor(ref, dtype=torch.float64), atol=1e-15, rtol=0)
 
 
-def test_gae_recursion_runs_in_the_input_dtype() -> None:
-    """bfloat16 in, bfloat16 arithmetic throughout: the same operations in the same order on 0-d tensors."""
+def test_gae_recursion_runs_in_float32_for_16_bit_inputs() -> None:
+    """bfloat16 in, float32 arithmetic throughout (16-bit returns overflow or lose the signal): the same operations
+    in the same order on 0-d float32 tensors holding the same bfloat16 values."""
     g = torch.Generator().manual_seed(0)
     r = torch.randn(3, 6, generator=g).to(torch.bfloat16)
     v = torch.randn(3, 6, generator=g).to(torch.bfloat16)
     m = torch.tensor([[1, 1, 0, 1, 1, 1], [1, 1, 1, 1, 1, 1], [0, 1, 1, 0, 1, 1]])
     gamma, lam = 0.9, 0.7
     adv, _ = gae(r, v, m, gamma=gamma, lam=lam)
-    ref = torch.zeros_like(r)
+    r32, v32 = r.float(), v.float()
+    ref = torch.zeros_like(r32)
     for b in range(3):
-        nv = torch.zeros((), dtype=torch.bfloat16)
-        na = torch.zeros((), dtype=torch.bfloat16)
+        nv = torch.zeros((), dtype=torch.float32)
+        na = torch.zeros((), dtype=torch.float32)
         for t in reversed(range(6)):
             if m[b, t]:
-                delta = r[b, t] + gamma * nv - v[b, t]
+                delta = r32[b, t] + gamma * nv - v32[b, t]
                 na = delta + gamma * lam * na
-                nv = v[b, t]
+                nv = v32[b, t]
                 ref[b, t] = na
-    assert adv.dtype == torch.bfloat16 and torch.equal(adv, ref)
+    assert adv.dtype == torch.float32 and torch.equal(adv, ref)
 
 
 def test_gae_keeps_every_tensor_on_the_input_device(meta_nonzero: None) -> None:

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import math
 import numbers
-import operator
 
 import torch
 
 from ragen_core.integrations._checks import bool_mask, row_indices
+from ragen_core.math._args import as_integer
 from ragen_envs.validation import require_int
 
 __all__ = [
@@ -169,16 +169,30 @@ def _span(mask: torch.Tensor) -> tuple[int, int]:
 
 
 def padded_row_count(kept: int, multiple: int) -> int:
-    """Rows one process trains on after filtering: ``kept`` rounded up to a positive multiple of ``multiple``."""
-    if isinstance(multiple, bool) or not isinstance(multiple, int) or multiple < 1:
-        raise ValueError(f"multiple must be a positive integer; got {multiple!r}")
-    try:
-        count = operator.index(kept)  # an int, a numpy integer or a 0-d integer tensor (a count of rows)
-    except TypeError:
-        count = None
-    if isinstance(kept, bool) or count is None or count < 0:
+    """Rows one process trains on after filtering: ``kept`` rounded up to a positive multiple of ``multiple``.
+
+    Both are integers (an int, a numpy integer or a 0-d integer tensor; not a bool), else one ValueError naming it.
+    """
+    multiple = _positive_multiple(multiple)
+    count = _integer_or_none(kept, 0)
+    if count is None:
         raise ValueError(f"kept must be a non-negative integer; got {kept!r}")
     return max(1, -(-count // multiple)) * multiple
+
+
+def _integer_or_none(value, low: int) -> int | None:
+    """``value`` as an int >= ``low`` (an int, a numpy integer, a 0-d integer tensor; not a bool), else None."""
+    try:
+        return as_integer("value", value, low)
+    except ValueError:
+        return None
+
+
+def _positive_multiple(multiple) -> int:
+    value = _integer_or_none(multiple, 1)
+    if value is None:
+        raise ValueError(f"multiple must be a positive integer; got {multiple!r}")
+    return value
 
 
 def take_rows(batch: dict, rows: torch.Tensor, multiple: int = 1, min_rows: int = 0) -> tuple[dict, int]:
@@ -196,17 +210,16 @@ def take_rows(batch: dict, rows: torch.Tensor, multiple: int = 1, min_rows: int 
             ``COMPLETION_KEYS``, ``ROW_KEYS`` and ``num_items_in_batch`` (images, token type ids) raise.
         rows: LongTensor ``[m]`` of distinct local row indices to keep, in any order (integers; a boolean mask is
             refused: pass ``mask.nonzero().flatten()``).
-        multiple: positive integer; the output has ``max(1, ceil(m / multiple)) * multiple`` rows, or
-            ``min_rows`` if that is more.
-        min_rows: at least this many rows (a multiple of ``multiple``). Under DDP every process must hold the same
-            number of rows: TRL gathers per-row statistics inside its loss (``accelerator.gather`` of per-sequence
-            clip ratios), and a collective over tensors of different sizes fails or hangs.
+        multiple: positive integer (a numpy integer too, not a bool); the output has
+            ``max(1, ceil(m / multiple)) * multiple`` rows, or ``min_rows`` if that is more.
+        min_rows: at least this many rows (an integer multiple of ``multiple``). Under DDP every process must
+            hold the same number of rows: TRL gathers per-row statistics inside its loss (``accelerator.gather``
+            of per-sequence clip ratios), and a collective over tensors of different sizes fails or hangs.
 
     Returns:
         (new batch, number of placeholder rows appended after the ``m`` kept rows).
     """
-    if isinstance(multiple, bool) or not isinstance(multiple, int) or multiple < 1:
-        raise ValueError(f"multiple must be a positive integer; got {multiple!r}")
+    multiple = _positive_multiple(multiple)
     unknown = sorted(k for k, v in batch.items() if v is not None and k not in (*PROMPT_KEYS, *COMPLETION_KEYS,
                                                                                   *ROW_KEYS, *_SCALAR_KEYS))
     if unknown:
@@ -225,8 +238,10 @@ def take_rows(batch: dict, rows: torch.Tensor, multiple: int = 1, min_rows: int 
         raise ValueError(f"rows must be local indices in [0, {n}); got {rows.tolist()}")
     if rows.unique().numel() != rows.numel():
         raise ValueError(f"rows must be distinct (a repeated row would be trained on twice); got {rows.tolist()}")
-    if isinstance(min_rows, bool) or not isinstance(min_rows, int) or min_rows < 0 or min_rows % multiple:
+    rows_min = _integer_or_none(min_rows, 0)
+    if rows_min is None or rows_min % multiple:
         raise ValueError(f"min_rows must be a non-negative multiple of {multiple}; got {min_rows!r}")
+    min_rows = rows_min
     m = rows.numel()
     total = max(padded_row_count(m, multiple), min_rows)
     n_pad = total - m
@@ -321,8 +336,9 @@ def batch_level_advantages(
         Any other value raises ValueError (TypeError for a row_mask that is not boolean) naming it.
 
     Returns:
-        ``[N]`` advantages (meaningful on kept rows; NaN rewards give 0, as in TRL), or None when TRL's own
-        advantages are already independent of the other groups.
+        ``[N]`` advantages (meaningful on kept rows; NaN rewards give 0, as in TRL), float32 for integer and 16-bit
+        rewards, else the rewards' dtype; or None when TRL's own advantages are already independent of the other
+        groups.
     """
     if aggregation not in AGGREGATIONS:
         raise ValueError(f"multi_objective_aggregation must be one of {', '.join(map(repr, AGGREGATIONS))}; "
@@ -330,7 +346,10 @@ def batch_level_advantages(
     if scale_rewards not in SCALE_REWARDS:
         raise ValueError(f"scale_rewards must be one of {', '.join(map(repr, SCALE_REWARDS))}; "
                          f"got {scale_rewards!r}")
-    rewards_per_func, w = _check_rewards(rewards_per_func, weights, group_size)
+    # widen: float16/bfloat16 rewards are normalised in float32 (the batch std of rewards of 40000 is inf in
+    # float16), as group_rewards sums them; float32 and float64 rewards are computed in their own dtype.
+    rewards_per_func, w = _check_rewards(rewards_per_func, weights, group_size, widen=True)
+    group_size = int(group_size)
     n, f = rewards_per_func.shape
     row_mask = bool_mask("row_mask", row_mask)
     if row_mask.numel() != n:

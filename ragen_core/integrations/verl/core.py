@@ -42,6 +42,7 @@ import torch
 from ragen_core.integrations._checks import id_list, row_indices
 from ragen_core.math import advantages as adv_mod
 from ragen_core.math import filtering
+from ragen_core.math._args import as_integer
 from ragen_core.math.filtering import (
     FilterResult,
     FilterSpecError,
@@ -83,8 +84,27 @@ MODES = ("remove", "mask")
 #: (``ragen_core.training.algorithms.ALGORITHMS``) that have a group advantage (grpo, dr_grpo, dapo's = grpo's, rloo).
 ESTIMATORS = tuple(name for name, algo in ALGORITHMS.items() if algo.group_advantage is not None)
 
+# Stride of FilterSpec.seed in the per-step seed: (seed, step) pairs with 0 <= step < 1_000_003 never collide.
+_SEED_STRIDE = 1_000_003
+#: Largest ``ragen_filter.seed``: every per-step seed ``seed * 1_000_003 + step`` (step < 1_000_003) stays below
+#: 2**64, the range of a torch.Generator seed.
+MAX_FILTER_SEED = (2**64 - 1) // _SEED_STRIDE - 1
+
 # PR #7894's config names -> ours; "top_p"/"top_k" are handled apart because they also carry the value.
 _ALIASES = {"variance_ddof": "ddof", "selection_eps": "eps"}
+
+
+def _check_seed(seed: Any) -> int:
+    """``seed`` as an int (a numpy integer too; not a bool) that :func:`random_generator` can seed every step
+    with: ``0 <= seed <= MAX_FILTER_SEED``. A negative seed aliased a positive one (torch reads -1 as 2**64 - 1)
+    and a larger one overflowed torch's seed at the first step ("Overflow when unpacking long long")."""
+    try:
+        value = as_integer("seed", seed, 0)
+    except ValueError:
+        value = None
+    if value is None or value > MAX_FILTER_SEED:
+        raise FilterSpecError("seed", f"must be an integer in [0, {MAX_FILTER_SEED}]; got {seed!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -116,8 +136,7 @@ class FilterSpec(filtering.FilterSpec):
             check_choice("mode", self.mode, MODES)
             check_choice("estimator", self.estimator, ESTIMATORS)
             object.__setattr__(self, "norm_eps", check_non_negative("norm_eps", self.norm_eps))
-            if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-                raise FilterSpecError("seed", f"must be an integer; got {self.seed!r}")
+            object.__setattr__(self, "seed", _check_seed(self.seed))
             check_bool("enable", self.enable)
         except FilterSpecError as e:
             raise e.renamed(f"ragen_filter.{e.field}") from None
@@ -448,8 +467,6 @@ def masked_group_advantages(
 ADV_ESTIMATOR_NAME = "ragen_snr"
 TRAINER_MODE = "ragen_snr_sync"
 AGENT_LOOP_NAME = "ragen_env_agent"
-# Stride of FilterSpec.seed in the per-step seed: (seed, step) pairs with 0 <= step < 1_000_003 never collide.
-_SEED_STRIDE = 1_000_003
 
 
 def _to_container(cfg: Any) -> Any:
