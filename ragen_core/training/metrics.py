@@ -150,7 +150,7 @@ class Filter:
     ZERO_FRACTION = _metric("filter/zero_fraction", SHARE, _DECISION,
                             "share of the groups (NaN groups left out) with zero reward variance")
     NAN_GROUPS = _metric("filter/nan_groups", COUNT, _DECISION,
-                         "groups with a NaN reward variance (never kept); null with one rollout per group")
+                         "groups with a NaN or infinite reward variance (never kept); null with one rollout per group")
     GROUPS_TOTAL = _metric("filter/groups_total", COUNT, _STEP,
                            "groups of the step's first rollout batch (`rollout.groups`): with `algo.dynamic_sampling` "
                            "each of `filter/refill_rounds` rolls out as many more")

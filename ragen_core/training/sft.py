@@ -47,6 +47,8 @@ __all__ = [
     "demonstrator_template_parts",
     "demonstrator_templates",
     "check_demonstrator",
+    "Float32Master",
+    "with_float32_master",
     "collect_sft_batch",
     "sft_train",
     "warm_start",
@@ -247,6 +249,87 @@ def collect_sft_batch(policy: Any, envs: Sequence[Any], seeds: Sequence[int], se
     return rollout(policy, envs, list(seeds), 1, settings, responder=scripted_responder(kind, rng))
 
 
+def _low_precision(p: torch.Tensor) -> bool:
+    """A bfloat16 or float16 tensor: one whose own rounding would swallow small optimiser updates."""
+    return p.dtype in (torch.bfloat16, torch.float16)
+
+
+class Float32Master:
+    """An optimiser stepping float32 master copies of the 16-bit (bfloat16 / float16) parameters it is given.
+
+    AdamW on bfloat16 weights rounds each update to the weight's 8-bit mantissa: an update smaller than half a
+    step of that grid is lost, every step again (at lr 1e-6 about 99% of a tiny model's weights never moved, and no
+    RMSNorm weight did; docs/train.md, "Precision"). Here the optimiser built by `build` steps float32 copies of the
+    16-bit parameters (float32 parameters are used as they are) with the parameters' gradients in float32, and each
+    step writes the copies back, rounded, into the model. A parameter written by someone else since (the warm start,
+    a checkpoint loaded into the model) is copied again before the step. ``state_dict`` adds the copies under
+    ``"float32_master"``, so that a resumed run continues from them; a state dict without them (an older checkpoint)
+    starts them from the weights. ``param_groups`` and ``state`` are the inner optimiser's.
+    """
+
+    def __init__(self, params: Sequence[torch.nn.Parameter], build: Any) -> None:
+        self.params = list(params)
+        self.master = [p.detach().float().clone() if _low_precision(p) else p for p in self.params]
+        self.optimizer = build(self.master)
+
+    @property
+    def param_groups(self) -> list[dict[str, Any]]:
+        return self.optimizer.param_groups
+
+    @property
+    def state(self) -> Any:
+        return self.optimizer.state
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.params:
+            if p.grad is not None:
+                if set_to_none:
+                    p.grad = None
+                else:
+                    p.grad.zero_()
+
+    @torch.no_grad()
+    def _resync(self) -> None:
+        for p, m in zip(self.params, self.master):
+            if m is not p and not torch.equal(m.to(p.dtype), p):
+                m.copy_(p)
+
+    @torch.no_grad()
+    def step(self) -> None:
+        self._resync()
+        for p, m in zip(self.params, self.master):
+            if m is not p:
+                m.grad = None if p.grad is None else p.grad.float()
+        self.optimizer.step()
+        for p, m in zip(self.params, self.master):
+            if m is not p:
+                p.copy_(m)
+                m.grad = None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**self.optimizer.state_dict(),
+                "float32_master": [None if m is p else m.detach().clone() for p, m in zip(self.params, self.master)]}
+
+    @torch.no_grad()
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        saved = state.pop("float32_master", None) or []
+        self.optimizer.load_state_dict(state)
+        for i, (p, m) in enumerate(zip(self.params, self.master)):
+            if m is p:
+                continue
+            s = saved[i] if i < len(saved) else None
+            ok = isinstance(s, torch.Tensor) and s.shape == m.shape and torch.equal(s.to(p.device, p.dtype), p)
+            m.copy_(s if ok else p)  # copies that do not round to the loaded weights are not theirs
+
+
+def with_float32_master(params: Sequence[torch.nn.Parameter], build: Any) -> Any:
+    """``build(params)`` (an optimiser) when every parameter is float32 or wider, else :class:`Float32Master` around
+    it: 16-bit weights are updated through float32 copies. float32 models get exactly ``build(params)``."""
+    params = list(params)
+    return Float32Master(params, build) if any(_low_precision(p) for p in params) else build(params)
+
+
 def sft_train(policy: Any, batch: RolloutBatch, *, epochs: int = 2, lr: float = 1e-3, batch_size: int = 16,
               generator: torch.Generator | None = None, device: torch.device | None = None,
               schedule: str = "constant", progress: bool = False) -> dict[str, float]:
@@ -268,7 +351,8 @@ def sft_train(policy: Any, batch: RolloutBatch, *, epochs: int = 2, lr: float = 
     if schedule not in ("linear", "constant"):
         raise ValueError(f"schedule must be 'linear' or 'constant'; got {schedule!r}")
     model = policy.model
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+    opt = with_float32_master([p for p in model.parameters() if p.requires_grad],
+                              lambda params: torch.optim.AdamW(params, lr=lr))
     n = batch.input_ids.shape[0]
     total = epochs * ((n + batch_size - 1) // batch_size)
     warmup = max(1, total // 20)

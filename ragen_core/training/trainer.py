@@ -187,12 +187,16 @@ def policy_path(cfg: TrainConfig) -> str:
     return cfg.model.path
 
 
-def make_optimizer(params: list[torch.nn.Parameter], algo: Any) -> torch.optim.Optimizer:
+def make_optimizer(params: list[torch.nn.Parameter], algo: Any) -> Any:
     """The policy's optimiser (`algo.optimizer`): AdamW with `algo.adam_eps`, or plain SGD (no momentum), whose
-    update -lr * (g_task - entropy_coef * g_entropy + kl_coef * g_kl) keeps every coefficient's scale."""
+    update -lr * (g_task - entropy_coef * g_entropy + kl_coef * g_kl) keeps every coefficient's scale. On 16-bit
+    (bfloat16) weights it steps float32 copies of them (:class:`ragen_core.training.sft.Float32Master`)."""
+    from ragen_core.training.sft import with_float32_master
+
     if algo.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=algo.lr, weight_decay=algo.weight_decay)
-    return torch.optim.AdamW(params, lr=algo.lr, weight_decay=algo.weight_decay, eps=algo.adam_eps)
+        return with_float32_master(params, lambda ps: torch.optim.SGD(ps, lr=algo.lr, weight_decay=algo.weight_decay))
+    return with_float32_master(params, lambda ps: torch.optim.AdamW(ps, lr=algo.lr, weight_decay=algo.weight_decay,
+                                                                    eps=algo.adam_eps))
 
 
 class GradParts:
@@ -712,7 +716,7 @@ class Trainer:
         self.rng = RNGStreams(cfg.run.seed)
         self.optimizer = make_optimizer([p for p in self.model.parameters() if p.requires_grad], cfg.algo)
         self.critic: ValueModel | None = None
-        self.critic_optimizer: torch.optim.Optimizer | None = None
+        self.critic_optimizer: Any = None
         if self.algo.critic:
             self._build_critic()
         self.ref_policy = None
@@ -765,8 +769,10 @@ class Trainer:
     def _build_critic(self) -> None:
         """A fresh critic on the policy's current backbone (again after the warm start)."""
         self.critic = ValueModel(self.model).to(self.device)
-        self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=self.cfg.model.critic_lr,
-                                                  weight_decay=self.cfg.algo.weight_decay)
+        from ragen_core.training.sft import with_float32_master
+
+        self.critic_optimizer = with_float32_master(self.critic.parameters(), lambda ps: torch.optim.AdamW(
+            ps, lr=self.cfg.model.critic_lr, weight_decay=self.cfg.algo.weight_decay))
 
     def _make_reference(self) -> None:
         ref = copy.copy(self.policy)
