@@ -417,8 +417,8 @@ def mi_report(
     model, info = AutoModelForCausalLM.from_pretrained(model_path, output_loading_info=True)
     check_loaded_weights(model_path, info)  # weights left at random would score the rollouts with noise
     check_tokenizer_fits(model_path, tokenizer, model)
+    scorer = weights_sha256(model)  # the weights as saved: a bfloat16 run's rollouts name its bfloat16 weights
     model = model.float().to(device)
-    scorer = weights_sha256(model)
     notes: list[str] = []
     names = list(groups)
     own = [g for g in names if all(r.model == scorer for r in groups[g])]

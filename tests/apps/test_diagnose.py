@@ -281,3 +281,27 @@ def test_the_regime_needs_the_sampler_as_scorer(model_dir, tmp_path):
 def test_a_folder_without_rollouts_is_one_line(tmp_path):
     rc, _, err = run_cli([str(tmp_path)])
     assert rc == 2 and "rollouts.jsonl" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_bfloat16_model_is_recognised_as_its_own_sampler(model_dir, tmp_path):
+    """The scorer's fingerprint is its weights as saved: a bfloat16 run's model (the Qwen presets' dtype) scored in
+    float32 must still name the weights its rollouts name, or its own rollouts read "no" and the regime is
+    withheld."""
+    import torch
+    import transformers
+
+    from ragen_core.policy.identity import weights_sha256
+
+    bf16_dir = tmp_path / "bf16"
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir).to(torch.bfloat16)
+    model.save_pretrained(bf16_dir)
+    transformers.AutoTokenizer.from_pretrained(model_dir).save_pretrained(bf16_dir)
+    sha = weights_sha256(model)
+    rows = [json.loads(line) for line in SAMPLE.read_text().splitlines()]
+    small = [r for i, r in enumerate(r for r in rows if r["group"] < 3) if i % 8 < 2]
+    path = tmp_path / "own.jsonl"
+    diagnose.write_rollouts([{**r, "model": sha} for r in small], path)
+    rc, out, err = run_cli([str(path), "--model", str(bf16_dir), "--json", "--batch-tokens", "2000"])
+    assert rc == 0, err
+    mi = json.loads(out)["mi"]
+    assert mi["scorer_is_sampler"].startswith("yes"), mi["scorer_is_sampler"]
