@@ -6,6 +6,7 @@ trajectory weights and loss aggregation.  References are plain loops, independen
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -22,6 +23,7 @@ from ragen_core.math.advantages import (
     place_on_last_token,
     rloo,
     trajectory_token_weights,
+    zero_outside,
 )
 
 
@@ -263,3 +265,167 @@ def test_grpo_at_eps_zero_is_finite_when_the_std_underflows() -> None:
     a = grpo(r, eps=0.0)
     assert a[0].tolist() == [0.0, 0.0, 0.0]
     assert a[1].tolist() == [-1.0, 0.0, 1.0]
+
+
+# ------------------------------------------------------------------------------------------------ argument reading
+# What torch.as_tensor cannot read (a None inside a list) is one ValueError naming the argument and the shape meant.
+_UNREADABLE = [[0.0, None]]
+_M = torch.ones(1, 2)
+
+
+@pytest.mark.parametrize("call, name, shape", [
+    (lambda: gae(_UNREADABLE, torch.zeros(1, 2), _M), "rewards", "[B, T] or [B]"),
+    (lambda: gae(torch.zeros(1, 2), _UNREADABLE, _M), "values", "[B, T]"),
+    (lambda: gae(torch.zeros(1, 2), torch.zeros(1, 2), _UNREADABLE), "mask", "[B, T]"),
+    (lambda: place_on_last_token(_UNREADABLE, _M), "seq_rewards", "[B]"),
+    (lambda: place_on_last_token(torch.zeros(1), _UNREADABLE), "mask", "[B, T]"),
+    (lambda: expand_to_tokens(_UNREADABLE, _M), "advantages", "[P, G] or [B]"),
+    (lambda: expand_to_tokens(torch.zeros(1), _UNREADABLE), "mask", "[B, T]"),
+    (lambda: masked_mean(_UNREADABLE, _M), "x", "matching mask"),
+    (lambda: masked_mean(torch.zeros(1, 2), _UNREADABLE), "mask", "matching x"),
+    (lambda: masked_whiten(_UNREADABLE, _M), "x", "[B, T]"),
+    (lambda: masked_whiten(torch.zeros(1, 2), _UNREADABLE), "mask", "[B, T]"),
+    (lambda: trajectory_token_weights(_UNREADABLE, _M), "row_traj", "[R]"),
+    (lambda: trajectory_token_weights(torch.zeros(1, dtype=torch.long), _UNREADABLE), "loss_mask", "[R, T]"),
+    (lambda: aggregate_loss(_UNREADABLE, _M), "loss_mat", "[B, T]"),
+    (lambda: aggregate_loss(torch.zeros(1, 2), _UNREADABLE), "mask", "[B, T]"),
+])
+def test_an_unreadable_tensor_argument_is_named_with_its_shape(call, name: str, shape: str) -> None:
+    with pytest.raises(ValueError, match=rf"^{name} must be a real tensor {re.escape(shape)} or nested lists of "
+                                         r"numbers; could not read it: "):
+        call()
+
+
+def test_switches_and_eps_are_checked_by_name() -> None:
+    r = torch.tensor([[0.0, 1.0]])
+    for bad, shown in ((1, "1"), (torch.tensor(True), "tensor(True)"), ("yes", "'yes'")):
+        with pytest.raises(ValueError, match=rf"^norm_by_std must be True or False; got {re.escape(shown)}$"):
+            grpo(r, norm_by_std=bad)
+        with pytest.raises(ValueError, match=rf"^shift_mean must be True or False; got {re.escape(shown)}$"):
+            masked_whiten(r, _M, shift_mean=bad)
+    with pytest.raises(ValueError, match=r"^eps must be a number >= 0; got '1e-6'$"):
+        grpo(r, eps="1e-6")
+    with pytest.raises(ValueError, match=r"^eps must be a number >= 0; got '1e-8'$"):
+        masked_whiten(r, _M, eps="1e-8")
+    with pytest.raises(ValueError, match=r"^eps must be >= 0; got -1\.0$"):
+        masked_whiten(r, _M, eps=-1.0)
+
+
+# ------------------------------------------------------------------------------------------------ group rewards
+def test_group_estimators_read_nested_lists_and_refuse_what_is_not_a_real_matrix() -> None:
+    assert dr_grpo([[0, 1, 2]]).tolist() == [[-1.0, 0.0, 1.0]]
+    assert rloo([[0.0, 3.0]]).tolist() == [[-3.0, 3.0]]
+    assert grpo([[0.0, 2.0]])[0].tolist() == pytest.approx([-1 / (math.sqrt(2) + 1e-6), 1 / (math.sqrt(2) + 1e-6)])
+    with pytest.raises(ValueError, match=r"^rewards must be a \[P, G\] tensor or nested lists of numbers; got list "
+                                         r"that is neither$"):
+        grpo(_UNREADABLE)
+    with pytest.raises(ValueError, match=r"^rewards must be real; got dtype torch\.complex64$"):
+        rloo(torch.tensor([[1 + 1j, 0j]]))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_16_bit_group_rewards_are_summed_in_float32(dtype: torch.dtype) -> None:
+    # leave-one-out means by hand: 40000 + 0 = 40000 -> 20000 ... ; the group sum 70000 overflows float16
+    a = rloo(torch.tensor([[30000.0, 40000.0, 0.0]], dtype=dtype))
+    assert a.dtype == torch.float32
+    r = [float(x) for x in torch.tensor([30000.0, 40000.0, 0.0], dtype=dtype).tolist()]
+    assert a.tolist() == [[r[0] - (r[1] + r[2]) / 2, r[1] - (r[0] + r[2]) / 2, r[2] - (r[0] + r[1]) / 2]]
+
+
+def _not_finite_rows(rows: list[int], n: int) -> torch.Tensor:
+    r = torch.zeros(n, 4)
+    for i in rows:
+        r[i, 3 - i % 4] = math.nan if i % 2 else math.inf  # a column index that is not the group's
+    return r
+
+
+@pytest.mark.parametrize("estimator", [grpo, dr_grpo, rloo])
+def test_a_group_with_nan_or_inf_is_named_in_one_line(estimator) -> None:
+    tail = r" hold NaN or inf \(drop those groups first, e\.g\. with ragen_core\.math\.filtering\)$"
+    with pytest.raises(ValueError, match=r"^rewards must be finite; group\(s\) \[2\]" + tail):
+        estimator(_not_finite_rows([2], 3))
+    with pytest.raises(ValueError, match=r"^rewards must be finite; group\(s\) \[0, 1, 2, 3, 4, 5, 6, 7\]" + tail):
+        estimator(_not_finite_rows(list(range(8)), 10))  # exactly 8 groups: all listed, no ellipsis
+    with pytest.raises(ValueError, match=r"^rewards must be finite; group\(s\) \[1, 2, 3, 4, 5, 6, 7, 8\] \.\.\."
+                                         + tail):
+        estimator(_not_finite_rows(list(range(1, 10)), 10))  # 9 groups: the first 8 and an ellipsis
+
+
+# ------------------------------------------------------------------------------------------------ dtypes
+def test_gae_of_integer_rewards_and_values_is_float32() -> None:
+    r, v, m = [[1, 0, 2], [0, 3, 1]], [[0, 1, 1], [2, 0, 1]], [[1, 1, 1], [1, 0, 1]]
+    adv, ret = gae(torch.tensor(r), torch.tensor(v), torch.tensor(m), gamma=0.5, lam=0.5)
+    assert adv.dtype == ret.dtype == torch.float32
+    ref = _gae_reference(r, v, m, 0.5, 0.5)
+    assert torch.allclose(adv, torch.tensor(ref), atol=1e-6, rtol=0)
+    assert ref[0][0] != round(ref[0][0])  # fractions: an integer recursion would truncate them
+
+
+def _gae_float32_steps(r32, v32, m, gamma, lam):
+    """The recursion on 0-d float32 tensors, one operation at a time (as the docstring's equations)."""
+    ref = torch.zeros_like(r32)
+    for b in range(r32.shape[0]):
+        nv = torch.zeros((), dtype=torch.float32)
+        na = torch.zeros((), dtype=torch.float32)
+        for t in reversed(range(r32.shape[1])):
+            if m[b, t]:
+                delta = r32[b, t] + gamma * nv - v32[b, t]
+                na = delta + gamma * lam * na
+                nv = v32[b, t]
+                ref[b, t] = na
+    return ref
+
+
+def test_gae_of_float32_inputs_is_float32_arithmetic_whatever_the_default_dtype() -> None:
+    """With float64 as torch's default dtype, float32 inputs still recurse in float32 (the carried value and
+    advantage start as float32 zeros): bit for bit the float32 steps, not float64 ones rounded at the end."""
+    g = torch.Generator().manual_seed(1)
+    r = torch.randn(4, 12, generator=g, dtype=torch.float32)
+    v = torch.randn(4, 12, generator=g, dtype=torch.float32)
+    m = torch.ones(4, 12, dtype=torch.long)
+    m[1, 3] = m[2, 0] = 0
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        adv, ret = gae(r, v, m, gamma=0.9, lam=0.7)
+        ref = _gae_float32_steps(r, v, m, 0.9, 0.7)
+    finally:
+        torch.set_default_dtype(before)
+    assert adv.dtype == torch.float32 and torch.equal(adv, ref)
+
+
+def test_zero_outside_keeps_an_integer_dtype() -> None:
+    out = zero_outside(torch.tensor([1, 2, 3]), torch.tensor([True, False, True]))
+    assert out.dtype == torch.int64 and out.tolist() == [1, 0, 3]
+
+
+def test_integer_losses_are_averaged_in_float32_whatever_the_default_dtype() -> None:
+    x = torch.tensor([[1, 2, 4], [3, 5, 7]])
+    m = torch.tensor([[1, 0, 1], [1, 1, 1]])
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        mean, mean_dim = masked_mean(x, m), masked_mean(x, m, dim=1)
+        agg = {mode: aggregate_loss(x, m, mode) for mode in ("token-mean", "seq-mean-token-mean")}
+    finally:
+        torch.set_default_dtype(before)
+    assert mean.dtype == mean_dim.dtype == torch.float32
+    assert mean.item() == pytest.approx(20 / 5) and mean_dim.tolist() == pytest.approx([2.5, 5.0])
+    assert {k: (a.dtype, a.item()) for k, a in agg.items()} == {
+        "token-mean": (torch.float32, pytest.approx(4.0)), "seq-mean-token-mean": (torch.float32, pytest.approx(3.75))}
+
+
+def test_the_mean_of_ones_is_one_past_float32_integers() -> None:
+    """Float32 counts are taken like the float32 sums, so the mean of ones is exactly 1 however many there are.
+    Past 2**24 a float32 sum of ones is rounded by the way the reduction groups the additions (2**25 + 11 ones sum
+    to 2**25 + 8 with one thread and with two), so an integer count (2**25 + 12 in float32) would give a mean
+    below 1 for one of these sizes at least."""
+    big = 2**25 + 13
+    ones = torch.ones(1, big)
+    mask = torch.ones(1, big, dtype=torch.bool)
+    for n in (2**25 + 11, big):
+        x, m = ones[:, :n], mask[:, :n]
+        assert masked_mean(x, m).item() == 1.0, n
+        assert masked_mean(x, m, dim=1).tolist() == [1.0], n
+        for mode in ("token-mean", "seq-mean-token-mean"):
+            assert aggregate_loss(x, m, mode).item() == 1.0, (n, mode)

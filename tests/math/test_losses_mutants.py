@@ -187,3 +187,92 @@ def test_statistics_of_a_single_valid_token_and_a_float_mask_without_dual_clip()
     _, stats = value_loss(torch.tensor([[2.0, 0.0]]), torch.tensor([[0.0, 0.0]]), torch.tensor([[3.0, 0.0]]),
                           mask.float())
     assert stats == {"vf_clipfrac": 1.0}  # v_clip = 0.5 is further from the return 3 than 2 is
+
+
+# ------------------------------------------------------------------------------------------------ argument reading
+# What torch.as_tensor cannot read (a None inside a list) is one ValueError naming the argument and the shape meant.
+_UNREADABLE = [[0.0, None]]
+
+
+def _ppo_args(**bad):
+    args = dict(log_probs=torch.zeros(1, 2), old_log_probs=torch.zeros(1, 2), advantages=torch.ones(1, 2),
+                mask=torch.ones(1, 2))
+    return {**args, **bad}
+
+
+def _value_args(**bad):
+    args = dict(values=torch.zeros(1, 2), old_values=torch.zeros(1, 2), returns=torch.ones(1, 2),
+                mask=torch.ones(1, 2))
+    return {**args, **bad}
+
+
+@pytest.mark.parametrize("fn, name", [
+    *[(ppo_policy_loss, n) for n in ("log_probs", "old_log_probs", "advantages", "mask")],
+    *[(value_loss, n) for n in ("values", "old_values", "returns", "mask")],
+    *[(kl_penalty, n) for n in ("log_probs", "ref_log_probs")],
+])
+def test_an_unreadable_tensor_argument_is_named_with_its_shape(fn, name: str) -> None:
+    if fn is kl_penalty:
+        kwargs = {"log_probs": torch.zeros(1, 2), "ref_log_probs": torch.zeros(1, 2), name: _UNREADABLE}
+    else:
+        kwargs = (_ppo_args if fn is ppo_policy_loss else _value_args)(**{name: _UNREADABLE})
+    with pytest.raises(ValueError, match=rf"^{name} must be a real tensor \[B, T\] or nested lists of numbers; "
+                                         r"could not read it: "):
+        fn(**kwargs)
+
+
+# ------------------------------------------------------------------------------------------------ 16-bit inputs
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_k2_of_16_bit_log_probs_is_computed_in_float32(dtype: torch.dtype) -> None:
+    # d = 400: d^2 / 2 = 80000 is past float16's largest value (65504) and rounds in bfloat16 (8 bits), exact in
+    # float32
+    lp = torch.tensor([[0.0, 400.0]], dtype=dtype)
+    ref = torch.tensor([[0.0, 0.0]], dtype=dtype)
+    k2 = kl_penalty(lp, ref, "k2")
+    assert k2.dtype == torch.float32
+    assert k2.tolist() == [[0.0, 0.5 * 400.0 * 400.0]]
+
+
+@pytest.mark.parametrize("wide", ["log_probs", "old_log_probs", "advantages"])
+def test_a_float64_argument_widens_the_16_bit_ones_to_float64(wide: str) -> None:
+    """One float64 argument among float16 ones: everything is computed in float64 (their promoted dtype), so the
+    dual-clip bound -c * A of one token is the float64 product (in float32, 0.5 * 3.3 rounds differently)."""
+    args = {"log_probs": torch.tensor([[0.0]], dtype=torch.float16),
+            "old_log_probs": torch.tensor([[-2.0]], dtype=torch.float16),  # r = e^2, far above 1 + eps_high
+            "advantages": torch.tensor([[-0.5]], dtype=torch.float16)}
+    args[wide] = args[wide].double()
+    loss, stats = ppo_policy_loss(**args, mask=torch.ones(1, 1), dual_clip_c=3.3)
+    assert stats["dual_clipfrac"] == 1.0  # the token's loss is the dual-clip bound
+    assert loss.dtype == torch.float64
+    assert loss.item() == 0.5 * 3.3  # -c * A, A = -0.5
+
+
+def test_widened_returns_float32_float64_and_integer_tensors_as_they_are() -> None:
+    """The helper's contract (losses._widened): only 16-bit floats are converted, to the promoted dtype raised to
+    at least float32; float32 and float64 tensors are the very objects passed (their results stay bit-identical),
+    integer tensors keep their dtype, and a call without any float returns its tensors."""
+    from ragen_core.math.losses import _widened
+
+    a32, b64, i64 = torch.zeros(2), torch.zeros(2, dtype=torch.float64), torch.tensor([1, 2])
+    out = _widened(a=a32, b=b64, c=i64)
+    assert out[0] is a32 and out[1] is b64 and out[2] is i64
+    assert _widened(c=i64)[0] is i64
+    h16, bf16 = torch.zeros(2, dtype=torch.float16), torch.zeros(2, dtype=torch.bfloat16)
+    assert [t.dtype for t in _widened(a=h16, b=bf16)] == [torch.float32, torch.float32]
+    assert [t.dtype for t in _widened(a=h16, b=i64)] == [torch.float32, torch.int64]
+    assert [t.dtype for t in _widened(a=h16, b=b64, c=bf16)] == [torch.float64] * 3
+    assert [t.dtype for t in _widened(a=b64, b=h16, c=bf16)] == [torch.float64] * 3
+
+
+# ------------------------------------------------------------------------------------------------ dual clip at A = 0
+def test_the_loss_gradient_in_the_advantage_at_zero_is_minus_the_ratio() -> None:
+    """Near A = 0, with the ratio r inside the clip range and below c, the loss of a token is -A * r on both sides
+    (for A < 0 the dual-clip bound -c * A is larger than -A * r), so d loss / dA = -r at A = 0. A token with A = 0
+    must not enter the dual clip: min(clipped, -c * A) ties there, and the tie would pass half the gradient to
+    -c * A (-(r + c) / 2)."""
+    lp = 0.1
+    adv = torch.zeros(1, 1, dtype=torch.float64, requires_grad=True)
+    loss, _ = ppo_policy_loss(torch.tensor([[lp]], dtype=torch.float64), torch.zeros(1, 1, dtype=torch.float64),
+                              adv, torch.ones(1, 1))
+    loss.backward()
+    assert adv.grad.item() == pytest.approx(-math.exp(lp), rel=1e-12)
