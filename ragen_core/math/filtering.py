@@ -117,7 +117,7 @@ def check_non_negative(field: str, value: Any) -> float:
     if is_bool(value):
         problem = "must be a non-negative number, not a bool"
     elif number is not None and number == math.inf:
-        problem = "must be a finite non-negative number"
+        problem = "must be a finite number >= 0"
     else:
         problem = "must be a non-negative number"
     raise FilterSpecError(field, f"{problem}; got {value!r}")

@@ -33,7 +33,7 @@ from ragen_core.math.mi import MIZScoreEMA, mi_proxies, mi_seq_null
     ("value", True, r"^value must be a number in \(0, 1\] for strategy='top_p', not a bool; got True$"),
     ("value", "0.9", r"^value must be a number in \(0, 1\] for strategy='top_p'; got '0\.9'$"),
     ("value", None, r"^value must be a number in \(0, 1\]"),
-    ("eps", math.inf, r"^eps must be a finite non-negative number; got inf$"),
+    ("eps", math.inf, r"^eps must be a finite number >= 0; got inf$"),
     ("eps", True, r"^eps must be a non-negative number, not a bool; got True$"),
     ("eps", "0.01", r"^eps must be a non-negative number; got '0\.01'$"),
     ("ddof", np.float64(1.0), r"^ddof must be a non-negative integer"),
