@@ -148,12 +148,14 @@ def _stop(proc: subprocess.Popen, signum: int, group: bool) -> tuple[int, str, l
     assert below, "the study runs its runs in processes of its own"
     (os.killpg if group else os.kill)(proc.pid, signum)
     try:
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=120)  # a loaded CI machine: runs save their checkpoints first
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
-    deadline = time.monotonic() + 10  # a process that has exited may still be listed for a moment
+    # A process that has exited may still be listed for a moment, and under the full suite's load (2 workers,
+    # each with runs of its own) the runs' last checkpoint and exit can take seconds: 30 s, still a hang's bound.
+    deadline = time.monotonic() + 30
     while _alive(below) and time.monotonic() < deadline:
         time.sleep(0.1)
     return proc.returncode, err, _alive(below)
