@@ -1,4 +1,5 @@
-"""The KV-cached decoding step of the lean forward, before and after its preallocated layout, side by side.
+"""The KV-cached decoding step of the lean forward: the step before its preallocated layout, today's Python step and
+the compiled step, side by side.
 
     python -m benchmarks.micro.bench_decode [--reps 15] [--rows 32 128] [--threads 1] [--json PATH]
 
@@ -6,17 +7,19 @@ The shipped tiny model (`default_tiny_model_dir()`: hidden 128, 2 layers, 4 head
 1028), prompts of 135-155 tokens shared by groups of 4 rows (the study's group size), 64 new tokens. Two
 schedules per row count: every row decodes all 64 steps, and rows stop at staggered steps (each row's last step
 drawn from 8..64, as EOS and stop strings end rollouts). One repetition decodes the whole schedule with each
-implementation, `BaselineDecodeState` (the step of commit 6bd8167, copied here verbatim) and the current
-`DecodeState`, in alternating order, feeding both the same pre-drawn tokens; a step's time is the decoding's time
-over its number of steps (the prefill is not timed). Reported: medians over the repetitions, the ratio
-baseline / new, and the machine's 1-minute load average before and after (the cores are shared). The logits of
-the two are checked equal bit for bit at the end of every decoding, so a change that makes the step fast by
-breaking it fails here.
+implementation, in an order that rotates between repetitions, feeding each the same pre-drawn tokens:
+`BaselineDecodeState` (the step of commit 6bd8167, copied here verbatim), `DecodeState` with its operator calls made
+from Python (``RAGEN2_NATIVE_DECODE=0``) and `DecodeState` with them made from C++ (`ragen_core.policy.native`, the
+default where a C++ compiler is found); a step's time is the decoding's time over its number of steps (the prefill
+is not timed). Reported: medians over the repetitions, the ratios, and the machine's 1-minute load average before
+and after (the cores are shared). The logits of the three are checked equal bit for bit at the end of every
+decoding, so a change that makes a step fast by breaking it fails here.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from pathlib import Path
@@ -28,6 +31,7 @@ from benchmarks.machine import describe_machine, load_average
 from benchmarks.readme_tables import strict_json, write_text_atomic
 from ragen_core.policy import HFPolicy
 from ragen_core.policy.fast_qwen2 import DecodeState, FastQwen2
+from ragen_core.policy.native import SWITCH, native_decode_status, native_decode_step
 from ragen_core.policy.tiny import default_tiny_model_dir
 
 GROUP = 4
@@ -151,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     policy = HFPolicy.from_pretrained(default_tiny_model_dir())
     fast = FastQwen2(policy.model)
     gen = torch.Generator().manual_seed(0)
+    compiled = native_decode_step() is not None
+    impls = ["baseline", "python", "compiled"] if compiled else ["baseline", "python"]
     load_before = load_average()
     results = []
     for rows in args.rows:
@@ -159,36 +165,68 @@ def main(argv: list[str] | None = None) -> int:
         schedules = {"all rows decode 64 steps": torch.full((rows,), MAX_NEW),
                      "rows stop at steps 8-64": torch.randint(8, MAX_NEW + 1, (rows,), generator=gen)}
         for name, last in schedules.items():
-            times: dict[str, list[float]] = {"baseline": [], "new": []}
+            times: dict[str, list[float]] = {impl: [] for impl in impls}
             for rep in range(args.reps + 1):  # the first repetition warms up and is not counted
-                order = ("baseline", "new") if rep % 2 else ("new", "baseline")
+                order = impls[rep % len(impls):] + impls[: rep % len(impls)]
                 out = {}
                 for impl in order:
-                    cls = BaselineDecodeState if impl == "baseline" else DecodeState
-                    state = cls(*_state_args(fast, prompts, policy.pad_token_id))
+                    state = _make_state(impl, fast, prompts, policy.pad_token_id)
                     seconds, steps, out[impl] = _decode(state, tokens, last)
                     if rep:
                         times[impl].append(seconds / steps * 1e3)
-                if not torch.equal(out["baseline"], out["new"]):
-                    raise AssertionError(f"{rows} rows, {name}: the new step's logits differ from the baseline's")
-            base, new = statistics.median(times["baseline"]), statistics.median(times["new"])
-            results.append({"rows": rows, "schedule": name, "baseline_ms": base, "new_ms": new, "ratio": base / new})
+                for impl in impls[1:]:
+                    if not torch.equal(out["baseline"], out[impl]):
+                        raise AssertionError(f"{rows} rows, {name}: the {impl} step's logits differ from the "
+                                             "baseline's")
+            med = {impl: statistics.median(times[impl]) for impl in impls}
+            row = {"rows": rows, "schedule": name, "baseline_ms": med["baseline"], "python_ms": med["python"],
+                   "ratio_python": med["baseline"] / med["python"]}
+            if compiled:
+                row.update(compiled_ms=med["compiled"], ratio_compiled=med["baseline"] / med["compiled"],
+                           python_over_compiled=med["python"] / med["compiled"])
+            results.append(row)
     load_after = load_average()
-    lines = ["| rows | schedule | baseline ms/step | new ms/step | baseline / new |", "|---:|---|---:|---:|---:|"]
-    lines += [f"| {r['rows']} | {r['schedule']} | {r['baseline_ms']:.2f} | {r['new_ms']:.2f} | {r['ratio']:.2f}x |"
-              for r in results]
+    if compiled:
+        lines = ["| rows | schedule | 6bd8167 ms/step | Python step ms/step | compiled step ms/step | "
+                 "6bd8167 / compiled | Python / compiled |", "|---:|---|---:|---:|---:|---:|---:|"]
+        lines += [f"| {r['rows']} | {r['schedule']} | {r['baseline_ms']:.2f} | {r['python_ms']:.2f} | "
+                  f"{r['compiled_ms']:.2f} | {r['ratio_compiled']:.2f}x | {r['python_over_compiled']:.2f}x |"
+                  for r in results]
+    else:
+        lines = ["| rows | schedule | 6bd8167 ms/step | Python step ms/step | 6bd8167 / Python |",
+                 "|---:|---|---:|---:|---:|"]
+        lines += [f"| {r['rows']} | {r['schedule']} | {r['baseline_ms']:.2f} | {r['python_ms']:.2f} | "
+                  f"{r['ratio_python']:.2f}x |" for r in results]
     machine = describe_machine()
     machine["torch_threads"] = torch.get_num_threads()
     footer = (f"Medians of {args.reps} interleaved repetitions, {args.threads} torch thread(s); 1-minute load average "
               f"{load_before} before, {load_after} after, on {machine['cores']} cores ({machine['cpu']}; torch "
-              f"{machine.get('torch')}; {machine['date']}).")
+              f"{machine.get('torch')}; {machine['date']}). Decoding: {native_decode_status()}.")
     print("\n".join(lines))
     print(footer)
     if args.json:
         write_text_atomic(Path(args.json), strict_json(
             {"results": results, "load_before": load_before, "load_after": load_after, "machine": machine,
-             "markdown": "\n".join(lines), "footer": footer}, indent=2))
+             "native": native_decode_status(), "markdown": "\n".join(lines), "footer": footer}, indent=2))
     return 0
+
+
+def _make_state(impl: str, fast: FastQwen2, prompts: list[list[int]], pad_id: int):
+    """A fresh decoding state of `impl` ("baseline", "python" or "compiled") from the same prefill."""
+    if impl == "baseline":
+        return BaselineDecodeState(*_state_args(fast, prompts, pad_id))
+    before = os.environ.get(SWITCH)
+    os.environ[SWITCH] = "1" if impl == "compiled" else "0"
+    try:
+        state = DecodeState(*_state_args(fast, prompts, pad_id))
+    finally:
+        if before is None:
+            del os.environ[SWITCH]
+        else:
+            os.environ[SWITCH] = before
+    if (state._native is not None) != (impl == "compiled"):
+        raise RuntimeError(f"the {impl} step was asked for and not built: {native_decode_status()}")
+    return state
 
 
 def _state_args(fast: FastQwen2, prompts: list[list[int]], pad_id: int) -> tuple:

@@ -648,7 +648,9 @@ class DecodeState:
     rows' order; a step maps its inputs and outputs between the two (one index op each way).
 
     The logits are the previous implementation's bit for bit (tests/policy/test_fast_decode.py compares every
-    step's); what changed is where the numbers live and how many operator calls compute them.
+    step's); what changed is where the numbers live and how many operator calls compute them. On the CPU a step
+    makes its operator calls from C++ where the compiled step can be built (:mod:`ragen_core.policy.native`: the
+    same calls, the same logits bit for bit, without the interpreter between them); else from the Python below.
     """
 
     def __init__(self, fast: FastQwen2, kv: list[tuple[torch.Tensor, torch.Tensor]], owner: torch.Tensor,
@@ -691,6 +693,9 @@ class DecodeState:
         inner = fast._inner
         self._final = (inner.norm.weight, float(inner.norm.variance_epsilon))
         self.weights = [self._fused(layer) for layer in inner.layers]
+        #: The compiled step (:mod:`ragen_core.policy.native`: the same operator calls from C++, the same logits)
+        #: with its arguments laid out once; None: the Python step below.
+        self._native = self._native_args() if dev.type == "cpu" else None
 
     @staticmethod
     @torch.no_grad()
@@ -702,6 +707,19 @@ class DecodeState:
                 a.o_proj.weight, layer.post_attention_layernorm.weight,
                 float(layer.post_attention_layernorm.variance_epsilon),
                 torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), mlp.down_proj.weight, mlp.intermediate_size)
+
+    def _native_args(self) -> tuple | None:
+        from ragen_core.policy.native import native_decode_step
+
+        op = native_decode_step()
+        if op is None:
+            return None
+        weights = [t for w in self.weights for t in (w[0], w[2], w[3], w[4], w[5], w[7], w[8])]
+        eps = [e for w in self.weights for e in (w[1], w[6])]
+        inters = {w[9] for w in self.weights}
+        if len(inters) != 1:  # the compiled step takes one MLP width for every layer
+            return None
+        return (op, [kb for kb, _ in self.cache], [vb for _, vb in self.cache], weights, eps, inters.pop())
 
     def _place(self, rows: torch.Tensor, tokens: torch.Tensor) -> None:
         """Put the rows still decoding (`rows`, increasing original indices, a subset of the last step's) on the
@@ -747,6 +765,11 @@ class DecodeState:
         pos = self.pos[:n]
         cs = self.rope.index_select(0, pos)  # [n, 2, d]
         pos += 1
+        if self._native is not None:
+            op, k_caches, v_caches, weights, eps, inter = self._native
+            return op(self._tokens[:n], f._inner.embed_tokens.weight, cs, k_caches, v_caches,
+                      self.bias[:n, :, :, : col + 1], col, weights, eps, hq, hk, d, inter, d**-0.5, self._final[0],
+                      self._final[1], f.model.lm_head.weight, self._where)
         cos, sin = cs[:, :1], cs[:, 1:]
         h = F.embedding(self._tokens[:n], f._inner.embed_tokens.weight)  # [n, hidden]
         bias = self.bias[:n, :, :, : col + 1]

@@ -102,6 +102,9 @@ def test_the_wheel_has_the_configs_the_license_and_torch_only_in_the_train_extra
         assert [c.name for c in shipped] == sorted(c.name for c in (ROOT / "configs").glob("*.toml"))
         for cfg in shipped:
             assert zf.read(f"ragen_core/_configs/{cfg.name}") == cfg.read_bytes(), cfg.name
+        # The compiled decoding step's source (ragen_core/policy/native.py builds it on first use).
+        assert zf.read("ragen_core/policy/csrc/decode_step.cpp") == (
+            wheel_venv["src"] / "ragen_core" / "policy" / "csrc" / "decode_step.cpp").read_bytes()
         meta_name = next(n for n in names if n.endswith(".dist-info/METADATA"))
         meta = zf.read(meta_name).decode()
         assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
