@@ -158,20 +158,21 @@ def _compile(cxx: str, text: str, folder: Path, library: Path) -> str | None:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         return f"cannot create the build folder {folder}: {exc}"
-    with tempfile.TemporaryDirectory(dir=folder, prefix=".build-") as tmp:
-        src = Path(tmp) / "decode_step.cpp"
-        out = Path(tmp) / "decode_step.so"
-        src.write_text(text)
-        cmd = [cxx, str(src), "-o", str(out), *_flags(), "-lc10", "-ltorch_cpu"]
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            return f"the compile ran past {COMPILE_TIMEOUT_S} s ({cxx})"
-        except OSError as exc:
-            return f"cannot run the compiler {cxx}: {exc}"
-        if done.returncode != 0 or not out.is_file():
-            errors = [line for line in done.stderr.splitlines() if "error" in line.lower()]
-            first = (errors or done.stderr.strip().splitlines() or ["no output"])[0]
-            return f"the compile failed (exit {done.returncode}, {cxx}): {first[:300]}"
-        os.replace(out, library)
+    try:
+        with tempfile.TemporaryDirectory(dir=folder, prefix=".build-") as tmp:
+            src = Path(tmp) / "decode_step.cpp"
+            out = Path(tmp) / "decode_step.so"
+            src.write_text(text)
+            cmd = [cxx, str(src), "-o", str(out), *_flags(), "-lc10", "-ltorch_cpu"]
+            try:
+                done = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                return f"the compile ran past {COMPILE_TIMEOUT_S} s ({cxx})"
+            if done.returncode != 0 or not out.is_file():
+                errors = [line for line in done.stderr.splitlines() if "error" in line.lower()]
+                first = (errors or done.stderr.strip().splitlines() or ["no output"])[0]
+                return f"the compile failed (exit {done.returncode}, {cxx}): {first[:300]}"
+            os.replace(out, library)
+    except OSError as exc:  # an unwritable or full cache folder, or a compiler that cannot be started
+        return f"cannot build in {folder}: {exc}"
     return None

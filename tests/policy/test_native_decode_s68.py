@@ -176,3 +176,26 @@ def test_two_processes_building_at_once_both_load_the_same_library(tmp_path):
     paths = {out.strip().splitlines()[-1] for out, _ in outs}
     assert len(paths) == 1 and Path(paths.pop()).is_file()
     assert [p.name for p in tmp_path.rglob(".build-*")] == []
+
+
+def test_an_unusable_cache_folder_gives_the_python_step_and_says_why(tmp_path):
+    """A file where the build folder should be (or a folder that cannot be written): no exception, one line."""
+    blocker = tmp_path / "cache"
+    blocker.mkdir()
+    (blocker / "native").write_text("a file, not a folder")
+    build = native.build(cache_dir=blocker)
+    assert build.op is None and "\n" not in build.status
+    if HAVE_COMPILER:  # (without one, the build stops before the folder: "no C++ compiler found")
+        assert build.status.startswith(f"cannot create the build folder {blocker / 'native'}")
+
+
+@needs_compiler
+def test_a_full_or_unwritable_build_folder_is_reported(tmp_path, monkeypatch):
+    """Writing the temporary build fails (a full disk, a folder without write permission): one line, no exception."""
+    def refuse(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(native.tempfile, "TemporaryDirectory", refuse)
+    build = native.build(cache_dir=tmp_path / "fresh")
+    assert build.op is None
+    assert build.status.startswith(f"cannot build in {tmp_path / 'fresh' / 'native'}") and "No space" in build.status
