@@ -636,6 +636,21 @@ def _check_demonstrator(cfg: TrainConfig) -> None:
         raise ConfigError(str(e)) from None
 
 
+
+def _enable_activation_checkpointing(model: Any) -> None:
+    """`model.gradient_checkpointing = true`: transformers' activation checkpointing, through the method of the
+    installed version (``activation_checkpointing_enable`` since transformers 5.x; ``gradient_checkpointing_enable``,
+    which v5 keeps as a deprecated alias that v6 removes, before it). A model with neither gets a warning that the
+    setting is ignored, not silence."""
+    enable = getattr(model, "activation_checkpointing_enable", None) or getattr(
+        model, "gradient_checkpointing_enable", None)
+    if enable is None:
+        warnings.warn(f"model.gradient_checkpointing = true is ignored: {type(model).__name__} has no activation "
+                      "checkpointing (no activation_checkpointing_enable or gradient_checkpointing_enable method)",
+                      stacklevel=3)
+        return
+    enable()
+
 class Trainer:
     """The policy, critic, reference, optimisers and RNG streams of one run (see the module docstring).
 
@@ -700,8 +715,8 @@ class Trainer:
         # thread is torch's default, set again, since an earlier Trainer of this process may have changed it.
         self.threads = cpu_threads(cfg.run.threads, self.model, self.device) or TORCH_DEFAULT_THREADS
         torch.set_num_threads(self.threads)
-        if cfg.model.gradient_checkpointing and hasattr(self.model, "gradient_checkpointing_enable"):
-            self.model.gradient_checkpointing_enable()
+        if cfg.model.gradient_checkpointing:
+            _enable_activation_checkpointing(self.model)
         self.state = TrainState()
         # Envs: P x G for training, one per validation episode.
         P, G = cfg.rollout.groups, cfg.rollout.group_size
