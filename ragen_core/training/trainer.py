@@ -636,7 +636,6 @@ def _check_demonstrator(cfg: TrainConfig) -> None:
         raise ConfigError(str(e)) from None
 
 
-
 def _enable_activation_checkpointing(model: Any) -> None:
     """`model.gradient_checkpointing = true`: transformers' activation checkpointing, through the method of the
     installed version (``activation_checkpointing_enable`` since transformers 5.x; ``gradient_checkpointing_enable``,
@@ -650,6 +649,7 @@ def _enable_activation_checkpointing(model: Any) -> None:
                       stacklevel=3)
         return
     enable()
+
 
 class Trainer:
     """The policy, critic, reference, optimisers and RNG streams of one run (see the module docstring).
