@@ -190,10 +190,15 @@ def _write_patch(root: Path, run_dir: Path, name: str | None, timeout: float = 1
     try:
         with open(tmp, "wb") as out, subprocess.Popen(["git", "-C", str(root), *_DIFF], stdout=subprocess.PIPE,
                                                       stderr=subprocess.DEVNULL) as proc:
-            watchdog = threading.Timer(timeout, proc.kill)  # a git that hangs (a stale network mount) is stopped
-            watchdog.start()
+            # A git that hangs (a stale network mount) is killed. The watchdog is a daemon, started inside the
+            # try: a Ctrl-C that lands while it starts (Thread.start waits for it) or while git runs must not
+            # leave a live non-daemon thread behind, which would keep the interrupted run's process from exiting
+            # for `timeout` seconds (it did: a stopped study then waited on that run).
+            watchdog = threading.Timer(timeout, proc.kill)
+            watchdog.daemon = True
             stream = proc.stdout
             try:
+                watchdog.start()
                 for chunk in iter(lambda: stream.read(1 << 20), b""):  # type: ignore[union-attr]
                     digest.update(chunk)
                     size += len(chunk)

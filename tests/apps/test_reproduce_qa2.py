@@ -174,15 +174,11 @@ def test_ctrl_c_starts_no_queued_run(tmp_path):
 
 
 @pytest.mark.slow
-def test_ctrl_c_in_the_command_stops_the_study_with_one_line(tmp_path):
+def test_ctrl_c_in_the_command_stops_the_study_with_one_line(tmp_path, start_quick_study):
     """The command as a terminal's Ctrl-C reaches it (the whole process group): exit 130, one line saying how to
     resume, the running run stopped by its trainer, no other run started."""
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "ragen_core.apps.reproduce.cli", "--quick", "--envs", "sokoban",
-                             "--workers", "1", "--out", str(out), "--warm-cache", str(tmp_path / "cache"),
-                             "--no-progress"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
-                            preexec_fn=_default_sigint)
+    proc = start_quick_study(tmp_path)
     log = out / "runs" / "sokoban-top_p-s0" / "train.log"
     deadline = time.monotonic() + 120
     while not (log.is_file() and "warm start" in log.read_text()) and time.monotonic() < deadline:

@@ -27,6 +27,7 @@ import math
 import multiprocessing
 import multiprocessing.connection
 import multiprocessing.forkserver
+import multiprocessing.resource_tracker
 import os
 import signal
 import subprocess
@@ -156,8 +157,8 @@ def stop_file(runs_dir: str | Path, name: str) -> Path:
 def _execute(spec: RunSpec, run_dir: Path, warm: bool) -> dict[str, Any]:
     """:func:`execute_run`'s body, under the run's lock."""
     stop = stop_file(run_dir.parent, spec.name)
-    if stop.exists():
-        raise RuntimeError(f"run {spec.name} was not started: the study was stopped")
+    if stop.exists() or _STOPPING.is_set():
+        raise RuntimeError(f"run {spec.name} {NOT_STARTED}")
     done = run_dir / "done.json"
     if done.is_file():  # a damaged or foreign run folder, or one another process finished since this one looked
         try:
@@ -214,29 +215,51 @@ def _execute(spec: RunSpec, run_dir: Path, warm: bool) -> dict[str, Any]:
 
 class _Forked:
     """A forked run (a ``multiprocessing.Process``) with :class:`subprocess.Popen`'s ``wait(timeout)``, ``poll()``
-    and ``send_signal``: what :func:`_wait` uses of either."""
+    and ``send_signal``: what :func:`_wait` uses of either, safe to call from several threads at once.
+
+    The warm process writes a run's exit status once, into a pipe: a ``multiprocessing.Process`` reads it on its
+    first ``exitcode`` or ``join`` that finds the pipe readable, and two threads that both find it readable (the
+    run's waiting thread, and :func:`stop_running` in the main thread) both read: one gets the status, the other
+    the pipe's end, which multiprocessing reports as exit 255. So the status is read under a lock, and only the
+    wait for it happens outside (a thread sending a signal is never held up by one that waits)."""
 
     def __init__(self, process: multiprocessing.process.BaseProcess):
         self.process = process
+        self._lock = threading.Lock()
 
     def wait(self, timeout: float | None = None) -> int:
-        self.process.join(timeout)
-        if self.process.exitcode is None:
+        multiprocessing.connection.wait([self.process.sentinel], timeout)
+        code = self.poll()
+        if code is None:
             raise subprocess.TimeoutExpired(self.process.name, timeout)
-        return self.process.exitcode
+        return code
 
     def poll(self) -> int | None:
-        return self.process.exitcode
+        with self._lock:
+            self.process.join(0)  # reads the status if it has come (and forgets the finished child)
+            return self.process.exitcode
 
     def send_signal(self, signum: int) -> None:
-        if self.process.exitcode is None and self.process.pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.process.pid, signum)
+        with self._lock:
+            self.process.join(0)
+            if self.process.exitcode is None and self.process.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.process.pid, signum)
 
 
 #: The run processes this process waits on now (run name -> process), for :func:`stop_running`.
 _RUNNING: dict[str, Any] = {}
 _RUNNING_LOCK = threading.Lock()
+
+#: Set by :func:`stop_running` until :func:`run_local` returns: no further run starts (:func:`_execute` refuses with
+#: :data:`NOT_STARTED`), and a run whose process started while the stop was being sent is sent Ctrl-C as soon as
+#: :func:`_wait` registers it (a Ctrl-C that lands while a worker thread is still starting its run used to leave
+#: that run training to its end).
+_STOPPING = threading.Event()
+
+#: How a run that a stop kept from starting says so (its RuntimeError's message after ``run NAME``; also the Ray
+#: tasks' words, :func:`_ray_interrupted`).
+NOT_STARTED = "was not started: the study was stopped"
 
 
 def _wait(name: str, child: Any, stop: Path) -> int:
@@ -245,7 +268,10 @@ def _wait(name: str, child: Any, stop: Path) -> int:
     it exists the run is sent Ctrl-C (it stops at its last checkpoint) and waited for."""
     with _RUNNING_LOCK:
         _RUNNING[name] = child
+        stopping = _STOPPING.is_set()  # read under the lock that stop_running sets it under: no stop is missed
     try:
+        if stopping:
+            child.send_signal(signal.SIGINT)
         while True:
             try:
                 return child.wait(0.2)
@@ -261,8 +287,11 @@ def _wait(name: str, child: Any, stop: Path) -> int:
 def stop_running(signum: int = signal.SIGINT) -> list[str]:
     """Send `signum` (Ctrl-C's SIGINT: each run stops as ``ragen train`` does, at its last checkpoint) to every run
     process this process waits on now; their names. A run that already got the terminal's Ctrl-C stops once: a
-    forked run stops on the first SIGINT or SIGTERM and ignores the rest (:func:`_train_here`)."""
+    forked run stops on the first SIGINT or SIGTERM and ignores the rest (:func:`_train_here`). Until the study's
+    :func:`run_local` returns, no further run starts, and one whose process is starting now is stopped once it is
+    registered (:data:`_STOPPING`)."""
     with _RUNNING_LOCK:
+        _STOPPING.set()
         running = dict(_RUNNING)
     for child in running.values():
         with contextlib.suppress(ProcessLookupError, OSError):
@@ -312,15 +341,23 @@ def warm_context() -> multiprocessing.context.ForkServerContext:
     computed nothing (so no thread pool exists to be forked).
 
     Only the server's environment takes :data:`RUN_ENV`; this process's is restored at once. The server starts with
-    SIGTERM blocked (a signal mask is inherited across fork and exec): a SIGTERM to the study's process group then
-    stops the runs (:func:`_train_here` unblocks it) but not the server, which must outlive them to report their
-    exit status; it still ends with this process (it exits when its pipe from here closes)."""
+    SIGTERM and SIGINT blocked (a signal mask is inherited across fork and exec): a SIGTERM or Ctrl-C to the study's
+    process group then stops the runs (:func:`_train_here` unblocks both) but not the server, which must outlive
+    them to report their exit status; it still ends with this process (it exits when its pipe from here closes).
+    Python's server ignores SIGINT only once its imports are done: a Ctrl-C in the first seconds of a study (or
+    while it builds the compiled decoding step) used to end it in a KeyboardInterrupt traceback. The compiler it
+    runs inherits the mask, so such a Ctrl-C does not cut the build short either. A run forked from it starts with
+    both blocked, so a stop sent while it starts waits until its handler is set, instead of ending it in a
+    traceback or being lost."""
     ctx = multiprocessing.get_context("forkserver")
     with _WARM_LOCK:
         ctx.set_forkserver_preload([WARM_IMPORTS])
         saved = {k: os.environ.get(k) for k in RUN_ENV}
         os.environ.update(RUN_ENV)
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # this thread's mask only
+        # Python's resource tracker, started by the server's first start, unblocks SIGINT and SIGTERM in the
+        # calling thread after it has started itself (bpo-33613): start it first, or the server's mask is lost.
+        multiprocessing.resource_tracker.ensure_running()
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})  # this thread's only
         try:
             multiprocessing.forkserver.ensure_running()
         finally:
@@ -341,23 +378,27 @@ def _train_here(argv: list[str], log_path: str, study: multiprocessing.connectio
     exits 130) and later ones are ignored: a terminal's Ctrl-C reaches the run and the study's process, which passes
     it on (:func:`stop_running`), and a second interrupt inside the trainer's own stop would end it in a
     traceback. `study`: the read end of the run's lifeline (:mod:`ragen_core.apps.reproduce.lifeline`), watched:
-    when the study's process is gone the run sends itself SIGINT."""
+    when the study's process is gone the run sends itself SIGINT.
+
+    Both signals arrive blocked (:func:`warm_context`) and are unblocked only once the handler is set and the output
+    goes to the log, inside the ``try``: a stop sent while the run was starting is delivered there, and ends the run
+    with one line in its log (exit 130), not a traceback on the study's terminal."""
     signal.signal(signal.SIGINT, _stop_once)
     signal.signal(signal.SIGTERM, _stop_once)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # blocked in the warm process (warm_context)
-    if study is not None:
-        stop_when_cut(os.dup(study.fileno()))
-        study.close()
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     sys.stdout.flush()
     sys.stderr.flush()
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
-    from ragen_core.apps import train
-
-    sys.argv = [train.__file__, *argv]
     try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+        if study is not None:
+            stop_when_cut(os.dup(study.fileno()))
+            study.close()
+        from ragen_core.apps import train
+
+        sys.argv = [train.__file__, *argv]
         status = train.main(argv)
     except KeyboardInterrupt:  # stopped before the trainer's own Ctrl-C handling began: nothing of it to keep
         print("\ninterrupted before training started", file=sys.stderr)
@@ -756,6 +797,7 @@ def run_local(specs: list[RunSpec], runs_dir: str | Path, workers: int = 2, prog
     futures: dict[Any, RunSpec] = {}
     received: list[int] = []
     pool = ThreadPoolExecutor(max_workers=workers)
+    _STOPPING.clear()  # a stop of an earlier study in this process
     try:
         with _sigterm_interrupts(received):
             futures.update({pool.submit(execute, s, runs_dir): s for s in todo})
@@ -772,6 +814,7 @@ def run_local(specs: list[RunSpec], runs_dir: str | Path, workers: int = 2, prog
         raise _interrupted(_signum(e, received), futures, failures) from None
     finally:
         pool.shutdown(wait=True)
+        _STOPPING.clear()  # every run of this study has ended: runs started here later (execute_run) may start
         if bar is not None:
             bar.close()
     if failures:
@@ -792,9 +835,11 @@ def _interrupted(signum: int, futures: dict[Any, RunSpec], failures: list[str]) 
     were stopped: the cancelled ones were not started; the others that did not return a record were stopped, but for
     those in `failures` (failed before the stop)."""
     failed = {f.split(":", 1)[0] for f in failures}
-    not_started = [s.name for f, s in futures.items() if f.cancelled()]
+    not_started = [s.name for f, s in futures.items()
+                   if f.cancelled() or NOT_STARTED in str(f.exception())]
     stopped = [s.name for f, s in futures.items()
-               if not f.cancelled() and f.exception() is not None and s.name not in failed]
+               if not f.cancelled() and f.exception() is not None and s.name not in failed
+               and NOT_STARTED not in str(f.exception())]
     return Interrupted(signum, sorted(stopped), sorted(not_started), failures)
 
 
@@ -872,7 +917,7 @@ def _ray_interrupted(ray: Any, signum: int, pending: dict[Any, RunSpec], runs_di
             try:
                 ray.get(ref)  # a run that finished before the stop: its done.json is written, and it is counted
             except Exception as e:  # noqa: BLE001 - the run's RuntimeError after its stop, or "was not started"
-                (not_started if "was not started" in str(e) else stopped).append(spec.name)
+                (not_started if NOT_STARTED in str(e) else stopped).append(spec.name)
     finally:
         for spec in pending.values():
             stop_file(runs_dir, spec.name).unlink(missing_ok=True)
