@@ -431,8 +431,10 @@ def markdown(result: dict[str, Any]) -> str:
             speed = f"{p['speedup']:.1f}x" if "speedup" in p else "-"
             parts = _parts_text(p["parts_now"])
             if p["phase"] == "warm_start":
-                parts = (f"demonstrations {p['collect_s_now']:.2f} s, SFT steps {p['sft_steps_s_now']:.2f} s; "
-                         + parts)
+                # The timers' parts (env, tokenizer, "other": everything untimed) split the phase another way
+                # than collection / SFT, and "other" holds the SFT steps: one split only, not both side by side.
+                parts = (f"demonstrations {p['collect_s_now']:.2f} s, SFT steps {p['sft_steps_s_now']:.2f} s "
+                         f"({100 * p['sft_steps_s_now'] / p['now_s']:.0f}%)")
             lean = f"{p['lean_floor_s']:.2f}" if p.get("lean_floor_s") is not None else "-"
             lines.append(f"| {c['config']} | {label} | {base} | {p['now_s']:.2f} | {speed} | {p['floor_s']:.2f} | "
                          f"{_ratio(p['now_over_floor'])} | {lean} | {_ratio(p.get('now_over_lean'))} | {parts} |")
