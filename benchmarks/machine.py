@@ -24,6 +24,18 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def _cpu_arithmetic() -> str | None:
+    """The instruction set torch's kernels dispatch to and the core's family and model
+    (:func:`ragen_core.training.provenance.cpu_arithmetic`): results of two machines with the same model name can
+    differ in their last bits, and timings by the vector width. None without torch."""
+    try:
+        from ragen_core.training.provenance import cpu_arithmetic
+
+        return cpu_arithmetic()
+    except ImportError:
+        return None
+
+
 def _commit() -> str | None:
     """The git commit of this checkout (with "+changes" when tracked files differ), None outside one."""
     import subprocess
@@ -53,6 +65,7 @@ def describe_machine() -> dict[str, object]:
     """cpu, cores, platform, python, numpy/torch versions (when importable), date (UTC)."""
     info: dict[str, object] = {
         "cpu": cpu_model(),
+        "cpu_arithmetic": _cpu_arithmetic(),
         "cores": os.cpu_count(),
         "platform": platform.platform(),
         "python": platform.python_version(),

@@ -28,7 +28,7 @@ _BLOCK = re.compile(r"(<!-- results:(?P<name>[\w-]+):start -->\n)(?P<body>.*?)(<
 
 def machine_line(machine: dict) -> str:
     """One line describing the machine a result was measured on."""
-    keys = ("cpu", "cores", "platform", "python", "torch", "date", "commit")
+    keys = ("cpu", "cpu_arithmetic", "cores", "platform", "python", "torch", "date", "commit")
     parts = [f"{k}: {machine[k]}" for k in keys if machine.get(k) not in (None, "")]
     return "Measured on " + "; ".join(parts) + "." if parts else ""
 

@@ -137,13 +137,14 @@ def record_resume(run_dir: Path, step: int, changes: dict[str, tuple[Any, Any]])
 
     import torch
 
-    from ragen_core.training.provenance import code_state, cpu_model
+    from ragen_core.training.provenance import code_state, cpu_arithmetic, cpu_model
 
     code = code_state(run_dir, name=None)
     rec = {"time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "step": step,
            "changes": {k: {"from": a, "to": b} for k, (a, b) in changes.items()},
            "commit": code.pop("commit"), "dirty": code.pop("dirty"), "torch": torch.__version__,
-           "cpu": cpu_model(), "torch_threads": torch.get_num_threads(), **code}
+           "cpu": cpu_model(), "cpu_arithmetic": cpu_arithmetic(), "torch_threads": torch.get_num_threads(),
+           **code}
     with open(Path(run_dir) / RESUME_LOG, "a", encoding="utf-8") as f:
         f.write(json.dumps(rec) + "\n")
 

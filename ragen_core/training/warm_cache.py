@@ -86,16 +86,17 @@ def cache_key(cfg: Any) -> str:
 
 def machine_arithmetic(device: str) -> dict[str, Any]:
     """What decides the float rounding of a computation on `device` beside the code and the config: on the CPU its
-    model (whose math kernels round differently: an AVX-512 core and one without gave a warm start that validated at
-    13.3% and 15.6%, docs/train.md) and torch's thread count now (the run's ``run.threads``, in force when the warm
-    start runs: a thread count splits sums in other places); on a GPU its name. Part of the cache key, so that a
-    cache folder shared by machines, or by runs at other thread counts, never hands one of them weights it would
-    not have computed itself."""
+    model name, the instruction set torch's kernels dispatch to and the core's family and model
+    (:func:`ragen_core.training.provenance.cpu_arithmetic`: an AVX-512 core and one without gave a warm start that
+    validated at 13.3% and 15.6%, docs/train.md, and a hypervisor can give both the same model name), and torch's
+    thread count now (the run's ``run.threads``, in force when the warm start runs: a thread count splits sums in
+    other places); on a GPU its name. Part of the cache key, so that a cache folder shared by machines, or by runs
+    at other thread counts, never hands one of them weights it would not have computed itself."""
     if str(device).startswith("cuda") and torch.cuda.is_available():
         return {"gpu": torch.cuda.get_device_name(torch.device(device))}
-    from ragen_core.training.provenance import cpu_model
+    from ragen_core.training.provenance import cpu_arithmetic, cpu_model
 
-    return {"cpu": cpu_model(), "threads": torch.get_num_threads()}
+    return {"cpu": cpu_model(), "cpu_arithmetic": cpu_arithmetic(), "threads": torch.get_num_threads()}
 
 
 def starting_weights_digest(model: torch.nn.Module, path: str | Path | None = None) -> str:
