@@ -20,7 +20,8 @@ edited is never used, but computed again and replaced (a RuntimeWarning names it
 killed mid-write leaves is removed by the next run of its key. A cache folder that cannot be
 made or written in is a ConfigError naming ``warm_start.cache_dir``; ``~`` in it is the home folder.
 The cache is on the local file system: runs on several machines need a shared folder (or no cache). The key
-names the machine's arithmetic (CPU model and torch thread count, or GPU name: :func:`machine_arithmetic`), so
+names the machine's arithmetic (CPU model, dispatch level and core, torch thread count, or GPU name:
+:func:`machine_arithmetic`), so
 machines that round differently share nothing and each run gets the numbers it would have computed itself.
 """
 
@@ -53,8 +54,8 @@ def cache_key(cfg: Any) -> str:
     """Hex SHA-256 of every input of the warm start that the config names (the starting weights themselves are
     checked against the entry's record: :func:`cached_warm_start`): model, env, rollout and warm-start sections,
     run.seed,
-    run.device, the machine's arithmetic (:func:`machine_arithmetic`: CPU model and torch thread count, or GPU
-    name), the torch version, this cache's format, the source of the demonstrations
+    run.device, the machine's arithmetic (:func:`machine_arithmetic`: CPU model, dispatch level and core, and torch
+    thread count, or GPU name), the torch version, this cache's format, the source of the demonstrations
     (:func:`demonstration_code_digest`), the source that turns them into weights and measures them
     (:func:`training_code_digest`) and, for the built-in tiny model, its pinned identity (recipe and corpus
     versions, the recorded model digests; for "tiny-base" also its pre-training recipe's digest), so that a new tiny
