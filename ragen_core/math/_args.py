@@ -123,12 +123,20 @@ def as_tensor(name: str, values: Any, shape: str, note: str = "") -> torch.Tenso
     """``values`` as a tensor: a tensor unchanged, an ndarray or nested lists of numbers via ``torch.as_tensor``
     (float lists become float32, int lists int64, arrays keep their dtype); else one ValueError naming ``name``
     (torch's "Could not infer dtype of NoneType", or an AttributeError on ``.shape`` of a list, before).
-    ``shape`` is what the message says is expected (``"[B, T]"``), ``note`` is added after it."""
+    ``shape`` is what the message says is expected (``"[B, T]"``), ``note`` is added after it.
+
+    A complex tensor (or complex numbers in a list or array) is refused with ``"{name} must be real numbers; got dtype
+    torch.complex64"``: every quantity of the math layer is real, and the ``.to(float)`` that would follow drops the
+    imaginary part with no more than a warning."""
     if isinstance(values, torch.Tensor):
-        return values
-    try:
-        return torch.as_tensor(values)
-    except (TypeError, ValueError, RuntimeError) as exc:
-        why = str(exc).splitlines()[0] if str(exc) else repr(exc)
-        raise ValueError(f"{name} must be a real tensor {shape} or nested lists of numbers{note}; could not read "
-                         f"it: {why}") from None
+        tensor = values
+    else:
+        try:
+            tensor = torch.as_tensor(values)
+        except (TypeError, ValueError, RuntimeError) as exc:
+            why = str(exc).splitlines()[0] if str(exc) else repr(exc)
+            raise ValueError(f"{name} must be a real tensor {shape} or nested lists of numbers{note}; could not "
+                             f"read it: {why}") from None
+    if tensor.is_complex():
+        raise ValueError(f"{name} must be real numbers; got dtype {tensor.dtype}")
+    return tensor

@@ -155,7 +155,7 @@ def _check_group_rewards(rewards: torch.Tensor, min_g: int, why: str) -> torch.T
             raise ValueError("rewards must be a [P, G] tensor or nested lists of numbers; got "
                              f"{type(rewards).__name__} that is neither") from None
     if rewards.is_complex():
-        raise ValueError(f"rewards must be real; got dtype {rewards.dtype}")
+        raise ValueError(f"rewards must be real numbers; got dtype {rewards.dtype}")
     if rewards.dim() != 2:
         raise ValueError(f"rewards must be [P, G] (P groups x G rollouts); got shape {tuple(rewards.shape)}")
     if rewards.shape[1] < min_g:

@@ -305,7 +305,7 @@ def _check_rewards(rewards: torch.Tensor, name: str = "rewards") -> torch.Tensor
         raise ValueError(f"{name} must hold at least one group (P >= 1); got shape {tuple(rewards.shape)}")
     if not (rewards.is_floating_point() or rewards.dtype in (torch.int8, torch.int16, torch.int32, torch.int64,
                                                              torch.uint8, torch.bool)):
-        raise ValueError(f"{name} must be a real-valued tensor; got dtype {rewards.dtype}")
+        raise ValueError(f"{name} must be real numbers; got dtype {rewards.dtype}")
     return rewards
 
 

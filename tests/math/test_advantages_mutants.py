@@ -319,7 +319,7 @@ def test_group_estimators_read_nested_lists_and_refuse_what_is_not_a_real_matrix
     with pytest.raises(ValueError, match=r"^rewards must be a \[P, G\] tensor or nested lists of numbers; got list "
                                          r"that is neither$"):
         grpo(_UNREADABLE)
-    with pytest.raises(ValueError, match=r"^rewards must be real; got dtype torch\.complex64$"):
+    with pytest.raises(ValueError, match=r"^rewards must be real numbers; got dtype torch\.complex64$"):
         rloo(torch.tensor([[1 + 1j, 0j]]))
 
 

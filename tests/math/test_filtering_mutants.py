@@ -24,7 +24,7 @@ def test_rewards_may_be_nested_lists_bools_or_integers() -> None:
 def test_rewards_validation_messages() -> None:
     with pytest.raises(ValueError, match=r"^rewards must be a 2-D tensor \[P, G\]"):
         reward_variance(torch.zeros(3))
-    with pytest.raises(ValueError, match=r"^rewards must be a real-valued tensor; got dtype torch\.complex64$"):
+    with pytest.raises(ValueError, match=r"^rewards must be real numbers; got dtype torch\.complex64$"):
         reward_variance(torch.zeros(2, 3, dtype=torch.complex64))
     for bad in (True, 1.0, -1):
         with pytest.raises(ValueError, match=r"^ddof must be a non-negative integer"):
