@@ -11,8 +11,18 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ragen_core.math.advantages import (aggregate_loss, dr_grpo, expand_to_tokens, gae, grpo, masked_mean,
-                                        masked_whiten, place_on_last_token, rloo, trajectory_token_weights)
+from ragen_core.math.advantages import (
+    aggregate_loss,
+    dr_grpo,
+    expand_to_tokens,
+    gae,
+    grpo,
+    masked_mean,
+    masked_whiten,
+    place_on_last_token,
+    rloo,
+    trajectory_token_weights,
+)
 from ragen_core.math.filtering import reward_variance, rv_statistics, select_groups
 from ragen_core.math.losses import ppo_policy_loss, value_loss
 from ragen_core.math.metrics import masked_token_entropy, rv_heterogeneity, token_entropy
