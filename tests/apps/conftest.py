@@ -22,6 +22,12 @@ def _default_sigint() -> None:
 
 
 @pytest.fixture
+def default_sigint() -> Callable[[], None]:
+    """A ``preexec_fn`` for a child that a test will interrupt: Ctrl-C's default action restored (above)."""
+    return _default_sigint
+
+
+@pytest.fixture
 def start_quick_study() -> Callable[[Path], subprocess.Popen]:
     """A function that starts ``ragen reproduce --quick --envs sokoban --workers 1`` (the module's own entry, as a
     terminal would, in a session of its own so that a test can signal its whole process group) with its output in

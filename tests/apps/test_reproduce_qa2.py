@@ -145,14 +145,7 @@ if __name__ == "__main__":
 """
 
 
-def _default_sigint() -> None:
-    """In the child before it runs: Ctrl-C's default action. A suite started in the background (`make test &`,
-    nohup) ignores SIGINT, and an ignored signal stays ignored across exec, so the interrupt these tests send would
-    never arrive."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def test_ctrl_c_starts_no_queued_run(tmp_path):
+def test_ctrl_c_starts_no_queued_run(tmp_path, default_sigint):
     """KeyboardInterrupt in run_local used to leave the queued runs to the pool's exit, which started every one of
     them (each a training run of minutes) before the interrupt surfaced."""
     script = tmp_path / "study.py"
@@ -160,7 +153,7 @@ def test_ctrl_c_starts_no_queued_run(tmp_path):
     runs = tmp_path / "runs"
     runs.mkdir()
     proc = subprocess.Popen([sys.executable, str(script), str(runs)], cwd=ROOT, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)}, preexec_fn=_default_sigint)
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, preexec_fn=default_sigint)
     deadline = time.monotonic() + 60
     while not list(runs.glob("*.started")) and time.monotonic() < deadline:
         time.sleep(0.05)
