@@ -135,7 +135,15 @@ def place_on_last_token(seq_rewards: torch.Tensor, mask: torch.Tensor) -> torch.
     """
     seq_rewards = as_tensor("seq_rewards", seq_rewards, "[B]")
     m = as_tensor("mask", mask, "[B, T]") != 0
+    if m.dim() != 2:
+        raise ValueError(f"mask must be [B, T]; got shape {tuple(m.shape)}")
     b, t = m.shape
+    if seq_rewards.dim() != 1 or seq_rewards.shape[0] != b:
+        raise ValueError(f"seq_rewards must be [B] with B={b} entries (mask's rows); got shape "
+                         f"{tuple(seq_rewards.shape)}")
+    if t == 0:  # no token to put a reward on: every row gets nothing, as a row without a valid token does
+        return torch.zeros(b, 0, dtype=seq_rewards.dtype if seq_rewards.is_floating_point() else torch.float32,
+                           device=m.device)
     pos = torch.arange(t, device=m.device).expand(b, t)
     last = torch.where(m, pos, torch.full_like(pos, -1)).max(dim=1).values
     out = torch.zeros(b, t, dtype=seq_rewards.dtype if seq_rewards.is_floating_point() else torch.float32,
@@ -236,6 +244,8 @@ def expand_to_tokens(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tens
     """
     a = as_tensor("advantages", advantages, "[P, G] or [B]").reshape(-1)
     mask = as_tensor("mask", mask, "[B, T]")
+    if mask.dim() != 2:
+        raise ValueError(f"mask must be [B, T]; got shape {tuple(mask.shape)}")
     if a.shape[0] != mask.shape[0]:
         raise ValueError(f"advantages hold {a.shape[0]} sequences but mask has B={mask.shape[0]} rows")
     return a[:, None] * (mask != 0).to(a.dtype)
@@ -259,6 +269,7 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> 
     the mean is float32)."""
     x = as_tensor("x", x, "matching mask")
     keep = as_tensor("mask", mask, "matching x") != 0
+    check_same_shape(x=x, mask=keep)  # a broadcast mask would count its entries once, not once per x entry
     acc = _accumulation_dtype(x.dtype) if x.is_floating_point() else torch.float32
     xm = zero_outside(x.to(acc), keep)
     if dim is None:
@@ -275,6 +286,9 @@ def masked_whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True, 
     eps = as_number("eps", eps, 0.0)
     x = as_tensor("x", x, "[B, T]")
     m = as_tensor("mask", mask, "[B, T]") != 0
+    check_same_shape(x=x, mask=m)
+    if x.dtype == torch.bool:
+        raise ValueError("x must be real numbers, not bools; got dtype torch.bool")
     mean = masked_mean(x, m)
     var = masked_mean((x - mean) ** 2, m)
     w = (x - mean) * torch.rsqrt(var + eps)

@@ -45,8 +45,13 @@ _K3_CLAMP = 10.0
 def _widened(**tensors: object) -> list[torch.Tensor]:
     """The named tensors (or arrays, or nested lists: :func:`as_tensor`), the floating ones in one dtype: their
     promoted dtype, float32 for 16-bit floats (exp(20) and a squared difference of 300 overflow float16). Float32
-    and float64 inputs are returned as they are, so their results are unchanged. Integer ones keep their dtype."""
+    and float64 inputs are returned as they are, so their results are unchanged. Integer ones keep their dtype.
+    A bool tensor raises ValueError naming it: a log-prob, value or advantage is a number, and a mask passed in its
+    place (``True - True``) was torch's RuntimeError about subtracting bools."""
     out = [as_tensor(name, t, "[B, T]") for name, t in tensors.items()]
+    for name, t in zip(tensors, out):
+        if t.dtype == torch.bool:
+            raise ValueError(f"{name} must be real numbers, not bools (a mask?); got dtype torch.bool")
     floats = [t.dtype for t in out if t.is_floating_point()]
     if not floats:
         return out
