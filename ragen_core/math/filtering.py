@@ -357,7 +357,8 @@ def rv_statistics(variances: torch.Tensor) -> dict[str, float]:
     an exception).
 
     Args:
-        variances: tensor ``[P]`` of per-group reward variances (NaN and inf allowed).
+        variances: tensor ``[P]`` of per-group reward variances (NaN and inf allowed; a finite negative entry
+            raises ValueError).
 
     Returns:
         dict with ``rv_mean``, ``rv_std``, ``rv_heterogeneity``, ``zero_fraction`` (share of the finite
@@ -367,6 +368,11 @@ def rv_statistics(variances: torch.Tensor) -> dict[str, float]:
     if is_bool(v) or v.is_complex():
         raise ValueError(f"variances must be real numbers; got dtype {v.dtype}")
     v = v.to(torch.float64).reshape(-1)
+    negative = (v < 0) & torch.isfinite(v)
+    if bool(negative.any()):  # no variance is below 0: a wrong column (advantages?) read as variances
+        where = negative.nonzero().flatten().tolist()
+        raise ValueError(f"variances must be non-negative (a variance is >= 0); got {v[where[0]].item():g} at "
+                         f"group(s) {where[:8]}{' ...' if len(where) > 8 else ''}")
     nan = ~torch.isfinite(v)  # NaN and +-inf: left out, as select_groups never keeps them
     n_nan = int(nan.sum())
     n = v.numel() - n_nan

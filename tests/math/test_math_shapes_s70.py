@@ -81,3 +81,16 @@ def test_a_bool_in_place_of_a_number_names_the_argument_in_the_value_loss(name) 
 def test_masked_whiten_refuses_bool_values() -> None:
     with pytest.raises(ValueError, match=r"^x must be real numbers, not bools"):
         masked_whiten(X > 2, MASK)
+
+
+def test_rv_statistics_refuses_a_negative_variance() -> None:
+    # It returned rv_mean -1.17 and a NaN heterogeneity for [-5, 0.5, 1]; select_groups refused the same scores.
+    from ragen_core.math.filtering import rv_statistics
+    from ragen_core.math.metrics import rv_heterogeneity
+
+    with pytest.raises(ValueError, match=r"^variances must be non-negative \(a variance is >= 0\); got -5 at group"):
+        rv_statistics(torch.tensor([-5.0, 0.5, 1.0]))
+    with pytest.raises(ValueError, match=r"^variances must be non-negative"):
+        rv_heterogeneity(torch.tensor([0.5, -0.25]))
+    stats = rv_statistics(torch.tensor([0.0, 0.5, 1.0, float("-inf")]))  # infinities are left out, as documented
+    assert stats["n_nan"] == 1.0 and stats["rv_mean"] == pytest.approx(0.5)
