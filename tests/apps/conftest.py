@@ -41,3 +41,20 @@ def start_quick_study() -> Callable[[Path], subprocess.Popen]:
             env={**os.environ, "OMP_NUM_THREADS": "1"}, preexec_fn=_default_sigint)
 
     return start
+
+
+@pytest.fixture
+def interrupt_group() -> Callable[[subprocess.Popen, float], str]:
+    """A function that sends Ctrl-C to a started study's process group (as a terminal does), waits up to `timeout`
+    seconds for it to end (killing the group if it has not) and returns its stderr."""
+
+    def interrupt(proc: subprocess.Popen, timeout: float) -> str:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            _, err = proc.communicate(timeout=timeout)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+        return err
+
+    return interrupt

@@ -167,7 +167,7 @@ def test_ctrl_c_starts_no_queued_run(tmp_path, default_sigint):
 
 
 @pytest.mark.slow
-def test_ctrl_c_in_the_command_stops_the_study_with_one_line(tmp_path, start_quick_study):
+def test_ctrl_c_in_the_command_stops_the_study_with_one_line(tmp_path, start_quick_study, interrupt_group):
     """The command as a terminal's Ctrl-C reaches it (the whole process group): exit 130, one line saying how to
     resume, the running run stopped by its trainer, no other run started."""
     out = tmp_path / "out"
@@ -176,12 +176,7 @@ def test_ctrl_c_in_the_command_stops_the_study_with_one_line(tmp_path, start_qui
     deadline = time.monotonic() + 120
     while not (log.is_file() and "warm start" in log.read_text()) and time.monotonic() < deadline:
         time.sleep(0.1)
-    os.killpg(proc.pid, signal.SIGINT)
-    try:
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    err = interrupt_group(proc, 60)
     assert proc.returncode == 130, err[-2000:]
     assert "interrupted; no further run was started" in err and "Traceback" not in err
     assert sorted(d.name for d in (out / "runs").iterdir() if d.is_dir()) == ["sokoban-top_p-s0"]

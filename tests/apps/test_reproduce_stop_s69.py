@@ -159,7 +159,8 @@ def test_a_stop_of_an_earlier_study_does_not_keep_the_next_from_running(tmp_path
 # ------------------------------------------------------------------------------------- Ctrl-C in its first seconds
 @pytest.mark.slow
 @pytest.mark.parametrize("delay", [0.0, 1.5, 3.0])
-def test_ctrl_c_in_a_studys_first_seconds_gives_one_line_and_no_traceback(tmp_path, delay, start_quick_study):
+def test_ctrl_c_in_a_studys_first_seconds_gives_one_line_and_no_traceback(tmp_path, delay, start_quick_study,
+                                                                          interrupt_group):
     """The warm process imports torch and the trainer (and builds the compiled decoding step once per machine) before
     it forks the first run; Python's forkserver ignores Ctrl-C only after that. A terminal's Ctrl-C then (to the
     whole process group) printed the warm process's KeyboardInterrupt traceback under the study's line."""
@@ -167,13 +168,7 @@ def test_ctrl_c_in_a_studys_first_seconds_gives_one_line_and_no_traceback(tmp_pa
     proc = start_quick_study(tmp_path)
     first = proc.stderr.readline()  # "study: 4 runs ...": the runs are being started now
     time.sleep(delay)
-    os.killpg(proc.pid, signal.SIGINT)
-    try:
-        _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    err = first + err
+    err = first + interrupt_group(proc, 120)
     assert proc.returncode == 130, err[-3000:]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
     assert "interrupted; no further run was started: 0 of 4 runs finished" in err
