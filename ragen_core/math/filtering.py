@@ -303,9 +303,8 @@ def _check_rewards(rewards: torch.Tensor, name: str = "rewards") -> torch.Tensor
         )
     if rewards.shape[0] < 1:
         raise ValueError(f"{name} must hold at least one group (P >= 1); got shape {tuple(rewards.shape)}")
-    if not (rewards.is_floating_point() or rewards.dtype in (torch.int8, torch.int16, torch.int32, torch.int64,
-                                                             torch.uint8, torch.bool)):
-        raise ValueError(f"{name} must be real numbers; got dtype {rewards.dtype}")
+    # Every dtype _as_tensor lets through holds real numbers (complex ones are refused there): unsigned integers
+    # of 16-64 bits included, as grpo and select_groups take them (they were refused here as "not real numbers").
     return rewards
 
 
@@ -364,8 +363,8 @@ def rv_statistics(variances: torch.Tensor) -> dict[str, float]:
         dict with ``rv_mean``, ``rv_std``, ``rv_heterogeneity``, ``zero_fraction`` (share of the finite
         groups with variance <= ``ZERO_TOL``), ``n_groups`` and ``n_nan`` (the groups left out: NaN or inf).
     """
-    v = _as_tensor(variances, "variances", "[P]")
-    if is_bool(v) or v.is_complex():
+    v = _as_tensor(variances, "variances", "[P]")  # refuses complex numbers
+    if is_bool(v):  # a mask is not a variance
         raise ValueError(f"variances must be real numbers; got dtype {v.dtype}")
     v = v.to(torch.float64).reshape(-1)
     negative = (v < 0) & torch.isfinite(v)
@@ -455,7 +454,7 @@ def select_groups(
     s = _as_tensor(scores, "scores", "[P]")
     if s.dim() != 1 or s.numel() < 1:
         raise ValueError(f"scores must be a non-empty 1-D tensor [P]; got shape {tuple(s.shape)}")
-    if is_bool(s) or s.is_complex():  # a mask is not a score; a complex one lost its imaginary part in .to()
+    if is_bool(s):  # a mask is not a score (complex numbers were refused by _as_tensor)
         raise ValueError(f"scores must be real numbers (variances or standard deviations); got dtype {s.dtype}")
     s = s.to(torch.float64)
     if bool((s < 0).any()):
