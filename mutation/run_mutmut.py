@@ -11,9 +11,10 @@ runs the tests that cover each mutated function, and records killed / survived /
 Results go to ``mutation/results.json`` (counts and every surviving mutant with its diff, per run label:
 ``initial`` before the mutation-killing tests ``tests/<package>/test_<module>_mutants.py`` existed, ``final`` with
 them). ``--report`` writes ``docs/theory_report/mutation.md`` from it and from ``mutation/equivalent.json``
-(the argument for each equivalent mutant); ``--check`` exits 1 when a survivor is not listed there or a
-mutant was not run. ``--resume`` keeps the verdicts already in a workspace (see :func:`run_module`), so a run
-interrupted for time continues where it stopped; ``--collect`` only gathers what the workspaces hold.
+(the argument for each equivalent mutant, with the mutation's own lines: :func:`equivalence_argument`); ``--check``
+exits 1 when a survivor has no argument written for its current mutation or a mutant was not run. ``--resume``
+keeps the verdicts already in a workspace (see :func:`run_module`), so a run interrupted for time continues where it
+stopped; ``--collect`` only gathers what the workspaces hold.
 
 Usage: ``python mutation/run_mutmut.py [--modules filtering advantages losses mi] [--label initial|final]
 [--resume [--rerun-only]] [--collect] [--check] [--report PATH] [--timeout-multiplier X]``.
@@ -26,11 +27,13 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "build" / "mutation"
@@ -42,15 +45,25 @@ RESULTS_FILE = Path(__file__).resolve().parent / "results.json"
 #: reference rules of theory_checks that compare against it)
 MODULES: dict[str, list[str]] = {
     "filtering": ["tests/math/test_filtering.py", "tests/math/test_filtering_mutants.py",
-                  "tests/math/test_filtering_select_mutants.py", "tests/math/test_select_rows.py"],
+                  "tests/math/test_filtering_select_mutants.py", "tests/math/test_select_rows.py",
+                  "tests/math/test_filter_spec.py", "tests/math/test_edge_inputs.py",
+                  "tests/math/test_math_inputs_s67.py", "tests/math/test_math_inputs_s67b.py",
+                  "tests/math/test_complex_inputs_s70.py", "tests/math/test_math_shapes_s70.py",
+                  "tests/math/test_filtering_checks_mutants.py"],
     "advantages": ["tests/math/test_advantages.py", "tests/math/test_losses.py",
                    "tests/math/test_advantages_mutants.py", "tests/math/test_math_inputs_s67.py",
-                   "tests/math/test_math_inputs_s67b.py"],
+                   "tests/math/test_math_inputs_s67b.py", "tests/math/test_complex_inputs_s70.py",
+                   "tests/math/test_math_shapes_s70.py", "tests/math/test_advantages_edges_mutants.py"],
     "losses": ["tests/math/test_losses.py", "tests/math/test_losses_mutants.py",
                "tests/math/test_losses_boundary_mutants.py", "tests/math/test_math_inputs_s67.py",
-               "tests/math/test_math_inputs_s67b.py"],
+               "tests/math/test_math_inputs_s67b.py", "tests/math/test_complex_inputs_s70.py",
+               "tests/math/test_math_shapes_s70.py"],
     "mi": ["tests/math/test_mi.py", "tests/math/test_mi_ties.py", "tests/math/test_cross_score.py",
-           "tests/math/test_mi_mutants.py", "tests/math/test_mi_cache_mutants.py"],
+           "tests/math/test_mi_mutants.py", "tests/math/test_mi_cache_mutants.py", "tests/math/test_mi_null.py",
+           "tests/math/test_metrics.py", "tests/math/test_edge_inputs.py", "tests/math/test_math_inputs_s67.py",
+           "tests/math/test_math_inputs_s67b.py", "tests/math/test_complex_inputs_s70.py",
+           "tests/math/test_mi_null_mutants.py", "tests/math/test_mi_positions_mutants.py",
+           "tests/math/test_mi_inputs_mutants.py"],
     "theory_reference": ["tests/theory/test_theory_reference.py", "tests/theory/test_theory_reference_mutants.py"],
 }
 
@@ -162,8 +175,6 @@ def collect(module: str) -> dict[str, object]:
     """Counts and survivors (with a diff of the mutated function) from a workspace's mutmut metadata; works on a
     partial run (mutants not run yet are counted as ``not checked``)."""
     import ast
-    import difflib
-    import re
 
     ws = WORK / module
     meta = json.loads((ws / "mutants" / f"{SOURCES[module]}.meta").read_text())["exit_code_by_key"]
@@ -182,8 +193,7 @@ def collect(module: str) -> dict[str, object]:
             not_checked.append(name)
         short = name.split(".")[-1]
         orig = funcs.get(re.sub(r"__mutmut_\d+$", "", short) + "__mutmut_orig", "")
-        diff = "\n".join(difflib.unified_diff(orig.splitlines()[1:], funcs.get(short, "").splitlines()[1:],
-                                             lineterm="", n=0))
+        diff = mutant_diff(orig, funcs.get(short, ""))
         mutations[name] = _changed_lines(diff)
         if status in ("survived", "no tests", "skipped", "timeout"):
             survivors.append({"name": name, "status": status, "diff": diff})
@@ -195,7 +205,7 @@ def collect(module: str) -> dict[str, object]:
 
 
 def run_module(module: str, resume: bool = False, timeout_multiplier: float = TIMEOUT_MULTIPLIER,
-               rerun_only: bool = False) -> dict[str, object]:
+               rerun_only: bool = False, children: int = 1) -> dict[str, object]:
     """Lay out the workspace, run mutmut, and return counts and survivors (name, status, diff).
 
     With ``resume`` the verdicts of an earlier run in the workspace are kept for unchanged functions (a mutant
@@ -214,9 +224,9 @@ def run_module(module: str, resume: bool = False, timeout_multiplier: float = TI
     if resume and meta.exists():
         again = [s["name"] for s in collect(module)["survivors"]]
         if again:
-            log("re-run of the mutants not killed", _mutmut(ws, "run", "--max-children", "1", *again))
+            log("re-run of the mutants not killed", _mutmut(ws, "run", "--max-children", str(children), *again))
     if not (resume and rerun_only):
-        log("run of the mutants without a verdict", _mutmut(ws, "run", "--max-children", "1"))
+        log("run of the mutants without a verdict", _mutmut(ws, "run", "--max-children", str(children)))
     wall = time.monotonic() - t0
     out = collect(module)
     if out["checked"] == 0:
@@ -225,6 +235,44 @@ def run_module(module: str, resume: bool = False, timeout_multiplier: float = TI
     out["resumed"] = resume
     out["timeout_multiplier"] = timeout_multiplier
     return out
+
+
+def mutant_diff(original: str, mutant: str) -> str:
+    """The unified diff (no context lines) from a function's original code to its mutant's, as mutmut writes both
+    (``def x_f__mutmut_orig(...)`` and ``def x_f__mutmut_3(...)``): the signature included, the names left out."""
+    import difflib
+
+    return "\n".join(difflib.unified_diff(_unnamed(original), _unnamed(mutant), lineterm="", n=0))
+
+
+def _unnamed(code: str) -> list[str]:
+    """A mutant's (or the original's) lines with the function's own name taken out of its ``def`` line
+    (``x_f__mutmut_3(`` and ``x_f__mutmut_orig(`` both become ``x_f(``), so that a mutation of the signature (a
+    default argument: ``n_perm: int = 9999`` -> ``10000``) shows in the diff and an unchanged signature does not."""
+    lines = code.splitlines()
+    if lines:
+        lines[0] = re.sub(r"__mutmut_(?:orig|\d+)\(", "(", lines[0], count=1)
+    return lines
+
+
+def equivalence_argument(equivalent: dict[str, Any], name: str, mutation: str) -> str | None:
+    """The recorded argument that mutant ``name`` is equivalent, if it was written for this very mutation, else None.
+
+    mutmut numbers the mutants of a function in order, so when a function changes, ``..._mutmut_19`` can name
+    another mutation than the one an argument was written for. Each entry of ``mutation/equivalent.json`` is
+    ``{"mutation": the - / + lines of the mutant, "why": the argument}``, and the argument counts only while those
+    lines are the mutant's lines now (:func:`stale_arguments` lists the others)."""
+    entry = equivalent.get(name)
+    if not isinstance(entry, dict) or entry.get("mutation") != mutation:
+        return None
+    return str(entry["why"])
+
+
+def stale_arguments(equivalent: dict[str, Any], survivors: list[dict[str, Any]]) -> list[str]:
+    """The survivors that have an argument in ``equivalent`` written for another mutation (the function changed and
+    its mutants were renumbered): each needs a new verdict."""
+    return [s["name"] for s in survivors if s["name"] in equivalent
+            and equivalence_argument(equivalent, s["name"], _changed_lines(s["diff"])) is None]
 
 
 def _changed_lines(diff: str) -> str:
@@ -252,12 +300,17 @@ def _machine() -> str:
             f"mutmut {importlib.metadata.version('mutmut')}")
 
 
+def _argued(equivalent: dict[str, Any], survivor: dict[str, Any]) -> str | None:
+    """The equivalence argument of a survivor (its name and diff), if one was written for its mutation."""
+    return equivalence_argument(equivalent, survivor["name"], _changed_lines(survivor["diff"]))
+
+
 def _minutes(r: dict[str, object]) -> str:
     run_s = r.get("run_s_total", r.get("run_s"))
     return "-" if run_s is None else f"{float(run_s) / 60:.0f} min"
 
 
-def report_md(results: dict[str, dict[str, object]], equivalent: dict[str, str]) -> str:
+def report_md(results: dict[str, dict[str, object]], equivalent: dict[str, Any]) -> str:
     """docs/theory_report/mutation.md: scores before and after the mutation-killing tests, and every mutant that
     survived the unit tests with what became of it (killed by a new test, or equivalent with the argument)."""
     initial, final = results.get("initial", {}), results.get("final", {})
@@ -293,8 +346,8 @@ def report_md(results: dict[str, dict[str, object]], equivalent: dict[str, str])
     for m in modules:
         ini, fin = initial.get(m), final.get(m)
         surv = fin["survivors"] if fin else (ini["survivors"] if ini else [])
-        eq = [x for x in surv if x["name"] in equivalent and x["status"] != "timeout"]
-        left = [x for x in surv if x["name"] not in equivalent and x["status"] != "timeout"]
+        eq = [x for x in surv if _argued(equivalent, x) and x["status"] != "timeout"]
+        left = [x for x in surv if not _argued(equivalent, x) and x["status"] != "timeout"]
         timeouts = sum(x["status"] == "timeout" for x in surv)
 
         tests = ", ".join(f"`{t}`" for t in MODULES[m])
@@ -313,6 +366,7 @@ def report_md(results: dict[str, dict[str, object]], equivalent: dict[str, str])
             ini = {"survivors": fin["survivors"], "total": fin["total"], "checked": fin.get("checked"),
                    "final_only": True}
         fin_status = {x["name"]: x["status"] for x in fin["survivors"]} if fin else {}
+        fin_surv = {x["name"]: x for x in fin["survivors"]} if fin else {}
         fin_pending = set(fin.get("not_checked", [])) if fin else set()
         fin_mut = fin.get("mutations", {}) if fin else {}
         if ini.get("checked", ini["total"]) < ini["total"]:
@@ -322,15 +376,19 @@ def report_md(results: dict[str, dict[str, object]], equivalent: dict[str, str])
         lines += [f"{len(ini['survivors'])} mutants survived {which}. What became of each:", ""]
         for x in ini["survivors"]:
             name = x["name"]
-            if name in equivalent:
-                fate = f"**equivalent**: {equivalent[name]}"
+            now = fin_surv.get(name, x if fin is None else None)  # the same mutant in the latest run, if not killed
+            if fin_mut and name in fin_mut and fin_mut[name] != _changed_lines(x["diff"]):
+                fate = ("the function was changed since the initial run, so this mutation no longer exists as such "
+                        "(its function's mutants were regenerated and run again in the final run)")
+            elif now is not None and now["status"] != "timeout" and _argued(equivalent, now):
+                fate = f"**equivalent**: {_argued(equivalent, now)}"
             elif fin is None or name in fin_pending:
                 fate = f"targeted by `{mutants_test_file(m)}`; not re-run with it yet"
             elif fin_status.get(name) == "timeout":
                 fate = "**timeout** in the final run (unresolved: re-run needed)"
             elif name in fin_status:
                 fate = f"**{fin_status[name].upper()}** (not killed, not shown equivalent)"
-            elif fin_mut and fin_mut.get(name) != _changed_lines(x["diff"]):
+            elif fin_mut and name not in fin_mut:
                 fate = ("the function was changed since the initial run, so this mutation no longer exists as such "
                         "(its function's mutants were regenerated and run again in the final run)")
             else:
@@ -338,20 +396,28 @@ def report_md(results: dict[str, dict[str, object]], equivalent: dict[str, str])
             lines += [f"- `{name.split('.')[-1]}`: {fate}", "", "  ```diff",
                       *("  " + ln for ln in _changed_lines(x["diff"]).splitlines()), "  ```", ""]
         if fin and ini is not fin:
-            seen = {x["name"] for x in ini["survivors"]} if ini else set()
+            # an initial survivor whose name now stands for another mutation is not that mutant: list it again
+            seen = {x["name"] for x in ini["survivors"] if fin_mut.get(x["name"]) == _changed_lines(x["diff"])}
             extra = [x for x in fin["survivors"] if x["name"] not in seen]
             if extra:
                 lines += [f"Not killed in the final run, and not among the survivors above ({len(extra)}):", ""]
                 for x in extra:
                     name = x["name"]
-                    fate = (f"**equivalent**: {equivalent[name]}" if name in equivalent and x["status"] != "timeout"
-                            else f"**{x['status'].upper()}** (not shown equivalent)")
+                    fate = (f"**equivalent**: {_argued(equivalent, x)}" if _argued(equivalent, x)
+                            and x["status"] != "timeout" else f"**{x['status'].upper()}** (not shown equivalent)")
                     lines += [f"- `{name.split('.')[-1]}`: {fate}", "", "  ```diff",
                               *("  " + ln for ln in _changed_lines(x["diff"]).splitlines()), "  ```", ""]
     notes = Path(__file__).resolve().parent / "notes.md"
     if notes.exists():
         lines += ["", notes.read_text().strip()]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -368,6 +434,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="keep the verdicts already in the workspaces (unchanged functions) and re-run the rest")
     ap.add_argument("--rerun-only", action="store_true",
                     help="with --resume: only re-run the mutants that were not killed, not those without a verdict")
+    ap.add_argument("--max-children", type=_positive_int, default=1,
+                    help="mutants tested at once per module (default 1: one core; more on an idle machine)")
     ap.add_argument("--timeout-multiplier", type=float, default=TIMEOUT_MULTIPLIER,
                     help=f"mutmut's timeout_multiplier (default {TIMEOUT_MULTIPLIER}; mutmut's own is 15)")
     args = ap.parse_args(argv)
@@ -382,7 +450,8 @@ def main(argv: list[str] | None = None) -> int:
             bad.append(f"{module}: not run")
             continue
         r = (collect(module) if args.collect
-             else run_module(module, args.resume, args.timeout_multiplier, args.rerun_only))
+             else run_module(module, args.resume, args.timeout_multiplier, args.rerun_only,
+                           args.max_children))
         if args.collect:  # keep what only a run knows (its time and settings)
             r.update({k: prev[k] for k in ("run_s", "run_s_total", "resumed", "timeout_multiplier") if k in prev})
         elif args.resume and "run_s" in prev:  # the time of every run that built these verdicts
@@ -394,15 +463,19 @@ def main(argv: list[str] | None = None) -> int:
         tmp = out_file.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(results, indent=2) + "\n")
         tmp.replace(out_file)
-        unexplained = [s["name"] for s in r["survivors"] if s["name"] not in equivalent]
+        unexplained = [s["name"] for s in r["survivors"] if not _argued(equivalent, s)]
+        stale = stale_arguments(equivalent, r["survivors"])
         bad += unexplained
+        for name in stale:
+            print(f"  {name}: its recorded argument was written for another mutation (the function changed "
+                  "since): a new verdict is needed")
         if r["not_checked"]:  # an unfinished run proves nothing about the mutants it did not reach
             bad.append(f"{module}: {len(r['not_checked'])} mutants not run")
             print(f"{module}: {len(r['not_checked'])} of {r['total']} mutants not run yet (unfinished run)")
         print(f"{module}: {r['killed']}/{r['total']} killed ({r['score']:.1%}); counts {r['counts']}; "
               f"{len(r['survivors'])} not killed, {len(unexplained)} not shown equivalent", flush=True)
         for s in r["survivors"]:
-            tag = "equivalent" if s["name"] in equivalent else "SURVIVED"
+            tag = "equivalent" if _argued(equivalent, s) else "SURVIVED"
             print(f"  {s['name']}: {s['status']} [{tag}]")
     print(f"results written to {out_file}")
     if args.report:
