@@ -123,17 +123,53 @@ def test_a_forked_runs_exit_status_is_read_right_while_another_thread_signals_it
     assert wrong == []
 
 
+def test_a_studys_worker_threads_block_ctrl_c_so_the_main_thread_takes_it(tmp_path):
+    """Found by Ctrl-C in a study's first seconds on a loaded machine (two CPU-bound processes beside it: 4 of 6
+    studies let their first run train to its end). A signal that a worker thread received was acted on only when
+    the main thread's wait for a run returned; and a Ctrl-C landing while the pool started a worker thread left a
+    thread that the pool's shutdown did not wait for, so the stop was cleared while its run started. run_local now
+    starts its workers with SIGINT and SIGTERM blocked (they keep the mask) and wakes twice a second."""
+    masks: list[set] = []
+
+    def execute(spec, runs_dir):
+        masks.append(signal.pthread_sigmask(signal.SIG_BLOCK, set()))
+        return {"name": spec.name}
+
+    specs = [RunSpec("bandit", "a", s, "x.toml", ()) for s in range(3)]
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    runner.run_local(specs, tmp_path, workers=2, progress=False, execute=execute)
+    assert len(masks) == 3 and all({signal.SIGINT, signal.SIGTERM} <= m for m in masks)
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, set()) == before  # the main thread's mask is restored
+
+
+def test_a_ctrl_c_sent_while_runs_are_submitted_arrives_as_they_are():
+    """Inside the block a Ctrl-C waits, blocked, and is delivered to this thread as the block ends."""
+    reached: list[bool] = []
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # a suite run with nohup ignores SIGINT
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with runner._signals_blocked():
+                signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+                time.sleep(0.05)
+                reached.append(True)  # the Ctrl-C waited
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert reached == [True]
+
+
 # ------------------------------------------------------------------------------------- runs that start during a stop
-def test_once_a_study_is_stopping_no_run_starts_and_one_starting_is_sent_ctrl_c(tmp_path):
+def test_once_a_study_is_stopping_no_run_starts_and_one_starting_is_sent_ctrl_c(tmp_path, default_sigint):
     """stop_running() used to reach only the runs already registered: a worker thread that was starting its run
-    (the warm process still importing) registered it afterwards, and it trained to its end."""
+    (the warm process still importing) registered it afterwards, and it trained to its end. The stand-in run starts
+    with Ctrl-C's default action, as the study's runs set theirs: a suite started in the background (nohup) ignores
+    SIGINT, and its children would inherit that and sleep the interrupt out."""
     spec = RunSpec("bandit", "a", 0, str(tmp_path / "none.toml"), ())
     try:
         runner.stop_running()
         with pytest.raises(RuntimeError, match=NOT_STARTED):
             runner.execute_run(spec, tmp_path / "runs")
         assert not (tmp_path / "runs" / spec.name / "train.log").exists()
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], preexec_fn=default_sigint)
         t = time.monotonic()
         status = _wait("late", child, tmp_path / "no-stop-file")
         assert time.monotonic() - t < 30 and status != 0  # stopped by Ctrl-C (KeyboardInterrupt), not slept out

@@ -136,8 +136,9 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     if not args.report_only:  # reporting reads what exists and creates nothing
         runs_dir.mkdir(parents=True, exist_ok=True)
     mode = "quick" if args.quick else "full"
-    print(f"{exp.name}: {len(specs)} runs ({mode}, seeds {seeds[0]}..{seeds[-1]}) in {runs_dir}", file=sys.stderr)
-    try:
+    try:  # from the first line on, a Ctrl-C ends in one line (it used to land in this print as a traceback)
+        print(f"{exp.name}: {len(specs)} runs ({mode}, seeds {seeds[0]}..{seeds[-1]}) in {runs_dir}",
+              file=sys.stderr)
         failed = "" if args.report_only else _run(specs, runs_dir, args, ray=args.ray)
     except KeyboardInterrupt as e:  # one line, not a traceback: what is kept and how to go on
         stop = e if isinstance(e, Interrupted) else Interrupted()

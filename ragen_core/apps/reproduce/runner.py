@@ -34,8 +34,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor
 from concurrent.futures import wait as wait_all
 from pathlib import Path
 from typing import Any
@@ -85,9 +85,11 @@ WARM_IMPORTS = "ragen_core.apps.reproduce.warm_imports"
 #: Ctrl-C's handler set and SIGINT unblocked first, and its lifeline's read end FD watched (-1: none;
 #: :func:`ragen_core.apps.reproduce.lifeline.stop_when_cut`). The handler and the mask are inherited: a Ray worker's
 #: child starts with SIGINT blocked, a job started with ``&`` with it ignored (and Python then installs no handler),
-#: and a stopped study could not stop its runs.
+#: and a stopped study could not stop its runs. SIGTERM is unblocked too: :func:`run_local`'s worker threads, which
+#: start these processes, block both (:func:`_signals_blocked`).
 TRAIN_WITH_CTRL_C = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-                     "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); fd = int(sys.argv.pop(1)); "
+                     "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM}); "
+                     "fd = int(sys.argv.pop(1)); "
                      "from ragen_core.apps.reproduce.lifeline import stop_when_cut; "
                      "fd < 0 or stop_when_cut(fd); "
                      "from ragen_core.apps import train; sys.argv[0] = train.__file__; "
@@ -800,11 +802,15 @@ def run_local(specs: list[RunSpec], runs_dir: str | Path, workers: int = 2, prog
     _STOPPING.clear()  # a stop of an earlier study in this process
     try:
         with _sigterm_interrupts(received):
-            futures.update({pool.submit(execute, s, runs_dir): s for s in todo})
-            for fut in as_completed(futures):
-                _collect(fut, futures[fut], records, failures)
-                if bar is not None:
-                    bar.update(1)
+            with _signals_blocked():  # the worker threads are created here, and keep this mask (see below)
+                futures.update({pool.submit(execute, s, runs_dir): s for s in todo})
+            pending = set(futures)
+            while pending:  # woken twice a second, so a signal received by any thread is acted on at once
+                done, pending = wait_all(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    _collect(fut, futures[fut], records, failures)
+                    if bar is not None:
+                        bar.update(1)
     except KeyboardInterrupt as e:
         # Cancel the queued runs (leaving the pool would start each of them), stop the running ones, wait for them.
         pool.shutdown(wait=False, cancel_futures=True)
@@ -820,6 +826,26 @@ def run_local(specs: list[RunSpec], runs_dir: str | Path, workers: int = 2, prog
     if failures:
         raise RuntimeError("some runs failed:\n  " + "\n  ".join(failures))
     return _in_order(records, specs)
+
+
+@contextlib.contextmanager
+def _signals_blocked() -> Iterator[None]:
+    """Ctrl-C (SIGINT) and SIGTERM blocked in this thread inside the block, and delivered (if they came) as it ends.
+
+    :func:`run_local` submits its runs inside it, for two reasons found by Ctrl-C in a study's first seconds on a
+    loaded machine. First, the pool's worker threads are started there and keep the mask, so a signal to the process
+    reaches the main thread. A signal that another thread received was acted on only when the main thread's wait for
+    a run returned: a run trained to its end first. Second, no Ctrl-C can land between a worker thread's start and the
+    pool's record of it: the pool's shutdown would not wait for that thread, and the stop was cleared while its run
+    started unstopped. Where the platform has no signal masks (Windows) this does nothing."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _collect(fut: Any, spec: RunSpec, records: list[dict[str, Any]], failures: list[str]) -> None:
