@@ -1,5 +1,5 @@
-"""The KV-cached decoding step of the lean forward: the step before its preallocated layout, today's Python step and
-the compiled step, side by side.
+"""The KV-cached decoding step of the lean forward: the step before its preallocated layout, today's Python step, the
+compiled operator-for-operator step and the fused float32 step, side by side.
 
     python -m benchmarks.micro.bench_decode [--reps 15] [--rows 32 128] [--threads 1] [--json PATH]
 
@@ -9,11 +9,13 @@ schedules per row count: every row decodes all 64 steps, and rows stop at stagge
 drawn from 8..64, as EOS and stop strings end rollouts). One repetition decodes the whole schedule with each
 implementation, in an order that rotates between repetitions, feeding each the same pre-drawn tokens:
 `BaselineDecodeState` (the step of commit 6bd8167, copied here verbatim), `DecodeState` with its operator calls made
-from Python (``RAGEN2_NATIVE_DECODE=0``) and `DecodeState` with them made from C++ (`ragen_core.policy.native`, the
-default where a C++ compiler is found); a step's time is the decoding's time over its number of steps (the prefill
-is not timed). Reported: medians over the repetitions, the ratios, and the machine's 1-minute load average before
-and after (the cores are shared). The logits of the three are checked equal bit for bit at the end of every
-decoding, so a change that makes a step fast by breaking it fails here.
+from Python (``RAGEN2_NATIVE_DECODE=0``), with them made from C++ (``RAGEN2_DECODE_KERNEL=ops``,
+`ragen_core.policy.native`) and the fused float32 step (the default where a C++ compiler is found: its own loops for
+the norms, RoPE and attention); a step's time is the decoding's time over its number of steps (the prefill is not
+timed). Reported: medians over the repetitions, the ratios, and the machine's 1-minute load average before and after
+(the cores are shared). The logits of the first three are checked equal bit for bit at the end of every decoding,
+the fused step's equal up to float rounding (rtol 1e-5, atol 2e-5), so a change that makes a step fast by breaking
+it fails here.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from benchmarks.machine import describe_machine, load_average
 from benchmarks.readme_tables import strict_json, write_text_atomic
 from ragen_core.policy import HFPolicy
 from ragen_core.policy.fast_qwen2 import DecodeState, FastQwen2
-from ragen_core.policy.native import SWITCH, native_decode_status, native_decode_step
+from ragen_core.policy.native import KERNEL, SWITCH, native_decode_status, native_decode_step
 from ragen_core.policy.tiny import default_tiny_model_dir
 
 GROUP = 4
@@ -156,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     fast = FastQwen2(policy.model)
     gen = torch.Generator().manual_seed(0)
     compiled = native_decode_step() is not None
-    impls = ["baseline", "python", "compiled"] if compiled else ["baseline", "python"]
+    impls = ["baseline", "python", "compiled", "fused"] if compiled else ["baseline", "python"]
     load_before = load_average()
     results = []
     for rows in args.rows:
@@ -175,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
                     if rep:
                         times[impl].append(seconds / steps * 1e3)
                 for impl in impls[1:]:
-                    if not torch.equal(out["baseline"], out[impl]):
+                    same = (torch.allclose(out[impl], out["baseline"], rtol=1e-5, atol=2e-5) if impl == "fused"
+                            else torch.equal(out["baseline"], out[impl]))
+                    if not same:
                         raise AssertionError(f"{rows} rows, {name}: the {impl} step's logits differ from the "
                                              "baseline's")
             med = {impl: statistics.median(times[impl]) for impl in impls}
@@ -183,15 +187,18 @@ def main(argv: list[str] | None = None) -> int:
                    "ratio_python": med["baseline"] / med["python"]}
             if compiled:
                 row.update(compiled_ms=med["compiled"], ratio_compiled=med["baseline"] / med["compiled"],
-                           python_over_compiled=med["python"] / med["compiled"])
+                           python_over_compiled=med["python"] / med["compiled"], fused_ms=med["fused"],
+                           ratio_fused=med["baseline"] / med["fused"],
+                           compiled_over_fused=med["compiled"] / med["fused"])
             results.append(row)
     load_after = load_average()
     if compiled:
         lines = ["| rows | schedule | 6bd8167 ms/step | Python step ms/step | compiled step ms/step | "
-                 "6bd8167 / compiled | Python / compiled |", "|---:|---|---:|---:|---:|---:|---:|"]
+                 "fused step ms/step | 6bd8167 / fused | Python / compiled | compiled / fused |",
+                 "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
         lines += [f"| {r['rows']} | {r['schedule']} | {r['baseline_ms']:.2f} | {r['python_ms']:.2f} | "
-                  f"{r['compiled_ms']:.2f} | {r['ratio_compiled']:.2f}x | {r['python_over_compiled']:.2f}x |"
-                  for r in results]
+                  f"{r['compiled_ms']:.2f} | {r['fused_ms']:.2f} | {r['ratio_fused']:.2f}x | "
+                  f"{r['python_over_compiled']:.2f}x | {r['compiled_over_fused']:.2f}x |" for r in results]
     else:
         lines = ["| rows | schedule | 6bd8167 ms/step | Python step ms/step | 6bd8167 / Python |",
                  "|---:|---|---:|---:|---:|"]
@@ -212,19 +219,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _make_state(impl: str, fast: FastQwen2, prompts: list[list[int]], pad_id: int):
-    """A fresh decoding state of `impl` ("baseline", "python" or "compiled") from the same prefill."""
+    """A fresh decoding state of `impl` ("baseline", "python", "compiled" or "fused") from the same prefill."""
     if impl == "baseline":
         return BaselineDecodeState(*_state_args(fast, prompts, pad_id))
-    before = os.environ.get(SWITCH)
-    os.environ[SWITCH] = "1" if impl == "compiled" else "0"
+    wanted = {"python": ("0", "ops"), "compiled": ("1", "ops"), "fused": ("1", "fused")}[impl]
+    before = {name: os.environ.get(name) for name in (SWITCH, KERNEL)}
+    os.environ[SWITCH], os.environ[KERNEL] = wanted
     try:
         state = DecodeState(*_state_args(fast, prompts, pad_id))
     finally:
-        if before is None:
-            del os.environ[SWITCH]
-        else:
-            os.environ[SWITCH] = before
-    if (state._native is not None) != (impl == "compiled"):
+        for name, value in before.items():
+            if value is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = value
+    if state.kernel != {"python": "python", "compiled": "ops", "fused": "fused"}[impl]:
         raise RuntimeError(f"the {impl} step was asked for and not built: {native_decode_status()}")
     return state
 

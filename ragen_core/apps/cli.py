@@ -130,6 +130,10 @@ def _run(name: str, command: Command, argv: list[str]) -> int:
         if missing:
             print(extra_hint(name, missing), file=sys.stderr)
             return 2
+        problem = _environment_problem()
+        if problem:
+            print(f"ragen {name}: error: {problem}", file=sys.stderr)
+            return 2
     try:
         module = importlib.import_module(command.module)
         return int(module.main(argv, prog=f"ragen {name}") or 0)
@@ -138,6 +142,18 @@ def _run(name: str, command: Command, argv: list[str]) -> int:
             print(extra_hint(name, [exc.name.split(".")[0]]), file=sys.stderr)
             return 2
         raise
+
+
+def _environment_problem() -> str | None:
+    """One line on an environment variable that a run would refuse part-way (the decoding step's
+    ``RAGEN2_DECODE_KERNEL``), so that the command refuses it before it starts; None when there is none."""
+    from ragen_core.policy.native import decode_kernel
+
+    try:
+        decode_kernel()
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def guarded(prog: str, call: Callable[[], T], *, quiet_on_closed_pipe: bool) -> T | int:

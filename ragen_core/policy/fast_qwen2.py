@@ -662,11 +662,25 @@ class DecodeState:
         self.capacity = tp + max_new_tokens
         dev = owner.device
         ref = fast.model.lm_head.weight
+        #: Which step runs: "fused" (the compiled float32 step with its own loops), "ops" (the compiled
+        #: operator-for-operator step) or "python".
+        self.kernel = self._choose_kernel() if dev.type == "cpu" else "python"
+        #: The fused step's layout: each distinct prompt's keys and values once (``[P, Hkv, Tp, d]`` per layer) and
+        #: each slot's prompt (``owner``, ``[B]``); :attr:`cache` then holds the decoded columns only. The other
+        #: steps: :attr:`prefix` is None and every row's cache holds its prompt's columns, then its decoded ones.
+        self.prefix: list[tuple[torch.Tensor, torch.Tensor]] | None = None
+        self.owner = owner.clone()
         self.cache: list[tuple[torch.Tensor, torch.Tensor]] = []
+        shared = self.kernel == "fused"
+        if shared:
+            p = int(owner.max()) + 1 if b else 0
+            empty = torch.zeros(p, fast.n_kv, 0, fast.head_dim, dtype=ref.dtype, device=dev)
+            self.prefix = [(k.contiguous(), v.contiguous()) if tp else (empty, empty) for k, v in kv]
         for k, v in kv:
-            kb = torch.zeros(b, fast.n_kv, self.capacity, fast.head_dim, dtype=ref.dtype, device=dev)
+            kb = torch.zeros(b, fast.n_kv, max_new_tokens if shared else self.capacity, fast.head_dim,
+                             dtype=ref.dtype, device=dev)
             vb = torch.zeros_like(kb)
-            if tp:
+            if tp and not shared:
                 kb[:, :, :tp] = k.index_select(0, owner)
                 vb[:, :, :tp] = v.index_select(0, owner)
             self.cache.append((kb, vb))
@@ -695,7 +709,7 @@ class DecodeState:
         self.weights = [self._fused(layer) for layer in inner.layers]
         #: The compiled step (:mod:`ragen_core.policy.native`: the same operator calls from C++, the same logits)
         #: with its arguments laid out once; None: the Python step below.
-        self._native = self._native_args() if dev.type == "cpu" else None
+        self._native = self._native_args() if self.kernel != "python" else None
 
     @staticmethod
     @torch.no_grad()
@@ -708,18 +722,30 @@ class DecodeState:
                 float(layer.post_attention_layernorm.variance_epsilon),
                 torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), mlp.down_proj.weight, mlp.intermediate_size)
 
-    def _native_args(self) -> tuple | None:
+    def _choose_kernel(self) -> str:
+        """The step this CPU decoding takes: "fused" for float32 models of the shapes `decode_step_fused` takes
+        (where :func:`ragen_core.policy.native.decode_kernel` names it), else "ops", or "python" where no compiled
+        step is available or every layer's MLP is not of one width."""
+        from ragen_core.policy.native import decode_kernel, native_decode_step
+
+        f = self.fast
+        ref = f.model.lm_head.weight
+        fusable = (ref.dtype == torch.float32 and f.head_dim % 8 == 0 and f.n_heads % f.n_kv == 0
+                   and f.n_heads // f.n_kv * f.head_dim <= 512 and ref.shape[1] % 8 == 0)
+        kernel = "fused" if fusable and decode_kernel() == "fused" else "ops"
+        if len({layer.mlp.intermediate_size for layer in f._inner.layers}) != 1:
+            return "python"  # the compiled steps take one MLP width for every layer
+        return kernel if native_decode_step(kernel) is not None else "python"
+
+    def _native_args(self) -> tuple:
         from ragen_core.policy.native import native_decode_step
 
-        op = native_decode_step()
-        if op is None:
-            return None
         weights = [t for w in self.weights for t in (w[0], w[2], w[3], w[4], w[5], w[7], w[8])]
         eps = [e for w in self.weights for e in (w[1], w[6])]
-        inters = {w[9] for w in self.weights}
-        if len(inters) != 1:  # the compiled step takes one MLP width for every layer
-            return None
-        return (op, [kb for kb, _ in self.cache], [vb for _, vb in self.cache], weights, eps, inters.pop())
+        caches = [kb for kb, _ in self.cache], [vb for _, vb in self.cache]
+        if self.prefix is not None:  # the fused step: the prompts' caches first
+            caches = ([k for k, _ in self.prefix], [v for _, v in self.prefix], *caches)
+        return native_decode_step(self.kernel), caches, weights, eps, self.weights[0][9]
 
     def _place(self, rows: torch.Tensor, tokens: torch.Tensor) -> None:
         """Put the rows still decoding (`rows`, increasing original indices, a subset of the last step's) on the
@@ -735,11 +761,12 @@ class DecodeState:
             holes = (~alive[:n]).nonzero().squeeze(1)
             movers = alive[n:].nonzero().squeeze(1) + n
             if holes.numel():
-                col = self.width + self.steps  # the columns written so far
+                # the columns written so far (the fused step's rows hold their decoded columns only)
+                col = self.steps if self.prefix is not None else self.width + self.steps
                 for kb, vb in self.cache:
                     kb[:, :, :col].index_copy_(0, holes, kb[:, :, :col].index_select(0, movers))
                     vb[:, :, :col].index_copy_(0, holes, vb[:, :, :col].index_select(0, movers))
-                for t in (self.bias, self.pos, self.rows):
+                for t in (self.bias, self.pos, self.rows, self.owner):
                     t.index_copy_(0, holes, t.index_select(0, movers))
                 slot_of[self.rows[holes]] = holes
                 where = slot_of[rows]
@@ -766,10 +793,11 @@ class DecodeState:
         cs = self.rope.index_select(0, pos)  # [n, 2, d]
         pos += 1
         if self._native is not None:
-            op, k_caches, v_caches, weights, eps, inter = self._native
-            return op(self._tokens[:n], f._inner.embed_tokens.weight, cs, k_caches, v_caches,
-                      self.bias[:n, :, :, : col + 1], col, weights, eps, hq, hk, d, inter, d**-0.5, self._final[0],
-                      self._final[1], f.model.lm_head.weight, self._where)
+            op, caches, weights, eps, inter = self._native
+            shared = (self.owner[:n], self.bias[:n, :, :, : col + 1], self.width) if self.prefix is not None else \
+                (self.bias[:n, :, :, : col + 1],)
+            return op(self._tokens[:n], f._inner.embed_tokens.weight, cs, *caches, *shared, col, weights, eps, hq,
+                      hk, d, inter, d**-0.5, self._final[0], self._final[1], f.model.lm_head.weight, self._where)
         cos, sin = cs[:, :1], cs[:, 1:]
         h = F.embedding(self._tokens[:n], f._inner.embed_tokens.weight)  # [n, hidden]
         bias = self.bias[:n, :, :, : col + 1]

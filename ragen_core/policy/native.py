@@ -35,6 +35,10 @@ import torch
 
 #: The environment variable that switches the compiled step off ("0", "false", "no" or "off").
 SWITCH = "RAGEN2_NATIVE_DECODE"
+#: The environment variable that picks the compiled step float32 decoding takes (:func:`decode_kernel`).
+KERNEL = "RAGEN2_DECODE_KERNEL"
+#: Its values: the fused step (default) and the operator-for-operator one.
+KERNELS = ("fused", "ops")
 #: The C++ source, shipped with the package.
 SOURCE = Path(__file__).resolve().parent / "csrc" / "decode_step.cpp"
 #: How long one compile may take before the Python step is used instead (a loaded machine: 15 s is usual).
@@ -44,11 +48,13 @@ _OFF = {"0", "false", "no", "off"}
 
 @dataclass(frozen=True)
 class NativeBuild:
-    """The outcome of building and loading the compiled step: `op` (None where it is not available) and `status`,
-    one line: where the library lives, or why there is none."""
+    """The outcome of building and loading the compiled steps: `op` (the operator-for-operator step; None where the
+    library is not available), `status` (one line: where the library lives, or why there is none) and `fused`."""
 
     op: Callable | None
     status: str
+    #: The fused float32 step of the same library (None where `op` is).
+    fused: Callable | None = None
 
 
 _lock = threading.Lock()
@@ -62,12 +68,38 @@ def switched_off() -> bool:
     return os.environ.get(SWITCH, "").strip().lower() in _OFF
 
 
-def native_decode_step() -> Callable | None:
-    """The compiled decoding step (``torch.ops.<namespace>.decode_step``), built and loaded on first use and kept for
-    the process; None where it is switched off or cannot be built (:func:`native_decode_status` says why)."""
+def decode_kernel() -> str:
+    """Which compiled step float32 decoding takes: ``"fused"`` (the default) or ``"ops"`` (``RAGEN2_DECODE_KERNEL=ops``:
+    the Python step's operator calls made from C++, its logits bit for bit). Read at each call. Any other value of
+    the variable is refused with the two it takes."""
+    value = os.environ.get(KERNEL, "").strip().lower() or "fused"
+    if value not in KERNELS:
+        raise ValueError(f"{KERNEL}={os.environ.get(KERNEL)!r}: expected one of {', '.join(KERNELS)}")
+    return value
+
+
+def native_decode_step(kernel: str = "ops") -> Callable | None:
+    """The compiled decoding step, built and loaded on first use and kept for the process: `kernel` ``"ops"``
+    (``torch.ops.<namespace>.decode_step``: the Python step's operator calls, its logits bit for bit) or ``"fused"``
+    (``decode_step_fused``: float32 only, the same function with its own loops for the norms, RoPE and attention,
+    logits equal up to float rounding). None where it is switched off or cannot be built (:func:`native_decode_status`
+    says why)."""
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {', '.join(KERNELS)}; got {kernel!r}")
     if switched_off():
         return None
-    return _loaded().op
+    build = _loaded()
+    return build.op if kernel == "ops" else build.fused
+
+
+def decode_path() -> str:
+    """The step float32 CPU decoding runs in this process: ``"fused"``, ``"ops"`` (both compiled) or ``"python"``
+    (switched off, or no library). Other dtypes take ``"ops"`` where ``"fused"`` is named. Recorded in each run's
+    provenance and in the warm-start cache key: the fused step's logits differ from the other two's by float rounding
+    (which can move a sampled token), the other two are the same bits."""
+    if switched_off() or _loaded().op is None:
+        return "python"
+    return decode_kernel()
 
 
 def native_decode_status() -> str:
@@ -75,7 +107,10 @@ def native_decode_status() -> str:
     if switched_off():
         return f"python step ({SWITCH}={os.environ.get(SWITCH)!r} switches the compiled step off)"
     build = _loaded()
-    return ("compiled step: " if build.op is not None else "python step: ") + build.status
+    if build.op is None:
+        return "python step: " + build.status
+    kind = "fused" if decode_kernel() == "fused" else "operator calls"
+    return f"compiled step ({kind}; float32, else operator calls): {build.status}"
 
 
 def _loaded() -> NativeBuild:
@@ -144,11 +179,12 @@ def build(cache_dir: str | os.PathLike | None = None, compiler: str | None = Non
     try:
         if not hasattr(torch.ops, namespace) or not hasattr(getattr(torch.ops, namespace), "decode_step"):
             torch.ops.load_library(str(library))
-        op = getattr(torch.ops, namespace).decode_step
+        ops = getattr(torch.ops, namespace)
+        op, fused = ops.decode_step, ops.decode_step_fused
     except (OSError, RuntimeError, AttributeError) as exc:
         return NativeBuild(None, f"cannot load {library}: {str(exc).splitlines()[0] if str(exc) else exc!r}; "
                                  "delete it to rebuild")
-    return NativeBuild(op, str(library))
+    return NativeBuild(op, str(library), fused)
 
 
 def _compile(cxx: str, text: str, folder: Path, library: Path) -> str | None:

@@ -3,7 +3,7 @@
     {"commit": "43a82f3...", "dirty": false, "config_sha256": "9f2c...",
      "config_sha256_excludes": ["run.progress", "warm_start.cache_dir"], "ragen2": "0.1.0",
      "torch": "2.13.0+cpu", "python": "3.11.7", "cpu": "AMD EPYC 7B13",
-     "cpu_arithmetic": "AVX2; family 25 model 1 stepping 1", "torch_threads": 1,
+     "cpu_arithmetic": "AVX2; family 25 model 1 stepping 1", "torch_threads": 1, "decoding": "fused",
      "started": "2026-12-03T10:00:00+00:00"}
 
 ``commit`` is the git commit of the checkout the code was imported from (None for an installed wheel, whose
@@ -15,7 +15,9 @@ bar) and independent of the text's layout (:func:`config_sha256`), so two runs o
 written before ``config_sha256_excludes`` existed hashed the whole text. ``cpu`` the CPU's model name (None where
 ``/proc/cpuinfo`` cannot be read) and ``torch_threads`` the torch CPU threads the run computed with (``run.threads``
 resolved: 0 means "auto", whose count depends on the model and the machine): the same code and config give the
-same numbers only on a CPU whose math kernels round alike, at the same thread count (docs/train.md). A study's
+same numbers only on a CPU whose math kernels round alike, at the same thread count (docs/train.md). ``decoding``
+the CPU decoding step (``fused``, ``ops`` or ``python``; :func:`ragen_core.policy.native.decode_path`): the fused
+one's logits differ from the other two's by float rounding. A study's
 report (``ragen reproduce``) reads these, so every number in it can be traced to the code and the config that made
 it.
 
@@ -276,6 +278,13 @@ def _version() -> str | None:
         return None
 
 
+def _decoding() -> str:
+    """The CPU decoding step this process runs (:func:`ragen_core.policy.native.decode_path`)."""
+    from ragen_core.policy.native import decode_path
+
+    return decode_path()
+
+
 def write_provenance(run_dir: str | Path, config_text: str,
                      source: Sequence[str | Path] | None = None) -> dict[str, Any]:
     """Write ``provenance.json`` (and ``code.patch`` for a checkout with uncommitted changes) into `run_dir` (see the
@@ -287,7 +296,7 @@ def write_provenance(run_dir: str | Path, config_text: str,
     record = {"commit": code.pop("commit"), "dirty": code.pop("dirty"), "config_sha256": config_sha256(config_text),
               "config_sha256_excludes": sorted(RESULT_NEUTRAL_KEYS), "ragen2": _version(), "torch": torch.__version__,
               "python": platform.python_version(), "cpu": cpu_model(), "cpu_arithmetic": cpu_arithmetic(),
-              "torch_threads": torch.get_num_threads(),
+              "torch_threads": torch.get_num_threads(), "decoding": _decoding(),
               "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), **code}
     (Path(run_dir) / PROVENANCE).write_text(json.dumps(record, indent=1) + "\n")
     return record

@@ -131,12 +131,14 @@ def record_resume(run_dir: Path, step: int, changes: dict[str, tuple[Any, Any]])
     "to"}}``), the code it continues with (``provenance.json`` names the code of the run's start only; a resume
     may run another commit, or other uncommitted changes: ``patch`` names their ``code-<digest>.patch`` beside the
     log, ``untracked`` the untracked source files, as in provenance.json) and what rounds its numbers: the CPU
-    (``cpu``) and the torch thread count in force (``torch_threads``; call it once the resumed run has set it), so a
-    resume on another machine or at another count shows in the run's own files."""
+    (``cpu``), the torch thread count in force (``torch_threads``; call it once the resumed run has set it) and the
+    CPU decoding step (``decoding``), so a resume on another machine, at another count or with another decoding step
+    shows in the run's own files."""
     from datetime import datetime, timezone
 
     import torch
 
+    from ragen_core.policy.native import decode_path
     from ragen_core.training.provenance import code_state, cpu_arithmetic, cpu_model
 
     code = code_state(run_dir, name=None)
@@ -144,7 +146,7 @@ def record_resume(run_dir: Path, step: int, changes: dict[str, tuple[Any, Any]])
            "changes": {k: {"from": a, "to": b} for k, (a, b) in changes.items()},
            "commit": code.pop("commit"), "dirty": code.pop("dirty"), "torch": torch.__version__,
            "cpu": cpu_model(), "cpu_arithmetic": cpu_arithmetic(), "torch_threads": torch.get_num_threads(),
-           **code}
+           "decoding": decode_path(), **code}
     with open(Path(run_dir) / RESUME_LOG, "a", encoding="utf-8") as f:
         f.write(json.dumps(rec) + "\n")
 

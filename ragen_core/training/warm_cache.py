@@ -92,12 +92,16 @@ def machine_arithmetic(device: str) -> dict[str, Any]:
     validated at 13.3% and 15.6%, docs/train.md, and a hypervisor can give both the same model name), and torch's
     thread count now (the run's ``run.threads``, in force when the warm start runs: a thread count splits sums in
     other places); on a GPU its name. Part of the cache key, so that a cache folder shared by machines, or by runs
-    at other thread counts, never hands one of them weights it would not have computed itself."""
+    at other thread counts, never hands one of them weights it would not have computed itself. On the CPU also the
+    decoding step (:func:`ragen_core.policy.native.decode_path`), which decides the step-0 validation's and probe's
+    sampled tokens that the cache stores beside the weights."""
     if str(device).startswith("cuda") and torch.cuda.is_available():
         return {"gpu": torch.cuda.get_device_name(torch.device(device))}
+    from ragen_core.policy.native import decode_path
     from ragen_core.training.provenance import cpu_arithmetic, cpu_model
 
-    return {"cpu": cpu_model(), "cpu_arithmetic": cpu_arithmetic(), "threads": torch.get_num_threads()}
+    return {"cpu": cpu_model(), "cpu_arithmetic": cpu_arithmetic(), "threads": torch.get_num_threads(),
+            "decoding": decode_path()}
 
 
 def starting_weights_digest(model: torch.nn.Module, path: str | Path | None = None) -> str:
@@ -155,12 +159,14 @@ def demonstration_code_digest(env_id: str) -> str:
 def training_code_digest(root: Path | None = None) -> str:
     """Hex SHA-256 of the source that turns demonstrations into weights and measures a model at step 0: every
     module of ``ragen_core`` except its apps and scale-out integrations (the rollout and the episode's token
-    layout, the policies and their lean forward, the SFT loop, the trainer's validation and probe, the MI math).
+    layout, the policies and their lean forward with the C++ source of its compiled decoding steps, the SFT loop,
+    the trainer's validation and probe, the MI math).
     Coarse on purpose: an edit that changes no number also gives a new key (one warm start recomputed), where a
     finer list could miss a module that changes the weights' float rounding and hand back stale weights.
     `root`: the package folder (default: this ``ragen_core``)."""
     root = Path(root) if root is not None else Path(__file__).resolve().parents[1]
-    files = sorted(f for f in root.rglob("*.py") if f.relative_to(root).parts[0] not in ("apps", "integrations"))
+    files = sorted(f for f in root.rglob("*") if f.suffix in (".py", ".cpp")
+                   and f.relative_to(root).parts[0] not in ("apps", "integrations"))
     h = hashlib.sha256()
     for f in files:
         h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())

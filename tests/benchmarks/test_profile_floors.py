@@ -19,6 +19,8 @@ transformers = pytest.importorskip("transformers")
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
+from ragen_core.policy.native import KERNEL  # noqa: E402
+
 TINY = {"hidden": 128, "layers": 2, "intermediate": 512, "heads": 4, "kv_heads": 2, "vocab": 1028}
 
 
@@ -180,10 +182,13 @@ def test_scored_rows_backward_is_twice_the_forward_also_at_prompt_positions(fast
                     "read_ctx": 2 * sum(range(p, p + r))}
 
 
-def test_generation_work_is_the_decoding_of_the_lean_forward(fast):
+def test_generation_work_is_the_decoding_of_the_lean_forward(fast, monkeypatch):
     """start_decoding + steps on prompts of one length (two rows share a prompt), every row decoding: the
     projections and logits FlopCounterMode counts equal the driver's generation work; the attention products equal
-    it too, except the prefill, which the math backend counts as the full square."""
+    it too, except the prefill, which the math backend counts as the full square. Counted on the operator-for-operator
+    step, whose products are ATen calls FlopCounterMode sees (the fused step's attention is its own loop: the same
+    multiply-adds, uncounted)."""
+    monkeypatch.setenv(KERNEL, "ops")
     gen = torch.Generator().manual_seed(4)
     length, steps = 12, 5
     a, b = (torch.randint(0, 1028, (length,), generator=gen).tolist() for _ in range(2))

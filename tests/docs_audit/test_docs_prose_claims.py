@@ -72,6 +72,21 @@ def end_to_end() -> list[tuple[str, str]]:
                           f"{phase('probes'):.1f}x)")]
 
 
+def decode() -> list[tuple[str, str]]:
+    r = load("benchmarks/results/decode.json")["results"]
+
+    def ratios(rows: int, key: str) -> str:
+        values = [x[key] for x in r if x["rows"] == rows]
+        return rng(min(values), max(values))
+
+    return [("README.md", f"the fused step is {ratios(1, 'compiled_over_fused')}x faster than the operator-call step "
+                          f"at 1 row, {ratios(8, 'compiled_over_fused')}x at 8 rows, "
+                          f"{ratios(32, 'compiled_over_fused')}x at 32 (the study's RL batches) and "
+                          f"{ratios(128, 'compiled_over_fused')}x at 128"),
+            ("README.md", f"against 6bd8167 it is {ratios(32, 'ratio_fused')}x faster at 32 rows and "
+                          f"{ratios(128, 'ratio_fused')}x at 128")]
+
+
 def speed_candidates() -> list[tuple[str, str]]:
     d = load("benchmarks/results/speed_candidates.json")
 
@@ -281,7 +296,8 @@ def code_constants() -> list[tuple[str, str]]:
 
 
 SOURCES: dict[str, Callable[[], list[tuple[str, str]]]] = {
-    "cross_score.json": cross_score, "end_to_end.json": end_to_end, "speed_candidates.json": speed_candidates,
+    "cross_score.json": cross_score, "decode.json": decode, "end_to_end.json": end_to_end,
+    "speed_candidates.json": speed_candidates,
     "study_floor.json": study_floor, "study_comparison.json": study_comparison, "profile.json": profile,
     "study-05e2668 record": study_05e2668, "learning.json": learning, "collapse experiment records": experiments,
     "code constants": code_constants,

@@ -22,7 +22,7 @@ import torch
 
 from ragen_core.policy import HFPolicy, native
 from ragen_core.policy.fast_qwen2 import DecodeState, FastQwen2
-from ragen_core.policy.native import SWITCH
+from ragen_core.policy.native import KERNEL, SWITCH
 from ragen_core.policy.tiny import default_tiny_model_dir
 
 HAVE_COMPILER = shutil.which(os.environ.get("CXX") or "c++") is not None
@@ -46,7 +46,10 @@ def _prompts(groups: int, per_group: int, seed: int) -> list[list[int]]:
 
 
 def _state(fast: FastQwen2, prompts, max_new: int, pad_id: int, compiled: bool, monkeypatch) -> DecodeState:
+    """The compiled operator-for-operator step (the claim here is bit-equality; the fused float32 step has its own
+    tests, tests/policy/test_fused_decode.py) or the Python step."""
     monkeypatch.setenv(SWITCH, "1" if compiled else "0")
+    monkeypatch.setenv(KERNEL, "ops")
     state = fast.start_decoding(prompts, max_new, pad_id)
     assert (state._native is not None) == compiled, native.native_decode_status()
     return state
@@ -55,8 +58,10 @@ def _state(fast: FastQwen2, prompts, max_new: int, pad_id: int, compiled: bool, 
 @needs_compiler
 def test_the_compiled_step_is_built_and_taken_where_a_compiler_is(monkeypatch):
     monkeypatch.delenv(SWITCH, raising=False)
+    monkeypatch.delenv(KERNEL, raising=False)
     assert native.native_decode_step() is not None, native.native_decode_status()
-    assert native.native_decode_status().startswith("compiled step: ")
+    assert native.native_decode_step("fused") is not None, native.native_decode_status()
+    assert native.native_decode_status().startswith("compiled step (fused; ")
 
 
 @needs_compiler
@@ -96,6 +101,7 @@ def test_every_step_equals_the_python_step_bit_for_bit(policy, monkeypatch, dtyp
 def test_generation_samples_the_same_tokens_either_way(policy, monkeypatch, mode):
     prompts = _prompts(4, 4, seed=3)
     out = {}
+    monkeypatch.setenv(KERNEL, "ops")
     for compiled in (True, False):
         monkeypatch.setenv(SWITCH, "1" if compiled else "0")
         gens = policy.generate(prompts, max_new_tokens=40, temperature=1.0, top_p=0.9 if mode == "top_p" else 1.0,

@@ -11,6 +11,8 @@ across machines could have served one machine the other's weights, and the recor
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -83,3 +85,20 @@ def test_provenance_and_resume_records_name_the_cpu_arithmetic(tmp_path):
     record_resume(tmp_path, 3, {})
     last = json.loads((tmp_path / RESUME_LOG).read_text().splitlines()[-1])
     assert last["cpu_arithmetic"] == cpu_arithmetic()
+
+
+def test_the_cache_key_and_the_provenance_name_the_decoding_step(monkeypatch, tmp_path):
+    """The fused decoding step's logits differ from the others' by rounding, which can move the step-0 validation's
+    and probe's sampled tokens that the cache stores: the key tells the steps apart, and provenance.json names it."""
+    from ragen_core.policy.native import KERNEL, SWITCH
+
+    cfg = load_config(ROOT / "configs" / "collapse_sokoban.toml", ["warm_start.sft_episodes=8"])
+    keys, recorded = set(), set()
+    for switch, kernel in (("1", "fused"), ("1", "ops"), ("0", "fused")):
+        monkeypatch.setenv(SWITCH, switch)
+        monkeypatch.setenv(KERNEL, kernel)
+        keys.add((cache_key(cfg), step0_key(cfg, "probe")))
+        recorded.add(write_provenance(tmp_path, "x = 1\n")["decoding"])
+    assert len(keys) == 3
+    if shutil.which(os.environ.get("CXX") or "c++"):
+        assert recorded == {"fused", "ops", "python"}

@@ -201,7 +201,7 @@ def test_a_resume_that_keeps_run_steps_is_accepted(finished_run, tmp_path, capsy
     assert [{k: e[k] for k in ("step", "changes")} for e in log] == [{"step": 3, "changes": {}}]
     # and the code and the machine it ran with
     assert set(log[0]) == {"time", "step", "changes", "commit", "dirty", "torch", "cpu", "cpu_arithmetic",
-                           "torch_threads", "patch", "untracked", "untracked_count"}
+                           "torch_threads", "decoding", "patch", "untracked", "untracked_count"}
 
 
 def test_too_few_probe_levels_is_one_config_error_line_and_leaves_no_run_folder(model_dir, tmp_path, capsys,

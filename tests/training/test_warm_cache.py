@@ -130,4 +130,8 @@ def test_the_key_follows_the_code_that_trains_and_measures_not_the_apps(tmp_path
         before = after
     (tmp_path / "policy" / "new_forward.py").write_text("")  # a new module counts too
     assert training_code_digest(tmp_path) != before
+    before = training_code_digest(tmp_path)
+    (tmp_path / "policy" / "csrc").mkdir()
+    (tmp_path / "policy" / "csrc" / "decode_step.cpp").write_text("// the compiled decoding steps\n")
+    assert training_code_digest(tmp_path) != before  # the C++ source of the decoding steps counts
     assert training_code_digest() == training_code_digest()  # the shipped package: stable between calls

@@ -14,6 +14,10 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <ATen/Parallel.h>
+
+#include <cmath>
+#include <cstring>
 #include <optional>
 
 using at::Tensor;
@@ -82,6 +86,269 @@ Tensor decode_step(const Tensor& tokens, const Tensor& embed, const Tensor& cos_
   return at::linear(rms_norm(h, final_norm, final_eps), head);
 }
 
+
+// ------------------------------------------------------------------------------------------------------------------
+// The fused step (float32): the same function with a few loops of its own in place of most of the small operator
+// calls. The matrix products, the softmax and SiLU stay ATen's (MKL's products, ATen's vectorised exponentials);
+// the RMSNorms, RoPE, the cache writes and the attention's two products are written here, one pass each.
+//
+// Why: at 1-128 rows of width 128, a step of the call-for-call version above spends about half its time outside its
+// matrix products: ~45 operator calls per layer at 3-50 us each (a composite RMSNorm alone is ~10 calls), and the
+// attention's batched products, whose per-matrix set-up (one [g, d] x [d, T] product per row and key/value head)
+// costs more than their arithmetic. The loops below change the summation order of the norms' and the attention's
+// sums (8 partial sums, then a fixed tree), so the logits differ from the call-for-call step by float rounding
+// (about 1e-6 relative; tests/policy/test_fused_decode.py), and a sampled token differs only where a draw falls
+// within that distance of a boundary between two tokens' cumulative probabilities.
+//
+// No compiler flag changes the arithmetic: the vector type below is GCC's generic vector extension (8 floats,
+// lowered to whatever registers the target has), and with -std=c++20 the compiler contracts no a * b + c into an
+// FMA, so every clone of a loop computes the same numbers.
+
+using v8 = float __attribute__((vector_size(32)));
+
+inline v8 load8(const float* p) {
+  v8 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+inline void store8(float* p, v8 v) { std::memcpy(p, &v, sizeof(v)); }
+
+#if defined(__clang__)
+#define RAGEN2_SHUFFLE(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+using i8 = int __attribute__((vector_size(32)));
+#define RAGEN2_SHUFFLE(a, b, ...) __builtin_shuffle(a, b, i8{__VA_ARGS__})
+#endif
+
+// The hot loops are built twice on x86-64, for AVX2 and for the baseline, and the loader picks the one the core
+// runs (GCC's function multi-versioning); both compute the same numbers (no contraction, the same vector order).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define RAGEN2_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define RAGEN2_CLONES
+#endif
+
+// The lanes' sum in a fixed tree, so the result does not depend on how the vector was lowered.
+inline float hsum(v8 v) { return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7])); }
+
+// out[r, :] = weight * (x[r, :] / sqrt(mean(x[r, :]^2) + eps)) for the n rows of x ([n, width], row stride
+// `stride`); width a multiple of 8. transformers' Qwen2RMSNorm in float32, with its sum taken in 8 partial sums.
+RAGEN2_CLONES void rms_rows(const float* x, int64_t stride, const float* weight, float* out, int64_t n, int64_t width,
+              float eps) {
+  for (int64_t r = 0; r < n; ++r) {
+    const float* xr = x + r * stride;
+    v8 acc = {};
+    for (int64_t i = 0; i < width; i += 8) {
+      v8 v = load8(xr + i);
+      acc += v * v;
+    }
+    const float inv = 1.0f / std::sqrt(hsum(acc) / static_cast<float>(width) + eps);
+    float* o = out + r * width;
+    for (int64_t i = 0; i < width; i += 8) {
+      store8(o + i, load8(weight + i) * (load8(xr + i) * inv));
+    }
+  }
+}
+
+Tensor rms_norm_fused(const Tensor& x, const Tensor& weight, double eps) {
+  TORCH_CHECK(x.dim() == 2 && x.stride(1) == 1 && weight.is_contiguous() && weight.numel() == x.size(1),
+              "decode_step_fused: rows of unit stride and one norm weight per column");
+  Tensor out = at::empty_like(x, at::MemoryFormat::Contiguous);
+  rms_rows(x.data_ptr<float>(), x.stride(0), weight.data_ptr<float>(), out.data_ptr<float>(), x.size(0), x.size(1),
+           static_cast<float>(eps));
+  return out;
+}
+
+// Eight lanes' sums of eight vectors at once: out[k] = sum of a[k]'s lanes, in a fixed tree (adjacent lanes, then
+// pairs, then halves), the same on every target.
+inline v8 sum8x8(const v8* a) {
+  v8 b[4], c[2];
+  for (int k = 0; k < 4; ++k) {
+    b[k] = RAGEN2_SHUFFLE(a[2 * k], a[2 * k + 1], 0, 8, 2, 10, 4, 12, 6, 14) +
+           RAGEN2_SHUFFLE(a[2 * k], a[2 * k + 1], 1, 9, 3, 11, 5, 13, 7, 15);
+  }
+  for (int k = 0; k < 2; ++k) {
+    c[k] = RAGEN2_SHUFFLE(b[2 * k], b[2 * k + 1], 0, 1, 8, 9, 4, 5, 12, 13) +
+           RAGEN2_SHUFFLE(b[2 * k], b[2 * k + 1], 2, 3, 10, 11, 6, 7, 14, 15);
+  }
+  return RAGEN2_SHUFFLE(c[0], c[1], 0, 1, 2, 3, 8, 9, 10, 11) + RAGEN2_SHUFFLE(c[0], c[1], 4, 5, 6, 7, 12, 13, 14, 15);
+}
+
+// The keys (or values) of one row and key/value head, [T, d] in two parts: the first `width` from its prompt's
+// cache (shared by every row of that prompt), the rest from the row's own decoded columns.
+struct Columns {
+  const float* prompt;
+  const float* own;
+  int64_t width;
+  int64_t d;
+  const float* at(int64_t t) const { return t < width ? prompt + t * d : own + (t - width) * d; }
+};
+
+// One key/value head of one row: the scores of its g query heads against its T keys, scaled, plus the row's additive
+// mask. scores: [g, T] (row stride `sstride`). Keys are taken eight at a time, so each is read once for all g queries
+// and eight dot products end in one tree (sum8x8); the last T % 8 one by one (the same per-key sums, then hsum's
+// tree).
+RAGEN2_CLONES void head_scores(const float* q, int64_t g, Columns keys, int64_t T, float scale, const float* bias,
+                               float* scores, int64_t sstride) {
+  const int64_t d = keys.d;
+  const int64_t chunks = d / 8;
+  int64_t t = 0;
+  for (; t + 8 <= T; t += 8) {
+    const float* k[8];
+    for (int64_t u = 0; u < 8; ++u) {
+      k[u] = keys.at(t + u);
+    }
+    for (int64_t a = 0; a < g; ++a) {
+      const float* qa = q + a * d;
+      v8 acc[8];
+      for (int64_t u = 0; u < 8; ++u) {
+        v8 s = load8(qa) * load8(k[u]);
+        for (int64_t c = 1; c < chunks; ++c) {
+          s += load8(qa + 8 * c) * load8(k[u] + 8 * c);
+        }
+        acc[u] = s;
+      }
+      store8(scores + a * sstride + t, sum8x8(acc) * scale + load8(bias + t));
+    }
+  }
+  for (; t < T; ++t) {
+    const float* k = keys.at(t);
+    for (int64_t a = 0; a < g; ++a) {
+      const float* qa = q + a * d;
+      v8 s = load8(qa) * load8(k);
+      for (int64_t c = 1; c < chunks; ++c) {
+        s += load8(qa + 8 * c) * load8(k + 8 * c);
+      }
+      scores[a * sstride + t] = hsum(s) * scale + bias[t];
+    }
+  }
+}
+
+// out[a, :] = sum_t p[a, t] v[t, :] (t in order) for the g query heads of one key/value head of one row: each value
+// row read once for all g heads.
+RAGEN2_CLONES void head_values(const float* p, int64_t pstride, int64_t g, Columns values, int64_t T, float* out) {
+  constexpr int64_t kMaxAcc = 64;  // g * d / 8 accumulators
+  const int64_t chunks = values.d / 8;
+  v8 acc[kMaxAcc] = {};
+  for (int64_t t = 0; t < T; ++t) {
+    const float* v = values.at(t);
+    for (int64_t a = 0; a < g; ++a) {
+      const float w = p[a * pstride + t];
+      for (int64_t c = 0; c < chunks; ++c) {
+        acc[a * chunks + c] += w * load8(v + 8 * c);
+      }
+    }
+  }
+  for (int64_t i = 0; i < g * chunks; ++i) {
+    store8(out + 8 * i, acc[i]);
+  }
+}
+
+// The fused decoding step: decode_step's result from a layout without copies of the prompts' keys and values, float32
+// only, head dim and hidden size multiples of 8, (query heads per key head) x head dim <= 512. Shapes (n rows still
+// decoding, P distinct prompts of `width` columns, N new tokens at most):
+//   k_prompt, v_prompt: per layer [P, Hk, width, d] (each distinct prompt's keys and values once);
+//   k_own, v_own: per layer [>= n, Hk, N, d] (each row's decoded columns; this step writes column col - width);
+//   owner [n] (long): the prompt of each row; bias [n, 1, 1, col + 1] (additive mask, unit last stride);
+//   the rest as decode_step's.
+Tensor decode_step_fused(const Tensor& tokens, const Tensor& embed, const Tensor& cos_sin, at::TensorList k_prompt,
+                         at::TensorList v_prompt, at::TensorList k_own, at::TensorList v_own, const Tensor& owner,
+                         const Tensor& bias, int64_t width, int64_t col, at::TensorList weights,
+                         at::ArrayRef<double> eps, int64_t hq, int64_t hk, int64_t d, int64_t inter, double scale,
+                         const Tensor& final_norm, double final_eps, const Tensor& head,
+                         const std::optional<Tensor>& slot_order) {
+  const size_t layers = k_own.size();
+  TORCH_CHECK(k_prompt.size() == layers && v_prompt.size() == layers && v_own.size() == layers &&
+                  weights.size() == 7 * layers && eps.size() == 2 * layers,
+              "decode_step_fused: per layer two prompt caches, two own caches, 7 weights and 2 epsilons");
+  TORCH_CHECK(embed.scalar_type() == at::kFloat && embed.device().is_cpu(), "decode_step_fused: float32 on the CPU");
+  TORCH_CHECK(d % 8 == 0 && embed.size(1) % 8 == 0 && hq % hk == 0 && (hq / hk) * (d / 8) <= 64,
+              "decode_step_fused: head dim and hidden size multiples of 8, whole query groups, (query heads per key "
+              "head) x head dim <= 512");
+  TORCH_CHECK(col >= width && bias.stride(3) == 1 && bias.size(3) == col + 1, "decode_step_fused: mask of col + 1");
+  at::NoGradGuard no_grad;
+  const int64_t n = tokens.size(0);
+  const int64_t g = hq / hk;
+  const int64_t T = col + 1;
+  const int64_t nqk = (hq + hk) * d;
+  const float fscale = static_cast<float>(scale);
+  const Tensor cs_c = cos_sin.contiguous();
+  const float* cs = cs_c.data_ptr<float>();  // [n, 2, d]
+  const Tensor owner_c = owner.to(at::kLong).contiguous();
+  const int64_t* own_p = owner_c.data_ptr<int64_t>();
+  Tensor h = at::embedding(embed, tokens).contiguous();  // [n, hidden]
+  Tensor q = at::empty({n, hq, d}, h.options());          // RoPE'd queries
+  Tensor scores = at::empty({n, hq, T}, h.options());
+  Tensor attn = at::empty({n, hq * d}, h.options());
+  const float* bias_p = bias.data_ptr<float>();
+  const int64_t bias_stride = bias.stride(0);
+  for (size_t l = 0; l < layers; ++l) {
+    const Tensor* w = &weights[7 * l];
+    const Tensor &kp = k_prompt[l], &vp = v_prompt[l], &kb = k_own[l], &vb = v_own[l];
+    TORCH_CHECK(kp.is_contiguous() && vp.is_contiguous() && kb.is_contiguous() && vb.is_contiguous() &&
+                    kp.size(2) == width && kb.size(2) > col - width && kb.size(3) == d && kb.size(0) >= n,
+                "decode_step_fused: contiguous caches, [P, Hk, width, d] prompts and [>= n, Hk, N, d] rows with a "
+                "free column");
+    const int64_t row_stride = kb.stride(0), head_stride = kb.stride(1);
+    const int64_t prow_stride = kp.stride(0), phead_stride = kp.stride(1);
+    Tensor qkv = at::addmm(w[2], rms_norm_fused(h, w[0], eps[2 * l]), w[1].t());  // [n, (hq + 2 hk) d]
+    const float* qkv_p = qkv.data_ptr<float>();
+    const int64_t qkv_stride = qkv.stride(0);
+    float* q_p = q.data_ptr<float>();
+    float* k_p = kb.data_ptr<float>();
+    float* v_p = vb.data_ptr<float>();
+    const float* kp_p = kp.data_ptr<float>();
+    const float* vp_p = vp.data_ptr<float>();
+    const int64_t half = d / 2;
+    const int64_t own_col = col - width;
+    for (int64_t r = 0; r < n; ++r) {
+      const float* src = qkv_p + r * qkv_stride;
+      const float* cos = cs + r * 2 * d;
+      const float* sin = cos + d;
+      for (int64_t hh = 0; hh < hq + hk; ++hh) {  // RoPE: x cos + roll(x, d / 2) sin (sin signed)
+        const float* x = src + hh * d;
+        float* dst =
+            hh < hq ? q_p + (r * hq + hh) * d : k_p + r * row_stride + (hh - hq) * head_stride + own_col * d;
+        for (int64_t i = 0; i < d; ++i) {
+          dst[i] = x[i] * cos[i] + x[(i + half) % d] * sin[i];
+        }
+      }
+      for (int64_t j = 0; j < hk; ++j) {
+        std::memcpy(v_p + r * row_stride + j * head_stride + own_col * d, src + nqk + j * d, d * sizeof(float));
+      }
+    }
+    auto columns = [&](const float* prompt, const float* own, int64_t r, int64_t j) {
+      return Columns{prompt + own_p[r] * prow_stride + j * phead_stride, own + r * row_stride + j * head_stride,
+                     width, d};
+    };
+    float* s_p = scores.data_ptr<float>();
+    at::parallel_for(0, n * hk, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t rj = begin; rj < end; ++rj) {
+        const int64_t r = rj / hk, j = rj % hk;
+        head_scores(q_p + (r * hq + j * g) * d, g, columns(kp_p, k_p, r, j), T, fscale, bias_p + r * bias_stride,
+                    s_p + (r * hq + j * g) * T, T);
+      }
+    });
+    Tensor probs = at::_softmax(scores, -1, false);
+    const float* p_p = probs.data_ptr<float>();
+    float* a_p = attn.data_ptr<float>();
+    at::parallel_for(0, n * hk, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t rj = begin; rj < end; ++rj) {
+        const int64_t r = rj / hk, j = rj % hk;
+        head_values(p_p + (r * hq + j * g) * T, T, g, columns(vp_p, v_p, r, j), T, a_p + (r * hq + j * g) * d);
+      }
+    });
+    h.addmm_(attn, w[3].t());
+    Tensor gu = at::mm(rms_norm_fused(h, w[4], eps[2 * l + 1]), w[5].t());  // [n, 2 inter]
+    h.addmm_(at::silu(gu.slice(1, 0, inter)).mul_(gu.slice(1, inter)), w[6].t());
+  }
+  if (slot_order.has_value()) {
+    h = h.index_select(0, *slot_order);  // slot order -> the rows' order
+  }
+  return at::mm(rms_norm_fused(h, final_norm, final_eps), head.t());
+}
+
 }  // namespace
 
 TORCH_LIBRARY(RAGEN2_NAMESPACE, m) {
@@ -90,4 +357,10 @@ TORCH_LIBRARY(RAGEN2_NAMESPACE, m) {
       "int col, Tensor[] weights, float[] eps, int hq, int hk, int d, int inter, float scale, Tensor final_norm, "
       "float final_eps, Tensor head, Tensor? slot_order) -> Tensor");
   m.impl("decode_step", c10::DispatchKey::CompositeImplicitAutograd, TORCH_FN(decode_step));
+  m.def(
+      "decode_step_fused(Tensor tokens, Tensor embed, Tensor cos_sin, Tensor[] k_prompt, Tensor[] v_prompt, "
+      "Tensor[] k_own, Tensor[] v_own, Tensor owner, Tensor bias, int width, int col, Tensor[] weights, float[] eps, "
+      "int hq, int hk, int d, int inter, float scale, Tensor final_norm, float final_eps, Tensor head, "
+      "Tensor? slot_order) -> Tensor");
+  m.impl("decode_step_fused", c10::DispatchKey::CompositeImplicitAutograd, TORCH_FN(decode_step_fused));
 }
