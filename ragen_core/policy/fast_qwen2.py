@@ -635,7 +635,9 @@ class DecodeState:
     their next-token logits. Everything a step reads is laid out once, for the whole decoding, by the constructor:
 
     * per layer a key and a value cache ``[B, Hkv, Tp + max_new_tokens, d]`` (each row's prefix keys, then one
-      slot per decoded token; step ``s`` writes column ``Tp + s`` in place and attends to columns ``0..Tp + s``);
+      slot per decoded token; step ``s`` writes column ``Tp + s`` in place and attends to columns ``0..Tp + s``).
+      The fused step keeps each distinct prefix's keys once instead (:attr:`prefix`, ``[P, Hkv, Tp, d]``, and
+      :attr:`owner`), and the rows' caches hold their ``max_new_tokens`` decoded columns only;
     * an additive attention mask ``[B, 1, 1, Tp + max_new_tokens]``: -inf on the padding after a shorter prefix,
       0 on every other slot. It never changes: a step reads only the columns every row has written;
     * the RoPE tables (cos and signed sin) of every position the decoding can reach (transformers' values);
@@ -647,10 +649,11 @@ class DecodeState:
     rows cost a copy of the few rows that move, not of the whole cache. The slot order is then no longer the
     rows' order; a step maps its inputs and outputs between the two (one index op each way).
 
-    The logits are the previous implementation's bit for bit (tests/policy/test_fast_decode.py compares every
-    step's); what changed is where the numbers live and how many operator calls compute them. On the CPU a step
-    makes its operator calls from C++ where the compiled step can be built (:mod:`ragen_core.policy.native`: the
-    same calls, the same logits bit for bit, without the interpreter between them); else from the Python below.
+    The Python step's and the operator step's logits are the previous implementation's bit for bit
+    (tests/policy/test_fast_decode.py compares every step's). On the CPU a step runs compiled where the library
+    can be built (:mod:`ragen_core.policy.native`, :attr:`kernel`): for float32 models the fused step (its own
+    loops for the norms, RoPE and attention: the same logits up to float rounding), else the operator step (the
+    Python step's calls from C++, the same logits bit for bit); without the library, the Python below.
     """
 
     def __init__(self, fast: FastQwen2, kv: list[tuple[torch.Tensor, torch.Tensor]], owner: torch.Tensor,
@@ -707,8 +710,8 @@ class DecodeState:
         inner = fast._inner
         self._final = (inner.norm.weight, float(inner.norm.variance_epsilon))
         self.weights = [self._fused(layer) for layer in inner.layers]
-        #: The compiled step (:mod:`ragen_core.policy.native`: the same operator calls from C++, the same logits)
-        #: with its arguments laid out once; None: the Python step below.
+        #: The compiled step of :attr:`kernel` (:mod:`ragen_core.policy.native`) with its arguments laid out once;
+        #: None: the Python step below.
         self._native = self._native_args() if self.kernel != "python" else None
 
     @staticmethod
@@ -724,8 +727,8 @@ class DecodeState:
 
     def _choose_kernel(self) -> str:
         """The step this CPU decoding takes: "fused" for float32 models of the shapes `decode_step_fused` takes
-        (where :func:`ragen_core.policy.native.decode_kernel` names it), else "ops", or "python" where no compiled
-        step is available or every layer's MLP is not of one width."""
+        (where :func:`ragen_core.policy.native.decode_kernel` names it), else "ops"; "python" where no compiled
+        step is available or the layers' MLPs differ in width."""
         from ragen_core.policy.native import decode_kernel, native_decode_step
 
         f = self.fast
