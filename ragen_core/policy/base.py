@@ -98,6 +98,9 @@ class Policy(Protocol):
     #: Whether the backend may use its lean forward where the model allows it (`HFPolicy`: True by default); set by
     #: the trainer from `model.fast_forward`. A backend without a lean forward ignores it (this default, False).
     fast: bool = False
+    #: Train the lean forward's layers through fused kernels (:mod:`ragen_core.policy.fused_train`), set by the
+    #: trainer from `model.fused_training`; backends without a lean forward ignore it.
+    fused_training: bool = False
 
     @property
     def device(self) -> torch.device: ...

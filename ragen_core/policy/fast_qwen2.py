@@ -39,6 +39,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from ragen_core.policy.fused_train import FinishLayer, NormQKVRope
+
 __all__ = ["FastQwen2", "SplitRows", "distinct_traces", "split_rows", "unsupported_reason"]
 
 
@@ -261,6 +263,9 @@ class FastQwen2:
         self.n_heads = int(cfg.num_attention_heads)
         self.n_kv = int(cfg.num_key_value_heads)
         self.head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads)
+        #: Run `_qkv` and `_finish_layer` (training, prefill, scoring; not the decoding step) through the compiled
+        #: training pieces of :mod:`ragen_core.policy.fused_train` (`model.fused_training`: float rounding).
+        self.fused_training = False
 
     # ------------------------------------------------------------------ pieces (transformers' definitions)
     @property
@@ -301,6 +306,12 @@ class FastQwen2:
              with_q: bool = True) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
         """Queries ``[B, H, T, d]`` (None unless `with_q`), keys and values ``[B, Hkv, T, d]`` of `layer` on the
         residual stream `h` ``[B, T, hidden]``."""
+        if self.fused_training:
+            a, n = layer.self_attn, layer.input_layernorm
+            return NormQKVRope.apply(h, n.weight, a.q_proj.weight if with_q else None, a.k_proj.weight,
+                                     a.v_proj.weight, a.q_proj.bias if with_q else None, a.k_proj.bias,
+                                     a.v_proj.bias, cos, sin, n.variance_epsilon, self.n_heads, self.n_kv,
+                                     self.head_dim)
         x = self._norm(h, layer.input_layernorm)
         b, t = x.shape[:2]
         w, bias = self._fused_qkv(layer.self_attn, with_q)
@@ -316,6 +327,10 @@ class FastQwen2:
     def _finish_layer(self, layer: torch.nn.Module, h: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
         """Residual + output projection of the attention ``[B, H, T, d]``, then the MLP block (gate and up
         projections as one matrix product)."""
+        if self.fused_training:
+            m, n = layer.mlp, layer.post_attention_layernorm
+            return FinishLayer.apply(h, attn, layer.self_attn.o_proj.weight, n.weight, m.gate_proj.weight,
+                                     m.up_proj.weight, m.down_proj.weight, n.variance_epsilon)
         b, _, t, _ = attn.shape
         h = h + F.linear(attn.transpose(1, 2).reshape(b, t, -1), layer.self_attn.o_proj.weight)
         mlp = layer.mlp

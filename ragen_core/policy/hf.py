@@ -418,6 +418,7 @@ class HFPolicy(Policy):
             return None
         if self._fast_cache is None or self._fast_cache.model is not self.model:
             self._fast_cache = FastQwen2(self.model)
+        self._fast_cache.fused_training = bool(self.fused_training)
         return self._fast_cache
 
     def _position_limit(self) -> int | None:

@@ -16,6 +16,10 @@ half-written files. Where it cannot be built (no compiler, a failed compile) or 
 computes the same numbers; :func:`native_decode_status` says which, and why.
 
 Only CPU decoding takes it: the same calls would run on a GPU, but this path has never been run on one.
+
+The same library holds the fused float32 decoding step (:func:`decode_kernel`) and the element-wise pieces of the
+fused training step (:func:`training_ops`, used by :mod:`ragen_core.policy.fused_train` when `model.fused_training`
+is on); both compute with loops of their own, so their numbers differ from ATen's by float rounding.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -55,6 +60,9 @@ class NativeBuild:
     status: str
     #: The fused float32 step of the same library (None where `op` is).
     fused: Callable | None = None
+    #: The library's operator namespace (``torch.ops.<namespace>``), whose ``train_*`` operators are the fused
+    #: training step's element-wise pieces (:mod:`ragen_core.policy.fused_train`); None where `op` is.
+    ops: Any = None
 
 
 _lock = threading.Lock()
@@ -90,6 +98,15 @@ def native_decode_step(kernel: str = "ops") -> Callable | None:
         return None
     build = _loaded()
     return build.op if kernel == "ops" else build.fused
+
+
+def training_ops() -> tuple[Any, str]:
+    """``(ops, status)``: the compiled training pieces (``torch.ops.<namespace>``: ``train_rms_forward`` and the
+    others of :mod:`ragen_core.policy.fused_train`; None where the library cannot be built) and one line saying
+    where the library lives or why there is none. ``RAGEN2_NATIVE_DECODE`` does not switch them off: it names the
+    decoding step, and `model.fused_training` is chosen by the config."""
+    build = _loaded()
+    return build.ops, build.status
 
 
 def decode_path() -> str:
@@ -184,7 +201,7 @@ def build(cache_dir: str | os.PathLike | None = None, compiler: str | None = Non
     except (OSError, RuntimeError, AttributeError) as exc:
         return NativeBuild(None, f"cannot load {library}: {str(exc).splitlines()[0] if str(exc) else exc!r}; "
                                  "delete it to rebuild")
-    return NativeBuild(op, str(library), fused)
+    return NativeBuild(op, str(library), fused, ops)
 
 
 def _compile(cxx: str, text: str, folder: Path, library: Path) -> str | None:

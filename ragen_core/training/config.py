@@ -154,6 +154,13 @@ class ModelConfig:
     #: logits and the last layer only where they are read, shared prompts computed once. The same function as
     #: transformers' forward (to float rounding); false runs transformers' forward everywhere. Speed only.
     fast_forward: bool = True
+    #: Train through fused kernels (ragen_core.policy.fused_train): each lean-forward layer as two autograd nodes
+    #: whose element-wise work (RMSNorms, RoPE, SwiGLU and their backwards) is compiled, and AdamW's fused step.
+    #: The layers are taken wherever the lean forward runs them (SFT, the update, scoring passes, generation's
+    #: prefill; not the decoding step or cross-scoring). Float32 on the CPU, the lean forward on. The same
+    #: function to float rounding, but other rounding: a run draws other numbers from the same seed, so it is off
+    #: by default (docs/performance.md). Speed only.
+    fused_training: bool = False
 
 
 @dataclass
@@ -694,6 +701,7 @@ RESUME_KEYS: dict[str, str] = {
     "algo.micro_batch_size": "rows per forward/backward pass (gradient accumulation: memory; last-bit rounding)",
     "model.gradient_checkpointing": "activation memory only",
     "model.fast_forward": "the lean forward of the tiny model's architecture (speed; float rounding)",
+    "model.fused_training": "fused training kernels (speed; float rounding)",
 }
 
 

@@ -334,10 +334,12 @@ def with_float32_master(params: Sequence[torch.nn.Parameter], build: Any) -> Any
 
 def sft_train(policy: Any, batch: RolloutBatch, *, epochs: int = 2, lr: float = 1e-3, batch_size: int = 16,
               generator: torch.Generator | None = None, device: torch.device | None = None,
-              schedule: str = "constant", progress: bool = False) -> dict[str, float]:
+              schedule: str = "constant", progress: bool = False, fused: bool = False) -> dict[str, float]:
     """Fine-tune on the generated tokens of `batch`: loss = -mean log p(token) over `loss_mask` (token-mean).
 
-    `progress`: a bar over the optimiser steps with the running loss and the ETA (stderr).
+    `progress`: a bar over the optimiser steps with the running loss and the ETA (stderr). `fused`
+    (`model.fused_training`): AdamW's fused step (other rounding); the policy's layers follow its own
+    `fused_training`.
 
     `schedule`: ``"constant"`` (default) keeps `lr` throughout; ``"linear"`` warms the learning rate up over
     the first 5% of the optimiser steps and decays it linearly to 0 at the last one (what the demo uses: a
@@ -354,7 +356,7 @@ def sft_train(policy: Any, batch: RolloutBatch, *, epochs: int = 2, lr: float = 
         raise ValueError(f"schedule must be 'linear' or 'constant'; got {schedule!r}")
     model = policy.model
     opt = with_float32_master([p for p in model.parameters() if p.requires_grad],
-                              lambda params: torch.optim.AdamW(params, lr=lr))
+                              lambda params: torch.optim.AdamW(params, lr=lr, fused=fused or None))
     n = batch.input_ids.shape[0]
     total = epochs * ((n + batch_size - 1) // batch_size)
     warmup = max(1, total // 20)
@@ -465,7 +467,8 @@ def warm_start(policy: Any, cfg: Any, device: torch.device | None = None) -> dic
     t_collect = time.perf_counter() - t0
     gen = torch.Generator().manual_seed(ws.seed + 1_000_003 * cfg.run.seed)
     stats = sft_train(policy, batch, epochs=ws.epochs, lr=ws.lr, batch_size=ws.batch_size, generator=gen,
-                      device=device, schedule=ws.schedule, progress=progress)
+                      device=device, schedule=ws.schedule, progress=progress,
+                      fused=bool(getattr(getattr(cfg, "model", None), "fused_training", False)))
     stats.update({"sft/episodes": float(ws.sft_episodes), "sft/script_success": float(torch.cat(success).mean()),
                   "sft/tokens": float((batch.loss_mask != 0).sum()), "perf/sft_collect_s": t_collect,
                   "perf/sft_s": time.perf_counter() - t0})

@@ -187,16 +187,34 @@ def policy_path(cfg: TrainConfig) -> str:
     return cfg.model.path
 
 
-def make_optimizer(params: list[torch.nn.Parameter], algo: Any) -> Any:
+def _check_fused_training(policy: Any, device: torch.device, cfg: Any) -> None:
+    """ConfigError naming `model.fused_training` where it cannot run: the lean forward off or not taken by this
+    model, another device or dtype, unsupported sizes, no compiled library."""
+    from ragen_core.policy.fast_qwen2 import unsupported_reason
+    from ragen_core.policy.fused_train import fused_training_problem
+
+    model = getattr(policy, "model", None)
+    if not cfg.model.fast_forward:
+        why = "it trains the lean forward's layers, and model.fast_forward is false"
+    elif not hasattr(policy, "_fast_model") or model is None:
+        why = f"the policy backend {type(policy).__name__} has no lean forward"
+    else:
+        why = unsupported_reason(model) or fused_training_problem(model, device)
+    if why is not None:
+        raise ConfigError(f"model.fused_training = true cannot run here: {why}; set model.fused_training=false")
+
+
+def make_optimizer(params: list[torch.nn.Parameter], algo: Any, fused: bool = False) -> Any:
     """The policy's optimiser (`algo.optimizer`): AdamW with `algo.adam_eps`, or plain SGD (no momentum), whose
     update -lr * (g_task - entropy_coef * g_entropy + kl_coef * g_kl) keeps every coefficient's scale. On 16-bit
-    (bfloat16) weights it steps float32 copies of them (:class:`ragen_core.training.sft.Float32Master`)."""
+    (bfloat16) weights it steps float32 copies of them (:class:`ragen_core.training.sft.Float32Master`). `fused`
+    (`model.fused_training`): AdamW's fused step (one kernel for every parameter; other rounding)."""
     from ragen_core.training.sft import with_float32_master
 
     if algo.optimizer == "sgd":
         return with_float32_master(params, lambda ps: torch.optim.SGD(ps, lr=algo.lr, weight_decay=algo.weight_decay))
     return with_float32_master(params, lambda ps: torch.optim.AdamW(ps, lr=algo.lr, weight_decay=algo.weight_decay,
-                                                                    eps=algo.adam_eps))
+                                                                    eps=algo.adam_eps, fused=fused or None))
 
 
 class GradParts:
@@ -711,6 +729,9 @@ class Trainer:
         self.policy = policy
         self.model = policy.model
         policy.fast = cfg.model.fast_forward  # a Policy member; backends without a lean forward ignore it
+        if cfg.model.fused_training:
+            _check_fused_training(policy, self.device, cfg)
+        policy.fused_training = cfg.model.fused_training
         # The count in force from here on (provenance.json and resume_log.jsonl record it): "auto" that is not one
         # thread is torch's default, set again, since an earlier Trainer of this process may have changed it.
         self.threads = cpu_threads(cfg.run.threads, self.model, self.device) or TORCH_DEFAULT_THREADS
@@ -729,7 +750,8 @@ class Trainer:
         self.settings = RolloutSettings.from_config(cfg.rollout)
         self.val_settings = RolloutSettings.from_config(cfg.rollout, greedy=cfg.eval.greedy)
         self.rng = RNGStreams(cfg.run.seed)
-        self.optimizer = make_optimizer([p for p in self.model.parameters() if p.requires_grad], cfg.algo)
+        self.optimizer = make_optimizer([p for p in self.model.parameters() if p.requires_grad], cfg.algo,
+                                        fused=cfg.model.fused_training)
         self.critic: ValueModel | None = None
         self.critic_optimizer: Any = None
         if self.algo.critic:

@@ -5,7 +5,11 @@
 // its time is the interpreter and the Python bindings around each call, not the arithmetic. Calling the same
 // operators from here removes that part and nothing else: every kernel that computes a number is ATen's own, fed
 // the same tensors, so the logits are the Python step's bit for bit (tests/policy/test_native_decode_s68.py
-// compares every step's). No arithmetic is written here.
+// compares every step's). This first part writes no arithmetic of its own.
+//
+// Two more parts follow: the fused float32 decoding step (its own loops for the norms, RoPE and attention, the
+// default for float32 decoding), and the training step's element-wise pieces (the `train_*` operators) that
+// `model.fused_training` takes. Those two compute their own arithmetic and round differently from ATen.
 //
 // Built on first use by ragen_core/policy/native.py with the system's C++ compiler against the installed torch's
 // headers; the operator's namespace (RAGEN2_NAMESPACE, substituted before compiling) names the build, so two
@@ -19,6 +23,7 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <tuple>
 
 using at::Tensor;
 
@@ -114,10 +119,11 @@ inline v8 load8(const float* p) {
 
 inline void store8(float* p, v8 v) { std::memcpy(p, &v, sizeof(v)); }
 
+using i8 = int __attribute__((vector_size(32)));
+
 #if defined(__clang__)
 #define RAGEN2_SHUFFLE(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
 #else
-using i8 = int __attribute__((vector_size(32)));
 #define RAGEN2_SHUFFLE(a, b, ...) __builtin_shuffle(a, b, i8{__VA_ARGS__})
 #endif
 
@@ -134,8 +140,9 @@ inline float hsum(v8 v) { return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]
 
 // out[r, :] = weight * (x[r, :] / sqrt(mean(x[r, :]^2) + eps)) for the n rows of x ([n, width], row stride
 // `stride`); width a multiple of 8. transformers' Qwen2RMSNorm in float32, with its sum taken in 8 partial sums.
+// `inv_out` (when not null) receives each row's 1 / sqrt(mean(x^2) + eps), which the training backward reads.
 RAGEN2_CLONES void rms_rows(const float* x, int64_t stride, const float* weight, float* out, int64_t n, int64_t width,
-              float eps) {
+              float eps, float* inv_out = nullptr) {
   for (int64_t r = 0; r < n; ++r) {
     const float* xr = x + r * stride;
     v8 acc = {};
@@ -144,6 +151,9 @@ RAGEN2_CLONES void rms_rows(const float* x, int64_t stride, const float* weight,
       acc += v * v;
     }
     const float inv = 1.0f / std::sqrt(hsum(acc) / static_cast<float>(width) + eps);
+    if (inv_out != nullptr) {
+      inv_out[r] = inv;
+    }
     float* o = out + r * width;
     for (int64_t i = 0; i < width; i += 8) {
       store8(o + i, load8(weight + i) * (load8(xr + i) * inv));
@@ -349,6 +359,256 @@ Tensor decode_step_fused(const Tensor& tokens, const Tensor& embed, const Tensor
   return at::mm(rms_norm_fused(h, final_norm, final_eps), head.t());
 }
 
+
+// ------------------------------------------------------------------------------------------------------------------
+// The training step's element-wise pieces (ragen_core/policy/fused_train.py), float32 on the CPU, for the layers of
+// the lean forward when `model.fused_training` is on: each is one pass over its rows where the operator path makes
+// 5-15 (a composite RMSNorm and its backward, RoPE's products and roll, SiLU, the product with the up projection,
+// the concatenations of the fused projections' gradients). N = rows x tokens; D, I, d a multiple of 8 (d of 16).
+// Their sums run in 8 partial sums and a fixed tree, so they round differently from ATen's (tests compare values and
+// gradients with transformers' forward within float32 rounding).
+
+// exp(x) on 8 lanes: Cody-Waite reduction x = n ln2 + r, |r| <= ln2 / 2, then a degree-6 polynomial (Cephes' expf;
+// about 1 ulp for |x| < 88); x is clamped to [-88.38, 88.38].
+inline v8 vexp(v8 x) {
+  const v8 hi = v8{} + 88.3762626647949f, lo = v8{} - 88.3762626647949f;
+  x = x > hi ? hi : x;
+  x = x < lo ? lo : x;
+  v8 fx = x * 1.44269504088896341f + 0.5f;
+  i8 ni = __builtin_convertvector(fx, i8);
+  v8 fl = __builtin_convertvector(ni, v8);
+  fl -= __builtin_convertvector((fl > fx) & 1, v8);  // floor
+  x -= fl * 0.693359375f;
+  x -= fl * -2.12194440e-4f;
+  const v8 z = x * x;
+  v8 y = v8{} + 1.9875691500E-4f;
+  y = y * x + 1.3981999507E-3f;
+  y = y * x + 8.3334519073E-3f;
+  y = y * x + 4.1665795894E-2f;
+  y = y * x + 1.6666665459E-1f;
+  y = y * x + 5.0000001201E-1f;
+  y = y * z + x + 1.0f;
+  i8 e = (__builtin_convertvector(fl, i8) + 127) << 23;
+  v8 scale;
+  std::memcpy(&scale, &e, sizeof(scale));
+  return y * scale;
+}
+
+void check_rows(const Tensor& t, const char* what) {
+  TORCH_CHECK(t.scalar_type() == at::kFloat && t.device().is_cpu() && t.is_contiguous() && t.dim() == 2 &&
+                  t.size(1) % 8 == 0,
+              "fused training: ", what, " must be a contiguous float32 CPU matrix with a multiple of 8 columns");
+}
+
+// y = w * (h * r), r = 1 / sqrt(mean(h^2) + eps) per row (the decoding step's rms_rows); returns (y [N, D], r [N]).
+std::tuple<Tensor, Tensor> train_rms_forward(const Tensor& h, const Tensor& w, double eps) {
+  check_rows(h, "the RMSNorm's input");
+  TORCH_CHECK(w.is_contiguous() && w.numel() == h.size(1), "fused training: one RMSNorm weight per column");
+  const int64_t N = h.size(0), D = h.size(1);
+  Tensor y = at::empty_like(h);
+  Tensor r = at::empty({N}, h.options());
+  const float *hp = h.data_ptr<float>(), *wp = w.data_ptr<float>();
+  float *yp = y.data_ptr<float>(), *rp = r.data_ptr<float>();
+  at::parallel_for(0, N, 64, [&](int64_t b, int64_t e) {
+    rms_rows(hp + b * D, D, wp, yp + b * D, e - b, D, static_cast<float>(eps), rp + b);
+  });
+  return {y, r};
+}
+
+// dh = r (g - h r mean(g h r)) (+ residual), g = dy w; dw = sum over rows of dy h r.
+RAGEN2_CLONES void rms_backward_rows(const float* dy, const float* h, const float* w, const float* r,
+                                     const float* residual, float* dh, float* dw, int64_t N, int64_t D) {
+  v8 acc[64] = {};  // D <= 512 (checked); not a std::vector: GCC drops a vector type's alignment in templates
+  for (int64_t n = 0; n < N; ++n) {
+    const float *dyn = dy + n * D, *hn = h + n * D;
+    const float rn = r[n];
+    v8 m = {};
+    for (int64_t i = 0; i < D; i += 8) {
+      const v8 hr = load8(hn + i) * rn;
+      const v8 d8 = load8(dyn + i);
+      acc[i / 8] += d8 * hr;
+      m += d8 * load8(w + i) * hr;
+    }
+    const float mean = hsum(m) / static_cast<float>(D);
+    float* out = dh + n * D;
+    for (int64_t i = 0; i < D; i += 8) {
+      const v8 hr = load8(hn + i) * rn;
+      v8 v = (load8(dyn + i) * load8(w + i) - hr * mean) * rn;
+      if (residual != nullptr) {
+        v += load8(residual + n * D + i);
+      }
+      store8(out + i, v);
+    }
+  }
+  for (int64_t i = 0; i < D; i += 8) {
+    store8(dw + i, acc[i / 8]);
+  }
+}
+
+std::tuple<Tensor, Tensor> train_rms_backward(const Tensor& dy, const Tensor& h, const Tensor& w, const Tensor& r,
+                                              const std::optional<Tensor>& residual) {
+  check_rows(dy, "the RMSNorm's output gradient");
+  check_rows(h, "the RMSNorm's input");
+  TORCH_CHECK(h.size(1) <= 512, "fused training: the RMSNorm backward takes rows of at most 512");
+  TORCH_CHECK(dy.sizes() == h.sizes() && w.is_contiguous() && w.numel() == h.size(1) && r.is_contiguous() &&
+                  r.numel() == h.size(0),
+              "fused training: the RMSNorm backward's shapes disagree");
+  if (residual.has_value()) {
+    check_rows(*residual, "the residual gradient");
+    TORCH_CHECK(residual->sizes() == h.sizes(), "fused training: the residual gradient's shape");
+  }
+  Tensor dh = at::empty_like(h);
+  Tensor dw = at::empty_like(w);
+  rms_backward_rows(dy.data_ptr<float>(), h.data_ptr<float>(), w.data_ptr<float>(), r.data_ptr<float>(),
+                    residual.has_value() ? residual->data_ptr<float>() : nullptr, dh.data_ptr<float>(),
+                    dw.data_ptr<float>(), h.size(0), h.size(1));
+  return {dh, dw};
+}
+
+// RoPE on 8 lanes of one head: x cos + roll(x, d / 2) sin (sin signed), lanes [i, i + 8) of the first half and the
+// matching lanes of the second.
+inline void rope8(const float* x, const float* c, const float* s, float* y, int64_t i, int64_t half) {
+  const v8 a = load8(x + i), b = load8(x + i + half);
+  store8(y + i, a * load8(c + i) + b * load8(s + i));
+  store8(y + i + half, b * load8(c + i + half) + a * load8(s + i + half));
+}
+
+// qkv [B T, (hq + 2 hk) d] -> q [B, hq, T, d], k and v [B, hk, T, d] (contiguous), RoPE on q and k; cos, sin [B T, d].
+std::tuple<Tensor, Tensor, Tensor> train_rope_split(const Tensor& qkv, const Tensor& cos, const Tensor& sin,
+                                                    int64_t B, int64_t T, int64_t hq, int64_t hk, int64_t d) {
+  check_rows(qkv, "the fused projection's output");
+  TORCH_CHECK(d % 16 == 0 && qkv.size(0) == B * T && qkv.size(1) == (hq + 2 * hk) * d && cos.is_contiguous() &&
+                  sin.is_contiguous() && cos.numel() == B * T * d && sin.numel() == B * T * d,
+              "fused training: RoPE's shapes disagree (head dim a multiple of 16)");
+  Tensor q = at::empty({B, hq, T, d}, qkv.options());
+  Tensor k = at::empty({B, hk, T, d}, qkv.options());
+  Tensor v = at::empty({B, hk, T, d}, qkv.options());
+  const float *src = qkv.data_ptr<float>(), *cp = cos.data_ptr<float>(), *sp = sin.data_ptr<float>();
+  float *qp = q.data_ptr<float>(), *kp = k.data_ptr<float>(), *vp = v.data_ptr<float>();
+  const int64_t width = qkv.size(1), half = d / 2;
+  at::parallel_for(0, B * T, 64, [&](int64_t begin, int64_t end) {
+    for (int64_t bt = begin; bt < end; ++bt) {
+      const int64_t b = bt / T, t = bt % T;
+      const float* row = src + bt * width;
+      const float *c = cp + bt * d, *s = sp + bt * d;
+      for (int64_t hh = 0; hh < hq + hk; ++hh) {
+        float* dst = hh < hq ? qp + ((b * hq + hh) * T + t) * d : kp + ((b * hk + hh - hq) * T + t) * d;
+        for (int64_t i = 0; i < half; i += 8) {
+          rope8(row + hh * d, c, s, dst, i, half);
+        }
+      }
+      for (int64_t j = 0; j < hk; ++j) {
+        std::memcpy(vp + ((b * hk + j) * T + t) * d, row + (hq + hk + j) * d, d * sizeof(float));
+      }
+    }
+  });
+  return {q, k, v};
+}
+
+// The backward of train_rope_split: dq [B, hq, T, d], dk and dv [B, hk, T, d] (any strides with a unit last one;
+// None: zeros) -> dqkv [B T, (hq + 2 hk) d]; RoPE's transpose is dx = dy cos + roll(dy sin, d / 2).
+Tensor train_rope_merge(const std::optional<Tensor>& dq, const std::optional<Tensor>& dk,
+                        const std::optional<Tensor>& dv, const Tensor& cos, const Tensor& sin, int64_t B, int64_t T,
+                        int64_t hq, int64_t hk, int64_t d) {
+  TORCH_CHECK(d % 16 == 0 && cos.is_contiguous() && sin.is_contiguous() && cos.numel() == B * T * d,
+              "fused training: RoPE's shapes disagree (head dim a multiple of 16)");
+  for (const auto* t : {&dq, &dk, &dv}) {
+    if (t->has_value()) {
+      TORCH_CHECK((*t)->scalar_type() == at::kFloat && (*t)->dim() == 4 && (*t)->stride(3) == 1 &&
+                      (*t)->size(0) == B && (*t)->size(2) == T && (*t)->size(3) == d,
+                  "fused training: a query/key/value gradient of the wrong layout");
+    }
+  }
+  const int64_t width = (hq + 2 * hk) * d, half = d / 2;
+  Tensor out = at::empty({B * T, width}, cos.options());
+  float* op = out.data_ptr<float>();
+  const float *cp = cos.data_ptr<float>(), *sp = sin.data_ptr<float>();
+  at::parallel_for(0, B * T, 64, [&](int64_t begin, int64_t end) {
+    alignas(32) float tmp[512];
+    for (int64_t bt = begin; bt < end; ++bt) {
+      const int64_t b = bt / T, t = bt % T;
+      const float *c = cp + bt * d, *s = sp + bt * d;
+      float* row = op + bt * width;
+      for (int64_t hh = 0; hh < hq + 2 * hk; ++hh) {
+        const bool is_q = hh < hq, is_k = !is_q && hh < hq + hk;
+        const std::optional<Tensor>& g = is_q ? dq : (is_k ? dk : dv);
+        float* dst = row + hh * d;
+        if (!g.has_value()) {
+          std::memset(dst, 0, d * sizeof(float));
+          continue;
+        }
+        const int64_t head = is_q ? hh : (is_k ? hh - hq : hh - hq - hk);
+        const float* gy = g->data_ptr<float>() + b * g->stride(0) + head * g->stride(1) + t * g->stride(2);
+        if (!is_q && !is_k) {
+          std::memcpy(dst, gy, d * sizeof(float));
+          continue;
+        }
+        for (int64_t i = 0; i < d; i += 8) {
+          store8(tmp + i, load8(gy + i) * load8(s + i));
+        }
+        for (int64_t i = 0; i < half; i += 8) {
+          store8(dst + i, load8(gy + i) * load8(c + i) + load8(tmp + i + half));
+          store8(dst + i + half, load8(gy + i + half) * load8(c + i + half) + load8(tmp + i));
+        }
+      }
+    }
+  });
+  return out;
+}
+
+// gu [N, 2I] = [g | u] -> a = silu(g) u [N, I]. The backward recomputes sigmoid(g) rather than reading a saved copy:
+// at these sizes a pass over memory costs more than the exponential.
+inline v8 sigmoid8(v8 g) { return 1.0f / (1.0f + vexp(-g)); }
+
+RAGEN2_CLONES void swiglu_forward_rows(const float* gu, float* a, int64_t begin, int64_t end, int64_t I) {
+  for (int64_t n = begin; n < end; ++n) {
+    const float *g = gu + n * 2 * I, *u = g + I;
+    for (int64_t i = 0; i < I; i += 8) {
+      const v8 gv = load8(g + i);
+      store8(a + n * I + i, gv * sigmoid8(gv) * load8(u + i));
+    }
+  }
+}
+
+Tensor train_swiglu_forward(const Tensor& gu) {
+  check_rows(gu, "the gate/up product");
+  TORCH_CHECK(gu.size(1) % 16 == 0, "fused training: an intermediate size of a multiple of 8");
+  const int64_t N = gu.size(0), I = gu.size(1) / 2;
+  Tensor a = at::empty({N, I}, gu.options());
+  const float* gp = gu.data_ptr<float>();
+  float* ap = a.data_ptr<float>();
+  at::parallel_for(0, N, 16, [&](int64_t b, int64_t e) { swiglu_forward_rows(gp, ap, b, e, I); });
+  return a;
+}
+
+// dg = da u s (1 + g (1 - s)), du = da g s, with s = sigmoid(g): dgu [N, 2I].
+RAGEN2_CLONES void swiglu_backward_rows(const float* da, const float* gu, float* dgu, int64_t begin, int64_t end,
+                                        int64_t I) {
+  for (int64_t n = begin; n < end; ++n) {
+    const float *g = gu + n * 2 * I, *u = g + I;
+    float *dg = dgu + n * 2 * I, *du = dg + I;
+    for (int64_t i = 0; i < I; i += 8) {
+      const v8 gv = load8(g + i), d8 = load8(da + n * I + i);
+      const v8 s = sigmoid8(gv);
+      store8(du + i, d8 * (gv * s));
+      store8(dg + i, d8 * load8(u + i) * (s * (1.0f + gv * (1.0f - s))));
+    }
+  }
+}
+
+Tensor train_swiglu_backward(const Tensor& da, const Tensor& gu) {
+  check_rows(da, "the SwiGLU's output gradient");
+  check_rows(gu, "the gate/up product");
+  TORCH_CHECK(gu.size(1) == 2 * da.size(1) && gu.size(0) == da.size(0),
+              "fused training: the SwiGLU backward's shapes disagree");
+  Tensor dgu = at::empty_like(gu);
+  const int64_t N = da.size(0), I = da.size(1);
+  const float *dp = da.data_ptr<float>(), *gp = gu.data_ptr<float>();
+  float* op = dgu.data_ptr<float>();
+  at::parallel_for(0, N, 16, [&](int64_t b, int64_t e) { swiglu_backward_rows(dp, gp, op, b, e, I); });
+  return dgu;
+}
+
 }  // namespace
 
 TORCH_LIBRARY(RAGEN2_NAMESPACE, m) {
@@ -363,4 +623,18 @@ TORCH_LIBRARY(RAGEN2_NAMESPACE, m) {
       "int hq, int hk, int d, int inter, float scale, Tensor final_norm, float final_eps, Tensor head, "
       "Tensor? slot_order) -> Tensor");
   m.impl("decode_step_fused", c10::DispatchKey::CompositeImplicitAutograd, TORCH_FN(decode_step_fused));
+  m.def("train_rms_forward(Tensor h, Tensor w, float eps) -> (Tensor, Tensor)");
+  m.impl("train_rms_forward", c10::DispatchKey::CompositeImplicitAutograd, TORCH_FN(train_rms_forward));
+  m.def("train_rms_backward(Tensor dy, Tensor h, Tensor w, Tensor r, Tensor? residual) -> (Tensor, Tensor)");
+  m.impl("train_rms_backward", c10::DispatchKey::CompositeImplicitAutograd, TORCH_FN(train_rms_backward));
+  m.def("train_rope_split(Tensor qkv, Tensor cos, Tensor sin, int B, int T, int hq, int hk, int d) -> "
+        "(Tensor, Tensor, Tensor)");
+  m.impl("train_rope_split", c10::DispatchKey::CompositeImplicitAutograd, TORCH_FN(train_rope_split));
+  m.def("train_rope_merge(Tensor? dq, Tensor? dk, Tensor? dv, Tensor cos, Tensor sin, int B, int T, int hq, int hk, "
+        "int d) -> Tensor");
+  m.impl("train_rope_merge", c10::DispatchKey::CompositeImplicitAutograd, TORCH_FN(train_rope_merge));
+  m.def("train_swiglu_forward(Tensor gu) -> Tensor");
+  m.impl("train_swiglu_forward", c10::DispatchKey::CompositeImplicitAutograd, TORCH_FN(train_swiglu_forward));
+  m.def("train_swiglu_backward(Tensor da, Tensor gu) -> Tensor");
+  m.impl("train_swiglu_backward", c10::DispatchKey::CompositeImplicitAutograd, TORCH_FN(train_swiglu_backward));
 }
