@@ -43,11 +43,13 @@ BOUNDS = {"success_end": 0.10, "margin_end": 0.15, "success_0": 0.10, "margin_0"
 SETTINGS = ("off", "on")
 
 
-def run_one(config: Path, seed: int, steps: int, setting: str, out: Path) -> dict[str, Any]:
-    """Train one run (`setting` "off" or "on") into ``out/SETTING-sSEED``; its outcomes and wall seconds."""
+def run_one(config: Path, seed: int, steps: int, setting: str, out: Path,
+            key: str = "model.fast_forward") -> dict[str, Any]:
+    """Train one run (`setting` "off" or "on" of the boolean config `key`) into ``out/SETTING-sSEED``; its outcomes
+    and wall seconds."""
     run_dir = out / f"{setting}-s{seed}"
     cmd = [sys.executable, "-m", "ragen_core.apps.train", str(config), f"run.seed={seed}", f"run.steps={steps}",
-           f"model.fast_forward={'true' if setting == 'on' else 'false'}", 'warm_start.cache_dir=""',
+           f"{key}={'true' if setting == 'on' else 'false'}", 'warm_start.cache_dir=""',
            "run.progress=false", "run.threads=1", "run.max_minutes=0", "run.save_every=0",
            "--run-dir", str(run_dir)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -61,7 +63,8 @@ def run_one(config: Path, seed: int, steps: int, setting: str, out: Path) -> dic
 
 
 def outcomes(metrics: Path) -> dict[str, float | None]:
-    """Greedy validation success and the probe's retrieval margin at step 0 and at the run's last measurement."""
+    """Greedy validation success and the probe's retrieval margin at step 0 and at the run's last measurement, and
+    the seconds of each phase (``phase_s``: the warm start, RL steps, validations and probes by the run's clocks)."""
     rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
     val = [(r["step"], r["val/success"]) for r in rows if "val/success" in r]
     probe = [(r["step"], r["probe/retrieval_margin"]) for r in rows if "probe/retrieval_margin" in r]
@@ -71,8 +74,13 @@ def outcomes(metrics: Path) -> dict[str, float | None]:
             return None
         return float((points[0] if first else max(points))[1])
 
+    def total(key: str) -> float:  # a phase's seconds by the run's own clocks
+        return float(sum(r[key] for r in rows if isinstance(r.get(key), (int, float))))
+
     return {"success_0": at(val, True), "success_end": at(val, False), "margin_0": at(probe, True),
-            "margin_end": at(probe, False), "steps": max((r["step"] for r in rows), default=0)}
+            "margin_end": at(probe, False), "steps": max((r["step"] for r in rows), default=0),
+            "phase_s": {"warm start": total("perf/sft_s"), "RL steps": total("perf/step_s"),
+                        "validations": total("perf/eval_s"), "probes": total("perf/probe_s")}}
 
 
 def judge(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -93,12 +101,12 @@ def judge(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def markdown(runs: list[dict[str, Any]], verdicts: dict[str, dict[str, Any]], config: str, steps: int,
-             footer: str) -> str:
+             footer: str, key: str = "model.fast_forward") -> str:
     def f(x: float | None, spec: str = ".3f") -> str:
         return "-" if x is None else format(x, spec)
 
     lines = [f"`configs/{config}.toml`, {steps} RL steps from scratch (warm start included, no cache), per seed "
-             "once with `model.fast_forward=false` and once with `true`:", "",
+             f"once with `{key}=false` and once with `true`:", "",
              "| seed | setting | success step 0 | success end | margin step 0 | margin end | wall s |",
              "|---:|---|---:|---:|---:|---:|---:|"]
     for r in sorted(runs, key=lambda r: (r["seed"], r["setting"])):
@@ -115,22 +123,34 @@ def markdown(runs: list[dict[str, Any]], verdicts: dict[str, dict[str, Any]], co
     off = sum(r["wall_s"] for r in runs if r["setting"] == "off")
     on = sum(r["wall_s"] for r in runs if r["setting"] == "on")
     lines += ["", f"Wall time of all runs: off {off:.0f} s, on {on:.0f} s (off / on {off / on:.2f}x). {footer}"]
+    if all("phase_s" in r for r in runs):
+        parts = []
+        for phase in runs[0]["phase_s"]:
+            a, b = (sum(r["phase_s"][phase] for r in runs if r["setting"] == s) for s in ("off", "on"))
+            parts.append(f"{phase} {a:.0f} -> {b:.0f} s" + (f" ({a / b:.2f}x)" if b > 0 else ""))
+        lines += ["", "Per phase, off -> on (the runs' own clocks, summed over the seeds): " + "; ".join(parts) + "."]
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser(prog: str, description: str, seeds: int, first_seed: int) -> argparse.ArgumentParser:
+    """The command line of an off/on benchmark (this one and :mod:`benchmarks.bench_fused_training`)."""
     from benchmarks.machine import non_negative_int, positive_int
 
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_fast_forward",
-                                     description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=positive_int, default=3, help="seeds (pairs of runs)")
-    parser.add_argument("--first-seed", type=non_negative_int, default=300,
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--seeds", type=positive_int, default=seeds, help="seeds (pairs of runs)")
+    parser.add_argument("--first-seed", type=non_negative_int, default=first_seed,
                         help="the first seed (outside the study's 0-199)")
     parser.add_argument("--steps", type=positive_int, default=20, help="RL steps per run")
     parser.add_argument("--config", default="collapse_sokoban", help="a config of configs/ with a probe")
     parser.add_argument("--workers", type=positive_int, default=2, help="runs at a time (one torch thread each)")
     parser.add_argument("--out", type=Path, default=None, help="keep the run folders here (default: a temp dir)")
     parser.add_argument("--quick", action="store_true", help="one seed of 4 steps (a smoke run)")
+    return parser
+
+
+def run_ab(parser: argparse.ArgumentParser, argv: list[str] | None, key: str, name: str) -> int:
+    """Parse `argv`, train every seed with `key` off and on (each seed's two runs side by side with 2 workers), judge
+    the pairs and write ``benchmarks/results/NAME.json`` (``NAME_quick.json`` for ``--quick``)."""
     args = parser.parse_args(argv)
     if args.quick:
         args.seeds, args.steps = 1, 4
@@ -144,17 +164,22 @@ def main(argv: list[str] | None = None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         jobs = [(s, setting) for s in range(args.first_seed, args.first_seed + args.seeds) for setting in SETTINGS]
         with ThreadPoolExecutor(max_workers=max(1, args.workers)) as pool:
-            runs = list(pool.map(lambda job: run_one(config, job[0], args.steps, job[1], out), jobs))
+            runs = list(pool.map(lambda job: run_one(config, job[0], args.steps, job[1], out, key), jobs))
     verdicts = judge(runs)
     machine = describe_machine()
     footer = (f"{args.workers} runs at a time, one torch thread each; 1-minute load average {load_before} before, "
               f"{load_average()} after, on {machine['cores']} cores.")
-    md = markdown(runs, verdicts, args.config, args.steps, footer)
-    result = {"benchmark": "fast_forward", "config": args.config, "steps": args.steps, "runs": runs,
+    md = markdown(runs, verdicts, args.config, args.steps, footer, key)
+    result = {"benchmark": name, "config": args.config, "steps": args.steps, "runs": runs,
               "verdicts": verdicts, "bounds": BOUNDS, "machine": machine, "markdown": md,
               "wall_s": time.perf_counter() - t0}
-    write_result(result, RESULTS / ("fast_forward_quick.json" if args.quick else "fast_forward.json"))
+    write_result(result, RESULTS / (f"{name}_quick.json" if args.quick else f"{name}.json"))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser("python -m benchmarks.bench_fast_forward", __doc__.split("\n")[0], 3, 300)
+    return run_ab(parser, argv, "model.fast_forward", "fast_forward")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,10 @@ benchmark measures what is left, so that the next attempt starts from numbers:
      ``scaled_dot_product_attention`` (CPU flash attention at head dim 32);
    - *compiled layers*: ``torch.compile(dynamic=True)`` of ``FastQwen2._qkv`` and ``FastQwen2._finish_layer``
      (their compile time reported apart);
-   - *fused AdamW* (``fused=True``: one kernel per parameter instead of about eight).
+   - *fused AdamW* (``fused=True``: one kernel per parameter instead of about eight);
+   - *fused layers*: each lean-forward layer as two autograd nodes with compiled element-wise pieces
+     (``ragen_core/policy/fused_train.py``);
+   - *model.fused_training*: the config switch, fused layers and fused AdamW together.
 
    Each candidate's final weights are compared with today's (largest absolute difference; 0 is bit-identical).
 2. **AdamW alone** on the tiny model's 26 parameters (random gradients, 200 steps): per tensor (today), foreach,
@@ -48,7 +51,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import functools
 import statistics
 import tempfile
 import time
@@ -59,7 +61,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 CONFIGS = ("collapse_sokoban", "collapse_frozenlake")
-SFT_CANDIDATES = ("today", "one pass", "attention by matmul", "compiled layers", "fused AdamW")
+SFT_CANDIDATES = ("today", "one pass", "attention by matmul", "compiled layers", "fused AdamW", "fused layers",
+                  "model.fused_training")
 
 
 # ---------------------------------------------------------------------------------------------- candidates
@@ -195,12 +198,12 @@ def measure_sft(config: str, episodes: int, repeats: int) -> dict[str, Any]:
     start = copy.deepcopy(model.state_dict())
     steps = (batch.input_ids.shape[0] + kwargs["batch_size"] - 1) // kwargs["batch_size"]
     originals = {"token_logprobs": FastQwen2.token_logprobs, "_qkv": FastQwen2._qkv,
-                 "_finish_layer": FastQwen2._finish_layer, "_attend": FastQwen2._attend, "AdamW": torch.optim.AdamW}
+                 "_finish_layer": FastQwen2._finish_layer, "_attend": FastQwen2._attend}
 
     def restore() -> None:
         for name in ("token_logprobs", "_qkv", "_finish_layer", "_attend"):
             setattr(FastQwen2, name, originals[name])
-        torch.optim.AdamW = originals["AdamW"]
+        trainer.policy.fused_training = False
 
     compiled: dict[str, Callable] = {}
     compile_s = None
@@ -216,14 +219,16 @@ def measure_sft(config: str, episodes: int, repeats: int) -> dict[str, Any]:
                 compiled["_qkv"] = torch.compile(originals["_qkv"], dynamic=True)
                 compiled["_finish_layer"] = torch.compile(originals["_finish_layer"], dynamic=True)
             FastQwen2._qkv, FastQwen2._finish_layer = compiled["_qkv"], compiled["_finish_layer"]
-        elif candidate == "fused AdamW":
-            torch.optim.AdamW = functools.partial(originals["AdamW"], fused=True)
+        elif candidate in ("fused layers", "model.fused_training"):
+            trainer.policy.fused_training = True
 
     def run(candidate: str) -> tuple[float, dict[str, torch.Tensor]]:
         install(candidate)
         try:
             model.load_state_dict(start)
-            kw = dict(kwargs, generator=torch.Generator().manual_seed(0))
+            # AdamW's fused step: sft_train's own switch (what `model.fused_training` passes it)
+            kw = dict(kwargs, generator=torch.Generator().manual_seed(0),
+                      fused=candidate in ("fused AdamW", "model.fused_training"))
             t0 = time.perf_counter()
             sft.sft_train(trainer.policy, batch, **kw)
             return time.perf_counter() - t0, {k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -242,6 +247,8 @@ def measure_sft(config: str, episodes: int, repeats: int) -> dict[str, Any]:
     rows = []
     for candidate in SFT_CANDIDATES:
         diff = max(float((weights[candidate][k] - today[k]).abs().max()) for k in today)
+        if candidate != "today" and diff == 0.0:  # every candidate rounds differently: equal weights mean it never ran
+            raise RuntimeError(f"the SFT candidate {candidate!r} left today's weights bit for bit: it ran today's path")
         ratios = sorted(t / c for t, c in zip(seconds["today"], seconds[candidate]))
         rows.append({"candidate": candidate, "ms_per_step": 1e3 * min(seconds[candidate]) / steps,
                      "seconds": seconds[candidate], "vs_today": statistics.median(ratios),

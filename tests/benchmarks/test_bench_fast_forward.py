@@ -19,8 +19,11 @@ def test_outcomes_read_step_0_and_the_last_measurement(tmp_path):
             {"step": 5, "probe/retrieval_margin": 0.30, "rollout/return": 1.0},
             {"step": 10, "val/success": 0.75, "probe/retrieval_margin": 0.20},
             {"step": 12, "rollout/return": 0.0}]
+    rows[0]["perf/sft_s"] = 100.0
+    rows[2]["perf/step_s"], rows[3]["perf/step_s"] = 1.5, 2.0
     got = ff.outcomes(_metrics(tmp_path / "m.jsonl", rows))
-    assert got == {"success_0": 0.5, "success_end": 0.75, "margin_0": 0.40, "margin_end": 0.20, "steps": 12}
+    assert got == {"success_0": 0.5, "success_end": 0.75, "margin_0": 0.40, "margin_end": 0.20, "steps": 12,
+                   "phase_s": {"warm start": 100.0, "RL steps": 3.5, "validations": 0.0, "probes": 0.0}}
     assert ff.outcomes(_metrics(tmp_path / "n.jsonl", [{"step": 0}]))["margin_end"] is None
 
 
@@ -43,3 +46,21 @@ def test_paired_verdicts_by_hand():
     assert ff.judge(far)["success_end"]["reading"] == "differs (on higher)"
     # an unpaired seed is left out
     assert ff.judge([_run(1, "off"), _run(1, "on"), _run(2, "on")])["margin_0"]["n"] == 1
+
+
+def test_the_table_names_the_setting_compared():
+    runs = [_run(1, "off"), _run(1, "on")]
+    md = ff.markdown(runs, ff.judge(runs), "collapse_sokoban", 20, "", key="model.fused_training")
+    assert "once with `model.fused_training=false` and once with `true`" in md
+    assert "model.fast_forward" in ff.markdown(runs, ff.judge(runs), "collapse_sokoban", 20, "")
+
+
+def test_the_fused_training_ab_keeps_its_registered_design():
+    """bench_fused_training's defaults are the design fixed before its runs (docs/performance.md): 8 seeds from 400,
+    20 steps of collapse_sokoban, the study's bounds."""
+    from benchmarks import bench_fused_training as ft
+
+    args = ft.parser().parse_args([])
+    assert (args.seeds, args.first_seed, args.steps, args.config) == (8, 400, 20, "collapse_sokoban")
+    assert ft.BOUNDS == {"success_end": 0.10, "margin_end": 0.15, "success_0": 0.10, "margin_0": 0.15}
+    assert ft.KEY == "model.fused_training"
