@@ -249,3 +249,20 @@ def test_a_model_of_unsupported_sizes_is_named(make_tiny_policy):
     pol = make_tiny_policy("go", hidden=32, layers=1, heads=4, kv_heads=2)  # head dim 8
     assert "head dim of a multiple of 16" in fused_training_problem(pol.model, "cpu")
     assert "CPU only" in fused_training_problem(pol.model, "meta")
+
+
+def test_ragen_eval_scores_a_fused_run_as_its_validations_did(lib, tmp_path, make_tiny_model):
+    """`ragen eval` of a run trained with the switch takes the fused layers (its validations' rounding); where they
+    cannot run, a warning says so and the operator path scores it."""
+    from ragen_core.apps.eval.local import ModelSource
+    from ragen_core.training.config import load_config
+
+    cfg = load_config(ROOT / "configs" / "bandit_tiny.toml", ["model.fused_training=true"])
+    shipped_shape = make_tiny_model("Say go.", hidden=128, heads=4, kv_heads=2, intermediate=512)
+    assert ModelSource(str(shipped_shape), run_config=cfg).load("ragen/Bandit-v0", {}).policy.fused_training
+    plain = load_config(ROOT / "configs" / "bandit_tiny.toml", [])
+    assert not ModelSource(str(shipped_shape), run_config=plain).load("ragen/Bandit-v0", {}).policy.fused_training
+    head_dim_8 = make_tiny_model("Say go.", hidden=32, heads=4, kv_heads=2)
+    with pytest.warns(UserWarning, match=r"model.fused_training = true, which cannot run here \(.*head dim"):
+        loaded = ModelSource(str(head_dim_8), run_config=cfg).load("ragen/Bandit-v0", {})
+    assert not loaded.policy.fused_training

@@ -21,6 +21,7 @@ keep it for ``episodes.jsonl``.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,6 +113,8 @@ class ModelSource:
             policy = load_policy(folder, device=device, dtype=cfg.model.dtype if cfg is not None else None)
             if cfg is not None:
                 policy.fast = cfg.model.fast_forward
+                if cfg.model.fused_training:
+                    policy.fused_training = _fused_training_here(policy, device, cfg)
             # auto that is not one thread is torch's default, set again: an earlier model may have changed it
             threads = cpu_threads(cfg.run.threads if cfg is not None else 0, policy.model, device)
             torch.set_num_threads(threads or TORCH_DEFAULT_THREADS)
@@ -119,6 +122,21 @@ class ModelSource:
             self._loaded[key] = LocalModel(policy, folder, weights_sha256(policy.model),
                                            getattr(policy, "image_token", None) is not None)
         return self._loaded[key]
+
+
+def _fused_training_here(policy: Any, device: Any, cfg: Any) -> bool:
+    """Whether a run trained with `model.fused_training` is evaluated through its fused layers, as its own validations
+    were (they round differently from the operator path); where they cannot run here, a warning says why and the
+    operator path scores it."""
+    from ragen_core.policy.fused_train import fused_training_problem
+
+    why = "model.fast_forward is false" if not cfg.model.fast_forward else fused_training_problem(policy.model, device)
+    if why is not None:
+        warnings.warn(f"the run trained with model.fused_training = true, which cannot run here ({why}): evaluating "
+                      "through the operator path, whose float rounding differs from the run's validations",
+                      stacklevel=3)
+        return False
+    return True
 
 
 def _turns(traj: Any, infos: Sequence[dict[str, Any]]) -> list[TurnRecord]:
