@@ -35,13 +35,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from ragen_core.policy.fused_train import FinishLayer, NormQKVRope
+from ragen_core.policy.fused_train import FinishLayer, NormQKVRope, fused_training_problem
 
-__all__ = ["FastQwen2", "SplitRows", "distinct_traces", "split_rows", "unsupported_reason"]
+__all__ = ["FastQwen2", "SplitRows", "distinct_traces", "fused_training_blocker", "split_rows",
+           "unsupported_reason"]
 
 
 def unsupported_reason(model: torch.nn.Module) -> str | None:
@@ -248,6 +250,19 @@ def _attention_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bo
         s = s.masked_fill(~torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).tril(), float("-inf"))
     lse = torch.logsumexp(s, -1)
     return torch.matmul(torch.exp(s - lse[..., None]).to(v.dtype), v), lse
+
+
+def fused_training_blocker(policy: Any, device: torch.device | str, fast_forward: bool) -> str | None:
+    """None when `model.fused_training` can run `policy` on `device` with `model.fast_forward` = `fast_forward`,
+    else why not (one line): the lean forward off or not taken by this model, or
+    :func:`ragen_core.policy.fused_train.fused_training_problem`. The trainer refuses such a config with it;
+    `ragen eval` warns with it and scores through the operator path."""
+    model = getattr(policy, "model", None)
+    if not fast_forward:
+        return "it trains the lean forward's layers, and model.fast_forward is false"
+    if not hasattr(policy, "_fast_model") or model is None:
+        return f"the policy backend {type(policy).__name__} has no lean forward"
+    return unsupported_reason(model) or fused_training_problem(model, device)
 
 
 # ---------------------------------------------------------------------------------------------- the model

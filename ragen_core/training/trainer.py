@@ -190,16 +190,9 @@ def policy_path(cfg: TrainConfig) -> str:
 def _check_fused_training(policy: Any, device: torch.device, cfg: Any) -> None:
     """ConfigError naming `model.fused_training` where it cannot run: the lean forward off or not taken by this
     model, another device or dtype, unsupported sizes, no compiled library."""
-    from ragen_core.policy.fast_qwen2 import unsupported_reason
-    from ragen_core.policy.fused_train import fused_training_problem
+    from ragen_core.policy.fast_qwen2 import fused_training_blocker
 
-    model = getattr(policy, "model", None)
-    if not cfg.model.fast_forward:
-        why = "it trains the lean forward's layers, and model.fast_forward is false"
-    elif not hasattr(policy, "_fast_model") or model is None:
-        why = f"the policy backend {type(policy).__name__} has no lean forward"
-    else:
-        why = unsupported_reason(model) or fused_training_problem(model, device)
+    why = fused_training_blocker(policy, device, cfg.model.fast_forward)
     if why is not None:
         raise ConfigError(f"model.fused_training = true cannot run here: {why}; set model.fused_training=false")
 

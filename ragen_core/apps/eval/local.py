@@ -128,9 +128,9 @@ def _fused_training_here(policy: Any, device: Any, cfg: Any) -> bool:
     """Whether a run trained with `model.fused_training` is evaluated through its fused layers, as its own validations
     were (they round differently from the operator path); where they cannot run here, a warning says why and the
     operator path scores it."""
-    from ragen_core.policy.fused_train import fused_training_problem
+    from ragen_core.policy.fast_qwen2 import fused_training_blocker
 
-    why = "model.fast_forward is false" if not cfg.model.fast_forward else fused_training_problem(policy.model, device)
+    why = fused_training_blocker(policy, device, cfg.model.fast_forward)
     if why is not None:
         warnings.warn(f"the run trained with model.fused_training = true, which cannot run here ({why}): evaluating "
                       "through the operator path, whose float rounding differs from the run's validations",
