@@ -141,7 +141,10 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
               file=sys.stderr)
         failed = "" if args.report_only else _run(specs, runs_dir, args, ray=args.ray)
     except KeyboardInterrupt as e:  # one line, not a traceback: what is kept and how to go on
-        stop = e if isinstance(e, Interrupted) else Interrupted()
+        # A plain KeyboardInterrupt came before any run started (run_local and run_ray raise Interrupted once
+        # they have): every run not finished was not started.
+        stop = e if isinstance(e, Interrupted) else Interrupted(
+            not_started=[s.name for s in specs if not (runs_dir / s.name / "done.json").is_file()])
         if stop.failed:
             print("ragen reproduce: some runs failed before the stop:\n  " + "\n  ".join(stop.failed),
                   file=sys.stderr)

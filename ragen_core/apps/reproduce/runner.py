@@ -159,7 +159,7 @@ def stop_file(runs_dir: str | Path, name: str) -> Path:
 def _execute(spec: RunSpec, run_dir: Path, warm: bool) -> dict[str, Any]:
     """:func:`execute_run`'s body, under the run's lock."""
     stop = stop_file(run_dir.parent, spec.name)
-    if stop.exists() or _STOPPING.is_set():
+    if stop.exists() or _STOPPING.is_set() or _STOP_SIGNALS:
         raise RuntimeError(f"run {spec.name} {NOT_STARTED}")
     done = run_dir / "done.json"
     if done.is_file():  # a damaged or foreign run folder, or one another process finished since this one looked
@@ -258,6 +258,10 @@ _RUNNING_LOCK = threading.Lock()
 #: :func:`_wait` registers it (a Ctrl-C that lands while a worker thread is still starting its run used to leave
 #: that run training to its end).
 _STOPPING = threading.Event()
+
+#: The signals (numbers) that stopped the study run_local runs now, recorded by its handlers (:func:`_stop_requests`)
+#: before its loop acts on them: no run starts once one is here.
+_STOP_SIGNALS: list[int] = []
 
 #: How a run that a stop kept from starting says so (its RuntimeError's message after ``run NAME``; also the Ray
 #: tasks' words, :func:`_ray_interrupted`).
@@ -358,9 +362,12 @@ def warm_context() -> multiprocessing.context.ForkServerContext:
         os.environ.update(RUN_ENV)
         # Python's resource tracker, started by the server's first start, unblocks SIGINT and SIGTERM in the
         # calling thread after it has started itself (bpo-33613): start it first, or the server's mask is lost.
-        multiprocessing.resource_tracker.ensure_running()
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})  # this thread's only
+        # It also leaves them unblocked in this thread, which (a run_local worker) must keep them blocked, so that
+        # Ctrl-C reaches the main thread at once (_signals_blocked): the mask is taken before and restored after.
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, set())
         try:
+            multiprocessing.resource_tracker.ensure_running()
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})  # this thread's only
             multiprocessing.forkserver.ensure_running()
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
@@ -797,47 +804,90 @@ def run_local(specs: list[RunSpec], runs_dir: str | Path, workers: int = 2, prog
     bar = _progress(len(specs), len(records), progress)
     failures: list[str] = []
     futures: dict[Any, RunSpec] = {}
-    received: list[int] = []
     pool = ThreadPoolExecutor(max_workers=workers)
     _STOPPING.clear()  # a stop of an earlier study in this process
-    try:
-        with _sigterm_interrupts(received):
+    with _stop_requests() as received:  # Ctrl-C and SIGTERM are recorded here, acted on in the loop below
+        try:
             with _signals_blocked():  # the worker threads are created here, and keep this mask (see below)
                 futures.update({pool.submit(execute, s, runs_dir): s for s in todo})
             pending = set(futures)
-            while pending:  # woken twice a second, so a signal received by any thread is acted on at once
+            while pending and not received:  # woken twice a second, so a recorded stop is acted on at once
                 done, pending = wait_all(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                if received:  # runs that ended with the stop (a run that got the signal too) are the stop's
+                    break
                 for fut in done:
                     _collect(fut, futures[fut], records, failures)
                     if bar is not None:
                         bar.update(1)
-    except KeyboardInterrupt as e:
-        # Cancel the queued runs (leaving the pool would start each of them), stop the running ones, wait for them.
-        pool.shutdown(wait=False, cancel_futures=True)
-        stop_running()
-        # Not the cancelled ones: a future cancelled by shutdown() is never marked done for wait() (CPython).
-        wait_all([f for f in futures if not f.cancelled()])
-        raise _interrupted(_signum(e, received), futures, failures) from None
-    finally:
-        pool.shutdown(wait=True)
-        _STOPPING.clear()  # every run of this study has ended: runs started here later (execute_run) may start
-        if bar is not None:
-            bar.close()
+            if received:  # a stop that came as the last run ended is a stop too: the study ends as stopped
+                raise Interrupted(received[0])
+        except KeyboardInterrupt as e:  # the recorded stop, or a KeyboardInterrupt of a handler not ours
+            # Cancel the queued runs (leaving the pool would start each of them), stop the running ones, wait for
+            # them. Signals that come meanwhile are only recorded: a second Ctrl-C does not cut this wait short.
+            pool.shutdown(wait=False, cancel_futures=True)
+            stop_running()
+            # Not the cancelled ones: a future cancelled by shutdown() is never marked done for wait() (CPython).
+            wait_all([f for f in futures if not f.cancelled()])
+            raise _interrupted(_signum(e, received), futures, failures) from None
+        finally:
+            pool.shutdown(wait=True)
+            _STOPPING.clear()  # every run of this study has ended: runs started here later (execute_run) may start
+            if bar is not None:
+                bar.close()
     if failures:
         raise RuntimeError("some runs failed:\n  " + "\n  ".join(failures))
     return _in_order(records, specs)
 
 
 @contextlib.contextmanager
+def _stop_requests() -> Iterator[list[int]]:
+    """While inside (in the main thread): SIGTERM, and Ctrl-C's SIGINT where Python turns it into KeyboardInterrupt,
+    only append their number to the yielded list (:data:`_STOP_SIGNALS`), which :func:`run_local`'s loop reads twice
+    a second and :func:`_execute` before it starts a run (a worker thread whose run has just ended would otherwise
+    start the next one in the moment before the loop acts).
+
+    Why not an exception: one raised at whatever bytecode the main thread is on could land inside the pool's start
+    of a worker thread, or between a submit and the record of its future. Masking the signal in the main thread
+    does not prevent that: any thread that takes it (a worker thread, whose mask Python's resource tracker clears
+    when the warm process starts) makes the main thread raise at its next bytecode. CI found the result: a study
+    Ctrl-C'd in its first second printed "0 of 4 runs finished", and its first run, which no stop reached, trained
+    to its end before the process exited. A handler that only records cannot interrupt anything.
+
+    A study started with SIGINT ignored (``nohup``, a background job) keeps ignoring it, and one whose SIGINT has a
+    handler of its own keeps that handler (a KeyboardInterrupt it raises is still handled, as before). Outside the
+    main thread, where no handler can be set, the list stays empty."""
+    received = _STOP_SIGNALS
+    received.clear()
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def record(signum: int, frame: Any) -> None:
+        received.append(signum)  # no lock taken: the main thread may be inside any lock's code when this runs
+
+    previous: dict[int, Any] = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signum == signal.SIGINT and signal.getsignal(signum) is not signal.default_int_handler:
+            continue
+        previous[signum] = signal.signal(signum, record)
+    try:
+        yield received
+    finally:  # None: a handler set outside Python, which cannot be set again from here
+        for signum, handler in previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        received.clear()
+
+
+@contextlib.contextmanager
 def _signals_blocked() -> Iterator[None]:
     """Ctrl-C (SIGINT) and SIGTERM blocked in this thread inside the block, and delivered (if they came) as it ends.
 
-    :func:`run_local` submits its runs inside it, for two reasons found by Ctrl-C in a study's first seconds on a
-    loaded machine. First, the pool's worker threads are started there and keep the mask, so a signal to the process
-    reaches the main thread. A signal that another thread received was acted on only when the main thread's wait for
-    a run returned: a run trained to its end first. Second, no Ctrl-C can land between a worker thread's start and the
-    pool's record of it: the pool's shutdown would not wait for that thread, and the stop was cleared while its run
-    started unstopped. Where the platform has no signal masks (Windows) this does nothing."""
+    :func:`run_local` submits its runs inside it, so that the pool's worker threads, started there, keep the mask
+    (:func:`warm_context` restores it after Python's resource tracker clears it): a signal to the process then
+    reaches the main thread, whose wait it wakes at once, and not a worker thread, after which the main thread acted
+    only at its next wake-up. That a signal cannot land between a worker thread's start and the pool's record of it
+    is :func:`_stop_requests`'s doing: a mask does not ensure it (any thread that takes the signal makes the main
+    thread act). Where the platform has no signal masks (Windows) this does nothing."""
     if not hasattr(signal, "pthread_sigmask"):
         yield
         return
