@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -46,8 +47,22 @@ SETTINGS = ("off", "on")
 def run_one(config: Path, seed: int, steps: int, setting: str, out: Path,
             key: str = "model.fast_forward") -> dict[str, Any]:
     """Train one run (`setting` "off" or "on" of the boolean config `key`) into ``out/SETTING-sSEED``; its outcomes
-    and wall seconds."""
+    and wall seconds, also kept in ``out/SETTING-sSEED.record.json``.
+
+    A benchmark kept in an ``--out`` folder resumes: a run whose record is there (of the same config, steps and key)
+    is read, not trained again, so a long A/B can span sittings; a run folder without a record (a run that was
+    killed) is trained again from scratch."""
     run_dir = out / f"{setting}-s{seed}"
+    record_path = out / f"{setting}-s{seed}.record.json"
+    design = {"config": config.name, "steps": steps, "key": key}
+    if record_path.is_file():
+        record = json.loads(record_path.read_text())
+        if record.get("design") == design:
+            return record["run"]
+        raise RuntimeError(f"{record_path} is a run of another design ({record.get('design')}, not {design}): "
+                           f"give this benchmark its own --out")
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
     cmd = [sys.executable, "-m", "ragen_core.apps.train", str(config), f"run.seed={seed}", f"run.steps={steps}",
            f"{key}={'true' if setting == 'on' else 'false'}", 'warm_start.cache_dir=""',
            "run.progress=false", "run.threads=1", "run.max_minutes=0", "run.save_every=0",
@@ -59,7 +74,9 @@ def run_one(config: Path, seed: int, steps: int, setting: str, out: Path,
     wall = time.perf_counter() - t0
     if status:
         raise RuntimeError(f"{run_dir.name} exited {status}: see {out / f'{setting}-s{seed}.log'}")
-    return {"seed": seed, "setting": setting, "wall_s": wall, **outcomes(run_dir / "metrics.jsonl")}
+    run = {"seed": seed, "setting": setting, "wall_s": wall, **outcomes(run_dir / "metrics.jsonl")}
+    record_path.write_text(json.dumps({"design": design, "run": run}))
+    return run
 
 
 def outcomes(metrics: Path) -> dict[str, float | None]:

@@ -64,3 +64,51 @@ def test_the_fused_training_ab_keeps_its_registered_design():
     assert (args.seeds, args.first_seed, args.steps, args.config) == (8, 400, 20, "collapse_sokoban")
     assert ft.BOUNDS == {"success_end": 0.10, "margin_end": 0.15, "success_0": 0.10, "margin_0": 0.15}
     assert ft.KEY == "model.fused_training"
+
+
+def test_the_fused_training_second_stage_keeps_its_registered_design():
+    """Stage 2 (fixed before its runs, docs/performance.md): 24 new seeds from 408, judged alone, its own file."""
+    from benchmarks import bench_fused_training as ft
+
+    args = ft.parser(2).parse_args(["--stage", "2"])
+    assert (args.seeds, args.first_seed, args.steps, args.config) == (24, 408, 20, "collapse_sokoban")
+    assert ft.STAGES[2][2] == "fused_training_stage2" and ft.STAGES[1] == (8, 400, "fused_training")
+    first = set(range(400, 408))
+    assert not first & set(range(args.first_seed, args.first_seed + args.seeds))  # no stage-1 seed reused
+
+
+def test_a_kept_run_is_read_not_trained_again_and_a_foreign_one_is_refused(tmp_path, monkeypatch):
+    """A benchmark kept in --out resumes from each run's record; a record of another design stops it."""
+    config = tmp_path / "collapse_sokoban.toml"
+    config.write_text("")
+    run = {"seed": 408, "setting": "on", "wall_s": 3.0, "success_0": 0.5}
+    design = {"config": config.name, "steps": 20, "key": "model.fused_training"}
+    (tmp_path / "on-s408.record.json").write_text(json.dumps({"design": design, "run": run}))
+    monkeypatch.setattr(ff.subprocess, "run", lambda *a, **k: pytest.fail("a kept run was trained again"))
+    assert ff.run_one(config, 408, 20, "on", tmp_path, "model.fused_training") == run
+    with pytest.raises(RuntimeError, match="another design"):
+        ff.run_one(config, 408, 4, "on", tmp_path, "model.fused_training")
+
+
+def test_a_killed_run_without_a_record_is_trained_again_from_scratch(tmp_path, monkeypatch):
+    """Its folder is removed first (ragen train would not start in a folder holding another run's files), then the
+    record is written from the new run."""
+    config = tmp_path / "c.toml"
+    config.write_text("")
+    stale = tmp_path / "off-s1"
+    stale.mkdir()
+    (stale / "metrics.jsonl").write_text('{"step": 0, "val/success": 0.9}\n')
+
+    class Done:
+        returncode = 0
+
+    def train(cmd, **kwargs):
+        assert not stale.exists(), "the killed run's folder was not removed first"
+        stale.mkdir()
+        (stale / "metrics.jsonl").write_text('{"step": 0, "val/success": 0.25}\n')
+        return Done()
+
+    monkeypatch.setattr(ff.subprocess, "run", train)
+    got = ff.run_one(config, 1, 20, "off", tmp_path, "model.fused_training")
+    assert got["success_0"] == 0.25
+    assert json.loads((tmp_path / "off-s1.record.json").read_text())["run"] == got
