@@ -180,3 +180,61 @@ def test_a_worker_thread_keeps_ctrl_c_blocked_after_it_starts_the_warm_process()
     assert out.returncode == 0, out.stderr[-2000:]
     blocked = set(json.loads(out.stdout.strip().splitlines()[-1]))
     assert {int(signal.SIGINT), int(signal.SIGTERM)} <= blocked, out.stdout
+
+
+@pytest.mark.slow
+def test_a_ctrl_c_while_ray_tasks_are_submitted_leaves_no_task_unstopped(tmp_path, monkeypatch, ctrl_c_raises):
+    """run_ray submitted its tasks in one comprehension: a Ctrl-C raised inside it left the tasks already submitted
+    out of the ones the stop reaches (their stop files were never written), and on a cluster not started by the
+    study they trained to their end. Here the Ctrl-C comes after the second of four submissions."""
+    ray = pytest.importorskip("ray")
+    from ragen_core.apps.reproduce.runner import run_ray
+
+    def execute(spec, runs_dir):  # a closure: Ray pickles it by value; stops when its stop file appears
+        import time as _time
+        from pathlib import Path as _Path
+
+        stop = _Path(runs_dir) / f".{spec.name}.stop"
+        if stop.exists():
+            raise RuntimeError(f"run {spec.name} was not started: the study was stopped")
+        (_Path(runs_dir) / f"{spec.name}.started").write_text("")
+        end = _time.monotonic() + 20
+        while _time.monotonic() < end:
+            if stop.exists():
+                raise RuntimeError(f"run {spec.name} stopped at its last checkpoint (exit 130)")
+            _time.sleep(0.05)
+        (_Path(runs_dir) / f"{spec.name}.trained").write_text("")
+        return {"name": spec.name}
+
+    real_remote = ray.remote
+    submitted: list[int] = []
+
+    def remote(*args, **kwargs):
+        make = real_remote(*args, **kwargs)
+
+        def wrap(fn):
+            task = make(fn)
+
+            class Submit:
+                def remote(self, *a, **k):
+                    ref = task.remote(*a, **k)
+                    submitted.append(1)
+                    if len(submitted) == 2:
+                        os.kill(os.getpid(), signal.SIGINT)
+                        time.sleep(0.05)  # the handler runs here, inside the submissions
+                    return ref
+
+            return Submit()
+
+        return wrap
+
+    monkeypatch.setattr(ray, "remote", remote)
+    specs = [RunSpec("bandit", "a", s, "x.toml", ()) for s in range(4)]
+    with pytest.raises(Interrupted) as stop:
+        run_ray(specs, tmp_path, "local", progress=False, execute=execute,
+                init_kwargs={"num_cpus": 2, "include_dashboard": False})
+    assert len(submitted) == 4
+    assert not list(tmp_path.glob("*.trained")), "a task that no stop reached trained to its end"
+    names = sorted(s.name for s in specs)
+    assert sorted(stop.value.stopped + stop.value.not_started) == names
+    assert not list(tmp_path.glob(".*.stop"))  # removed again: the next study on these folders runs them

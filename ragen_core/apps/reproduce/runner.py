@@ -757,30 +757,9 @@ class Interrupted(KeyboardInterrupt):
         self.failed = list(failed)
 
 
-@contextlib.contextmanager
-def _sigterm_interrupts(received: list[int]):
-    """While inside: SIGTERM (a scheduler's stop: ``kill``, ``timeout``, ``docker stop``, Slurm) raises
-    :class:`Interrupted` in the main thread, as Ctrl-C raises KeyboardInterrupt, so the study stops as it does on
-    Ctrl-C instead of dying with its runs left training; its number is appended to `received` (Ray turns any
-    exception raised in its waits into a plain KeyboardInterrupt, so the exception alone may not say which signal
-    came: :func:`_signum`). Outside the main thread (where no handler can be set) it changes nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: Any) -> None:
-        received.append(signum)
-        raise Interrupted(signum)
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:  # None: a handler set outside Python (Ray's), which cannot be set again from here
-        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
-
-
 def _signum(cause: KeyboardInterrupt, received: list[int]) -> int:
-    """The signal that stopped a study: `cause`'s, else the last SIGTERM :func:`_sigterm_interrupts` saw, else
+    """The signal that stopped a study: `cause`'s, else the last signal :func:`_stop_requests` recorded (Ray turns
+    an exception raised in its waits into a plain KeyboardInterrupt, so the exception alone may not say which), else
     Ctrl-C's SIGINT."""
     if isinstance(cause, Interrupted):
         return cause.signum
@@ -927,7 +906,7 @@ def run_ray(specs: list[RunSpec], runs_dir: str | Path, address: str, progress: 
     ``address="local"`` starts a single-node Ray instance on this machine (what the tests use: Ray 2.60 removed
     ``local_mode``). Requires ``pip install ragen2[ray]``.
 
-    Ctrl-C or SIGTERM (:func:`_sigterm_interrupts`, set after ``ray.init``, whose own SIGTERM handler would end
+    Ctrl-C or SIGTERM (recorded by :func:`_stop_requests`, set after ``ray.init``, whose own SIGTERM handler would end
     this process at once) writes each unfinished run's :func:`stop_file`: a queued task then starts no run, and a
     running one sends its training process Ctrl-C (it stops at its last checkpoint). Every task is waited for (Ray's
     own ``ray.cancel`` reaches a task only once its training process has ended), then :class:`Interrupted` names
@@ -949,27 +928,29 @@ def run_ray(specs: list[RunSpec], runs_dir: str | Path, address: str, progress: 
     bar = None
     pending: dict[Any, RunSpec] = {}
     failures: list[str] = []
-    received: list[int] = []
     try:
-        with _sigterm_interrupts(received):
-            task = ray.remote(num_cpus=1, max_retries=0)(execute)
-            records, todo = _split_done(specs, runs_dir)
-            bar = _progress(len(specs), len(records), progress)
-            pending.update({task.remote(s, str(runs_dir)): s for s in todo})
-            while pending:
-                # With a timeout: a blocked ray.wait lets no Ctrl-C or SIGTERM through until a run ends.
-                ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
-                if not ready:
-                    continue
-                spec = pending.pop(ready[0])
-                try:
-                    records.append(ray.get(ready[0]))
-                except Exception as e:  # noqa: BLE001 - collected and reported together
-                    failures.append(f"{spec.name}: {e}")
-                if bar is not None:
-                    bar.update(1)
-    except KeyboardInterrupt as e:
-        raise _ray_interrupted(ray, _signum(e, received), pending, Path(runs_dir), failures) from None
+        with _stop_requests() as received:  # recorded, acted on below: never raised between a submit and its record
+            try:
+                task = ray.remote(num_cpus=1, max_retries=0)(execute)
+                records, todo = _split_done(specs, runs_dir)
+                bar = _progress(len(specs), len(records), progress)
+                pending.update({task.remote(s, str(runs_dir)): s for s in todo})
+                while pending and not received:
+                    # With a timeout: a blocked ray.wait runs no signal handler until a run ends.
+                    ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
+                    if not ready or received:
+                        continue
+                    spec = pending.pop(ready[0])
+                    try:
+                        records.append(ray.get(ready[0]))
+                    except Exception as e:  # noqa: BLE001 - collected and reported together
+                        failures.append(f"{spec.name}: {e}")
+                    if bar is not None:
+                        bar.update(1)
+                if received:
+                    raise Interrupted(received[0])
+            except KeyboardInterrupt as e:  # the recorded stop, or Ray's KeyboardInterrupt (a handler not ours)
+                raise _ray_interrupted(ray, _signum(e, received), pending, Path(runs_dir), failures) from None
     finally:
         if bar is not None:
             bar.close()
